@@ -1,0 +1,21 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#pragma once
+
+/* Where things live, shared by spacectl and spaced so both agree without talking. All return malloc'd
+ * strings or -errno. */
+
+/* $SPACE_SOCKET, else $XDG_RUNTIME_DIR/space/api.sock, else /run/user/$UID/space/api.sock when
+ * /run/user/$UID exists, else /tmp/space-$UID/api.sock. */
+int space_socket_path(char **ret);
+/* The runtime directory holding the socket and per-sandbox run dirs (dirname of the socket path unless
+ * $SPACE_RUNTIME_DIR is set). */
+int space_runtime_dir(char **ret);
+/* $SPACE_STATE_DIR, else $XDG_STATE_HOME/space, else $HOME/.local/state/space. */
+int space_state_dir(char **ret);
+/* $SPACE_CONFIG, else $XDG_CONFIG_HOME/space/spaced.conf, else $HOME/.config/space/spaced.conf. */
+int space_config_path(char **ret);
+/* $SPACE_LIB_DIR, else the compiled-in SPACE_PKGLIBDIR ($prefix/lib/space): vmlinux, initramfs.cpio,
+ * templates/NAME/{rootfs.ext4,template.conf}. */
+int space_lib_dir(char **ret);
+/* mkdir -p with the given mode for the last component and 0755 for parents. */
+int space_mkdir_p(const char *path, unsigned mode);

@@ -1,0 +1,163 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#pragma once
+
+/*
+ * The host <-> guest channel (DESIGN.md decision 3).
+ *
+ * One virtio-serial port carries a byte stream of frames. Every frame is a fixed 12-byte header followed by
+ * at most SPACE_FRAME_PAYLOAD_MAX bytes of payload:
+ *
+ *   le32 length   payload bytes that follow the header (0..SPACE_FRAME_PAYLOAD_MAX)
+ *   le32 stream   0 = channel control; otherwise a stream id (see below)
+ *   u8   type     enum space_frame_type
+ *   u8   fd       0 stdin, 1 stdout, 2 stderr for DATA/EOF/CREDIT; 0 otherwise
+ *   le16 reserved must be 0
+ *
+ * Stream ids: the host allocates ids 1..0x7fffffff for the streams it opens (EXEC, INIT, PING). Ids with the
+ * top bit set are reserved for streams the guest opens (egress, later). A receiver that gets a frame it does
+ * not expect drops the frame; the host treats a malformed header as a fatal channel error and disconnects.
+ *
+ * Control payloads (HELLO, INIT, EXEC, STARTED, ERROR, EXIT) are "key=value\0" records, concatenated, in
+ * order; a key may repeat (argv, env). Values never contain NUL. Binary values (seeds) are hex.
+ *
+ * Flow control: each direction of each (stream, fd) starts with SPACE_STREAM_WINDOW bytes of credit at the
+ * sender. The sender may send DATA only while it has credit, and subtracts the payload length. The receiver
+ * returns credit with CREDIT frames (payload: le32 bytes) once it has passed the bytes on. A peer that sends
+ * more than its credit is violating the protocol: the host kills that stream.
+ *
+ * Conversation:
+ *   guest -> host  HELLO (stream 0) as soon as the port is open, and again whenever it sees the host reconnect
+ *                  (it cannot see that; so the host may send PING at any time and the guest answers PONG).
+ *   host -> guest  PING(stream s, payload <= 64 bytes)           -> PONG(s, same payload)
+ *   host -> guest  INIT(s, kv: hostname, sandbox_id, time_ns, seed, env...) -> OK(s) | ERROR(s, kv)
+ *   host -> guest  EXEC(s, kv: argv..., env..., cwd, stdin=0|1, pty=0|1, rows, cols) -> STARTED(s, kv: pid)
+ *                  | ERROR(s, kv: errno, message)  (e.g. errno=2 for a command that does not exist)
+ *   guest -> host  DATA(s, fd 1|2, bytes) ... EOF(s, fd 1), EOF(s, fd 2), then EXIT(s, kv: code | signal)
+ *   host -> guest  DATA(s, fd 0), EOF(s, fd 0) (close stdin), SIGNAL(s, le32 signo), RESIZE(s, le16 rows,
+ *                  le16 cols), CREDIT(s, fd 1|2, le32 bytes), CLOSE(s) to forget a stream after EXIT.
+ *   guest -> host  CREDIT(s, fd 0, le32 bytes) as stdin bytes are written to the process.
+ */
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define SPACE_PROTO_VERSION 1
+#define SPACE_FRAME_HEADER_SIZE 12
+#define SPACE_FRAME_PAYLOAD_MAX (64U * 1024U)
+#define SPACE_FRAME_MAX (SPACE_FRAME_HEADER_SIZE + SPACE_FRAME_PAYLOAD_MAX)
+#define SPACE_STREAM_WINDOW (256U * 1024U)
+#define SPACE_PING_PAYLOAD_MAX 64U
+#define SPACE_STREAM_GUEST_BIT 0x80000000U
+/* Hard caps the host enforces on what the guest may make it hold. */
+#define SPACE_KV_RECORDS_MAX 4096U
+#define SPACE_STREAMS_MAX 1024U
+
+enum space_frame_type {
+        SPACE_F_HELLO = 1,
+        SPACE_F_PING = 2,
+        SPACE_F_PONG = 3,
+        SPACE_F_INIT = 4,
+        SPACE_F_OK = 5,
+        SPACE_F_ERROR = 6,
+        SPACE_F_EXEC = 7,
+        SPACE_F_STARTED = 8,
+        SPACE_F_DATA = 9,
+        SPACE_F_EOF = 10,
+        SPACE_F_CREDIT = 11,
+        SPACE_F_SIGNAL = 12,
+        SPACE_F_RESIZE = 13,
+        SPACE_F_EXIT = 14,
+        SPACE_F_CLOSE = 15,
+        _SPACE_F_MAX,
+};
+
+typedef struct SpaceFrameHeader {
+        uint32_t length;
+        uint32_t stream;
+        uint8_t type;
+        uint8_t fd;
+} SpaceFrameHeader;
+
+/* Writes the 12-byte header. Returns -EINVAL if length > SPACE_FRAME_PAYLOAD_MAX, type or fd out of range. */
+int space_frame_header_pack(const SpaceFrameHeader *h, uint8_t out[static SPACE_FRAME_HEADER_SIZE]);
+
+/* Validates and decodes a header: -EBADMSG on an unknown type, fd > 2, non-zero reserved bits or a length
+ * over SPACE_FRAME_PAYLOAD_MAX. */
+int space_frame_header_unpack(const uint8_t in[static SPACE_FRAME_HEADER_SIZE], SpaceFrameHeader *ret);
+
+/* Incremental reader: feed it whatever read() returned; it hands back whole frames. Never allocates beyond its
+ * fixed buffer. */
+typedef struct SpaceFrameReader {
+        uint8_t buf[SPACE_FRAME_MAX];
+        size_t have;
+} SpaceFrameReader;
+
+/* Copies as much of data[0..n) as fits into the reader and reports how much it took in *ret_consumed.
+ * Returns 1 and fills *ret_header / *ret_payload (pointing into the reader, valid until the next call) when a
+ * whole frame is ready; 0 when more bytes are needed; -EBADMSG when the header is malformed (the channel is
+ * then unusable). Call again with the remaining bytes after a frame was returned. */
+int space_frame_reader_feed(SpaceFrameReader *r, const uint8_t *data, size_t n, size_t *ret_consumed,
+                            SpaceFrameHeader *ret_header, const uint8_t **ret_payload);
+
+/* Growable output buffer for building payloads and queueing frames. */
+typedef struct SpaceBuf {
+        uint8_t *data;
+        size_t len;
+        size_t cap;
+} SpaceBuf;
+
+void space_buf_done(SpaceBuf *b);
+int space_buf_append(SpaceBuf *b, const void *p, size_t n);
+/* Drops the first n bytes (after a partial write). */
+void space_buf_consume(SpaceBuf *b, size_t n);
+
+/* Appends a whole frame (header + payload) to b. -EINVAL if n > SPACE_FRAME_PAYLOAD_MAX. */
+int space_frame_append(SpaceBuf *b, uint8_t type, uint8_t fd, uint32_t stream, const void *payload, size_t n);
+
+/* key=value\0 records. space_kv_add fails with -EINVAL if key is empty or contains '=' or NUL, or value
+ * contains NUL (checked by strlen, so only embedded NULs in callers' buffers matter). */
+int space_kv_add(SpaceBuf *b, const char *key, const char *value);
+int space_kv_addf(SpaceBuf *b, const char *key, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+/* Iterates records: *offset starts at 0. Returns 1 with key/value (NUL-terminated, pointing into p) set, 0 at
+ * the end, -EBADMSG if a record is not NUL-terminated within n, has no '=' or an empty key, or more than
+ * SPACE_KV_RECORDS_MAX records were seen. key is returned as a pointer + length (not terminated at '='). */
+int space_kv_next(const uint8_t *p, size_t n, size_t *offset, const char **ret_key, size_t *ret_key_len,
+                  const char **ret_value);
+
+/* Finds the first record with this key; returns 1 and *ret_value, 0 if absent, -EBADMSG as above. */
+int space_kv_get(const uint8_t *p, size_t n, const char *key, const char **ret_value);
+
+/* Little-endian helpers for the fixed payloads (CREDIT, SIGNAL, RESIZE). */
+static inline void space_put_le32(uint8_t *p, uint32_t v) {
+        p[0] = v & 0xff;
+        p[1] = (v >> 8) & 0xff;
+        p[2] = (v >> 16) & 0xff;
+        p[3] = (v >> 24) & 0xff;
+}
+static inline uint32_t space_get_le32(const uint8_t *p) {
+        return (uint32_t) p[0] | (uint32_t) p[1] << 8 | (uint32_t) p[2] << 16 | (uint32_t) p[3] << 24;
+}
+static inline void space_put_le16(uint8_t *p, uint16_t v) {
+        p[0] = v & 0xff;
+        p[1] = (v >> 8) & 0xff;
+}
+static inline uint16_t space_get_le16(const uint8_t *p) {
+        return (uint16_t) (p[0] | p[1] << 8);
+}
+
+/* Per-direction credit accounting. */
+typedef struct SpaceCredit {
+        uint64_t available;
+} SpaceCredit;
+
+static inline void space_credit_init(SpaceCredit *c) {
+        c->available = SPACE_STREAM_WINDOW;
+}
+/* Takes n bytes of credit; -ENOBUFS if there is not enough (the peer overran its window). */
+int space_credit_take(SpaceCredit *c, size_t n);
+/* Returns n bytes of credit; -EOVERFLOW if that would exceed the window (a lying peer). */
+int space_credit_give(SpaceCredit *c, uint32_t n);
+
+const char *space_frame_type_to_string(uint8_t type);
