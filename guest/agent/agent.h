@@ -1,0 +1,97 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#pragma once
+
+/* space-agent: the guest's PID 1. Boots the guest (boot.c), then serves the channel (channel.c) and runs the
+ * processes the host asks for (exec.c, init.c). One thread, one poll loop (main.c). */
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "../../lib/proto.h"
+
+/* Output to the port stops taking process output above this and stops reading the port above the hard
+ * mark, so the queue stays bounded whether or not the host is reading. */
+#define AGENT_OUTQ_HIGH (512U * 1024U)
+#define AGENT_OUTQ_HARD (4U * 1024U * 1024U)
+#define AGENT_DEFAULT_PATH "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+/* log.c */
+void log_open(void);
+void log_msg(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+#define log_err(...) log_msg(3, __VA_ARGS__)
+#define log_warn(...) log_msg(4, __VA_ARGS__)
+#define log_info(...) log_msg(6, __VA_ARGS__)
+
+/* boot.c */
+typedef struct BootConfig {
+        char root[256];    /* space.root= ("" when absent) */
+        char rootfstype[32];
+} BootConfig;
+
+void boot_early(void);                       /* /proc, /sys, /dev, fds 0-2, rlimits */
+void boot_load_modules(const char *dir);
+void boot_read_cmdline(BootConfig *ret);
+int boot_switch_root(const BootConfig *c);
+void boot_late_mounts(void);                 /* /tmp, /run, /dev/pts, /dev/shm, hostname */
+int boot_open_port(const char *name, int timeout_ms); /* returns the fd or -errno */
+
+/* A process the host started with EXEC. */
+typedef struct Stream {
+        uint32_t id;
+        pid_t pid;                 /* > 0 until reaped */
+        int status;                /* wait status, valid when reaped */
+        bool reaped;
+        bool exit_sent;
+        bool pty;
+        int fd_in, fd_out, fd_err; /* our ends, -1 when closed; with a pty fd_out is the master, fd_in a dup */
+        SpaceBuf in_buf;           /* stdin bytes not yet written to the process */
+        bool in_eof;               /* host sent EOF on fd 0: close once in_buf drained */
+        uint32_t in_credit_pending;/* stdin bytes written but not yet credited back */
+        SpaceCredit in_credit;     /* what the host may still send on fd 0 */
+        SpaceCredit out_credit[3]; /* what we may still send on fd 1 and 2 */
+        uint64_t seq;              /* creation order, for evicting old finished streams */
+} Stream;
+
+/* channel.c: the port and its output queue */
+typedef struct Channel {
+        int fd;
+        int epoll_fd;              /* the port, edge-triggered: see channel_setup() */
+        bool host_connected;
+        SpaceFrameReader *reader;
+        SpaceBuf out;
+        size_t out_off;            /* bytes of out already written */
+        size_t head_left;          /* bytes of a partially written frame still to go */
+} Channel;
+
+int channel_setup(Channel *c, int port_fd);
+size_t channel_queued(const Channel *c);
+/* Queues a frame; control frames always go in (they are bounded by what the host asks). */
+int channel_send(Channel *c, uint8_t type, uint8_t fd, uint32_t stream, const void *payload, size_t n);
+int channel_send_kv(Channel *c, uint8_t type, uint32_t stream, const SpaceBuf *kv);
+void channel_send_error(Channel *c, uint32_t stream, int err, const char *message);
+void channel_send_hello(Channel *c);
+/* Reads and dispatches what the port has, writes what is queued. Call after any wakeup. */
+void channel_io(Channel *c);
+
+/* exec.c: streams */
+void streams_init(void);
+Stream *stream_find(uint32_t id);
+void exec_start(Channel *c, uint32_t id, const uint8_t *p, size_t n);
+void stream_input(Channel *c, Stream *s, const uint8_t *p, size_t n);
+void stream_input_eof(Channel *c, Stream *s);
+void stream_credit(Stream *s, uint8_t fd, uint32_t n);
+void stream_signal(Stream *s, int sig);
+void stream_resize(Stream *s, unsigned rows, unsigned cols);
+void stream_close(Stream *s);
+void streams_reap(Channel *c);
+/* poll plumbing: add the fds we want to wait on, then handle what came back. */
+struct pollfd;
+size_t streams_poll_fill(const Channel *c, struct pollfd *fds, size_t max, Stream **owners);
+void streams_poll_handle(Channel *c, const struct pollfd *fds, size_t n, Stream **owners);
+size_t streams_count(void);
+
+/* init.c: INIT and the default environment for EXEC */
+void init_handle(Channel *c, uint32_t id, const uint8_t *p, size_t n);
+/* Default environment records ("K=V"), NULL-terminated. */
+char **init_default_env(void);

@@ -1,0 +1,239 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+
+/*
+ * The agent's side of the channel: reads frames from the virtio-serial port and dispatches them, queues and
+ * writes frames back.
+ *
+ * The port's poll() reports POLLHUP for as long as no host is connected to QEMU's chardev, so a level-triggered
+ * poll would spin. The port therefore sits in an edge-triggered epoll set (itself polled by the main loop):
+ * every data arrival, write space or host (dis)connect wakes us once, and we then read and write until
+ * EAGAIN. A read of 0 means "no host": the reader is reset so that a host that reconnects starts on a frame
+ * boundary, and a half-written output frame is dropped for the same reason.
+ */
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <unistd.h>
+
+#include "../../lib/macro.h"
+#include "agent.h"
+
+int channel_setup(Channel *c, int port_fd) {
+        struct epoll_event ev = { .events = EPOLLIN | EPOLLOUT | EPOLLET };
+
+        *c = (Channel) { .fd = port_fd, .host_connected = true };
+        c->reader = calloc(1, sizeof *c->reader);
+        if (!c->reader)
+                return -ENOMEM;
+        c->epoll_fd = epoll_create1(EPOLL_CLOEXEC);
+        if (c->epoll_fd < 0)
+                return -errno;
+        if (epoll_ctl(c->epoll_fd, EPOLL_CTL_ADD, port_fd, &ev) < 0)
+                return -errno;
+        return 0;
+}
+
+size_t channel_queued(const Channel *c) {
+        return c->out.len - c->out_off;
+}
+
+int channel_send(Channel *c, uint8_t type, uint8_t fd, uint32_t stream, const void *payload, size_t n) {
+        int r;
+
+        /* Reclaim the written prefix before growing, so the buffer stays about as big as what is queued. */
+        if (c->out_off > 0 && (c->out_off == c->out.len || c->out_off >= c->out.len / 2)) {
+                space_buf_consume(&c->out, c->out_off);
+                c->out_off = 0;
+        }
+        r = space_frame_append(&c->out, type, fd, stream, payload, n);
+        if (r < 0)
+                log_err("queue %s frame: %s", space_frame_type_to_string(type), strerror(-r));
+        return r;
+}
+
+int channel_send_kv(Channel *c, uint8_t type, uint32_t stream, const SpaceBuf *kv) {
+        return channel_send(c, type, 0, stream, kv->data, kv->len);
+}
+
+void channel_send_error(Channel *c, uint32_t stream, int err, const char *message) {
+        SpaceBuf kv = {};
+
+        (void) space_kv_addf(&kv, "errno", "%d", err);
+        (void) space_kv_add(&kv, "message", message ? message : strerror(err));
+        (void) channel_send_kv(c, SPACE_F_ERROR, stream, &kv);
+        space_buf_done(&kv);
+}
+
+void channel_send_hello(Channel *c) {
+        SpaceBuf kv = {};
+
+        (void) space_kv_addf(&kv, "version", "%d", SPACE_PROTO_VERSION);
+        (void) space_kv_add(&kv, "agent", "space-agent");
+        (void) channel_send_kv(c, SPACE_F_HELLO, 0, &kv);
+        space_buf_done(&kv);
+}
+
+static void dispatch(Channel *c, const SpaceFrameHeader *h, const uint8_t *p) {
+        Stream *s;
+
+        switch (h->type) {
+        case SPACE_F_PING:
+                (void) channel_send(c, SPACE_F_PONG, 0, h->stream, p,
+                                    h->length < SPACE_PING_PAYLOAD_MAX ? h->length : SPACE_PING_PAYLOAD_MAX);
+                return;
+        case SPACE_F_INIT:
+                init_handle(c, h->stream, p, h->length);
+                return;
+        case SPACE_F_EXEC:
+                exec_start(c, h->stream, p, h->length);
+                return;
+        default:
+                break;
+        }
+
+        s = stream_find(h->stream);
+        if (!s)
+                return; /* a stream we forgot, or never had: drop */
+
+        switch (h->type) {
+        case SPACE_F_DATA:
+                if (h->fd == 0)
+                        stream_input(c, s, p, h->length);
+                break;
+        case SPACE_F_EOF:
+                if (h->fd == 0)
+                        stream_input_eof(c, s);
+                break;
+        case SPACE_F_CREDIT:
+                if (h->length == 4)
+                        stream_credit(s, h->fd, space_get_le32(p));
+                break;
+        case SPACE_F_SIGNAL:
+                if (h->length == 4)
+                        stream_signal(s, (int) space_get_le32(p));
+                break;
+        case SPACE_F_RESIZE:
+                if (h->length == 4)
+                        stream_resize(s, space_get_le16(p), space_get_le16(p + 2));
+                break;
+        case SPACE_F_CLOSE:
+                stream_close(s);
+                break;
+        default:
+                break; /* frames only the guest sends: drop */
+        }
+}
+
+static void host_gone(Channel *c) {
+        if (!c->host_connected)
+                return;
+        c->host_connected = false;
+        c->reader->have = 0;
+        if (c->head_left > 0) {
+                c->out_off += c->head_left;
+                c->head_left = 0;
+        }
+}
+
+static void host_back(Channel *c) {
+        if (c->host_connected)
+                return;
+        c->host_connected = true;
+        channel_send_hello(c);
+}
+
+static void channel_read(Channel *c) {
+        static uint8_t buf[SPACE_FRAME_MAX];
+
+        /* Stop taking requests while the host is not reading our answers. */
+        while (channel_queued(c) < AGENT_OUTQ_HARD) {
+                ssize_t n = read(c->fd, buf, sizeof buf);
+                size_t off = 0;
+
+                if (n < 0) {
+                        if (errno != EAGAIN && errno != EINTR)
+                                log_warn("read port: %m");
+                        return;
+                }
+                if (n == 0) {
+                        host_gone(c);
+                        return;
+                }
+                host_back(c);
+
+                while (off < (size_t) n) {
+                        SpaceFrameHeader h;
+                        const uint8_t *p;
+                        size_t used;
+                        int r;
+
+                        r = space_frame_reader_feed(c->reader, buf + off, (size_t) n - off, &used, &h, &p);
+                        off += used;
+                        if (r < 0) {
+                                /* No way to find the next frame boundary: drop what we have. */
+                                log_err("malformed frame from host, dropping %zu bytes", (size_t) n - off);
+                                c->reader->have = 0;
+                                break;
+                        }
+                        if (r == 0)
+                                break;
+                        dispatch(c, &h, p);
+                }
+        }
+}
+
+/* Advances head_left over w freshly written bytes starting at out_off. */
+static void track_frames(Channel *c, size_t w) {
+        size_t off = c->out_off, d;
+
+        d = w < c->head_left ? w : c->head_left;
+        c->head_left -= d;
+        off += d;
+        w -= d;
+        while (w > 0) {
+                size_t flen = SPACE_FRAME_HEADER_SIZE + space_get_le32(c->out.data + off);
+                d = w < flen ? w : flen;
+                off += d;
+                w -= d;
+                c->head_left = flen - d;
+        }
+}
+
+static void channel_write(Channel *c) {
+        while (channel_queued(c) > 0) {
+                ssize_t n = write(c->fd, c->out.data + c->out_off, channel_queued(c));
+
+                if (n < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        if (errno != EAGAIN)
+                                log_warn("write port: %m");
+                        return;
+                }
+                track_frames(c, (size_t) n);
+                c->out_off += (size_t) n;
+                host_back(c); /* may queue HELLO: only after out_off is settled */
+        }
+        c->out.len = 0;
+        c->out_off = 0;
+}
+
+void channel_io(Channel *c) {
+        struct epoll_event evs[4];
+        int n;
+
+        n = epoll_wait(c->epoll_fd, evs, ELEMENTSOF(evs), 0);
+        for (int i = 0; i < n; i++)
+                if ((evs[i].events & EPOLLHUP) && !(evs[i].events & EPOLLIN))
+                        host_gone(c);
+                else if (evs[i].events & EPOLLOUT)
+                        host_back(c);
+
+        channel_read(c);
+        channel_write(c);
+        /* Writing may have made room for more requests. */
+        if (channel_queued(c) == 0)
+                channel_read(c);
+}

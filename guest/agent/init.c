@@ -1,0 +1,161 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+
+/* INIT: the identity a sandbox gets after every boot, restore or fork (DESIGN.md decision 4): hostname,
+ * clock, RNG reseed, sandbox id, and the default environment for later EXECs. */
+
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/random.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "../../lib/macro.h"
+#include "agent.h"
+
+#define SEED_MAX 512U
+#define DEFAULT_ENV_MAX 1024U
+
+static char **default_env;
+static char sandbox_id[128];
+
+char **init_default_env(void) {
+        return default_env;
+}
+
+static int hexval(char ch) {
+        if (ch >= '0' && ch <= '9')
+                return ch - '0';
+        if (ch >= 'a' && ch <= 'f')
+                return ch - 'a' + 10;
+        if (ch >= 'A' && ch <= 'F')
+                return ch - 'A' + 10;
+        return -1;
+}
+
+static int reseed(const char *hex) {
+        struct {
+                struct rand_pool_info info;
+                uint8_t buf[SEED_MAX];
+        } seed = {};
+        _cleanup_close_ int fd = -1;
+        size_t l = strlen(hex);
+
+        if (l == 0 || l % 2 || l / 2 > SEED_MAX)
+                return -EINVAL;
+        for (size_t i = 0; i < l / 2; i++) {
+                int hi = hexval(hex[2 * i]), lo = hexval(hex[2 * i + 1]);
+                if (hi < 0 || lo < 0)
+                        return -EINVAL;
+                seed.buf[i] = (uint8_t) (hi << 4 | lo);
+        }
+
+        fd = open("/dev/urandom", O_WRONLY | O_CLOEXEC | O_NOCTTY);
+        if (fd < 0)
+                return -errno;
+        /* Credit the entropy so getrandom() is not left waiting after a restore; mix it in plainly if the
+         * ioctl is refused. */
+        seed.info.entropy_count = (int) (l / 2 * 8);
+        seed.info.buf_size = (int) (l / 2);
+        if (ioctl(fd, RNDADDENTROPY, &seed.info) < 0 && write(fd, seed.buf, l / 2) < 0)
+                return -errno;
+        return 0;
+}
+
+static int set_clock(const char *v) {
+        char *end;
+        unsigned long long ns;
+        struct timespec ts;
+
+        errno = 0;
+        ns = strtoull(v, &end, 10);
+        if (errno || end == v || *end)
+                return -EINVAL;
+        ts.tv_sec = (time_t) (ns / 1000000000ULL);
+        ts.tv_nsec = (long) (ns % 1000000000ULL);
+        if (clock_settime(CLOCK_REALTIME, &ts) < 0)
+                return -errno;
+        return 0;
+}
+
+static int write_sandbox_id(const char *v) {
+        _cleanup_close_ int fd = -1;
+        size_t l = strlen(v);
+
+        if (l == 0 || l >= sizeof sandbox_id || strchr(v, '/') || strchr(v, '\n'))
+                return -EINVAL;
+        memcpy(sandbox_id, v, l + 1);
+
+        (void) mkdir("/run/space", 0755);
+        fd = open("/run/space/sandbox-id.tmp", O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
+        if (fd < 0)
+                return -errno;
+        if (write(fd, v, l) != (ssize_t) l || write(fd, "\n", 1) != 1)
+                return -EIO;
+        if (rename("/run/space/sandbox-id.tmp", "/run/space/sandbox-id") < 0)
+                return -errno;
+        return 0;
+}
+
+void init_handle(Channel *c, uint32_t id, const uint8_t *p, size_t n) {
+        char **env = NULL;
+        size_t off = 0, klen, n_env = 0;
+        const char *k, *v, *what = NULL;
+        int r, err = 0;
+
+        while ((r = space_kv_next(p, n, &off, &k, &klen, &v)) > 0) {
+                int q = 0;
+#define KEY(s) (klen == sizeof(s) - 1 && memcmp(k, s, klen) == 0)
+                if (KEY("hostname")) {
+                        size_t l = strlen(v);
+                        q = l == 0 || l > 64 ? -EINVAL : sethostname(v, l) < 0 ? -errno : 0;
+                } else if (KEY("time_ns"))
+                        q = set_clock(v);
+                else if (KEY("seed"))
+                        q = reseed(v);
+                else if (KEY("sandbox_id"))
+                        q = write_sandbox_id(v);
+                else if (KEY("env")) {
+                        const char *eq = strchr(v, '=');
+                        char **l;
+
+                        if (!eq || eq == v || n_env >= DEFAULT_ENV_MAX)
+                                q = -EINVAL;
+                        else if (!(l = realloc(env, (n_env + 2) * sizeof *l)) || !(l[n_env] = strdup(v))) {
+                                if (l)
+                                        env = l;
+                                q = -ENOMEM;
+                        } else {
+                                env = l;
+                                env[++n_env] = NULL;
+                        }
+                }
+                if (q < 0 && err == 0) {
+                        err = -q;
+                        what = KEY("hostname") ? "hostname" : KEY("time_ns") ? "time_ns" : KEY("seed") ? "seed" :
+                               KEY("sandbox_id") ? "sandbox_id" : "env";
+                }
+#undef KEY
+        }
+        if (r < 0) {
+                strv_free(env);
+                channel_send_error(c, id, EBADMSG, "malformed INIT payload");
+                return;
+        }
+
+        /* The env list replaces the previous defaults (a restored sandbox gets its own). */
+        strv_free(default_env);
+        default_env = env;
+
+        if (err) {
+                char msg[256];
+                (void) snprintf(msg, sizeof msg, "%s: %s", what, strerror(err));
+                channel_send_error(c, id, err, msg);
+                return;
+        }
+        (void) channel_send(c, SPACE_F_OK, 0, id, NULL, 0);
+}

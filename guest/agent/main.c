@@ -1,0 +1,107 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+
+/*
+ * space-agent: PID 1 of every sandbox. Boots the guest, then serves the host over the virtio-serial port
+ * "agent" forever. It never exits: errors are logged and it carries on; only a missing port (nothing to
+ * serve) powers the VM off.
+ *
+ * Outside a VM (not PID 1) it skips the boot and serves the file named by $SPACE_AGENT_PORT instead, which is
+ * how it can be tried against a socketpair or a pty.
+ */
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/reboot.h>
+#include <sys/signalfd.h>
+#include <unistd.h>
+
+#include "../../lib/macro.h"
+#include "agent.h"
+
+#define POLL_MAX (2 + 3 * SPACE_STREAMS_MAX)
+
+static int open_port(void) {
+        const char *path = getenv("SPACE_AGENT_PORT");
+        int fd;
+
+        if (getpid() != 1 && path) {
+                fd = open(path, O_RDWR | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+                return fd < 0 ? -errno : fd;
+        }
+        return boot_open_port("agent", 10000);
+}
+
+int main(int argc, char *argv[]) {
+        static struct pollfd fds[POLL_MAX];
+        static Stream *owners[POLL_MAX];
+        Channel c;
+        sigset_t mask;
+        int port, sfd, r;
+
+        if (getpid() == 1) {
+                BootConfig bc;
+
+                boot_early();
+                boot_load_modules("/lib/modules-space");
+                boot_read_cmdline(&bc);
+                (void) boot_switch_root(&bc);
+                boot_late_mounts();
+        }
+
+        sigemptyset(&mask);
+        sigaddset(&mask, SIGCHLD);
+        (void) sigprocmask(SIG_BLOCK, &mask, NULL);
+        (void) signal(SIGPIPE, SIG_IGN);
+        sfd = signalfd(-1, &mask, SFD_NONBLOCK | SFD_CLOEXEC);
+        if (sfd < 0)
+                log_err("signalfd: %m");
+
+        port = open_port();
+        if (port < 0) {
+                log_err("no virtio-serial port named \"agent\": %s; powering off", strerror(-port));
+                if (getpid() == 1) {
+                        sync();
+                        (void) reboot(RB_POWER_OFF);
+                }
+                return 1;
+        }
+
+        streams_init();
+        r = channel_setup(&c, port);
+        if (r < 0) {
+                log_err("channel setup: %s", strerror(-r));
+                if (getpid() != 1)
+                        return 1;
+        }
+        log_info("serving the channel");
+        channel_send_hello(&c);
+        channel_io(&c);
+
+        for (;;) {
+                size_t n = 0, ns;
+
+                fds[n++] = (struct pollfd) { .fd = c.epoll_fd, .events = POLLIN };
+                fds[n++] = (struct pollfd) { .fd = sfd, .events = POLLIN };
+                ns = streams_poll_fill(&c, fds + n, POLL_MAX - n, owners);
+
+                if (poll(fds, n + ns, -1) < 0) {
+                        if (errno != EINTR)
+                                log_err("poll: %m");
+                        continue;
+                }
+
+                if (fds[1].revents) {
+                        struct signalfd_siginfo si;
+                        while (read(sfd, &si, sizeof si) == (ssize_t) sizeof si)
+                                ;
+                }
+                /* Output first, then exits (EXIT must follow the last DATA and EOF), then the host. */
+                streams_poll_handle(&c, fds + 2, ns, owners);
+                streams_reap(&c);
+                channel_io(&c);
+        }
+}

@@ -1,0 +1,459 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "log.h"
+#include "macro.h"
+#include "process.h"
+
+/* The host end of a sandbox's channel, in the event loop. Everything read here comes from the guest and is
+ * checked: the frame reader bounds sizes, streams must be ones we opened, credit must have been given. */
+
+#define AGENT_OUT_MAX (8U * 1024U * 1024U)
+
+struct AgentConn {
+        Sandbox *sandbox;
+        int fd;
+        sd_event_source *io;
+        sd_event_source *reconnect;
+        SpaceFrameReader *reader;
+        SpaceBuf out;
+        uint32_t next_stream;
+        Process *processes;
+        unsigned n_processes;
+};
+
+static int unix_connect(const char *path, bool nonblock, int *ret_fd) {
+        struct sockaddr_un sa = { .sun_family = AF_UNIX };
+        _cleanup_close_ int fd = -1;
+
+        if (strlen(path) >= sizeof sa.sun_path)
+                return -ENAMETOOLONG;
+        strcpy(sa.sun_path, path);
+        fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | (nonblock ? SOCK_NONBLOCK : 0), 0);
+        if (fd < 0)
+                return -errno;
+        if (connect(fd, (struct sockaddr *) &sa, sizeof sa) < 0)
+                return -errno;
+        *ret_fd = TAKE_FD(fd);
+        return 0;
+}
+
+/* ---- blocking helpers for workers ---- */
+
+static int write_all(int fd, const void *p, size_t n) {
+        const uint8_t *b = p;
+
+        while (n > 0) {
+                ssize_t k = write(fd, b, n);
+                if (k < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        return -errno;
+                }
+                b += k;
+                n -= (size_t) k;
+        }
+        return 0;
+}
+
+static int send_frame_blocking(int fd, uint8_t type, uint32_t stream, const void *payload, size_t n) {
+        _cleanup_(space_buf_done) SpaceBuf b = {};
+        int r = space_frame_append(&b, type, 0, stream, payload, n);
+        return r < 0 ? r : write_all(fd, b.data, b.len);
+}
+
+/* Reads frames until one of `type` on `stream` arrives (stream 0 matches any for HELLO). */
+static int wait_frame(int fd, SpaceFrameReader *rd, uint8_t type, uint32_t stream, uint64_t deadline_us,
+                      SpaceFrameHeader *ret_h, const uint8_t **ret_payload, uint8_t *pending, size_t *pending_len) {
+        for (;;) {
+                while (*pending_len > 0) {
+                        size_t used = 0;
+                        SpaceFrameHeader h;
+                        const uint8_t *payload;
+                        int r = space_frame_reader_feed(rd, pending, *pending_len, &used, &h, &payload);
+
+                        memmove(pending, pending + used, *pending_len - used);
+                        *pending_len -= used;
+                        if (r < 0)
+                                return r;
+                        if (r == 0)
+                                break;
+                        if (h.type == type && (stream == 0 || h.stream == stream)) {
+                                *ret_h = h;
+                                *ret_payload = payload;
+                                return 0;
+                        }
+                        if (h.type == SPACE_F_ERROR && h.stream == stream) {
+                                *ret_h = h;
+                                *ret_payload = payload;
+                                return -EPROTO;
+                        }
+                }
+                uint64_t now = now_usec_monotonic();
+                if (now >= deadline_us)
+                        return -ETIMEDOUT;
+                struct pollfd pfd = { .fd = fd, .events = POLLIN };
+                int k = poll(&pfd, 1, (int) ((deadline_us - now) / 1000) + 1);
+                if (k < 0 && errno != EINTR)
+                        return -errno;
+                if (k <= 0)
+                        continue;
+                ssize_t n = read(fd, pending, 65536);
+                if (n < 0 && (errno == EINTR || errno == EAGAIN))
+                        continue;
+                if (n < 0)
+                        return -errno;
+                if (n == 0)
+                        return -ECONNRESET;
+                *pending_len = (size_t) n;
+        }
+}
+
+static int connect_retry(const char *path, uint64_t deadline_us, int *ret_fd) {
+        for (;;) {
+                int r = unix_connect(path, false, ret_fd);
+                if (r >= 0)
+                        return 0;
+                if (now_usec_monotonic() >= deadline_us)
+                        return r;
+                usleep(2000);
+        }
+}
+
+int agent_wait_hello(const char *socket_path, int timeout_ms, char **reterr_message) {
+        uint64_t deadline = now_usec_monotonic() + (uint64_t) timeout_ms * 1000;
+        _cleanup_free_ SpaceFrameReader *rd = calloc(1, sizeof *rd);
+        _cleanup_free_ uint8_t *pending = malloc(65536);
+        _cleanup_close_ int fd = -1;
+        size_t pending_len = 0;
+        SpaceFrameHeader h;
+        const uint8_t *payload;
+        int r;
+
+        if (!rd || !pending)
+                return -ENOMEM;
+        r = connect_retry(socket_path, deadline, &fd);
+        if (r < 0) {
+                (void) asprintf(reterr_message, "cannot connect to the agent socket %s: %s", socket_path,
+                                strerror(-r));
+                return r;
+        }
+        r = wait_frame(fd, rd, SPACE_F_HELLO, 0, deadline, &h, &payload, pending, &pending_len);
+        if (r < 0)
+                (void) asprintf(reterr_message, "the guest agent did not say hello within %d s: %s",
+                                timeout_ms / 1000, strerror(-r));
+        return r;
+}
+
+int agent_handshake(const char *socket_path, const char *sandbox_id, const char *hostname, char **env,
+                    int timeout_ms, int *ret_fd, char **reterr_message) {
+        uint64_t deadline = now_usec_monotonic() + (uint64_t) timeout_ms * 1000;
+        _cleanup_free_ SpaceFrameReader *rd = calloc(1, sizeof *rd);
+        _cleanup_free_ uint8_t *pending = malloc(65536);
+        _cleanup_(space_buf_done) SpaceBuf kv = {};
+        _cleanup_close_ int fd = -1;
+        size_t pending_len = 0;
+        SpaceFrameHeader h;
+        const uint8_t *payload;
+        uint8_t seed[32];
+        char seed_hex[65];
+        struct timespec ts;
+        int r;
+
+        if (!rd || !pending)
+                return -ENOMEM;
+        r = connect_retry(socket_path, deadline, &fd);
+        if (r < 0) {
+                (void) asprintf(reterr_message, "cannot connect to the agent socket %s: %s", socket_path,
+                                strerror(-r));
+                return r;
+        }
+        r = send_frame_blocking(fd, SPACE_F_PING, 1, "hs", 2);
+        if (r >= 0)
+                r = wait_frame(fd, rd, SPACE_F_PONG, 1, deadline, &h, &payload, pending, &pending_len);
+        if (r < 0) {
+                (void) asprintf(reterr_message, "the guest agent did not answer after the restore: %s",
+                                strerror(-r));
+                return r;
+        }
+
+        /* A fresh identity for every restored VM (decision 4). */
+        if (getrandom(seed, sizeof seed, 0) != sizeof seed)
+                return -EIO;
+        for (size_t i = 0; i < sizeof seed; i++)
+                snprintf(seed_hex + 2 * i, 3, "%02x", seed[i]);
+        clock_gettime(CLOCK_REALTIME, &ts);
+        r = space_kv_add(&kv, "hostname", hostname);
+        if (r >= 0)
+                r = space_kv_add(&kv, "sandbox_id", sandbox_id);
+        if (r >= 0)
+                r = space_kv_addf(&kv, "time_ns", "%llu", (unsigned long long) ts.tv_sec * 1000000000ULL + (unsigned long long) ts.tv_nsec);
+        if (r >= 0)
+                r = space_kv_add(&kv, "seed", seed_hex);
+        for (char **e = env; r >= 0 && e && *e; e++)
+                r = space_kv_add(&kv, "env", *e);
+        if (r < 0)
+                return r;
+        if (kv.len > SPACE_FRAME_PAYLOAD_MAX)
+                return -E2BIG;
+        r = send_frame_blocking(fd, SPACE_F_INIT, 2, kv.data, kv.len);
+        if (r >= 0)
+                r = wait_frame(fd, rd, SPACE_F_OK, 2, deadline, &h, &payload, pending, &pending_len);
+        if (r < 0) {
+                (void) asprintf(reterr_message, "the guest agent refused its identity: %s", strerror(-r));
+                return r;
+        }
+        *ret_fd = TAKE_FD(fd);
+        return 0;
+}
+
+/* ---- event loop side ---- */
+
+static void agent_disconnected(AgentConn *a, const char *why);
+
+static int agent_flush(AgentConn *a) {
+        while (a->out.len > 0) {
+                ssize_t n = write(a->fd, a->out.data, a->out.len);
+                if (n < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        if (errno == EAGAIN)
+                                break;
+                        return -errno;
+                }
+                space_buf_consume(&a->out, (size_t) n);
+        }
+        return sd_event_source_set_io_events(a->io, EPOLLIN | (a->out.len > 0 ? EPOLLOUT : 0));
+}
+
+int agent_send(AgentConn *a, uint8_t type, uint8_t fd, uint32_t stream, const void *payload, size_t n) {
+        int r;
+
+        if (!a || a->fd < 0)
+                return -ENOTCONN;
+        if (a->out.len + n > AGENT_OUT_MAX)
+                return -ENOBUFS; /* the guest stopped reading; credit keeps data below this */
+        r = space_frame_append(&a->out, type, fd, stream, payload, n);
+        if (r < 0)
+                return r;
+        return agent_flush(a);
+}
+
+uint32_t agent_new_stream(AgentConn *a) {
+        uint32_t s = a->next_stream++;
+
+        if (a->next_stream >= SPACE_STREAM_GUEST_BIT)
+                a->next_stream = 1;
+        return s;
+}
+
+static Process *find_stream(AgentConn *a, uint32_t stream) {
+        for (Process *p = a->processes; p; p = p->next)
+                if (p->stream == stream)
+                        return p;
+        return NULL;
+}
+
+int agent_register_process(AgentConn *a, Process *p) {
+        if (a->n_processes >= SPACE_STREAMS_MAX)
+                return -EMFILE;
+        do
+                p->stream = agent_new_stream(a);
+        while (find_stream(a, p->stream));
+        p->next = a->processes;
+        a->processes = p;
+        a->n_processes++;
+        return 0;
+}
+
+void agent_unregister_process(AgentConn *a, Process *p) {
+        for (Process **i = &a->processes; *i; i = &(*i)->next)
+                if (*i == p) {
+                        *i = p->next;
+                        a->n_processes--;
+                        return;
+                }
+}
+
+unsigned agent_process_count(AgentConn *a) {
+        return a ? a->n_processes : 0;
+}
+
+Process *process_find_by_pid(Sandbox *s, int pid) {
+        if (!s->agent)
+                return NULL;
+        for (Process *p = s->agent->processes; p; p = p->next)
+                if (p->started && p->pid == pid)
+                        return p;
+        return NULL;
+}
+
+static void dispatch(AgentConn *a, const SpaceFrameHeader *h, const uint8_t *payload) {
+        Process *p;
+
+        if (h->stream == 0 || (h->stream & SPACE_STREAM_GUEST_BIT))
+                return; /* HELLO after a guest reboot, or streams we do not serve yet */
+        p = find_stream(a, h->stream);
+        if (!p) {
+                /* A stream from before a daemon restart: let its process run on, unthrottled. */
+                if (h->type == SPACE_F_DATA && (h->fd == 1 || h->fd == 2)) {
+                        uint8_t le[4];
+                        space_put_le32(le, h->length);
+                        (void) agent_send(a, SPACE_F_CREDIT, h->fd, h->stream, le, 4);
+                } else if (h->type == SPACE_F_EXIT)
+                        (void) agent_send(a, SPACE_F_CLOSE, 0, h->stream, NULL, 0);
+                return;
+        }
+        process_on_frame(p, h, payload);
+}
+
+static int on_agent_io(sd_event_source *s, int fd, uint32_t revents, void *userdata) {
+        AgentConn *a = userdata;
+        uint8_t buf[65536];
+
+        if (revents & EPOLLOUT) {
+                int r = agent_flush(a);
+                if (r < 0) {
+                        agent_disconnected(a, strerror(-r));
+                        return 0;
+                }
+        }
+        if (revents & (EPOLLIN | EPOLLHUP | EPOLLERR)) {
+                ssize_t n = read(a->fd, buf, sizeof buf);
+                size_t off = 0;
+
+                if (n < 0 && (errno == EAGAIN || errno == EINTR))
+                        return 0;
+                if (n <= 0) {
+                        agent_disconnected(a, n == 0 ? "the channel closed" : strerror(errno));
+                        return 0;
+                }
+                while (off < (size_t) n) {
+                        SpaceFrameHeader h;
+                        const uint8_t *payload;
+                        size_t used = 0;
+                        int r = space_frame_reader_feed(a->reader, buf + off, (size_t) n - off, &used, &h, &payload);
+
+                        off += used;
+                        if (r < 0) {
+                                log_warning("sandbox %s: malformed frame from the guest, dropping the channel",
+                                            a->sandbox->id);
+                                agent_disconnected(a, "malformed frame from the guest");
+                                return 0;
+                        }
+                        if (r == 0)
+                                break;
+                        dispatch(a, &h, payload);
+                        if (a->fd < 0)
+                                return 0;
+                }
+        }
+        return 0;
+}
+
+static int agent_setup(Sandbox *s, int fd) {
+        AgentConn *a = calloc(1, sizeof *a);
+        uint32_t start;
+        int r;
+
+        if (!a)
+                return -ENOMEM;
+        a->sandbox = s;
+        a->fd = fd;
+        a->reader = calloc(1, sizeof *a->reader);
+        /* Streams of a previous daemon may still be open in the agent: start somewhere else. */
+        if (getrandom(&start, sizeof start, 0) != sizeof start)
+                start = (uint32_t) now_usec_monotonic();
+        a->next_stream = 16 + (start & 0x3fffffff);
+        if (!a->reader) {
+                free(a);
+                return -ENOMEM;
+        }
+        (void) fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
+        r = sd_event_add_io(s->manager->event, &a->io, fd, EPOLLIN, on_agent_io, a);
+        if (r < 0) {
+                free(a->reader);
+                free(a);
+                return r;
+        }
+        s->agent = a;
+        return 0;
+}
+
+int agent_attach(Sandbox *s, int fd) {
+        int r = agent_setup(s, fd);
+        if (r < 0)
+                safe_close(fd);
+        return r;
+}
+
+int agent_connect(Sandbox *s) {
+        _cleanup_free_ char *path = NULL;
+        int fd, r;
+
+        if (asprintf(&path, "%s/agent.sock", s->run_dir) < 0)
+                return -ENOMEM;
+        r = unix_connect(path, true, &fd);
+        if (r < 0)
+                return r;
+        return agent_attach(s, fd);
+}
+
+static void fail_all(AgentConn *a, const char *code, const char *message) {
+        Process *list = a->processes;
+
+        a->processes = NULL;
+        a->n_processes = 0;
+        while (list) {
+                Process *p = list;
+                list = p->next;
+                p->next = NULL;
+                p->sandbox = NULL;
+                process_fail(p, code, message);
+        }
+}
+
+AgentConn *agent_free(AgentConn *a) {
+        if (!a)
+                return NULL;
+        if (a->sandbox && a->sandbox->agent == a)
+                a->sandbox->agent = NULL;
+        fail_all(a, "sandbox_gone", "the sandbox was removed while the process ran");
+        sd_event_source_disable_unref(a->io);
+        sd_event_source_disable_unref(a->reconnect);
+        safe_close(a->fd);
+        space_buf_done(&a->out);
+        free(a->reader);
+        free(a);
+        return NULL;
+}
+
+static void agent_disconnected(AgentConn *a, const char *why) {
+        Sandbox *s = a->sandbox;
+        bool alive = s->qemu_pid > 0 && vm_pid_alive(s->qemu_pid, s->run_dir);
+        _cleanup_free_ char *msg = NULL;
+
+        (void) asprintf(&msg, "lost the channel to the sandbox's agent (%s)%s", why,
+                        alive ? "" : "; QEMU is no longer running");
+        log_warning("sandbox %s: %s", s->id, msg ?: why);
+        fail_all(a, "channel_lost", msg ?: why);
+        agent_free(a);
+        if (!alive && s->state == SANDBOX_RUNNING) {
+                s->state = SANDBOX_STOPPED;
+                free(s->error);
+                s->error = strdup("QEMU exited; remove the sandbox with 'spacectl rm'");
+                (void) sandbox_save(s);
+        } else if (alive)
+                (void) agent_connect(s); /* QEMU is the chardev server: it takes us back */
+}

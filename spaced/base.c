@@ -1,0 +1,270 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "log.h"
+#include "macro.h"
+#include "manager.h"
+
+/* A template's base snapshot (decision 4): boot once, wait for the agent, save the device state with guest
+ * RAM left in a memory-backend-file. Sandboxes restore from it with share=off. Its directory name holds every
+ * input, so a changed kernel, initramfs (agent), template or VM shape gets a new one; `ready` is written
+ * last, so a half-built one is never used. */
+
+#define BASE_BOOT_TIMEOUT_MS (180 * 1000)
+
+void base_request_done(BaseRequest *r) {
+        free(r->lib_dir);
+        free(r->state_dir);
+        free(r->runtime_dir);
+        free(r->qemu_binary);
+        free(r->template_name);
+        free(r->rootfs);
+        free(r->template_digest);
+        memset(r, 0, sizeof *r);
+}
+
+void base_snapshot_done(BaseSnapshot *b) {
+        free(b->dir);
+        free(b->mem_path);
+        free(b->state_path);
+        free(b->disk_path);
+        free(b->kernel);
+        free(b->initrd);
+        memset(b, 0, sizeof *b);
+}
+
+int guest_kernel_path(const char *lib_dir, char **ret_kernel, char **ret_initrd) {
+        if (asprintf(ret_kernel, "%s/vmlinux", lib_dir) < 0)
+                return -ENOMEM;
+        if (asprintf(ret_initrd, "%s/initramfs.cpio", lib_dir) < 0) {
+                free(*ret_kernel);
+                return -ENOMEM;
+        }
+        return 0;
+}
+
+static bool is_hex_digest(const char *s) {
+        if (strlen(s) != 64)
+                return false;
+        for (; *s; s++)
+                if (!((*s >= '0' && *s <= '9') || (*s >= 'a' && *s <= 'f')))
+                        return false;
+        return true;
+}
+
+int file_digest(const char *path, char **ret) {
+        _cleanup_free_ char *sidecar = NULL, *line = NULL, *out = NULL;
+        struct stat st, sst;
+        int r;
+
+        if (stat(path, &st) < 0)
+                return -errno;
+        /* `make` writes PATH.sha256 beside each guest file; trust it only if it is newer than the file. */
+        if (asprintf(&sidecar, "%s.sha256", path) < 0)
+                return -ENOMEM;
+        if (stat(sidecar, &sst) == 0 && sst.st_mtime >= st.st_mtime && read_first_line(sidecar, &line) >= 0) {
+                line[strcspn(line, " \t")] = 0;
+                if (is_hex_digest(line))
+                        return asprintf(ret, "sha256:%s", line) < 0 ? -ENOMEM : 0;
+        }
+        /* Otherwise hash it now (once per file change) and leave the sidecar if we can. */
+        {
+                int pipefd[2];
+                char buf[128] = {};
+                pid_t pid;
+                ssize_t n;
+
+                if (pipe2(pipefd, O_CLOEXEC) < 0)
+                        return -errno;
+                pid = fork();
+                if (pid < 0)
+                        return -errno;
+                if (pid == 0) {
+                        dup2(pipefd[1], 1);
+                        execlp("sha256sum", "sha256sum", "--", path, (char *) NULL);
+                        _exit(127);
+                }
+                close(pipefd[1]);
+                n = read(pipefd[0], buf, sizeof buf - 1);
+                close(pipefd[0]);
+                r = 0;
+                while (waitpid(pid, &r, 0) < 0 && errno == EINTR)
+                        ;
+                if (n < 64)
+                        return -EIO;
+                buf[64] = 0;
+                if (!is_hex_digest(buf))
+                        return -EIO;
+                {
+                        _cleanup_free_ char *content = NULL;
+                        if (asprintf(&content, "%s\n", buf) >= 0)
+                                (void) write_file_atomic(sidecar, content);
+                }
+                return asprintf(ret, "sha256:%s", buf) < 0 ? -ENOMEM : 0;
+        }
+}
+
+static int short_digest(const char *digest, char out[13]) {
+        const char *hex = strchr(digest, ':');
+        hex = hex ? hex + 1 : digest;
+        if (strlen(hex) < 12)
+                return -EINVAL;
+        memcpy(out, hex, 12);
+        out[12] = 0;
+        return 0;
+}
+
+int base_snapshot_ensure(Manager *m, const BaseRequest *req, BaseSnapshot *ret, char **reterr_message) {
+        _cleanup_free_ char *kernel = NULL, *initrd = NULL, *kd = NULL, *id = NULL, *dir = NULL, *ready = NULL,
+                            *run_dir = NULL, *agent_sock = NULL, *qmp_sock = NULL;
+        BaseSnapshot b = {};
+        char ks[13], is[13], ts[13];
+        Qmp *q = NULL;
+        pid_t pid = 0;
+        int r;
+
+        r = guest_kernel_path(req->lib_dir, &kernel, &initrd);
+        if (r < 0)
+                return r;
+        r = file_digest(kernel, &kd);
+        if (r < 0) {
+                (void) asprintf(reterr_message, "guest kernel %s: %s (build it with 'make', or set SPACE_LIB_DIR)",
+                                kernel, strerror(-r));
+                return r;
+        }
+        r = file_digest(initrd, &id);
+        if (r < 0) {
+                (void) asprintf(reterr_message, "guest initramfs %s: %s", initrd, strerror(-r));
+                return r;
+        }
+        if (short_digest(kd, ks) < 0 || short_digest(id, is) < 0 || short_digest(req->template_digest, ts) < 0)
+                return -EINVAL;
+        if (asprintf(&dir, "%s/base/%s-%s-k%s-i%s-m%llu-c%u-%s", req->state_dir, req->template_name, ts, ks, is,
+                     (unsigned long long) req->memory_mib, req->vcpu,
+                     req->accel == VM_ACCEL_KVM ? "kvm" : "tcg") < 0)
+                return -ENOMEM;
+        /* namespaced template names have slashes */
+        for (char *c = dir + strlen(req->state_dir) + 6; *c; c++)
+                if (*c == '/')
+                        *c = '_';
+        if (asprintf(&ready, "%s/ready", dir) < 0 || asprintf(&b.mem_path, "%s/base.mem", dir) < 0 ||
+            asprintf(&b.state_path, "%s/base.state", dir) < 0 || asprintf(&b.disk_path, "%s/base.qcow2", dir) < 0)
+                return -ENOMEM;
+        b.kernel = TAKE_PTR(kernel);
+        b.initrd = TAKE_PTR(initrd);
+        b.dir = TAKE_PTR(dir);
+
+        pthread_mutex_lock(&m->base_lock);
+        if (access(ready, F_OK) == 0) {
+                pthread_mutex_unlock(&m->base_lock);
+                *ret = b;
+                return 0;
+        }
+
+        log_info("building the base snapshot of template %s (%llu MiB, %u vCPU): one cold boot", req->template_name,
+                 (unsigned long long) req->memory_mib, req->vcpu);
+        uint64_t t0 = now_usec_monotonic();
+        (void) rm_rf(b.dir);
+        r = space_mkdir_p(b.dir, 0700);
+        if (r < 0)
+                goto fail_msg;
+        if (asprintf(&run_dir, "%s/base-%s%s", req->runtime_dir, ts, is) < 0) {
+                r = -ENOMEM;
+                goto fail;
+        }
+        (void) rm_rf(run_dir);
+        r = space_mkdir_p(run_dir, 0700);
+        if (r < 0)
+                goto fail_msg;
+        {
+                char *argv[] = { "qemu-img", "create", "-q", "-f", "qcow2", "-F", "raw", "-b", req->rootfs,
+                                 b.disk_path, NULL };
+                char *out = NULL;
+                r = run_command(argv, &out);
+                if (r < 0) {
+                        (void) asprintf(reterr_message, "qemu-img create failed: %s", out ?: "?");
+                        free(out);
+                        goto fail;
+                }
+        }
+
+        VmConfig c = {
+                .qemu_binary = req->qemu_binary,
+                .run_dir = run_dir,
+                .kernel = b.kernel,
+                .initrd = b.initrd,
+                .disk = b.disk_path,
+                .disk_format = "qcow2",
+                .mem_path = b.mem_path,
+                .mem_share = true,
+                .vcpus = req->vcpu,
+                .memory_mib = req->memory_mib,
+                .accel = req->accel,
+                .tsc_khz = req->tsc_khz,
+        };
+        r = vm_spawn(&c, &pid, reterr_message);
+        if (r < 0)
+                goto fail;
+        if (asprintf(&agent_sock, "%s/agent.sock", run_dir) < 0 || asprintf(&qmp_sock, "%s/qmp.sock", run_dir) < 0) {
+                r = -ENOMEM;
+                goto fail;
+        }
+        r = agent_wait_hello(agent_sock, BASE_BOOT_TIMEOUT_MS, reterr_message);
+        if (r < 0)
+                goto fail;
+        r = qmp_open(qmp_sock, 10000, &q, reterr_message);
+        if (r < 0)
+                goto fail;
+        {
+                _cleanup_close_ int fd = open(b.state_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+                if (fd < 0) {
+                        r = -errno;
+                        goto fail_msg;
+                }
+                r = vm_save_state(q, fd, 120000, reterr_message);
+                if (r < 0)
+                        goto fail;
+                if (fsync(fd) < 0) {
+                        r = -errno;
+                        goto fail_msg;
+                }
+        }
+        q = qmp_close(q);
+        (void) vm_kill(pid, run_dir, 10000);
+        pid = 0;
+        (void) rm_rf(run_dir);
+        r = write_file_atomic(ready, "1\n");
+        if (r < 0)
+                goto fail_msg;
+        pthread_mutex_unlock(&m->base_lock);
+        log_info("base snapshot of %s ready in %.1f s: %s", req->template_name,
+                 (double) (now_usec_monotonic() - t0) / 1e6, b.dir);
+        *ret = b;
+        return 0;
+
+fail_msg:
+        if (reterr_message && !*reterr_message)
+                (void) asprintf(reterr_message, "building the base snapshot in %s: %s", b.dir, strerror(-r));
+fail:
+        q = qmp_close(q);
+        if (pid > 0)
+                (void) vm_kill(pid, run_dir, 5000);
+        if (run_dir) {
+                /* keep QEMU's log next to the failure for whoever debugs it */
+                _cleanup_free_ char *log_src = NULL, *log_dst = NULL;
+                if (asprintf(&log_src, "%s/qemu.log", run_dir) >= 0 &&
+                    asprintf(&log_dst, "%s/base-build-failed.log", req->state_dir) >= 0)
+                        (void) rename(log_src, log_dst);
+                (void) rm_rf(run_dir);
+        }
+        (void) rm_rf(b.dir);
+        pthread_mutex_unlock(&m->base_lock);
+        base_snapshot_done(&b);
+        return r;
+}

@@ -1,0 +1,226 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#pragma once
+
+/* The daemon's in-memory model. Everything here is owned by the event loop thread; worker threads get
+ * copies of what they need (see worker.h) and hand results back through Manager.completions. */
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <systemd/sd-event.h>
+
+#include "settings.h"
+#include "proto.h"
+#include "paths.h"
+#include "vmm.h"
+
+typedef struct Manager Manager;
+typedef struct Sandbox Sandbox;
+typedef struct Operation Operation;
+typedef struct AgentConn AgentConn;
+typedef struct Process Process;
+typedef struct Http Http;
+typedef struct Store Store;
+typedef struct Waiter Waiter;
+typedef struct Completion Completion;
+
+#define SANDBOX_ID_LEN 32
+#define OPERATION_ID_LEN 19 /* "op-" + 16 hex */
+#define SANDBOX_NAME_MAX 63
+#define SANDBOX_ENV_MAX 256
+
+typedef enum SandboxState {
+        SANDBOX_CREATING,
+        SANDBOX_RUNNING,
+        SANDBOX_DELETING,
+        SANDBOX_STOPPED,
+        SANDBOX_ERROR,
+        _SANDBOX_STATE_MAX,
+} SandboxState;
+
+typedef enum OperationState {
+        OPERATION_PENDING,
+        OPERATION_RUNNING,
+        OPERATION_SUCCEEDED,
+        OPERATION_FAILED,
+        _OPERATION_STATE_MAX,
+} OperationState;
+
+typedef struct Template {
+        char *name;
+        char *dir;
+        char *rootfs;        /* rootfs.ext4 */
+        char *digest;        /* "sha256:<hex>" of rootfs.ext4 */
+        char *description;
+        unsigned vcpu;
+        uint64_t memory_mib;
+        uint64_t disk_mib;
+        char **env;          /* K=V */
+        char *workdir;
+        uint64_t size_bytes;
+        struct Template *next;
+} Template;
+
+struct Sandbox {
+        Manager *manager;
+        char id[SANDBOX_ID_LEN + 1];
+        char *name;
+        char *template_name;
+        char *template_digest;
+        SandboxState state;
+        unsigned vcpu;
+        uint64_t memory_mib;
+        uint64_t disk_mib;
+        char **env;
+        int64_t created_at;  /* unix seconds */
+        pid_t qemu_pid;
+        char *run_dir;       /* runtime: sockets, pid file, logs */
+        char *data_dir;      /* state: disk */
+        char *error;
+        AgentConn *agent;
+        Sandbox *next;
+};
+
+typedef struct OperationError {
+        char *code;
+        char *message;
+} OperationError;
+
+struct Operation {
+        Manager *manager;
+        char id[OPERATION_ID_LEN + 1];
+        char *kind;
+        OperationState state;
+        char sandbox_id[SANDBOX_ID_LEN + 1];
+        int64_t created_at;
+        int64_t finished_at;
+        OperationError error;
+        Waiter *waiters;     /* HTTP requests long-polling this operation */
+        Operation *next;
+};
+
+struct Manager {
+        sd_event *event;
+        Store *store;
+        Http *http;
+        Config config;
+        char *state_dir;
+        char *runtime_dir;
+        char *lib_dir;
+        char *socket_path;
+        VmAccel accel;
+        unsigned tsc_khz;
+        unsigned host_cpus;
+        uint64_t memory_limit_mib;
+        Template *templates;
+        Sandbox *sandboxes;
+        Operation *operations;
+
+        /* Worker threads post Completions here and poke the eventfd. */
+        pthread_mutex_t completions_lock;
+        Completion *completions;
+        int completion_fd;
+        sd_event_source *completion_source;
+        pthread_mutex_t base_lock;  /* one base snapshot build at a time */
+        unsigned workers_running;
+};
+
+const char *sandbox_state_to_string(SandboxState s);
+int sandbox_state_from_string(const char *s, SandboxState *ret);
+const char *operation_state_to_string(OperationState s);
+int operation_state_from_string(const char *s, OperationState *ret);
+
+/* util.c */
+int random_hex(char *buf, size_t n_hex);  /* n_hex chars + NUL */
+int64_t now_unix(void);
+uint64_t now_usec_monotonic(void);
+void format_rfc3339(int64_t t, char buf[static 32]);
+int rm_rf(const char *path);
+int run_command(char *const argv[], char **reterr_output);   /* waits; captures stderr tail on failure */
+int read_first_line(const char *path, char **ret);
+int write_file_atomic(const char *path, const char *content);
+
+/* template.c */
+int templates_load(Manager *m);
+Template *template_find(Manager *m, const char *name);
+void templates_free(Manager *m);
+
+/* sandbox.c */
+Sandbox *sandbox_find_by_id(Manager *m, const char *id);
+/* Resolves an id, a unique id prefix or a name. -ENOENT or -ENOTUNIQ. */
+int sandbox_resolve(Manager *m, const char *ref, Sandbox **ret);
+Sandbox *sandbox_free(Sandbox *s);
+void sandbox_unlink(Manager *m, Sandbox *s);
+int sandbox_save(Sandbox *s);
+uint64_t manager_memory_in_use(Manager *m);
+int sandbox_create_start(Manager *m, const char *template_name, const char *name, unsigned vcpu,
+                         uint64_t memory_mib, uint64_t disk_mib, char **env, Operation **ret_op,
+                         Sandbox **ret_sandbox, OperationError *reterr);
+int sandbox_delete_start(Manager *m, Sandbox *s, bool force, Operation **ret_op, OperationError *reterr);
+int manager_reconcile(Manager *m);
+
+/* operation.c */
+Operation *operation_new(Manager *m, const char *kind, const char *sandbox_id);
+Operation *operation_find(Manager *m, const char *id);
+void operation_finish(Operation *op, const char *error_code, const char *error_message);
+int operation_save(Operation *op);
+void operations_free(Manager *m);
+void operation_error_done(OperationError *e);
+int operation_error_set(OperationError *e, const char *code, const char *fmt, ...)
+        __attribute__((format(printf, 3, 4)));
+
+/* worker.c: threads for blocking lifecycle work. */
+struct Completion {
+        void (*done)(Manager *m, void *userdata);
+        void *userdata;
+        Completion *next;
+};
+int worker_start(Manager *m, void *(*fn)(void *), void *arg);
+void completion_post(Manager *m, void (*done)(Manager *m, void *userdata), void *userdata);
+int completions_setup(Manager *m);
+
+/* base.c: the template's base snapshot (decision 4). Blocking; call from a worker. */
+typedef struct BaseSnapshot {
+        char *dir;
+        char *mem_path;
+        char *state_path;
+        char *disk_path;     /* qcow2 the sandboxes' overlays are backed by */
+        char *kernel;
+        char *initrd;
+} BaseSnapshot;
+typedef struct BaseRequest {
+        char *lib_dir;
+        char *state_dir;
+        char *runtime_dir;
+        char *qemu_binary;
+        char *template_name;
+        char *rootfs;
+        char *template_digest;
+        unsigned vcpu;
+        uint64_t memory_mib;
+        VmAccel accel;
+        unsigned tsc_khz;
+} BaseRequest;
+void base_request_done(BaseRequest *r);
+void base_snapshot_done(BaseSnapshot *b);
+int base_snapshot_ensure(Manager *m, const BaseRequest *req, BaseSnapshot *ret, char **reterr_message);
+/* The guest files and their digests. */
+int guest_kernel_path(const char *lib_dir, char **ret_kernel, char **ret_initrd);
+int file_digest(const char *path, char **ret);   /* "sha256:<hex>", from PATH.sha256 when fresh */
+
+/* agent.c: the host side of the channel. */
+/* Blocking handshake used by workers right after a restore: connects, pings, sends INIT. Returns the
+ * connected fd. */
+int agent_handshake(const char *socket_path, const char *sandbox_id, const char *hostname, char **env,
+                    int timeout_ms, int *ret_fd, char **reterr_message);
+/* Waits for the first HELLO after a cold boot. */
+int agent_wait_hello(const char *socket_path, int timeout_ms, char **reterr_message);
+int agent_attach(Sandbox *s, int fd);        /* takes over fd in the event loop */
+int agent_connect(Sandbox *s);               /* after a daemon restart: reconnect */
+AgentConn *agent_free(AgentConn *a);         /* fails every process of the sandbox */
+int agent_send(AgentConn *a, uint8_t type, uint8_t fd, uint32_t stream, const void *payload, size_t n);
+uint32_t agent_new_stream(AgentConn *a);
+int agent_register_process(AgentConn *a, Process *p);
+void agent_unregister_process(AgentConn *a, Process *p);
+unsigned agent_process_count(AgentConn *a);

@@ -1,0 +1,568 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "log.h"
+#include "macro.h"
+#include "manager.h"
+#include "process.h"
+#include "store.h"
+
+#define RESTORE_TIMEOUT_MS (60 * 1000)
+
+static const char *const sandbox_states[_SANDBOX_STATE_MAX] = {
+        [SANDBOX_CREATING] = "creating",
+        [SANDBOX_RUNNING] = "running",
+        [SANDBOX_DELETING] = "deleting",
+        [SANDBOX_STOPPED] = "stopped",
+        [SANDBOX_ERROR] = "error",
+};
+
+const char *sandbox_state_to_string(SandboxState s) {
+        return s < _SANDBOX_STATE_MAX ? sandbox_states[s] : "unknown";
+}
+
+int sandbox_state_from_string(const char *s, SandboxState *ret) {
+        for (int i = 0; i < _SANDBOX_STATE_MAX; i++)
+                if (streq(s, sandbox_states[i])) {
+                        *ret = (SandboxState) i;
+                        return 0;
+                }
+        return -EINVAL;
+}
+
+Sandbox *sandbox_free(Sandbox *s) {
+        if (!s)
+                return NULL;
+        agent_free(s->agent);
+        free(s->name);
+        free(s->template_name);
+        free(s->template_digest);
+        strv_free(s->env);
+        free(s->run_dir);
+        free(s->data_dir);
+        free(s->error);
+        free(s);
+        return NULL;
+}
+
+void sandbox_unlink(Manager *m, Sandbox *s) {
+        for (Sandbox **i = &m->sandboxes; *i; i = &(*i)->next)
+                if (*i == s) {
+                        *i = s->next;
+                        return;
+                }
+}
+
+Sandbox *sandbox_find_by_id(Manager *m, const char *id) {
+        for (Sandbox *s = m->sandboxes; s; s = s->next)
+                if (streq(s->id, id))
+                        return s;
+        return NULL;
+}
+
+int sandbox_resolve(Manager *m, const char *ref, Sandbox **ret) {
+        Sandbox *found = NULL;
+        size_t n = strlen(ref);
+
+        if (n == 0)
+                return -ENOENT;
+        for (Sandbox *s = m->sandboxes; s; s = s->next)
+                if (streq(s->id, ref) || (s->name && streq(s->name, ref))) {
+                        *ret = s;
+                        return 0;
+                }
+        for (Sandbox *s = m->sandboxes; s; s = s->next)
+                if (strncmp(s->id, ref, n) == 0) {
+                        if (found)
+                                return -ENOTUNIQ;
+                        found = s;
+                }
+        if (!found)
+                return -ENOENT;
+        *ret = found;
+        return 0;
+}
+
+int sandbox_save(Sandbox *s) {
+        int r = store_put_sandbox(s->manager->store, s);
+        if (r < 0)
+                log_warning_errno(r, "Failed to save sandbox %s", s->id);
+        return r;
+}
+
+uint64_t manager_memory_in_use(Manager *m) {
+        uint64_t sum = 0;
+        for (Sandbox *s = m->sandboxes; s; s = s->next)
+                if (s->state == SANDBOX_CREATING || s->state == SANDBOX_RUNNING || s->state == SANDBOX_DELETING)
+                        sum += s->memory_mib;
+        return sum;
+}
+
+/* ---- create ---- */
+
+typedef struct CreateJob {
+        Manager *manager;
+        char id[SANDBOX_ID_LEN + 1];
+        char op_id[OPERATION_ID_LEN + 1];
+        BaseRequest base;
+        char *run_dir;
+        char *data_dir;
+        uint64_t disk_mib;
+        char **init_env;
+        /* results */
+        int r;
+        char *error;
+        pid_t pid;
+        int agent_fd;
+} CreateJob;
+
+static void create_job_free(CreateJob *j) {
+        base_request_done(&j->base);
+        free(j->run_dir);
+        free(j->data_dir);
+        strv_free(j->init_env);
+        free(j->error);
+        safe_close(j->agent_fd);
+        free(j);
+}
+
+static void create_done(Manager *m, void *userdata);
+
+static void *create_worker(void *userdata) {
+        CreateJob *j = userdata;
+        _cleanup_free_ char *disk = NULL, *qmp_path = NULL, *agent_path = NULL, *size = NULL, *hostname = NULL;
+        BaseSnapshot b = {};
+        Qmp *q = NULL;
+        int r;
+
+        r = base_snapshot_ensure(j->manager, &j->base, &b, &j->error);
+        if (r < 0)
+                goto finish;
+        if (asprintf(&disk, "%s/disk.qcow2", j->data_dir) < 0 || asprintf(&qmp_path, "%s/qmp.sock", j->run_dir) < 0 ||
+            asprintf(&agent_path, "%s/agent.sock", j->run_dir) < 0 ||
+            asprintf(&size, "%lluM", (unsigned long long) j->disk_mib) < 0 ||
+            asprintf(&hostname, "sb-%.12s", j->id) < 0) {
+                r = -ENOMEM;
+                goto finish;
+        }
+        r = space_mkdir_p(j->run_dir, 0700);
+        if (r >= 0)
+                r = space_mkdir_p(j->data_dir, 0700);
+        if (r < 0) {
+                (void) asprintf(&j->error, "cannot create the sandbox's directories: %s", strerror(-r));
+                goto finish;
+        }
+        {
+                /* The writable layer: a qcow2 overlay on the base snapshot's disk, so the disk matches the
+                 * restored memory exactly (decision 5). */
+                char *argv[] = { "qemu-img", "create", "-q", "-f", "qcow2", "-F", "qcow2", "-b", b.disk_path, disk,
+                                 size, NULL };
+                r = run_command(argv, &j->error);
+                if (r < 0)
+                        goto finish;
+        }
+        VmConfig c = {
+                .qemu_binary = j->base.qemu_binary,
+                .run_dir = j->run_dir,
+                .kernel = b.kernel,
+                .initrd = b.initrd,
+                .disk = disk,
+                .disk_format = "qcow2",
+                .mem_path = b.mem_path,
+                .mem_share = false,
+                .vcpus = j->base.vcpu,
+                .memory_mib = j->base.memory_mib,
+                .accel = j->base.accel,
+                .tsc_khz = j->base.tsc_khz,
+                .incoming = true,
+        };
+        r = vm_spawn(&c, &j->pid, &j->error);
+        if (r < 0)
+                goto finish;
+        r = qmp_open(qmp_path, 10000, &q, &j->error);
+        if (r < 0)
+                goto finish;
+        {
+                _cleanup_close_ int fd = open(b.state_path, O_RDONLY | O_CLOEXEC);
+                if (fd < 0) {
+                        r = -errno;
+                        (void) asprintf(&j->error, "cannot open %s: %m", b.state_path);
+                        goto finish;
+                }
+                r = vm_restore_state(q, fd, RESTORE_TIMEOUT_MS, &j->error);
+                if (r < 0)
+                        goto finish;
+        }
+        r = qmp_execute(q, "cont", NULL, -1, 10000, NULL, &j->error);
+        if (r < 0)
+                goto finish;
+        r = agent_handshake(agent_path, j->id, hostname, j->init_env, RESTORE_TIMEOUT_MS, &j->agent_fd, &j->error);
+finish:
+        qmp_close(q);
+        base_snapshot_done(&b);
+        j->r = r;
+        completion_post(j->manager, create_done, j);
+        return NULL;
+}
+
+static void cleanup_vm_files(pid_t pid, const char *run_dir, const char *data_dir) {
+        if (pid > 0)
+                (void) vm_kill(pid, run_dir, 5000);
+        if (run_dir)
+                (void) rm_rf(run_dir);
+        if (data_dir)
+                (void) rm_rf(data_dir);
+}
+
+static void create_done(Manager *m, void *userdata) {
+        CreateJob *j = userdata;
+        Sandbox *s = sandbox_find_by_id(m, j->id);
+        Operation *op = operation_find(m, j->op_id);
+
+        if (j->r >= 0 && s && s->state == SANDBOX_CREATING) {
+                s->qemu_pid = j->pid;
+                s->state = SANDBOX_RUNNING;
+                if (agent_attach(s, TAKE_FD(j->agent_fd)) < 0) {
+                        j->r = -EIO;
+                        (void) asprintf(&j->error, "cannot watch the agent channel");
+                }
+        }
+        if (j->r < 0 || !s || s->state != SANDBOX_RUNNING) {
+                const char *msg = j->error ? j->error : strerror(-j->r);
+
+                if (j->r < 0)
+                        log_error("sandbox %s: create failed: %s", j->id, msg);
+                /* Nothing of a failed create remains: no QEMU, no files, no row. */
+                cleanup_vm_files(j->pid, j->run_dir, j->data_dir);
+                if (s) {
+                        (void) store_delete_sandbox(m->store, s->id);
+                        sandbox_unlink(m, s);
+                        sandbox_free(s);
+                }
+                if (op)
+                        operation_finish(op, "create_failed", msg);
+        } else {
+                (void) sandbox_save(s);
+                log_info("sandbox %s running (pid %d)", s->id, (int) s->qemu_pid);
+                if (op)
+                        operation_finish(op, NULL, NULL);
+        }
+        create_job_free(j);
+}
+
+static bool name_valid(const char *n) {
+        size_t len = strlen(n);
+
+        if (len == 0 || len > SANDBOX_NAME_MAX)
+                return false;
+        for (const char *c = n; *c; c++)
+                if (!((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') ||
+                      *c == '-' || *c == '_' || *c == '.'))
+                        return false;
+        return true;
+}
+
+static char **env_merge(char **base, char **extra) {
+        size_t n = 0, k = 0;
+        char **out;
+
+        for (char **e = base; e && *e; e++)
+                n++;
+        for (char **e = extra; e && *e; e++)
+                n++;
+        out = calloc(n + 1, sizeof(char *));
+        if (!out)
+                return NULL;
+        for (char **e = base; e && *e; e++)
+                if (!(out[k++] = strdup(*e)))
+                        goto fail;
+        for (char **e = extra; e && *e; e++)
+                if (!(out[k++] = strdup(*e)))
+                        goto fail;
+        return out;
+fail:
+        strv_free(out);
+        return NULL;
+}
+
+int sandbox_create_start(Manager *m, const char *template_name, const char *name, unsigned vcpu,
+                         uint64_t memory_mib, uint64_t disk_mib, char **env, Operation **ret_op,
+                         Sandbox **ret_sandbox, OperationError *reterr) {
+        Template *t;
+        Sandbox *s;
+        CreateJob *j;
+        Operation *op;
+        uint64_t in_use;
+        int r;
+
+        t = template_find(m, template_name);
+        if (!t)
+                return operation_error_set(reterr, "template_not_found",
+                                           "template '%s' does not exist; 'spacectl template ls' lists them",
+                                           template_name) ?: -ENOENT;
+        if (name) {
+                Sandbox *other;
+                if (!name_valid(name))
+                        return operation_error_set(reterr, "invalid_argument",
+                                                   "name '%s' is not valid: use 1 to %d letters, digits, '-', '_' or '.'",
+                                                   name, SANDBOX_NAME_MAX) ?: -EINVAL;
+                if (sandbox_resolve(m, name, &other) >= 0 && other->name && streq(other->name, name))
+                        return operation_error_set(reterr, "name_in_use", "a sandbox named '%s' exists already (%s)",
+                                                   name, other->id) ?: -EEXIST;
+        }
+        if (vcpu == 0)
+                vcpu = t->vcpu;
+        if (memory_mib == 0)
+                memory_mib = t->memory_mib;
+        if (disk_mib == 0)
+                disk_mib = t->disk_mib;
+        if (vcpu > m->host_cpus)
+                return operation_error_set(reterr, "invalid_argument", "vcpu %u is out of range: 1 to %u (host cores)",
+                                           vcpu, m->host_cpus) ?: -EINVAL;
+        if (disk_mib < t->disk_mib)
+                return operation_error_set(reterr, "invalid_argument",
+                                           "disk_mib %llu is smaller than template '%s' (%llu MiB); use %llu to 1048576",
+                                           (unsigned long long) disk_mib, t->name, (unsigned long long) t->disk_mib,
+                                           (unsigned long long) t->disk_mib) ?: -EINVAL;
+        in_use = manager_memory_in_use(m);
+        if (in_use + memory_mib > m->memory_limit_mib)
+                return operation_error_set(reterr, "insufficient_memory",
+                                           "not enough memory for another sandbox: it needs %llu MiB, %llu MiB of "
+                                           "the %llu MiB limit are in use; remove a sandbox or raise "
+                                           "memory_limit_mib in spaced.conf",
+                                           (unsigned long long) memory_mib, (unsigned long long) in_use,
+                                           (unsigned long long) m->memory_limit_mib) ?: -ENOSPC;
+
+        s = calloc(1, sizeof *s);
+        j = calloc(1, sizeof *j);
+        if (!s || !j) {
+                free(s);
+                free(j);
+                return -ENOMEM;
+        }
+        j->agent_fd = -1;
+        s->manager = m;
+        r = random_hex(s->id, SANDBOX_ID_LEN);
+        if (r < 0)
+                goto fail;
+        s->state = SANDBOX_CREATING;
+        s->vcpu = vcpu;
+        s->memory_mib = memory_mib;
+        s->disk_mib = disk_mib;
+        s->created_at = now_unix();
+        s->env = env_merge(NULL, env);
+        s->template_name = strdup(t->name);
+        s->template_digest = strdup(t->digest);
+        if (name)
+                s->name = strdup(name);
+        if (asprintf(&s->run_dir, "%s/sandboxes/%s", m->runtime_dir, s->id) < 0 ||
+            asprintf(&s->data_dir, "%s/sandboxes/%s", m->state_dir, s->id) < 0 || !s->env || !s->template_name ||
+            !s->template_digest || (name && !s->name)) {
+                r = -ENOMEM;
+                goto fail;
+        }
+
+        j->manager = m;
+        memcpy(j->id, s->id, sizeof j->id);
+        j->disk_mib = disk_mib;
+        j->run_dir = strdup(s->run_dir);
+        j->data_dir = strdup(s->data_dir);
+        j->init_env = env_merge(t->env, env);
+        j->base = (BaseRequest) {
+                .lib_dir = strdup(m->lib_dir),
+                .state_dir = strdup(m->state_dir),
+                .runtime_dir = strdup(m->runtime_dir),
+                .qemu_binary = m->config.qemu_binary ? strdup(m->config.qemu_binary) : NULL,
+                .template_name = strdup(t->name),
+                .rootfs = strdup(t->rootfs),
+                .template_digest = strdup(t->digest),
+                .vcpu = vcpu,
+                .memory_mib = memory_mib,
+                .accel = m->accel,
+                .tsc_khz = m->tsc_khz,
+        };
+        if (!j->run_dir || !j->data_dir || !j->init_env || !j->base.lib_dir || !j->base.state_dir ||
+            !j->base.runtime_dir || !j->base.template_name || !j->base.rootfs || !j->base.template_digest) {
+                r = -ENOMEM;
+                goto fail;
+        }
+
+        r = store_put_sandbox(m->store, s);
+        if (r < 0) {
+                (void) operation_error_set(reterr, "internal", "cannot record the sandbox: %s", strerror(-r));
+                goto fail;
+        }
+        op = operation_new(m, "create", s->id);
+        if (!op) {
+                (void) store_delete_sandbox(m->store, s->id);
+                r = -ENOMEM;
+                goto fail;
+        }
+        memcpy(j->op_id, op->id, sizeof j->op_id);
+        s->next = NULL;
+        Sandbox **tail = &m->sandboxes;
+        while (*tail)
+                tail = &(*tail)->next;
+        *tail = s;
+
+        r = worker_start(m, create_worker, j);
+        if (r < 0) {
+                operation_finish(op, "internal", "cannot start a worker thread");
+                (void) store_delete_sandbox(m->store, s->id);
+                sandbox_unlink(m, s);
+                sandbox_free(s);
+                create_job_free(j);
+                return operation_error_set(reterr, "internal", "cannot start a worker thread: %s", strerror(-r)) ?: r;
+        }
+        *ret_op = op;
+        *ret_sandbox = s;
+        return 0;
+fail:
+        sandbox_free(s);
+        create_job_free(j);
+        return r;
+}
+
+/* ---- delete ---- */
+
+typedef struct DeleteJob {
+        Manager *manager;
+        char id[SANDBOX_ID_LEN + 1];
+        char op_id[OPERATION_ID_LEN + 1];
+        pid_t pid;
+        char *run_dir;
+        char *data_dir;
+} DeleteJob;
+
+static void delete_done(Manager *m, void *userdata) {
+        DeleteJob *j = userdata;
+        Sandbox *s = sandbox_find_by_id(m, j->id);
+        Operation *op = operation_find(m, j->op_id);
+
+        if (s) {
+                (void) store_delete_sandbox(m->store, s->id);
+                sandbox_unlink(m, s);
+                sandbox_free(s);
+                log_info("sandbox %s removed", j->id);
+        }
+        if (op)
+                operation_finish(op, NULL, NULL);
+        free(j->run_dir);
+        free(j->data_dir);
+        free(j);
+}
+
+static void *delete_worker(void *userdata) {
+        DeleteJob *j = userdata;
+        cleanup_vm_files(j->pid, j->run_dir, j->data_dir);
+        completion_post(j->manager, delete_done, j);
+        return NULL;
+}
+
+int sandbox_delete_start(Manager *m, Sandbox *s, bool force, Operation **ret_op, OperationError *reterr) {
+        DeleteJob *j;
+        Operation *op;
+        int r;
+
+        if (s->state == SANDBOX_CREATING)
+                return operation_error_set(reterr, "sandbox_busy",
+                                           "sandbox %s is still being created; wait for it, then remove it", s->id) ?: -EBUSY;
+        if (s->state == SANDBOX_DELETING)
+                return operation_error_set(reterr, "sandbox_busy", "sandbox %s is being removed already", s->id) ?: -EBUSY;
+        if (!force && s->agent && agent_process_count(s->agent) > 0)
+                return operation_error_set(reterr, "sandbox_busy",
+                                           "sandbox %s has %u running process(es); use 'spacectl rm -f' to remove "
+                                           "it anyway", s->id, agent_process_count(s->agent)) ?: -EBUSY;
+
+        j = calloc(1, sizeof *j);
+        if (!j)
+                return -ENOMEM;
+        j->manager = m;
+        memcpy(j->id, s->id, sizeof j->id);
+        j->pid = s->qemu_pid;
+        j->run_dir = s->run_dir ? strdup(s->run_dir) : NULL;
+        j->data_dir = s->data_dir ? strdup(s->data_dir) : NULL;
+        op = operation_new(m, "delete", s->id);
+        if (!op) {
+                free(j->run_dir);
+                free(j->data_dir);
+                free(j);
+                return -ENOMEM;
+        }
+        memcpy(j->op_id, op->id, sizeof j->op_id);
+        s->state = SANDBOX_DELETING;
+        s->agent = agent_free(s->agent);
+        (void) sandbox_save(s);
+        r = worker_start(m, delete_worker, j);
+        if (r < 0) {
+                /* do it inline then: removal must not depend on threads */
+                cleanup_vm_files(j->pid, j->run_dir, j->data_dir);
+                m->workers_running++;
+                delete_done(m, j);
+        }
+        *ret_op = op;
+        return 0;
+}
+
+/* ---- start-up ---- */
+
+int manager_reconcile(Manager *m) {
+        Sandbox *s = m->sandboxes, *next;
+
+        for (; s; s = next) {
+                next = s->next;
+                switch (s->state) {
+                case SANDBOX_CREATING:
+                case SANDBOX_DELETING:
+                        /* An interrupted create holds nothing a user made; an interrupted delete was wanted. */
+                        log_info("sandbox %s: finishing an interrupted %s", s->id,
+                                 s->state == SANDBOX_CREATING ? "create (rolling back)" : "removal");
+                        if (s->qemu_pid <= 0 && s->run_dir) {
+                                _cleanup_free_ char *pidfile = NULL, *line = NULL;
+                                if (asprintf(&pidfile, "%s/qemu.pid", s->run_dir) >= 0 &&
+                                    read_first_line(pidfile, &line) >= 0)
+                                        s->qemu_pid = (pid_t) atoi(line);
+                        }
+                        if (s->qemu_pid > 0 && !vm_pid_alive(s->qemu_pid, s->run_dir))
+                                s->qemu_pid = 0;
+                        cleanup_vm_files(s->qemu_pid, s->run_dir, s->data_dir);
+                        (void) store_delete_sandbox(m->store, s->id);
+                        sandbox_unlink(m, s);
+                        sandbox_free(s);
+                        break;
+                case SANDBOX_RUNNING:
+                        if (s->qemu_pid > 0 && vm_pid_alive(s->qemu_pid, s->run_dir)) {
+                                int r = agent_connect(s);
+                                if (r < 0)
+                                        log_warning_errno(r, "sandbox %s: cannot reconnect to its agent", s->id);
+                                else
+                                        log_info("sandbox %s adopted (pid %d)", s->id, (int) s->qemu_pid);
+                        } else {
+                                log_warning("sandbox %s: QEMU (pid %d) is gone; marking it stopped", s->id,
+                                            (int) s->qemu_pid);
+                                s->state = SANDBOX_STOPPED;
+                                free(s->error);
+                                s->error = strdup("QEMU exited while spaced was not running; remove the sandbox "
+                                                  "with 'spacectl rm'");
+                                (void) sandbox_save(s);
+                        }
+                        break;
+                default:
+                        break;
+                }
+        }
+        for (Operation *op = m->operations; op; op = op->next)
+                if (op->state == OPERATION_RUNNING || op->state == OPERATION_PENDING) {
+                        op->state = OPERATION_FAILED;
+                        op->finished_at = now_unix();
+                        (void) operation_error_set(&op->error, "interrupted",
+                                                   "spaced stopped during this operation; it was rolled back");
+                        (void) operation_save(op);
+                }
+        return 0;
+}
