@@ -122,7 +122,7 @@ static int short_digest(const char *digest, char out[13]) {
 
 int base_snapshot_ensure(Manager *m, const BaseRequest *req, BaseSnapshot *ret, char **reterr_message) {
         _cleanup_free_ char *kernel = NULL, *initrd = NULL, *kd = NULL, *id = NULL, *dir = NULL, *ready = NULL,
-                            *run_dir = NULL, *agent_sock = NULL, *qmp_sock = NULL;
+                            *run_dir = NULL, *agent_sock = NULL;
         BaseSnapshot b = {};
         char ks[13], is[13], ts[13];
         Qmp *q = NULL;
@@ -208,19 +208,22 @@ int base_snapshot_ensure(Manager *m, const BaseRequest *req, BaseSnapshot *ret, 
                 .accel = req->accel,
                 .tsc_khz = req->tsc_khz,
         };
-        r = vm_spawn(&c, &pid, reterr_message);
+        r = vm_start(&c, 10000, &pid, &q, reterr_message);
         if (r < 0)
                 goto fail;
-        if (asprintf(&agent_sock, "%s/agent.sock", run_dir) < 0 || asprintf(&qmp_sock, "%s/qmp.sock", run_dir) < 0) {
+        if (asprintf(&agent_sock, "%s/agent.sock", run_dir) < 0) {
                 r = -ENOMEM;
                 goto fail;
         }
         r = agent_wait_hello(agent_sock, BASE_BOOT_TIMEOUT_MS, reterr_message);
-        if (r < 0)
+        if (r < 0) {
+                /* what the guest printed is the best clue to why it never said hello */
+                _cleanup_free_ char *console = NULL, *msg = TAKE_PTR(*reterr_message);
+                (void) vm_console_read(q, 2000, &console, NULL);
+                (void) asprintf(reterr_message, "%s; guest console: %s", msg ?: "no hello",
+                                console && *console ? console : "(empty)");
                 goto fail;
-        r = qmp_open(qmp_sock, 10000, &q, reterr_message);
-        if (r < 0)
-                goto fail;
+        }
         {
                 _cleanup_close_ int fd = open(b.state_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
                 if (fd < 0) {

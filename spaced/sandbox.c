@@ -135,7 +135,7 @@ static void create_done(Manager *m, void *userdata);
 
 static void *create_worker(void *userdata) {
         CreateJob *j = userdata;
-        _cleanup_free_ char *disk = NULL, *qmp_path = NULL, *agent_path = NULL, *size = NULL, *hostname = NULL;
+        _cleanup_free_ char *disk = NULL, *agent_path = NULL, *size = NULL, *hostname = NULL;
         BaseSnapshot b = {};
         Qmp *q = NULL;
         int r;
@@ -143,7 +143,7 @@ static void *create_worker(void *userdata) {
         r = base_snapshot_ensure(j->manager, &j->base, &b, &j->error);
         if (r < 0)
                 goto finish;
-        if (asprintf(&disk, "%s/disk.qcow2", j->data_dir) < 0 || asprintf(&qmp_path, "%s/qmp.sock", j->run_dir) < 0 ||
+        if (asprintf(&disk, "%s/disk.qcow2", j->data_dir) < 0 ||
             asprintf(&agent_path, "%s/agent.sock", j->run_dir) < 0 ||
             asprintf(&size, "%lluM", (unsigned long long) j->disk_mib) < 0 ||
             asprintf(&hostname, "sb-%.12s", j->id) < 0) {
@@ -181,10 +181,7 @@ static void *create_worker(void *userdata) {
                 .tsc_khz = j->base.tsc_khz,
                 .incoming = true,
         };
-        r = vm_spawn(&c, &j->pid, &j->error);
-        if (r < 0)
-                goto finish;
-        r = qmp_open(qmp_path, 10000, &q, &j->error);
+        r = vm_start(&c, 10000, &j->pid, &q, &j->error);
         if (r < 0)
                 goto finish;
         {

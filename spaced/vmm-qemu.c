@@ -480,6 +480,30 @@ int vm_log_trim(const char *run_dir, uint64_t max_bytes) {
         return 0;
 }
 
+int vm_read_pidfile(const char *run_dir, pid_t *ret_pid) {
+        _cleanup_free_ char *path = NULL;
+        char buf[32];
+
+        if (!run_dir || !ret_pid)
+                return -EINVAL;
+        if (asprintf(&path, "%s/qemu.pid", run_dir) < 0)
+                return -ENOMEM;
+        _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+        if (fd < 0)
+                return -errno;
+        ssize_t n = read(fd, buf, sizeof(buf) - 1);
+        if (n < 0)
+                return -errno;
+        buf[n] = 0;
+        char *e;
+        errno = 0;
+        long v = strtol(buf, &e, 10);
+        if (errno != 0 || e == buf || (*e != 0 && *e != '\n') || v <= 1 || v > INT_MAX)
+                return -EBADMSG;
+        *ret_pid = (pid_t) v;
+        return 0;
+}
+
 static char *run_file(const char *run_dir, const char *name) {
         char *p;
         return asprintf(&p, "%s/%s", run_dir, name) < 0 ? NULL : p;
@@ -572,6 +596,13 @@ int vm_spawn(const VmConfig *c, pid_t *ret_pid, char **reterr_message) {
         if (r < 0) {
                 set_error(reterr_message, "cannot find %s: %s", argv[0], strerror(-r));
                 return r;
+        }
+
+        /* Two QEMUs on one run dir would fight over its sockets. */
+        pid_t old;
+        if (vm_read_pidfile(c->run_dir, &old) >= 0 && vm_pid_alive(old, c->run_dir)) {
+                set_error(reterr_message, "QEMU %d still runs in %s", (int) old, c->run_dir);
+                return -EBUSY;
         }
 
         /* Stale files from a previous QEMU in this run dir would make us talk to nothing or read a wrong pid. */

@@ -73,8 +73,9 @@ int qmp_wait_status_change(Qmp *q, const char *while_status, int timeout_ms, cha
                            char **reterr_message);
 
 /* Snapshot save with x-ignore-shared (RAM stays in the memory-backend-file): stop, migrate to state_fd via
- * getfd + "fd:", wait for completion. The VM is left stopped. */
-/* state_fd: a file (or pipe) positioned where the state should go / be read from; QEMU gets its own copy. */
+ * getfd + "fd:", wait for completion. The VM is left stopped (status "postmigrate"; "cont" resumes it, disks
+ * included, for checkpoint-and-continue). state_fd, here and for restore, is a file or pipe positioned where the
+ * state goes / starts; QEMU gets its own copy of it. */
 int vm_save_state(Qmp *q, int state_fd, int timeout_ms, char **reterr_message);
 /* Restore into a QEMU started with incoming: sets x-ignore-shared, getfd + migrate-incoming fd:NAME, waits for
  * the migration to finish; leaves the VM paused (caller sends "cont"). */
@@ -92,5 +93,8 @@ int vm_log_trim(const char *run_dir, uint64_t max_bytes);
 int vm_console_read(Qmp *q, int timeout_ms, char **ret_text, char **reterr_message);
 
 /* Process helpers. */
+/* The pid QEMU wrote to run_dir/qemu.pid (for adopting VMs after a daemon restart; check it with
+ * vm_pid_alive() before trusting it). */
+int vm_read_pidfile(const char *run_dir, pid_t *ret_pid);
 bool vm_pid_alive(pid_t pid, const char *run_dir);   /* pid is alive and is our QEMU (cmdline names run_dir) */
 int vm_kill(pid_t pid, const char *run_dir, int timeout_ms); /* SIGTERM, then SIGKILL; waits for it to go */
