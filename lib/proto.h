@@ -31,7 +31,7 @@
  *   host -> guest  PING(stream s, payload <= 64 bytes)           -> PONG(s, same payload)
  *   host -> guest  INIT(s, kv: hostname, sandbox_id, time_ns, seed, env...) -> OK(s) | ERROR(s, kv)
  *   host -> guest  EXEC(s, kv: argv..., env..., cwd, stdin=0|1, pty=0|1, rows, cols) -> STARTED(s, kv: pid)
- *                  | ERROR(s, kv: errno, message)  (e.g. errno=2 for a command that does not exist)
+ *                  | ERROR(s, kv: errno, message, stage=chdir|exec|setup)  (errno=2, stage=exec: no such command)
  *   guest -> host  DATA(s, fd 1|2, bytes) ... EOF(s, fd 1), EOF(s, fd 2), then EXIT(s, kv: code | signal)
  *   host -> guest  DATA(s, fd 0), EOF(s, fd 0) (close stdin), SIGNAL(s, le32 signo), RESIZE(s, le16 rows,
  *                  le16 cols), CREDIT(s, fd 1|2, le32 bytes), CLOSE(s) to forget a stream after EXIT.

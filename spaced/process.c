@@ -287,7 +287,9 @@ static void on_error_frame(Process *p, const uint8_t *payload, size_t n) {
         for (char *c = text; *c; c++)
                 if ((unsigned char) *c < 0x20 || (unsigned char) *c == 0x7f)
                         *c = '?';
-        if (err == ENOENT)
+        if (space_kv_get(payload, n, "stage", &v) > 0 && streq(v, "chdir"))
+                process_end_with_error(p, "invalid_cwd", text);
+        else if (err == ENOENT)
                 process_end_with_error(p, "command_not_found", text);
         else if (err == EACCES || err == ENOEXEC)
                 process_end_with_error(p, "permission_denied", text);

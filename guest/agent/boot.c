@@ -11,9 +11,11 @@
 #include <sys/mount.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
+#include <linux/magic.h>
 
 #include "../../lib/macro.h"
 #include "agent.h"
@@ -133,6 +135,45 @@ void boot_read_cmdline(BootConfig *ret) {
                 strcpy(ret->rootfstype, "ext4");
 }
 
+/* Empties the initramfs we are leaving, as switch_root does, so its files do not pin guest memory. Stays on
+ * one filesystem: mounts (the new root, /dev, ...) are never entered. */
+static void delete_contents(int dfd, dev_t dev) {
+        _cleanup_closedir_ DIR *d = fdopendir(dfd);
+        struct dirent *de;
+
+        if (!d) {
+                (void) close(dfd);
+                return;
+        }
+        while ((de = readdir(d))) {
+                struct stat st;
+
+                if (streq(de->d_name, ".") || streq(de->d_name, ".."))
+                        continue;
+                if (fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0 || st.st_dev != dev)
+                        continue;
+                if (S_ISDIR(st.st_mode)) {
+                        int sub = openat(dirfd(d), de->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+                        if (sub >= 0)
+                                delete_contents(sub, dev);
+                        (void) unlinkat(dirfd(d), de->d_name, AT_REMOVEDIR);
+                } else
+                        (void) unlinkat(dirfd(d), de->d_name, 0);
+        }
+}
+
+static void free_initramfs(void) {
+        struct statfs sfs;
+        struct stat st;
+        int fd;
+
+        if (statfs("/", &sfs) < 0 || (sfs.f_type != RAMFS_MAGIC && sfs.f_type != TMPFS_MAGIC) || stat("/", &st) < 0)
+                return;
+        fd = open("/", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (fd >= 0)
+                delete_contents(fd, st.st_dev);
+}
+
 int boot_switch_root(const BootConfig *c) {
         static const char *const moved[] = { "/dev", "/proc", "/sys" };
         char path[64];
@@ -159,6 +200,7 @@ int boot_switch_root(const BootConfig *c) {
         }
 
         /* What switch_root does, minus exec: we stay PID 1, running from memory. */
+        free_initramfs();
         if (chdir("/newroot") < 0 || mount(".", "/", NULL, MS_MOVE, NULL) < 0 || chroot(".") < 0 ||
             chdir("/") < 0) {
                 int r = -errno;

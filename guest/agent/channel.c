@@ -144,7 +144,8 @@ static void host_back(Channel *c) {
         channel_send_hello(c);
 }
 
-static void channel_read(Channel *c) {
+/* Returns true when it stopped because the output queue is full, not because the port ran dry. */
+static bool channel_read(Channel *c) {
         static uint8_t buf[SPACE_FRAME_MAX];
 
         /* Stop taking requests while the host is not reading our answers. */
@@ -153,13 +154,15 @@ static void channel_read(Channel *c) {
                 size_t off = 0;
 
                 if (n < 0) {
-                        if (errno != EAGAIN && errno != EINTR)
+                        if (errno == EINTR)
+                                continue;
+                        if (errno != EAGAIN)
                                 log_warn("read port: %m");
-                        return;
+                        return false;
                 }
                 if (n == 0) {
                         host_gone(c);
-                        return;
+                        return false;
                 }
                 host_back(c);
 
@@ -182,6 +185,7 @@ static void channel_read(Channel *c) {
                         dispatch(c, &h, p);
                 }
         }
+        return true;
 }
 
 /* Advances head_left over w freshly written bytes starting at out_off. */
@@ -231,9 +235,12 @@ void channel_io(Channel *c) {
                 else if (evs[i].events & EPOLLOUT)
                         host_back(c);
 
-        channel_read(c);
-        channel_write(c);
-        /* Writing may have made room for more requests. */
-        if (channel_queued(c) == 0)
-                channel_read(c);
+        /* The port is edge-triggered: keep going until it is dry or we are blocked on writing. */
+        for (;;) {
+                bool capped = channel_read(c);
+
+                channel_write(c);
+                if (!capped || channel_queued(c) >= AGENT_OUTQ_HARD)
+                        break;
+        }
 }

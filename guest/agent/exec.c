@@ -298,7 +298,15 @@ void exec_start(Channel *c, uint32_t id, const uint8_t *p, size_t n) {
                 (void) snprintf(msg, sizeof msg, "%s %s: %s",
                                 f.stage == 0 ? "chdir" : f.stage == 1 ? "exec" : "setup",
                                 f.stage == 0 ? (cwd ? cwd : "/") : argv[0], strerror(f.err));
-                channel_send_error(c, id, f.err, msg);
+                {
+                        /* stage= lets the host tell a bad working directory from a missing command */
+                        SpaceBuf kv = {};
+                        (void) space_kv_addf(&kv, "errno", "%d", f.err);
+                        (void) space_kv_add(&kv, "message", msg);
+                        (void) space_kv_add(&kv, "stage", f.stage == 0 ? "chdir" : f.stage == 1 ? "exec" : "setup");
+                        (void) channel_send_kv(c, SPACE_F_ERROR, id, &kv);
+                        space_buf_done(&kv);
+                }
                 return; /* the child _exits; the reaper collects it as an orphan */
         }
 

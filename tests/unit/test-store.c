@@ -1,0 +1,401 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+
+/* spaced/store.c against a real SQLite file: every field of sandboxes and operations survives a round trip
+ * and a daemon restart, names are unique unless NULL, pruning keeps running operations, and a database
+ * from a newer daemon or a garbage file is refused rather than crashed on. */
+
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE /* asprintf */
+#endif
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <sqlite3.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <unistd.h>
+
+#include "../../lib/macro.h"
+#include "../../spaced/manager.h"
+#include "../../spaced/store.h"
+#include "tap.h"
+
+#define ID_A "0123456789abcdef0123456789abcdef"
+#define ID_B "11111111111111111111111111111111"
+#define ID_C "22222222222222222222222222222222"
+#define ID_D "33333333333333333333333333333333"
+
+#define OP_RUN "op-0000000000000001"
+#define OP_FAIL "op-0000000000000002"
+#define OP_NEW "op-0000000000000003"
+#define OP_OLD "op-0000000000000004"
+
+static char *env_a[] = { "A=1", "PATH=/usr/bin:/bin", "EMPTY=", "QUOTED=\"x\" \\ y\n\u00fcn\u00efcode", NULL };
+
+static const Sandbox sandbox_a = {
+        .id = ID_A,
+        .name = "alpha",
+        .template_name = "python",
+        .template_digest = "sha256:9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08",
+        .state = SANDBOX_RUNNING,
+        .vcpu = 3,
+        .memory_mib = UINT64_C(6) << 32, /* does not fit in 32 bits */
+        .disk_mib = 20480,
+        .env = env_a,
+        .created_at = 1700000000,
+        .qemu_pid = 4242,
+        .run_dir = "/run/user/1000/space/sandboxes/" ID_A,
+        .data_dir = "/home/u/.local/state/space/sandboxes/" ID_A,
+        .error = "it's \"broken\"; DROP TABLE sandboxes; --",
+};
+
+/* Everything optional left out. */
+static const Sandbox sandbox_b = {
+        .id = ID_B,
+        .template_name = "base",
+        .state = SANDBOX_STOPPED,
+        .vcpu = 1,
+        .memory_mib = 256,
+        .disk_mib = 1024,
+        .created_at = 1700000001,
+};
+
+static const Sandbox sandbox_c = {
+        .id = ID_C,
+        .template_name = "base",
+        .state = SANDBOX_ERROR,
+        .vcpu = 1,
+        .memory_mib = 256,
+        .disk_mib = 1024,
+        .created_at = 1700000002,
+        .error = "boot timed out",
+};
+
+static size_t strv_len(char **v) {
+        size_t n = 0;
+        while (v && v[n])
+                n++;
+        return n;
+}
+
+static bool strv_equal(char **a, char **b) {
+        size_t n = strv_len(a);
+
+        if (n != strv_len(b))
+                return false;
+        for (size_t i = 0; i < n; i++)
+                if (!streq(a[i], b[i]))
+                        return false;
+        return true;
+}
+
+static size_t count_sandboxes(Manager *m) {
+        size_t n = 0;
+        for (Sandbox *s = m->sandboxes; s; s = s->next)
+                n++;
+        return n;
+}
+
+static size_t count_operations(Manager *m) {
+        size_t n = 0;
+        for (Operation *o = m->operations; o; o = o->next)
+                n++;
+        return n;
+}
+
+static Sandbox *find_sandbox(Manager *m, const char *id) {
+        for (Sandbox *s = m->sandboxes; s; s = s->next)
+                if (streq(s->id, id))
+                        return s;
+        return NULL;
+}
+
+static Operation *find_operation(Manager *m, const char *id) {
+        for (Operation *o = m->operations; o; o = o->next)
+                if (streq(o->id, id))
+                        return o;
+        return NULL;
+}
+
+static void free_sandboxes(Manager *m) {
+        while (m->sandboxes) {
+                Sandbox *s = m->sandboxes;
+                m->sandboxes = s->next;
+                s->next = NULL;
+                sandbox_free(s);
+        }
+}
+
+static void reload(Store *s, Manager *m) {
+        free_sandboxes(m);
+        operations_free(m);
+        ok(store_load_sandboxes(s, m) == 0, "load sandboxes");
+        ok(store_load_operations(s, m) == 0, "load operations");
+}
+
+static bool sandbox_equal(const Sandbox *a, const Sandbox *b) {
+        bool eq = true;
+
+#define CHECK(cond, field)                                      \
+        do {                                                    \
+                if (!(cond)) {                                  \
+                        diag("%s: field %s differs", a->id, field); \
+                        eq = false;                             \
+                }                                               \
+        } while (0)
+        CHECK(streq(a->id, b->id), "id");
+        CHECK(streq_ptr(a->name, b->name), "name");
+        CHECK(streq_ptr(a->template_name, b->template_name), "template");
+        CHECK(streq_ptr(a->template_digest, b->template_digest), "template_digest");
+        CHECK(a->state == b->state, "state");
+        CHECK(a->vcpu == b->vcpu, "vcpu");
+        CHECK(a->memory_mib == b->memory_mib, "memory_mib");
+        CHECK(a->disk_mib == b->disk_mib, "disk_mib");
+        CHECK(strv_equal(a->env, b->env), "env");
+        CHECK(a->created_at == b->created_at, "created_at");
+        CHECK(a->qemu_pid == b->qemu_pid, "qemu_pid");
+        CHECK(streq_ptr(a->run_dir, b->run_dir), "run_dir");
+        CHECK(streq_ptr(a->data_dir, b->data_dir), "data_dir");
+        CHECK(streq_ptr(a->error, b->error), "error");
+#undef CHECK
+        return eq;
+}
+
+static bool operation_equal(const Operation *a, const Operation *b) {
+        return streq(a->id, b->id) && streq_ptr(a->kind, b->kind) && a->state == b->state &&
+               streq(a->sandbox_id, b->sandbox_id) && a->created_at == b->created_at &&
+               a->finished_at == b->finished_at && streq_ptr(a->error.code, b->error.code) &&
+               streq_ptr(a->error.message, b->error.message);
+}
+
+static void check_sandboxes(Manager *m, const char *when) {
+        Sandbox *a = find_sandbox(m, ID_A), *b = find_sandbox(m, ID_B);
+
+        ok(a && sandbox_equal(a, &sandbox_a), "%s: every field of the full sandbox round-trips", when);
+        ok(b && sandbox_equal(b, &sandbox_b), "%s: NULL name, digest, dirs, error and env round-trip", when);
+        ok(b && b->env && strv_len(b->env) == 0, "%s: a NULL env loads as an empty list", when);
+        ok(a && a->manager == m, "%s: loaded sandboxes point at their manager", when);
+}
+
+static int sql_exec(const char *path, const char *sql) {
+        sqlite3 *db = NULL;
+        int rc;
+
+        rc = sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE, NULL);
+        if (rc == SQLITE_OK)
+                rc = sqlite3_exec(db, sql, NULL, NULL, NULL);
+        sqlite3_close(db);
+        return rc;
+}
+
+/* Result of a single-integer query, or -1. */
+static long long sql_int(const char *path, const char *sql) {
+        sqlite3 *db = NULL;
+        sqlite3_stmt *st = NULL;
+        long long v = -1;
+
+        if (sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL) == SQLITE_OK &&
+            sqlite3_prepare_v2(db, sql, -1, &st, NULL) == SQLITE_OK && sqlite3_step(st) == SQLITE_ROW)
+                v = sqlite3_column_int64(st, 0);
+        sqlite3_finalize(st);
+        sqlite3_close(db);
+        return v;
+}
+
+static void rm_dir(const char *dir) {
+        _cleanup_closedir_ DIR *d = opendir(dir);
+        struct dirent *de;
+
+        if (!d)
+                return;
+        while ((de = readdir(d)))
+                if (!streq(de->d_name, ".") && !streq(de->d_name, ".."))
+                        (void) unlinkat(dirfd(d), de->d_name, 0);
+        (void) rmdir(dir);
+}
+
+int main(void) {
+        char dir[] = "/tmp/test-store-XXXXXX";
+        _cleanup_free_ char *path = NULL, *newer = NULL, *garbage = NULL, *missing = NULL;
+        Manager m = {};
+        Store *s = NULL;
+        char *msg = NULL;
+        int r;
+
+        plan(63);
+
+        if (!mkdtemp(dir) || asprintf(&path, "%s/state.db", dir) < 0 || asprintf(&newer, "%s/newer.db", dir) < 0 ||
+            asprintf(&garbage, "%s/garbage.db", dir) < 0 || asprintf(&missing, "%s/no/such/dir/x.db", dir) < 0) {
+                perror("setup");
+                return 99;
+        }
+
+        /* Open creates the schema. */
+        r = store_open(path, &s, &msg);
+        ok(r == 0 && s, "open creates a new database (r=%d %s)", r, msg ?: "");
+        free(msg);
+        msg = NULL;
+        if (!s) {
+                rm_dir(dir);
+                return done();
+        }
+        m.store = s;
+        ok(sql_int(path, "SELECT count(*) FROM sqlite_master WHERE type='table' AND name IN ('sandboxes','operations')") == 2,
+           "schema has the sandboxes and operations tables");
+        ok(sql_int(path, "PRAGMA user_version") == 1, "schema version is recorded in user_version");
+
+        /* Sandboxes. */
+        ok(store_put_sandbox(s, &sandbox_a) == 0, "put the full sandbox");
+        ok(store_put_sandbox(s, &sandbox_b) == 0, "put a sandbox without a name");
+        ok(store_put_sandbox(s, &sandbox_c) == 0, "a second sandbox without a name is fine too");
+
+
+        reload(s, &m);
+        ok(count_sandboxes(&m) == 3, "three sandboxes stored (got %zu)", count_sandboxes(&m));
+        check_sandboxes(&m, "load");
+        ok(m.sandboxes && streq(m.sandboxes->id, ID_A) && m.sandboxes->next && streq(m.sandboxes->next->id, ID_B),
+           "sandboxes load in creation order");
+
+        /* Names are unique: a clash must be refused, never resolved by replacing the other sandbox's row. */
+        Sandbox dup = sandbox_b;
+        memcpy(dup.id, ID_D, sizeof dup.id);
+        dup.name = "alpha";
+        r = store_put_sandbox(s, &dup);
+        ok(r == -EEXIST, "a second sandbox named \"alpha\" is refused with -EEXIST (r=%d)", r);
+        reload(s, &m);
+        ok(!find_sandbox(&m, ID_D), "the refused duplicate was not stored");
+        ok(find_sandbox(&m, ID_A) && sandbox_equal(find_sandbox(&m, ID_A), &sandbox_a),
+           "the sandbox that owns the name is untouched");
+        /* Keep the later checks independent of a failure here. */
+        (void) store_delete_sandbox(s, ID_D);
+        (void) store_put_sandbox(s, &sandbox_a);
+
+        /* Saving an existing sandbox again updates it in place. */
+        Sandbox upd = sandbox_c;
+        upd.state = SANDBOX_DELETING;
+        upd.name = "gamma";
+        upd.qemu_pid = 77;
+        r = store_put_sandbox(s, &upd);
+        ok(r == 0, "saving an existing sandbox again updates it (r=%d)", r);
+        reload(s, &m);
+        Sandbox *c = find_sandbox(&m, ID_C);
+        ok(count_sandboxes(&m) == 3 && c && sandbox_equal(c, &upd), "the update replaced the row, no new row");
+
+        ok(store_delete_sandbox(s, ID_C) == 0, "delete a sandbox");
+        ok(store_delete_sandbox(s, ID_D) == 0, "deleting an unknown id is not an error");
+        reload(s, &m);
+        ok(count_sandboxes(&m) == 2 && !find_sandbox(&m, ID_C), "the deleted sandbox is gone, others stay");
+
+        /* Operations. */
+        Operation op_run = { .id = OP_RUN, .kind = "create", .state = OPERATION_RUNNING, .sandbox_id = ID_A,
+                             .created_at = 1000 };
+        Operation op_fail = { .id = OP_FAIL, .kind = "delete", .state = OPERATION_FAILED, .sandbox_id = ID_B,
+                              .created_at = 1100, .finished_at = 1200,
+                              .error = { .code = "INTERNAL", .message = "qemu exited: \"signal 9\"\n" } };
+        Operation op_new = { .id = OP_NEW, .kind = "create", .state = OPERATION_SUCCEEDED, .sandbox_id = ID_A,
+                             .created_at = 4000, .finished_at = 5000 };
+        Operation op_old = { .id = OP_OLD, .kind = "gc", .state = OPERATION_SUCCEEDED, .created_at = 500,
+                             .finished_at = 600 };
+
+        ok(store_put_operation(s, &op_run) == 0 && store_put_operation(s, &op_fail) == 0 &&
+           store_put_operation(s, &op_new) == 0 && store_put_operation(s, &op_old) == 0,
+           "put four operations");
+        reload(s, &m);
+        ok(count_operations(&m) == 4, "four operations stored (got %zu)", count_operations(&m));
+        Operation *o = find_operation(&m, OP_FAIL);
+        ok(o && operation_equal(o, &op_fail), "a failed operation round-trips with error code and message");
+        o = find_operation(&m, OP_RUN);
+        ok(o && operation_equal(o, &op_run) && !o->error.code && !o->error.message,
+           "a running operation round-trips without an error");
+        o = find_operation(&m, OP_OLD);
+        ok(o && operation_equal(o, &op_old) && o->sandbox_id[0] == 0, "an operation without a sandbox round-trips");
+        ok(o && o->manager == &m, "loaded operations point at their manager");
+
+        /* The running operation finishes: saving again updates it. */
+        op_run.state = OPERATION_SUCCEEDED;
+        op_run.finished_at = 1300;
+        ok(store_put_operation(s, &op_run) == 0, "saving an operation again updates it");
+
+        Operation op_pending = { .id = "op-0000000000000005", .kind = "create", .state = OPERATION_RUNNING,
+                                 .created_at = 1 };
+        ok(store_put_operation(s, &op_pending) == 0, "put an old operation that is still running");
+
+        ok(store_prune_operations(s, 2000) == 0, "prune operations finished before t=2000");
+        reload(s, &m);
+        ok(count_operations(&m) == 2, "two operations left after pruning (got %zu)", count_operations(&m));
+        ok(!find_operation(&m, OP_FAIL) && !find_operation(&m, OP_OLD) && !find_operation(&m, OP_RUN),
+           "operations finished before the cutoff are gone");
+        o = find_operation(&m, OP_NEW);
+        ok(o && operation_equal(o, &op_new), "an operation finished after the cutoff is kept");
+        o = find_operation(&m, op_pending.id);
+        ok(o && operation_equal(o, &op_pending), "a running operation is kept however old it is");
+
+        /* Daemon restart: close, reopen the same file, everything is still there. */
+        free_sandboxes(&m);
+        operations_free(&m);
+        s = store_close(s);
+        ok(!s, "close returns NULL");
+        r = store_open(path, &s, &msg);
+        ok(r == 0 && s, "reopen the same file (r=%d %s)", r, msg ?: "");
+        free(msg);
+        msg = NULL;
+        if (s) {
+                m.store = s;
+                reload(s, &m);
+                ok(count_sandboxes(&m) == 2 && count_operations(&m) == 2, "reopened: 2 sandboxes and 2 operations");
+                check_sandboxes(&m, "reopen");
+                free_sandboxes(&m);
+                operations_free(&m);
+                s = store_close(s);
+        } else
+                for (int i = 0; i < 7; i++)
+                        ok(false, "reopen failed");
+
+        /* A database from a newer daemon is refused, not migrated down or clobbered. */
+        r = store_open(newer, &s, NULL);
+        ok(r == 0, "create a second database");
+        s = store_close(s);
+        ok(sql_exec(newer, "PRAGMA user_version = 99") == SQLITE_OK, "set user_version = 99 with sqlite3");
+        r = store_open(newer, &s, &msg);
+        ok(r == -EPROTONOSUPPORT && !s, "a newer schema is refused with -EPROTONOSUPPORT (r=%d)", r);
+        ok(msg && strstr(msg, "99"), "with a message naming the version: %s", msg ?: "(none)");
+        free(msg);
+        msg = NULL;
+        ok(sql_int(newer, "PRAGMA user_version") == 99, "the newer database is left untouched");
+        s = store_close(s);
+
+        /* A garbage file gives an error, not a crash. */
+        {
+                _cleanup_close_ int fd = open(garbage, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+                uint8_t buf[4096];
+                size_t n = 0;
+
+                while (n < sizeof buf) {
+                        ssize_t k = getrandom(buf + n, sizeof buf - n, 0);
+                        if (k < 0) {
+                                perror("getrandom");
+                                return 99;
+                        }
+                        n += (size_t) k;
+                }
+                ok(fd >= 0 && write(fd, buf, sizeof buf) == (ssize_t) sizeof buf, "write 4 KiB of random bytes");
+        }
+        r = store_open(garbage, &s, &msg);
+        ok(r < 0 && !s, "a garbage file is refused (r=%d)", r);
+        ok(msg && *msg, "with a message: %s", msg ?: "(none)");
+        free(msg);
+        msg = NULL;
+        s = store_close(s);
+
+        r = store_open(missing, &s, &msg);
+        ok(r < 0 && !s, "a path in a missing directory is refused (r=%d %s)", r, msg ?: "");
+        free(msg);
+        s = store_close(s);
+
+        rm_dir(dir);
+        return done();
+}
