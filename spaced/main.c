@@ -132,6 +132,22 @@ static int on_signal(sd_event_source *s, const struct signalfd_siginfo *si, void
         return sd_event_exit(sd_event_source_get_event(s), 0);
 }
 
+/* QEMU's stderr log lives as long as the VM; keep it from growing without bound. */
+#define QEMU_LOG_MAX (1024 * 1024)
+#define HOUSEKEEPING_USEC (600ULL * 1000000ULL)
+
+static int on_housekeeping(sd_event_source *s, uint64_t usec, void *userdata) {
+        Manager *m = userdata;
+
+        for (Sandbox *sb = m->sandboxes; sb; sb = sb->next)
+                if (sb->run_dir && sb->state == SANDBOX_RUNNING)
+                        (void) vm_log_trim(sb->run_dir, QEMU_LOG_MAX);
+        (void) store_prune_operations(m->store, now_unix() - 7 * 86400);
+        (void) sd_event_source_set_time(s, usec + HOUSEKEEPING_USEC);
+        (void) sd_event_source_set_enabled(s, SD_EVENT_ONESHOT);
+        return 0;
+}
+
 static unsigned count_cpus(void) {
         long n = sysconf(_SC_NPROCESSORS_ONLN);
         return n > 0 ? (unsigned) n : 1;
@@ -272,6 +288,7 @@ int main(int argc, char **argv) {
         if (r < 0)
                 return log_error_errno(r, "cannot set up worker completions"), 1;
 
+        (void) sd_event_add_time_relative(m.event, NULL, CLOCK_MONOTONIC, HOUSEKEEPING_USEC, 0, on_housekeeping, &m);
         r = manager_reconcile(&m);
         if (r < 0)
                 log_warning_errno(r, "reconciling state failed");
