@@ -541,7 +541,7 @@ void api_classify(Request *r) {
         Sandbox *s;
 
         if (!streq(r->method, "POST") || path_split(r->url, &p) < 0 ||
-            !path_is(&p, 7, "v1", "sandboxes", NULL, "processes", NULL, "stdin"))
+            !path_is(&p, 6, "v1", "sandboxes", NULL, "processes", NULL, "stdin"))
                 return;
         r->kind = REQUEST_UPLOAD;
         if (sandbox_resolve(M(r), p.seg[2], &s) < 0) {

@@ -167,9 +167,17 @@ int main(int argc, char **argv) {
         signal(SIGPIPE, SIG_IGN);
 
         if (dup_or(arg_socket, space_socket_path, &m.socket_path) < 0 ||
-            dup_or(arg_state_dir, space_state_dir, &m.state_dir) < 0 ||
             dup_or(arg_lib_dir, space_lib_dir, &m.lib_dir) < 0 || dup_or(arg_config, space_config_path, &config_path) < 0) {
                 log_error("cannot work out where things live: set HOME or XDG_RUNTIME_DIR");
+                return 1;
+        }
+        r = config_load(&m.config, config_path, &errmsg);
+        if (r < 0) {
+                log_error("bad configuration: %s", errmsg ?: strerror(-r));
+                return 1;
+        }
+        if (dup_or(arg_state_dir ?: m.config.state_dir, space_state_dir, &m.state_dir) < 0) {
+                log_error("cannot work out the state directory: set HOME or --state-dir");
                 return 1;
         }
         if (arg_runtime_dir)
@@ -186,11 +194,6 @@ int main(int argc, char **argv) {
                 return 1;
         }
 
-        r = config_load(&m.config, config_path, &errmsg);
-        if (r < 0) {
-                log_error("bad configuration: %s", errmsg ?: strerror(-r));
-                return 1;
-        }
         if (arg_accel && accel_setting_from_string(arg_accel, &m.config.accel) < 0) {
                 log_error("--accel %s: expected auto, kvm or tcg", arg_accel);
                 return 2;

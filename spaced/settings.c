@@ -11,7 +11,8 @@
 
 void config_done(Config *c) {
         free(c->qemu_binary);
-        c->qemu_binary = NULL;
+        free(c->state_dir);
+        c->qemu_binary = c->state_dir = NULL;
 }
 
 int accel_setting_from_string(const char *s, AccelSetting *ret) {
@@ -85,6 +86,13 @@ int config_load(Config *c, const char *path, char **reterr_message) {
                         if (errno || *end || end == value)
                                 goto bad;
                         c->memory_limit_mib = v;
+                } else if (streq(key, "state_dir")) {
+                        if (value[0] != '/')
+                                goto bad;
+                        free(c->state_dir);
+                        c->state_dir = strdup(value);
+                        if (!c->state_dir)
+                                return -ENOMEM;
                 } else if (streq(key, "qemu")) {
                         free(c->qemu_binary);
                         c->qemu_binary = strdup(value);
@@ -97,7 +105,7 @@ int config_load(Config *c, const char *path, char **reterr_message) {
 bad:
         if (reterr_message && asprintf(reterr_message,
                                        "%s:%u: expected one of 'accel = auto|kvm|tcg', 'memory_limit_mib = N', "
-                                       "'qemu = PATH'", path, n) < 0)
+                                       "'state_dir = /ABSOLUTE/PATH', 'qemu = PATH'", path, n) < 0)
                 *reterr_message = NULL;
         return -EINVAL;
 }

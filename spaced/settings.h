@@ -15,6 +15,7 @@ typedef struct Config {
         AccelSetting accel;
         uint64_t memory_limit_mib;  /* sum of guest memory of live sandboxes; 0 = 80% of MemTotal */
         char *qemu_binary;
+        char *state_dir;
 } Config;
 
 void config_done(Config *c);

@@ -1,0 +1,194 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#pragma once
+
+/* Shared by spacectl's verbs: the verb table types, error and usage reporting, the connection to spaced,
+ * output helpers, and the create/exec/rm cores that `run` combines. */
+
+#include <signal.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <sys/types.h>
+#include <time.h>
+
+#include <cjson/cJSON.h>
+
+#include "http-client.h"
+
+#ifndef PACKAGE_VERSION
+#define PACKAGE_VERSION "0.0.0"
+#endif
+
+/* Exit statuses. exec and run pass the command's own status through, so their failures use 124..127 like
+ * timeout(1) and env(1) do. */
+#define EXIT_FAIL 1
+#define EXIT_USAGE 2
+#define EXIT_TIMEDOUT 124
+#define EXIT_SPACECTL 125
+#define EXIT_CANNOT_EXECUTE 126
+#define EXIT_COMMAND_NOT_FOUND 127
+
+enum {
+        VERB_DAEMON = 1U << 0,          /* talks to spaced: start it when nobody is listening */
+        VERB_COMMAND_STATUS = 1U << 1,  /* the exit status belongs to a command: our own failures are 125 */
+};
+
+typedef struct CliHelp {
+        const char *synopsis;   /* usage lines after "spacectl " (several separated by "\n") */
+        const char *summary;    /* one line for `spacectl --help` */
+        const char *options;    /* the rest of --help */
+} CliHelp;
+
+typedef struct Verb {
+        const char *name;
+        int (*run)(int argc, char *argv[]);
+        unsigned flags;
+        const CliHelp *help;
+} Verb;
+
+/* Long-only option codes shared by verbs. */
+enum {
+        OPT_VCPU = 0x100,
+        OPT_MEMORY,
+        OPT_DISK,
+        OPT_TIMEOUT,
+        OPT_JSON,
+};
+
+/* ---- util.c ---- */
+
+/* The verb being run (set by main before dispatch). */
+extern const Verb *cli_verb;
+
+void log_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* The exit status for "spacectl or the daemon failed": 1, or 125 for exec and run. */
+int cli_failure_status(void);
+/* Prints "spacectl: MESSAGE" and the verb's usage to stderr; returns 2 (125 for exec and run). */
+int cli_usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* Reports getopt's '?' or ':' for argv[optind - 1]; returns cli_usage_error()'s status. */
+int cli_bad_option(int c, char *argv[]);
+void cli_print_help(const Verb *v, FILE *f);
+void cli_print_usage(const Verb *v, FILE *f);
+
+/* Option values. Both print a usage error and return < 0 on bad input. */
+int cli_parse_ulong(const char *option, const char *s, unsigned long min, unsigned long max, unsigned long *ret);
+/* Adds "K=V" (or "K", taking V from our environment) to the JSON object *env, creating it. */
+int cli_parse_env(const char *option, const char *kv, cJSON **env);
+
+/* The connection to spaced, made on first use; for VERB_DAEMON verbs the daemon is started when nobody
+ * listens. NULL (after printing why) when that failed. */
+SpaceHttp *cli_http(void);
+/* Prints a transport failure of h with what to do about it. */
+void cli_log_transport_error(SpaceHttp *h, int r);
+/* A request that must succeed: returns 0 with a 2xx reply, else prints the daemon's message or the
+ * transport failure and returns < 0 (-EBADMSG when the daemon answered with an error). */
+int cli_call(const char *method, const char *path, const cJSON *body, SpaceHttpReply *ret);
+/* "/v1/sandboxes/<escaped ref><suffix>" */
+int cli_sandbox_path(const char *ref, const char *suffix, char **ret);
+/* Waits for an Operation to finish (up to 600 s): returns 0 when it succeeded, else prints its error and
+ * returns < 0. *ret_op (optional) gets the final Operation. */
+int cli_wait_operation(const cJSON *op, cJSON **ret_op);
+
+/* JSON accessors that tolerate missing or mistyped members. */
+const char *json_str(const cJSON *o, const char *key);
+bool json_num(const cJSON *o, const char *key, double *ret);
+
+/* ---- autostart.c ---- */
+
+/* Makes sure something listens on h's unix socket: connects; if nobody is there, asks the systemd user
+ * manager to start spaced.socket, or spawns spaced detached, and waits up to 15 s for it. Prints what went
+ * wrong and returns < 0 on failure. */
+int cli_ensure_daemon(SpaceHttp *h);
+
+/* ---- output.c ---- */
+
+/* Prints JSON (formatted) and a newline to stdout. */
+int cli_print_json(const cJSON *j);
+/* "3 minutes ago" for an RFC 3339 time, or the string itself when it does not parse. */
+char *format_age(const char *rfc3339, time_t now);
+/* "256 MiB", "2 GiB" */
+void format_mib(double mib, char *buf, size_t size);
+
+typedef struct Table Table;
+Table *table_new(size_t n_columns, const char *const *headers);
+int table_add(Table *t, const char *const *cells);
+int table_print(Table *t, FILE *f);
+Table *table_free(Table *t);
+static inline void table_freep(Table **t) {
+        if (*t)
+                table_free(*t);
+}
+#define _cleanup_table_ __attribute__((cleanup(table_freep)))
+
+/* ---- signals.c ---- */
+
+/* SIGINT, SIGTERM and SIGHUP set cli_signal_received (the last one's number) and write its number to a
+ * self-pipe, so a poll loop sees it; SIGPIPE is ignored so writes fail with EPIPE instead. */
+extern volatile sig_atomic_t cli_signal_received;
+int cli_signals_install(void);
+/* Read end of the self-pipe (non-blocking). */
+int cli_signals_fd(void);
+/* Next signal number from the pipe, 0 when empty. */
+int cli_signals_next(void);
+
+/* ---- the cores run combines ---- */
+
+typedef struct CreateOptions {
+        const char *template_name;
+        const char *name;
+        unsigned long vcpu, memory_mib, disk_mib;       /* 0: the template's */
+        cJSON *env;
+} CreateOptions;
+
+/* Creates a sandbox and waits until it runs. *ret_id gets its id as soon as the daemon assigned one, even
+ * when it then failed (so `run` can remove it). Prints errors and returns < 0 on failure; -EINTR when
+ * interrupted through the cancel flag. */
+int cli_create(const CreateOptions *o, char **ret_id);
+
+typedef struct ExecOptions {
+        bool interactive;
+        cJSON *env;
+        const char *cwd;
+        unsigned long timeout;  /* seconds, 0: none */
+        char **argv;            /* NULL-terminated command */
+} ExecOptions;
+
+/* Runs a command in a sandbox with stdio streamed, signals forwarded; returns the exit status to use
+ * (the command's, 128+N, 124..127, or 125 after printing why). Needs cli_signals_install(). */
+int cli_exec(const char *ref, const ExecOptions *o);
+
+/* Removes a sandbox; prints its id on success. Prints errors and returns < 0 on failure. */
+int cli_remove(const char *ref, bool force, bool print_id);
+
+/* Options of create and exec, for verbs that take them (create, run / exec, run). */
+#define CREATE_LONG_OPTIONS                                               \
+        { "name", required_argument, NULL, 'n' },                         \
+        { "vcpu", required_argument, NULL, OPT_VCPU },                    \
+        { "memory", required_argument, NULL, 'm' },                       \
+        { "disk", required_argument, NULL, OPT_DISK }
+#define EXEC_LONG_OPTIONS                                                 \
+        { "interactive", no_argument, NULL, 'i' },                        \
+        { "env", required_argument, NULL, 'e' },                          \
+        { "workdir", required_argument, NULL, 'w' },                      \
+        { "timeout", required_argument, NULL, OPT_TIMEOUT }
+
+/* Returns 1 when c was one of theirs and was handled, 0 when not, < 0 (usage error printed) on a bad value. */
+int create_option(int c, const char *arg, CreateOptions *o);
+int exec_option(int c, const char *arg, ExecOptions *o);
+/* Splits argv at the first "--": returns its index, or argc when there is none. */
+int cli_find_dashdash(int argc, char *argv[]);
+
+/* ---- verbs ---- */
+
+int cmd_create(int argc, char *argv[]);
+int cmd_exec(int argc, char *argv[]);
+int cmd_run(int argc, char *argv[]);
+int cmd_ls(int argc, char *argv[]);
+int cmd_inspect(int argc, char *argv[]);
+int cmd_rm(int argc, char *argv[]);
+int cmd_template(int argc, char *argv[]);
+int cmd_version(int argc, char *argv[]);
+
+extern const CliHelp cmd_create_help, cmd_exec_help, cmd_run_help, cmd_ls_help, cmd_inspect_help, cmd_rm_help,
+        cmd_template_help, cmd_version_help;

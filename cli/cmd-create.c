@@ -1,0 +1,166 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE 1
+#endif
+
+#include <errno.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "macro.h"
+
+const CliHelp cmd_create_help = {
+        .synopsis = "create [TEMPLATE] [OPTIONS]",
+        .summary = "Create a sandbox from TEMPLATE (default: minimal) and print its id",
+        .options =
+        "Options:\n"
+        "  -n, --name NAME       name the sandbox (usable wherever an id is)\n"
+        "      --vcpu N          virtual CPUs (default: the template's)\n"
+        "  -m, --memory MIB      memory in MiB, 64..65536 (default: the template's)\n"
+        "      --disk MIB        writable disk in MiB, 64..1048576 (default: the template's)\n"
+        "  -e, --env KEY=VALUE   environment of every process in the sandbox (repeatable)\n"
+        "  -h, --help            show this help\n",
+};
+
+int create_option(int c, const char *arg, CreateOptions *o) {
+        int r;
+
+        switch (c) {
+        case 'n':
+                if (!*arg) {
+                        (void) cli_usage_error("--name must not be empty");
+                        return -EINVAL;
+                }
+                o->name = arg;
+                return 1;
+        case OPT_VCPU:
+                r = cli_parse_ulong("--vcpu", arg, 1, 1024, &o->vcpu);
+                return r < 0 ? r : 1;
+        case 'm':
+                r = cli_parse_ulong("--memory", arg, 64, 65536, &o->memory_mib);
+                return r < 0 ? r : 1;
+        case OPT_DISK:
+                r = cli_parse_ulong("--disk", arg, 64, 1048576, &o->disk_mib);
+                return r < 0 ? r : 1;
+        }
+        return 0;
+}
+
+static cJSON *create_body(const CreateOptions *o) {
+        cJSON *b = cJSON_CreateObject();
+
+        if (!b)
+                return NULL;
+        if (o->template_name && !cJSON_AddStringToObject(b, "template", o->template_name))
+                goto oom;
+        if (o->name && !cJSON_AddStringToObject(b, "name", o->name))
+                goto oom;
+        if (o->vcpu && !cJSON_AddNumberToObject(b, "vcpu", (double) o->vcpu))
+                goto oom;
+        if (o->memory_mib && !cJSON_AddNumberToObject(b, "memory_mib", (double) o->memory_mib))
+                goto oom;
+        if (o->disk_mib && !cJSON_AddNumberToObject(b, "disk_mib", (double) o->disk_mib))
+                goto oom;
+        if (o->env) {
+                cJSON *env = cJSON_Duplicate(o->env, true);
+                if (!env || !cJSON_AddItemToObject(b, "env", env)) {
+                        cJSON_Delete(env);
+                        goto oom;
+                }
+        }
+        return b;
+oom:
+        cJSON_Delete(b);
+        return NULL;
+}
+
+int cli_create(const CreateOptions *o, char **ret_id) {
+        SpaceHttpReply reply = {};
+        const cJSON *sandbox, *op;
+        const char *id;
+        cJSON *body;
+        int r;
+
+        body = create_body(o);
+        if (!body) {
+                log_error("out of memory");
+                return -ENOMEM;
+        }
+        /* No ?wait here: the 202 hands out the id at once, so an interrupted `run` can still remove it. */
+        r = cli_call("POST", "/v1/sandboxes", body, &reply);
+        cJSON_Delete(body);
+        if (r < 0)
+                return r;
+
+        sandbox = cJSON_GetObjectItemCaseSensitive(reply.json, "sandbox");
+        op = cJSON_GetObjectItemCaseSensitive(reply.json, "operation");
+        id = json_str(sandbox, "id");
+        if (!id || !*id) {
+                log_error("the daemon created a sandbox but did not say its id");
+                space_http_reply_done(&reply);
+                return -EBADMSG;
+        }
+        *ret_id = strdup(id);
+        if (!*ret_id) {
+                space_http_reply_done(&reply);
+                return -ENOMEM;
+        }
+
+        r = cJSON_IsObject(op) ? cli_wait_operation(op, NULL) : 0;
+        space_http_reply_done(&reply);
+        return r;
+}
+
+int cmd_create(int argc, char *argv[]) {
+        static const struct option options[] = {
+                { "help", no_argument, NULL, 'h' },
+                { "env", required_argument, NULL, 'e' },
+                CREATE_LONG_OPTIONS,
+                {}
+        };
+        CreateOptions o = {};
+        _cleanup_free_ char *id = NULL;
+        int c, r;
+
+        opterr = 0;
+        while ((c = getopt_long(argc, argv, ":hn:m:e:", options, NULL)) >= 0) {
+                switch (c) {
+                case 'h':
+                        cli_print_help(cli_verb, stdout);
+                        cJSON_Delete(o.env);
+                        return 0;
+                case 'e':
+                        r = cli_parse_env("--env", optarg, &o.env);
+                        if (r < 0)
+                                goto usage;
+                        break;
+                case '?':
+                case ':':
+                        cJSON_Delete(o.env);
+                        return cli_bad_option(c, argv);
+                default:
+                        r = create_option(c, optarg, &o);
+                        if (r < 0)
+                                goto usage;
+                }
+        }
+        if (argc - optind > 1) {
+                cJSON_Delete(o.env);
+                return cli_usage_error("create takes at most one TEMPLATE, got '%s' too", argv[optind + 1]);
+        }
+        if (optind < argc)
+                o.template_name = argv[optind];
+
+        r = cli_create(&o, &id);
+        cJSON_Delete(o.env);
+        if (r < 0)
+                return cli_failure_status();
+        printf("%s\n", id);
+        return fflush(stdout) == 0 ? 0 : EXIT_FAIL;
+usage:
+        cJSON_Delete(o.env);
+        return r == -ENOMEM ? EXIT_FAIL : EXIT_USAGE;
+}

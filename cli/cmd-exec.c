@@ -1,0 +1,490 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE 1
+#endif
+
+#include <errno.h>
+#include <getopt.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "base64.h"
+#include "cli.h"
+#include "macro.h"
+
+/* One stdin POST at a time, each at most this big: the daemon answers once the guest took it, which is
+ * what keeps a fast producer from outrunning a slow process. */
+#define STDIN_CHUNK (64U * 1024U)
+#define PENDING_SIGNALS_MAX 16U
+/* The third Ctrl-C kills instead of interrupting, for commands that ignore SIGINT. */
+#define SIGINT_KILL_AFTER 3U
+
+const CliHelp cmd_exec_help = {
+        .synopsis = "exec [OPTIONS] SANDBOX -- COMMAND [ARG...]",
+        .summary = "Run a command in a running sandbox, with its output streamed and its exit status passed on",
+        .options =
+        "Options:\n"
+        "  -i, --interactive     forward stdin to the command (otherwise it reads nothing)\n"
+        "  -e, --env KEY=VALUE   set an environment variable for the command (repeatable)\n"
+        "  -w, --workdir DIR     working directory of the command\n"
+        "      --timeout SECS    kill the command after SECS seconds (exit status 124)\n"
+        "  -h, --help            show this help\n"
+        "\n"
+        "SANDBOX is an id, a unique prefix of one, or a name. Exit status: the command's; 128+N when signal N\n"
+        "killed it; 124 timeout; 125 spacectl or spaced failed (also for usage errors); 126 not executable;\n"
+        "127 command not found. Ctrl-C is forwarded to the command (the third one sends SIGKILL).\n",
+};
+
+typedef struct ExecState {
+        const ExecOptions *o;
+        SpaceStream *stream;
+        char *processes_path;   /* /v1/sandboxes/<ref>/processes */
+        long pid;               /* -1 until process_started */
+        bool exited, timed_out;
+        int exit_code, exit_signal;
+        char *error_code, *error_message;
+        bool stdout_broken, output_failed;
+        int pending_signals[PENDING_SIGNALS_MAX];
+        size_t n_pending_signals;
+        unsigned n_sigint;
+        uint8_t *decoded;
+        size_t decoded_size;
+        int fatal;              /* < 0: spacectl failed, already logged */
+} ExecState;
+
+int exec_option(int c, const char *arg, ExecOptions *o) {
+        int r;
+
+        switch (c) {
+        case 'i':
+                o->interactive = true;
+                return 1;
+        case 'e':
+                r = cli_parse_env("--env", arg, &o->env);
+                return r < 0 ? r : 1;
+        case 'w':
+                if (!*arg) {
+                        (void) cli_usage_error("--workdir must not be empty");
+                        return -EINVAL;
+                }
+                o->cwd = arg;
+                return 1;
+        case OPT_TIMEOUT:
+                r = cli_parse_ulong("--timeout", arg, 0, 31536000, &o->timeout);
+                return r < 0 ? r : 1;
+        }
+        return 0;
+}
+
+/* Writes everything, waiting out a non-blocking fd. */
+static int write_all(int fd, const uint8_t *p, size_t n) {
+        while (n > 0) {
+                ssize_t k = write(fd, p, n);
+
+                if (k < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        if (errno == EAGAIN) {
+                                struct pollfd pfd = { .fd = fd, .events = POLLOUT };
+                                (void) poll(&pfd, 1, -1);
+                                continue;
+                        }
+                        return -errno;
+                }
+                p += k;
+                n -= (size_t) k;
+        }
+        return 0;
+}
+
+static void post_done_ignore(SpaceStream *s, int r, const SpaceHttpReply *reply, void *userdata) {
+        /* A signal for a process that just exited is refused; nothing to do about it. */
+}
+
+static int send_signal(ExecState *st, SpaceStream *s, int sig) {
+        _cleanup_free_ char *path = NULL, *body = NULL;
+
+        if (st->pid < 0) {
+                if (st->n_pending_signals < PENDING_SIGNALS_MAX)
+                        st->pending_signals[st->n_pending_signals++] = sig;
+                return 0;
+        }
+        if (asprintf(&path, "%s/%ld/signal", st->processes_path, st->pid) < 0 ||
+            asprintf(&body, "{\"signal\":%d}", sig) < 0)
+                return -ENOMEM;
+        return space_stream_post(s, path, "application/json", body, strlen(body), post_done_ignore, st);
+}
+
+static int stdin_readable(SpaceStream *s, int fd, void *userdata);
+
+static int post_close_stdin(ExecState *st, SpaceStream *s) {
+        _cleanup_free_ char *path = NULL;
+
+        if (asprintf(&path, "%s/%ld/close-stdin", st->processes_path, st->pid) < 0)
+                return -ENOMEM;
+        return space_stream_post(s, path, NULL, NULL, 0, post_done_ignore, st);
+}
+
+static void stdin_chunk_done(SpaceStream *s, int r, const SpaceHttpReply *reply, void *userdata) {
+        ExecState *st = userdata;
+
+        if (r >= 0 && space_http_reply_ok(reply)) {
+                if (space_stream_watch_fd(s, STDIN_FILENO, stdin_readable, st) >= 0)
+                        return;
+        } else if (r >= 0 && streq_ptr(reply->error_code, "stdin_closed"))
+                ; /* the process closed its stdin or exited: the rest of our input is not wanted */
+        else if (r < 0)
+                log_error("forwarding stdin failed: %s; closing the command's stdin", strerror(-r));
+        else
+                log_error("forwarding stdin failed: %s; closing the command's stdin", reply->error_message);
+
+        /* Whatever went wrong, let the command see EOF rather than wait for input forever. */
+        (void) post_close_stdin(st, s);
+}
+
+static int stdin_readable(SpaceStream *s, int fd, void *userdata) {
+        static uint8_t buf[STDIN_CHUNK];
+        _cleanup_free_ char *path = NULL;
+        ExecState *st = userdata;
+        ssize_t n;
+        int r;
+
+        n = read(fd, buf, sizeof buf);
+        if (n < 0 && (errno == EAGAIN || errno == EINTR))
+                return 0;
+
+        (void) space_stream_unwatch_fd(s, fd);
+        if (n > 0) {
+                if (asprintf(&path, "%s/%ld/stdin", st->processes_path, st->pid) < 0)
+                        return -ENOMEM;
+                r = space_stream_post(s, path, "application/octet-stream", buf, (size_t) n, stdin_chunk_done, st);
+                if (r < 0)
+                        return r;
+                return 0;
+        }
+
+        /* EOF (or a read error, which ends our input just the same). */
+        return post_close_stdin(st, s);
+}
+
+static int signal_readable(SpaceStream *s, int fd, void *userdata) {
+        ExecState *st = userdata;
+        int sig, r;
+
+        while ((sig = cli_signals_next()) > 0) {
+                if (sig == SIGINT && ++st->n_sigint >= SIGINT_KILL_AFTER)
+                        sig = SIGKILL;
+                r = send_signal(st, s, sig);
+                if (r < 0)
+                        return r;
+        }
+        return 0;
+}
+
+static cJSON *parse_event_json(ExecState *st, const char *event, const char *data, size_t len) {
+        cJSON *j = cJSON_ParseWithLength(data, len);
+
+        if (!cJSON_IsObject(j)) {
+                cJSON_Delete(j);
+                log_error("spaced sent a malformed '%s' event", event);
+                st->fatal = -EBADMSG;
+                return NULL;
+        }
+        return j;
+}
+
+static int output_event(ExecState *st, SpaceStream *s, int fd, const char *data, size_t len) {
+        long n;
+        int r;
+
+        if (len / 4 * 3 + 3 > st->decoded_size) {
+                size_t size = len / 4 * 3 + 3;
+                uint8_t *p = realloc(st->decoded, size);
+
+                if (!p)
+                        return -ENOMEM;
+                st->decoded = p;
+                st->decoded_size = size;
+        }
+        n = base64_decode(data, len, st->decoded);
+        if (n < 0) {
+                log_error("spaced sent output that is not base64");
+                st->fatal = -EBADMSG;
+                return -EBADMSG;
+        }
+        if (fd == STDOUT_FILENO && st->stdout_broken)
+                return 0;
+
+        r = write_all(fd, st->decoded, (size_t) n);
+        if (r >= 0 || fd != STDOUT_FILENO)
+                return 0; /* nowhere left to report a stderr failure */
+
+        /* Our stdout is gone (`spacectl exec ... | head`): give the command the SIGPIPE it would get
+         * locally, and drop the rest of its output. */
+        st->stdout_broken = true;
+        if (r != -EPIPE) {
+                log_error("writing the command's output failed: %s", strerror(-r));
+                st->output_failed = true;
+        }
+        return send_signal(st, s, SIGPIPE);
+}
+
+static int on_event(const char *event, const char *data, size_t len, const char *id, void *userdata) {
+        ExecState *st = userdata;
+        SpaceStream *s = st->stream;
+        cJSON *j;
+        double v;
+        int r = 0;
+
+        if (streq(event, "stdout"))
+                return output_event(st, s, STDOUT_FILENO, data, len);
+        if (streq(event, "stderr"))
+                return output_event(st, s, STDERR_FILENO, data, len);
+
+        if (streq(event, "process_started")) {
+                j = parse_event_json(st, event, data, len);
+                if (!j)
+                        return st->fatal;
+                if (!json_num(j, "pid", &v) || v < 0 || v > 1e15) {
+                        cJSON_Delete(j);
+                        log_error("spaced sent a process_started event without a pid");
+                        return st->fatal = -EBADMSG;
+                }
+                cJSON_Delete(j);
+                st->pid = (long) v;
+
+                if (st->o->interactive) {
+                        r = space_stream_watch_fd(s, STDIN_FILENO, stdin_readable, st);
+                        if (r < 0)
+                                return r;
+                }
+                for (size_t i = 0; i < st->n_pending_signals; i++) {
+                        r = send_signal(st, s, st->pending_signals[i]);
+                        if (r < 0)
+                                return r;
+                }
+                st->n_pending_signals = 0;
+                return 0;
+        }
+
+        if (streq(event, "process_exited")) {
+                const cJSON *t;
+
+                j = parse_event_json(st, event, data, len);
+                if (!j)
+                        return st->fatal;
+                st->exited = true;
+                st->exit_code = json_num(j, "exit_code", &v) ? (int) v : 0;
+                st->exit_signal = json_num(j, "signal", &v) && v > 0 && v < 128 ? (int) v : 0;
+                t = cJSON_GetObjectItemCaseSensitive(j, "timed_out");
+                st->timed_out = cJSON_IsTrue(t);
+                cJSON_Delete(j);
+                return 0;
+        }
+
+        if (streq(event, "error")) {
+                j = parse_event_json(st, event, data, len);
+                if (!j)
+                        return st->fatal;
+                free(st->error_code);
+                free(st->error_message);
+                st->error_code = json_str(j, "code") ? strdup(json_str(j, "code")) : NULL;
+                st->error_message = json_str(j, "message") ? strdup(json_str(j, "message")) : NULL;
+                cJSON_Delete(j);
+                return 0;
+        }
+
+        /* Events of later API versions. */
+        return 0;
+}
+
+static int status_for_error(const char *code, const char *message) {
+        if (message)
+                log_error("%s", message);
+        else
+                log_error("spaced failed to run the command (%s)", code ?: "no reason given");
+        if (streq_ptr(code, "command_not_found"))
+                return EXIT_COMMAND_NOT_FOUND;
+        /* like a shell (and docker exec): the command could not be invoked */
+        if (streq_ptr(code, "permission_denied") || streq_ptr(code, "invalid_cwd"))
+                return EXIT_CANNOT_EXECUTE;
+        return EXIT_SPACECTL;
+}
+
+static cJSON *exec_body(const ExecOptions *o) {
+        cJSON *b = cJSON_CreateObject(), *argv;
+
+        if (!b)
+                return NULL;
+        argv = cJSON_AddArrayToObject(b, "argv");
+        if (!argv)
+                goto oom;
+        for (char **a = o->argv; *a; a++) {
+                cJSON *s = cJSON_CreateString(*a);
+                if (!s || !cJSON_AddItemToArray(argv, s)) {
+                        cJSON_Delete(s);
+                        goto oom;
+                }
+        }
+        if (o->env) {
+                cJSON *env = cJSON_Duplicate(o->env, true);
+                if (!env || !cJSON_AddItemToObject(b, "env", env)) {
+                        cJSON_Delete(env);
+                        goto oom;
+                }
+        }
+        if (o->cwd && !cJSON_AddStringToObject(b, "cwd", o->cwd))
+                goto oom;
+        if (!cJSON_AddBoolToObject(b, "stdin", o->interactive))
+                goto oom;
+        if (!cJSON_AddNumberToObject(b, "timeout", (double) o->timeout))
+                goto oom;
+        return b;
+oom:
+        cJSON_Delete(b);
+        return NULL;
+}
+
+int cli_exec(const char *ref, const ExecOptions *o) {
+        ExecState st = { .o = o, .pid = -1 };
+        SpaceHttpReply reply = {};
+        SpaceHttp *h;
+        cJSON *body = NULL;
+        int r, status;
+
+        h = cli_http();
+        if (!h)
+                return EXIT_SPACECTL;
+        /* Ctrl-C is the command's from here on, not a reason to abort our requests. */
+        space_http_set_cancel(h, NULL);
+
+        r = cli_sandbox_path(ref, "/processes", &st.processes_path);
+        if (r < 0)
+                goto oom;
+        body = exec_body(o);
+        if (!body)
+                goto oom;
+        r = space_stream_new(h, st.processes_path, body, on_event, &st, &st.stream);
+        cJSON_Delete(body);
+        if (r < 0)
+                goto oom;
+        if (cli_signals_fd() >= 0) {
+                r = space_stream_watch_fd(st.stream, cli_signals_fd(), signal_readable, &st);
+                if (r < 0)
+                        goto oom;
+        }
+
+        r = space_stream_run(st.stream, &reply);
+        if (r < 0) {
+                if (st.fatal < 0)
+                        ; /* logged where it happened */
+                else if (r == -ENOMEM)
+                        log_error("out of memory");
+                else
+                        cli_log_transport_error(h, r);
+                status = EXIT_SPACECTL;
+        } else if (!space_http_reply_ok(&reply))
+                status = status_for_error(reply.error_code, reply.error_message);
+        else if (st.exited) {
+                if (st.timed_out)
+                        status = EXIT_TIMEDOUT;
+                else if (st.exit_signal > 0)
+                        status = 128 + st.exit_signal;
+                else
+                        status = st.exit_code & 0xff;
+                if (st.output_failed)
+                        status = EXIT_SPACECTL;
+        } else if (st.error_code || st.error_message)
+                status = status_for_error(st.error_code, st.error_message);
+        else {
+                log_error("the connection to spaced ended before the command exited; "
+                          "is spaced still running? see spaced(8)");
+                status = EXIT_SPACECTL;
+        }
+
+        space_http_reply_done(&reply);
+        space_stream_free(st.stream);
+        free(st.processes_path);
+        free(st.decoded);
+        free(st.error_code);
+        free(st.error_message);
+        return status;
+oom:
+        log_error("out of memory");
+        space_stream_free(st.stream);
+        free(st.processes_path);
+        return EXIT_SPACECTL;
+}
+
+int cmd_exec(int argc, char *argv[]) {
+        static const struct option options[] = {
+                { "help", no_argument, NULL, 'h' },
+                EXEC_LONG_OPTIONS,
+                {}
+        };
+        ExecOptions o = {};
+        int dd, end, c, r, status;
+        const char *ref;
+
+        /* With "--", options may go anywhere before it; without, they end at SANDBOX (the command's own
+         * options follow it). */
+        dd = cli_find_dashdash(argc, argv);
+        end = dd < argc ? dd : argc;
+
+        opterr = 0;
+        while ((c = getopt_long(end, argv, dd < argc ? ":hie:w:" : "+:hie:w:", options, NULL)) >= 0) {
+                switch (c) {
+                case 'h':
+                        cli_print_help(cli_verb, stdout);
+                        cJSON_Delete(o.env);
+                        return 0;
+                case '?':
+                case ':':
+                        cJSON_Delete(o.env);
+                        return cli_bad_option(c, argv);
+                default:
+                        r = exec_option(c, optarg, &o);
+                        if (r < 0) {
+                                cJSON_Delete(o.env);
+                                return EXIT_SPACECTL;
+                        }
+                }
+        }
+
+        if (optind >= end) {
+                cJSON_Delete(o.env);
+                return cli_usage_error("exec needs a SANDBOX and a COMMAND");
+        }
+        ref = argv[optind];
+        if (dd < argc) {
+                if (optind + 1 < end) {
+                        cJSON_Delete(o.env);
+                        return cli_usage_error("unexpected '%s' before '--'", argv[optind + 1]);
+                }
+                o.argv = argv + dd + 1;
+        } else
+                o.argv = argv + optind + 1;
+        if (!o.argv[0]) {
+                cJSON_Delete(o.env);
+                return cli_usage_error("exec needs a COMMAND after the SANDBOX");
+        }
+        if (!*ref) {
+                cJSON_Delete(o.env);
+                return cli_usage_error("SANDBOX must not be empty");
+        }
+
+        r = cli_signals_install();
+        if (r < 0) {
+                log_error("cannot set up signal handling: %s", strerror(-r));
+                cJSON_Delete(o.env);
+                return EXIT_SPACECTL;
+        }
+
+        status = cli_exec(ref, &o);
+        cJSON_Delete(o.env);
+        return status;
+}

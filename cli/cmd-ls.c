@@ -1,0 +1,116 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE 1
+#endif
+
+#include <errno.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "cli.h"
+#include "macro.h"
+
+#define SHORT_ID_LEN 12
+
+const CliHelp cmd_ls_help = {
+        .synopsis = "ls [--json] [-q]",
+        .summary = "List sandboxes",
+        .options =
+        "Options:\n"
+        "      --json    print the sandboxes as a JSON array (the objects of GET /v1/sandboxes)\n"
+        "  -q, --quiet   print only full ids, one per line\n"
+        "  -h, --help    show this help\n",
+};
+
+static int print_table(const cJSON *list) {
+        static const char *const headers[] = { "ID", "NAME", "TEMPLATE", "STATE", "VCPU", "MEMORY", "CREATED" };
+        _cleanup_table_ Table *t = table_new(ELEMENTSOF(headers), headers);
+        time_t now = time(NULL);
+        const cJSON *sb;
+
+        if (!t)
+                return -ENOMEM;
+        cJSON_ArrayForEach(sb, list) {
+                char id[SHORT_ID_LEN + 1], vcpu[32] = "-", mem[32] = "-";
+                _cleanup_free_ char *age = NULL;
+                const char *name = json_str(sb, "name");
+                double v;
+
+                snprintf(id, sizeof id, "%s", json_str(sb, "id") ?: "-");
+                if (json_num(sb, "vcpu", &v))
+                        snprintf(vcpu, sizeof vcpu, "%.0f", v);
+                if (json_num(sb, "memory_mib", &v))
+                        format_mib(v, mem, sizeof mem);
+                age = format_age(json_str(sb, "created_at"), now);
+                if (!age)
+                        return -ENOMEM;
+
+                const char *cells[] = { id, name && *name ? name : "-", json_str(sb, "template"),
+                                        json_str(sb, "state"), vcpu, mem, age };
+                if (table_add(t, cells) < 0)
+                        return -ENOMEM;
+        }
+        return table_print(t, stdout);
+}
+
+int cmd_ls(int argc, char *argv[]) {
+        static const struct option options[] = {
+                { "help", no_argument, NULL, 'h' },
+                { "json", no_argument, NULL, OPT_JSON },
+                { "quiet", no_argument, NULL, 'q' },
+                {}
+        };
+        bool json = false, quiet = false;
+        SpaceHttpReply reply = {};
+        const cJSON *list, *sb;
+        int c, r;
+
+        opterr = 0;
+        while ((c = getopt_long(argc, argv, ":hq", options, NULL)) >= 0) {
+                switch (c) {
+                case 'h':
+                        cli_print_help(cli_verb, stdout);
+                        return 0;
+                case OPT_JSON:
+                        json = true;
+                        break;
+                case 'q':
+                        quiet = true;
+                        break;
+                default:
+                        return cli_bad_option(c, argv);
+                }
+        }
+        if (optind < argc)
+                return cli_usage_error("ls takes no arguments, got '%s'", argv[optind]);
+        if (json && quiet)
+                return cli_usage_error("--json and --quiet exclude each other");
+
+        r = cli_call("GET", "/v1/sandboxes", NULL, &reply);
+        if (r < 0)
+                return EXIT_FAIL;
+        list = cJSON_GetObjectItemCaseSensitive(reply.json, "sandboxes");
+        if (!cJSON_IsArray(list)) {
+                log_error("the daemon's sandbox list is malformed");
+                space_http_reply_done(&reply);
+                return EXIT_FAIL;
+        }
+
+        if (json)
+                r = cli_print_json(list);
+        else if (quiet) {
+                cJSON_ArrayForEach(sb, list)
+                        if (json_str(sb, "id"))
+                                printf("%s\n", json_str(sb, "id"));
+                r = 0;
+        } else
+                r = print_table(list);
+        space_http_reply_done(&reply);
+
+        if (r == -ENOMEM)
+                log_error("out of memory");
+        return r < 0 || fflush(stdout) != 0 ? EXIT_FAIL : 0;
+}

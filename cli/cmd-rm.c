@@ -1,0 +1,107 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE 1
+#endif
+
+#include <errno.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "macro.h"
+
+/* Long-poll on the DELETE itself; cli_wait_operation() takes over if that was not enough. */
+#define DELETE_WAIT_SEC 60
+
+const CliHelp cmd_rm_help = {
+        .synopsis = "rm [-f] SANDBOX...",
+        .summary = "Remove sandboxes and print the id of each one removed",
+        .options =
+        "Options:\n"
+        "  -f, --force   remove running sandboxes too (stops them first)\n"
+        "  -h, --help    show this help\n"
+        "\n"
+        "All SANDBOXes are tried; the exit status is 1 when any of them could not be removed.\n",
+};
+
+int cli_remove(const char *ref, bool force, bool print_id) {
+        _cleanup_free_ char *base = NULL, *path = NULL, *id = NULL;
+        SpaceHttpReply reply = {};
+        cJSON *final = NULL;
+        const cJSON *op;
+        const char *sid;
+        int r;
+
+        r = cli_sandbox_path(ref, NULL, &base);
+        if (r < 0 || asprintf(&path, "%s?%swait=%d", base, force ? "force=1&" : "", DELETE_WAIT_SEC) < 0) {
+                log_error("out of memory");
+                return -ENOMEM;
+        }
+
+        r = cli_call("DELETE", path, NULL, &reply);
+        if (r < 0)
+                return r;
+
+        op = cJSON_GetObjectItemCaseSensitive(reply.json, "operation");
+        if (cJSON_IsObject(op)) {
+                r = cli_wait_operation(op, &final);
+                if (r < 0) {
+                        space_http_reply_done(&reply);
+                        return r;
+                }
+        }
+        sid = json_str(final, "sandbox_id") ?: json_str(op, "sandbox_id");
+        id = strdup(sid ?: ref);
+        cJSON_Delete(final);
+        space_http_reply_done(&reply);
+        if (!id)
+                return -ENOMEM;
+
+        if (print_id) {
+                printf("%s\n", id);
+                fflush(stdout);
+        }
+        return 0;
+}
+
+int cmd_rm(int argc, char *argv[]) {
+        static const struct option options[] = {
+                { "help", no_argument, NULL, 'h' },
+                { "force", no_argument, NULL, 'f' },
+                {}
+        };
+        bool force = false, failed = false;
+        int c;
+
+        opterr = 0;
+        while ((c = getopt_long(argc, argv, ":hf", options, NULL)) >= 0) {
+                switch (c) {
+                case 'h':
+                        cli_print_help(cli_verb, stdout);
+                        return 0;
+                case 'f':
+                        force = true;
+                        break;
+                default:
+                        return cli_bad_option(c, argv);
+                }
+        }
+        if (optind >= argc)
+                return cli_usage_error("rm needs at least one SANDBOX");
+
+        for (int i = optind; i < argc; i++) {
+                if (!*argv[i]) {
+                        log_error("an empty SANDBOX names nothing");
+                        failed = true;
+                        continue;
+                }
+                if (cli_remove(argv[i], force, true) < 0) {
+                        failed = true;
+                        if (!cli_http())
+                                break; /* no daemon: the rest would fail the same way */
+                }
+        }
+        return failed ? EXIT_FAIL : 0;
+}

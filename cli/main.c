@@ -1,0 +1,103 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE 1
+#endif
+
+#include <stdio.h>
+#include <string.h>
+
+#include "cli.h"
+#include "macro.h"
+
+static int cmd_help(int argc, char *argv[]);
+
+static const CliHelp cmd_help_help = {
+        .synopsis = "help [VERB]",
+        .summary = "Show help for spacectl or one verb",
+        .options = "",
+};
+
+static const Verb verbs[] = {
+        { "create",   cmd_create,   VERB_DAEMON,                       &cmd_create_help   },
+        { "exec",     cmd_exec,     VERB_DAEMON | VERB_COMMAND_STATUS, &cmd_exec_help     },
+        { "run",      cmd_run,      VERB_DAEMON | VERB_COMMAND_STATUS, &cmd_run_help      },
+        { "ls",       cmd_ls,       VERB_DAEMON,                       &cmd_ls_help       },
+        { "inspect",  cmd_inspect,  VERB_DAEMON,                       &cmd_inspect_help  },
+        { "rm",       cmd_rm,       VERB_DAEMON,                       &cmd_rm_help       },
+        { "template", cmd_template, VERB_DAEMON,                       &cmd_template_help },
+        { "version",  cmd_version,  0,                                 &cmd_version_help  },
+        { "help",     cmd_help,     0,                                 &cmd_help_help     },
+};
+
+static const Verb *find_verb(const char *name) {
+        for (size_t i = 0; i < ELEMENTSOF(verbs); i++)
+                if (streq(verbs[i].name, name))
+                        return &verbs[i];
+        return NULL;
+}
+
+static void main_usage(FILE *f) {
+        fputs("Usage: spacectl VERB [OPTIONS] [ARGS]\n"
+              "       spacectl help VERB\n"
+              "\n"
+              "Run commands in self-hosted microVM sandboxes (driven by spaced(8)).\n"
+              "\n"
+              "Verbs:\n", f);
+        for (size_t i = 0; i < ELEMENTSOF(verbs); i++)
+                fprintf(f, "  %-10s %s\n", verbs[i].name, verbs[i].help->summary);
+        fputs("\n"
+              "Options:\n"
+              "  -h, --help     show this help\n"
+              "  --version      show the client version\n"
+              "\n"
+              "Environment: SPACE_SOCKET, SPACE_API_URL, SPACE_API_KEY, SPACED. See spacectl(1).\n", f);
+}
+
+static int cmd_help(int argc, char *argv[]) {
+        const Verb *v;
+
+        if (argc < 2) {
+                main_usage(stdout);
+                return 0;
+        }
+        if (argc > 2)
+                return cli_usage_error("help takes at most one verb");
+        v = find_verb(argv[1]);
+        if (!v) {
+                log_error("unknown verb '%s'", argv[1]);
+                main_usage(stderr);
+                return EXIT_USAGE;
+        }
+        cli_print_help(v, stdout);
+        return 0;
+}
+
+int main(int argc, char *argv[]) {
+        const Verb *v;
+
+        if (argc < 2) {
+                main_usage(stderr);
+                return EXIT_USAGE;
+        }
+        if (streq(argv[1], "-h") || streq(argv[1], "--help")) {
+                main_usage(stdout);
+                return 0;
+        }
+        if (streq(argv[1], "--version")) {
+                printf("spacectl %s\n", PACKAGE_VERSION);
+                return 0;
+        }
+
+        v = find_verb(argv[1]);
+        if (!v) {
+                if (argv[1][0] == '-')
+                        log_error("unknown option '%s'", argv[1]);
+                else
+                        log_error("unknown verb '%s'", argv[1]);
+                main_usage(stderr);
+                return EXIT_USAGE;
+        }
+
+        cli_verb = v;
+        return v->run(argc - 1, argv + 1);
+}

@@ -1,0 +1,326 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE 1
+#endif
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "cli.h"
+#include "macro.h"
+
+/* How long create and rm wait for their operation, as the issue asks (wait=600). */
+#define OPERATION_WAIT_SEC 600
+/* Per long-poll request, so a daemon restart or a lost reply costs at most this. */
+#define OPERATION_POLL_SEC 60
+
+const Verb *cli_verb = NULL;
+static SpaceHttp *cli_http_handle = NULL;
+static bool cli_http_failed = false; /* reported once; later calls fail quietly */
+
+static void http_cleanup(void) {
+        cli_http_handle = space_http_free(cli_http_handle);
+}
+
+void log_error(const char *fmt, ...) {
+        va_list ap;
+
+        fflush(stdout);
+        fputs("spacectl: ", stderr);
+        va_start(ap, fmt);
+        vfprintf(stderr, fmt, ap);
+        va_end(ap);
+        fputc('\n', stderr);
+}
+
+int cli_failure_status(void) {
+        return cli_verb && (cli_verb->flags & VERB_COMMAND_STATUS) ? EXIT_SPACECTL : EXIT_FAIL;
+}
+
+static int usage_status(void) {
+        return cli_verb && (cli_verb->flags & VERB_COMMAND_STATUS) ? EXIT_SPACECTL : EXIT_USAGE;
+}
+
+void cli_print_usage(const Verb *v, FILE *f) {
+        const char *s = v->help->synopsis;
+        bool first = true;
+
+        while (*s) {
+                size_t n = strcspn(s, "\n");
+
+                fprintf(f, "%s spacectl %.*s\n", first ? "Usage:" : "      ", (int) n, s);
+                first = false;
+                s += n;
+                if (*s)
+                        s++;
+        }
+}
+
+void cli_print_help(const Verb *v, FILE *f) {
+        cli_print_usage(v, f);
+        fprintf(f, "\n%s.\n", v->help->summary);
+        if (v->help->options[0])
+                fprintf(f, "\n%s", v->help->options);
+        fprintf(f, "\nSee spacectl(1) for details.\n");
+}
+
+int cli_usage_error(const char *fmt, ...) {
+        va_list ap;
+
+        fflush(stdout);
+        fputs("spacectl: ", stderr);
+        va_start(ap, fmt);
+        vfprintf(stderr, fmt, ap);
+        va_end(ap);
+        fputc('\n', stderr);
+        if (cli_verb) {
+                cli_print_usage(cli_verb, stderr);
+                fprintf(stderr, "See 'spacectl help %s'.\n", cli_verb->name);
+        }
+        return usage_status();
+}
+
+int cli_bad_option(int c, char *argv[]) {
+        extern int optind, optopt;
+        const char *arg = argv[optind - 1];
+
+        if (c == ':')
+                return cli_usage_error("option '%s' needs a value", arg);
+        if (optopt && !(arg[0] == '-' && arg[1] == '-'))
+                return cli_usage_error("unknown option '-%c'", optopt);
+        return cli_usage_error("unknown option '%s'", arg);
+}
+
+int cli_parse_ulong(const char *option, const char *s, unsigned long min, unsigned long max, unsigned long *ret) {
+        unsigned long v;
+        char *end;
+
+        errno = 0;
+        v = strtoul(s, &end, 10);
+        if (!*s || *end || errno || s[0] == '-' || v < min || v > max) {
+                (void) cli_usage_error("%s: '%s' is not a number in %lu..%lu", option, s, min, max);
+                return -EINVAL;
+        }
+        *ret = v;
+        return 0;
+}
+
+int cli_parse_env(const char *option, const char *kv, cJSON **env) {
+        _cleanup_free_ char *key = NULL;
+        const char *eq = strchr(kv, '='), *value;
+
+        if (eq == kv || !*kv) {
+                (void) cli_usage_error("%s: '%s' is not KEY=VALUE", option, kv);
+                return -EINVAL;
+        }
+        if (eq) {
+                key = strndup(kv, eq - kv);
+                value = eq + 1;
+        } else {
+                key = strdup(kv);
+                value = getenv(kv);
+                if (!value) {
+                        (void) cli_usage_error("%s: '%s' has no '=VALUE' and is not set here", option, kv);
+                        return -EINVAL;
+                }
+        }
+        if (!key)
+                return -ENOMEM;
+        if (!*env) {
+                *env = cJSON_CreateObject();
+                if (!*env)
+                        return -ENOMEM;
+        }
+        cJSON_DeleteItemFromObjectCaseSensitive(*env, key);
+        if (!cJSON_AddStringToObject(*env, key, value))
+                return -ENOMEM;
+        return 0;
+}
+
+int cli_find_dashdash(int argc, char *argv[]) {
+        for (int i = 1; i < argc; i++)
+                if (streq(argv[i], "--"))
+                        return i;
+        return argc;
+}
+
+void cli_log_transport_error(SpaceHttp *h, int r) {
+        const char *detail = space_http_last_error(h);
+        const char *sock = space_http_socket_path(h);
+
+        if (!detail[0])
+                detail = strerror(-r);
+        if (r == -EINTR)
+                log_error("interrupted");
+        else if (space_http_error_is_unreachable(r) && sock)
+                log_error("cannot reach spaced at %s: %s; is it installed? see spaced(8)", sock, strerror(-r));
+        else if (space_http_error_is_unreachable(r) || r == -EHOSTUNREACH)
+                log_error("cannot reach spaced at %s: %s; check SPACE_API_URL", space_http_endpoint(h), detail);
+        else
+                log_error("talking to spaced at %s failed: %s", space_http_endpoint(h), detail);
+}
+
+SpaceHttp *cli_http(void) {
+        int r;
+
+        if (cli_http_handle)
+                return cli_http_handle;
+        if (cli_http_failed)
+                return NULL;
+        cli_http_failed = true;
+
+        r = space_http_new(&cli_http_handle);
+        if (r < 0)
+                cli_http_handle = NULL;
+        if (r == -EINVAL) {
+                log_error("SPACE_API_KEY must not contain line breaks");
+                return NULL;
+        }
+        if (r < 0) {
+                log_error("cannot find the socket of spaced: %s; set SPACE_SOCKET or XDG_RUNTIME_DIR", strerror(-r));
+                return NULL;
+        }
+        atexit(http_cleanup);
+
+        if (cli_verb && (cli_verb->flags & VERB_DAEMON)) {
+                r = cli_ensure_daemon(cli_http_handle);
+                if (r < 0) {
+                        http_cleanup();
+                        return NULL;
+                }
+        }
+        cli_http_failed = false;
+        return cli_http_handle;
+}
+
+int cli_call(const char *method, const char *path, const cJSON *body, SpaceHttpReply *ret) {
+        SpaceHttpReply reply = {};
+        SpaceHttp *h;
+        int r;
+
+        h = cli_http();
+        if (!h)
+                return -ENOTCONN;
+
+        r = space_http_call(h, method, path, body, &reply);
+        if (r == -ENOMEM) {
+                log_error("out of memory");
+                return r;
+        }
+        if (r < 0) {
+                cli_log_transport_error(h, r);
+                return r;
+        }
+        if (!space_http_reply_ok(&reply)) {
+                log_error("%s", reply.error_message);
+                space_http_reply_done(&reply);
+                return -EBADMSG;
+        }
+        *ret = reply;
+        return 0;
+}
+
+int cli_sandbox_path(const char *ref, const char *suffix, char **ret) {
+        _cleanup_free_ char *e = NULL;
+        int r;
+
+        r = space_http_escape(ref, &e);
+        if (r < 0)
+                return r;
+        if (asprintf(ret, "/v1/sandboxes/%s%s", e, suffix ?: "") < 0)
+                return -ENOMEM;
+        return 0;
+}
+
+const char *json_str(const cJSON *o, const char *key) {
+        const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+        return cJSON_IsString(v) ? v->valuestring : NULL;
+}
+
+bool json_num(const cJSON *o, const char *key, double *ret) {
+        const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+
+        if (!cJSON_IsNumber(v))
+                return false;
+        *ret = v->valuedouble;
+        return true;
+}
+
+static bool operation_finished(const cJSON *op) {
+        const char *state = json_str(op, "state");
+        return streq_ptr(state, "succeeded") || streq_ptr(state, "failed");
+}
+
+int cli_wait_operation(const cJSON *op, cJSON **ret_op) {
+        cJSON *cur = cJSON_Duplicate(op, true);
+        _cleanup_free_ char *id = NULL;
+        struct timespec start, now;
+        int r;
+
+        if (!cur)
+                return -ENOMEM;
+        if (json_str(op, "id") && !(id = strdup(json_str(op, "id")))) {
+                cJSON_Delete(cur);
+                return -ENOMEM;
+        }
+        clock_gettime(CLOCK_MONOTONIC, &start);
+
+        while (!operation_finished(cur)) {
+                _cleanup_free_ char *path = NULL, *eid = NULL;
+                SpaceHttpReply reply = {};
+                long left;
+
+                if (!id) {
+                        log_error("the daemon answered with an operation without an id");
+                        cJSON_Delete(cur);
+                        return -EBADMSG;
+                }
+                clock_gettime(CLOCK_MONOTONIC, &now);
+                left = OPERATION_WAIT_SEC - (now.tv_sec - start.tv_sec);
+                if (left <= 0) {
+                        log_error("operation %s is still %s after %d s; check later with 'spacectl ls'", id,
+                                  json_str(cur, "state") ?: "running", OPERATION_WAIT_SEC);
+                        cJSON_Delete(cur);
+                        return -ETIMEDOUT;
+                }
+                r = space_http_escape(id, &eid);
+                if (r < 0 || asprintf(&path, "/v1/operations/%s?wait=%ld", eid,
+                                      left < OPERATION_POLL_SEC ? left : OPERATION_POLL_SEC) < 0) {
+                        cJSON_Delete(cur);
+                        return -ENOMEM;
+                }
+                r = cli_call("GET", path, NULL, &reply);
+                if (r < 0) {
+                        cJSON_Delete(cur);
+                        return r;
+                }
+                if (!cJSON_IsObject(reply.json)) {
+                        log_error("the daemon answered GET %s with something that is not an operation", path);
+                        space_http_reply_done(&reply);
+                        cJSON_Delete(cur);
+                        return -EBADMSG;
+                }
+                cJSON_Delete(cur);
+                cur = TAKE_PTR(reply.json);
+                space_http_reply_done(&reply);
+        }
+
+        if (streq_ptr(json_str(cur, "state"), "failed")) {
+                const cJSON *err = cJSON_GetObjectItemCaseSensitive(cur, "error");
+                const char *msg = json_str(err, "message");
+
+                log_error("%s", msg ?: "the operation failed without saying why; see spaced's log");
+                r = -EIO;
+        } else
+                r = 0;
+
+        if (ret_op)
+                *ret_op = cur;
+        else
+                cJSON_Delete(cur);
+        return r;
+}
