@@ -45,7 +45,10 @@ static void http_run(Http *h) {
         MHD_UNSIGNED_LONG_LONG timeout;
 
         MHD_run(h->daemon);
-        if (MHD_get_timeout(h->daemon, &timeout) == MHD_YES) {
+        if (MHD_get_timeout(h->daemon, &timeout) == MHD_YES && timeout == 0)
+                /* MHD has more to do right away (the next step of a response): run again, no timer */
+                http_schedule(h);
+        else if (MHD_get_timeout(h->daemon, &timeout) == MHD_YES) {
                 uint64_t now;
                 sd_event_now(h->manager->event, CLOCK_MONOTONIC, &now);
                 (void) sd_event_source_set_time(h->timer, now + timeout * 1000ULL);
@@ -125,7 +128,7 @@ int http_wait_on(Request *r, Waiter **list, uint64_t deadline_usec) {
         *list = &r->waiter;
         r->deadline = deadline_usec;
         r->deadline_source = sd_event_source_disable_unref(r->deadline_source);
-        q = sd_event_add_time(r->http->manager->event, &r->deadline_source, CLOCK_MONOTONIC, deadline_usec, 0,
+        q = sd_event_add_time(r->http->manager->event, &r->deadline_source, CLOCK_MONOTONIC, deadline_usec, 1000,
                               on_deadline, r);
         if (q < 0) {
                 waiter_unlink(&r->waiter);
@@ -294,7 +297,8 @@ int http_new(Manager *m, int listen_fd, Http **ret) {
         }
         r = sd_event_add_io(m->event, &h->io, info->epoll_fd, EPOLLIN, on_io, h);
         if (r >= 0)
-                r = sd_event_add_time(m->event, &h->timer, CLOCK_MONOTONIC, UINT64_MAX, 0, on_timer, h);
+                /* accuracy 1 us: sd-event's default of 250 ms would hold every response back that long */
+                r = sd_event_add_time(m->event, &h->timer, CLOCK_MONOTONIC, UINT64_MAX, 1, on_timer, h);
         if (r >= 0)
                 r = sd_event_add_defer(m->event, &h->kick, on_kick, h);
         if (r < 0) {

@@ -154,7 +154,7 @@ int process_start(Request *r, Sandbox *s, const ExecSpec *spec) {
         }
         if (spec->timeout_sec > 0)
                 (void) sd_event_add_time_relative(s->manager->event, &p->timeout_source, CLOCK_MONOTONIC,
-                                                  spec->timeout_sec * 1000000ULL, 0, on_timeout, p);
+                                                  spec->timeout_sec * 1000000ULL, 1000, on_timeout, p);
 
         p->response = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 64 * 1024, sse_read, p, NULL);
         if (!p->response) {
