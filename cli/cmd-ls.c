@@ -20,7 +20,7 @@ const CliHelp cmd_ls_help = {
         .summary = "List sandboxes",
         .options =
         "Options:\n"
-        "      --json    print the sandboxes as a JSON array (the objects of GET /v1/sandboxes)\n"
+        "      --json    print the reply of GET /v1/sandboxes: {\"sandboxes\": [...]}\n"
         "  -q, --quiet   print only full ids, one per line\n"
         "  -h, --help    show this help\n",
 };
@@ -100,7 +100,7 @@ int cmd_ls(int argc, char *argv[]) {
         }
 
         if (json)
-                r = cli_print_json(list);
+                r = cli_print_json(reply.json);
         else if (quiet) {
                 cJSON_ArrayForEach(sb, list)
                         if (json_str(sb, "id"))

@@ -22,7 +22,7 @@ const CliHelp cmd_template_help = {
         "  ls            list the templates sandboxes can be created from\n"
         "\n"
         "Options of ls:\n"
-        "      --json    print the templates as a JSON array (the objects of GET /v1/templates)\n"
+        "      --json    print the reply of GET /v1/templates: {\"templates\": [...]}\n"
         "  -q, --quiet   print only template names, one per line\n"
         "  -h, --help    show this help\n",
 };
@@ -117,7 +117,7 @@ static int template_ls(int argc, char *argv[]) {
         }
 
         if (json)
-                r = cli_print_json(list);
+                r = cli_print_json(reply.json);
         else if (quiet) {
                 cJSON_ArrayForEach(tp, list)
                         if (json_str(tp, "name"))
