@@ -33,6 +33,10 @@ const Route api_routes[] = {
         { "GET", "/v1/sandboxes/{id}", get_sandbox },
         { "DELETE", "/v1/sandboxes/{id}", delete_sandbox },
         { "GET", "/v1/operations/{op}", get_operation },
+        { "POST", "/v1/sandboxes/{id}/pause", api_post_pause },
+        { "POST", "/v1/sandboxes/{id}/resume", api_post_resume },
+        { "POST", "/v1/sandboxes/{id}/suspend", api_post_suspend },
+        { "POST", "/v1/sandboxes/{id}/wake", api_post_wake },
         { "POST", "/v1/sandboxes/{id}/processes", api_post_processes },
         { "POST", "/v1/sandboxes/{id}/processes/{pid}/stdin", api_post_stdin, .begin = api_stdin_begin },
         { "POST", "/v1/sandboxes/{id}/processes/{pid}/close-stdin", api_post_close_stdin },
@@ -137,7 +141,7 @@ static void get_sandboxes(Request *r, const RouteArgs *a) {
         http_respond_json(r, 200, o);
 }
 
-static void respond_wait_result(Request *r) {
+void respond_wait_result(Request *r) {
         Manager *m = http_manager(r->http);
         Operation *op = operation_find(m, r->wait_op);
         bool done;
@@ -162,7 +166,7 @@ static void respond_wait_result(Request *r) {
         }
         o = cJSON_CreateObject();
         cJSON_AddItemToObject(o, "operation", operation_to_json(op));
-        if (r->wait_kind == WAIT_CREATE) {
+        if (r->wait_kind == WAIT_CREATE || r->wait_kind == WAIT_LIFECYCLE) {
                 Sandbox *s = sandbox_find_by_id(m, op->sandbox_id);
                 if (s)
                         cJSON_AddItemToObject(o, "sandbox", sandbox_to_json(s));
@@ -170,7 +174,7 @@ static void respond_wait_result(Request *r) {
         http_respond_json(r, done ? (r->wait_kind == WAIT_CREATE ? 201 : 200) : 202, o);
 }
 
-static void start_wait(Request *r, Operation *op, int kind, unsigned wait) {
+void start_wait(Request *r, Operation *op, int kind, unsigned wait) {
         memcpy(r->wait_op, op->id, sizeof r->wait_op);
         r->wait_kind = kind;
         r->deadline = now_usec_monotonic() + (uint64_t) wait * 1000000ULL;

@@ -17,6 +17,7 @@ enum {
         WAIT_CREATE,
         WAIT_DELETE,
         WAIT_OPERATION,
+        WAIT_LIFECYCLE,
 };
 
 /* The {name} segments of a matched URL, in order. */
@@ -35,6 +36,16 @@ typedef struct Route {
 
 extern const Route api_routes[];
 const Route *api_find_route(const char *method, const char *url, RouteArgs *ret, bool *ret_path_known);
+
+/* api.c: answer once the operation finishes or `wait` seconds pass (202 with the operation then). */
+void start_wait(Request *r, Operation *op, int kind, unsigned wait);
+void respond_wait_result(Request *r);
+
+/* api-lifecycle.c */
+void api_post_pause(Request *r, const RouteArgs *a);
+void api_post_resume(Request *r, const RouteArgs *a);
+void api_post_suspend(Request *r, const RouteArgs *a);
+void api_post_wake(Request *r, const RouteArgs *a);
 
 /* api-util.c */
 cJSON *sandbox_to_json(Sandbox *s);

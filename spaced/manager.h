@@ -36,6 +36,10 @@ typedef enum SandboxState {
         SANDBOX_DELETING,
         SANDBOX_STOPPED,
         SANDBOX_ERROR,
+        SANDBOX_PAUSED,      /* QEMU stopped, RAM resident */
+        SANDBOX_SUSPENDING,  /* journaled: memory being written to the store */
+        SANDBOX_SUSPENDED,   /* no QEMU; memory and device state in data_dir/suspend.state */
+        SANDBOX_WAKING,      /* journaled: QEMU restoring from suspend.state */
         _SANDBOX_STATE_MAX,
 } SandboxState;
 
@@ -78,6 +82,7 @@ struct Sandbox {
         char *run_dir;       /* runtime: sockets, pid file, logs */
         char *data_dir;      /* state: disk */
         char *error;
+        bool busy;           /* a lifecycle operation is in flight */
         AgentConn *agent;
         Sandbox *next;
 };
@@ -140,6 +145,7 @@ int rm_rf(const char *path);
 int run_command(char *const argv[], char **reterr_output);   /* waits; captures stderr tail on failure */
 int read_first_line(const char *path, char **ret);
 int write_file_atomic(const char *path, const char *content);
+int strv_extend(char ***l, const char *v);
 
 /* template.c */
 int templates_load(Manager *m);
@@ -159,6 +165,18 @@ int sandbox_create_start(Manager *m, const char *template_name, const char *name
                          Sandbox **ret_sandbox, OperationError *reterr);
 int sandbox_delete_start(Manager *m, Sandbox *s, bool force, Operation **ret_op, OperationError *reterr);
 int manager_reconcile(Manager *m);
+void sandbox_cleanup_vm_files(pid_t pid, const char *run_dir, const char *data_dir);
+bool sandbox_state_holds_memory(SandboxState s);
+
+/* lifecycle.c: pause, resume, suspend, wake. */
+typedef enum LifecycleKind {
+        LIFECYCLE_PAUSE,
+        LIFECYCLE_RESUME,
+        LIFECYCLE_SUSPEND,
+        LIFECYCLE_WAKE,
+} LifecycleKind;
+int sandbox_lifecycle_start(Manager *m, Sandbox *s, LifecycleKind kind, Operation **ret_op, OperationError *reterr);
+int sandbox_reconcile_lifecycle(Sandbox *s);
 
 /* operation.c */
 Operation *operation_new(Manager *m, const char *kind, const char *sandbox_id);
@@ -203,6 +221,7 @@ typedef struct BaseRequest {
         unsigned tsc_khz;
 } BaseRequest;
 void base_request_done(BaseRequest *r);
+int base_request_init(Manager *m, const Template *t, unsigned vcpu, uint64_t memory_mib, BaseRequest *ret);
 void base_snapshot_done(BaseSnapshot *b);
 int base_snapshot_ensure(Manager *m, const BaseRequest *req, BaseSnapshot *ret, char **reterr_message);
 /* The guest files and their digests. */

@@ -20,7 +20,16 @@ static const char *const sandbox_states[_SANDBOX_STATE_MAX] = {
         [SANDBOX_DELETING] = "deleting",
         [SANDBOX_STOPPED] = "stopped",
         [SANDBOX_ERROR] = "error",
+        [SANDBOX_PAUSED] = "paused",
+        [SANDBOX_SUSPENDING] = "suspending",
+        [SANDBOX_SUSPENDED] = "suspended",
+        [SANDBOX_WAKING] = "waking",
 };
+
+bool sandbox_state_holds_memory(SandboxState s) {
+        return s == SANDBOX_CREATING || s == SANDBOX_RUNNING || s == SANDBOX_DELETING || s == SANDBOX_PAUSED ||
+               s == SANDBOX_SUSPENDING || s == SANDBOX_WAKING;
+}
 
 const char *sandbox_state_to_string(SandboxState s) {
         return s < _SANDBOX_STATE_MAX ? sandbox_states[s] : "unknown";
@@ -98,7 +107,7 @@ int sandbox_save(Sandbox *s) {
 uint64_t manager_memory_in_use(Manager *m) {
         uint64_t sum = 0;
         for (Sandbox *s = m->sandboxes; s; s = s->next)
-                if (s->state == SANDBOX_CREATING || s->state == SANDBOX_RUNNING || s->state == SANDBOX_DELETING)
+                if (sandbox_state_holds_memory(s->state))
                         sum += s->memory_mib;
         return sum;
 }
@@ -207,7 +216,7 @@ finish:
         return NULL;
 }
 
-static void cleanup_vm_files(pid_t pid, const char *run_dir, const char *data_dir) {
+void sandbox_cleanup_vm_files(pid_t pid, const char *run_dir, const char *data_dir) {
         if (pid > 0)
                 (void) vm_kill(pid, run_dir, 5000);
         if (run_dir)
@@ -235,7 +244,7 @@ static void create_done(Manager *m, void *userdata) {
                 if (j->r < 0)
                         log_error("sandbox %s: create failed: %s", j->id, msg);
                 /* Nothing of a failed create remains: no QEMU, no files, no row. */
-                cleanup_vm_files(j->pid, j->run_dir, j->data_dir);
+                sandbox_cleanup_vm_files(j->pid, j->run_dir, j->data_dir);
                 if (s) {
                         (void) store_delete_sandbox(m->store, s->id);
                         sandbox_unlink(m, s);
@@ -250,6 +259,28 @@ static void create_done(Manager *m, void *userdata) {
                         operation_finish(op, NULL, NULL);
         }
         create_job_free(j);
+}
+
+int base_request_init(Manager *m, const Template *t, unsigned vcpu, uint64_t memory_mib, BaseRequest *ret) {
+        *ret = (BaseRequest) {
+                .lib_dir = strdup(m->lib_dir),
+                .state_dir = strdup(m->state_dir),
+                .runtime_dir = strdup(m->runtime_dir),
+                .qemu_binary = m->config.qemu_binary ? strdup(m->config.qemu_binary) : NULL,
+                .template_name = strdup(t->name),
+                .rootfs = strdup(t->rootfs),
+                .template_digest = strdup(t->digest),
+                .vcpu = vcpu,
+                .memory_mib = memory_mib,
+                .accel = m->accel,
+                .tsc_khz = m->tsc_khz,
+        };
+        if (!ret->lib_dir || !ret->state_dir || !ret->runtime_dir || !ret->template_name || !ret->rootfs ||
+            !ret->template_digest || (m->config.qemu_binary && !ret->qemu_binary)) {
+                base_request_done(ret);
+                return -ENOMEM;
+        }
+        return 0;
 }
 
 static bool name_valid(const char *n) {
@@ -370,21 +401,8 @@ int sandbox_create_start(Manager *m, const char *template_name, const char *name
         j->run_dir = strdup(s->run_dir);
         j->data_dir = strdup(s->data_dir);
         j->init_env = env_merge(t->env, env);
-        j->base = (BaseRequest) {
-                .lib_dir = strdup(m->lib_dir),
-                .state_dir = strdup(m->state_dir),
-                .runtime_dir = strdup(m->runtime_dir),
-                .qemu_binary = m->config.qemu_binary ? strdup(m->config.qemu_binary) : NULL,
-                .template_name = strdup(t->name),
-                .rootfs = strdup(t->rootfs),
-                .template_digest = strdup(t->digest),
-                .vcpu = vcpu,
-                .memory_mib = memory_mib,
-                .accel = m->accel,
-                .tsc_khz = m->tsc_khz,
-        };
-        if (!j->run_dir || !j->data_dir || !j->init_env || !j->base.lib_dir || !j->base.state_dir ||
-            !j->base.runtime_dir || !j->base.template_name || !j->base.rootfs || !j->base.template_digest) {
+        r = base_request_init(m, t, vcpu, memory_mib, &j->base);
+        if (r < 0 || !j->run_dir || !j->data_dir || !j->init_env) {
                 r = -ENOMEM;
                 goto fail;
         }
@@ -456,7 +474,7 @@ static void delete_done(Manager *m, void *userdata) {
 
 static void *delete_worker(void *userdata) {
         DeleteJob *j = userdata;
-        cleanup_vm_files(j->pid, j->run_dir, j->data_dir);
+        sandbox_cleanup_vm_files(j->pid, j->run_dir, j->data_dir);
         completion_post(j->manager, delete_done, j);
         return NULL;
 }
@@ -471,6 +489,10 @@ int sandbox_delete_start(Manager *m, Sandbox *s, bool force, Operation **ret_op,
                                            "sandbox %s is still being created; wait for it, then remove it", s->id) ?: -EBUSY;
         if (s->state == SANDBOX_DELETING)
                 return operation_error_set(reterr, "sandbox_busy", "sandbox %s is being removed already", s->id) ?: -EBUSY;
+        if (s->busy)
+                return operation_error_set(reterr, "sandbox_busy",
+                                           "sandbox %s is %s; wait for that to finish, then remove it", s->id,
+                                           sandbox_state_to_string(s->state)) ?: -EBUSY;
         if (!force && s->agent && agent_process_count(s->agent) > 0)
                 return operation_error_set(reterr, "sandbox_busy",
                                            "sandbox %s has %u running process(es); use 'spacectl rm -f' to remove "
@@ -498,7 +520,7 @@ int sandbox_delete_start(Manager *m, Sandbox *s, bool force, Operation **ret_op,
         r = worker_start(m, delete_worker, j);
         if (r < 0) {
                 /* do it inline then: removal must not depend on threads */
-                cleanup_vm_files(j->pid, j->run_dir, j->data_dir);
+                sandbox_cleanup_vm_files(j->pid, j->run_dir, j->data_dir);
                 m->workers_running++;
                 delete_done(m, j);
         }
@@ -527,7 +549,7 @@ int manager_reconcile(Manager *m) {
                         }
                         if (s->qemu_pid > 0 && !vm_pid_alive(s->qemu_pid, s->run_dir))
                                 s->qemu_pid = 0;
-                        cleanup_vm_files(s->qemu_pid, s->run_dir, s->data_dir);
+                        sandbox_cleanup_vm_files(s->qemu_pid, s->run_dir, s->data_dir);
                         (void) store_delete_sandbox(m->store, s->id);
                         sandbox_unlink(m, s);
                         sandbox_free(s);
@@ -548,6 +570,12 @@ int manager_reconcile(Manager *m) {
                                                   "with 'spacectl rm'");
                                 (void) sandbox_save(s);
                         }
+                        break;
+                case SANDBOX_PAUSED:
+                case SANDBOX_SUSPENDING:
+                case SANDBOX_SUSPENDED:
+                case SANDBOX_WAKING:
+                        (void) sandbox_reconcile_lifecycle(s);
                         break;
                 default:
                         break;

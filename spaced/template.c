@@ -52,21 +52,6 @@ static char *strip(char *s) {
         return s;
 }
 
-static int strv_push(char ***l, const char *v) {
-        size_t n = 0;
-        char **nl;
-
-        while (*l && (*l)[n])
-                n++;
-        nl = realloc(*l, (n + 2) * sizeof(char *));
-        if (!nl)
-                return -ENOMEM;
-        *l = nl;
-        nl[n] = strdup(v);
-        nl[n + 1] = NULL;
-        return nl[n] ? 0 : -ENOMEM;
-}
-
 static int parse_u64(const char *v, uint64_t *ret) {
         char *end;
         unsigned long long x;
@@ -135,7 +120,7 @@ static int template_load_one(const char *dir, const char *dirname, Template **re
                         if (parse_u64(v, &t->disk_mib) < 0)
                                 goto bad;
                 } else if (streq(k, "env")) {
-                        if (!strchr(v, '=') || strv_push(&t->env, v) < 0)
+                        if (!strchr(v, '=') || strv_extend(&t->env, v) < 0)
                                 goto bad;
                 } else if (streq(k, "workdir")) {
                         free(t->workdir);
