@@ -23,15 +23,25 @@
  * Flow control: each direction of each (stream, fd) starts with SPACE_STREAM_WINDOW bytes of credit at the
  * sender. The sender may send DATA only while it has credit, and subtracts the payload length. The receiver
  * returns credit with CREDIT frames (payload: le32 bytes) once it has passed the bytes on. A peer that sends
- * more than its credit is violating the protocol: the host kills that stream.
+ * more than its credit is violating the protocol: the host kills that stream. The guest clamps credit it is
+ * given at the window (space_credit_give_clamp) instead of refusing it, so a restarted host, which cannot know
+ * how much credit a stream has left, can re-grant a full window.
  *
  * Conversation:
  *   guest -> host  HELLO (stream 0) as soon as the port is open, and again whenever it sees the host reconnect
  *                  (it cannot see that; so the host may send PING at any time and the guest answers PONG).
  *   host -> guest  PING(stream s, payload <= 64 bytes)           -> PONG(s, same payload)
  *   host -> guest  INIT(s, kv: hostname, sandbox_id, time_ns, seed, env...) -> OK(s) | ERROR(s, kv)
- *   host -> guest  EXEC(s, kv: argv..., env..., cwd, stdin=0|1, pty=0|1, rows, cols) -> STARTED(s, kv: pid)
- *                  | ERROR(s, kv: errno, message, stage=chdir|exec|setup)  (errno=2, stage=exec: no such command)
+ *   host -> guest  EXEC(s, kv: argv..., env..., cwd, stdin=0|1, pty=0|1, rows, cols, hold=0|1)
+ *                  -> STARTED(s, kv: pid) | ERROR(s, kv: errno, message, stage=chdir|exec|setup)
+ *                  (errno=2, stage=exec: no such command). With hold=1 the child is forked and waits before
+ *                  chdir and exec: STARTED comes at once (held=1), and exec failures come as ERROR after
+ *                  RELEASE.
+ *   host -> guest  RELEASE(s): a held child goes on to exec.
+ *   host -> guest  ADOPT(s) (a restarted host taking over a stream it finds in its records)
+ *                  -> STARTED(s, kv: pid, held=0|1) while the process runs (or is held), or EXIT(s, ...) again
+ *                  if it has exited, or ERROR(s, kv: errno=3) if the agent does not know the stream.
+ *                  The host then grants a full window with CREDIT; a receiver clamps credit at the window.
  *   guest -> host  DATA(s, fd 1|2, bytes) ... EOF(s, fd 1), EOF(s, fd 2), then EXIT(s, kv: code | signal)
  *   host -> guest  DATA(s, fd 0), EOF(s, fd 0) (close stdin), SIGNAL(s, le32 signo), RESIZE(s, le16 rows,
  *                  le16 cols), CREDIT(s, fd 1|2, le32 bytes), CLOSE(s) to forget a stream after EXIT.
@@ -69,6 +79,8 @@ enum space_frame_type {
         SPACE_F_RESIZE = 13,
         SPACE_F_EXIT = 14,
         SPACE_F_CLOSE = 15,
+        SPACE_F_RELEASE = 16,
+        SPACE_F_ADOPT = 17,
         _SPACE_F_MAX,
 };
 
@@ -159,5 +171,7 @@ static inline void space_credit_init(SpaceCredit *c) {
 int space_credit_take(SpaceCredit *c, size_t n);
 /* Returns n bytes of credit; -EOVERFLOW if that would exceed the window (a lying peer). */
 int space_credit_give(SpaceCredit *c, uint32_t n);
+/* Returns n bytes of credit, never beyond the window: for a receiver of re-granted windows (see above). */
+void space_credit_give_clamp(SpaceCredit *c, uint32_t n);
 
 const char *space_frame_type_to_string(uint8_t type);

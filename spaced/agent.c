@@ -259,10 +259,17 @@ uint32_t agent_new_stream(AgentConn *a) {
 }
 
 static Process *find_stream(AgentConn *a, uint32_t stream) {
-        for (Process *p = a->processes; p; p = p->next)
+        for (Process *p = a->processes; p; p = p->agent_next)
                 if (p->stream == stream)
                         return p;
         return NULL;
+}
+
+static void link_process(AgentConn *a, Process *p) {
+        p->agent = a;
+        p->agent_next = a->processes;
+        a->processes = p;
+        a->n_processes++;
 }
 
 int agent_register_process(AgentConn *a, Process *p) {
@@ -271,32 +278,42 @@ int agent_register_process(AgentConn *a, Process *p) {
         do
                 p->stream = agent_new_stream(a);
         while (find_stream(a, p->stream));
-        p->next = a->processes;
-        a->processes = p;
-        a->n_processes++;
+        link_process(a, p);
+        return 0;
+}
+
+int agent_register_stream(AgentConn *a, Process *p, uint32_t stream) {
+        if (a->n_processes >= SPACE_STREAMS_MAX)
+                return -EMFILE;
+        if (stream == 0 || (stream & SPACE_STREAM_GUEST_BIT) || find_stream(a, stream))
+                return -EEXIST;
+        p->stream = stream;
+        link_process(a, p);
         return 0;
 }
 
 void agent_unregister_process(AgentConn *a, Process *p) {
-        for (Process **i = &a->processes; *i; i = &(*i)->next)
+        for (Process **i = &a->processes; *i; i = &(*i)->agent_next)
                 if (*i == p) {
-                        *i = p->next;
+                        *i = p->agent_next;
+                        p->agent_next = NULL;
                         a->n_processes--;
-                        return;
+                        break;
                 }
+        if (p->agent == a)
+                p->agent = NULL;
 }
 
 unsigned agent_process_count(AgentConn *a) {
-        return a ? a->n_processes : 0;
-}
+        unsigned n = 0;
 
-Process *process_find_by_pid(Sandbox *s, int pid) {
-        if (!s->agent)
-                return NULL;
-        for (Process *p = s->agent->processes; p; p = p->next)
-                if (p->started && p->pid == pid)
-                        return p;
-        return NULL;
+        if (!a)
+                return 0;
+        /* Not those an earlier daemon started: rm without -f never waited for those (see API.md). */
+        for (Process *p = a->processes; p; p = p->agent_next)
+                if (!p->ended && !p->inherited)
+                        n++;
+        return n;
 }
 
 static void dispatch(AgentConn *a, const SpaceFrameHeader *h, const uint8_t *payload) {
@@ -306,7 +323,7 @@ static void dispatch(AgentConn *a, const SpaceFrameHeader *h, const uint8_t *pay
                 return; /* HELLO after a guest reboot, or streams we do not serve yet */
         p = find_stream(a, h->stream);
         if (!p) {
-                /* A stream from before a daemon restart: let its process run on, unthrottled. */
+                /* A stream we have no record of: let its process run on, unthrottled. */
                 if (h->type == SPACE_F_DATA && (h->fd == 1 || h->fd == 2)) {
                         uint8_t le[4];
                         space_put_le32(le, h->length);
@@ -388,6 +405,8 @@ static int agent_setup(Sandbox *s, int fd) {
                 return r;
         }
         s->agent = a;
+        /* Processes that ran before a restart, a reconnect or a suspend: take them over again. */
+        process_adopt_all(a, s);
         return 0;
 }
 
@@ -410,17 +429,21 @@ int agent_connect(Sandbox *s) {
         return agent_attach(s, fd);
 }
 
-static void fail_all(AgentConn *a, const char *code, const char *message) {
+/* Detaches every process; with code they end with that error, without they wait to be adopted again. */
+static void release_all(AgentConn *a, const char *code, const char *message) {
         Process *list = a->processes;
 
         a->processes = NULL;
         a->n_processes = 0;
         while (list) {
                 Process *p = list;
-                list = p->next;
-                p->next = NULL;
-                p->sandbox = NULL;
-                process_fail(p, code, message);
+                list = p->agent_next;
+                p->agent_next = NULL;
+                p->agent = NULL;
+                if (code)
+                        process_fail(p, code, message);
+                else
+                        process_orphan(p);
         }
 }
 
@@ -429,7 +452,9 @@ AgentConn *agent_free(AgentConn *a) {
                 return NULL;
         if (a->sandbox && a->sandbox->agent == a)
                 a->sandbox->agent = NULL;
-        fail_all(a, "sandbox_gone", "the sandbox was removed while the process ran");
+        /* The sandbox is removed, suspended or restored: its processes wait for a channel to come back (and
+         * end with sandbox_gone if the sandbox does not, see process.c's sweep). */
+        release_all(a, NULL, NULL);
         sd_event_source_disable_unref(a->io);
         sd_event_source_disable_unref(a->reconnect);
         safe_close(a->fd);
@@ -447,9 +472,11 @@ static void agent_disconnected(AgentConn *a, const char *why) {
         (void) asprintf(&msg, "lost the channel to the sandbox's agent (%s)%s", why,
                         alive ? "" : "; QEMU is no longer running");
         log_warning("sandbox %s: %s", s->id, msg ?: why);
-        fail_all(a, "channel_lost", msg ?: why);
+        /* With QEMU alive the processes still run: reconnect and adopt them. During a lifecycle operation
+         * (suspend, restore) QEMU goes away on purpose: they wait for the channel that comes after it. */
+        release_all(a, alive || s->busy ? NULL : "channel_lost", msg ?: why);
         agent_free(a);
-        if (!alive && s->state == SANDBOX_RUNNING) {
+        if (!alive && s->state == SANDBOX_RUNNING && !s->busy) {
                 s->state = SANDBOX_STOPPED;
                 free(s->error);
                 s->error = strdup("QEMU exited; remove the sandbox with 'spacectl rm'");

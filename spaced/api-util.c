@@ -39,6 +39,13 @@ cJSON *sandbox_to_json(Sandbox *s) {
         cJSON_AddStringToObject(o, "created_at", when);
         cJSON_AddNumberToObject(o, "qemu_pid", s->qemu_pid);
         cJSON_AddStringToObject(o, "accel", s->manager->accel == VM_ACCEL_KVM ? "kvm" : "tcg");
+        cJSON_AddNumberToObject(o, "idle_timeout", (double) s->idle_timeout);
+        if (s->expires_at > 0) {
+                format_rfc3339(s->expires_at, when);
+                cJSON_AddStringToObject(o, "expires_at", when);
+        } else
+                cJSON_AddNullToObject(o, "expires_at");
+        cJSON_AddStringToObject(o, "on_timeout", s->on_expiry == EXPIRY_SUSPEND ? "suspend" : "remove");
         if (s->error)
                 cJSON_AddStringToObject(o, "error", s->error);
         else
@@ -64,6 +71,13 @@ cJSON *operation_to_json(Operation *op) {
                 cJSON_AddStringToObject(o, "finished_at", when);
         } else
                 cJSON_AddNullToObject(o, "finished_at");
+        if (op->checkpoint_id[0])
+                cJSON_AddStringToObject(o, "checkpoint_id", op->checkpoint_id);
+        if (op->children) {
+                cJSON *ids = cJSON_AddArrayToObject(o, "sandbox_ids");
+                for (char **c = op->children; *c; c++)
+                        cJSON_AddItemToArray(ids, cJSON_CreateString(*c));
+        }
         if (op->error.code) {
                 cJSON *e = cJSON_AddObjectToObject(o, "error");
                 cJSON_AddStringToObject(e, "code", op->error.code);
@@ -115,14 +129,28 @@ int parse_wait(Request *r, unsigned *ret) {
 }
 
 cJSON *parse_body_object(Request *r, const char *const *allowed) {
+        const char *end = NULL;
         cJSON *o, *i;
 
         if (r->body.len == 0)
                 return cJSON_CreateObject();
-        o = cJSON_ParseWithLength((const char *) r->body.data, r->body.len);
-        if (!o || !cJSON_IsObject(o)) {
+        o = cJSON_ParseWithLengthOpts((const char *) r->body.data, r->body.len, &end, false);
+        if (!o) {
+                /* name where it broke: cJSON points at (or just past) the offending byte */
+                size_t at = end && end >= (const char *) r->body.data
+                                    ? (size_t) (end - (const char *) r->body.data) : 0;
+                if (at > r->body.len)
+                        at = r->body.len;
+                http_respond_error(r, 400, "invalid_argument",
+                                   "the request body is not valid JSON: syntax error at byte %zu of %zu%s%.*s%s", at,
+                                   r->body.len, at < r->body.len ? " near '" : "",
+                                   at < r->body.len ? (int) (r->body.len - at < 16 ? r->body.len - at : 16) : 0,
+                                   (const char *) r->body.data + at, at < r->body.len ? "'" : "");
+                return NULL;
+        }
+        if (!cJSON_IsObject(o)) {
                 cJSON_Delete(o);
-                http_respond_error(r, 400, "invalid_argument", "the request body is not a JSON object");
+                http_respond_error(r, 400, "invalid_argument", "the request body must be a JSON object ({...})");
                 return NULL;
         }
         cJSON_ArrayForEach(i, o) {
@@ -198,6 +226,8 @@ int get_env_field(Request *r, cJSON *o, char ***ret) {
 int resolve_sandbox(Request *r, const char *ref, Sandbox **ret) {
         int q = sandbox_resolve(http_manager(r->http), ref, ret);
 
+        if (q >= 0)
+                (*ret)->last_active = now_unix(); /* any use of a sandbox keeps it from idling */
         if (q == -ENOTUNIQ)
                 http_respond_error(r, 409, "ambiguous_reference",
                                    "'%s' matches more than one sandbox id; give more characters", ref);
@@ -205,4 +235,26 @@ int resolve_sandbox(Request *r, const char *ref, Sandbox **ret) {
                 http_respond_error(r, 404, "sandbox_not_found",
                                    "no sandbox '%s'; 'spacectl ls' lists them", ref);
         return q;
+}
+
+cJSON *checkpoint_to_json(Checkpoint *c) {
+        cJSON *o = cJSON_CreateObject();
+        char when[32];
+
+        cJSON_AddStringToObject(o, "id", c->id);
+        if (c->name)
+                cJSON_AddStringToObject(o, "name", c->name);
+        else
+                cJSON_AddNullToObject(o, "name");
+        cJSON_AddStringToObject(o, "sandbox_id", c->sandbox_id);
+        cJSON_AddStringToObject(o, "template", c->template_name);
+        cJSON_AddNumberToObject(o, "vcpu", c->vcpu);
+        cJSON_AddNumberToObject(o, "memory_mib", (double) c->memory_mib);
+        cJSON_AddNumberToObject(o, "disk_mib", (double) c->disk_mib);
+        format_rfc3339(c->created_at, when);
+        cJSON_AddStringToObject(o, "created_at", when);
+        cJSON_AddStringToObject(o, "state", c->ready ? "ready" : "taking");
+        cJSON_AddNumberToObject(o, "pause_ms", (double) c->pause_usec / 1000.0);
+        cJSON_AddNumberToObject(o, "size_bytes", (double) c->size_bytes);
+        return o;
 }

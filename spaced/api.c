@@ -37,10 +37,31 @@ const Route api_routes[] = {
         { "POST", "/v1/sandboxes/{id}/resume", api_post_resume },
         { "POST", "/v1/sandboxes/{id}/suspend", api_post_suspend },
         { "POST", "/v1/sandboxes/{id}/wake", api_post_wake },
+        { "POST", "/v1/sandboxes/{id}/checkpoints", api_post_checkpoints },
+        { "POST", "/v1/sandboxes/{id}/restore", api_post_restore },
+        { "POST", "/v1/sandboxes/{id}/fork", api_post_sandbox_fork },
+        { "GET", "/v1/checkpoints", api_get_checkpoints },
+        { "GET", "/v1/checkpoints/{cp}", api_get_checkpoint },
+        { "DELETE", "/v1/checkpoints/{cp}", api_delete_checkpoint },
+        { "POST", "/v1/checkpoints/{cp}/fork", api_post_checkpoint_fork },
         { "POST", "/v1/sandboxes/{id}/processes", api_post_processes },
         { "POST", "/v1/sandboxes/{id}/processes/{pid}/stdin", api_post_stdin, .begin = api_stdin_begin },
         { "POST", "/v1/sandboxes/{id}/processes/{pid}/close-stdin", api_post_close_stdin },
         { "POST", "/v1/sandboxes/{id}/processes/{pid}/signal", api_post_signal },
+        { "GET", "/v1/sandboxes/{id}/processes", api_get_processes },
+        { "GET", "/v1/sandboxes/{id}/processes/{pid}", api_get_process },
+        { "GET", "/v1/sandboxes/{id}/processes/{pid}/stream", api_get_process_stream },
+        { "GET", "/v1/sandboxes/{id}/processes/{pid}/logs", api_get_process_logs },
+        { "POST", "/v1/sandboxes/{id}/processes/{pid}/resize", api_post_resize },
+        { "POST", "/v1/sandboxes/{id}/sessions", api_post_sessions },
+        { "GET", "/v1/sandboxes/{id}/sessions/{sid}/stream", api_get_session_stream, .auth = ROUTE_AUTH_TOKEN },
+        { "POST", "/v1/sandboxes/{id}/sessions/{sid}/token", api_post_session_token },
+        { "GET", "/v1/openapi.json", api_get_openapi, .auth = ROUTE_AUTH_NONE },
+        { "GET", "/v1/info", api_get_info },
+        { "GET", "/v1/operations", api_get_operations },
+        { "POST", "/v1/keys", api_post_keys },
+        { "GET", "/v1/keys", api_get_keys },
+        { "DELETE", "/v1/keys/{key}", api_delete_key },
         {},
 };
 
@@ -62,10 +83,12 @@ static bool route_match(const char *pattern, const char *url, RouteArgs *ret) {
                 pl = strcspn(p, "/");
                 ul = strcspn(u, "/");
                 if (*p == '{') {
-                        if (n >= ROUTE_ARGS_MAX || ul >= sizeof ret->buf[0])
+                        if (n >= ROUTE_ARGS_MAX)
                                 return false;
-                        memcpy(ret->buf[n], u, ul);
-                        ret->buf[n][ul] = 0;
+                        /* an overlong segment is cut short here and refused by args_valid() */
+                        size_t keep = ul < sizeof ret->buf[0] ? ul : sizeof ret->buf[0] - 1;
+                        memcpy(ret->buf[n], u, keep);
+                        ret->buf[n][keep] = 0;
                         ret->arg[n] = ret->buf[n];
                         n++;
                 } else if (pl != ul || memcmp(p, u, pl) != 0)
@@ -92,10 +115,50 @@ const Route *api_find_route(const char *method, const char *url, RouteArgs *ret,
         return NULL;
 }
 
+/* Ids in URLs are checked for shape before any handler sees them: a {pid} is a number, everything else
+ * (sandbox ids and names, operation, session and key ids) 1 to ROUTE_ARG_MAX of [A-Za-z0-9._-]. */
+#define ROUTE_ARG_MAX 64
+
+static bool args_valid(Request *r, const Route *rt, const RouteArgs *a) {
+        const char *p = rt->pattern;
+
+        for (unsigned i = 0; i < ROUTE_ARGS_MAX && a->arg[i]; i++) {
+                const char *v = a->arg[i], *name;
+                size_t n = strlen(v), namelen;
+                bool number, good;
+
+                p = strchr(p, '{');
+                if (!p)
+                        break;
+                name = ++p;
+                namelen = strcspn(name, "}");
+                number = namelen == 3 && memcmp(name, "pid", 3) == 0;
+                good = n >= 1 && n <= (number ? 10 : ROUTE_ARG_MAX) &&
+                       strspn(v, number ? "0123456789"
+                                        : "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-") == n;
+                if (!good) {
+                        int shown = n > ROUTE_ARG_MAX ? ROUTE_ARG_MAX : (int) n;
+                        if (number)
+                                http_respond_error(r, 400, "invalid_argument",
+                                                   "'%.*s' in the URL is not a process id (a number)", shown, v);
+                        else
+                                http_respond_error(r, 400, "invalid_argument",
+                                                   "'%.*s%s' in the URL is not a valid {%.*s}: use 1 to %d letters, "
+                                                   "digits, '.', '_' or '-'",
+                                                   shown, v, n > ROUTE_ARG_MAX ? "..." : "", (int) namelen, name,
+                                                   ROUTE_ARG_MAX);
+                        return false;
+                }
+        }
+        return true;
+}
+
 void api_classify(Request *r) {
         RouteArgs a;
         const Route *rt = api_find_route(r->method, r->url, &a, NULL);
 
+        if (rt && !args_valid(r, rt, &a))
+                return;
         if (rt && rt->begin) {
                 r->kind = REQUEST_UPLOAD;
                 rt->begin(r, &a);
@@ -183,11 +246,13 @@ void start_wait(Request *r, Operation *op, int kind, unsigned wait) {
 
 static void post_sandboxes(Request *r, const RouteArgs *a) {
         static const char *const fields[] = { "template", "name", "vcpu", "memory_mib", "disk_mib", "env",
-                                              "metadata", "timeout", NULL };
+                                              "metadata", "timeout", "on_timeout", "idle_timeout", NULL };
         _cleanup_strv_free_ char **env = NULL;
         OperationError e = {};
         const char *tmpl = "minimal", *name = NULL;
-        uint64_t vcpu = 0, memory = 0, disk = 0;
+        uint64_t vcpu = 0, memory = 0, disk = 0, ttl = 0, idle = 0;
+        bool idle_set = false;
+        int on_expiry = EXPIRY_REMOVE;
         Manager *m = http_manager(r->http);
         Operation *op;
         Sandbox *s;
@@ -218,14 +283,35 @@ static void post_sandboxes(Request *r, const RouteArgs *a) {
         }
         if (get_uint_field(r, o, "vcpu", 1, m->host_cpus, &vcpu) < 0 ||
             get_uint_field(r, o, "memory_mib", MEMORY_MIB_MIN, MEMORY_MIB_MAX, &memory) < 0 ||
-            get_uint_field(r, o, "disk_mib", 64, DISK_MIB_MAX, &disk) < 0 || get_env_field(r, o, &env) < 0)
+            get_uint_field(r, o, "disk_mib", 64, DISK_MIB_MAX, &disk) < 0 || get_env_field(r, o, &env) < 0 ||
+            get_uint_field(r, o, "timeout", 0, 10ULL * 365 * 86400, &ttl) < 0)
                 goto out;
+        q = get_uint_field(r, o, "idle_timeout", 0, 10ULL * 365 * 86400, &idle);
+        if (q < 0)
+                goto out;
+        idle_set = q > 0;
+        v = cJSON_GetObjectItemCaseSensitive(o, "on_timeout");
+        if (v && !cJSON_IsNull(v)) {
+                if (!cJSON_IsString(v) || (!streq(v->valuestring, "remove") && !streq(v->valuestring, "suspend"))) {
+                        http_respond_error(r, 400, "invalid_argument", "on_timeout must be \"remove\" or \"suspend\"");
+                        goto out;
+                }
+                on_expiry = streq(v->valuestring, "suspend") ? EXPIRY_SUSPEND : EXPIRY_REMOVE;
+        }
 
         q = sandbox_create_start(m, tmpl, name, (unsigned) vcpu, memory, disk, env, &op, &s, &e);
         if (q < 0) {
                 respond_operation_error(r, &e, q);
                 operation_error_done(&e);
                 goto out;
+        }
+        if (ttl > 0 || idle_set) {
+                if (ttl > 0)
+                        s->expires_at = now_unix() + (int64_t) ttl;
+                s->on_expiry = on_expiry;
+                if (idle_set)
+                        s->idle_timeout = (int64_t) idle;
+                (void) sandbox_save(s);
         }
         start_wait(r, op, WAIT_CREATE, wait);
 out:
@@ -282,6 +368,7 @@ void api_route(Request *r) {
                 respond_wait_result(r);
                 return;
         }
+        r->rerun = false;
         rt = api_find_route(r->method, r->url, &a, &known);
         if (!rt) {
                 if (known)
@@ -290,5 +377,7 @@ void api_route(Request *r) {
                         http_respond_error(r, 404, "not_found", "no such route: %s %s", r->method, r->url);
                 return;
         }
+        if (!args_valid(r, rt, &a))
+                return;
         rt->handler(r, &a);
 }

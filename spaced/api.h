@@ -26,12 +26,20 @@ typedef struct RouteArgs {
         char buf[ROUTE_ARGS_MAX][256];
 } RouteArgs;
 
+/* What a request over TCP needs (the unix socket checks peer credentials instead). */
+typedef enum RouteAuth {
+        ROUTE_AUTH_KEY,    /* the default: an API key, else 401 unauthorized */
+        ROUTE_AUTH_TOKEN,  /* an API key or a token the handler checks itself (Request.authenticated says) */
+        ROUTE_AUTH_NONE,   /* public (the OpenAPI document) */
+} RouteAuth;
+
 typedef struct Route {
         const char *method;
         const char *pattern;
         void (*handler)(Request *r, const RouteArgs *a);
         /* Set for routes whose body is streamed to the handler (api_upload) instead of collected. */
         void (*begin)(Request *r, const RouteArgs *a);
+        RouteAuth auth;
 } Route;
 
 extern const Route api_routes[];
@@ -46,8 +54,31 @@ void api_post_pause(Request *r, const RouteArgs *a);
 void api_post_resume(Request *r, const RouteArgs *a);
 void api_post_suspend(Request *r, const RouteArgs *a);
 void api_post_wake(Request *r, const RouteArgs *a);
+int api_ensure_awake(Request *r, Sandbox *s);
+
+/* api-keys.c */
+void api_post_keys(Request *r, const RouteArgs *a);
+void api_get_keys(Request *r, const RouteArgs *a);
+void api_delete_key(Request *r, const RouteArgs *a);
+
+/* api-meta.c; openapi-data.c is generated from spaced/openapi.json */
+extern const char openapi_json[];
+extern const size_t openapi_json_len;
+void api_get_openapi(Request *r, const RouteArgs *a);
+void api_get_info(Request *r, const RouteArgs *a);
+void api_get_operations(Request *r, const RouteArgs *a);
+
+/* api-checkpoints.c */
+void api_post_checkpoints(Request *r, const RouteArgs *a);
+void api_get_checkpoints(Request *r, const RouteArgs *a);
+void api_get_checkpoint(Request *r, const RouteArgs *a);
+void api_delete_checkpoint(Request *r, const RouteArgs *a);
+void api_post_restore(Request *r, const RouteArgs *a);
+void api_post_sandbox_fork(Request *r, const RouteArgs *a);
+void api_post_checkpoint_fork(Request *r, const RouteArgs *a);
 
 /* api-util.c */
+cJSON *checkpoint_to_json(Checkpoint *c);
 cJSON *sandbox_to_json(Sandbox *s);
 cJSON *operation_to_json(Operation *op);
 unsigned status_for_code(const char *code);
@@ -65,3 +96,19 @@ void api_stdin_begin(Request *r, const RouteArgs *a);
 void api_post_stdin(Request *r, const RouteArgs *a);
 void api_post_close_stdin(Request *r, const RouteArgs *a);
 void api_post_signal(Request *r, const RouteArgs *a);
+void api_get_processes(Request *r, const RouteArgs *a);
+void api_get_process(Request *r, const RouteArgs *a);
+void api_get_process_stream(Request *r, const RouteArgs *a);
+void api_get_process_logs(Request *r, const RouteArgs *a);
+void api_post_resize(Request *r, const RouteArgs *a);
+typedef struct ExecSpec ExecSpec;
+/* Parses argv, env, cwd, stdin, timeout, pty, rows, cols of a process body into spec (arrays owned by the
+ * caller: free *ret_argv and *ret_env with strv_free). Responds 400 itself. */
+int parse_exec_spec(Request *r, cJSON *o, bool stdin_default, ExecSpec *spec, char ***ret_argv, char ***ret_env);
+/* Last-Event-ID (header, or ?last_event_id=): 0 when absent. Responds 400 itself. */
+int parse_last_event_id(Request *r, uint64_t *ret);
+
+/* api-sessions.c */
+void api_post_sessions(Request *r, const RouteArgs *a);
+void api_get_session_stream(Request *r, const RouteArgs *a);
+void api_post_session_token(Request *r, const RouteArgs *a);

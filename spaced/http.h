@@ -8,9 +8,17 @@
 #include <microhttpd.h>
 #include <stdbool.h>
 
+#include "auth.h"
 #include "manager.h"
 
 #define HTTP_BODY_MAX (1024 * 1024)
+/* After an error answer, what is still sent of a body is read and dropped up to this much; then we hang up. */
+#define HTTP_DRAIN_MAX (16 * 1024 * 1024)
+/* TCP only: a connection idle this long (no request, or a request that stalls) is closed. SSE streams and
+ * long polls are exempt. */
+#define HTTP_TCP_IDLE_TIMEOUT_SEC 60
+#define HTTP_TCP_CONNECTIONS_MAX 512
+#define HTTP_UNIX_CONNECTIONS_MAX 1024
 
 typedef enum RequestKind {
         REQUEST_JSON,      /* body collected (bounded), then routed */
@@ -36,11 +44,20 @@ struct Request {
         bool responded;
         bool suspended;
         bool peer_checked;
+        /* Who asked. Over the unix socket: peer credentials, authenticated = true. Over TCP: authenticated
+         * when a valid API key came with the request (key_id names it). Routes marked ROUTE_AUTH_TOKEN also
+         * run without one (authenticated = false) and check their own token. */
+        bool tcp;
+        bool authenticated;
+        char key_id[API_KEY_ID_LEN + 1];
+        bool streaming;   /* the idle timeout is off for this connection */
+        uint64_t drained; /* body bytes dropped after an early answer */
         /* Long-poll (?wait=): while suspended on a waiter, deadline in monotonic usec. */
         Waiter waiter;
         uint64_t deadline;
         sd_event_source *deadline_source;
         char wait_op[OPERATION_ID_LEN + 1];
+        bool rerun;          /* parked until a sandbox woke up: route it again when resumed */
         int wait_kind;
         /* REQUEST_UPLOAD: the process whose stdin gets the body, looked up by pid for every chunk; `upload` is
          * set only while the request waits for credit. */
@@ -52,9 +69,16 @@ struct Request {
         Process *stream;
 };
 
-int http_new(Manager *m, int listen_fd, Http **ret);
+/* unix_fd: the API socket (peer credentials); tcp_fd: the TCP listener (API keys), or -1. */
+int http_new(Manager *m, int unix_fd, int tcp_fd, Http **ret);
 Http *http_free(Http *h);
 Manager *http_manager(Http *h);
+Auth *http_auth(Http *h);
+/* "http://127.0.0.1:PORT" of the TCP listener, or NULL without one. */
+const char *http_api_url(Http *h);
+/* For long-lived responses (SSE): exempts the connection from the TCP idle timeout. Done automatically for
+ * requests that set Request.stream. */
+void http_set_streaming(Request *r);
 
 int http_respond_json(Request *r, unsigned status, cJSON *body);  /* takes ownership of body */
 int http_respond_error(Request *r, unsigned status, const char *code, const char *fmt, ...)

@@ -1,4 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
+#include <cjson/cJSON.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -91,6 +92,7 @@ static int do_suspend(LifecycleJob *j) {
                 (void) asprintf(&j->error, "cannot create %s: %m", state);
                 return -errno;
         }
+        crash_point("suspend-journaled");
         r = qmp_open(path, 5000, &q, &j->error);
         if (r < 0)
                 return r;
@@ -108,6 +110,7 @@ static int do_suspend(LifecycleJob *j) {
                 (void) unlink(state);
                 return r;
         }
+        crash_point("suspend-saved");
         qmp_close(q);
         r = write_file_atomic(done, "1\n");
         if (r < 0) {
@@ -116,6 +119,7 @@ static int do_suspend(LifecycleJob *j) {
                 (void) asprintf(&j->error, "cannot record the suspend: %s", strerror(-r));
                 return r;
         }
+        crash_point("suspend-marked");
         (void) vm_kill(j->pid, j->run_dir, 10000);
         return 0;
 }
@@ -127,13 +131,18 @@ static int do_wake(LifecycleJob *j) {
         Qmp *q = NULL;
         int r;
 
-        if (suspend_paths(j->data_dir, &state, &done) < 0 || asprintf(&disk, "%s/disk.qcow2", j->data_dir) < 0 ||
-            asprintf(&agent_path, "%s/agent.sock", j->run_dir) < 0 || asprintf(&hostname, "sb-%.12s", j->id) < 0)
+        r = sandbox_disk_get(j->data_dir, &disk);
+        if (r < 0) {
+                (void) asprintf(&j->error, "the sandbox's disk is missing: %s", strerror(-r));
+                return r;
+        }
+        if (suspend_paths(j->data_dir, &state, &done) < 0 || asprintf(&agent_path, "%s/agent.sock", j->run_dir) < 0 || asprintf(&hostname, "sb-%.12s", j->id) < 0)
                 return -ENOMEM;
         r = base_snapshot_ensure(j->manager, &j->base, &b, &j->error);
         if (r < 0)
                 return r;
         r = space_mkdir_p(j->run_dir, 0700);
+        crash_point("wake-journaled");
         if (r < 0)
                 goto out;
         fd = open(state, O_RDONLY | O_CLOEXEC);
@@ -161,6 +170,7 @@ static int do_wake(LifecycleJob *j) {
         if (r < 0)
                 goto out;
         r = vm_restore_state(q, fd, WAKE_TIMEOUT_MS, &j->error);
+        crash_point("wake-restored");
         if (r >= 0)
                 r = qmp_execute(q, "cont", NULL, -1, 10000, NULL, &j->error);
         /* Same identity as before, but the clock has to jump to now. */
@@ -211,6 +221,7 @@ static void remove_suspend_files(const char *data_dir) {
 
 static void lifecycle_done(Manager *m, void *userdata) {
         LifecycleJob *j = userdata;
+        crash_point(j->kind == LIFECYCLE_SUSPEND ? "suspend-before-done" : j->kind == LIFECYCLE_WAKE ? "wake-before-done" : "lifecycle-before-done");
         Sandbox *s = sandbox_find_by_id(m, j->id);
         Operation *op = operation_find(m, j->op_id);
         const char *msg = j->error ?: (j->r < 0 ? strerror(-j->r) : NULL);
@@ -412,4 +423,61 @@ int sandbox_reconcile_lifecycle(Sandbox *s) {
                 break;
         }
         return sandbox_save(s);
+}
+
+/* Once a second: sandboxes past their time to live are removed or suspended, idle ones are suspended. */
+void lifecycle_tick(Manager *m) {
+        int64_t now = now_unix();
+        Sandbox *s, *next;
+
+        for (s = m->sandboxes; s; s = next) {
+                OperationError e = {};
+                Operation *op;
+                int r = 0;
+
+                next = s->next;
+                if (s->busy)
+                        continue;
+                if (s->expires_at > 0 && now >= s->expires_at) {
+                        bool suspend = s->on_expiry == EXPIRY_SUSPEND;
+
+                        if (suspend && (s->state == SANDBOX_RUNNING || s->state == SANDBOX_PAUSED)) {
+                                log_info("sandbox %s reached its time to live: suspending it", s->id);
+                                r = sandbox_lifecycle_start(m, s, LIFECYCLE_SUSPEND, &op, &e);
+                                s->expires_at = 0;
+                        } else if (!suspend && s->state != SANDBOX_CREATING && s->state != SANDBOX_DELETING) {
+                                log_info("sandbox %s reached its time to live: removing it", s->id);
+                                r = sandbox_delete_start(m, s, true, &op, &e);
+                        } else if (suspend)
+                                s->expires_at = 0;
+                } else if (s->state == SANDBOX_RUNNING && s->idle_timeout > 0 && s->last_active > 0 &&
+                           now - s->last_active >= s->idle_timeout) {
+                        log_info("sandbox %s idle for %lld s: suspending it", s->id, (long long) (now - s->last_active));
+                        r = sandbox_lifecycle_start(m, s, LIFECYCLE_SUSPEND, &op, &e);
+                        s->last_active = now; /* a failed suspend is not retried every second */
+                }
+                if (r < 0)
+                        log_warning("sandbox %s: %s", s->id, e.message ?: strerror(-r));
+                operation_error_done(&e);
+        }
+}
+
+/* A daemon killed while a VM was stopped for a checkpoint leaves it stopped: let it run again. */
+void vm_cont_if_stopped(const char *run_dir) {
+        _cleanup_free_ char *path = NULL, *status = NULL;
+        Qmp *q = NULL;
+
+        if (asprintf(&path, "%s/qmp.sock", run_dir) < 0)
+                return;
+        if (qmp_open(path, 2000, &q, NULL) < 0)
+                return;
+        if (qmp_execute(q, "query-status", NULL, -1, 2000, &status, NULL) >= 0 && status) {
+                cJSON *o = cJSON_Parse(status);
+                cJSON *running = cJSON_GetObjectItemCaseSensitive(o, "running");
+
+                if (cJSON_IsFalse(running))
+                        (void) qmp_execute(q, "cont", NULL, -1, 2000, NULL, NULL);
+                cJSON_Delete(o);
+        }
+        qmp_close(q);
 }

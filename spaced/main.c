@@ -21,7 +21,7 @@
 #include "store.h"
 
 static char *arg_socket = NULL, *arg_state_dir = NULL, *arg_runtime_dir = NULL, *arg_lib_dir = NULL,
-            *arg_config = NULL, *arg_accel = NULL;
+            *arg_config = NULL, *arg_accel = NULL, *arg_listen = NULL;
 
 static void help(void) {
         printf("Usage: spaced [OPTIONS]\n\n"
@@ -33,6 +33,7 @@ static void help(void) {
                "  --lib-dir DIR       guest kernel, initramfs and templates (default: %s)\n"
                "  --config FILE       configuration file (default: $XDG_CONFIG_HOME/space/spaced.conf)\n"
                "  --accel auto|kvm|tcg  accelerator (overrides the config file)\n"
+               "  --listen ADDR:PORT|off  TCP API listener, loopback only (default: " LISTEN_DEFAULT ")\n"
                "  -v, --verbose       debug logging\n"
                "  -h, --help          this help\n"
                "  --version           print the version\n",
@@ -40,7 +41,7 @@ static void help(void) {
 }
 
 static int parse_args(int argc, char **argv) {
-        enum { ARG_SOCKET = 0x100, ARG_STATE, ARG_RUNTIME, ARG_LIB, ARG_CONFIG, ARG_ACCEL, ARG_VERSION };
+        enum { ARG_SOCKET = 0x100, ARG_STATE, ARG_RUNTIME, ARG_LIB, ARG_CONFIG, ARG_ACCEL, ARG_LISTEN, ARG_VERSION };
         static const struct option options[] = {
                 { "socket", required_argument, NULL, ARG_SOCKET },
                 { "state-dir", required_argument, NULL, ARG_STATE },
@@ -48,6 +49,7 @@ static int parse_args(int argc, char **argv) {
                 { "lib-dir", required_argument, NULL, ARG_LIB },
                 { "config", required_argument, NULL, ARG_CONFIG },
                 { "accel", required_argument, NULL, ARG_ACCEL },
+                { "listen", required_argument, NULL, ARG_LISTEN },
                 { "verbose", no_argument, NULL, 'v' },
                 { "help", no_argument, NULL, 'h' },
                 { "version", no_argument, NULL, ARG_VERSION },
@@ -75,6 +77,19 @@ static int parse_args(int argc, char **argv) {
                 case ARG_ACCEL:
                         arg_accel = optarg;
                         break;
+                case ARG_LISTEN: {
+                        struct sockaddr_storage sa;
+                        socklen_t len;
+                        int q = listen_address_parse(optarg, &sa, &len);
+                        if (q < 0) {
+                                fprintf(stderr, "spaced: --listen %s: %s\n", optarg,
+                                        q == -EADDRNOTAVAIL ? "only loopback addresses (127.0.0.0/8, [::1]) are allowed"
+                                                            : "expected ADDR:PORT (e.g. 127.0.0.1:7070) or off");
+                                return -EINVAL;
+                        }
+                        arg_listen = optarg;
+                        break;
+                }
                 case 'v':
                         log_max_level = LOG_DEBUG_LEVEL;
                         break;
@@ -127,6 +142,28 @@ static int bind_socket(const char *path, int *ret_fd) {
         return 0;
 }
 
+/* The TCP listener (decision 11: loopback only, API keys). A taken port is not fatal: the caller warns and
+ * keeps serving the unix socket. */
+static int bind_tcp(const char *setting, int *ret_fd) {
+        struct sockaddr_storage sa;
+        socklen_t len;
+        _cleanup_close_ int fd = -1;
+        int r, one = 1;
+
+        *ret_fd = -1;
+        r = listen_address_parse(setting, &sa, &len);
+        if (r < 0 || len == 0)
+                return r;
+        fd = socket(sa.ss_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+        if (fd < 0)
+                return -errno;
+        (void) setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+        if (bind(fd, (struct sockaddr *) &sa, len) < 0 || listen(fd, SOMAXCONN) < 0)
+                return -errno;
+        *ret_fd = TAKE_FD(fd);
+        return 0;
+}
+
 static int on_signal(sd_event_source *s, const struct signalfd_siginfo *si, void *userdata) {
         log_info("received %s, exiting; sandboxes keep running", strsignal((int) si->ssi_signo));
         return sd_event_exit(sd_event_source_get_event(s), 0);
@@ -139,11 +176,21 @@ static int on_signal(sd_event_source *s, const struct signalfd_siginfo *si, void
 static int on_housekeeping(sd_event_source *s, uint64_t usec, void *userdata) {
         Manager *m = userdata;
 
-        for (Sandbox *sb = m->sandboxes; sb; sb = sb->next)
+        for (Sandbox *sb = m->sandboxes; sb; sb = sb->next) {
                 if (sb->run_dir && sb->state == SANDBOX_RUNNING)
                         (void) vm_log_trim(sb->run_dir, QEMU_LOG_MAX);
+                (void) sandbox_save(sb); /* last_active is only kept in memory between these */
+        }
         (void) store_prune_operations(m->store, now_unix() - 7 * 86400);
+        (void) layers_gc(m);
         (void) sd_event_source_set_time(s, usec + HOUSEKEEPING_USEC);
+        (void) sd_event_source_set_enabled(s, SD_EVENT_ONESHOT);
+        return 0;
+}
+
+static int on_lifecycle_tick(sd_event_source *s, uint64_t usec, void *userdata) {
+        lifecycle_tick(userdata);
+        (void) sd_event_source_set_time(s, usec + 1000000ULL);
         (void) sd_event_source_set_enabled(s, SD_EVENT_ONESHOT);
         return 0;
 }
@@ -157,8 +204,10 @@ int main(int argc, char **argv) {
         _cleanup_free_ char *config_path = NULL, *lock_path = NULL, *pid_path = NULL, *db_path = NULL,
                             *reason = NULL, *errmsg = NULL;
         _cleanup_close_ int lock_fd = -1;
-        Manager m = { .completion_fd = -1 };
-        int listen_fd = -1, r, n;
+        Manager m = { .completion_fd = -1, .config.idle_timeout = IDLE_TIMEOUT_DEFAULT };
+        _cleanup_strv_free_ char **fd_names = NULL;
+        const char *listen_setting;
+        int listen_fd = -1, tcp_fd = -1, r, n;
         sigset_t mask;
 
         r = parse_args(argc, argv);
@@ -220,19 +269,36 @@ int main(int argc, char **argv) {
                 return 1;
         }
 
-        n = sd_listen_fds(1);
-        if (n > 1) {
-                log_error("expected one socket from systemd, got %d", n);
-                return 1;
+        /* Socket activation: the unix socket is named "api" (or unnamed), the TCP listener "http". */
+        n = sd_listen_fds_with_names(1, &fd_names);
+        for (int i = 0; i < n; i++) {
+                const char *name = fd_names && fd_names[i] ? fd_names[i] : "unknown";
+                int *slot = streq(name, "http") ? &tcp_fd : &listen_fd;
+
+                if (*slot >= 0) {
+                        log_error("systemd passed more than one '%s' socket; expected 'api' (unix) and 'http' (TCP)",
+                                  name);
+                        return 1;
+                }
+                *slot = SD_LISTEN_FDS_START + i;
         }
-        if (n == 1)
-                listen_fd = SD_LISTEN_FDS_START;
-        else {
+        if (listen_fd < 0) {
                 r = bind_socket(m.socket_path, &listen_fd);
                 if (r < 0) {
                         log_error_errno(r, "cannot listen on %s", m.socket_path);
                         return 1;
                 }
+        }
+
+        listen_setting = arg_listen ?: m.config.listen ?: LISTEN_DEFAULT;
+        if (tcp_fd < 0 && !streq(listen_setting, "off")) {
+                r = bind_tcp(listen_setting, &tcp_fd);
+                if (r == -EADDRINUSE)
+                        log_warning("cannot listen on %s: the port is taken (another spaced?); serving only the unix "
+                                    "socket. Set 'listen = 127.0.0.1:PORT' in %s or pass --listen", listen_setting,
+                                    config_path);
+                else if (r < 0)
+                        log_warning_errno(r, "cannot listen on %s; serving only the unix socket", listen_setting);
         }
 
         if (asprintf(&pid_path, "%s/spaced.pid", m.runtime_dir) >= 0) {
@@ -274,6 +340,9 @@ int main(int argc, char **argv) {
                 log_error_errno(r, "cannot read the state database %s", db_path);
                 return 1;
         }
+        r = checkpoints_load(&m);
+        if (r < 0)
+                log_warning_errno(r, "cannot read checkpoints from the state database");
         r = templates_load(&m);
         if (r < 0)
                 log_warning_errno(r, "cannot load templates from %s", m.lib_dir);
@@ -292,16 +361,18 @@ int main(int argc, char **argv) {
                 return log_error_errno(r, "cannot set up worker completions"), 1;
 
         (void) sd_event_add_time_relative(m.event, NULL, CLOCK_MONOTONIC, HOUSEKEEPING_USEC, 0, on_housekeeping, &m);
+        (void) sd_event_add_time_relative(m.event, NULL, CLOCK_MONOTONIC, 1000000ULL, 100000, on_lifecycle_tick, &m);
         r = manager_reconcile(&m);
         if (r < 0)
                 log_warning_errno(r, "reconciling state failed");
+        (void) layers_gc(&m); /* what interrupted creates and removals left */
 
-        r = http_new(&m, listen_fd, &m.http);
+        r = http_new(&m, listen_fd, tcp_fd, &m.http);
         if (r < 0)
                 return log_error_errno(r, "cannot start the HTTP server"), 1;
 
-        log_info("spaced %s listening on %s (state %s, accel %s, memory limit %llu MiB)", PACKAGE_VERSION,
-                 m.socket_path, m.state_dir, m.accel == VM_ACCEL_KVM ? "kvm" : "tcg",
+        log_info("spaced %s listening on %s%s%s (state %s, accel %s, memory limit %llu MiB)", PACKAGE_VERSION,
+                 m.socket_path, http_api_url(m.http) ? " and " : "", http_api_url(m.http) ?: "", m.state_dir, m.accel == VM_ACCEL_KVM ? "kvm" : "tcg",
                  (unsigned long long) m.memory_limit_mib);
         (void) sd_notify(0, "READY=1");
         r = sd_event_loop(m.event);
@@ -310,5 +381,8 @@ int main(int argc, char **argv) {
          * reconciles whatever they left. */
         if (pid_path)
                 (void) unlink(pid_path);
-        return r < 0 ? 1 : 0;
+        /* Worker threads may still hold pieces of the model; the OS takes it all back. exit() rather than
+         * return keeps the model reachable for LeakSanitizer, which would otherwise report all of it. */
+        store_close(m.store);
+        exit(r < 0 ? 1 : 0);
 }

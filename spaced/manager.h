@@ -24,11 +24,20 @@ typedef struct Http Http;
 typedef struct Store Store;
 typedef struct Waiter Waiter;
 typedef struct Completion Completion;
+typedef struct Checkpoint Checkpoint;
 
 #define SANDBOX_ID_LEN 32
+#define CHECKPOINT_ID_LEN 19 /* "cp-" + 16 hex */
 #define OPERATION_ID_LEN 19 /* "op-" + 16 hex */
 #define SANDBOX_NAME_MAX 63
 #define SANDBOX_ENV_MAX 256
+
+enum {
+        EXPIRY_REMOVE,
+        EXPIRY_SUSPEND,
+};
+
+#define IDLE_TIMEOUT_DEFAULT (6 * 3600)
 
 typedef enum SandboxState {
         SANDBOX_CREATING,
@@ -82,6 +91,10 @@ struct Sandbox {
         char *run_dir;       /* runtime: sockets, pid file, logs */
         char *data_dir;      /* state: disk */
         char *error;
+        int64_t idle_timeout; /* seconds without use before it is suspended; 0: never */
+        int64_t expires_at;   /* unix time it is removed or suspended at; 0: never */
+        int on_expiry;        /* EXPIRY_REMOVE or EXPIRY_SUSPEND */
+        int64_t last_active;  /* unix time of the last exec, attach or API call on it */
         bool busy;           /* a lifecycle operation is in flight */
         AgentConn *agent;
         Sandbox *next;
@@ -102,7 +115,32 @@ struct Operation {
         int64_t finished_at;
         OperationError error;
         Waiter *waiters;     /* HTTP requests long-polling this operation */
+        unsigned pending;    /* a fork: children still being created */
+        unsigned failed;
+        char **children;     /* a fork: the sandboxes it made */
+        char checkpoint_id[CHECKPOINT_ID_LEN + 1]; /* a checkpoint: the one it takes */
         Operation *next;
+};
+
+
+/* A named snapshot of a running sandbox: a frozen disk layer plus memory and device state. */
+struct Checkpoint {
+        char id[CHECKPOINT_ID_LEN + 1];
+        char *name;
+        char sandbox_id[SANDBOX_ID_LEN + 1];
+        char *template_name;
+        char *template_digest;
+        unsigned vcpu;
+        uint64_t memory_mib;
+        uint64_t disk_mib;
+        char **env;
+        char *disk;          /* the frozen layer */
+        char *state_path;    /* memory and device state */
+        int64_t created_at;
+        uint64_t pause_usec; /* how long the sandbox was stopped to take it */
+        uint64_t size_bytes;
+        bool ready;
+        Checkpoint *next;
 };
 
 struct Manager {
@@ -121,6 +159,7 @@ struct Manager {
         Template *templates;
         Sandbox *sandboxes;
         Operation *operations;
+        Checkpoint *checkpoints;
 
         /* Worker threads post Completions here and poke the eventfd. */
         pthread_mutex_t completions_lock;
@@ -146,6 +185,7 @@ int run_command(char *const argv[], char **reterr_output);   /* waits; captures 
 int read_first_line(const char *path, char **ret);
 int write_file_atomic(const char *path, const char *content);
 int strv_extend(char ***l, const char *v);
+void crash_point(const char *name);
 
 /* template.c */
 int templates_load(Manager *m);
@@ -163,10 +203,35 @@ uint64_t manager_memory_in_use(Manager *m);
 int sandbox_create_start(Manager *m, const char *template_name, const char *name, unsigned vcpu,
                          uint64_t memory_mib, uint64_t disk_mib, char **env, Operation **ret_op,
                          Sandbox **ret_sandbox, OperationError *reterr);
+int sandbox_create_from(Manager *m, const char *template_name, const char *name, unsigned vcpu,
+                        uint64_t memory_mib, uint64_t disk_mib, char **env, const Checkpoint *source,
+                        const char *parent_op, Operation **ret_op, Sandbox **ret_sandbox, OperationError *reterr);
 int sandbox_delete_start(Manager *m, Sandbox *s, bool force, Operation **ret_op, OperationError *reterr);
 int manager_reconcile(Manager *m);
 void sandbox_cleanup_vm_files(pid_t pid, const char *run_dir, const char *data_dir);
 bool sandbox_state_holds_memory(SandboxState s);
+
+/* layers.c */
+int layer_new(const char *state_dir, const char *backing, const char *backing_format, uint64_t size_mib,
+              char **ret_path, char **reterr_message);
+int sandbox_disk_set(const char *data_dir, const char *layer);
+int sandbox_disk_get(const char *data_dir, char **ret);
+int qcow2_backing_file(const char *path, char **ret);
+int layers_gc(Manager *m);
+
+/* checkpoint.c */
+Checkpoint *checkpoint_find(Manager *m, const char *ref);   /* id, unique id prefix or name */
+Checkpoint *checkpoint_free(Checkpoint *c);
+int checkpoint_create_start(Manager *m, Sandbox *s, const char *name, Operation **ret_op, Checkpoint **ret_cp,
+                            OperationError *reterr);
+int checkpoint_remove(Manager *m, Checkpoint *c, OperationError *reterr);
+int sandbox_restore_start(Manager *m, Sandbox *s, Checkpoint *c, Operation **ret_op, OperationError *reterr);
+/* Forks count sandboxes from a checkpoint, or from a running sandbox through a checkpoint taken first. */
+int fork_start(Manager *m, Sandbox *from_sandbox, Checkpoint *from_checkpoint, unsigned count,
+               Operation **ret_op, char ***ret_sandbox_ids, OperationError *reterr);
+int checkpoints_load(Manager *m);
+void fork_child_done(Manager *m, const char *fork_op_id, bool ok, const char *message);
+void checkpoints_free(Manager *m);
 
 /* lifecycle.c: pause, resume, suspend, wake. */
 typedef enum LifecycleKind {
@@ -177,6 +242,8 @@ typedef enum LifecycleKind {
 } LifecycleKind;
 int sandbox_lifecycle_start(Manager *m, Sandbox *s, LifecycleKind kind, Operation **ret_op, OperationError *reterr);
 int sandbox_reconcile_lifecycle(Sandbox *s);
+void lifecycle_tick(Manager *m);
+void vm_cont_if_stopped(const char *run_dir);
 
 /* operation.c */
 Operation *operation_new(Manager *m, const char *kind, const char *sandbox_id);
@@ -237,9 +304,10 @@ int agent_handshake(const char *socket_path, const char *sandbox_id, const char 
 int agent_wait_hello(const char *socket_path, int timeout_ms, char **reterr_message);
 int agent_attach(Sandbox *s, int fd);        /* takes over fd in the event loop */
 int agent_connect(Sandbox *s);               /* after a daemon restart: reconnect */
-AgentConn *agent_free(AgentConn *a);         /* fails every process of the sandbox */
+AgentConn *agent_free(AgentConn *a);         /* its processes wait to be adopted by the next channel */
 int agent_send(AgentConn *a, uint8_t type, uint8_t fd, uint32_t stream, const void *payload, size_t n);
 uint32_t agent_new_stream(AgentConn *a);
 int agent_register_process(AgentConn *a, Process *p);
+int agent_register_stream(AgentConn *a, Process *p, uint32_t stream);   /* a known stream, after a restart */
 void agent_unregister_process(AgentConn *a, Process *p);
 unsigned agent_process_count(AgentConn *a);

@@ -101,6 +101,7 @@ void operations_free(Manager *m) {
                 Operation *op = m->operations;
                 m->operations = op->next;
                 free(op->kind);
+                strv_free(op->children);
                 operation_error_done(&op->error);
                 free(op);
         }

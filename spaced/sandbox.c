@@ -123,6 +123,9 @@ typedef struct CreateJob {
         char *data_dir;
         uint64_t disk_mib;
         char **init_env;
+        char *source_state;   /* restore from a checkpoint instead of the base snapshot */
+        char *source_disk;
+        char parent_op[OPERATION_ID_LEN + 1];  /* the fork this create is part of */
         /* results */
         int r;
         char *error;
@@ -135,6 +138,8 @@ static void create_job_free(CreateJob *j) {
         free(j->run_dir);
         free(j->data_dir);
         strv_free(j->init_env);
+        free(j->source_state);
+        free(j->source_disk);
         free(j->error);
         safe_close(j->agent_fd);
         free(j);
@@ -144,7 +149,7 @@ static void create_done(Manager *m, void *userdata);
 
 static void *create_worker(void *userdata) {
         CreateJob *j = userdata;
-        _cleanup_free_ char *disk = NULL, *agent_path = NULL, *size = NULL, *hostname = NULL;
+        _cleanup_free_ char *disk = NULL, *agent_path = NULL, *hostname = NULL;
         BaseSnapshot b = {};
         Qmp *q = NULL;
         int r;
@@ -152,10 +157,7 @@ static void *create_worker(void *userdata) {
         r = base_snapshot_ensure(j->manager, &j->base, &b, &j->error);
         if (r < 0)
                 goto finish;
-        if (asprintf(&disk, "%s/disk.qcow2", j->data_dir) < 0 ||
-            asprintf(&agent_path, "%s/agent.sock", j->run_dir) < 0 ||
-            asprintf(&size, "%lluM", (unsigned long long) j->disk_mib) < 0 ||
-            asprintf(&hostname, "sb-%.12s", j->id) < 0) {
+        if (asprintf(&agent_path, "%s/agent.sock", j->run_dir) < 0 || asprintf(&hostname, "sb-%.12s", j->id) < 0) {
                 r = -ENOMEM;
                 goto finish;
         }
@@ -166,15 +168,17 @@ static void *create_worker(void *userdata) {
                 (void) asprintf(&j->error, "cannot create the sandbox's directories: %s", strerror(-r));
                 goto finish;
         }
-        {
-                /* The writable layer: a qcow2 overlay on the base snapshot's disk, so the disk matches the
-                 * restored memory exactly (decision 5). */
-                char *argv[] = { "qemu-img", "create", "-q", "-f", "qcow2", "-F", "qcow2", "-b", b.disk_path, disk,
-                                 size, NULL };
-                r = run_command(argv, &j->error);
-                if (r < 0)
-                        goto finish;
+        /* The writable layer: a qcow2 overlay on the disk the restored memory was saved with (the base
+         * snapshot's, or a checkpoint's frozen layer), so disk and memory match exactly (decision 5). */
+        r = layer_new(j->base.state_dir, j->source_disk ?: b.disk_path, "qcow2", j->disk_mib, &disk, &j->error);
+        if (r < 0)
+                goto finish;
+        r = sandbox_disk_set(j->data_dir, disk);
+        if (r < 0) {
+                (void) asprintf(&j->error, "cannot link the sandbox's disk: %s", strerror(-r));
+                goto finish;
         }
+        crash_point("create-layer");
         VmConfig c = {
                 .qemu_binary = j->base.qemu_binary,
                 .run_dir = j->run_dir,
@@ -193,11 +197,13 @@ static void *create_worker(void *userdata) {
         r = vm_start(&c, 10000, &j->pid, &q, &j->error);
         if (r < 0)
                 goto finish;
+        crash_point("create-spawned");
         {
-                _cleanup_close_ int fd = open(b.state_path, O_RDONLY | O_CLOEXEC);
+                const char *state = j->source_state ?: b.state_path;
+                _cleanup_close_ int fd = open(state, O_RDONLY | O_CLOEXEC);
                 if (fd < 0) {
                         r = -errno;
-                        (void) asprintf(&j->error, "cannot open %s: %m", b.state_path);
+                        (void) asprintf(&j->error, "cannot open %s: %m", state);
                         goto finish;
                 }
                 r = vm_restore_state(q, fd, RESTORE_TIMEOUT_MS, &j->error);
@@ -207,6 +213,7 @@ static void *create_worker(void *userdata) {
         r = qmp_execute(q, "cont", NULL, -1, 10000, NULL, &j->error);
         if (r < 0)
                 goto finish;
+        crash_point("create-restored");
         r = agent_handshake(agent_path, j->id, hostname, j->init_env, RESTORE_TIMEOUT_MS, &j->agent_fd, &j->error);
 finish:
         qmp_close(q);
@@ -227,6 +234,7 @@ void sandbox_cleanup_vm_files(pid_t pid, const char *run_dir, const char *data_d
 
 static void create_done(Manager *m, void *userdata) {
         CreateJob *j = userdata;
+        crash_point("create-before-done");
         Sandbox *s = sandbox_find_by_id(m, j->id);
         Operation *op = operation_find(m, j->op_id);
 
@@ -252,11 +260,15 @@ static void create_done(Manager *m, void *userdata) {
                 }
                 if (op)
                         operation_finish(op, "create_failed", msg);
+                if (j->parent_op[0])
+                        fork_child_done(m, j->parent_op, false, msg);
         } else {
                 (void) sandbox_save(s);
                 log_info("sandbox %s running (pid %d)", s->id, (int) s->qemu_pid);
                 if (op)
                         operation_finish(op, NULL, NULL);
+                if (j->parent_op[0])
+                        fork_child_done(m, j->parent_op, true, NULL);
         }
         create_job_free(j);
 }
@@ -321,6 +333,13 @@ fail:
 int sandbox_create_start(Manager *m, const char *template_name, const char *name, unsigned vcpu,
                          uint64_t memory_mib, uint64_t disk_mib, char **env, Operation **ret_op,
                          Sandbox **ret_sandbox, OperationError *reterr) {
+        return sandbox_create_from(m, template_name, name, vcpu, memory_mib, disk_mib, env, NULL, NULL, ret_op,
+                                   ret_sandbox, reterr);
+}
+
+int sandbox_create_from(Manager *m, const char *template_name, const char *name, unsigned vcpu,
+                        uint64_t memory_mib, uint64_t disk_mib, char **env, const Checkpoint *source,
+                        const char *parent_op, Operation **ret_op, Sandbox **ret_sandbox, OperationError *reterr) {
         Template *t;
         Sandbox *s;
         CreateJob *j;
@@ -383,6 +402,8 @@ int sandbox_create_start(Manager *m, const char *template_name, const char *name
         s->memory_mib = memory_mib;
         s->disk_mib = disk_mib;
         s->created_at = now_unix();
+        s->last_active = s->created_at;
+        s->idle_timeout = m->config.idle_timeout;
         s->env = env_merge(NULL, env);
         s->template_name = strdup(t->name);
         s->template_digest = strdup(t->digest);
@@ -401,6 +422,16 @@ int sandbox_create_start(Manager *m, const char *template_name, const char *name
         j->run_dir = strdup(s->run_dir);
         j->data_dir = strdup(s->data_dir);
         j->init_env = env_merge(t->env, env);
+        if (source) {
+                j->source_state = strdup(source->state_path);
+                j->source_disk = strdup(source->disk);
+                if (!j->source_state || !j->source_disk) {
+                        r = -ENOMEM;
+                        goto fail;
+                }
+        }
+        if (parent_op)
+                snprintf(j->parent_op, sizeof j->parent_op, "%s", parent_op);
         r = base_request_init(m, t, vcpu, memory_mib, &j->base);
         if (r < 0 || !j->run_dir || !j->data_dir || !j->init_env) {
                 r = -ENOMEM;
@@ -418,7 +449,13 @@ int sandbox_create_start(Manager *m, const char *template_name, const char *name
                 r = -ENOMEM;
                 goto fail;
         }
+        crash_point("create-journaled");
         memcpy(j->op_id, op->id, sizeof j->op_id);
+        if (parent_op) {
+                Operation *parent = operation_find(m, parent_op);
+                if (parent)
+                        (void) strv_extend(&parent->children, s->id);
+        }
         s->next = NULL;
         Sandbox **tail = &m->sandboxes;
         while (*tail)
@@ -465,6 +502,7 @@ static void delete_done(Manager *m, void *userdata) {
                 sandbox_free(s);
                 log_info("sandbox %s removed", j->id);
         }
+        (void) layers_gc(m);
         if (op)
                 operation_finish(op, NULL, NULL);
         free(j->run_dir);
@@ -530,23 +568,34 @@ int sandbox_delete_start(Manager *m, Sandbox *s, bool force, Operation **ret_op,
 
 /* ---- start-up ---- */
 
+/* The QEMU that really runs in a sandbox's run dir, whatever the database says: a daemon killed between
+ * spawning a VM (create, wake, restore) and recording its pid leaves one only the pid file knows. */
+static void reconcile_pid(Sandbox *s) {
+        pid_t pid = 0;
+
+        if (!s->run_dir || vm_read_pidfile(s->run_dir, &pid) < 0 || pid <= 0 || !vm_pid_alive(pid, s->run_dir))
+                return;
+        if (pid == s->qemu_pid)
+                return;
+        if (s->qemu_pid > 0 && vm_pid_alive(s->qemu_pid, s->run_dir))
+                return; /* ours is alive; vm_start refuses a second QEMU on one run dir anyway */
+        log_info("sandbox %s: QEMU pid %d from the run directory replaces the recorded %d", s->id, (int) pid,
+                 (int) s->qemu_pid);
+        s->qemu_pid = pid;
+}
+
 int manager_reconcile(Manager *m) {
         Sandbox *s = m->sandboxes, *next;
 
         for (; s; s = next) {
                 next = s->next;
+                reconcile_pid(s);
                 switch (s->state) {
                 case SANDBOX_CREATING:
                 case SANDBOX_DELETING:
                         /* An interrupted create holds nothing a user made; an interrupted delete was wanted. */
                         log_info("sandbox %s: finishing an interrupted %s", s->id,
                                  s->state == SANDBOX_CREATING ? "create (rolling back)" : "removal");
-                        if (s->qemu_pid <= 0 && s->run_dir) {
-                                _cleanup_free_ char *pidfile = NULL, *line = NULL;
-                                if (asprintf(&pidfile, "%s/qemu.pid", s->run_dir) >= 0 &&
-                                    read_first_line(pidfile, &line) >= 0)
-                                        s->qemu_pid = (pid_t) atoi(line);
-                        }
                         if (s->qemu_pid > 0 && !vm_pid_alive(s->qemu_pid, s->run_dir))
                                 s->qemu_pid = 0;
                         sandbox_cleanup_vm_files(s->qemu_pid, s->run_dir, s->data_dir);
@@ -555,8 +604,13 @@ int manager_reconcile(Manager *m) {
                         sandbox_free(s);
                         break;
                 case SANDBOX_RUNNING:
+                        if (s->last_active == 0)
+                                s->last_active = now_unix();
                         if (s->qemu_pid > 0 && vm_pid_alive(s->qemu_pid, s->run_dir)) {
-                                int r = agent_connect(s);
+                                int r;
+
+                                vm_cont_if_stopped(s->run_dir);
+                                r = agent_connect(s);
                                 if (r < 0)
                                         log_warning_errno(r, "sandbox %s: cannot reconnect to its agent", s->id);
                                 else
@@ -578,6 +632,12 @@ int manager_reconcile(Manager *m) {
                         (void) sandbox_reconcile_lifecycle(s);
                         break;
                 default:
+                        /* stopped: nothing may run for it (an interrupted restore may have started one) */
+                        if (s->qemu_pid > 0 && vm_pid_alive(s->qemu_pid, s->run_dir)) {
+                                (void) vm_kill(s->qemu_pid, s->run_dir, 10000);
+                                s->qemu_pid = 0;
+                                (void) sandbox_save(s);
+                        }
                         break;
                 }
         }

@@ -38,7 +38,33 @@ static const char schema[] =
         "  created_at INTEGER NOT NULL,"
         "  finished_at INTEGER NOT NULL DEFAULT 0,"
         "  error_code TEXT,"
-        "  error_message TEXT);";
+        "  error_message TEXT);"
+        /* API keys (spaced/auth.c): only a crypt(3) hash of each key */
+        "CREATE TABLE IF NOT EXISTS api_keys ("
+        "  id TEXT PRIMARY KEY NOT NULL,"
+        "  name TEXT,"
+        "  hash TEXT NOT NULL,"
+        "  created_at INTEGER NOT NULL,"
+        "  last_used_at INTEGER NOT NULL DEFAULT 0);"
+        /* processes (spaced/store-process.c): what ps and logs show, also after a restart */
+        "CREATE TABLE IF NOT EXISTS processes ("
+        "  sandbox_id TEXT NOT NULL REFERENCES sandboxes(id) ON DELETE CASCADE,"
+        "  pid INTEGER NOT NULL,"
+        "  stream INTEGER NOT NULL,"
+        "  session_id TEXT,"
+        "  argv TEXT NOT NULL DEFAULT '[]',"
+        "  cwd TEXT,"
+        "  pty INTEGER NOT NULL DEFAULT 0,"
+        "  state TEXT NOT NULL,"
+        "  exit_code INTEGER,"
+        "  signal INTEGER,"
+        "  timed_out INTEGER NOT NULL DEFAULT 0,"
+        "  timeout INTEGER NOT NULL DEFAULT 0,"
+        "  started_at INTEGER NOT NULL,"
+        "  exited_at INTEGER,"
+        "  last_event_id INTEGER NOT NULL DEFAULT 0,"
+        "  log_path TEXT,"
+        "  PRIMARY KEY (sandbox_id, pid));";
 
 static int sqlite_to_errno(int rc) {
         switch (rc) {
@@ -98,6 +124,15 @@ int store_open(const char *path, Store **ret, char **reterr_message) {
         rc = sqlite3_exec(s->db, schema, NULL, NULL, &err);
         if (rc != SQLITE_OK)
                 goto fail;
+        /* Columns added after the first release of the table: ADD COLUMN fails harmlessly when present. */
+        (void) sqlite3_exec(s->db, "ALTER TABLE sandboxes ADD COLUMN idle_timeout INTEGER NOT NULL DEFAULT 21600",
+                            NULL, NULL, NULL);
+        (void) sqlite3_exec(s->db, "ALTER TABLE sandboxes ADD COLUMN expires_at INTEGER NOT NULL DEFAULT 0", NULL,
+                            NULL, NULL);
+        (void) sqlite3_exec(s->db, "ALTER TABLE sandboxes ADD COLUMN on_expiry TEXT NOT NULL DEFAULT 'remove'",
+                            NULL, NULL, NULL);
+        (void) sqlite3_exec(s->db, "ALTER TABLE sandboxes ADD COLUMN last_active INTEGER NOT NULL DEFAULT 0", NULL,
+                            NULL, NULL);
         rc = sqlite3_exec(s->db, "PRAGMA user_version = 1", NULL, NULL, &err);
         if (rc != SQLITE_OK)
                 goto fail;
@@ -109,6 +144,10 @@ fail:
         sqlite3_free(err);
         sqlite3_close(s->db);
         return sqlite_to_errno(rc) ?: -EIO;
+}
+
+sqlite3 *store_db(Store *s) {
+        return s->db;
 }
 
 Store *store_close(Store *s) {
@@ -170,13 +209,16 @@ int store_put_sandbox(Store *s, const Sandbox *sb) {
         rc = sqlite3_prepare_v2(s->db,
                                 /* an upsert on id only: REPLACE would also evict a row holding the same name */
                                 "INSERT INTO sandboxes (id, name, template, template_digest, state, vcpu,"
-                                " memory_mib, disk_mib, env, created_at, qemu_pid, run_dir, data_dir, error)"
-                                " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)"
+                                " memory_mib, disk_mib, env, created_at, qemu_pid, run_dir, data_dir, error,"
+                                " idle_timeout, expires_at, on_expiry, last_active)"
+                                " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"
                                 " ON CONFLICT(id) DO UPDATE SET name=excluded.name, template=excluded.template,"
                                 " template_digest=excluded.template_digest, state=excluded.state, vcpu=excluded.vcpu,"
                                 " memory_mib=excluded.memory_mib, disk_mib=excluded.disk_mib, env=excluded.env,"
                                 " created_at=excluded.created_at, qemu_pid=excluded.qemu_pid, run_dir=excluded.run_dir,"
-                                " data_dir=excluded.data_dir, error=excluded.error",
+                                " data_dir=excluded.data_dir, error=excluded.error,"
+                                " idle_timeout=excluded.idle_timeout, expires_at=excluded.expires_at,"
+                                " on_expiry=excluded.on_expiry, last_active=excluded.last_active",
                                 -1, &st, NULL);
         if (rc != SQLITE_OK)
                 return sqlite_to_errno(rc);
@@ -194,6 +236,10 @@ int store_put_sandbox(Store *s, const Sandbox *sb) {
         bind_text(st, 12, sb->run_dir);
         bind_text(st, 13, sb->data_dir);
         bind_text(st, 14, sb->error);
+        sqlite3_bind_int64(st, 15, sb->idle_timeout);
+        sqlite3_bind_int64(st, 16, sb->expires_at);
+        bind_text(st, 17, sb->on_expiry == EXPIRY_SUSPEND ? "suspend" : "remove");
+        sqlite3_bind_int64(st, 18, sb->last_active);
         rc = sqlite3_step(st);
         return rc == SQLITE_DONE ? 0 : sqlite_to_errno(rc);
 }
@@ -221,7 +267,8 @@ int store_load_sandboxes(Store *s, Manager *m) {
 
         rc = sqlite3_prepare_v2(s->db,
                                 "SELECT id, name, template, template_digest, state, vcpu, memory_mib, disk_mib, env,"
-                                " created_at, qemu_pid, run_dir, data_dir, error FROM sandboxes ORDER BY created_at",
+                                " created_at, qemu_pid, run_dir, data_dir, error, idle_timeout, expires_at, on_expiry,"
+                                " last_active FROM sandboxes ORDER BY created_at",
                                 -1, &st, NULL);
         if (rc != SQLITE_OK)
                 return sqlite_to_errno(rc);
@@ -251,6 +298,11 @@ int store_load_sandboxes(Store *s, Manager *m) {
                 sb->run_dir = col_strdup(st, 11);
                 sb->data_dir = col_strdup(st, 12);
                 sb->error = col_strdup(st, 13);
+                sb->idle_timeout = sqlite3_column_int64(st, 14);
+                sb->expires_at = sqlite3_column_int64(st, 15);
+                sb->on_expiry = streq_ptr((const char *) sqlite3_column_text(st, 16), "suspend") ? EXPIRY_SUSPEND
+                                                                                                 : EXPIRY_REMOVE;
+                sb->last_active = sqlite3_column_int64(st, 17);
                 if (!sb->template_name || !sb->env) {
                         sandbox_free(sb);
                         return -ENOMEM;
@@ -333,6 +385,69 @@ int store_prune_operations(Store *s, int64_t older_than) {
         if (rc != SQLITE_OK)
                 return sqlite_to_errno(rc);
         sqlite3_bind_int64(st, 1, older_than);
+        rc = sqlite3_step(st);
+        return rc == SQLITE_DONE ? 0 : sqlite_to_errno(rc);
+}
+
+int store_put_key(Store *s, const char *id, const char *name, const char *hash, int64_t created_at) {
+        _cleanup_finalize_ sqlite3_stmt *st = NULL;
+        int rc;
+
+        rc = sqlite3_prepare_v2(s->db, "INSERT INTO api_keys (id, name, hash, created_at) VALUES (?,?,?,?)", -1,
+                                &st, NULL);
+        if (rc != SQLITE_OK)
+                return sqlite_to_errno(rc);
+        bind_text(st, 1, id);
+        bind_text(st, 2, name);
+        bind_text(st, 3, hash);
+        sqlite3_bind_int64(st, 4, created_at);
+        rc = sqlite3_step(st);
+        return rc == SQLITE_DONE ? 0 : sqlite_to_errno(rc);
+}
+
+int store_load_keys(Store *s, store_key_fn fn, void *userdata) {
+        _cleanup_finalize_ sqlite3_stmt *st = NULL;
+        int rc;
+
+        rc = sqlite3_prepare_v2(s->db,
+                                "SELECT id, name, hash, created_at, last_used_at FROM api_keys"
+                                " ORDER BY created_at DESC, rowid DESC",
+                                -1, &st, NULL);
+        if (rc != SQLITE_OK)
+                return sqlite_to_errno(rc);
+        while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+                int r = fn(userdata, (const char *) sqlite3_column_text(st, 0),
+                           (const char *) sqlite3_column_text(st, 1), (const char *) sqlite3_column_text(st, 2),
+                           sqlite3_column_int64(st, 3), sqlite3_column_int64(st, 4));
+                if (r < 0)
+                        return r;
+        }
+        return rc == SQLITE_DONE ? 0 : sqlite_to_errno(rc);
+}
+
+int store_delete_key(Store *s, const char *id) {
+        _cleanup_finalize_ sqlite3_stmt *st = NULL;
+        int rc;
+
+        rc = sqlite3_prepare_v2(s->db, "DELETE FROM api_keys WHERE id = ?", -1, &st, NULL);
+        if (rc != SQLITE_OK)
+                return sqlite_to_errno(rc);
+        bind_text(st, 1, id);
+        rc = sqlite3_step(st);
+        if (rc != SQLITE_DONE)
+                return sqlite_to_errno(rc);
+        return sqlite3_changes(s->db) > 0 ? 0 : -ENOENT;
+}
+
+int store_touch_key(Store *s, const char *id, int64_t last_used_at) {
+        _cleanup_finalize_ sqlite3_stmt *st = NULL;
+        int rc;
+
+        rc = sqlite3_prepare_v2(s->db, "UPDATE api_keys SET last_used_at = ? WHERE id = ?", -1, &st, NULL);
+        if (rc != SQLITE_OK)
+                return sqlite_to_errno(rc);
+        sqlite3_bind_int64(st, 1, last_used_at);
+        bind_text(st, 2, id);
         rc = sqlite3_step(st);
         return rc == SQLITE_DONE ? 0 : sqlite_to_errno(rc);
 }

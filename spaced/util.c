@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
+#include <signal.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -160,4 +161,18 @@ int strv_extend(char ***l, const char *v) {
         nl[n] = strdup(v);
         nl[n + 1] = NULL;
         return nl[n] ? 0 : -ENOMEM;
+}
+
+/* Crash injection for the tests (tests/integration/t12-crash-inject.sh): SPACE_TEST_CRASH_AT=NAME makes the
+ * daemon SIGKILL itself when it reaches the point NAME, from whichever thread, as a real crash would. */
+void crash_point(const char *name) {
+        static const char *want = NULL;
+        static bool read_env = false;
+
+        if (!read_env) {
+                want = secure_getenv("SPACE_TEST_CRASH_AT");
+                read_env = true;
+        }
+        if (want && streq(want, name))
+                (void) kill(getpid(), SIGKILL);
 }

@@ -51,6 +51,10 @@ typedef struct Stream {
         SpaceCredit in_credit;     /* what the host may still send on fd 0 */
         SpaceCredit out_credit[3]; /* what we may still send on fd 1 and 2 */
         uint64_t seq;              /* creation order, for evicting old finished streams */
+        /* EXEC hold=1: the child waits before chdir and exec until RELEASE writes a byte to hold_fd; its exec
+         * failure, if any, is then read from exec_err_fd. */
+        int hold_fd, exec_err_fd;
+        char *cwd, *argv0;         /* for the failure message */
 } Stream;
 
 /* channel.c: the port and its output queue */
@@ -83,6 +87,9 @@ void stream_input_eof(Channel *c, Stream *s);
 void stream_credit(Stream *s, uint8_t fd, uint32_t n);
 void stream_signal(Stream *s, int sig);
 void stream_resize(Stream *s, unsigned rows, unsigned cols);
+void stream_release(Channel *c, Stream *s);
+/* ADOPT from a restarted host: STARTED again, EXIT again, or ERROR(ESRCH) for a stream we do not know. */
+void stream_adopt(Channel *c, uint32_t id);
 void stream_close(Stream *s);
 void streams_reap(Channel *c);
 /* poll plumbing: add the fds we want to wait on, then handle what came back. */

@@ -89,6 +89,9 @@ static void dispatch(Channel *c, const SpaceFrameHeader *h, const uint8_t *p) {
         case SPACE_F_EXEC:
                 exec_start(c, h->stream, p, h->length);
                 return;
+        case SPACE_F_ADOPT:
+                stream_adopt(c, h->stream);
+                return;
         default:
                 break;
         }
@@ -117,6 +120,9 @@ static void dispatch(Channel *c, const SpaceFrameHeader *h, const uint8_t *p) {
         case SPACE_F_RESIZE:
                 if (h->length == 4)
                         stream_resize(s, space_get_le16(p), space_get_le16(p + 2));
+                break;
+        case SPACE_F_RELEASE:
+                stream_release(c, s);
                 break;
         case SPACE_F_CLOSE:
                 stream_close(s);

@@ -56,6 +56,10 @@ static void stream_free(Stream *s) {
         safe_close(s->fd_in);
         safe_close(s->fd_out);
         safe_close(s->fd_err);
+        safe_close(s->hold_fd);
+        safe_close(s->exec_err_fd);
+        free(s->cwd);
+        free(s->argv0);
         space_buf_done(&s->in_buf);
         free(s);
 }
@@ -128,7 +132,7 @@ struct exec_failure {
         int err;
 };
 
-static _Noreturn void child(int fd_in, int fd_out, int fd_err, const char *pty_path, int errpipe,
+static _Noreturn void child(int fd_in, int fd_out, int fd_err, const char *pty_path, int errpipe, int hold,
                             const char *cwd, char **argv, char **envp) {
         struct exec_failure f = { .stage = 2 };
         struct rlimit rl = { 1024, 1024 };
@@ -158,6 +162,23 @@ static _Noreturn void child(int fd_in, int fd_out, int fd_err, const char *pty_p
                 goto fail;
         umask(022);
 
+        if (hold >= 0) {
+                char b;
+                ssize_t l;
+
+                /* We may wait long: drop the agent's other fds (CLOEXEC only helps at exec), or we would
+                 * keep other processes' stdin pipes open and their EOF from arriving. */
+                for (int fd = 3; fd < (int) rl.rlim_cur; fd++)
+                        if (fd != hold && fd != errpipe)
+                                (void) close(fd);
+                do
+                        l = read(hold, &b, 1);
+                while (l < 0 && errno == EINTR);
+                if (l != 1)
+                        _exit(127); /* the agent forgot us */
+                (void) close(hold);
+        }
+
         f.stage = 0;
         if (chdir(cwd && cwd[0] ? cwd : "/") < 0)
                 goto fail;
@@ -171,14 +192,30 @@ fail:
         _exit(127);
 }
 
+static void send_exec_failure(Channel *c, uint32_t id, const struct exec_failure *f, const char *cwd,
+                              const char *argv0) {
+        /* stage= lets the host tell a bad working directory from a missing command */
+        const char *stage = f->stage == 0 ? "chdir" : f->stage == 1 ? "exec" : "setup";
+        SpaceBuf kv = {};
+        char msg[512];
+
+        (void) snprintf(msg, sizeof msg, "%s %s: %s", stage, f->stage == 0 ? (cwd ? cwd : "/") : argv0,
+                        strerror(f->err));
+        (void) space_kv_addf(&kv, "errno", "%d", f->err);
+        (void) space_kv_add(&kv, "message", msg);
+        (void) space_kv_add(&kv, "stage", stage);
+        (void) channel_send_kv(c, SPACE_F_ERROR, id, &kv);
+        space_buf_done(&kv);
+}
+
 void exec_start(Channel *c, uint32_t id, const uint8_t *p, size_t n) {
         _cleanup_free_ char **argv = NULL, **envp = NULL;
         _cleanup_close_ int in_r = -1, in_w = -1, out_r = -1, out_w = -1, err_r = -1, err_w = -1, ep_r = -1,
-                            ep_w = -1, master = -1;
+                            ep_w = -1, master = -1, hold_r = -1, hold_w = -1;
         size_t n_argv = 0, n_env = 0, off = 0, klen;
         const char *cwd = NULL, *k, *v;
         char pty_path[128] = "", msg[512];
-        bool want_stdin = false, pty = false;
+        bool want_stdin = false, pty = false, hold = false;
         unsigned rows = 0, cols = 0;
         struct exec_failure f;
         char **defaults;
@@ -228,6 +265,8 @@ void exec_start(Channel *c, uint32_t id, const uint8_t *p, size_t n) {
                         rows = (unsigned) strtoul(v, NULL, 10);
                 else if (KEY("cols"))
                         cols = (unsigned) strtoul(v, NULL, 10);
+                else if (KEY("hold"))
+                        hold = streq(v, "1");
 #undef KEY
         }
         if (r < 0) {
@@ -251,6 +290,11 @@ void exec_start(Channel *c, uint32_t id, const uint8_t *p, size_t n) {
                 if (pipe2(pp, O_CLOEXEC) < 0)
                         goto fail;
                 ep_r = pp[0], ep_w = pp[1];
+                if (hold) {
+                        if (pipe2(pp, O_CLOEXEC) < 0)
+                                goto fail;
+                        hold_r = pp[0], hold_w = pp[1];
+                }
 
                 if (pty) {
                         struct winsize ws = { .ws_row = rows ? rows : 24, .ws_col = cols ? cols : 80 };
@@ -282,32 +326,27 @@ void exec_start(Channel *c, uint32_t id, const uint8_t *p, size_t n) {
         pid = fork();
         if (pid < 0)
                 goto fail;
-        if (pid == 0)
-                child(in_r, out_w, err_w, pty ? pty_path : NULL, ep_w, cwd, argv, envp);
+        if (pid == 0) {
+                hold_w = safe_close(hold_w);
+                child(in_r, out_w, err_w, pty ? pty_path : NULL, ep_w, hold_r, cwd, argv, envp);
+        }
 
         ep_w = safe_close(ep_w);
+        hold_r = safe_close(hold_r);
         in_r = safe_close(in_r);
         out_w = safe_close(out_w);
         err_w = safe_close(err_w);
 
-        /* Blocks until the child has exec'd (EOF) or failed: short, and it keeps EXEC's answer honest. */
-        do
-                l = read(ep_r, &f, sizeof f);
-        while (l < 0 && errno == EINTR);
-        if (l == (ssize_t) sizeof f) {
-                (void) snprintf(msg, sizeof msg, "%s %s: %s",
-                                f.stage == 0 ? "chdir" : f.stage == 1 ? "exec" : "setup",
-                                f.stage == 0 ? (cwd ? cwd : "/") : argv[0], strerror(f.err));
-                {
-                        /* stage= lets the host tell a bad working directory from a missing command */
-                        SpaceBuf kv = {};
-                        (void) space_kv_addf(&kv, "errno", "%d", f.err);
-                        (void) space_kv_add(&kv, "message", msg);
-                        (void) space_kv_add(&kv, "stage", f.stage == 0 ? "chdir" : f.stage == 1 ? "exec" : "setup");
-                        (void) channel_send_kv(c, SPACE_F_ERROR, id, &kv);
-                        space_buf_done(&kv);
+        /* Blocks until the child has exec'd (EOF) or failed: short, and it keeps EXEC's answer honest. A held
+         * child has not got there yet: that read happens at RELEASE. */
+        if (!hold) {
+                do
+                        l = read(ep_r, &f, sizeof f);
+                while (l < 0 && errno == EINTR);
+                if (l == (ssize_t) sizeof f) {
+                        send_exec_failure(c, id, &f, cwd, argv[0]);
+                        return; /* the child _exits; the reaper collects it as an orphan */
                 }
-                return; /* the child _exits; the reaper collects it as an orphan */
         }
 
         s = calloc(1, sizeof *s);
@@ -323,7 +362,15 @@ void exec_start(Channel *c, uint32_t id, const uint8_t *p, size_t n) {
                 .fd_out = -1,
                 .fd_err = -1,
                 .seq = next_seq++,
+                .hold_fd = -1,
+                .exec_err_fd = -1,
         };
+        if (hold) {
+                s->hold_fd = TAKE_FD(hold_w);
+                s->exec_err_fd = TAKE_FD(ep_r);
+                s->cwd = cwd ? strdup(cwd) : NULL;
+                s->argv0 = strdup(argv[0]);
+        }
         space_credit_init(&s->in_credit);
         for (size_t i = 0; i < ELEMENTSOF(s->out_credit); i++)
                 space_credit_init(&s->out_credit[i]);
@@ -345,6 +392,8 @@ void exec_start(Channel *c, uint32_t id, const uint8_t *p, size_t n) {
         {
                 SpaceBuf kv = {};
                 (void) space_kv_addf(&kv, "pid", "%d", (int) pid);
+                if (hold)
+                        (void) space_kv_add(&kv, "held", "1");
                 (void) channel_send_kv(c, SPACE_F_STARTED, id, &kv);
                 space_buf_done(&kv);
         }
@@ -425,8 +474,25 @@ void stream_input_eof(Channel *c, Stream *s) {
 void stream_credit(Stream *s, uint8_t fd, uint32_t n) {
         if (fd < 1 || fd > 2)
                 return;
-        if (space_credit_give(&s->out_credit[fd], n) < 0)
-                log_warn("stream %u: host returned more credit than the window on fd %u", s->id, fd);
+        /* Clamp, do not refuse: a restarted host re-grants a whole window (proto.h). */
+        space_credit_give_clamp(&s->out_credit[fd], n);
+}
+
+void stream_release(Channel *c, Stream *s) {
+        struct exec_failure f;
+        ssize_t l;
+
+        if (s->hold_fd < 0)
+                return;
+        (void) !write(s->hold_fd, "x", 1);
+        s->hold_fd = safe_close(s->hold_fd);
+        /* As for an EXEC without hold: short, it ends at the child's exec or failure. */
+        do
+                l = read(s->exec_err_fd, &f, sizeof f);
+        while (l < 0 && errno == EINTR);
+        s->exec_err_fd = safe_close(s->exec_err_fd);
+        if (l == (ssize_t) sizeof f)
+                send_exec_failure(c, s->id, &f, s->cwd, s->argv0 ? s->argv0 : "?");
 }
 
 void stream_signal(Stream *s, int sig) {
@@ -483,17 +549,41 @@ static void output_read(Channel *c, Stream *s, uint8_t fd) {
         (void) channel_send(c, SPACE_F_DATA, fd, s->id, buf, (size_t) n);
 }
 
-static void stream_maybe_finish(Channel *c, Stream *s) {
+static void send_exit(Channel *c, Stream *s) {
         SpaceBuf kv = {};
 
-        if (s->exit_sent || !s->reaped || s->fd_out >= 0 || s->fd_err >= 0)
-                return;
         if (WIFSIGNALED(s->status))
                 (void) space_kv_addf(&kv, "signal", "%d", WTERMSIG(s->status));
         else
                 (void) space_kv_addf(&kv, "code", "%d", WEXITSTATUS(s->status));
         (void) channel_send_kv(c, SPACE_F_EXIT, s->id, &kv);
         space_buf_done(&kv);
+}
+
+void stream_adopt(Channel *c, uint32_t id) {
+        Stream *s = stream_find(id);
+        SpaceBuf kv = {};
+
+        if (!s) {
+                channel_send_error(c, id, ESRCH, "no such stream");
+                return;
+        }
+        if (s->exit_sent) {
+                send_exit(c, s);
+                return;
+        }
+        /* The new host starts with a full stdin window, as at EXEC. */
+        space_credit_init(&s->in_credit);
+        (void) space_kv_addf(&kv, "pid", "%d", (int) s->pid);
+        (void) space_kv_add(&kv, "held", s->hold_fd >= 0 ? "1" : "0");
+        (void) channel_send_kv(c, SPACE_F_STARTED, id, &kv);
+        space_buf_done(&kv);
+}
+
+static void stream_maybe_finish(Channel *c, Stream *s) {
+        if (s->exit_sent || !s->reaped || s->fd_out >= 0 || s->fd_err >= 0)
+                return;
+        send_exit(c, s);
         s->exit_sent = true;
         /* The process is gone: nothing reads stdin any more. */
         input_closed(c, s);

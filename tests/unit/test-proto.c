@@ -307,6 +307,18 @@ static void test_credit(void) {
         ok(space_credit_take(&c, 1) == -ENOBUFS && c.available == 0, "take past the window -> ENOBUFS");
         ok(space_credit_give(&c, UINT32_MAX) == -EOVERFLOW, "give UINT32_MAX -> EOVERFLOW");
         ok(space_credit_take(&c, 0) == 0, "take 0 with no credit is fine");
+
+        /* The guest's side: a re-granted window clamps instead of failing. */
+        space_credit_give_clamp(&c, 1000);
+        ok(c.available == 1000, "clamp: give 1000 from 0");
+        space_credit_give_clamp(&c, SPACE_STREAM_WINDOW);
+        ok(c.available == SPACE_STREAM_WINDOW, "clamp: a full window on top stops at the window");
+        space_credit_give_clamp(&c, UINT32_MAX);
+        ok(c.available == SPACE_STREAM_WINDOW, "clamp: UINT32_MAX stays at the window");
+        ok(space_frame_type_to_string(SPACE_F_RELEASE) && streq(space_frame_type_to_string(SPACE_F_RELEASE), "RELEASE") &&
+           space_frame_type_to_string(SPACE_F_ADOPT) && streq(space_frame_type_to_string(SPACE_F_ADOPT), "ADOPT"),
+           "type names RELEASE and ADOPT");
+        ok(SPACE_F_RELEASE == 16, "RELEASE is frame type 16 (API.md)");
 }
 
 int main(void) {
