@@ -54,6 +54,11 @@ enum {
         OPT_DISK,
         OPT_TIMEOUT,
         OPT_JSON,
+        OPT_ASYNC,
+        OPT_DETACH_KEYS,
+        OPT_IDLE_TIMEOUT,
+        OPT_TTL,
+        OPT_ON_TIMEOUT,
 };
 
 /* ---- util.c ---- */
@@ -105,6 +110,10 @@ int cli_ensure_daemon(SpaceHttp *h);
 
 /* Prints JSON (formatted) and a newline to stdout. */
 int cli_print_json(const cJSON *j);
+/* Prints an object as "key: value" lines (nested objects as "key.subkey: value", null as "-"). */
+void cli_print_fields(const cJSON *o);
+/* Joins a JSON array of strings with spaces (for argv). */
+char *format_argv(const cJSON *argv);
 /* "3 minutes ago" for an RFC 3339 time, or the string itself when it does not parse. */
 char *format_age(const char *rfc3339, time_t now);
 /* "256 MiB", "2 GiB" */
@@ -132,6 +141,61 @@ int cli_signals_fd(void);
 /* Next signal number from the pipe, 0 when empty. */
 int cli_signals_next(void);
 
+/* Adds another signal (e.g. SIGWINCH) to the self-pipe. */
+int cli_signals_add(int sig);
+
+/* ---- terminal.c ---- */
+
+/* Saves fd's terminal settings (once) so that terminal_restore() can put them back; registers that with
+ * atexit() and for the fatal signals that bypass the self-pipe. */
+int terminal_save(int fd);
+/* terminal_save(), then raw mode. */
+int terminal_raw(int fd);
+/* Puts the saved settings back, if any (idempotent, async-signal-safe). */
+void terminal_restore(void);
+bool terminal_is_saved(void);
+/* -ENOTTY when fd is no terminal, -ENODATA when it reports no size. */
+int terminal_size(int fd, unsigned *ret_rows, unsigned *ret_cols);
+
+#define DETACH_KEYS_MAX 8U
+#define DETACH_KEYS_DEFAULT "ctrl-p,ctrl-q"
+typedef struct DetachKeys {
+        uint8_t keys[DETACH_KEYS_MAX];
+        size_t n;               /* 0: detaching is off */
+        size_t matched;         /* how many of keys the input so far ended with (held back) */
+} DetachKeys;
+
+/* Docker's syntax: "ctrl-p,ctrl-q"; "" turns detaching off. -EINVAL on a bad key. */
+int detach_keys_parse(const char *s, DetachKeys *ret);
+/* Copies in to out (room for n + DETACH_KEYS_MAX bytes) without the detach sequence; keys that may start it are
+ * held back until the next call shows whether they do. Returns the bytes in out; *ret_detach when the whole
+ * sequence was typed (the input after it is dropped). */
+size_t detach_keys_feed(DetachKeys *k, const uint8_t *in, size_t n, uint8_t *out, bool *ret_detach);
+
+/* ---- attach.c: the interactive stream loop of attach and exec -t ---- */
+
+typedef struct AttachOptions {
+        const char *ref;                /* the sandbox as the user named it (for messages) */
+        const char *processes_path;     /* /v1/sandboxes/<ref>/processes */
+        long pid;
+        const char *stream_path;        /* GET this SSE stream */
+        const char *last_event_id;      /* NULL: from the start */
+        const char *token;              /* attach token (session streams), NULL: the usual auth */
+        bool pty;                       /* the process has a pty: raw mode, resize */
+        bool forward_stdin;
+        bool readline;                  /* no pty and stdin a terminal: edit lines with readline */
+        bool resize_on_start;           /* attach: push our window size (and make full-screen programs redraw) */
+        bool detach_on_signal;          /* attach: SIGTERM/SIGHUP end the attachment; exec: they are forwarded */
+        DetachKeys detach;
+} AttachOptions;
+
+/* Runs until the process exits (returns its status like exec), the user detaches (prints "detached from
+ * SANDBOX PID", returns 0) or something fails (prints why, returns 125). Restores the terminal first. */
+int cli_attach(const AttachOptions *o);
+
+/* The exit status for an SSE error event or a refused request, after printing the message. */
+int cli_status_for_error(const char *code, const char *message);
+
 /* ---- the cores run combines ---- */
 
 typedef struct CreateOptions {
@@ -139,6 +203,10 @@ typedef struct CreateOptions {
         const char *name;
         unsigned long vcpu, memory_mib, disk_mib;       /* 0: the template's */
         cJSON *env;
+        bool idle_timeout_set;          /* else the daemon's default (spaced.conf idle_timeout) */
+        unsigned long idle_timeout;     /* seconds, 0: never suspend when idle */
+        unsigned long ttl;              /* seconds, 0: no time to live */
+        const char *on_timeout;         /* "remove" | "suspend", NULL: the daemon's default (remove) */
 } CreateOptions;
 
 /* Creates a sandbox and waits until it runs. *ret_id gets its id as soon as the daemon assigned one, even
@@ -148,6 +216,8 @@ int cli_create(const CreateOptions *o, char **ret_id);
 
 typedef struct ExecOptions {
         bool interactive;
+        bool tty;               /* -t: a pty, through a command session */
+        const char *detach_keys; /* NULL: DETACH_KEYS_DEFAULT */
         cJSON *env;
         const char *cwd;
         unsigned long timeout;  /* seconds, 0: none */
@@ -166,9 +236,13 @@ int cli_remove(const char *ref, bool force, bool print_id);
         { "name", required_argument, NULL, 'n' },                         \
         { "vcpu", required_argument, NULL, OPT_VCPU },                    \
         { "memory", required_argument, NULL, 'm' },                       \
-        { "disk", required_argument, NULL, OPT_DISK }
+        { "disk", required_argument, NULL, OPT_DISK },                    \
+        { "idle-timeout", required_argument, NULL, OPT_IDLE_TIMEOUT },    \
+        { "ttl", required_argument, NULL, OPT_TTL },                      \
+        { "on-timeout", required_argument, NULL, OPT_ON_TIMEOUT }
 #define EXEC_LONG_OPTIONS                                                 \
         { "interactive", no_argument, NULL, 'i' },                        \
+        { "tty", no_argument, NULL, 't' },                                \
         { "env", required_argument, NULL, 'e' },                          \
         { "workdir", required_argument, NULL, 'w' },                      \
         { "timeout", required_argument, NULL, OPT_TIMEOUT }
@@ -178,6 +252,32 @@ int create_option(int c, const char *arg, CreateOptions *o);
 int exec_option(int c, const char *arg, ExecOptions *o);
 /* Splits argv at the first "--": returns its index, or argc when there is none. */
 int cli_find_dashdash(int argc, char *argv[]);
+
+/* (cmd-create.c) Durations for --idle-timeout and --timeout: seconds, or with a suffix s, m, h, d. Usage error
+ * and < 0 on bad input. */
+int cli_parse_duration(const char *option, const char *s, unsigned long *ret);
+
+/* ---- lifecycle.c: the operations of pause, suspend, checkpoint, restore and fork ---- */
+
+typedef struct LifecycleRequest {
+        const char *method;             /* "POST" */
+        const char *path;
+        const cJSON *body;              /* NULL: no body */
+        bool async;                     /* print the operation's id instead of waiting */
+        const char *progress;           /* "suspending SB": a spinner with seconds on a terminal after 1 s; NULL: none */
+} LifecycleRequest;
+
+/* Starts an operation and, unless async, waits for it (no limit but the daemon's own). On success *ret_op
+ * (optional) gets the finished Operation, or NULL when async (its id was printed). Prints errors and returns
+ * < 0 on failure. */
+int cli_lifecycle(const LifecycleRequest *q, cJSON **ret_op);
+/* The whole verb for pause, resume, suspend and wake ([--async] [-q] SANDBOX...): POST .../ACTION for each one
+ * and print its id; progress (NULL: none) is the spinner's "-ing" word. Returns the exit status. */
+int cli_lifecycle_verb(int argc, char *argv[], const char *action, const char *progress);
+/* GET that prints nothing: 0 and the reply on 2xx, -ENOENT on 404, else < 0 (a transport failure is printed). */
+int cli_get_quiet(const char *path, SpaceHttpReply *ret);
+/* "/v1/checkpoints/<escaped ref><suffix>" */
+int cli_checkpoint_path(const char *ref, const char *suffix, char **ret);
 
 /* ---- verbs ---- */
 
@@ -189,6 +289,22 @@ int cmd_inspect(int argc, char *argv[]);
 int cmd_rm(int argc, char *argv[]);
 int cmd_template(int argc, char *argv[]);
 int cmd_version(int argc, char *argv[]);
+int cmd_attach(int argc, char *argv[]);
+int cmd_ps(int argc, char *argv[]);
+int cmd_kill(int argc, char *argv[]);
+int cmd_logs(int argc, char *argv[]);
+int cmd_op(int argc, char *argv[]);
+int cmd_info(int argc, char *argv[]);
+int cmd_key(int argc, char *argv[]);
+int cmd_pause(int argc, char *argv[]);
+int cmd_resume(int argc, char *argv[]);
+int cmd_suspend(int argc, char *argv[]);
+int cmd_wake(int argc, char *argv[]);
+int cmd_checkpoint(int argc, char *argv[]);
+int cmd_restore(int argc, char *argv[]);
+int cmd_fork(int argc, char *argv[]);
 
 extern const CliHelp cmd_create_help, cmd_exec_help, cmd_run_help, cmd_ls_help, cmd_inspect_help, cmd_rm_help,
-        cmd_template_help, cmd_version_help;
+        cmd_template_help, cmd_version_help, cmd_attach_help, cmd_ps_help, cmd_kill_help, cmd_logs_help,
+        cmd_op_help, cmd_info_help, cmd_key_help, cmd_pause_help, cmd_resume_help, cmd_suspend_help,
+        cmd_wake_help, cmd_checkpoint_help, cmd_restore_help, cmd_fork_help;

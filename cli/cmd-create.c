@@ -22,8 +22,50 @@ const CliHelp cmd_create_help = {
         "  -m, --memory MIB      memory in MiB, 64..65536 (default: the template's)\n"
         "      --disk MIB        writable disk in MiB, 64..1048576 (default: the template's)\n"
         "  -e, --env KEY=VALUE   environment of every process in the sandbox (repeatable)\n"
-        "  -h, --help            show this help\n",
+        "      --idle-timeout T  suspend the sandbox after T without use (0: never; default: spaced.conf's\n"
+        "                        idle_timeout, 6 h)\n"
+        "      --timeout T, --ttl T\n"
+        "                        time to live: remove (or, with --on-timeout suspend, suspend) the sandbox\n"
+        "                        T after it was created (default: none)\n"
+        "      --on-timeout remove|suspend\n"
+        "                        what --timeout does (default remove)\n"
+        "      --async           print the id of the create operation and return at once\n"
+        "                        (follow it with 'spacectl op wait OP')\n"
+        "  -h, --help            show this help\n"
+        "\n"
+        "Times T are seconds, or a number with a suffix s, m, h or d (90, 15m, 2h).\n",
 };
+
+int cli_parse_duration(const char *option, const char *s, unsigned long *ret) {
+        static const unsigned long max = 10UL * 365 * 86400; /* what spaced accepts */
+        unsigned long v, mult = 1;
+        char *end;
+
+        errno = 0;
+        v = strtoul(s, &end, 10);
+        if (end != s && *end && !end[1])
+                switch (*end) {
+                case 's':
+                        end++;
+                        break;
+                case 'm':
+                        mult = 60, end++;
+                        break;
+                case 'h':
+                        mult = 3600, end++;
+                        break;
+                case 'd':
+                        mult = 86400, end++;
+                        break;
+                }
+        if (!*s || end == s || *end || errno || s[0] == '-' || v > max / mult) {
+                (void) cli_usage_error("%s: '%s' is not a time: seconds, or a number with s, m, h or d, up to 10 years",
+                                       option, s);
+                return -EINVAL;
+        }
+        *ret = v * mult;
+        return 0;
+}
 
 int create_option(int c, const char *arg, CreateOptions *o) {
         int r;
@@ -45,6 +87,20 @@ int create_option(int c, const char *arg, CreateOptions *o) {
         case OPT_DISK:
                 r = cli_parse_ulong("--disk", arg, 64, 1048576, &o->disk_mib);
                 return r < 0 ? r : 1;
+        case OPT_IDLE_TIMEOUT:
+                r = cli_parse_duration("--idle-timeout", arg, &o->idle_timeout);
+                o->idle_timeout_set = r >= 0;
+                return r < 0 ? r : 1;
+        case OPT_TTL:
+                r = cli_parse_duration("--timeout", arg, &o->ttl);
+                return r < 0 ? r : 1;
+        case OPT_ON_TIMEOUT:
+                if (!streq(arg, "remove") && !streq(arg, "suspend")) {
+                        (void) cli_usage_error("--on-timeout: '%s' is neither remove nor suspend", arg);
+                        return -EINVAL;
+                }
+                o->on_timeout = arg;
+                return 1;
         }
         return 0;
 }
@@ -64,6 +120,12 @@ static cJSON *create_body(const CreateOptions *o) {
                 goto oom;
         if (o->disk_mib && !cJSON_AddNumberToObject(b, "disk_mib", (double) o->disk_mib))
                 goto oom;
+        if (o->idle_timeout_set && !cJSON_AddNumberToObject(b, "idle_timeout", (double) o->idle_timeout))
+                goto oom;
+        if (o->ttl && !cJSON_AddNumberToObject(b, "timeout", (double) o->ttl))
+                goto oom;
+        if (o->on_timeout && !cJSON_AddStringToObject(b, "on_timeout", o->on_timeout))
+                goto oom;
         if (o->env) {
                 cJSON *env = cJSON_Duplicate(o->env, true);
                 if (!env || !cJSON_AddItemToObject(b, "env", env)) {
@@ -75,6 +137,33 @@ static cJSON *create_body(const CreateOptions *o) {
 oom:
         cJSON_Delete(b);
         return NULL;
+}
+
+/* --async: start the create and print its operation's id. */
+static int create_async(const CreateOptions *o) {
+        SpaceHttpReply reply = {};
+        const char *op_id;
+        cJSON *body;
+        int r;
+
+        body = create_body(o);
+        if (!body) {
+                log_error("out of memory");
+                return EXIT_FAIL;
+        }
+        r = cli_call("POST", "/v1/sandboxes", body, &reply);
+        cJSON_Delete(body);
+        if (r < 0)
+                return EXIT_FAIL;
+        op_id = json_str(cJSON_GetObjectItemCaseSensitive(reply.json, "operation"), "id");
+        if (!op_id) {
+                log_error("the daemon started the create but did not say its operation");
+                space_http_reply_done(&reply);
+                return EXIT_FAIL;
+        }
+        printf("%s\n", op_id);
+        space_http_reply_done(&reply);
+        return fflush(stdout) == 0 ? 0 : EXIT_FAIL;
 }
 
 int cli_create(const CreateOptions *o, char **ret_id) {
@@ -118,10 +207,13 @@ int cmd_create(int argc, char *argv[]) {
         static const struct option options[] = {
                 { "help", no_argument, NULL, 'h' },
                 { "env", required_argument, NULL, 'e' },
+                { "async", no_argument, NULL, OPT_ASYNC },
+                { "timeout", required_argument, NULL, OPT_TTL }, /* run's --timeout is the command's */
                 CREATE_LONG_OPTIONS,
                 {}
         };
         CreateOptions o = {};
+        bool async = false;
         _cleanup_free_ char *id = NULL;
         int c, r;
 
@@ -136,6 +228,9 @@ int cmd_create(int argc, char *argv[]) {
                         r = cli_parse_env("--env", optarg, &o.env);
                         if (r < 0)
                                 goto usage;
+                        break;
+                case OPT_ASYNC:
+                        async = true;
                         break;
                 case '?':
                 case ':':
@@ -153,6 +248,12 @@ int cmd_create(int argc, char *argv[]) {
         }
         if (optind < argc)
                 o.template_name = argv[optind];
+
+        if (async) {
+                r = create_async(&o);
+                cJSON_Delete(o.env);
+                return r;
+        }
 
         r = cli_create(&o, &id);
         cJSON_Delete(o.env);

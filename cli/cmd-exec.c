@@ -29,6 +29,10 @@ const CliHelp cmd_exec_help = {
         .options =
         "Options:\n"
         "  -i, --interactive     forward stdin to the command (otherwise it reads nothing)\n"
+        "  -t, --tty             give the command a terminal (a pty); with -i the local terminal is put in\n"
+        "                        raw mode and its window size followed\n"
+        "      --detach-keys K   with -it, the keys that detach and leave the command running\n"
+        "                        (default: ctrl-p,ctrl-q; \"\" turns detaching off)\n"
         "  -e, --env KEY=VALUE   set an environment variable for the command (repeatable)\n"
         "  -w, --workdir DIR     working directory of the command\n"
         "      --timeout SECS    kill the command after SECS seconds (exit status 124)\n"
@@ -36,7 +40,8 @@ const CliHelp cmd_exec_help = {
         "\n"
         "SANDBOX is an id, a unique prefix of one, or a name. Exit status: the command's; 128+N when signal N\n"
         "killed it; 124 timeout; 125 spacectl or spaced failed (also for usage errors); 126 not executable;\n"
-        "127 command not found. Ctrl-C is forwarded to the command (the third one sends SIGKILL).\n",
+        "127 command not found. Ctrl-C is forwarded to the command (the third one sends SIGKILL). After a\n"
+        "detach the exit status is 0; 'spacectl attach SANDBOX PID' goes back to the command.\n",
 };
 
 typedef struct ExecState {
@@ -63,6 +68,20 @@ int exec_option(int c, const char *arg, ExecOptions *o) {
         case 'i':
                 o->interactive = true;
                 return 1;
+        case 't':
+                o->tty = true;
+                return 1;
+        case OPT_DETACH_KEYS: {
+                DetachKeys k;
+
+                if (detach_keys_parse(arg, &k) < 0) {
+                        (void) cli_usage_error("--detach-keys: '%s' is not like 'ctrl-p,ctrl-q' (at most %u keys)",
+                                               arg, DETACH_KEYS_MAX);
+                        return -EINVAL;
+                }
+                o->detach_keys = arg;
+                return 1;
+        }
         case 'e':
                 r = cli_parse_env("--env", arg, &o->env);
                 return r < 0 ? r : 1;
@@ -302,19 +321,6 @@ static int on_event(const char *event, const char *data, size_t len, const char 
         return 0;
 }
 
-static int status_for_error(const char *code, const char *message) {
-        if (message)
-                log_error("%s", message);
-        else
-                log_error("spaced failed to run the command (%s)", code ?: "no reason given");
-        if (streq_ptr(code, "command_not_found"))
-                return EXIT_COMMAND_NOT_FOUND;
-        /* like a shell (and docker exec): the command could not be invoked */
-        if (streq_ptr(code, "permission_denied") || streq_ptr(code, "invalid_cwd"))
-                return EXIT_CANNOT_EXECUTE;
-        return EXIT_SPACECTL;
-}
-
 static cJSON *exec_body(const ExecOptions *o) {
         cJSON *b = cJSON_CreateObject(), *argv;
 
@@ -349,12 +355,70 @@ oom:
         return NULL;
 }
 
+/* exec -t: a command session with a pty, then the interactive loop on its stream. */
+static int exec_tty(const char *ref, const ExecOptions *o) {
+        _cleanup_free_ char *processes_path = NULL, *sessions_path = NULL, *stream_url = NULL, *token = NULL;
+        AttachOptions ao = {
+                .ref = ref,
+                .pty = true,
+                .forward_stdin = o->interactive,
+        };
+        SpaceHttpReply reply = {};
+        unsigned rows = 24, cols = 80;
+        cJSON *body;
+        double pid;
+        int r;
+
+        if (detach_keys_parse(o->detach_keys ?: DETACH_KEYS_DEFAULT, &ao.detach) < 0)
+                return cli_usage_error("bad --detach-keys");
+        if (terminal_size(STDOUT_FILENO, &rows, &cols) < 0)
+                (void) terminal_size(STDIN_FILENO, &rows, &cols);
+
+        r = cli_sandbox_path(ref, "/processes", &processes_path);
+        if (r >= 0)
+                r = cli_sandbox_path(ref, "/sessions", &sessions_path);
+        body = r >= 0 ? exec_body(o) : NULL;
+        if (!body || !cJSON_AddBoolToObject(body, "pty", true) ||
+            !cJSON_AddNumberToObject(body, "rows", rows) || !cJSON_AddNumberToObject(body, "cols", cols)) {
+                cJSON_Delete(body);
+                log_error("out of memory");
+                return EXIT_SPACECTL;
+        }
+        r = cli_call("POST", sessions_path, body, &reply);
+        cJSON_Delete(body);
+        if (r < 0)
+                return EXIT_SPACECTL;
+
+        if (!json_num(reply.json, "pid", &pid) || pid < 0 || pid > 1e15 || !json_str(reply.json, "stream_url") ||
+            !json_str(reply.json, "attach_token")) {
+                log_error("spaced answered the session request without pid, stream_url or attach_token");
+                space_http_reply_done(&reply);
+                return EXIT_SPACECTL;
+        }
+        stream_url = strdup(json_str(reply.json, "stream_url"));
+        token = strdup(json_str(reply.json, "attach_token"));
+        space_http_reply_done(&reply);
+        if (!stream_url || !token) {
+                log_error("out of memory");
+                return EXIT_SPACECTL;
+        }
+
+        ao.processes_path = processes_path;
+        ao.pid = (long) pid;
+        ao.stream_path = stream_url;
+        ao.token = token;
+        return cli_attach(&ao);
+}
+
 int cli_exec(const char *ref, const ExecOptions *o) {
         ExecState st = { .o = o, .pid = -1 };
         SpaceHttpReply reply = {};
         SpaceHttp *h;
         cJSON *body = NULL;
         int r, status;
+
+        if (o->tty)
+                return exec_tty(ref, o);
 
         h = cli_http();
         if (!h)
@@ -388,7 +452,7 @@ int cli_exec(const char *ref, const ExecOptions *o) {
                         cli_log_transport_error(h, r);
                 status = EXIT_SPACECTL;
         } else if (!space_http_reply_ok(&reply))
-                status = status_for_error(reply.error_code, reply.error_message);
+                status = cli_status_for_error(reply.error_code, reply.error_message);
         else if (st.exited) {
                 if (st.timed_out)
                         status = EXIT_TIMEDOUT;
@@ -399,7 +463,7 @@ int cli_exec(const char *ref, const ExecOptions *o) {
                 if (st.output_failed)
                         status = EXIT_SPACECTL;
         } else if (st.error_code || st.error_message)
-                status = status_for_error(st.error_code, st.error_message);
+                status = cli_status_for_error(st.error_code, st.error_message);
         else {
                 log_error("the connection to spaced ended before the command exited; "
                           "is spaced still running? see spaced(8)");
@@ -424,6 +488,7 @@ int cmd_exec(int argc, char *argv[]) {
         static const struct option options[] = {
                 { "help", no_argument, NULL, 'h' },
                 EXEC_LONG_OPTIONS,
+                { "detach-keys", required_argument, NULL, OPT_DETACH_KEYS },
                 {}
         };
         ExecOptions o = {};
@@ -436,7 +501,7 @@ int cmd_exec(int argc, char *argv[]) {
         end = dd < argc ? dd : argc;
 
         opterr = 0;
-        while ((c = getopt_long(end, argv, dd < argc ? ":hie:w:" : "+:hie:w:", options, NULL)) >= 0) {
+        while ((c = getopt_long(end, argv, dd < argc ? ":hite:w:" : "+:hite:w:", options, NULL)) >= 0) {
                 switch (c) {
                 case 'h':
                         cli_print_help(cli_verb, stdout);

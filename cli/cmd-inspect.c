@@ -23,38 +23,6 @@ const CliHelp cmd_inspect_help = {
         "Text output is one 'key: value' line per field; nested objects as 'key.subkey: value'.\n",
 };
 
-static void print_value(const char *prefix, const cJSON *v) {
-        const cJSON *c;
-
-        if (cJSON_IsObject(v)) {
-                cJSON_ArrayForEach(c, v) {
-                        _cleanup_free_ char *key = NULL;
-
-                        if (asprintf(&key, "%s.%s", prefix, c->string) < 0)
-                                return;
-                        print_value(key, c);
-                }
-                return;
-        }
-
-        printf("%s: ", prefix);
-        if (cJSON_IsString(v))
-                fputs(v->valuestring, stdout);
-        else if (cJSON_IsNull(v))
-                fputs("-", stdout);
-        else if (cJSON_IsTrue(v))
-                fputs("true", stdout);
-        else if (cJSON_IsFalse(v))
-                fputs("false", stdout);
-        else if (cJSON_IsNumber(v) && v->valuedouble == (double) (long long) v->valuedouble)
-                printf("%lld", (long long) v->valuedouble);
-        else {
-                _cleanup_free_ char *s = cJSON_PrintUnformatted(v);
-                fputs(s ?: "?", stdout);
-        }
-        fputc('\n', stdout);
-}
-
 int cmd_inspect(int argc, char *argv[]) {
         static const struct option options[] = {
                 { "help", no_argument, NULL, 'h' },
@@ -63,7 +31,6 @@ int cmd_inspect(int argc, char *argv[]) {
         };
         _cleanup_free_ char *path = NULL;
         SpaceHttpReply reply = {};
-        const cJSON *c;
         bool json = false;
         int opt, r;
 
@@ -101,8 +68,7 @@ int cmd_inspect(int argc, char *argv[]) {
         if (json)
                 r = cli_print_json(reply.json);
         else
-                cJSON_ArrayForEach(c, reply.json)
-                        print_value(c->string, c);
+                cli_print_fields(reply.json);
         space_http_reply_done(&reply);
         return r < 0 || fflush(stdout) != 0 ? EXIT_FAIL : 0;
 }

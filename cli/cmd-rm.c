@@ -16,11 +16,12 @@
 #define DELETE_WAIT_SEC 60
 
 const CliHelp cmd_rm_help = {
-        .synopsis = "rm [-f] SANDBOX...",
+        .synopsis = "rm [-f] [--async] SANDBOX...",
         .summary = "Remove sandboxes and print the id of each one removed",
         .options =
         "Options:\n"
         "  -f, --force   remove running sandboxes too (stops them first)\n"
+        "      --async   print the id of each delete operation instead of waiting for it\n"
         "  -h, --help    show this help\n"
         "\n"
         "All SANDBOXes are tried; the exit status is 1 when any of them could not be removed.\n",
@@ -66,13 +67,41 @@ int cli_remove(const char *ref, bool force, bool print_id) {
         return 0;
 }
 
+/* --async: start the delete and print its operation's id. */
+static int remove_async(const char *ref, bool force) {
+        _cleanup_free_ char *base = NULL, *path = NULL;
+        SpaceHttpReply reply = {};
+        const char *op_id;
+        int r;
+
+        r = cli_sandbox_path(ref, NULL, &base);
+        if (r < 0 || asprintf(&path, "%s%s", base, force ? "?force=1" : "") < 0) {
+                log_error("out of memory");
+                return -ENOMEM;
+        }
+        r = cli_call("DELETE", path, NULL, &reply);
+        if (r < 0)
+                return r;
+        op_id = json_str(cJSON_GetObjectItemCaseSensitive(reply.json, "operation"), "id");
+        if (!op_id) {
+                log_error("the daemon started removing %s but did not say its operation", ref);
+                space_http_reply_done(&reply);
+                return -EBADMSG;
+        }
+        printf("%s\n", op_id);
+        fflush(stdout);
+        space_http_reply_done(&reply);
+        return 0;
+}
+
 int cmd_rm(int argc, char *argv[]) {
         static const struct option options[] = {
                 { "help", no_argument, NULL, 'h' },
                 { "force", no_argument, NULL, 'f' },
+                { "async", no_argument, NULL, OPT_ASYNC },
                 {}
         };
-        bool force = false, failed = false;
+        bool force = false, failed = false, async = false;
         int c;
 
         opterr = 0;
@@ -83,6 +112,9 @@ int cmd_rm(int argc, char *argv[]) {
                         return 0;
                 case 'f':
                         force = true;
+                        break;
+                case OPT_ASYNC:
+                        async = true;
                         break;
                 default:
                         return cli_bad_option(c, argv);
@@ -97,7 +129,7 @@ int cmd_rm(int argc, char *argv[]) {
                         failed = true;
                         continue;
                 }
-                if (cli_remove(argv[i], force, true) < 0) {
+                if ((async ? remove_async(argv[i], force) : cli_remove(argv[i], force, true)) < 0) {
                         failed = true;
                         if (!cli_http())
                                 break; /* no daemon: the rest would fail the same way */

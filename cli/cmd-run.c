@@ -24,6 +24,7 @@ const CliHelp cmd_run_help = {
         "  -m, --memory MIB      memory in MiB, 64..65536\n"
         "      --disk MIB        writable disk in MiB, 64..1048576\n"
         "  -i, --interactive     forward stdin to the command\n"
+        "  -t, --tty             give the command a terminal (a pty)\n"
         "  -e, --env KEY=VALUE   set an environment variable for the command (repeatable)\n"
         "  -w, --workdir DIR     working directory of the command\n"
         "      --timeout SECS    kill the command after SECS seconds (exit status 124)\n"
@@ -41,7 +42,8 @@ int cmd_run(int argc, char *argv[]) {
                 {}
         };
         CreateOptions co = {};
-        ExecOptions eo = {};
+        /* The sandbox goes away with the command: nothing to detach from. */
+        ExecOptions eo = { .detach_keys = "" };
         _cleanup_free_ char *id = NULL;
         int dd, end, c, r, status;
         SpaceHttp *h;
@@ -50,7 +52,7 @@ int cmd_run(int argc, char *argv[]) {
         end = dd < argc ? dd : argc;
 
         opterr = 0;
-        while ((c = getopt_long(end, argv, dd < argc ? ":hn:m:ie:w:" : "+:hn:m:ie:w:", options, NULL)) >= 0) {
+        while ((c = getopt_long(end, argv, dd < argc ? ":hn:m:ite:w:" : "+:hn:m:ite:w:", options, NULL)) >= 0) {
                 switch (c) {
                 case 'h':
                         cli_print_help(cli_verb, stdout);

@@ -22,6 +22,67 @@ int cli_print_json(const cJSON *j) {
         return 0;
 }
 
+static void print_value(const char *prefix, const cJSON *v) {
+        const cJSON *c;
+
+        if (cJSON_IsObject(v)) {
+                cJSON_ArrayForEach(c, v) {
+                        _cleanup_free_ char *key = NULL;
+
+                        if (asprintf(&key, "%s.%s", prefix, c->string) < 0)
+                                return;
+                        print_value(key, c);
+                }
+                return;
+        }
+
+        printf("%s: ", prefix);
+        if (cJSON_IsString(v))
+                fputs(v->valuestring, stdout);
+        else if (cJSON_IsNull(v))
+                fputs("-", stdout);
+        else if (cJSON_IsTrue(v))
+                fputs("true", stdout);
+        else if (cJSON_IsFalse(v))
+                fputs("false", stdout);
+        else if (cJSON_IsNumber(v) && v->valuedouble == (double) (long long) v->valuedouble)
+                printf("%lld", (long long) v->valuedouble);
+        else {
+                _cleanup_free_ char *s = cJSON_PrintUnformatted(v);
+                fputs(s ?: "?", stdout);
+        }
+        fputc('\n', stdout);
+}
+
+void cli_print_fields(const cJSON *o) {
+        const cJSON *c;
+
+        cJSON_ArrayForEach(c, o)
+                print_value(c->string, c);
+}
+
+char *format_argv(const cJSON *argv) {
+        size_t len = 0;
+        const cJSON *a;
+        char *s, *p;
+
+        cJSON_ArrayForEach(a, argv)
+                if (cJSON_IsString(a))
+                        len += strlen(a->valuestring) + 1;
+        s = malloc(len + 1);
+        if (!s)
+                return NULL;
+        p = s;
+        cJSON_ArrayForEach(a, argv)
+                if (cJSON_IsString(a)) {
+                        if (p != s)
+                                *p++ = ' ';
+                        p = stpcpy(p, a->valuestring);
+                }
+        *p = 0;
+        return s;
+}
+
 char *format_age(const char *rfc3339, time_t now) {
         struct tm tm = {};
         const char *rest;

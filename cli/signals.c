@@ -41,6 +41,15 @@ int cli_signals_install(void) {
         return 0;
 }
 
+int cli_signals_add(int sig) {
+        struct sigaction sa = { .sa_handler = on_signal, .sa_flags = SA_RESTART };
+
+        if (signal_pipe[0] < 0)
+                return -EBADF;
+        sigemptyset(&sa.sa_mask);
+        return sigaction(sig, &sa, NULL) < 0 ? -errno : 0;
+}
+
 int cli_signals_fd(void) {
         return signal_pipe[0];
 }

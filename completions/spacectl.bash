@@ -10,12 +10,30 @@ _spacectl_templates() {
     SPACE_NO_AUTOSTART=1 command spacectl template ls --quiet 2>/dev/null
 }
 
+_spacectl_pids() {
+    SPACE_NO_AUTOSTART=1 command spacectl ps "$1" 2>/dev/null | awk 'NR > 1 { print $1 }'
+}
+
+_spacectl_ops() {
+    SPACE_NO_AUTOSTART=1 command spacectl op ls 2>/dev/null | awk 'NR > 1 { print $1 }'
+}
+
+_spacectl_checkpoints() {
+    SPACE_NO_AUTOSTART=1 command spacectl checkpoint ls --quiet 2>/dev/null
+    SPACE_NO_AUTOSTART=1 command spacectl checkpoint ls 2>/dev/null | awk 'NR > 1 && $2 != "-" { print $2 }'
+}
+
+_spacectl_keys() {
+    SPACE_NO_AUTOSTART=1 command spacectl key ls --quiet 2>/dev/null
+}
+
 _spacectl() {
     local cur=${COMP_WORDS[COMP_CWORD]} prev=${COMP_WORDS[COMP_CWORD-1]}
-    local verbs="create exec run ls inspect rm template version help"
-    local create_opts="--name --vcpu --memory --disk --env --help"
-    local exec_opts="--interactive --env --workdir --timeout --help"
-    local verb i word npos=0
+    local verbs="create exec run ls inspect rm pause resume suspend wake checkpoint restore fork attach ps kill logs op info key template version help"
+    local create_opts="--name --vcpu --memory --disk --env --idle-timeout --ttl --on-timeout --help"
+    local exec_opts="--interactive --tty --env --workdir --timeout --help"
+    local signals="TERM INT HUP KILL QUIT USR1 USR2 STOP CONT WINCH"
+    local verb i word npos=0 sandbox=
 
     if [[ $COMP_CWORD -eq 1 ]]; then
         COMPREPLY=($(compgen -W "$verbs --help --version" -- "$cur"))
@@ -34,10 +52,11 @@ _spacectl() {
         fi
         if [[ $word == -* ]]; then
             case $word in
-                -n|--name|--vcpu|-m|--memory|--disk|-e|--env|-w|--workdir|--timeout) ((i++)) ;;
+                -n|--name|--vcpu|-m|--memory|--disk|-e|--env|-w|--workdir|--timeout|--detach-keys|-s|--signal|--sandbox|--idle-timeout|--ttl|--on-timeout|--count) ((i++)) ;;
             esac
             continue
         fi
+        [[ $npos -eq 0 ]] && sandbox=$word
         ((npos++))
     done
 
@@ -46,7 +65,19 @@ _spacectl() {
             compopt -o nospace 2>/dev/null
             COMPREPLY=($(compgen -e -S = -- "$cur"))
             return ;;
-        -n|--name|--vcpu|-m|--memory|--disk|-w|--workdir|--timeout)
+        -s|--signal)
+            COMPREPLY=($(compgen -W "$signals" -- "$cur"))
+            return ;;
+        --detach-keys)
+            COMPREPLY=($(compgen -W "ctrl-p,ctrl-q ctrl-a,d ''" -- "$cur"))
+            return ;;
+        --sandbox)
+            COMPREPLY=($(compgen -W "$(_spacectl_sandboxes)" -- "$cur"))
+            return ;;
+        --on-timeout)
+            COMPREPLY=($(compgen -W "remove suspend" -- "$cur"))
+            return ;;
+        -n|--name|--vcpu|-m|--memory|--disk|-w|--workdir|--timeout|--idle-timeout|--ttl|--count)
             COMPREPLY=()
             return ;;
     esac
@@ -54,17 +85,61 @@ _spacectl() {
     case $verb in
         create)
             if [[ $cur == -* ]]; then
-                COMPREPLY=($(compgen -W "$create_opts" -- "$cur"))
+                COMPREPLY=($(compgen -W "$create_opts --timeout --async" -- "$cur"))
             elif [[ $npos -eq 0 ]]; then
                 COMPREPLY=($(compgen -W "$(_spacectl_templates)" -- "$cur"))
             fi ;;
         exec)
             if [[ $cur == -* ]]; then
-                COMPREPLY=($(compgen -W "$exec_opts --" -- "$cur"))
+                COMPREPLY=($(compgen -W "$exec_opts --detach-keys --" -- "$cur"))
             elif [[ $npos -eq 0 ]]; then
                 COMPREPLY=($(compgen -W "$(_spacectl_sandboxes)" -- "$cur"))
             else
                 COMPREPLY=($(compgen -W "--" -- "$cur"))
+            fi ;;
+        attach|logs|kill)
+            local opts="--help"
+            [[ $verb == attach ]] && opts="--detach-keys --no-stdin --help"
+            [[ $verb == logs ]] && opts="--follow --help"
+            [[ $verb == kill ]] && opts="--signal --help"
+            if [[ $cur == -* ]]; then
+                COMPREPLY=($(compgen -W "$opts" -- "$cur"))
+            elif [[ $npos -eq 0 ]]; then
+                COMPREPLY=($(compgen -W "$(_spacectl_sandboxes)" -- "$cur"))
+            elif [[ $npos -eq 1 ]]; then
+                COMPREPLY=($(compgen -W "$(_spacectl_pids "$sandbox")" -- "$cur"))
+            fi ;;
+        ps)
+            if [[ $cur == -* ]]; then
+                COMPREPLY=($(compgen -W "--json --help" -- "$cur"))
+            elif [[ $npos -eq 0 ]]; then
+                COMPREPLY=($(compgen -W "$(_spacectl_sandboxes)" -- "$cur"))
+            fi ;;
+        op)
+            if [[ $npos -eq 0 && $cur != -* ]]; then
+                COMPREPLY=($(compgen -W "ls show wait" -- "$cur"))
+            elif [[ $cur == -* ]]; then
+                case $sandbox in
+                    ls) COMPREPLY=($(compgen -W "--json --sandbox --help" -- "$cur")) ;;
+                    show) COMPREPLY=($(compgen -W "--json --help" -- "$cur")) ;;
+                    wait) COMPREPLY=($(compgen -W "--timeout --help" -- "$cur")) ;;
+                esac
+            elif [[ $npos -eq 1 && ( $sandbox == show || $sandbox == wait ) ]]; then
+                COMPREPLY=($(compgen -W "$(_spacectl_ops)" -- "$cur"))
+            fi ;;
+        info)
+            COMPREPLY=($(compgen -W "--json --help" -- "$cur")) ;;
+        key)
+            if [[ $npos -eq 0 && $cur != -* ]]; then
+                COMPREPLY=($(compgen -W "create ls rm" -- "$cur"))
+            elif [[ $cur == -* ]]; then
+                case $sandbox in
+                    create) COMPREPLY=($(compgen -W "--name --help" -- "$cur")) ;;
+                    ls) COMPREPLY=($(compgen -W "--json --quiet --help" -- "$cur")) ;;
+                    rm) COMPREPLY=($(compgen -W "--help" -- "$cur")) ;;
+                esac
+            elif [[ $sandbox == rm ]]; then
+                COMPREPLY=($(compgen -W "$(_spacectl_keys)" -- "$cur"))
             fi ;;
         run)
             if [[ $cur == -* ]]; then
@@ -82,9 +157,43 @@ _spacectl() {
             fi ;;
         rm)
             if [[ $cur == -* ]]; then
-                COMPREPLY=($(compgen -W "--force --help" -- "$cur"))
+                COMPREPLY=($(compgen -W "--force --async --help" -- "$cur"))
             else
                 COMPREPLY=($(compgen -W "$(_spacectl_sandboxes)" -- "$cur"))
+            fi ;;
+        pause|resume|suspend|wake)
+            if [[ $cur == -* ]]; then
+                local opts="--async --help"
+                [[ $verb == suspend || $verb == wake ]] && opts="--async --quiet --help"
+                COMPREPLY=($(compgen -W "$opts" -- "$cur"))
+            else
+                COMPREPLY=($(compgen -W "$(_spacectl_sandboxes)" -- "$cur"))
+            fi ;;
+        checkpoint)
+            if [[ $npos -eq 0 && $cur != -* ]]; then
+                COMPREPLY=($(compgen -W "ls rm $(_spacectl_sandboxes)" -- "$cur"))
+            elif [[ $cur == -* ]]; then
+                case $sandbox in
+                    ls) COMPREPLY=($(compgen -W "--json --quiet --sandbox --help" -- "$cur")) ;;
+                    rm) COMPREPLY=($(compgen -W "--help" -- "$cur")) ;;
+                    *) COMPREPLY=($(compgen -W "--name --async --quiet --help" -- "$cur")) ;;
+                esac
+            elif [[ $sandbox == rm ]]; then
+                COMPREPLY=($(compgen -W "$(_spacectl_checkpoints)" -- "$cur"))
+            fi ;;
+        restore)
+            if [[ $cur == -* ]]; then
+                COMPREPLY=($(compgen -W "--async --help" -- "$cur"))
+            elif [[ $npos -eq 0 ]]; then
+                COMPREPLY=($(compgen -W "$(_spacectl_sandboxes)" -- "$cur"))
+            elif [[ $npos -eq 1 ]]; then
+                COMPREPLY=($(compgen -W "$(_spacectl_checkpoints)" -- "$cur"))
+            fi ;;
+        fork)
+            if [[ $cur == -* ]]; then
+                COMPREPLY=($(compgen -W "--count --async --quiet --help" -- "$cur"))
+            elif [[ $npos -eq 0 ]]; then
+                COMPREPLY=($(compgen -W "$(_spacectl_sandboxes) $(_spacectl_checkpoints)" -- "$cur"))
             fi ;;
         template)
             if [[ $npos -eq 0 && $cur != -* ]]; then

@@ -23,7 +23,7 @@ function __spacectl_no_positional
         switch $t
             case -- '--'
                 return 1
-            case -n --name --vcpu -m --memory --disk -e --env -w --workdir --timeout
+            case -n --name --vcpu -m --memory --disk -e --env -w --workdir --timeout -s --signal --detach-keys --idle-timeout --ttl --on-timeout --count
                 set skip 1
             case '-*'
             case '*'
@@ -33,11 +33,79 @@ function __spacectl_no_positional
     return 0
 end
 
+# The first positional argument after the verb (the sandbox), for process ids.
+function __spacectl_first_arg
+    set -l tokens (commandline -opc)
+    set -e tokens[1..2]
+    set -l skip 0
+    for t in $tokens
+        if test $skip -eq 1
+            set skip 0
+            continue
+        end
+        switch $t
+            case -s --signal --detach-keys
+                set skip 1
+            case '-*'
+            case '*'
+                echo $t
+                return 0
+        end
+    end
+    return 1
+end
+
+# True when exactly one positional argument (the sandbox) precedes the cursor.
+function __spacectl_one_positional
+    set -l tokens (commandline -opc)
+    set -e tokens[1..2]
+    set -l skip 0
+    set -l n 0
+    for t in $tokens
+        if test $skip -eq 1
+            set skip 0
+            continue
+        end
+        switch $t
+            case -s --signal --detach-keys
+                set skip 1
+            case '-*'
+            case '*'
+                set n (math $n + 1)
+        end
+    end
+    test $n -eq 1
+end
+
+function __spacectl_pids
+    set -l sb (__spacectl_first_arg); or return
+    env SPACE_NO_AUTOSTART=1 spacectl ps $sb 2>/dev/null | awk 'NR > 1 { print $1 }'
+end
+
+function __spacectl_ops
+    env SPACE_NO_AUTOSTART=1 spacectl op ls 2>/dev/null | awk 'NR > 1 { print $1 }'
+end
+
+function __spacectl_checkpoints
+    env SPACE_NO_AUTOSTART=1 spacectl checkpoint ls 2>/dev/null | awk 'NR > 1 { print $1; if ($2 != "-") print $2 }'
+end
+
+function __spacectl_keys
+    env SPACE_NO_AUTOSTART=1 spacectl key ls --quiet 2>/dev/null
+end
+
+# True when the verb (the first word after spacectl) is one of the arguments; unlike
+# __fish_seen_subcommand_from, sub-verbs such as "key rm" or "op ls" do not count.
+function __spacectl_verb_is
+    set -l tokens (commandline -opc)
+    test (count $tokens) -ge 2; and contains -- $tokens[2] $argv
+end
+
 function __spacectl_after_dashdash
     contains -- -- (commandline -opc)
 end
 
-set -l verbs create exec run ls inspect rm template version help
+set -l verbs create exec run ls inspect rm pause resume suspend wake checkpoint restore fork attach ps kill logs op info key template version help
 
 complete -c spacectl -f
 complete -c spacectl -n "not __fish_seen_subcommand_from $verbs" -s h -l help -d 'Show help'
@@ -48,6 +116,20 @@ complete -c spacectl -n "not __fish_seen_subcommand_from $verbs" -a run -d 'Run 
 complete -c spacectl -n "not __fish_seen_subcommand_from $verbs" -a ls -d 'List sandboxes'
 complete -c spacectl -n "not __fish_seen_subcommand_from $verbs" -a inspect -d 'Show one sandbox'
 complete -c spacectl -n "not __fish_seen_subcommand_from $verbs" -a rm -d 'Remove sandboxes'
+complete -c spacectl -n "not __fish_seen_subcommand_from $verbs" -a pause -d 'Stop the CPUs of sandboxes (memory stays)'
+complete -c spacectl -n "not __fish_seen_subcommand_from $verbs" -a resume -d 'Let paused sandboxes run again'
+complete -c spacectl -n "not __fish_seen_subcommand_from $verbs" -a suspend -d 'Write sandboxes to disk, free their memory'
+complete -c spacectl -n "not __fish_seen_subcommand_from $verbs" -a wake -d 'Bring suspended sandboxes back'
+complete -c spacectl -n "not __fish_seen_subcommand_from $verbs" -a checkpoint -d 'Take, list and remove checkpoints'
+complete -c spacectl -n "not __fish_seen_subcommand_from $verbs" -a restore -d 'Put a sandbox back to a checkpoint'
+complete -c spacectl -n "not __fish_seen_subcommand_from $verbs" -a fork -d 'Make N sandboxes from a sandbox or checkpoint'
+complete -c spacectl -n "not __fish_seen_subcommand_from $verbs" -a attach -d 'Attach to a running process'
+complete -c spacectl -n "not __fish_seen_subcommand_from $verbs" -a ps -d 'List the processes of a sandbox'
+complete -c spacectl -n "not __fish_seen_subcommand_from $verbs" -a kill -d 'Send a signal to a process'
+complete -c spacectl -n "not __fish_seen_subcommand_from $verbs" -a logs -d 'Print the output of a process'
+complete -c spacectl -n "not __fish_seen_subcommand_from $verbs" -a op -d 'List, show and wait for operations'
+complete -c spacectl -n "not __fish_seen_subcommand_from $verbs" -a info -d 'Show the daemon'
+complete -c spacectl -n "not __fish_seen_subcommand_from $verbs" -a key -d 'Create, list and revoke API keys'
 complete -c spacectl -n "not __fish_seen_subcommand_from $verbs" -a template -d 'Work with templates'
 complete -c spacectl -n "not __fish_seen_subcommand_from $verbs" -a version -d 'Show client and daemon versions'
 complete -c spacectl -n "not __fish_seen_subcommand_from $verbs" -a help -d 'Show help for a verb'
@@ -61,27 +143,99 @@ for v in create run
     complete -c spacectl -n "__fish_seen_subcommand_from $v; and not __spacectl_after_dashdash" -l vcpu -x -d 'Virtual CPUs'
     complete -c spacectl -n "__fish_seen_subcommand_from $v; and not __spacectl_after_dashdash" -s m -l memory -x -d 'Memory in MiB'
     complete -c spacectl -n "__fish_seen_subcommand_from $v; and not __spacectl_after_dashdash" -l disk -x -d 'Writable disk in MiB'
+    complete -c spacectl -n "__fish_seen_subcommand_from $v; and not __spacectl_after_dashdash" -l idle-timeout -x -d 'Suspend after this long unused (0: never)'
+    complete -c spacectl -n "__fish_seen_subcommand_from $v; and not __spacectl_after_dashdash" -l ttl -x -d 'Time to live'
+    complete -c spacectl -n "__fish_seen_subcommand_from $v; and not __spacectl_after_dashdash" -l on-timeout -x -a 'remove suspend' -d 'What the time to live does'
     complete -c spacectl -n "__fish_seen_subcommand_from $v; and __spacectl_no_positional" -a '(__spacectl_templates)' -d 'Template'
 end
+complete -c spacectl -n "__spacectl_verb_is create" -l timeout -x -d 'Time to live (like --ttl)'
+complete -c spacectl -n "__fish_seen_subcommand_from create" -l async -d 'Print the operation id and return at once'
 complete -c spacectl -n "__fish_seen_subcommand_from create" -s e -l env -x -a '(set -n | string replace -r \'$\' =)' -d 'Environment of every process'
 
 # exec and run: process options
 for v in exec run
     complete -c spacectl -n "__fish_seen_subcommand_from $v; and not __spacectl_after_dashdash" -s i -l interactive -d 'Forward stdin to the command'
+    complete -c spacectl -n "__fish_seen_subcommand_from $v; and not __spacectl_after_dashdash" -s t -l tty -d 'Give the command a terminal (pty)'
     complete -c spacectl -n "__fish_seen_subcommand_from $v; and not __spacectl_after_dashdash" -s e -l env -x -a '(set -n | string replace -r \'$\' =)' -d 'Environment variable for the command'
     complete -c spacectl -n "__fish_seen_subcommand_from $v; and not __spacectl_after_dashdash" -s w -l workdir -x -d 'Working directory of the command'
     complete -c spacectl -n "__fish_seen_subcommand_from $v; and not __spacectl_after_dashdash" -l timeout -x -d 'Kill the command after SECONDS'
     complete -c spacectl -n "__fish_seen_subcommand_from $v; and __spacectl_after_dashdash" -F
 end
 complete -c spacectl -n "__fish_seen_subcommand_from exec; and __spacectl_no_positional" -a '(__spacectl_sandboxes)' -d 'Sandbox'
+complete -c spacectl -n "__fish_seen_subcommand_from exec; and not __spacectl_after_dashdash" -l detach-keys -x -a 'ctrl-p,ctrl-q' -d 'Keys that detach'
+
+# attach, ps, kill, logs: SANDBOX [PID]
+for v in attach ps kill logs
+    complete -c spacectl -n "__fish_seen_subcommand_from $v; and __spacectl_no_positional" -a '(__spacectl_sandboxes)' -d 'Sandbox'
+end
+for v in attach kill logs
+    complete -c spacectl -n "__fish_seen_subcommand_from $v; and __spacectl_one_positional" -a '(__spacectl_pids)' -d 'Process'
+end
+complete -c spacectl -n "__fish_seen_subcommand_from attach" -l detach-keys -x -a 'ctrl-p,ctrl-q' -d 'Keys that detach'
+complete -c spacectl -n "__fish_seen_subcommand_from attach" -l no-stdin -d 'Only watch, do not forward stdin'
+complete -c spacectl -n "__fish_seen_subcommand_from ps" -l json -d 'Print JSON'
+complete -c spacectl -n "__fish_seen_subcommand_from kill" -s s -l signal -x -a 'TERM INT HUP KILL QUIT USR1 USR2 STOP CONT WINCH' -d 'Signal to send'
+complete -c spacectl -n "__fish_seen_subcommand_from logs" -s f -l follow -d 'Follow until the process exits'
+
+# op ls|show|wait
+complete -c spacectl -n "__fish_seen_subcommand_from op; and not __fish_seen_subcommand_from ls show wait" -a ls -d 'List operations'
+complete -c spacectl -n "__fish_seen_subcommand_from op; and not __fish_seen_subcommand_from ls show wait" -a show -d 'Show one operation'
+complete -c spacectl -n "__fish_seen_subcommand_from op; and not __fish_seen_subcommand_from ls show wait" -a wait -d 'Wait for an operation'
+complete -c spacectl -n "__fish_seen_subcommand_from op; and __fish_seen_subcommand_from ls show" -l json -d 'Print JSON'
+complete -c spacectl -n "__fish_seen_subcommand_from op; and __fish_seen_subcommand_from ls" -l sandbox -x -a '(__spacectl_sandboxes)' -d 'Only this sandbox'
+complete -c spacectl -n "__fish_seen_subcommand_from op; and __fish_seen_subcommand_from wait" -l timeout -x -d 'Give up after SECONDS'
+complete -c spacectl -n "__fish_seen_subcommand_from op; and __fish_seen_subcommand_from show wait" -a '(__spacectl_ops)' -d 'Operation'
+
+# info
+complete -c spacectl -n "__fish_seen_subcommand_from info" -l json -d 'Print JSON'
+
+# key create|ls|rm
+complete -c spacectl -n "__fish_seen_subcommand_from key; and not __fish_seen_subcommand_from create ls rm" -a create -d 'Mint an API key'
+complete -c spacectl -n "__fish_seen_subcommand_from key; and not __fish_seen_subcommand_from create ls rm" -a ls -d 'List API keys'
+complete -c spacectl -n "__fish_seen_subcommand_from key; and not __fish_seen_subcommand_from create ls rm" -a rm -d 'Revoke API keys'
+complete -c spacectl -n "__fish_seen_subcommand_from key; and __fish_seen_subcommand_from create" -s n -l name -x -d 'Name of the key'
+complete -c spacectl -n "__fish_seen_subcommand_from key; and __fish_seen_subcommand_from ls" -l json -d 'Print JSON'
+complete -c spacectl -n "__fish_seen_subcommand_from key; and __fish_seen_subcommand_from ls" -s q -l quiet -d 'Print only ids'
+complete -c spacectl -n "__fish_seen_subcommand_from key; and __fish_seen_subcommand_from rm" -a '(__spacectl_keys)' -d 'Key id'
 
 # ls, inspect, rm
-complete -c spacectl -n "__fish_seen_subcommand_from ls" -l json -d 'Print JSON'
-complete -c spacectl -n "__fish_seen_subcommand_from ls" -s q -l quiet -d 'Print only ids'
+complete -c spacectl -n "__spacectl_verb_is ls" -l json -d 'Print JSON'
+complete -c spacectl -n "__spacectl_verb_is ls" -s q -l quiet -d 'Print only ids'
 complete -c spacectl -n "__fish_seen_subcommand_from inspect" -l json -d 'Print JSON'
 complete -c spacectl -n "__fish_seen_subcommand_from inspect; and __spacectl_no_positional" -a '(__spacectl_sandboxes)' -d 'Sandbox'
-complete -c spacectl -n "__fish_seen_subcommand_from rm" -s f -l force -d 'Remove running sandboxes too'
-complete -c spacectl -n "__fish_seen_subcommand_from rm" -a '(__spacectl_sandboxes)' -d 'Sandbox'
+complete -c spacectl -n "__spacectl_verb_is rm" -s f -l force -d 'Remove running sandboxes too'
+complete -c spacectl -n "__spacectl_verb_is rm" -l async -d 'Print the operation ids and return at once'
+complete -c spacectl -n "__spacectl_verb_is rm" -a '(__spacectl_sandboxes)' -d 'Sandbox'
+
+# pause, resume, suspend, wake: SANDBOX...
+for v in pause resume suspend wake
+    complete -c spacectl -n "__spacectl_verb_is $v" -l async -d 'Print the operation ids and return at once'
+    complete -c spacectl -n "__spacectl_verb_is $v" -a '(__spacectl_sandboxes)' -d 'Sandbox'
+end
+complete -c spacectl -n "__spacectl_verb_is suspend wake" -s q -l quiet -d 'No progress on the terminal'
+
+# checkpoint SANDBOX | ls | rm
+complete -c spacectl -n "__spacectl_verb_is checkpoint; and __spacectl_no_positional" -a ls -d 'List checkpoints'
+complete -c spacectl -n "__spacectl_verb_is checkpoint; and __spacectl_no_positional" -a rm -d 'Remove checkpoints'
+complete -c spacectl -n "__spacectl_verb_is checkpoint; and __spacectl_no_positional" -a '(__spacectl_sandboxes)' -d 'Sandbox to checkpoint'
+complete -c spacectl -n "__spacectl_verb_is checkpoint; and not __fish_seen_subcommand_from ls rm" -l name -x -d 'Name the checkpoint'
+complete -c spacectl -n "__spacectl_verb_is checkpoint; and not __fish_seen_subcommand_from ls rm" -l async -d 'Print the operation id and return at once'
+complete -c spacectl -n "__spacectl_verb_is checkpoint; and not __fish_seen_subcommand_from rm" -s q -l quiet -d 'No progress (ls: print only ids)'
+complete -c spacectl -n "__spacectl_verb_is checkpoint; and __fish_seen_subcommand_from ls" -l json -d 'Print JSON'
+complete -c spacectl -n "__spacectl_verb_is checkpoint; and __fish_seen_subcommand_from ls" -l sandbox -x -a '(__spacectl_sandboxes)' -d 'Only this sandbox'
+complete -c spacectl -n "__spacectl_verb_is checkpoint; and __fish_seen_subcommand_from rm" -a '(__spacectl_checkpoints)' -d 'Checkpoint'
+
+# restore SANDBOX CHECKPOINT
+complete -c spacectl -n "__spacectl_verb_is restore" -l async -d 'Print the operation id and return at once'
+complete -c spacectl -n "__spacectl_verb_is restore; and __spacectl_no_positional" -a '(__spacectl_sandboxes)' -d 'Sandbox'
+complete -c spacectl -n "__spacectl_verb_is restore; and __spacectl_one_positional" -a '(__spacectl_checkpoints)' -d 'Checkpoint'
+
+# fork SANDBOX|CHECKPOINT
+complete -c spacectl -n "__spacectl_verb_is fork" -s n -l count -x -d 'How many sandboxes (1..64)'
+complete -c spacectl -n "__spacectl_verb_is fork" -l async -d 'Print the operation id and return at once'
+complete -c spacectl -n "__spacectl_verb_is fork" -s q -l quiet -d 'No progress on the terminal'
+complete -c spacectl -n "__spacectl_verb_is fork; and __spacectl_no_positional" -a '(__spacectl_sandboxes)' -d 'Sandbox'
+complete -c spacectl -n "__spacectl_verb_is fork; and __spacectl_no_positional" -a '(__spacectl_checkpoints)' -d 'Checkpoint'
 
 # template ls
 complete -c spacectl -n "__fish_seen_subcommand_from template; and not __fish_seen_subcommand_from ls" -a ls -d 'List templates'

@@ -204,7 +204,8 @@ static int xferinfo_cb(void *userdata, curl_off_t dltotal, curl_off_t dlnow, cur
 
 /* Everything but the body callbacks: URL, transport, method, headers. */
 static int setup_easy(SpaceHttp *h, CURL *e, char *errbuf, const char *method, const char *path,
-                      const char *content_type, const void *body, size_t len, struct curl_slist **ret_headers) {
+                      const char *content_type, const void *body, size_t len, const char *auth_header,
+                      struct curl_slist **ret_headers) {
         _cleanup_free_ char *url = NULL;
         struct curl_slist *hdr = NULL, *t;
         _cleanup_free_ char *ct = NULL;
@@ -249,8 +250,10 @@ static int setup_easy(SpaceHttp *h, CURL *e, char *errbuf, const char *method, c
                         goto oom;
                 hdr = t;
         }
-        if (h->auth_header) {
-                if (!(t = curl_slist_append(hdr, h->auth_header)))
+        if (!auth_header)
+                auth_header = h->auth_header;
+        if (auth_header) {
+                if (!(t = curl_slist_append(hdr, auth_header)))
                         goto oom;
                 hdr = t;
         }
@@ -331,7 +334,7 @@ int space_http_call_raw(SpaceHttp *h, const char *method, const char *path, cons
         int r;
 
         curl_easy_reset(h->easy);
-        r = setup_easy(h, h->easy, h->errbuf, method, path, content_type, body, len, &hdr);
+        r = setup_easy(h, h->easy, h->errbuf, method, path, content_type, body, len, NULL, &hdr);
         if (r < 0)
                 return r;
         curl_easy_setopt(h->easy, CURLOPT_WRITEFUNCTION, body_write_cb);
@@ -546,6 +549,7 @@ struct SpaceStream {
         Watch watches[STREAM_WATCH_MAX];
         size_t n_watches;
         Request *requests;
+        int stop;               /* < 0: space_stream_stop() asked space_stream_run() to return this */
 };
 
 static Request *request_free(SpaceStream *s, Request *q) {
@@ -562,8 +566,8 @@ static Request *request_free(SpaceStream *s, Request *q) {
         return NULL;
 }
 
-static int request_new(SpaceStream *s, const char *path, const char *content_type, const void *body, size_t len,
-                       Request **ret) {
+static int request_new(SpaceStream *s, const char *method, const char *path, const char *content_type,
+                       const void *body, size_t len, const char *auth_header, Request **ret) {
         Request *q = calloc(1, sizeof *q);
         int r;
 
@@ -575,7 +579,8 @@ static int request_new(SpaceStream *s, const char *path, const char *content_typ
                 free(q);
                 return -ENOMEM;
         }
-        r = setup_easy(s->http, q->easy, q->errbuf, "POST", path, content_type, body, len, &q->headers);
+        r = setup_easy(s->http, q->easy, q->errbuf, method, path, content_type, body, len, auth_header,
+                       &q->headers);
         if (r < 0) {
                 request_free(s, q);
                 return r;
@@ -611,12 +616,25 @@ static size_t stream_write_cb(char *p, size_t size, size_t n, void *userdata) {
         return n;
 }
 
-int space_stream_new(SpaceHttp *h, const char *path, const cJSON *body, SpaceSseHandler on_event,
-                     void *userdata, SpaceStream **ret) {
-        _cleanup_free_ char *text = NULL;
+/* Header values come from the environment or the daemon: refuse anything that would split the header. */
+static bool header_value_ok(const char *v) {
+        return !strpbrk(v, "\r\n");
+}
+
+static int stream_new(SpaceHttp *h, const char *method, const char *path, const cJSON *body,
+                      const char *last_event_id, const char *bearer, SpaceSseHandler on_event, void *userdata,
+                      SpaceStream **ret) {
+        _cleanup_free_ char *text = NULL, *auth = NULL, *leid = NULL;
         SpaceStream *s;
         struct curl_slist *t;
         int r;
+
+        if ((bearer && !header_value_ok(bearer)) || (last_event_id && !header_value_ok(last_event_id)))
+                return -EINVAL;
+        if (bearer && !(auth = strdup_printf("Authorization: Bearer %s", bearer)))
+                return -ENOMEM;
+        if (last_event_id && !(leid = strdup_printf("Last-Event-ID: %s", last_event_id)))
+                return -ENOMEM;
 
         s = calloc(1, sizeof *s);
         if (!s)
@@ -639,7 +657,8 @@ int space_stream_new(SpaceHttp *h, const char *path, const cJSON *body, SpaceSse
                         goto fail;
                 }
         }
-        r = request_new(s, path, text ? "application/json" : NULL, text, text ? strlen(text) : 0, &s->main);
+        r = request_new(s, method, path, text ? "application/json" : NULL, text, text ? strlen(text) : 0, auth,
+                        &s->main);
         if (r < 0)
                 goto fail;
         t = curl_slist_append(s->main->headers, "Accept: text/event-stream");
@@ -648,6 +667,14 @@ int space_stream_new(SpaceHttp *h, const char *path, const cJSON *body, SpaceSse
                 goto fail;
         }
         s->main->headers = t;
+        if (leid) {
+                t = curl_slist_append(s->main->headers, leid);
+                if (!t) {
+                        r = -ENOMEM;
+                        goto fail;
+                }
+                s->main->headers = t;
+        }
         curl_easy_setopt(s->main->easy, CURLOPT_HTTPHEADER, s->main->headers);
         curl_easy_setopt(s->main->easy, CURLOPT_WRITEFUNCTION, stream_write_cb);
         curl_easy_setopt(s->main->easy, CURLOPT_WRITEDATA, s);
@@ -657,6 +684,16 @@ int space_stream_new(SpaceHttp *h, const char *path, const cJSON *body, SpaceSse
 fail:
         space_stream_free(s);
         return r;
+}
+
+int space_stream_new(SpaceHttp *h, const char *path, const cJSON *body, SpaceSseHandler on_event,
+                     void *userdata, SpaceStream **ret) {
+        return stream_new(h, "POST", path, body, NULL, NULL, on_event, userdata, ret);
+}
+
+int space_stream_new_get(SpaceHttp *h, const char *path, const char *last_event_id, const char *bearer,
+                         SpaceSseHandler on_event, void *userdata, SpaceStream **ret) {
+        return stream_new(h, "GET", path, NULL, last_event_id, bearer, on_event, userdata, ret);
 }
 
 SpaceStream *space_stream_free(SpaceStream *s) {
@@ -702,7 +739,7 @@ int space_stream_post(SpaceStream *s, const char *path, const char *content_type
         Request *q, **tail;
         int r;
 
-        r = request_new(s, path, content_type, body, len, &q);
+        r = request_new(s, "POST", path, content_type, body, len, NULL, &q);
         if (r < 0)
                 return r;
         curl_easy_setopt(q->easy, CURLOPT_WRITEFUNCTION, body_write_cb);
@@ -715,6 +752,11 @@ int space_stream_post(SpaceStream *s, const char *path, const char *content_type
                 ;
         *tail = q;
         return 0;
+}
+
+void space_stream_stop(SpaceStream *s, int r) {
+        if (r < 0 && s->stop == 0)
+                s->stop = r;
 }
 
 unsigned space_stream_pending(const SpaceStream *s) {
@@ -799,6 +841,8 @@ int space_stream_run(SpaceStream *s, SpaceHttpReply *ret) {
 
                 if (s->http->cancel && *s->http->cancel)
                         return -EINTR;
+                if (s->stop < 0)
+                        return s->stop;
 
                 /* A done callback queued more: add it before sleeping. */
                 bool queued = false;
@@ -832,6 +876,8 @@ int space_stream_run(SpaceStream *s, SpaceHttpReply *ret) {
                         if (r < 0)
                                 return r;
                 }
+                if (s->stop < 0)
+                        return s->stop;
         }
 
         r = curl_to_errno(s->main->easy, main_result, s->write_error ?: s->main->sink.error);

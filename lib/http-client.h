@@ -96,6 +96,11 @@ typedef void (*SpaceStreamPostDone)(SpaceStream *s, int r, const SpaceHttpReply 
 
 int space_stream_new(SpaceHttp *h, const char *path, const cJSON *body, SpaceSseHandler on_event,
                      void *userdata, SpaceStream **ret);
+/* The same for a GET of an existing stream (attach, logs): no body; last_event_id (may be NULL) is sent as
+ * Last-Event-ID so only later events come; bearer (may be NULL) authenticates with that token (a session's
+ * attach token) instead of $SPACE_API_KEY. -EINVAL when either holds a line break. */
+int space_stream_new_get(SpaceHttp *h, const char *path, const char *last_event_id, const char *bearer,
+                         SpaceSseHandler on_event, void *userdata, SpaceStream **ret);
 SpaceStream *space_stream_free(SpaceStream *s);
 static inline void space_stream_freep(SpaceStream **s) {
         if (*s)
@@ -108,6 +113,9 @@ int space_stream_unwatch_fd(SpaceStream *s, int fd);
 /* Queues a POST of a copy of body (content_type NULL: no body). done may be NULL. */
 int space_stream_post(SpaceStream *s, const char *path, const char *content_type, const void *body, size_t len,
                       SpaceStreamPostDone done, void *userdata);
+/* Makes space_stream_run() return r (< 0) once the current callback returns; for callbacks that cannot
+ * return an error themselves (done callbacks). The first call wins. */
+void space_stream_stop(SpaceStream *s, int r);
 /* Number of queued or running requests. */
 unsigned space_stream_pending(const SpaceStream *s);
 /* Runs until the streamed response ends. Returns 0 then, with ret->status set (and the error fields when the

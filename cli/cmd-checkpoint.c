@@ -1,0 +1,317 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE 1
+#endif
+
+#include <errno.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "cli.h"
+#include "macro.h"
+
+#define SHORT_ID_LEN 12
+
+const CliHelp cmd_checkpoint_help = {
+        .synopsis = "checkpoint [--name NAME] [--async] [-q] SANDBOX\n"
+                    "checkpoint ls [--json] [-q] [--sandbox SANDBOX]\n"
+                    "checkpoint rm CHECKPOINT...",
+        .summary = "Take, list and remove checkpoints: named snapshots of running sandboxes",
+        .options =
+        "Sub-verbs:\n"
+        "  SANDBOX       take a checkpoint of a running sandbox; prints its id on stdout and how long the\n"
+        "                sandbox was paused on stderr\n"
+        "  ls            list checkpoints, newest first\n"
+        "  rm CP...      remove checkpoints (by id, unique id prefix or name); prints each id removed\n"
+        "\n"
+        "Options:\n"
+        "      --name NAME        name the checkpoint (usable wherever its id is)\n"
+        "      --async            print the id of the checkpoint operation instead of waiting for it\n"
+        "  -q, --quiet            take: no progress and no pause time on stderr; ls: print only the ids\n"
+        "      --json             ls: print the daemon's JSON ({\"checkpoints\": [...]})\n"
+        "      --sandbox SANDBOX  ls: only the checkpoints of this sandbox (also a removed one's full id)\n"
+        "  -h, --help             show this help\n"
+        "\n"
+        "A checkpoint keeps the sandbox's memory and files; 'spacectl restore SANDBOX CP' puts a sandbox back\n"
+        "to it and 'spacectl fork CP -n N' makes N new sandboxes from it. A SANDBOX named ls or rm must be\n"
+        "given by id.\n",
+};
+
+static int checkpoint_take(int argc, char *argv[]) {
+        static const struct option options[] = {
+                { "help", no_argument, NULL, 'h' },
+                { "name", required_argument, NULL, 'n' },
+                { "async", no_argument, NULL, OPT_ASYNC },
+                { "quiet", no_argument, NULL, 'q' },
+                {}
+        };
+        _cleanup_free_ char *path = NULL, *label = NULL, *cp_path = NULL;
+        const char *name = NULL, *cp_id;
+        bool async = false, quiet = false;
+        SpaceHttpReply reply = {};
+        cJSON *body = NULL, *op = NULL;
+        double pause_ms, size;
+        int c, r;
+
+        opterr = 0;
+        optind = 0;
+        while ((c = getopt_long(argc, argv, ":hn:q", options, NULL)) >= 0) {
+                switch (c) {
+                case 'h':
+                        cli_print_help(cli_verb, stdout);
+                        return 0;
+                case 'n':
+                        if (!*optarg)
+                                return cli_usage_error("--name must not be empty");
+                        name = optarg;
+                        break;
+                case OPT_ASYNC:
+                        async = true;
+                        break;
+                case 'q':
+                        quiet = true;
+                        break;
+                default:
+                        return cli_bad_option(c, argv);
+                }
+        }
+        if (optind >= argc)
+                return cli_usage_error("checkpoint needs a SANDBOX (or ls, rm)");
+        if (argc - optind > 1)
+                return cli_usage_error("checkpoint takes one SANDBOX, got '%s' too", argv[optind + 1]);
+        if (!*argv[optind])
+                return cli_usage_error("an empty SANDBOX names nothing");
+
+        body = cJSON_CreateObject();
+        if (!body || (name && !cJSON_AddStringToObject(body, "name", name)) ||
+            cli_sandbox_path(argv[optind], "/checkpoints", &path) < 0 ||
+            asprintf(&label, "checkpointing %s", argv[optind]) < 0) {
+                cJSON_Delete(body);
+                log_error("out of memory");
+                return EXIT_FAIL;
+        }
+        r = cli_lifecycle(&(LifecycleRequest) { .method = "POST", .path = path, .body = body, .async = async,
+                                                .progress = quiet ? NULL : label },
+                          &op);
+        cJSON_Delete(body);
+        if (r < 0)
+                return EXIT_FAIL;
+        if (async)
+                return 0;
+
+        cp_id = json_str(op, "checkpoint_id");
+        if (!cp_id) {
+                log_error("the checkpoint was taken but the daemon did not say its id; see 'spacectl checkpoint ls'");
+                cJSON_Delete(op);
+                return EXIT_FAIL;
+        }
+        printf("%s\n", cp_id);
+        if (fflush(stdout) != 0) {
+                cJSON_Delete(op);
+                return EXIT_FAIL;
+        }
+        /* The pause the sandbox saw is the figure that matters to the user. */
+        if (!quiet && cli_checkpoint_path(cp_id, NULL, &cp_path) >= 0 && cli_get_quiet(cp_path, &reply) >= 0) {
+                if (json_num(reply.json, "pause_ms", &pause_ms)) {
+                        char sz[32] = "";
+
+                        if (json_num(reply.json, "size_bytes", &size))
+                                format_mib(size / (1024.0 * 1024.0), sz, sizeof sz);
+                        fprintf(stderr, "checkpoint %s: sandbox paused for %.1f ms%s%s\n", cp_id, pause_ms,
+                                sz[0] ? ", state " : "", sz);
+                }
+                space_http_reply_done(&reply);
+        }
+        cJSON_Delete(op);
+        return 0;
+}
+
+/* The full id of a sandbox reference, or the reference itself when no live sandbox has it (a removed
+ * sandbox's checkpoints are listed by its full id). */
+static char *sandbox_full_id(const char *ref) {
+        _cleanup_free_ char *path = NULL;
+        SpaceHttpReply reply = {};
+        char *id;
+
+        if (cli_sandbox_path(ref, NULL, &path) < 0)
+                return NULL;
+        if (cli_get_quiet(path, &reply) < 0)
+                return strdup(ref);
+        id = strdup(json_str(reply.json, "id") ?: ref);
+        space_http_reply_done(&reply);
+        return id;
+}
+
+static int print_table(const cJSON *list) {
+        static const char *const headers[] = { "ID", "NAME", "SANDBOX", "TEMPLATE", "CREATED", "PAUSE", "SIZE", "STATE" };
+        _cleanup_table_ Table *t = table_new(ELEMENTSOF(headers), headers);
+        time_t now = time(NULL);
+        const cJSON *cp;
+
+        if (!t)
+                return -ENOMEM;
+        cJSON_ArrayForEach(cp, list) {
+                _cleanup_free_ char *age = format_age(json_str(cp, "created_at"), now);
+                char sandbox[SHORT_ID_LEN + 1], pause[32] = "-", size[32] = "-";
+                double v;
+
+                if (!age)
+                        return -ENOMEM;
+                snprintf(sandbox, sizeof sandbox, "%s", json_str(cp, "sandbox_id") ?: "-");
+                if (json_num(cp, "pause_ms", &v))
+                        snprintf(pause, sizeof pause, "%.1f ms", v);
+                if (json_num(cp, "size_bytes", &v))
+                        format_mib(v / (1024.0 * 1024.0), size, sizeof size);
+                const char *cells[] = { json_str(cp, "id"), json_str(cp, "name"), sandbox, json_str(cp, "template"),
+                                        age, pause, size, json_str(cp, "state") };
+                if (table_add(t, cells) < 0)
+                        return -ENOMEM;
+        }
+        return table_print(t, stdout);
+}
+
+static int checkpoint_ls(int argc, char *argv[]) {
+        static const struct option options[] = {
+                { "help", no_argument, NULL, 'h' },
+                { "json", no_argument, NULL, OPT_JSON },
+                { "quiet", no_argument, NULL, 'q' },
+                { "sandbox", required_argument, NULL, 's' },
+                {}
+        };
+        _cleanup_free_ char *path = NULL, *sid = NULL, *esc = NULL;
+        const char *sandbox = NULL;
+        SpaceHttpReply reply = {};
+        bool json = false, quiet = false;
+        const cJSON *list, *cp;
+        int c, r;
+
+        opterr = 0;
+        optind = 0;
+        while ((c = getopt_long(argc, argv, ":hqs:", options, NULL)) >= 0) {
+                switch (c) {
+                case 'h':
+                        cli_print_help(cli_verb, stdout);
+                        return 0;
+                case OPT_JSON:
+                        json = true;
+                        break;
+                case 'q':
+                        quiet = true;
+                        break;
+                case 's':
+                        if (!*optarg)
+                                return cli_usage_error("--sandbox must not be empty");
+                        sandbox = optarg;
+                        break;
+                default:
+                        return cli_bad_option(c, argv);
+                }
+        }
+        if (optind < argc)
+                return cli_usage_error("checkpoint ls takes no arguments, got '%s'", argv[optind]);
+
+        if (sandbox) {
+                sid = sandbox_full_id(sandbox);
+                if (!sid || space_http_escape(sid, &esc) < 0 || asprintf(&path, "/v1/checkpoints?sandbox=%s", esc) < 0) {
+                        log_error("out of memory");
+                        return EXIT_FAIL;
+                }
+        }
+        r = cli_call("GET", path ?: "/v1/checkpoints", NULL, &reply);
+        if (r < 0)
+                return EXIT_FAIL;
+        list = cJSON_GetObjectItemCaseSensitive(reply.json, "checkpoints");
+        if (!cJSON_IsArray(list)) {
+                log_error("the daemon's checkpoint list has no \"checkpoints\" array");
+                space_http_reply_done(&reply);
+                return EXIT_FAIL;
+        }
+        if (json)
+                r = cli_print_json(reply.json);
+        else if (quiet) {
+                r = 0;
+                cJSON_ArrayForEach(cp, list)
+                        if (json_str(cp, "id"))
+                                printf("%s\n", json_str(cp, "id"));
+        } else
+                r = print_table(list);
+        space_http_reply_done(&reply);
+        if (r < 0 || fflush(stdout) != 0) {
+                log_error("cannot print the list: %s", strerror(r < 0 ? -r : EIO));
+                return EXIT_FAIL;
+        }
+        return 0;
+}
+
+static int remove_one(const char *ref) {
+        _cleanup_free_ char *path = NULL, *id = NULL;
+        SpaceHttpReply reply = {};
+        int r;
+
+        if (cli_checkpoint_path(ref, NULL, &path) < 0)
+                return -ENOMEM;
+        /* Resolve first, so that what is printed is the id, whatever the user named it by. */
+        r = cli_call("GET", path, NULL, &reply);
+        if (r < 0)
+                return r;
+        id = strdup(json_str(reply.json, "id") ?: ref);
+        space_http_reply_done(&reply);
+        free(path);
+        path = NULL;
+        if (!id || cli_checkpoint_path(id, NULL, &path) < 0)
+                return -ENOMEM;
+        r = cli_call("DELETE", path, NULL, &reply);
+        if (r < 0)
+                return r;
+        space_http_reply_done(&reply);
+        printf("%s\n", id);
+        fflush(stdout);
+        return 0;
+}
+
+static int checkpoint_rm(int argc, char *argv[]) {
+        static const struct option options[] = {
+                { "help", no_argument, NULL, 'h' },
+                {}
+        };
+        bool failed = false;
+        int c;
+
+        opterr = 0;
+        optind = 0;
+        while ((c = getopt_long(argc, argv, ":h", options, NULL)) >= 0) {
+                switch (c) {
+                case 'h':
+                        cli_print_help(cli_verb, stdout);
+                        return 0;
+                default:
+                        return cli_bad_option(c, argv);
+                }
+        }
+        if (optind >= argc)
+                return cli_usage_error("checkpoint rm needs at least one CHECKPOINT");
+        for (int i = optind; i < argc; i++) {
+                if (!*argv[i]) {
+                        log_error("an empty CHECKPOINT names nothing");
+                        failed = true;
+                        continue;
+                }
+                if (remove_one(argv[i]) < 0) {
+                        failed = true;
+                        if (!cli_http())
+                                break;
+                }
+        }
+        return failed ? EXIT_FAIL : 0;
+}
+
+int cmd_checkpoint(int argc, char *argv[]) {
+        if (argc >= 2 && streq(argv[1], "ls"))
+                return checkpoint_ls(argc - 1, argv + 1);
+        if (argc >= 2 && streq(argv[1], "rm"))
+                return checkpoint_rm(argc - 1, argv + 1);
+        return checkpoint_take(argc, argv);
+}

@@ -1,0 +1,82 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE 1
+#endif
+
+#include <errno.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "macro.h"
+
+const CliHelp cmd_info_help = {
+        .synopsis = "info [--json]",
+        .summary = "Show the daemon: version, socket, API URL, accelerator, memory",
+        .options =
+        "Options:\n"
+        "      --json    print the reply of GET /v1/info\n"
+        "  -h, --help    show this help\n",
+};
+
+int cmd_info(int argc, char *argv[]) {
+        static const struct option options[] = {
+                { "help", no_argument, NULL, 'h' },
+                { "json", no_argument, NULL, OPT_JSON },
+                {}
+        };
+        SpaceHttpReply reply = {};
+        bool json = false;
+        double v, used;
+        char a[32], b[32];
+        int c, r = 0;
+
+        opterr = 0;
+        while ((c = getopt_long(argc, argv, ":h", options, NULL)) >= 0) {
+                switch (c) {
+                case 'h':
+                        cli_print_help(cli_verb, stdout);
+                        return 0;
+                case OPT_JSON:
+                        json = true;
+                        break;
+                default:
+                        return cli_bad_option(c, argv);
+                }
+        }
+        if (optind < argc)
+                return cli_usage_error("info takes no arguments, got '%s'", argv[optind]);
+
+        if (cli_call("GET", "/v1/info", NULL, &reply) < 0)
+                return EXIT_FAIL;
+        if (!cJSON_IsObject(reply.json)) {
+                log_error("the daemon's answer to GET /v1/info is not an object");
+                space_http_reply_done(&reply);
+                return EXIT_FAIL;
+        }
+
+        if (json)
+                r = cli_print_json(reply.json);
+        else {
+                const cJSON *j = reply.json;
+
+                printf("Version:      spaced %s (API %s)\n", json_str(j, "version") ?: "?", json_str(j, "api") ?: "?");
+                printf("Accelerator:  %s\n", json_str(j, "accel") ?: "?");
+                printf("Socket:       %s\n", json_str(j, "socket") ?: "-");
+                printf("API URL:      %s\n", json_str(j, "api_url") ?: "- (no TCP listener)");
+                if (json_num(j, "pid", &v))
+                        printf("PID:          %.0f\n", v);
+                if (json_str(j, "state_dir"))
+                        printf("State dir:    %s\n", json_str(j, "state_dir"));
+                if (json_num(j, "memory_limit_mib", &v) && json_num(j, "memory_in_use_mib", &used)) {
+                        format_mib(used, a, sizeof a);
+                        format_mib(v, b, sizeof b);
+                        printf("Memory:       %s in use of %s\n", a, b);
+                }
+                printf("Connected to: %s\n", space_http_endpoint(cli_http()));
+        }
+        space_http_reply_done(&reply);
+        return r < 0 || fflush(stdout) != 0 ? EXIT_FAIL : 0;
+}

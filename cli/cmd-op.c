@@ -1,0 +1,285 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE 1
+#endif
+
+#include <errno.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "cli.h"
+#include "macro.h"
+
+/* Per long-poll request, so a daemon restart or a lost reply costs at most this. */
+#define OP_POLL_SEC 60
+#define SHORT_ID_LEN 12
+
+const CliHelp cmd_op_help = {
+        .synopsis = "op ls [--json] [--sandbox SANDBOX]\n"
+                    "op show OP [--json]\n"
+                    "op wait OP [--timeout SECS]",
+        .summary = "Follow operations: the slow lifecycle changes that --async starts",
+        .options =
+        "Sub-verbs:\n"
+        "  ls            list operations, newest first (the last 500)\n"
+        "  show OP       show one operation\n"
+        "  wait OP       wait until it finished: exit 0 when it succeeded, 1 (with its message) when it\n"
+        "                failed, 124 when --timeout passed first\n"
+        "\n"
+        "Options:\n"
+        "      --json             print the daemon's JSON (ls: {\"operations\": [...]}, show: the operation)\n"
+        "      --sandbox SANDBOX  ls: only the operations of this sandbox\n"
+        "      --timeout SECS     wait: give up after SECS seconds (default: wait as long as it takes)\n"
+        "  -h, --help             show this help\n",
+};
+
+static int print_table(const cJSON *list) {
+        static const char *const headers[] = { "ID", "KIND", "STATE", "SANDBOX", "CREATED", "ERROR" };
+        _cleanup_table_ Table *t = table_new(ELEMENTSOF(headers), headers);
+        time_t now = time(NULL);
+        const cJSON *op;
+
+        if (!t)
+                return -ENOMEM;
+        cJSON_ArrayForEach(op, list) {
+                _cleanup_free_ char *age = format_age(json_str(op, "created_at"), now);
+                char sandbox[SHORT_ID_LEN + 1];
+                const cJSON *err = cJSON_GetObjectItemCaseSensitive(op, "error");
+
+                if (!age)
+                        return -ENOMEM;
+                snprintf(sandbox, sizeof sandbox, "%s", json_str(op, "sandbox_id") ?: "-");
+                const char *cells[] = { json_str(op, "id"), json_str(op, "kind"), json_str(op, "state"), sandbox,
+                                        age, json_str(err, "message") ?: json_str(err, "code") };
+                if (table_add(t, cells) < 0)
+                        return -ENOMEM;
+        }
+        return table_print(t, stdout);
+}
+
+static int op_ls(int argc, char *argv[]) {
+        static const struct option options[] = {
+                { "help", no_argument, NULL, 'h' },
+                { "json", no_argument, NULL, OPT_JSON },
+                { "sandbox", required_argument, NULL, 's' },
+                {}
+        };
+        _cleanup_free_ char *path = NULL, *esc = NULL;
+        const char *sandbox = NULL;
+        SpaceHttpReply reply = {};
+        const cJSON *list;
+        bool json = false;
+        int c, r;
+
+        opterr = 0;
+        while ((c = getopt_long(argc, argv, ":h", options, NULL)) >= 0) {
+                switch (c) {
+                case 'h':
+                        cli_print_help(cli_verb, stdout);
+                        return 0;
+                case OPT_JSON:
+                        json = true;
+                        break;
+                case 's':
+                        sandbox = optarg;
+                        break;
+                default:
+                        return cli_bad_option(c, argv);
+                }
+        }
+        if (optind < argc)
+                return cli_usage_error("op ls takes no arguments, got '%s'", argv[optind]);
+        if (sandbox) {
+                _cleanup_free_ char *sb_path = NULL;
+                const char *id;
+
+                /* The filter takes a full id: resolve names and prefixes first. */
+                if (cli_sandbox_path(sandbox, NULL, &sb_path) < 0)
+                        goto oom;
+                if (!cli_http())
+                        return EXIT_FAIL;
+                /* A removed sandbox is unknown now: then the argument is taken as its id. */
+                r = space_http_call(cli_http(), "GET", sb_path, NULL, &reply);
+                id = r >= 0 && space_http_reply_ok(&reply) ? json_str(reply.json, "id") : NULL;
+                r = space_http_escape(id ?: sandbox, &esc);
+                space_http_reply_done(&reply);
+                if (r < 0)
+                        goto oom;
+        }
+        if (asprintf(&path, "/v1/operations%s%s", esc ? "?sandbox=" : "", esc ?: "") < 0)
+                goto oom;
+
+        r = cli_call("GET", path, NULL, &reply);
+        if (r < 0)
+                return EXIT_FAIL;
+        list = cJSON_GetObjectItemCaseSensitive(reply.json, "operations");
+        if (!cJSON_IsArray(list)) {
+                log_error("the daemon's operation list is malformed");
+                space_http_reply_done(&reply);
+                return EXIT_FAIL;
+        }
+        r = json ? cli_print_json(reply.json) : print_table(list);
+        space_http_reply_done(&reply);
+        if (r == -ENOMEM)
+                log_error("out of memory");
+        return r < 0 || fflush(stdout) != 0 ? EXIT_FAIL : 0;
+oom:
+        log_error("out of memory");
+        return EXIT_FAIL;
+}
+
+static int op_get(const char *id, long wait, SpaceHttpReply *ret) {
+        _cleanup_free_ char *esc = NULL, *path = NULL;
+
+        int r;
+
+        r = space_http_escape(id, &esc);
+        if (r >= 0)
+                r = wait > 0 ? asprintf(&path, "/v1/operations/%s?wait=%ld", esc, wait) :
+                               asprintf(&path, "/v1/operations/%s", esc);
+        if (r < 0) {
+                log_error("out of memory");
+                return -ENOMEM;
+        }
+        return cli_call("GET", path, NULL, ret);
+}
+
+static int op_show(int argc, char *argv[]) {
+        static const struct option options[] = {
+                { "help", no_argument, NULL, 'h' },
+                { "json", no_argument, NULL, OPT_JSON },
+                {}
+        };
+        SpaceHttpReply reply = {};
+        bool json = false;
+        int c, r;
+
+        opterr = 0;
+        while ((c = getopt_long(argc, argv, ":h", options, NULL)) >= 0) {
+                switch (c) {
+                case 'h':
+                        cli_print_help(cli_verb, stdout);
+                        return 0;
+                case OPT_JSON:
+                        json = true;
+                        break;
+                default:
+                        return cli_bad_option(c, argv);
+                }
+        }
+        if (argc - optind != 1 || !*argv[optind])
+                return cli_usage_error("op show needs exactly one OP");
+        if (op_get(argv[optind], 0, &reply) < 0)
+                return EXIT_FAIL;
+        if (json)
+                r = cli_print_json(reply.json);
+        else {
+                cli_print_fields(reply.json);
+                r = 0;
+        }
+        space_http_reply_done(&reply);
+        return r < 0 || fflush(stdout) != 0 ? EXIT_FAIL : 0;
+}
+
+static int op_wait(int argc, char *argv[]) {
+        static const struct option options[] = {
+                { "help", no_argument, NULL, 'h' },
+                { "timeout", required_argument, NULL, OPT_TIMEOUT },
+                {}
+        };
+        unsigned long timeout = 0;
+        struct timespec start, now;
+        const char *id;
+        int c;
+
+        opterr = 0;
+        while ((c = getopt_long(argc, argv, ":h", options, NULL)) >= 0) {
+                switch (c) {
+                case 'h':
+                        cli_print_help(cli_verb, stdout);
+                        return 0;
+                case OPT_TIMEOUT:
+                        if (cli_parse_ulong("--timeout", optarg, 0, 31536000, &timeout) < 0)
+                                return EXIT_USAGE;
+                        break;
+                default:
+                        return cli_bad_option(c, argv);
+                }
+        }
+        if (argc - optind != 1 || !*argv[optind])
+                return cli_usage_error("op wait needs exactly one OP");
+        id = argv[optind];
+
+        if (!cli_http())
+                return EXIT_FAIL;
+        space_http_set_cancel(cli_http(), &cli_signal_received);
+        if (cli_signals_install() < 0)
+                return EXIT_FAIL;
+
+        clock_gettime(CLOCK_MONOTONIC, &start);
+        for (;;) {
+                SpaceHttpReply reply = {};
+                const char *state;
+                long wait = OP_POLL_SEC;
+
+                if (timeout > 0) {
+                        clock_gettime(CLOCK_MONOTONIC, &now);
+                        long left = (long) timeout - (now.tv_sec - start.tv_sec);
+                        wait = left < wait ? left : wait;
+                        if (wait < 1)
+                                wait = 1;
+                }
+                if (op_get(id, wait, &reply) < 0)
+                        return cli_signal_received ? 128 + cli_signal_received : EXIT_FAIL;
+                state = json_str(reply.json, "state");
+                if (streq_ptr(state, "succeeded")) {
+                        space_http_reply_done(&reply);
+                        return 0;
+                }
+                if (streq_ptr(state, "failed")) {
+                        const cJSON *err = cJSON_GetObjectItemCaseSensitive(reply.json, "error");
+
+                        log_error("operation %s failed: %s", id,
+                                  json_str(err, "message") ?: json_str(err, "code") ?: "no reason given");
+                        space_http_reply_done(&reply);
+                        return EXIT_FAIL;
+                }
+                if (!state) {
+                        log_error("the daemon's answer for operation %s has no state", id);
+                        space_http_reply_done(&reply);
+                        return EXIT_FAIL;
+                }
+                clock_gettime(CLOCK_MONOTONIC, &now);
+                if (timeout > 0 && (unsigned long) (now.tv_sec - start.tv_sec) >= timeout) {
+                        log_error("operation %s is still %s after %lu s", id, state, timeout);
+                        space_http_reply_done(&reply);
+                        return EXIT_TIMEDOUT;
+                }
+                space_http_reply_done(&reply);
+        }
+}
+
+static const struct {
+        const char *name;
+        int (*run)(int argc, char *argv[]);
+} op_verbs[] = {
+        { "ls", op_ls },
+        { "show", op_show },
+        { "wait", op_wait },
+};
+
+int cmd_op(int argc, char *argv[]) {
+        if (argc < 2)
+                return cli_usage_error("op needs a sub-verb: ls, show or wait");
+        if (streq(argv[1], "-h") || streq(argv[1], "--help")) {
+                cli_print_help(cli_verb, stdout);
+                return 0;
+        }
+        for (size_t i = 0; i < ELEMENTSOF(op_verbs); i++)
+                if (streq(argv[1], op_verbs[i].name))
+                        return op_verbs[i].run(argc - 1, argv + 1);
+        return cli_usage_error("unknown op sub-verb '%s'", argv[1]);
+}

@@ -1,0 +1,269 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE 1
+#endif
+
+#include <errno.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "macro.h"
+
+/* The lifecycle verbs start an operation and follow it. Suspends and checkpoints can take long (the whole RAM
+ * is written), so on a terminal they show a spinner with the seconds spent; the daemon does not report bytes
+ * yet. */
+
+/* With a spinner: the long poll returns at once when the operation ends, else after this. */
+#define SPIN_POLL_SEC 1
+
+int cli_get_quiet(const char *path, SpaceHttpReply *ret) {
+        SpaceHttpReply reply = {};
+        SpaceHttp *h;
+        int r;
+
+        h = cli_http();
+        if (!h)
+                return -ENOTCONN;
+        r = space_http_call(h, "GET", path, NULL, &reply);
+        if (r == -ENOMEM) {
+                log_error("out of memory");
+                return r;
+        }
+        if (r < 0) {
+                cli_log_transport_error(h, r);
+                return r;
+        }
+        if (!space_http_reply_ok(&reply)) {
+                r = reply.status == 404 ? -ENOENT : -EBADMSG;
+                space_http_reply_done(&reply);
+                return r;
+        }
+        *ret = reply;
+        return 0;
+}
+
+int cli_checkpoint_path(const char *ref, const char *suffix, char **ret) {
+        _cleanup_free_ char *e = NULL;
+        int r;
+
+        r = space_http_escape(ref, &e);
+        if (r < 0)
+                return r;
+        if (asprintf(ret, "/v1/checkpoints/%s%s", e, suffix ?: "") < 0)
+                return -ENOMEM;
+        return 0;
+}
+
+static bool finished(const cJSON *op) {
+        const char *state = json_str(op, "state");
+        return streq_ptr(state, "succeeded") || streq_ptr(state, "failed");
+}
+
+static double elapsed_sec(const struct timespec *start) {
+        struct timespec now;
+
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        return (double) (now.tv_sec - start->tv_sec) + (double) (now.tv_nsec - start->tv_nsec) / 1e9;
+}
+
+/* Follows op with short long-polls, drawing "⠋ suspending SB… 3 s" on stderr from the first second on. */
+static int wait_with_spinner(const cJSON *op, const char *label, cJSON **ret_op) {
+        static const char *const frames[] = { "|", "/", "-", "\\" };
+        _cleanup_free_ char *eid = NULL;
+        cJSON *cur = cJSON_Duplicate(op, true);
+        SpaceHttp *h = cli_http();
+        struct timespec start;
+        bool drawn = false;
+        unsigned tick = 0;
+        int r = 0;
+
+        if (!cur || !h) {
+                cJSON_Delete(cur);
+                return cur ? -ENOTCONN : -ENOMEM;
+        }
+        if (!json_str(op, "id") || space_http_escape(json_str(op, "id"), &eid) < 0) {
+                cJSON_Delete(cur);
+                log_error("the daemon answered with an operation without an id");
+                return -EBADMSG;
+        }
+        clock_gettime(CLOCK_MONOTONIC, &start);
+
+        while (!finished(cur)) {
+                _cleanup_free_ char *path = NULL;
+                SpaceHttpReply reply = {};
+                double t = elapsed_sec(&start);
+
+                if (t >= 1.0) {
+                        fprintf(stderr, "\r%s %s... %.0f s\033[K", frames[tick++ % ELEMENTSOF(frames)], label, t);
+                        fflush(stderr);
+                        drawn = true;
+                }
+                if (asprintf(&path, "/v1/operations/%s?wait=%d", eid, SPIN_POLL_SEC) < 0) {
+                        r = -ENOMEM;
+                        break;
+                }
+                r = space_http_call(h, "GET", path, NULL, &reply);
+                if (drawn && (r < 0 || !space_http_reply_ok(&reply))) {
+                        fputs("\r\033[K", stderr); /* the message starts on a clean line */
+                        drawn = false;
+                }
+                if (r < 0) {
+                        if (r == -ENOMEM)
+                                log_error("out of memory");
+                        else
+                                cli_log_transport_error(h, r);
+                        break;
+                }
+                if (!space_http_reply_ok(&reply)) {
+                        log_error("%s", reply.error_message);
+                        space_http_reply_done(&reply);
+                        r = -EBADMSG;
+                        break;
+                }
+                if (!cJSON_IsObject(reply.json)) {
+                        log_error("the daemon answered GET %s with something that is not an operation", path);
+                        space_http_reply_done(&reply);
+                        r = -EBADMSG;
+                        break;
+                }
+                cJSON_Delete(cur);
+                cur = TAKE_PTR(reply.json);
+                space_http_reply_done(&reply);
+        }
+        if (drawn)
+                fputs("\r\033[K", stderr);
+        if (r < 0) {
+                cJSON_Delete(cur);
+                return r;
+        }
+        if (streq_ptr(json_str(cur, "state"), "failed")) {
+                const cJSON *err = cJSON_GetObjectItemCaseSensitive(cur, "error");
+                log_error("%s", json_str(err, "message") ?: "the operation failed without saying why; see spaced's log");
+                cJSON_Delete(cur);
+                return -EIO;
+        }
+        if (ret_op)
+                *ret_op = cur;
+        else
+                cJSON_Delete(cur);
+        return 0;
+}
+
+int cli_lifecycle(const LifecycleRequest *q, cJSON **ret_op) {
+        SpaceHttpReply reply = {};
+        const cJSON *op;
+        cJSON *final = NULL;
+        int r;
+
+        if (ret_op)
+                *ret_op = NULL;
+        r = cli_call(q->method, q->path, q->body, &reply);
+        if (r < 0)
+                return r;
+
+        /* {"operation", "sandbox"} for pause..wake and restore; the Operation itself for checkpoint and fork */
+        op = cJSON_GetObjectItemCaseSensitive(reply.json, "operation");
+        if (!cJSON_IsObject(op))
+                op = reply.json;
+        if (!json_str(op, "id")) {
+                log_error("the daemon started the operation but did not say its id");
+                space_http_reply_done(&reply);
+                return -EBADMSG;
+        }
+
+        if (q->async) {
+                printf("%s\n", json_str(op, "id"));
+                space_http_reply_done(&reply);
+                return fflush(stdout) == 0 ? 0 : -EIO;
+        }
+
+        if (q->progress && isatty(STDERR_FILENO))
+                r = wait_with_spinner(op, q->progress, &final);
+        else
+                r = cli_wait_operation(op, &final);
+        space_http_reply_done(&reply);
+        if (r < 0) {
+                cJSON_Delete(final); /* cli_wait_operation() hands out a failed operation too */
+                return r;
+        }
+        if (ret_op)
+                *ret_op = final;
+        else
+                cJSON_Delete(final);
+        return 0;
+}
+
+/* pause, resume, suspend, wake: POST /v1/sandboxes/{ref}/ACTION for each SANDBOX, printing its id when done. */
+int cli_lifecycle_verb(int argc, char *argv[], const char *action, const char *progress) {
+        static const struct option options[] = {
+                { "help", no_argument, NULL, 'h' },
+                { "async", no_argument, NULL, OPT_ASYNC },
+                { "quiet", no_argument, NULL, 'q' },
+                {}
+        };
+        bool async = false, quiet = false, failed = false;
+        _cleanup_free_ char *suffix = NULL;
+        int c;
+
+        opterr = 0;
+        while ((c = getopt_long(argc, argv, ":hq", options, NULL)) >= 0) {
+                switch (c) {
+                case 'h':
+                        cli_print_help(cli_verb, stdout);
+                        return 0;
+                case OPT_ASYNC:
+                        async = true;
+                        break;
+                case 'q':
+                        quiet = true;
+                        break;
+                default:
+                        return cli_bad_option(c, argv);
+                }
+        }
+        if (optind >= argc)
+                return cli_usage_error("%s needs at least one SANDBOX", action);
+        if (asprintf(&suffix, "/%s", action) < 0) {
+                log_error("out of memory");
+                return EXIT_FAIL;
+        }
+
+        for (int i = optind; i < argc; i++) {
+                _cleanup_free_ char *path = NULL, *label = NULL;
+                cJSON *op = NULL;
+                const char *id;
+                int r;
+
+                if (!*argv[i]) {
+                        log_error("an empty SANDBOX names nothing");
+                        failed = true;
+                        continue;
+                }
+                if (cli_sandbox_path(argv[i], suffix, &path) < 0 ||
+                    (progress && asprintf(&label, "%s %s", progress, argv[i]) < 0)) {
+                        log_error("out of memory");
+                        return EXIT_FAIL;
+                }
+                r = cli_lifecycle(&(LifecycleRequest) { .method = "POST", .path = path, .async = async,
+                                                        .progress = quiet ? NULL : label },
+                                  &op);
+                if (r < 0) {
+                        failed = true;
+                        if (!cli_http())
+                                break; /* no daemon: the rest would fail the same way */
+                        continue;
+                }
+                if (!async) {
+                        id = json_str(op, "sandbox_id");
+                        printf("%s\n", id ?: argv[i]);
+                        fflush(stdout);
+                }
+                cJSON_Delete(op);
+        }
+        return failed ? EXIT_FAIL : 0;
+}
