@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
 #
-# Benchmarks (run by `make bench`): time to interactive and exec round trip through spaced, each next to a raw
-# baseline measured in the same run. Writes JSON to $BENCH_OUT (default: $TOP_BUILDDIR/bench-results.json) and
-# prints a table. The environment is the integration tests' (own daemon, own state, cleaned up at exit).
+# Benchmarks (run by `make bench`): time to interactive and exec round trip through spaced (bench.py), then the
+# HTTP API's stream throughput and session latency (bench_api.py), each next to a raw baseline measured in the
+# same run. Writes JSON to $BENCH_OUT (default: $TOP_BUILDDIR/bench-results.json) and prints tables. The
+# environment is the integration tests' (own daemon on a free TCP port, own state, cleaned up at exit).
 #
 # Knobs: BENCH_CREATES (>= 20, default 20), BENCH_EXECS (>= 50, default 50), BENCH_PINGS (default 200),
-#        BENCH_RAW_RESTORE_CMD (see tests/bench/bench.py), SPACE_TEST_ACCEL, TOP_BUILDDIR.
+#        BENCH_RAW_RESTORE_CMD (see tests/bench/bench.py), BENCH_STREAM_MIB (default 64), BENCH_STREAM_RUNS
+#        (>= 3), BENCH_SESSIONS (>= 50), BENCH_ONLY=core|api, SPACE_TEST_ACCEL, TOP_BUILDDIR.
 # Numbers from a --enable-sanitizers build are slower than a release build: configure without it for figures
 # worth quoting.
 
@@ -14,11 +16,24 @@
 
 export BENCH_OUT=${BENCH_OUT:-$TOP_BUILDDIR/bench-results.json}
 space_env_setup >&2
-start_daemon >&2
+tcp_config
+start_daemon_tcp >&2
 export TEST_TMP TOP_BUILDDIR SPACECTL_BIN
 
-python3 "$TESTS_DIR/../bench/bench.py"
-rc=$?
+rc=0
+if [ "${BENCH_ONLY:-}" != api ]; then
+        python3 "$TESTS_DIR/../bench/bench.py" || rc=1
+fi
+if [ "${BENCH_ONLY:-}" != core ]; then
+        # bench.py may have killed the daemon for its raw baseline: the next spacectl call starts it again.
+        daemon_answers || spacectl version >/dev/null 2>&1
+        SEEN_PIDS+=("$(daemon_pid)")
+        wait_for 20 tcp_answers || echo "bench: the TCP listener $API_URL does not answer" >&2
+        API_KEY=$(mint_key bench)
+        export API_URL API_KEY
+        python3 "$TESTS_DIR/../bench/bench_api.py" || rc=1
+        SEEN_PIDS+=("$(daemon_pid)")
+fi
 # QEMUs the baseline left running (bench.py kills them itself; this is the safety net).
 for pid in $(cat "$TEST_TMP/extra.pids" 2>/dev/null); do track_pid "$pid"; done
 exit $rc

@@ -305,6 +305,9 @@ space_env_setup() {
 write_config() {
         {
                 echo "accel = ${SPACE_TEST_ACCEL:-auto}"
+                # No TCP listener unless the test asks for one (tcp_config; a later line wins): the default
+                # port 7070 may be someone else's.
+                echo "listen = off"
                 printf '%s\n' "$@"
         } >"$SPACE_CONFIG"
 }
@@ -457,4 +460,104 @@ sandbox_ids() {
 
 pid_gone() {
         ! pid_alive "$1"
+}
+
+# ---------------------------------------------------------------- the TCP API, keys and sessions (issue 3)
+
+SSE_PY=$TESTS_DIR/sse.py
+API_PORT=
+API_URL=
+API_KEY=
+STATUS=
+
+# free_port: a TCP port on 127.0.0.1 that nobody listens on now.
+free_port() {
+        python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+}
+
+# tcp_config [LINE...]: picks a free port for this run and writes the config with `listen = 127.0.0.1:PORT` (and
+# the extra lines); sets API_PORT and API_URL.
+tcp_config() {
+        API_PORT=$(free_port) || bail_out "cannot pick a free TCP port"
+        API_URL=http://127.0.0.1:$API_PORT
+        write_config "listen = 127.0.0.1:$API_PORT" "$@"
+}
+
+# The TCP listener answers at all (any status).
+tcp_answers() {
+        [ "$(curl -s -o /dev/null -w '%{http_code}' --max-time 5 "$API_URL/v1/openapi.json")" != 000 ]
+}
+
+# req METHOD PATH [CURL-ARGS...]: one request over TCP, with only the auth the caller passes. The body is in
+# $OUT, the status in $STATUS ("000": no answer).
+req() {
+        local m=$1 p=$2
+        shift 2
+        STATUS=$(curl -sS -o "$OUT" -w '%{http_code}' --max-time 60 -X "$m" "$@" "$API_URL$p" 2>"$ERR")
+        [ -n "$STATUS" ] || STATUS=000
+        return 0
+}
+
+# kreq METHOD PATH [CURL-ARGS...]: req with the API key ($API_KEY) as a bearer token.
+kreq() {
+        local m=$1 p=$2
+        shift 2
+        req "$m" "$p" -H "Authorization: Bearer $API_KEY" "$@"
+}
+
+# ureq METHOD PATH [CURL-ARGS...]: the same over the unix socket (no key).
+ureq() {
+        local m=$1 p=$2
+        shift 2
+        STATUS=$(curl -sS -o "$OUT" -w '%{http_code}' --max-time 60 -X "$m" --unix-socket "$SPACE_SOCKET" "$@" \
+                "http://localhost$p" 2>"$ERR")
+        [ -n "$STATUS" ] || STATUS=000
+        return 0
+}
+
+# check_status DESC STATUS [CODE]: the last request's status, and the "code" of its JSON error body.
+check_status() {
+        local desc=$1 want=$2 code=${3:-} got
+        if [ "$STATUS" != "$want" ]; then
+                fail "$desc" "expected HTTP $want${code:+ $code}, got $STATUS" "body: $(head -c 300 "$OUT" | tr -c '[:print:]\n' '?')"
+                return 1
+        fi
+        if [ -n "$code" ]; then
+                got=$(json "$OUT" 'd["code"]' 2>&1)
+                if [ "$got" != "$code" ]; then
+                        fail "$desc" "HTTP $STATUS as expected, but code '$got', expected '$code'" \
+                                "body: $(head -c 300 "$OUT" | tr -c '[:print:]\n' '?')"
+                        return 1
+                fi
+                if [ -z "$(json "$OUT" 'd["message"]' 2>/dev/null)" ]; then
+                        fail "$desc" "the error has no message" "body: $(head -c 300 "$OUT")"
+                        return 1
+                fi
+        fi
+        pass "$desc"
+}
+
+# mint_key NAME: creates an API key over the unix socket (POST /v1/keys) and prints it.
+mint_key() {
+        ureq POST /v1/keys -H 'Content-Type: application/json' -d "{\"name\": \"$1\"}"
+        [ "$STATUS" = 201 ] || [ "$STATUS" = 200 ] || return 1
+        json "$OUT" 'd["key"]'
+}
+
+# sse ARGS...: tests/integration/sse.py over TCP with $API_KEY; its JSON result is in $OUT, status in $RC.
+sse() {
+        run timeout -k 5 "${SSE_TIMEOUT:-300}" python3 "$SSE_PY" --url "$API_URL" --key "$API_KEY" "$@"
+}
+
+# start_daemon_tcp: start_daemon, then wait for the TCP listener too.
+start_daemon_tcp() {
+        start_daemon
+        wait_for 20 tcp_answers || { diag_file "$TEST_TMP/spaced.log" 40; bail_out "spaced does not answer on $API_URL"; }
+}
+
+# daemon_rss_kib: VmRSS of our spaced, in KiB.
+daemon_rss_kib() {
+        local pid
+        pid=$(daemon_pid) || return 1
+        awk '/^VmRSS:/ { print $2 }' "/proc/$pid/status"
 }
