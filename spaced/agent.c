@@ -156,19 +156,54 @@ int agent_wait_hello(const char *socket_path, int timeout_ms, char **reterr_mess
         return r;
 }
 
-int agent_handshake(const char *socket_path, const char *sandbox_id, const char *hostname, char **env,
-                    int timeout_ms, int *ret_fd, char **reterr_message) {
-        uint64_t deadline = now_usec_monotonic() + (uint64_t) timeout_ms * 1000;
-        _cleanup_free_ SpaceFrameReader *rd = calloc(1, sizeof *rd);
-        _cleanup_free_ uint8_t *pending = malloc(65536);
+static int send_identity(int fd, SpaceFrameReader *rd, uint8_t *pending, size_t *pending_len, uint32_t stream,
+                         const char *sandbox_id, const char *hostname, char **env, uint64_t deadline,
+                         char **reterr_message) {
         _cleanup_(space_buf_done) SpaceBuf kv = {};
-        _cleanup_close_ int fd = -1;
-        size_t pending_len = 0;
         SpaceFrameHeader h;
         const uint8_t *payload;
         uint8_t seed[32];
         char seed_hex[65];
         struct timespec ts;
+        int r;
+
+        /* A fresh identity for every restored VM (decision 4): clock, RNG seed, hostname, sandbox id. */
+        if (getrandom(seed, sizeof seed, 0) != sizeof seed)
+                return -EIO;
+        for (size_t i = 0; i < sizeof seed; i++)
+                snprintf(seed_hex + 2 * i, 3, "%02x", seed[i]);
+        clock_gettime(CLOCK_REALTIME, &ts);
+        r = space_kv_add(&kv, "hostname", hostname);
+        if (r >= 0)
+                r = space_kv_add(&kv, "sandbox_id", sandbox_id);
+        if (r >= 0)
+                r = space_kv_addf(&kv, "time_ns", "%llu",
+                                  (unsigned long long) ts.tv_sec * 1000000000ULL + (unsigned long long) ts.tv_nsec);
+        if (r >= 0)
+                r = space_kv_add(&kv, "seed", seed_hex);
+        for (char **e = env; r >= 0 && e && *e; e++)
+                r = space_kv_add(&kv, "env", *e);
+        if (r < 0)
+                return r;
+        if (kv.len > SPACE_FRAME_PAYLOAD_MAX)
+                return -E2BIG;
+        r = send_frame_blocking(fd, SPACE_F_INIT, stream, kv.data, kv.len);
+        if (r >= 0)
+                r = wait_frame(fd, rd, SPACE_F_OK, stream, deadline, &h, &payload, pending, pending_len);
+        if (r < 0)
+                (void) asprintf(reterr_message, "the guest agent refused its identity: %s", strerror(-r));
+        return r;
+}
+
+int agent_handshake(const char *socket_path, const char *sandbox_id, const char *hostname, char **env,
+                    int timeout_ms, int *ret_fd, char **reterr_message) {
+        uint64_t deadline = now_usec_monotonic() + (uint64_t) timeout_ms * 1000;
+        _cleanup_free_ SpaceFrameReader *rd = calloc(1, sizeof *rd);
+        _cleanup_free_ uint8_t *pending = malloc(65536);
+        _cleanup_close_ int fd = -1;
+        size_t pending_len = 0;
+        SpaceFrameHeader h;
+        const uint8_t *payload;
         int r;
 
         if (!rd || !pending)
@@ -187,35 +222,23 @@ int agent_handshake(const char *socket_path, const char *sandbox_id, const char 
                                 strerror(-r));
                 return r;
         }
-
-        /* A fresh identity for every restored VM (decision 4). */
-        if (getrandom(seed, sizeof seed, 0) != sizeof seed)
-                return -EIO;
-        for (size_t i = 0; i < sizeof seed; i++)
-                snprintf(seed_hex + 2 * i, 3, "%02x", seed[i]);
-        clock_gettime(CLOCK_REALTIME, &ts);
-        r = space_kv_add(&kv, "hostname", hostname);
-        if (r >= 0)
-                r = space_kv_add(&kv, "sandbox_id", sandbox_id);
-        if (r >= 0)
-                r = space_kv_addf(&kv, "time_ns", "%llu", (unsigned long long) ts.tv_sec * 1000000000ULL + (unsigned long long) ts.tv_nsec);
-        if (r >= 0)
-                r = space_kv_add(&kv, "seed", seed_hex);
-        for (char **e = env; r >= 0 && e && *e; e++)
-                r = space_kv_add(&kv, "env", *e);
+        r = send_identity(fd, rd, pending, &pending_len, 2, sandbox_id, hostname, env, deadline, reterr_message);
         if (r < 0)
                 return r;
-        if (kv.len > SPACE_FRAME_PAYLOAD_MAX)
-                return -E2BIG;
-        r = send_frame_blocking(fd, SPACE_F_INIT, 2, kv.data, kv.len);
-        if (r >= 0)
-                r = wait_frame(fd, rd, SPACE_F_OK, 2, deadline, &h, &payload, pending, &pending_len);
-        if (r < 0) {
-                (void) asprintf(reterr_message, "the guest agent refused its identity: %s", strerror(-r));
-                return r;
-        }
         *ret_fd = TAKE_FD(fd);
         return 0;
+}
+
+int agent_reidentify(int fd, const char *sandbox_id, const char *hostname, char **env, int timeout_ms,
+                     char **reterr_message) {
+        uint64_t deadline = now_usec_monotonic() + (uint64_t) timeout_ms * 1000;
+        _cleanup_free_ SpaceFrameReader *rd = calloc(1, sizeof *rd);
+        _cleanup_free_ uint8_t *pending = malloc(65536);
+        size_t pending_len = 0;
+
+        if (!rd || !pending)
+                return -ENOMEM;
+        return send_identity(fd, rd, pending, &pending_len, 3, sandbox_id, hostname, env, deadline, reterr_message);
 }
 
 /* ---- event loop side ---- */

@@ -40,6 +40,8 @@ const Route api_routes[] = {
         { "POST", "/v1/sandboxes/{id}/checkpoints", api_post_checkpoints },
         { "POST", "/v1/sandboxes/{id}/restore", api_post_restore },
         { "POST", "/v1/sandboxes/{id}/fork", api_post_sandbox_fork },
+        { "GET", "/v1/pools", api_get_pools },
+        { "PUT", "/v1/pools/{template}", api_put_pool },
         { "GET", "/v1/checkpoints", api_get_checkpoints },
         { "GET", "/v1/checkpoints/{cp}", api_get_checkpoint },
         { "DELETE", "/v1/checkpoints/{cp}", api_delete_checkpoint },
@@ -200,7 +202,8 @@ static void get_sandboxes(Request *r, const RouteArgs *a) {
         cJSON *o = cJSON_CreateObject(), *list = cJSON_AddArrayToObject(o, "sandboxes");
 
         for (Sandbox *s = http_manager(r->http)->sandboxes; s; s = s->next)
-                cJSON_AddItemToArray(list, sandbox_to_json(s));
+                if (!s->pooled)
+                        cJSON_AddItemToArray(list, sandbox_to_json(s));
         http_respond_json(r, 200, o);
 }
 

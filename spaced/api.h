@@ -68,6 +68,10 @@ void api_get_openapi(Request *r, const RouteArgs *a);
 void api_get_info(Request *r, const RouteArgs *a);
 void api_get_operations(Request *r, const RouteArgs *a);
 
+/* api-pools.c */
+void api_get_pools(Request *r, const RouteArgs *a);
+void api_put_pool(Request *r, const RouteArgs *a);
+
 /* api-checkpoints.c */
 void api_post_checkpoints(Request *r, const RouteArgs *a);
 void api_get_checkpoints(Request *r, const RouteArgs *a);

@@ -64,7 +64,7 @@ static int suspend_paths(const char *data_dir, char **ret_state, char **ret_done
         return 0;
 }
 
-static int qmp_simple(const char *run_dir, const char *cmd, char **reterr) {
+int vm_qmp_simple(const char *run_dir, const char *cmd, char **reterr) {
         _cleanup_free_ char *path = NULL;
         Qmp *q = NULL;
         int r;
@@ -114,7 +114,7 @@ static int do_suspend(LifecycleJob *j) {
         qmp_close(q);
         r = write_file_atomic(done, "1\n");
         if (r < 0) {
-                (void) qmp_simple(j->run_dir, "cont", NULL);
+                (void) vm_qmp_simple(j->run_dir, "cont", NULL);
                 (void) unlink(state);
                 (void) asprintf(&j->error, "cannot record the suspend: %s", strerror(-r));
                 return r;
@@ -194,10 +194,10 @@ static void *lifecycle_worker(void *userdata) {
 
         switch (j->kind) {
         case LIFECYCLE_PAUSE:
-                j->r = qmp_simple(j->run_dir, "stop", &j->error);
+                j->r = vm_qmp_simple(j->run_dir, "stop", &j->error);
                 break;
         case LIFECYCLE_RESUME:
-                j->r = qmp_simple(j->run_dir, "cont", &j->error);
+                j->r = vm_qmp_simple(j->run_dir, "cont", &j->error);
                 break;
         case LIFECYCLE_SUSPEND:
                 j->r = do_suspend(j);
@@ -384,7 +384,7 @@ int sandbox_reconcile_lifecycle(Sandbox *s) {
                 } else if (alive) {
                         /* roll back: the VM is only stopped */
                         (void) unlink(state);
-                        (void) qmp_simple(s->run_dir, "cont", NULL);
+                        (void) vm_qmp_simple(s->run_dir, "cont", NULL);
                         s->state = SANDBOX_RUNNING;
                         (void) agent_connect(s);
                 } else {

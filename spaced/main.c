@@ -344,6 +344,8 @@ int main(int argc, char **argv) {
         if (r < 0)
                 log_warning_errno(r, "cannot read checkpoints from the state database");
         r = templates_load(&m);
+        if (r >= 0 && pools_load(&m) < 0)
+                log_warning("cannot read the warm pool settings");
         if (r < 0)
                 log_warning_errno(r, "cannot load templates from %s", m.lib_dir);
 
@@ -366,6 +368,7 @@ int main(int argc, char **argv) {
         if (r < 0)
                 log_warning_errno(r, "reconciling state failed");
         (void) layers_gc(&m); /* what interrupted creates and removals left */
+        pool_refill(&m);
 
         r = http_new(&m, listen_fd, tcp_fd, &m.http);
         if (r < 0)

@@ -49,6 +49,7 @@ typedef enum SandboxState {
         SANDBOX_SUSPENDING,  /* journaled: memory being written to the store */
         SANDBOX_SUSPENDED,   /* no QEMU; memory and device state in data_dir/suspend.state */
         SANDBOX_WAKING,      /* journaled: QEMU restoring from suspend.state */
+        SANDBOX_POOLED,      /* restored and paused in a warm pool, not handed out yet: hidden from users */
         _SANDBOX_STATE_MAX,
 } SandboxState;
 
@@ -96,6 +97,9 @@ struct Sandbox {
         int on_expiry;        /* EXPIRY_REMOVE or EXPIRY_SUSPEND */
         int64_t last_active;  /* unix time of the last exec, attach or API call on it */
         bool busy;           /* a lifecycle operation is in flight */
+        bool pooled;         /* made for a warm pool (POOLED once ready) */
+        bool has_pool_fd;
+        int pool_fd;         /* pooled: the handshaken agent channel, watched only after handout */
         AgentConn *agent;
         Sandbox *next;
 };
@@ -160,6 +164,7 @@ struct Manager {
         Sandbox *sandboxes;
         Operation *operations;
         Checkpoint *checkpoints;
+        struct PoolConfig *pools;
 
         /* Worker threads post Completions here and poke the eventfd. */
         pthread_mutex_t completions_lock;
@@ -206,6 +211,10 @@ int sandbox_create_start(Manager *m, const char *template_name, const char *name
 int sandbox_create_from(Manager *m, const char *template_name, const char *name, unsigned vcpu,
                         uint64_t memory_mib, uint64_t disk_mib, char **env, const Checkpoint *source,
                         const char *parent_op, Operation **ret_op, Sandbox **ret_sandbox, OperationError *reterr);
+int sandbox_create_full(Manager *m, const char *template_name, const char *name, unsigned vcpu,
+                        uint64_t memory_mib, uint64_t disk_mib, char **env, const Checkpoint *source,
+                        const char *parent_op, bool pooled, Operation **ret_op, Sandbox **ret_sandbox,
+                        OperationError *reterr);
 int sandbox_delete_start(Manager *m, Sandbox *s, bool force, Operation **ret_op, OperationError *reterr);
 int manager_reconcile(Manager *m);
 void sandbox_cleanup_vm_files(pid_t pid, const char *run_dir, const char *data_dir);
@@ -233,6 +242,21 @@ int checkpoints_load(Manager *m);
 void fork_child_done(Manager *m, const char *fork_op_id, bool ok, const char *message);
 void checkpoints_free(Manager *m);
 
+/* pool.c: warm pools (decision 4) */
+typedef struct PoolConfig {
+        char *template_name;
+        unsigned size;
+        struct PoolConfig *next;
+} PoolConfig;
+int pools_load(Manager *m);
+int pool_set(Manager *m, const char *template_name, unsigned size, char **reterr_message);
+void pool_refill(Manager *m);
+unsigned pool_count(Manager *m, const char *template_name, bool ready_only);
+/* Hands out a ready pooled sandbox for a create with the template's default shape: returns 1 with the
+ * sandbox and its create operation, 0 when the pool has none. */
+int pool_take(Manager *m, const Template *t, const char *name, char **env, Operation **ret_op, Sandbox **ret,
+              OperationError *reterr);
+
 /* lifecycle.c: pause, resume, suspend, wake. */
 typedef enum LifecycleKind {
         LIFECYCLE_PAUSE,
@@ -244,6 +268,8 @@ int sandbox_lifecycle_start(Manager *m, Sandbox *s, LifecycleKind kind, Operatio
 int sandbox_reconcile_lifecycle(Sandbox *s);
 void lifecycle_tick(Manager *m);
 void vm_cont_if_stopped(const char *run_dir);
+/* One QMP command on a short connection to the sandbox's monitor. */
+int vm_qmp_simple(const char *run_dir, const char *cmd, char **reterr);
 
 /* operation.c */
 Operation *operation_new(Manager *m, const char *kind, const char *sandbox_id);
@@ -300,6 +326,9 @@ int file_digest(const char *path, char **ret);   /* "sha256:<hex>", from PATH.sh
  * connected fd. */
 int agent_handshake(const char *socket_path, const char *sandbox_id, const char *hostname, char **env,
                     int timeout_ms, int *ret_fd, char **reterr_message);
+/* INIT again on a handshaken fd that the event loop does not watch yet (a warm-pool handout). */
+int agent_reidentify(int fd, const char *sandbox_id, const char *hostname, char **env, int timeout_ms,
+                     char **reterr_message);
 /* Waits for the first HELLO after a cold boot. */
 int agent_wait_hello(const char *socket_path, int timeout_ms, char **reterr_message);
 int agent_attach(Sandbox *s, int fd);        /* takes over fd in the event loop */

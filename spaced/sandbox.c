@@ -24,11 +24,12 @@ static const char *const sandbox_states[_SANDBOX_STATE_MAX] = {
         [SANDBOX_SUSPENDING] = "suspending",
         [SANDBOX_SUSPENDED] = "suspended",
         [SANDBOX_WAKING] = "waking",
+        [SANDBOX_POOLED] = "pooled",
 };
 
 bool sandbox_state_holds_memory(SandboxState s) {
         return s == SANDBOX_CREATING || s == SANDBOX_RUNNING || s == SANDBOX_DELETING || s == SANDBOX_PAUSED ||
-               s == SANDBOX_SUSPENDING || s == SANDBOX_WAKING;
+               s == SANDBOX_SUSPENDING || s == SANDBOX_WAKING || s == SANDBOX_POOLED;
 }
 
 const char *sandbox_state_to_string(SandboxState s) {
@@ -48,6 +49,8 @@ Sandbox *sandbox_free(Sandbox *s) {
         if (!s)
                 return NULL;
         agent_free(s->agent);
+        if (s->has_pool_fd)
+                safe_close(s->pool_fd);
         free(s->name);
         free(s->template_name);
         free(s->template_digest);
@@ -80,13 +83,14 @@ int sandbox_resolve(Manager *m, const char *ref, Sandbox **ret) {
 
         if (n == 0)
                 return -ENOENT;
+        /* pool members are not the user's until handed out */
         for (Sandbox *s = m->sandboxes; s; s = s->next)
-                if (streq(s->id, ref) || (s->name && streq(s->name, ref))) {
+                if (!s->pooled && (streq(s->id, ref) || (s->name && streq(s->name, ref)))) {
                         *ret = s;
                         return 0;
                 }
         for (Sandbox *s = m->sandboxes; s; s = s->next)
-                if (strncmp(s->id, ref, n) == 0) {
+                if (!s->pooled && strncmp(s->id, ref, n) == 0) {
                         if (found)
                                 return -ENOTUNIQ;
                         found = s;
@@ -126,6 +130,7 @@ typedef struct CreateJob {
         char *source_state;   /* restore from a checkpoint instead of the base snapshot */
         char *source_disk;
         char parent_op[OPERATION_ID_LEN + 1];  /* the fork this create is part of */
+        bool pooled;          /* for a warm pool: leave it paused after the handshake */
         /* results */
         int r;
         char *error;
@@ -215,6 +220,8 @@ static void *create_worker(void *userdata) {
                 goto finish;
         crash_point("create-restored");
         r = agent_handshake(agent_path, j->id, hostname, j->init_env, RESTORE_TIMEOUT_MS, &j->agent_fd, &j->error);
+        if (r >= 0 && j->pooled)
+                r = qmp_execute(q, "stop", NULL, -1, 10000, NULL, &j->error);
 finish:
         qmp_close(q);
         base_snapshot_done(&b);
@@ -238,7 +245,12 @@ static void create_done(Manager *m, void *userdata) {
         Sandbox *s = sandbox_find_by_id(m, j->id);
         Operation *op = operation_find(m, j->op_id);
 
-        if (j->r >= 0 && s && s->state == SANDBOX_CREATING) {
+        if (j->r >= 0 && s && s->state == SANDBOX_CREATING && j->pooled) {
+                s->qemu_pid = j->pid;
+                s->state = SANDBOX_POOLED;
+                s->pool_fd = TAKE_FD(j->agent_fd);
+                s->has_pool_fd = true;
+        } else if (j->r >= 0 && s && s->state == SANDBOX_CREATING) {
                 s->qemu_pid = j->pid;
                 s->state = SANDBOX_RUNNING;
                 if (agent_attach(s, TAKE_FD(j->agent_fd)) < 0) {
@@ -246,7 +258,7 @@ static void create_done(Manager *m, void *userdata) {
                         (void) asprintf(&j->error, "cannot watch the agent channel");
                 }
         }
-        if (j->r < 0 || !s || s->state != SANDBOX_RUNNING) {
+        if (j->r < 0 || !s || (s->state != SANDBOX_RUNNING && s->state != SANDBOX_POOLED)) {
                 const char *msg = j->error ? j->error : strerror(-j->r);
 
                 if (j->r < 0)
@@ -271,6 +283,7 @@ static void create_done(Manager *m, void *userdata) {
                         fork_child_done(m, j->parent_op, true, NULL);
         }
         create_job_free(j);
+        pool_refill(m);
 }
 
 int base_request_init(Manager *m, const Template *t, unsigned vcpu, uint64_t memory_mib, BaseRequest *ret) {
@@ -340,6 +353,14 @@ int sandbox_create_start(Manager *m, const char *template_name, const char *name
 int sandbox_create_from(Manager *m, const char *template_name, const char *name, unsigned vcpu,
                         uint64_t memory_mib, uint64_t disk_mib, char **env, const Checkpoint *source,
                         const char *parent_op, Operation **ret_op, Sandbox **ret_sandbox, OperationError *reterr) {
+        return sandbox_create_full(m, template_name, name, vcpu, memory_mib, disk_mib, env, source, parent_op,
+                                   false, ret_op, ret_sandbox, reterr);
+}
+
+int sandbox_create_full(Manager *m, const char *template_name, const char *name, unsigned vcpu,
+                        uint64_t memory_mib, uint64_t disk_mib, char **env, const Checkpoint *source,
+                        const char *parent_op, bool pooled, Operation **ret_op, Sandbox **ret_sandbox,
+                        OperationError *reterr) {
         Template *t;
         Sandbox *s;
         CreateJob *j;
@@ -376,7 +397,29 @@ int sandbox_create_from(Manager *m, const char *template_name, const char *name,
                                            "disk_mib %llu is smaller than template '%s' (%llu MiB); use %llu to 1048576",
                                            (unsigned long long) disk_mib, t->name, (unsigned long long) t->disk_mib,
                                            (unsigned long long) t->disk_mib) ?: -EINVAL;
+        /* A create of the template's default shape takes a warm sandbox when the pool has one. */
+        if (!source && !pooled && vcpu == t->vcpu && memory_mib == t->memory_mib && disk_mib == t->disk_mib) {
+                r = pool_take(m, t, name, env, ret_op, ret_sandbox, reterr);
+                if (r != 0)
+                        return r < 0 ? r : 0;
+        }
         in_use = manager_memory_in_use(m);
+        if (!pooled) {
+                /* warm pool members give way to a user's create */
+                for (Sandbox *i = m->sandboxes; i; i = i->next)
+                        if (i->pooled && (i->state == SANDBOX_POOLED || i->state == SANDBOX_CREATING))
+                                in_use -= i->memory_mib;
+                for (Sandbox *i = m->sandboxes, *next; i && manager_memory_in_use(m) + memory_mib > m->memory_limit_mib &&
+                                                     in_use + memory_mib <= m->memory_limit_mib; i = next) {
+                        OperationError e = {};
+                        Operation *del;
+
+                        next = i->next;
+                        if (i->pooled && i->state == SANDBOX_POOLED)
+                                (void) sandbox_delete_start(m, i, true, &del, &e);
+                        operation_error_done(&e);
+                }
+        }
         if (in_use + memory_mib > m->memory_limit_mib)
                 return operation_error_set(reterr, "insufficient_memory",
                                            "not enough memory for another sandbox: it needs %llu MiB, %llu MiB of "
@@ -393,11 +436,13 @@ int sandbox_create_from(Manager *m, const char *template_name, const char *name,
                 return -ENOMEM;
         }
         j->agent_fd = -1;
+        j->pooled = pooled;
         s->manager = m;
         r = random_hex(s->id, SANDBOX_ID_LEN);
         if (r < 0)
                 goto fail;
         s->state = SANDBOX_CREATING;
+        s->pooled = pooled;
         s->vcpu = vcpu;
         s->memory_mib = memory_mib;
         s->disk_mib = disk_mib;
@@ -593,6 +638,7 @@ int manager_reconcile(Manager *m) {
                 switch (s->state) {
                 case SANDBOX_CREATING:
                 case SANDBOX_DELETING:
+                case SANDBOX_POOLED: /* its channel fd died with the old daemon: make a fresh one */
                         /* An interrupted create holds nothing a user made; an interrupted delete was wanted. */
                         log_info("sandbox %s: finishing an interrupted %s", s->id,
                                  s->state == SANDBOX_CREATING ? "create (rolling back)" : "removal");
