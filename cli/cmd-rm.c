@@ -49,6 +49,7 @@ int cli_remove(const char *ref, bool force, bool print_id) {
         if (cJSON_IsObject(op)) {
                 r = cli_wait_operation(op, &final);
                 if (r < 0) {
+                        cJSON_Delete(final); /* a failed operation comes back too */
                         space_http_reply_done(&reply);
                         return r;
                 }

@@ -53,6 +53,7 @@ int api_ensure_awake(Request *r, Sandbox *s) {
         Operation *op = NULL;
         int q;
 
+        /* running something in it is use; looking at it (inspect, ls) is not */
         s->last_active = now_unix();
         if (s->state != SANDBOX_SUSPENDED && s->state != SANDBOX_WAKING)
                 return 1;

@@ -226,8 +226,7 @@ int get_env_field(Request *r, cJSON *o, char ***ret) {
 int resolve_sandbox(Request *r, const char *ref, Sandbox **ret) {
         int q = sandbox_resolve(http_manager(r->http), ref, ret);
 
-        if (q >= 0)
-                (*ret)->last_active = now_unix(); /* any use of a sandbox keeps it from idling */
+
         if (q == -ENOTUNIQ)
                 http_respond_error(r, 409, "ambiguous_reference",
                                    "'%s' matches more than one sandbox id; give more characters", ref);

@@ -63,6 +63,9 @@ static int reseed(const char *hex) {
         seed.info.buf_size = (int) (l / 2);
         if (ioctl(fd, RNDADDENTROPY, &seed.info) < 0 && write(fd, seed.buf, l / 2) < 0)
                 return -errno;
+        /* Adding entropy does not rekey the CRNG at once on 6.1: without this, forks of one snapshot can
+         * read the same bytes from /dev/urandom for a while. */
+        (void) ioctl(fd, RNDRESEEDCRNG);
         return 0;
 }
 

@@ -1,14 +1,16 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
 #
-# Benchmarks (run by `make bench`): time to interactive and exec round trip through spaced (bench.py), then the
-# HTTP API's stream throughput and session latency (bench_api.py), each next to a raw baseline measured in the
-# same run. Writes JSON to $BENCH_OUT (default: $TOP_BUILDDIR/bench-results.json) and prints tables. The
-# environment is the integration tests' (own daemon on a free TCP port, own state, cleaned up at exit).
+# Benchmarks (run by `make bench`): time to interactive and exec round trip through spaced (bench.py), the
+# HTTP API's stream throughput and session latency (bench_api.py), then pause, suspend, wake, checkpoint, fork
+# and idle memory (bench_lifecycle.py), each next to a raw baseline measured in the same run. Writes JSON to
+# $BENCH_OUT (default: $TOP_BUILDDIR/bench-results.json) and prints tables. The environment is the integration
+# tests' (own daemon on a free TCP port, own state, cleaned up at exit).
 #
 # Knobs: BENCH_CREATES (>= 20, default 20), BENCH_EXECS (>= 50, default 50), BENCH_PINGS (default 200),
 #        BENCH_RAW_RESTORE_CMD (see tests/bench/bench.py), BENCH_STREAM_MIB (default 64), BENCH_STREAM_RUNS
-#        (>= 3), BENCH_SESSIONS (>= 50), BENCH_ONLY=core|api, SPACE_TEST_ACCEL, TOP_BUILDDIR.
+#        (>= 3), BENCH_SESSIONS (>= 50), BENCH_PAUSES (default 30), BENCH_SUSPENDS (default 3),
+#        BENCH_FORKS (default 2), BENCH_ONLY=core|api|lifecycle (one part alone), SPACE_TEST_ACCEL, TOP_BUILDDIR.
 # Numbers from a --enable-sanitizers build are slower than a release build: configure without it for figures
 # worth quoting.
 
@@ -21,10 +23,10 @@ start_daemon_tcp >&2
 export TEST_TMP TOP_BUILDDIR SPACECTL_BIN
 
 rc=0
-if [ "${BENCH_ONLY:-}" != api ]; then
+if [ -z "${BENCH_ONLY:-}" ] || [ "$BENCH_ONLY" = core ]; then
         python3 "$TESTS_DIR/../bench/bench.py" || rc=1
 fi
-if [ "${BENCH_ONLY:-}" != core ]; then
+if [ -z "${BENCH_ONLY:-}" ] || [ "$BENCH_ONLY" = api ]; then
         # bench.py may have killed the daemon for its raw baseline: the next spacectl call starts it again.
         daemon_answers || spacectl version >/dev/null 2>&1
         SEEN_PIDS+=("$(daemon_pid)")
@@ -32,6 +34,13 @@ if [ "${BENCH_ONLY:-}" != core ]; then
         API_KEY=$(mint_key bench)
         export API_URL API_KEY
         python3 "$TESTS_DIR/../bench/bench_api.py" || rc=1
+        SEEN_PIDS+=("$(daemon_pid)")
+fi
+if [ -z "${BENCH_ONLY:-}" ] || [ "$BENCH_ONLY" = lifecycle ]; then
+        # bench_api.py kills the daemon for its raw baseline too.
+        daemon_answers || spacectl version >/dev/null 2>&1
+        SEEN_PIDS+=("$(daemon_pid)")
+        python3 "$TESTS_DIR/../bench/bench_lifecycle.py" || rc=1
         SEEN_PIDS+=("$(daemon_pid)")
 fi
 # QEMUs the baseline left running (bench.py kills them itself; this is the safety net).
