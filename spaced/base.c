@@ -271,3 +271,22 @@ fail:
         base_snapshot_done(&b);
         return r;
 }
+
+VmConfig base_restore_config(const BaseSnapshot *b, const BaseRequest *req, const char *run_dir, const char *disk) {
+        /* Everything but the run dir and the disk must equal the saved VM's command line. */
+        return (VmConfig) {
+                .qemu_binary = req->qemu_binary,
+                .run_dir = run_dir,
+                .kernel = b->kernel,
+                .initrd = b->initrd,
+                .disk = disk,
+                .disk_format = "qcow2",
+                .mem_path = b->mem_path,
+                .mem_share = false,
+                .vcpus = req->vcpu,
+                .memory_mib = req->memory_mib,
+                .accel = req->accel,
+                .tsc_khz = req->tsc_khz,
+                .incoming = true,
+        };
+}

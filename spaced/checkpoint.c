@@ -690,21 +690,7 @@ static void *restore_worker(void *userdata) {
                 (void) asprintf(&j->error, "cannot open %s: %m", j->state_path);
                 goto out;
         }
-        VmConfig c = {
-                .qemu_binary = j->base.qemu_binary,
-                .run_dir = j->run_dir,
-                .kernel = b.kernel,
-                .initrd = b.initrd,
-                .disk = layer,
-                .disk_format = "qcow2",
-                .mem_path = b.mem_path,
-                .mem_share = false,
-                .vcpus = j->base.vcpu,
-                .memory_mib = j->base.memory_mib,
-                .accel = j->base.accel,
-                .tsc_khz = j->base.tsc_khz,
-                .incoming = true,
-        };
+        VmConfig c = base_restore_config(&b, &j->base, j->run_dir, layer);
         r = vm_start(&c, 10000, &j->new_pid, &q, &j->error);
         if (r >= 0)
                 r = vm_restore_state(q, fd, RESTORE_TIMEOUT_MS, &j->error);

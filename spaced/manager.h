@@ -317,6 +317,8 @@ void base_request_done(BaseRequest *r);
 int base_request_init(Manager *m, const Template *t, unsigned vcpu, uint64_t memory_mib, BaseRequest *ret);
 void base_snapshot_done(BaseSnapshot *b);
 int base_snapshot_ensure(Manager *m, const BaseRequest *req, BaseSnapshot *ret, char **reterr_message);
+/* The command line of a VM restored from a snapshot of this base (a sandbox, a wake, a checkpoint). */
+VmConfig base_restore_config(const BaseSnapshot *b, const BaseRequest *req, const char *run_dir, const char *disk);
 /* The guest files and their digests. */
 int guest_kernel_path(const char *lib_dir, char **ret_kernel, char **ret_initrd);
 int file_digest(const char *path, char **ret);   /* "sha256:<hex>", from PATH.sha256 when fresh */

@@ -24,6 +24,7 @@
 #include <cJSON.h>
 
 #include "../lib/macro.h"
+#include "vmm-internal.h"
 #include "vmm.h"
 
 /* A QMP reply bigger than this is a broken or hostile QEMU. query-* replies we use are a few KiB. */
@@ -43,35 +44,6 @@ static void cjson_deletep(cJSON **j) {
 }
 #define _cleanup_cjson_ _cleanup_(cjson_deletep)
 
-static void set_error(char **reterr_message, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void set_error(char **reterr_message, const char *fmt, ...) {
-        va_list ap;
-        char *m = NULL;
-
-        if (!reterr_message)
-                return;
-        va_start(ap, fmt);
-        if (vasprintf(&m, fmt, ap) < 0)
-                m = NULL;
-        va_end(ap);
-        free(*reterr_message);
-        *reterr_message = m;
-}
-
-static int64_t now_ms(void) {
-        struct timespec ts;
-
-        (void) clock_gettime(CLOCK_MONOTONIC, &ts);
-        return (int64_t) ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-static int remaining_ms(int64_t deadline) {
-        int64_t left = deadline - now_ms();
-
-        if (left <= 0)
-                return 0;
-        return left > INT32_MAX ? INT32_MAX : (int) left;
-}
 
 Qmp *qmp_close(Qmp *q) {
         if (!q)

@@ -184,21 +184,7 @@ static void *create_worker(void *userdata) {
                 goto finish;
         }
         crash_point("create-layer");
-        VmConfig c = {
-                .qemu_binary = j->base.qemu_binary,
-                .run_dir = j->run_dir,
-                .kernel = b.kernel,
-                .initrd = b.initrd,
-                .disk = disk,
-                .disk_format = "qcow2",
-                .mem_path = b.mem_path,
-                .mem_share = false,
-                .vcpus = j->base.vcpu,
-                .memory_mib = j->base.memory_mib,
-                .accel = j->base.accel,
-                .tsc_khz = j->base.tsc_khz,
-                .incoming = true,
-        };
+        VmConfig c = base_restore_config(&b, &j->base, j->run_dir, disk);
         r = vm_start(&c, 10000, &j->pid, &q, &j->error);
         if (r < 0)
                 goto finish;

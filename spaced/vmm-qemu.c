@@ -32,6 +32,7 @@
 #include <cJSON.h>
 
 #include "../lib/macro.h"
+#include "vmm-internal.h"
 #include "vmm.h"
 
 /* The guest console goes to an in-QEMU ring buffer: a hostile guest can write to hvc0 forever, and a file
@@ -43,35 +44,6 @@
 /* Far above any disk; QEMU 7.2's default of 128 MiB/s makes snapshots crawl (vmm-notes §7). */
 #define VM_MIGRATE_MAX_BANDWIDTH "68719476736"
 
-static void set_error(char **reterr_message, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void set_error(char **reterr_message, const char *fmt, ...) {
-        va_list ap;
-        char *m = NULL;
-
-        if (!reterr_message)
-                return;
-        va_start(ap, fmt);
-        if (vasprintf(&m, fmt, ap) < 0)
-                m = NULL;
-        va_end(ap);
-        free(*reterr_message);
-        *reterr_message = m;
-}
-
-static int64_t now_ms(void) {
-        struct timespec ts;
-
-        (void) clock_gettime(CLOCK_MONOTONIC, &ts);
-        return (int64_t) ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-static int remaining_ms(int64_t deadline) {
-        int64_t left = deadline - now_ms();
-
-        if (left <= 0)
-                return 0;
-        return left > INT32_MAX ? INT32_MAX : (int) left;
-}
 
 static void cjson_deletep(cJSON **j) {
         if (*j)

@@ -1,0 +1,40 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#pragma once
+
+/* Helpers the VMM driver's two files (vmm-qemu.c, qmp.c) share: deadlines and error messages. */
+
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+
+static inline void set_error(char **reterr_message, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static inline void set_error(char **reterr_message, const char *fmt, ...) {
+        va_list ap;
+        char *m = NULL;
+
+        if (!reterr_message)
+                return;
+        va_start(ap, fmt);
+        if (vasprintf(&m, fmt, ap) < 0)
+                m = NULL;
+        va_end(ap);
+        free(*reterr_message);
+        *reterr_message = m;
+}
+
+static inline int64_t now_ms(void) {
+        struct timespec ts;
+
+        (void) clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (int64_t) ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static inline int remaining_ms(int64_t deadline) {
+        int64_t left = deadline - now_ms();
+
+        if (left <= 0)
+                return 0;
+        return left > INT32_MAX ? INT32_MAX : (int) left;
+}
