@@ -303,8 +303,10 @@ int cmd_wake(int argc, char *argv[]);
 int cmd_checkpoint(int argc, char *argv[]);
 int cmd_restore(int argc, char *argv[]);
 int cmd_fork(int argc, char *argv[]);
+int cmd_pool(int argc, char *argv[]);
 
 extern const CliHelp cmd_create_help, cmd_exec_help, cmd_run_help, cmd_ls_help, cmd_inspect_help, cmd_rm_help,
         cmd_template_help, cmd_version_help, cmd_attach_help, cmd_ps_help, cmd_kill_help, cmd_logs_help,
         cmd_op_help, cmd_info_help, cmd_key_help, cmd_pause_help, cmd_resume_help, cmd_suspend_help,
-        cmd_wake_help, cmd_checkpoint_help, cmd_restore_help, cmd_fork_help;
+        cmd_wake_help, cmd_checkpoint_help, cmd_restore_help, cmd_fork_help,
+        cmd_pool_help;

@@ -31,6 +31,7 @@ static const Verb verbs[] = {
         { "checkpoint", cmd_checkpoint, VERB_DAEMON,                   &cmd_checkpoint_help },
         { "restore",  cmd_restore,  VERB_DAEMON,                       &cmd_restore_help  },
         { "fork",     cmd_fork,     VERB_DAEMON,                       &cmd_fork_help     },
+        { "pool",     cmd_pool,     VERB_DAEMON,                       &cmd_pool_help     },
         { "attach",   cmd_attach,   VERB_DAEMON | VERB_COMMAND_STATUS, &cmd_attach_help   },
         { "ps",       cmd_ps,       VERB_DAEMON,                       &cmd_ps_help       },
         { "kill",     cmd_kill,     VERB_DAEMON,                       &cmd_kill_help     },

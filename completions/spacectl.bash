@@ -29,7 +29,7 @@ _spacectl_keys() {
 
 _spacectl() {
     local cur=${COMP_WORDS[COMP_CWORD]} prev=${COMP_WORDS[COMP_CWORD-1]}
-    local verbs="create exec run ls inspect rm pause resume suspend wake checkpoint restore fork attach ps kill logs op info key template version help"
+    local verbs="create exec run ls inspect rm pause resume suspend wake checkpoint restore fork pool attach ps kill logs op info key template version help"
     local create_opts="--name --vcpu --memory --disk --env --idle-timeout --ttl --on-timeout --help"
     local exec_opts="--interactive --tty --env --workdir --timeout --help"
     local signals="TERM INT HUP KILL QUIT USR1 USR2 STOP CONT WINCH"
@@ -188,6 +188,14 @@ _spacectl() {
                 COMPREPLY=($(compgen -W "$(_spacectl_sandboxes)" -- "$cur"))
             elif [[ $npos -eq 1 ]]; then
                 COMPREPLY=($(compgen -W "$(_spacectl_checkpoints)" -- "$cur"))
+            fi ;;
+        pool)
+            if [[ $npos -eq 0 ]]; then
+                COMPREPLY=($(compgen -W "set ls" -- "$cur"))
+            elif [[ $npos -eq 1 && ${words[cword-1]} == set ]]; then
+                COMPREPLY=($(compgen -W "$(_spacectl_templates)" -- "$cur"))
+            elif [[ $cur == -* ]]; then
+                COMPREPLY=($(compgen -W "--json" -- "$cur"))
             fi ;;
         fork)
             if [[ $cur == -* ]]; then

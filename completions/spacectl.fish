@@ -105,7 +105,7 @@ function __spacectl_after_dashdash
     contains -- -- (commandline -opc)
 end
 
-set -l verbs create exec run ls inspect rm pause resume suspend wake checkpoint restore fork attach ps kill logs op info key template version help
+set -l verbs create exec run ls inspect rm pause resume suspend wake checkpoint restore fork pool attach ps kill logs op info key template version help
 
 complete -c spacectl -f
 complete -c spacectl -n "not __fish_seen_subcommand_from $verbs" -s h -l help -d 'Show help'
@@ -230,6 +230,11 @@ complete -c spacectl -n "__spacectl_verb_is restore" -l async -d 'Print the oper
 complete -c spacectl -n "__spacectl_verb_is restore; and __spacectl_no_positional" -a '(__spacectl_sandboxes)' -d 'Sandbox'
 complete -c spacectl -n "__spacectl_verb_is restore; and __spacectl_one_positional" -a '(__spacectl_checkpoints)' -d 'Checkpoint'
 
+# pool set TEMPLATE N | pool ls
+complete -c spacectl -n "not __fish_seen_subcommand_from $verbs" -a pool -d 'Keep N warm sandboxes of a template'
+complete -c spacectl -n "__spacectl_verb_is pool; and not __fish_seen_subcommand_from set ls" -a 'set ls' -d 'Pool sub-verb'
+complete -c spacectl -n "__spacectl_verb_is pool; and __fish_seen_subcommand_from ls" -l json -d 'Print JSON'
+
 # fork SANDBOX|CHECKPOINT
 complete -c spacectl -n "__spacectl_verb_is fork" -s n -l count -x -d 'How many sandboxes (1..64)'
 complete -c spacectl -n "__spacectl_verb_is fork" -l async -d 'Print the operation id and return at once'
@@ -245,3 +250,4 @@ complete -c spacectl -n "__fish_seen_subcommand_from template; and __fish_seen_s
 # version, help
 complete -c spacectl -n "__fish_seen_subcommand_from version" -l json -d 'Print JSON'
 complete -c spacectl -n "__fish_seen_subcommand_from help" -a "$verbs"
+complete -c spacectl -n "__spacectl_verb_is pool; and __fish_seen_subcommand_from set" -a '(__spacectl_templates)' -d 'Template'

@@ -157,6 +157,7 @@ static void handout_done(Manager *m, void *userdata) {
         Operation *op = operation_find(m, j->op_id);
 
         if (s && j->r >= 0) {
+                log_info("sandbox %s handed out from the warm pool of %s", s->id, s->template_name);
                 s->state = SANDBOX_RUNNING;
                 s->created_at = now_unix();
                 s->last_active = s->created_at;

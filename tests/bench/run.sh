@@ -9,8 +9,8 @@
 #
 # Knobs: BENCH_CREATES (>= 20, default 20), BENCH_EXECS (>= 50, default 50), BENCH_PINGS (default 200),
 #        BENCH_RAW_RESTORE_CMD (see tests/bench/bench.py), BENCH_STREAM_MIB (default 64), BENCH_STREAM_RUNS
-#        (>= 3), BENCH_SESSIONS (>= 50), BENCH_PAUSES (default 30), BENCH_SUSPENDS (default 3),
-#        BENCH_FORKS (default 2), BENCH_ONLY=core|api|lifecycle (one part alone), SPACE_TEST_ACCEL, TOP_BUILDDIR.
+#        (>= 3), BENCH_SESSIONS (>= 50), BENCH_PAUSES (default 30), BENCH_SUSPENDS (default 5),
+#        BENCH_FORKS (default 3), BENCH_ONLY=core|api|lifecycle (one part alone), SPACE_TEST_ACCEL, TOP_BUILDDIR.
 # Numbers from a --enable-sanitizers build are slower than a release build: configure without it for figures
 # worth quoting.
 

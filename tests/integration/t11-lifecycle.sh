@@ -10,7 +10,8 @@ space_env_setup
 start_daemon
 
 # The counter: a shell loop in the guest writing i to /tmp/cnt ten times a second, detached from the exec.
-COUNTER='mkdir -p /tmp; (i=0; while :; do i=$((i+1)); echo $i >/tmp/cnt; sleep 0.1; done) </dev/null >/dev/null 2>&1 &'
+# write-then-rename: a reader must never see the file empty between the truncation and the write
+COUNTER='mkdir -p /tmp; (i=0; while :; do i=$((i+1)); echo $i >/tmp/cnt.new; mv /tmp/cnt.new /tmp/cnt; sleep 0.1; done) </dev/null >/dev/null 2>&1 &'
 
 count_of() {
         sc exec "$1" -- cat /tmp/cnt 2>/dev/null | tr -dc 0-9

@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+# Warm pools: a pool of 3 hands out 3 sandboxes (each a working sandbox with its own identity), members stay
+# hidden from ls, and the pool refills in the background.
+. "$(dirname "$0")/lib.sh"
+
+space_env_setup
+start_daemon
+
+pool_ready() {
+        run sc pool ls --json
+        [ "$RC" -eq 0 ] || return 1
+        [ "$(json "$OUT" '[p["ready"] for p in d["pools"] if p["template"] == "minimal"][0]' 2>/dev/null)" = "$1" ]
+}
+
+check_rc "pool set minimal 3" 0 sc pool set minimal 3
+if wait_for 180 pool_ready 3; then pass "the pool fills to 3 ready sandboxes"; else fail "the pool fills to 3" "$(cat "$OUT")"; fi
+check_rc "ls --json" 0 sc ls --json
+check_eq "pool members are not listed" 0 "$(json "$OUT" 'len(S(d))')"
+
+IDS=()
+for i in 1 2 3; do
+        check_rc "create $i is served" 0 sc create --env "N=$i"
+        IDS+=("$(cat "$OUT")")
+done
+# The pool refills at once, so its counters cannot tell; the daemon logs each handout.
+handed=0
+for id in "${IDS[@]}"; do grep -q "sandbox $id handed out from the warm pool" "$TEST_TMP/spaced.log" && handed=$((handed + 1)); done
+check_eq "the 3 creates took warm sandboxes" 3 "$handed"
+seen=""
+for i in 1 2 3; do
+        id=${IDS[$((i - 1))]}
+        check_rc "sandbox $i answers exec" 0 sc exec "$id" -- sh -c 'echo $N $(hostname) $(cat /run/space/sandbox-id)'
+        check_eq "sandbox $i has its env and its own identity" "$i sb-${id:0:12} $id" "$(cat "$OUT")"
+        run sc exec "$id" -- sh -c 'head -c 16 /dev/urandom | od -An -tx1 | tr -d " \n"'
+        seen="$seen $(cat "$OUT")"
+done
+check_eq "random bytes differ between the handed-out sandboxes" 3 "$(echo $seen | tr ' ' '\n' | sort -u | wc -l)"
+check_rc "ls --json" 0 sc ls --json
+check_eq "the handed-out sandboxes are listed" 3 "$(json "$OUT" 'len(S(d))')"
+if wait_for 180 pool_ready 3; then pass "the pool refills to 3"; else fail "the pool refills to 3" "$(cat "$OUT")"; fi
+check_rc "pool set minimal 0" 0 sc pool set minimal 0
+check_rc "pool ls --json" 0 sc pool ls --json
+check_eq "the pool is gone" 0 "$(json "$OUT" 'len(d["pools"])')"
+check_fails "pool set of an unknown template fails" sc pool set no-such-template 2
+for id in "${IDS[@]}"; do sc rm -f "$id" >/dev/null 2>&1; done
+done_testing
