@@ -229,6 +229,30 @@ int agent_handshake(const char *socket_path, const char *sandbox_id, const char 
         return 0;
 }
 
+int agent_run_blocking(int fd, char **argv, int timeout_ms) {
+        uint64_t deadline = now_usec_monotonic() + (uint64_t) timeout_ms * 1000;
+        _cleanup_free_ SpaceFrameReader *rd = calloc(1, sizeof *rd);
+        _cleanup_free_ uint8_t *pending = malloc(65536);
+        _cleanup_(space_buf_done) SpaceBuf kv = {};
+        size_t pending_len = 0;
+        SpaceFrameHeader h;
+        const uint8_t *payload;
+        int r = 0;
+
+        if (!rd || !pending)
+                return -ENOMEM;
+        for (char **a = argv; r >= 0 && *a; a++)
+                r = space_kv_add(&kv, "argv", *a);
+        if (r >= 0)
+                r = space_kv_add(&kv, "stdin", "0");
+        if (r >= 0)
+                r = send_frame_blocking(fd, SPACE_F_EXEC, 4, kv.data, kv.len);
+        if (r >= 0)
+                r = wait_frame(fd, rd, SPACE_F_EXIT, 4, deadline, &h, &payload, pending, &pending_len);
+        (void) send_frame_blocking(fd, SPACE_F_CLOSE, 4, NULL, 0);
+        return r;
+}
+
 int agent_reidentify(int fd, const char *sandbox_id, const char *hostname, char **env, int timeout_ms,
                      char **reterr_message) {
         uint64_t deadline = now_usec_monotonic() + (uint64_t) timeout_ms * 1000;

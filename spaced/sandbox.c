@@ -206,8 +206,13 @@ static void *create_worker(void *userdata) {
                 goto finish;
         crash_point("create-restored");
         r = agent_handshake(agent_path, j->id, hostname, j->init_env, RESTORE_TIMEOUT_MS, &j->agent_fd, &j->error);
-        if (r >= 0 && j->pooled)
+        if (r >= 0 && j->pooled) {
+                /* Under TCG a VM's first fork and exec pay for translating that code; a warm sandbox pays it
+                 * here, in the pool, instead of in the user's first command. */
+                char *warm[] = { "/bin/sh", "-c", "true", NULL };
+                (void) agent_run_blocking(j->agent_fd, warm, 30000);
                 r = qmp_execute(q, "stop", NULL, -1, 10000, NULL, &j->error);
+        }
 finish:
         qmp_close(q);
         base_snapshot_done(&b);
