@@ -107,37 +107,14 @@ static int print_table(const cJSON *list) {
 }
 
 static int key_ls(int argc, char *argv[]) {
-        static const struct option options[] = {
-                { "help", no_argument, NULL, 'h' },
-                { "json", no_argument, NULL, OPT_JSON },
-                { "quiet", no_argument, NULL, 'q' },
-                {}
-        };
         bool json = false, quiet = false;
         SpaceHttpReply reply = {};
         const cJSON *list, *k;
-        int c, r;
+        int r;
 
-        opterr = 0;
-        while ((c = getopt_long(argc, argv, ":hq", options, NULL)) >= 0) {
-                switch (c) {
-                case 'h':
-                        cli_print_help(cli_verb, stdout);
-                        return 0;
-                case OPT_JSON:
-                        json = true;
-                        break;
-                case 'q':
-                        quiet = true;
-                        break;
-                default:
-                        return cli_bad_option(c, argv);
-                }
-        }
-        if (optind < argc)
-                return cli_usage_error("key ls takes no arguments, got '%s'", argv[optind]);
-        if (json && quiet)
-                return cli_usage_error("--json and --quiet exclude each other");
+        r = cli_list_options(argc, argv, "key ls", &json, &quiet);
+        if (r >= 0)
+                return r;
 
         if (cli_call("GET", "/v1/keys", NULL, &reply) < 0)
                 return EXIT_FAIL;

@@ -4,6 +4,7 @@
 #endif
 
 #include <errno.h>
+#include <getopt.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -323,4 +324,39 @@ int cli_wait_operation(const cJSON *op, cJSON **ret_op) {
         else
                 cJSON_Delete(cur);
         return r;
+}
+
+/* The options of every list verb (ls, template ls, key ls): -h, --json, -q and no arguments. Returns -1
+ * when the verb goes on, else the exit status to return (0 after --help). */
+int cli_list_options(int argc, char *argv[], const char *what, bool *ret_json, bool *ret_quiet) {
+        static const struct option options[] = {
+                { "help", no_argument, NULL, 'h' },
+                { "json", no_argument, NULL, OPT_JSON },
+                { "quiet", no_argument, NULL, 'q' },
+                {}
+        };
+        int c;
+
+        *ret_json = *ret_quiet = false;
+        opterr = 0;
+        while ((c = getopt_long(argc, argv, ":hq", options, NULL)) >= 0) {
+                switch (c) {
+                case 'h':
+                        cli_print_help(cli_verb, stdout);
+                        return 0;
+                case OPT_JSON:
+                        *ret_json = true;
+                        break;
+                case 'q':
+                        *ret_quiet = true;
+                        break;
+                default:
+                        return cli_bad_option(c, argv);
+                }
+        }
+        if (optind < argc)
+                return cli_usage_error("%s takes no arguments, got '%s'", what, argv[optind]);
+        if (*ret_json && *ret_quiet)
+                return cli_usage_error("--json and --quiet exclude each other");
+        return -1;
 }
