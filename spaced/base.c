@@ -241,6 +241,18 @@ int base_snapshot_ensure(Manager *m, const BaseRequest *req, BaseSnapshot *ret, 
         q = qmp_close(q);
         (void) vm_kill(pid, run_dir, 10000);
         pid = 0;
+        {
+                /* Allocate the holes (zero pages the guest never wrote): sandboxes map this file privately,
+                 * and on tmpfs reading a hole through such a mapping allocates a page, which on a full
+                 * filesystem kills QEMU with SIGBUS in the middle of, say, a suspend. */
+                _cleanup_close_ int mfd = open(b.mem_path, O_RDWR | O_CLOEXEC);
+                if (mfd < 0 || fallocate(mfd, 0, 0, (off_t) (req->memory_mib << 20)) < 0) {
+                        r = -errno;
+                        (void) asprintf(reterr_message, "cannot allocate the base memory file %s (%llu MiB): %m",
+                                        b.mem_path, (unsigned long long) req->memory_mib);
+                        goto fail;
+                }
+        }
         (void) rm_rf(run_dir);
         r = write_file_atomic(ready, "1\n");
         if (r < 0)

@@ -234,8 +234,14 @@ static void lifecycle_done(Manager *m, void *userdata) {
                         s->qemu_pid = 0;
                         s->agent = agent_free(s->agent);
                         (void) rm_rf(s->run_dir);
-                } else
+                } else if (s->qemu_pid > 0 && vm_pid_alive(s->qemu_pid, s->run_dir))
                         s->state = SANDBOX_RUNNING; /* do_suspend let it go on */
+                else {
+                        s->state = SANDBOX_STOPPED;
+                        free(s->error);
+                        s->error = strdup("QEMU exited while the sandbox was being suspended; its disk is kept, "
+                                          "its memory is lost; remove it with 'spacectl rm'");
+                }
                 break;
         case LIFECYCLE_WAKE:
                 if (j->r >= 0) {
