@@ -108,35 +108,13 @@ static int print_table(const cJSON *list) {
 
 static int key_ls(int argc, char *argv[]) {
         bool json = false, quiet = false;
-        SpaceHttpReply reply = {};
-        const cJSON *list, *k;
         int r;
 
         r = cli_list_options(argc, argv, "key ls", &json, &quiet);
         if (r >= 0)
                 return r;
 
-        if (cli_call("GET", "/v1/keys", NULL, &reply) < 0)
-                return EXIT_FAIL;
-        list = cJSON_GetObjectItemCaseSensitive(reply.json, "keys");
-        if (!cJSON_IsArray(list)) {
-                log_error("the daemon's key list is malformed");
-                space_http_reply_done(&reply);
-                return EXIT_FAIL;
-        }
-        if (json)
-                r = cli_print_json(reply.json);
-        else if (quiet) {
-                cJSON_ArrayForEach(k, list)
-                        if (json_str(k, "id"))
-                                printf("%s\n", json_str(k, "id"));
-                r = 0;
-        } else
-                r = print_table(list);
-        space_http_reply_done(&reply);
-        if (r == -ENOMEM)
-                log_error("out of memory");
-        return r < 0 || fflush(stdout) != 0 ? EXIT_FAIL : 0;
+        return cli_list_show("/v1/keys", "keys", "key", json, quiet ? "id" : NULL, print_table);
 }
 
 static int key_rm(int argc, char *argv[]) {

@@ -58,36 +58,11 @@ static int print_table(const cJSON *list) {
 
 int cmd_ls(int argc, char *argv[]) {
         bool json = false, quiet = false;
-        SpaceHttpReply reply = {};
-        const cJSON *list, *sb;
         int r;
 
         r = cli_list_options(argc, argv, "ls", &json, &quiet);
         if (r >= 0)
                 return r;
 
-        r = cli_call("GET", "/v1/sandboxes", NULL, &reply);
-        if (r < 0)
-                return EXIT_FAIL;
-        list = cJSON_GetObjectItemCaseSensitive(reply.json, "sandboxes");
-        if (!cJSON_IsArray(list)) {
-                log_error("the daemon's sandbox list is malformed");
-                space_http_reply_done(&reply);
-                return EXIT_FAIL;
-        }
-
-        if (json)
-                r = cli_print_json(reply.json);
-        else if (quiet) {
-                cJSON_ArrayForEach(sb, list)
-                        if (json_str(sb, "id"))
-                                printf("%s\n", json_str(sb, "id"));
-                r = 0;
-        } else
-                r = print_table(list);
-        space_http_reply_done(&reply);
-
-        if (r == -ENOMEM)
-                log_error("out of memory");
-        return r < 0 || fflush(stdout) != 0 ? EXIT_FAIL : 0;
+        return cli_list_show("/v1/sandboxes", "sandboxes", "sandbox", json, quiet ? "id" : NULL, print_table);
 }

@@ -70,7 +70,6 @@ static int op_ls(int argc, char *argv[]) {
         _cleanup_free_ char *path = NULL, *esc = NULL;
         const char *sandbox = NULL;
         SpaceHttpReply reply = {};
-        const cJSON *list;
         bool json = false;
         int c, r;
 
@@ -112,20 +111,7 @@ static int op_ls(int argc, char *argv[]) {
         if (asprintf(&path, "/v1/operations%s%s", esc ? "?sandbox=" : "", esc ?: "") < 0)
                 goto oom;
 
-        r = cli_call("GET", path, NULL, &reply);
-        if (r < 0)
-                return EXIT_FAIL;
-        list = cJSON_GetObjectItemCaseSensitive(reply.json, "operations");
-        if (!cJSON_IsArray(list)) {
-                log_error("the daemon's operation list is malformed");
-                space_http_reply_done(&reply);
-                return EXIT_FAIL;
-        }
-        r = json ? cli_print_json(reply.json) : print_table(list);
-        space_http_reply_done(&reply);
-        if (r == -ENOMEM)
-                log_error("out of memory");
-        return r < 0 || fflush(stdout) != 0 ? EXIT_FAIL : 0;
+        return cli_list_show(path, "operations", "operation", json, NULL, print_table);
 oom:
         log_error("out of memory");
         return EXIT_FAIL;

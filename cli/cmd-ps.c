@@ -81,10 +81,8 @@ int cmd_ps(int argc, char *argv[]) {
                 {}
         };
         _cleanup_free_ char *path = NULL;
-        SpaceHttpReply reply = {};
-        const cJSON *list;
         bool json = false;
-        int c, r;
+        int c;
 
         opterr = 0;
         while ((c = getopt_long(argc, argv, ":h", options, NULL)) >= 0) {
@@ -108,18 +106,5 @@ int cmd_ps(int argc, char *argv[]) {
                 return EXIT_FAIL;
         }
 
-        r = cli_call("GET", path, NULL, &reply);
-        if (r < 0)
-                return EXIT_FAIL;
-        list = cJSON_GetObjectItemCaseSensitive(reply.json, "processes");
-        if (!cJSON_IsArray(list)) {
-                log_error("the daemon's process list is malformed");
-                space_http_reply_done(&reply);
-                return EXIT_FAIL;
-        }
-        r = json ? cli_print_json(reply.json) : print_table(list);
-        space_http_reply_done(&reply);
-        if (r == -ENOMEM)
-                log_error("out of memory");
-        return r < 0 || fflush(stdout) != 0 ? EXIT_FAIL : 0;
+        return cli_list_show(path, "processes", "process", json, NULL, print_table);
 }

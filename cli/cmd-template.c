@@ -75,38 +75,13 @@ static int print_table(const cJSON *list) {
 
 static int template_ls(int argc, char *argv[]) {
         bool json = false, quiet = false;
-        SpaceHttpReply reply = {};
-        const cJSON *list, *tp;
         int r;
 
         r = cli_list_options(argc, argv, "template ls", &json, &quiet);
         if (r >= 0)
                 return r;
 
-        r = cli_call("GET", "/v1/templates", NULL, &reply);
-        if (r < 0)
-                return EXIT_FAIL;
-        list = cJSON_GetObjectItemCaseSensitive(reply.json, "templates");
-        if (!cJSON_IsArray(list)) {
-                log_error("the daemon's template list is malformed");
-                space_http_reply_done(&reply);
-                return EXIT_FAIL;
-        }
-
-        if (json)
-                r = cli_print_json(reply.json);
-        else if (quiet) {
-                cJSON_ArrayForEach(tp, list)
-                        if (json_str(tp, "name"))
-                                printf("%s\n", json_str(tp, "name"));
-                r = 0;
-        } else
-                r = print_table(list);
-        space_http_reply_done(&reply);
-
-        if (r == -ENOMEM)
-                log_error("out of memory");
-        return r < 0 || fflush(stdout) != 0 ? EXIT_FAIL : 0;
+        return cli_list_show("/v1/templates", "templates", "template", json, quiet ? "name" : NULL, print_table);
 }
 
 static const struct {

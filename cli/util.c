@@ -360,3 +360,34 @@ int cli_list_options(int argc, char *argv[], const char *what, bool *ret_json, b
                 return cli_usage_error("--json and --quiet exclude each other");
         return -1;
 }
+
+/* The rest of every list verb: GET path, check that the reply's `key` is an array, print the whole reply
+ * (json), the `quiet_field` of each element (quiet_field set), or the verb's table. Returns the exit status. */
+int cli_list_show(const char *path, const char *key, const char *what, bool json, const char *quiet_field,
+                  int (*print_table)(const cJSON *list)) {
+        SpaceHttpReply reply = {};
+        const cJSON *list, *e;
+        int r;
+
+        if (cli_call("GET", path, NULL, &reply) < 0)
+                return EXIT_FAIL;
+        list = cJSON_GetObjectItemCaseSensitive(reply.json, key);
+        if (!cJSON_IsArray(list)) {
+                log_error("the daemon's %s list is malformed", what);
+                space_http_reply_done(&reply);
+                return EXIT_FAIL;
+        }
+        if (json)
+                r = cli_print_json(reply.json);
+        else if (quiet_field) {
+                r = 0;
+                cJSON_ArrayForEach(e, list)
+                        if (json_str(e, quiet_field))
+                                printf("%s\n", json_str(e, quiet_field));
+        } else
+                r = print_table(list);
+        space_http_reply_done(&reply);
+        if (r == -ENOMEM)
+                log_error("out of memory");
+        return r < 0 || fflush(stdout) != 0 ? EXIT_FAIL : 0;
+}
