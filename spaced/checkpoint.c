@@ -313,10 +313,6 @@ static void *checkpoint_worker(void *userdata) {
         }
         crash_point("checkpoint-linked");
         r = vm_save_state(q, fd, CHECKPOINT_TIMEOUT_MS, &j->error);
-        if (r >= 0 && fsync(fd) < 0) {
-                r = -errno;
-                (void) asprintf(&j->error, "writing %s: %m", j->state_path);
-        }
         crash_point("checkpoint-saved");
 out:
         if (stopped) {
@@ -324,6 +320,12 @@ out:
                 j->pause_usec = now_usec_monotonic() - t_stop;
         }
         qmp_close(q);
+        /* Synced after cont: nothing reads the file before this job ends, so the guest need not wait for
+         * the disk. */
+        if (r >= 0 && fsync(fd) < 0) {
+                r = -errno;
+                (void) asprintf(&j->error, "writing %s: %m", j->state_path);
+        }
         if (r >= 0) {
                 struct stat st;
                 if (fstat(fd, &st) >= 0)
