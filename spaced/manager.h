@@ -165,6 +165,7 @@ struct Manager {
         Operation *operations;
         Checkpoint *checkpoints;
         struct PoolConfig *pools;
+        sd_event_source *pool_refill_timer;   /* pool_refill_later() */
 
         /* Worker threads post Completions here and poke the eventfd. */
         pthread_mutex_t completions_lock;
@@ -251,6 +252,9 @@ typedef struct PoolConfig {
 int pools_load(Manager *m);
 int pool_set(Manager *m, const char *template_name, unsigned size, char **reterr_message);
 void pool_refill(Manager *m);
+/* Refills once the machine has been free of handouts and creates for a moment: the new member's restore
+ * would otherwise take the CPU from the first commands of the sandbox just handed out. */
+void pool_refill_later(Manager *m);
 unsigned pool_count(Manager *m, const char *template_name, bool ready_only);
 /* Hands out a ready pooled sandbox for a create with the template's default shape: returns 1 with the
  * sandbox and its create operation, 0 when the pool has none. */

@@ -140,6 +140,37 @@ void pool_refill(Manager *m) {
         }
 }
 
+#define POOL_REFILL_DELAY_USEC (1500 * 1000ULL)
+
+static int on_refill_timer(sd_event_source *s, uint64_t usec, void *userdata) {
+        Manager *m = userdata;
+
+        (void) s;
+        (void) usec;
+        pool_refill(m);
+        return 0;
+}
+
+void pool_refill_later(Manager *m) {
+        uint64_t now;
+
+        if (!m->pools)
+                return;
+        if (!m->pool_refill_timer) {
+                if (sd_event_add_time_relative(m->event, &m->pool_refill_timer, CLOCK_MONOTONIC, POOL_REFILL_DELAY_USEC,
+                                               100 * 1000, on_refill_timer, m) < 0) {
+                        pool_refill(m);
+                        return;
+                }
+                return;
+        }
+        /* each handout pushes the refill back: a burst of creates is served first */
+        if (sd_event_now(m->event, CLOCK_MONOTONIC, &now) < 0 ||
+            sd_event_source_set_time(m->pool_refill_timer, now + POOL_REFILL_DELAY_USEC) < 0 ||
+            sd_event_source_set_enabled(m->pool_refill_timer, SD_EVENT_ONESHOT) < 0)
+                pool_refill(m);
+}
+
 typedef struct HandoutJob {
         Manager *manager;
         char id[SANDBOX_ID_LEN + 1];
@@ -184,7 +215,7 @@ static void handout_done(Manager *m, void *userdata) {
         strv_free(j->env);
         free(j->error);
         free(j);
-        pool_refill(m);
+        pool_refill_later(m);
 }
 
 static void *handout_worker(void *userdata) {

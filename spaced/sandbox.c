@@ -274,7 +274,7 @@ static void create_done(Manager *m, void *userdata) {
                         fork_child_done(m, j->parent_op, true, NULL);
         }
         create_job_free(j);
-        pool_refill(m);
+        pool_refill_later(m);
 }
 
 int base_request_init(Manager *m, const Template *t, unsigned vcpu, uint64_t memory_mib, BaseRequest *ret) {
