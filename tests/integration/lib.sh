@@ -412,6 +412,8 @@ _space_cleanup() {
                 [ -r "$f" ] && read -r pid <"$f" && pids+=("$pid")
         done
         _kill_pids "${pids[@]}"
+        # what the test set up outside its temp dir (mounts, loop devices), once nothing uses it
+        declare -F test_cleanup >/dev/null && test_cleanup
 
         if [ -n "${SPACE_TEST_KEEP:-}" ]; then
                 diag "kept $TEST_TMP"
@@ -419,6 +421,33 @@ _space_cleanup() {
                 rm -rf "$TEST_TMP"
         fi
         exit "$rc"
+}
+
+# add_small_template NAME MIB: before start_daemon, a lib dir of the test's own (exported as SPACE_LIB_DIR)
+# with the stage's guest files and templates, plus template NAME: the minimal template's tree in an ext4 image
+# of MIB MiB with a 4 MiB journal, small as imported templates are (content and some slack). Offline
+# e2fsprogs only: no root needed.
+add_small_template() {
+        local name=$1 mib=$2 lib=$TEST_TMP/lib f img
+        mkdir -p "$lib/templates/$name"
+        if [ ! -L "$lib/vmlinux" ]; then
+                for f in vmlinux vmlinux.sha256 initramfs.cpio initramfs.cpio.sha256; do
+                        [ -e "$STAGE_LIB_DIR/$f" ] && ln -s "$(readlink -f "$STAGE_LIB_DIR/$f")" "$lib/$f"
+                done
+                for f in "$STAGE_LIB_DIR"/templates/*; do
+                        ln -s "$(readlink -f "$f")" "$lib/templates/$(basename "$f")"
+                done
+        fi
+        img=$lib/templates/$name/rootfs.ext4
+        cp --sparse=always "$STAGE_LIB_DIR/templates/minimal/rootfs.ext4" "$img" || bail_out "cannot copy the minimal image"
+        export PATH=$PATH:/sbin:/usr/sbin
+        # e2fsck exits 1 when it only corrected something
+        { { e2fsck -fy "$img"; [ $? -le 1 ]; } && tune2fs -O ^has_journal "$img" && tune2fs -J size=4 "$img" &&
+                { e2fsck -fy "$img"; [ $? -le 1 ]; } && resize2fs "$img" "${mib}M"; } >"$TEST_TMP/mkimage.log" 2>&1 ||
+                { diag_file "$TEST_TMP/mkimage.log"; bail_out "cannot make a $mib MiB image for template $name"; }
+        sed -e "s/^name = .*/name = $name/" -e "s/^disk_mib = .*/disk_mib = $mib/" \
+                "$STAGE_LIB_DIR/templates/minimal/template.conf" >"$lib/templates/$name/template.conf"
+        export SPACE_LIB_DIR=$lib
 }
 
 # ---------------------------------------------------------------- sandbox helpers
