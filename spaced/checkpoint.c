@@ -272,6 +272,7 @@ static void *checkpoint_worker(void *userdata) {
                 (void) asprintf(&j->error, "cannot create %s: %m", j->state_path);
                 goto out;
         }
+        crash_point("checkpoint-prepared");
         r = qmp_open(qmp_path, 5000, &q, &j->error);
         if (r < 0)
                 goto out;

@@ -412,8 +412,8 @@ _space_cleanup() {
                 [ -r "$f" ] && read -r pid <"$f" && pids+=("$pid")
         done
         _kill_pids "${pids[@]}"
-        # what the test set up outside its temp dir (mounts, loop devices), once nothing uses it
-        declare -F test_cleanup >/dev/null && test_cleanup
+        # a loop-mounted state dir, once nothing uses it
+        _unmount_btrfs_state
 
         if [ -n "${SPACE_TEST_KEEP:-}" ]; then
                 diag "kept $TEST_TMP"
@@ -448,6 +448,42 @@ add_small_template() {
         sed -e "s/^name = .*/name = $name/" -e "s/^disk_mib = .*/disk_mib = $mib/" \
                 "$STAGE_LIB_DIR/templates/minimal/template.conf" >"$lib/templates/$name/template.conf"
         export SPACE_LIB_DIR=$lib
+}
+
+# mount_btrfs_state [SIZE]: before start_daemon, a loop-mounted btrfs (default 3G) at $SPACE_STATE_DIR, undone
+# by the cleanup (by the loop device losetup gave us, never any other). Returns 1 with the reason in
+# $BTRFS_SKIP when this machine cannot: not root, no btrfs-progs, no btrfs in the kernel, no loop device.
+BTRFS_LOOP=
+BTRFS_SKIP=
+mount_btrfs_state() {
+        local size=${1:-3G} tool
+        export PATH=$PATH:/sbin:/usr/sbin
+        if [ "$(id -u)" -ne 0 ]; then BTRFS_SKIP="mounting a loop device needs root"; return 1; fi
+        for tool in mkfs.btrfs btrfs losetup; do
+                command -v "$tool" >/dev/null || { BTRFS_SKIP="$tool is missing (btrfs-progs, util-linux)"; return 1; }
+        done
+        if ! grep -qw btrfs /proc/filesystems && ! modprobe btrfs 2>/dev/null; then
+                BTRFS_SKIP="the kernel has no btrfs"
+                return 1
+        fi
+        truncate -s "$size" "$TEST_TMP/btrfs.img" || bail_out "cannot make $TEST_TMP/btrfs.img"
+        mkfs.btrfs -q "$TEST_TMP/btrfs.img" >"$TEST_TMP/mkfs.log" 2>&1 ||
+                { diag_file "$TEST_TMP/mkfs.log"; bail_out "mkfs.btrfs failed"; }
+        if ! BTRFS_LOOP=$(losetup --show -f "$TEST_TMP/btrfs.img" 2>"$TEST_TMP/losetup.err"); then
+                BTRFS_LOOP=
+                BTRFS_SKIP="no loop device: $(head -c 200 "$TEST_TMP/losetup.err")"
+                return 1
+        fi
+        mkdir -p "$SPACE_STATE_DIR"
+        mount "$BTRFS_LOOP" "$SPACE_STATE_DIR" || bail_out "cannot mount $BTRFS_LOOP on $SPACE_STATE_DIR"
+        return 0
+}
+
+_unmount_btrfs_state() {
+        [ -n "$BTRFS_LOOP" ] || return 0
+        umount "$SPACE_STATE_DIR" 2>/dev/null || umount -l "$SPACE_STATE_DIR" 2>/dev/null
+        losetup -d "$BTRFS_LOOP" 2>/dev/null
+        BTRFS_LOOP=
 }
 
 # ---------------------------------------------------------------- sandbox helpers

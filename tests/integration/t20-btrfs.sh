@@ -9,38 +9,12 @@
 . "$(dirname "$0")/lib.sh"
 
 space_env_setup
-export PATH=$PATH:/sbin:/usr/sbin
-if [ "$(id -u)" -ne 0 ]; then
-        skip "the btrfs disk store" "mounting a loop device needs root"
+if ! mount_btrfs_state 3G; then
+        skip "the btrfs disk store" "$BTRFS_SKIP"
         done_testing
 fi
-for tool in mkfs.btrfs btrfs losetup filefrag; do
-        if ! command -v "$tool" >/dev/null; then
-                skip "the btrfs disk store" "$tool is missing (btrfs-progs, util-linux, e2fsprogs)"
-                done_testing
-        fi
-done
-if ! grep -qw btrfs /proc/filesystems && ! modprobe btrfs 2>/dev/null; then
-        skip "the btrfs disk store" "the kernel has no btrfs"
-        done_testing
-fi
-
-LOOP=
-test_cleanup() {
-        umount "$SPACE_STATE_DIR" 2>/dev/null || umount -l "$SPACE_STATE_DIR" 2>/dev/null
-        [ -n "$LOOP" ] && losetup -d "$LOOP" 2>/dev/null
-        return 0
-}
-truncate -s 3G "$TEST_TMP/btrfs.img" || bail_out "cannot make the image file"
-mkfs.btrfs -q "$TEST_TMP/btrfs.img" >"$TEST_TMP/mkfs.log" 2>&1 || { diag_file "$TEST_TMP/mkfs.log"; bail_out "mkfs.btrfs failed"; }
-if ! LOOP=$(losetup --show -f "$TEST_TMP/btrfs.img" 2>"$TEST_TMP/losetup.err"); then
-        LOOP=
-        skip "the btrfs disk store" "no loop device: $(head -c 200 "$TEST_TMP/losetup.err")"
-        done_testing
-fi
-mkdir -p "$SPACE_STATE_DIR"
-mount "$LOOP" "$SPACE_STATE_DIR" || bail_out "cannot mount $LOOP on $SPACE_STATE_DIR"
-pass "a 3 GiB btrfs on $LOOP at the state dir"
+command -v filefrag >/dev/null || bail_out "filefrag is missing (e2fsprogs)"
+pass "a 3 GiB btrfs on $BTRFS_LOOP at the state dir"
 
 add_small_template tiny 80
 start_daemon
