@@ -126,6 +126,11 @@ int volume_clone(const char *dir, const char *source_file, bool read_only, uint6
 int volume_delete(const char *path) {
         enum btrfs_util_error e;
 
+        e = btrfs_util_is_subvolume(path);
+        if (e == BTRFS_UTIL_ERROR_NOT_SUBVOLUME || e == BTRFS_UTIL_ERROR_NOT_BTRFS)
+                return rm_rf(path); /* not one of ours: a plain directory or file */
+        if (e != BTRFS_UTIL_OK)
+                return errno == ENOENT ? 0 : (errno > 0 ? -errno : -EIO);
         e = btrfs_util_delete_subvolume(path, 0);
         if (e == BTRFS_UTIL_OK)
                 return 0;

@@ -399,9 +399,11 @@ int sandbox_create_full(Manager *m, const char *template_name, const char *name,
         }
         /* Template images are small (their content and some slack); a sandbox's disk grows from that to
          * disk_mib at create, and may not be smaller than the image. */
-        if (stat(t->rootfs, &image) < 0)
-                return operation_error_set(reterr, "template_not_found", "template '%s': cannot read its image %s: %m",
-                                           t->name, t->rootfs) ?: -errno;
+        if (stat(t->rootfs, &image) < 0) {
+                r = -errno;
+                return operation_error_set(reterr, "template_not_found", "template '%s': cannot read its image %s: %s",
+                                           t->name, t->rootfs, strerror(-r)) ?: r;
+        }
         min_disk = ((uint64_t) image.st_size + (1 << 20) - 1) >> 20;
         default_disk = t->disk_mib > min_disk ? t->disk_mib : min_disk;
         if (vcpu == 0)
@@ -417,8 +419,9 @@ int sandbox_create_full(Manager *m, const char *template_name, const char *name,
         if (!source && disk_mib < min_disk)
                 return operation_error_set(reterr, "disk_too_small",
                                            "a disk of %llu MiB is too small for template '%s', whose image is %llu "
-                                           "MiB: ask for at least %llu MiB (--disk, disk_mib)", (unsigned long long) disk_mib, t->name,
-                                           (unsigned long long) min_disk, (unsigned long long) min_disk) ?: -EINVAL;
+                                           "MiB: ask for at least %llu MiB (--disk, disk_mib)",
+                                           (unsigned long long) disk_mib, t->name, (unsigned long long) min_disk,
+                                           (unsigned long long) min_disk) ?: -EINVAL;
         /* A create of the template's default shape takes a warm sandbox when the pool has one. */
         if (!source && !pooled && vcpu == t->vcpu && memory_mib == t->memory_mib && disk_mib == default_disk) {
                 r = pool_take(m, t, name, env, ret_op, ret_sandbox, reterr);
