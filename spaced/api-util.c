@@ -96,6 +96,7 @@ unsigned status_for_code(const char *code) {
                 { "operation_not_found", 404 },  { "process_not_found", 404 },  { "ambiguous_reference", 409 },
                 { "name_in_use", 409 },          { "invalid_state", 409 },       { "no_space", 507 },          { "sandbox_busy", 409 },       { "sandbox_not_running", 409 },
                 { "insufficient_memory", 507 },
+                { "disk_too_small", 400 },
         };
         for (size_t i = 0; i < ELEMENTSOF(table); i++)
                 if (streq(table[i].code, code))

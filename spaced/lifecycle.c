@@ -161,7 +161,7 @@ static int do_wake(LifecycleJob *j) {
                 r = qmp_execute(q, "cont", NULL, -1, 10000, NULL, &j->error);
         /* Same identity as before, but the clock has to jump to now. */
         if (r >= 0)
-                r = agent_handshake(agent_path, j->id, hostname, j->init_env, WAKE_TIMEOUT_MS, &j->agent_fd,
+                r = agent_handshake(agent_path, j->id, hostname, j->init_env, 0, WAKE_TIMEOUT_MS, &j->agent_fd,
                                     &j->error);
         if (r < 0 && j->new_pid > 0) {
                 (void) vm_kill(j->new_pid, j->run_dir, 5000);

@@ -61,6 +61,11 @@ typedef enum OperationState {
         _OPERATION_STATE_MAX,
 } OperationState;
 
+typedef enum DiskBackend {
+        DISK_BACKEND_QCOW2,  /* qcow2 overlays */
+        DISK_BACKEND_BTRFS,  /* raw files in btrfs subvolumes, reflinks and snapshots */
+} DiskBackend;
+
 typedef struct Template {
         char *name;
         char *dir;
@@ -159,6 +164,7 @@ struct Manager {
         VmAccel accel;
         unsigned tsc_khz;
         unsigned host_cpus;
+        DiskBackend disk_backend;   /* of $state, for new base snapshots */
         uint64_t memory_limit_mib;
         Template *templates;
         Sandbox *sandboxes;
@@ -221,10 +227,30 @@ int manager_reconcile(Manager *m);
 void sandbox_cleanup_vm_files(pid_t pid, const char *run_dir, const char *data_dir);
 bool sandbox_state_holds_memory(SandboxState s);
 
-/* layers.c */
-int layer_new(const char *state_dir, const char *backing, const char *backing_format, uint64_t size_mib,
-              char **ret_path, char **reterr_message);
-int sandbox_disk_set(const char *data_dir, const char *layer);
+/* layers.c, layers-btrfs.c: the disk store (decision 5); btrfs volumes when $state is on btrfs, qcow2
+ * overlays otherwise. */
+DiskBackend disk_backend_detect(const char *state_dir);
+const char *disk_backend_to_string(DiskBackend b);
+const char *disk_format(const char *disk);      /* QEMU's format= for a disk of the store: "qcow2" or "raw" */
+/* The disk a template's base snapshot boots on, in DIR. */
+int disk_base_new(DiskBackend b, const char *rootfs, const char *dir, char **ret_path, char **reterr_message);
+/* A new writable disk with SOURCE's content (a base snapshot's or a checkpoint's disk), SIZE_MIB large. */
+int disk_clone(const char *state_dir, const char *source, uint64_t size_mib, char **ret_path,
+               char **reterr_message);
+/* A disk nobody uses any more: deleted now when it cannot be shared, else left to layers_gc. */
+void disk_forget(const char *disk);
+/* A checkpoint's disk: prepare before stopping the VM, take while it is stopped, done in any case. */
+typedef struct DiskCheckpoint {
+        char *top;           /* the sandbox's disk */
+        char *next_top;      /* qcow2: the layer the sandbox goes on in */
+        char *frozen;        /* the checkpoint's disk, once taken */
+} DiskCheckpoint;
+int disk_checkpoint_prepare(const char *state_dir, const char *data_dir, uint64_t size_mib, DiskCheckpoint *ret,
+                            char **reterr_message);
+int disk_checkpoint_take(Qmp *q, const char *state_dir, const char *data_dir, DiskCheckpoint *c,
+                         char **reterr_message);
+void disk_checkpoint_done(DiskCheckpoint *c, bool keep);
+int sandbox_disk_set(const char *data_dir, const char *disk);
 int sandbox_disk_get(const char *data_dir, char **ret);
 int qcow2_backing_file(const char *path, char **ret);
 int layers_gc(Manager *m);
@@ -300,7 +326,7 @@ typedef struct BaseSnapshot {
         char *dir;
         char *mem_path;
         char *state_path;
-        char *disk_path;     /* qcow2 the sandboxes' overlays are backed by */
+        char *disk_path;     /* what sandboxes' disks are cloned from (disk_clone) */
         char *kernel;
         char *initrd;
 } BaseSnapshot;
@@ -316,6 +342,7 @@ typedef struct BaseRequest {
         uint64_t memory_mib;
         VmAccel accel;
         unsigned tsc_khz;
+        DiskBackend disk_backend;
 } BaseRequest;
 void base_request_done(BaseRequest *r);
 int base_request_init(Manager *m, const Template *t, unsigned vcpu, uint64_t memory_mib, BaseRequest *ret);
@@ -328,10 +355,10 @@ int guest_kernel_path(const char *lib_dir, char **ret_kernel, char **ret_initrd)
 int file_digest(const char *path, char **ret);   /* "sha256:<hex>", from PATH.sha256 when fresh */
 
 /* agent.c: the host side of the channel. */
-/* Blocking handshake used by workers right after a restore: connects, pings, sends INIT. Returns the
- * connected fd. */
+/* Blocking handshake used by workers right after a restore: connects, pings, sends INIT (with disk_bytes
+ * when not 0: the guest grows its root filesystem to that). Returns the connected fd. */
 int agent_handshake(const char *socket_path, const char *sandbox_id, const char *hostname, char **env,
-                    int timeout_ms, int *ret_fd, char **reterr_message);
+                    uint64_t disk_bytes, int timeout_ms, int *ret_fd, char **reterr_message);
 /* INIT again on a handshaken fd that the event loop does not watch yet (a warm-pool handout). */
 int agent_reidentify(int fd, const char *sandbox_id, const char *hostname, char **env, int timeout_ms,
                      char **reterr_message);

@@ -130,7 +130,8 @@ void pool_refill(Manager *m) {
                         /* the pool fills only memory nobody else asked for */
                         if (manager_memory_in_use(m) + t->memory_mib > m->memory_limit_mib)
                                 break;
-                        if (sandbox_create_full(m, t->name, NULL, t->vcpu, t->memory_mib, t->disk_mib, NULL, NULL,
+                        /* disk 0: the template's default, which never is below its image's size */
+                        if (sandbox_create_full(m, t->name, NULL, t->vcpu, t->memory_mib, 0, NULL, NULL,
                                                 NULL, true, &op, &s, &e) < 0) {
                                 log_warning("pool %s: cannot add a sandbox: %s", t->name, e.message ?: "?");
                                 operation_error_done(&e);

@@ -412,6 +412,8 @@ _space_cleanup() {
                 [ -r "$f" ] && read -r pid <"$f" && pids+=("$pid")
         done
         _kill_pids "${pids[@]}"
+        # a loop-mounted state dir, once nothing uses it
+        _unmount_btrfs_state
 
         if [ -n "${SPACE_TEST_KEEP:-}" ]; then
                 diag "kept $TEST_TMP"
@@ -419,6 +421,69 @@ _space_cleanup() {
                 rm -rf "$TEST_TMP"
         fi
         exit "$rc"
+}
+
+# add_small_template NAME MIB: before start_daemon, a lib dir of the test's own (exported as SPACE_LIB_DIR)
+# with the stage's guest files and templates, plus template NAME: the minimal template's tree in an ext4 image
+# of MIB MiB with a 4 MiB journal, small as imported templates are (content and some slack). Offline
+# e2fsprogs only: no root needed.
+add_small_template() {
+        local name=$1 mib=$2 lib=$TEST_TMP/lib f img
+        mkdir -p "$lib/templates/$name"
+        if [ ! -L "$lib/vmlinux" ]; then
+                for f in vmlinux vmlinux.sha256 initramfs.cpio initramfs.cpio.sha256; do
+                        [ -e "$STAGE_LIB_DIR/$f" ] && ln -s "$(readlink -f "$STAGE_LIB_DIR/$f")" "$lib/$f"
+                done
+                for f in "$STAGE_LIB_DIR"/templates/*; do
+                        ln -s "$(readlink -f "$f")" "$lib/templates/$(basename "$f")"
+                done
+        fi
+        img=$lib/templates/$name/rootfs.ext4
+        cp --sparse=always "$STAGE_LIB_DIR/templates/minimal/rootfs.ext4" "$img" || bail_out "cannot copy the minimal image"
+        export PATH=$PATH:/sbin:/usr/sbin
+        # e2fsck exits 1 when it only corrected something
+        { { e2fsck -fy "$img"; [ $? -le 1 ]; } && tune2fs -O ^has_journal "$img" && tune2fs -J size=4 "$img" &&
+                { e2fsck -fy "$img"; [ $? -le 1 ]; } && resize2fs "$img" "${mib}M"; } >"$TEST_TMP/mkimage.log" 2>&1 ||
+                { diag_file "$TEST_TMP/mkimage.log"; bail_out "cannot make a $mib MiB image for template $name"; }
+        sed -e "s/^name = .*/name = $name/" -e "s/^disk_mib = .*/disk_mib = $mib/" \
+                "$STAGE_LIB_DIR/templates/minimal/template.conf" >"$lib/templates/$name/template.conf"
+        export SPACE_LIB_DIR=$lib
+}
+
+# mount_btrfs_state [SIZE]: before start_daemon, a loop-mounted btrfs (default 3G) at $SPACE_STATE_DIR, undone
+# by the cleanup (by the loop device losetup gave us, never any other). Returns 1 with the reason in
+# $BTRFS_SKIP when this machine cannot: not root, no btrfs-progs, no btrfs in the kernel, no loop device.
+BTRFS_LOOP=
+BTRFS_SKIP=
+mount_btrfs_state() {
+        local size=${1:-3G} tool
+        export PATH=$PATH:/sbin:/usr/sbin
+        if [ "$(id -u)" -ne 0 ]; then BTRFS_SKIP="mounting a loop device needs root"; return 1; fi
+        for tool in mkfs.btrfs btrfs losetup; do
+                command -v "$tool" >/dev/null || { BTRFS_SKIP="$tool is missing (btrfs-progs, util-linux)"; return 1; }
+        done
+        if ! grep -qw btrfs /proc/filesystems && ! modprobe btrfs 2>/dev/null; then
+                BTRFS_SKIP="the kernel has no btrfs"
+                return 1
+        fi
+        truncate -s "$size" "$TEST_TMP/btrfs.img" || bail_out "cannot make $TEST_TMP/btrfs.img"
+        mkfs.btrfs -q "$TEST_TMP/btrfs.img" >"$TEST_TMP/mkfs.log" 2>&1 ||
+                { diag_file "$TEST_TMP/mkfs.log"; bail_out "mkfs.btrfs failed"; }
+        if ! BTRFS_LOOP=$(losetup --show -f "$TEST_TMP/btrfs.img" 2>"$TEST_TMP/losetup.err"); then
+                BTRFS_LOOP=
+                BTRFS_SKIP="no loop device: $(head -c 200 "$TEST_TMP/losetup.err")"
+                return 1
+        fi
+        mkdir -p "$SPACE_STATE_DIR"
+        mount "$BTRFS_LOOP" "$SPACE_STATE_DIR" || bail_out "cannot mount $BTRFS_LOOP on $SPACE_STATE_DIR"
+        return 0
+}
+
+_unmount_btrfs_state() {
+        [ -n "$BTRFS_LOOP" ] || return 0
+        umount "$SPACE_STATE_DIR" 2>/dev/null || umount -l "$SPACE_STATE_DIR" 2>/dev/null
+        losetup -d "$BTRFS_LOOP" 2>/dev/null
+        BTRFS_LOOP=
 }
 
 # ---------------------------------------------------------------- sandbox helpers
