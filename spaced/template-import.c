@@ -604,8 +604,17 @@ static cJSON *result_json(ImportJob *j, const Template *t) {
 
 /* On the event loop: record the image and its tag. */
 static int import_record(Manager *m, ImportJob *j, Template **ret) {
-        Template *t = TAKE_PTR(j->t);
+        _cleanup_free_ char *image = NULL;
+        Template *t;
         int r;
+
+        /* an rm or gc on the loop may have removed the image this import found in the store */
+        if (asprintf(&image, "%s/templates/sha256-%s/rootfs.ext4", j->state_dir, j->t->digest + 7) < 0)
+                return -ENOMEM;
+        if (access(image, F_OK) < 0)
+                return job_fail(j, "interrupted", -ENOENT,
+                                "the image %s was removed while this import ran; import again", j->t->digest);
+        t = TAKE_PTR(j->t);
 
         r = template_store_add(m, t, j->tag, &t);
         if (r < 0)
@@ -637,6 +646,7 @@ static void import_done(Manager *m, void *userdata) {
                         operation_finish(op, NULL, NULL);
                 }
                 cJSON_Delete(res);
+                pool_refill(m); /* a pool of the tag now makes sandboxes of this image */
         } else {
                 log_warning("import of %s failed: %s", j->source, j->error ?: strerror(-r));
                 if (op)
