@@ -117,11 +117,38 @@ int pool_set(Manager *m, const char *template_name, unsigned size, char **reterr
 }
 
 void pool_refill(Manager *m) {
+        /* Members that were still being made when their pool went or shrank: not wanted any more. */
+        for (Sandbox *s = m->sandboxes, *next; s; s = next) {
+                PoolConfig *p;
+
+                next = s->next;
+                if (!s->pooled || s->state != SANDBOX_POOLED)
+                        continue;
+                p = pool_config_find(m, s->template_name);
+                if (!p || pool_count(m, s->template_name, false) > p->size) {
+                        OperationError e = {};
+                        Operation *op;
+
+                        (void) sandbox_delete_start(m, s, true, &op, &e);
+                        operation_error_done(&e);
+                }
+        }
         for (PoolConfig *p = m->pools; p; p = p->next) {
                 Template *t = template_find(m, p->template_name);
 
                 if (!t)
                         continue;
+                /* the pool's tag moved to another image: its warm sandboxes of the old one go */
+                for (Sandbox *s = m->sandboxes, *next; s; s = next) {
+                        OperationError e = {};
+                        Operation *op;
+
+                        next = s->next;
+                        if (s->pooled && s->state == SANDBOX_POOLED && streq(s->template_name, p->template_name) &&
+                            !streq_ptr(s->template_digest, t->digest))
+                                (void) sandbox_delete_start(m, s, true, &op, &e);
+                        operation_error_done(&e);
+                }
                 while (pool_count(m, p->template_name, false) < p->size) {
                         OperationError e = {};
                         Operation *op;
@@ -131,7 +158,7 @@ void pool_refill(Manager *m) {
                         if (manager_memory_in_use(m) + t->memory_mib > m->memory_limit_mib)
                                 break;
                         /* disk 0: the template's default, which never is below its image's size */
-                        if (sandbox_create_full(m, t->name, NULL, t->vcpu, t->memory_mib, 0, NULL, NULL,
+                        if (sandbox_create_full(m, p->template_name, NULL, t->vcpu, t->memory_mib, 0, NULL, NULL,
                                                 NULL, true, &op, &s, &e) < 0) {
                                 log_warning("pool %s: cannot add a sandbox: %s", t->name, e.message ?: "?");
                                 operation_error_done(&e);
@@ -239,8 +266,7 @@ int pool_take(Manager *m, const Template *t, const char *name, char **env, Opera
         int r;
 
         for (Sandbox *i = m->sandboxes; i && !s; i = i->next)
-                if (i->pooled && i->state == SANDBOX_POOLED && i->has_pool_fd && streq(i->template_name, t->name) &&
-                    streq_ptr(i->template_digest, t->digest))
+                if (i->pooled && i->state == SANDBOX_POOLED && i->has_pool_fd && streq_ptr(i->template_digest, t->digest))
                         s = i;
         if (!s)
                 return 0;

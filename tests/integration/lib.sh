@@ -290,7 +290,7 @@ space_env_setup() {
         [ -x "$SPACECTL_BIN" ] || bail_out "$SPACECTL_BIN is missing: build first"
         [ -s "$SPACE_LIB_DIR/vmlinux" ] || bail_out "$SPACE_LIB_DIR/vmlinux is missing: the guest files are built by make"
         [ -s "$SPACE_LIB_DIR/initramfs.cpio" ] || bail_out "$SPACE_LIB_DIR/initramfs.cpio is missing"
-        [ -s "$SPACE_LIB_DIR/templates/minimal/rootfs.ext4" ] || bail_out "the minimal template is missing in $SPACE_LIB_DIR"
+        [ -s "$SPACE_LIB_DIR/templates/minimal/rootfs.tar" ] || bail_out "the minimal template is missing in $SPACE_LIB_DIR"
         command -v python3 >/dev/null || bail_out "python3 is needed by the tests"
         if ! command -v qemu-system-x86_64 >/dev/null; then
                 echo "1..0 # SKIP qemu-system-x86_64 is not installed"
@@ -424,12 +424,13 @@ _space_cleanup() {
 }
 
 # add_small_template NAME MIB: before start_daemon, a lib dir of the test's own (exported as SPACE_LIB_DIR)
-# with the stage's guest files and templates, plus template NAME: the minimal template's tree in an ext4 image
-# of MIB MiB with a 4 MiB journal, small as imported templates are (content and some slack). Offline
-# e2fsprogs only: no root needed.
+# with the stage's guest files and templates, plus builtin template NAME: the minimal template's tree and one
+# file naming it (so its digest is its own), with disk_mib MIB, which makes its image MIB MiB. Offline: GNU
+# tar only.
 add_small_template() {
-        local name=$1 mib=$2 lib=$TEST_TMP/lib f img
-        mkdir -p "$lib/templates/$name"
+        local name=$1 mib=$2 lib=$TEST_TMP/lib f dir
+        dir=$lib/templates/$name
+        mkdir -p "$dir" "$TEST_TMP/add-$name/etc"
         if [ ! -L "$lib/vmlinux" ]; then
                 for f in vmlinux vmlinux.sha256 initramfs.cpio initramfs.cpio.sha256; do
                         [ -e "$STAGE_LIB_DIR/$f" ] && ln -s "$(readlink -f "$STAGE_LIB_DIR/$f")" "$lib/$f"
@@ -438,15 +439,12 @@ add_small_template() {
                         ln -s "$(readlink -f "$f")" "$lib/templates/$(basename "$f")"
                 done
         fi
-        img=$lib/templates/$name/rootfs.ext4
-        cp --sparse=always "$STAGE_LIB_DIR/templates/minimal/rootfs.ext4" "$img" || bail_out "cannot copy the minimal image"
-        export PATH=$PATH:/sbin:/usr/sbin
-        # e2fsck exits 1 when it only corrected something
-        { { e2fsck -fy "$img"; [ $? -le 1 ]; } && tune2fs -O ^has_journal "$img" && tune2fs -J size=4 "$img" &&
-                { e2fsck -fy "$img"; [ $? -le 1 ]; } && resize2fs "$img" "${mib}M"; } >"$TEST_TMP/mkimage.log" 2>&1 ||
-                { diag_file "$TEST_TMP/mkimage.log"; bail_out "cannot make a $mib MiB image for template $name"; }
+        cp "$STAGE_LIB_DIR/templates/minimal/rootfs.tar" "$dir/rootfs.tar" || bail_out "cannot copy the minimal tree"
+        echo "$name" >"$TEST_TMP/add-$name/etc/space-test-template"
+        tar -C "$TEST_TMP/add-$name" --owner=0 --group=0 --numeric-owner --mtime=@86400 -rf "$dir/rootfs.tar" \
+                ./etc/space-test-template || bail_out "cannot add to the tree of template $name"
         sed -e "s/^name = .*/name = $name/" -e "s/^disk_mib = .*/disk_mib = $mib/" \
-                "$STAGE_LIB_DIR/templates/minimal/template.conf" >"$lib/templates/$name/template.conf"
+                "$STAGE_LIB_DIR/templates/minimal/template.conf" >"$dir/template.conf"
         export SPACE_LIB_DIR=$lib
 }
 
