@@ -15,11 +15,27 @@
 #include "macro.h"
 
 /* The lifecycle verbs start an operation and follow it. Suspends and checkpoints can take long (the whole RAM
- * is written), so on a terminal they show a spinner with the seconds spent; the daemon does not report bytes
- * yet. */
+ * is written), so on a terminal, from the first second on, they show a spinner with the seconds spent and
+ * the bytes written so far, which the daemon reports as the operation's progress. */
 
-/* With a spinner: the long poll returns at once when the operation ends, else after this. */
+/* Before the first second: long polls, which return at once when the operation ends. After: a redraw this
+ * often. */
 #define SPIN_POLL_SEC 1
+#define SPIN_REDRAW_MS 200
+
+/* "  written 123.4 of ~270.0 MiB, 85.3 MB/s" from the operation's progress, or "" */
+static void format_written(const cJSON *op, double t, char *buf, size_t size) {
+        const cJSON *p = cJSON_GetObjectItemCaseSensitive(op, "progress");
+        double done, total;
+
+        buf[0] = 0;
+        if (!json_num(p, "bytes_done", &done) || done <= 0)
+                return;
+        if (!json_num(p, "bytes_total", &total) || total < done)
+                total = done;
+        snprintf(buf, size, "  written %.1f of ~%.1f MiB, %.1f MB/s", done / 1048576, total / 1048576,
+                 t > 0 ? done / t / 1e6 : 0);
+}
 
 int cli_get_quiet(const char *path, SpaceHttpReply *ret) {
         SpaceHttpReply reply = {};
@@ -99,11 +115,18 @@ static int wait_with_spinner(const cJSON *op, const char *label, cJSON **ret_op)
                 double t = elapsed_sec(&start);
 
                 if (t >= 1.0) {
-                        fprintf(stderr, "\r%s %s... %.0f s\033[K", frames[tick++ % ELEMENTSOF(frames)], label, t);
+                        char written[96];
+
+                        format_written(cur, t, written, sizeof written);
+                        fprintf(stderr, "\r%s %s... %.0f s%s\033[K", frames[tick++ % ELEMENTSOF(frames)], label, t,
+                                written);
                         fflush(stderr);
+                        if (drawn)
+                                (void) usleep(SPIN_REDRAW_MS * 1000);
                         drawn = true;
                 }
-                if (asprintf(&path, "/v1/operations/%s?wait=%d", eid, SPIN_POLL_SEC) < 0) {
+                if ((drawn ? asprintf(&path, "/v1/operations/%s", eid)
+                           : asprintf(&path, "/v1/operations/%s?wait=%d", eid, SPIN_POLL_SEC)) < 0) {
                         r = -ENOMEM;
                         break;
                 }

@@ -228,7 +228,7 @@ int base_snapshot_ensure(Manager *m, const BaseRequest *req, BaseSnapshot *ret, 
                         r = -errno;
                         goto fail_msg;
                 }
-                r = vm_save_state(q, fd, 120000, reterr_message);
+                r = vm_save_state(q, fd, 120000, NULL, NULL, reterr_message);
                 if (r < 0)
                         goto fail;
                 if (fsync(fd) < 0) {

@@ -235,9 +235,11 @@ typedef struct CheckpointJob {
         uint64_t pause_usec;
         uint64_t disk_usec;   /* of the pause: stop and the disk's snapshot */
         uint64_t size_bytes;
+        OperationProgress progress; /* the operation's, while it runs */
 } CheckpointJob;
 
 static void checkpoint_job_free(CheckpointJob *j) {
+        pthread_mutex_destroy(&j->progress.lock);
         free(j->run_dir);
         free(j->data_dir);
         free(j->state_dir);
@@ -287,7 +289,7 @@ static void *checkpoint_worker(void *userdata) {
         if (r < 0)
                 goto out;
         j->disk_usec = now_usec_monotonic() - t_stop;
-        r = vm_save_state(q, fd, CHECKPOINT_TIMEOUT_MS, &j->error);
+        r = vm_save_state(q, fd, CHECKPOINT_TIMEOUT_MS, operation_progress_save, &j->progress, &j->error);
         crash_point("checkpoint-saved");
 out:
         if (stopped) {
@@ -321,6 +323,8 @@ static void checkpoint_done(Manager *m, void *userdata) {
         Operation *op = operation_find(m, j->op_id);
         Checkpoint *c = NULL;
 
+        if (op)
+                op->progress = NULL;
         for (Checkpoint *i = m->checkpoints; i; i = i->next)
                 if (streq(i->id, j->checkpoint_id))
                         c = i;
@@ -397,6 +401,7 @@ static int checkpoint_prepare(Manager *m, Sandbox *s, const char *name, Checkpoi
                 free(j);
                 return -ENOMEM;
         }
+        pthread_mutex_init(&j->progress.lock, NULL);
         memcpy(c->id, "cp-", 3);
         r = random_hex(c->id + 3, 16);
         memcpy(c->sandbox_id, s->id, sizeof c->sandbox_id);
@@ -437,6 +442,7 @@ static int checkpoint_launch(Manager *m, Sandbox *s, Checkpoint *c, CheckpointJo
         int r;
 
         memcpy(j->op_id, op->id, sizeof j->op_id);
+        op->progress = &j->progress;
         c->next = m->checkpoints;
         m->checkpoints = c;
         s->busy = true;

@@ -35,6 +35,7 @@ typedef struct LifecycleJob {
         char *error;
         pid_t new_pid;
         int agent_fd;
+        OperationProgress progress; /* suspend: the operation's, while it runs */
 } LifecycleJob;
 
 static const char *const kind_names[] = {
@@ -45,6 +46,7 @@ static const char *const kind_names[] = {
 };
 
 static void job_free(LifecycleJob *j) {
+        pthread_mutex_destroy(&j->progress.lock);
         free(j->run_dir);
         free(j->data_dir);
         base_request_done(&j->base);
@@ -98,7 +100,7 @@ static int do_suspend(LifecycleJob *j) {
                 return r;
         /* The sandbox's RAM is a private mapping, so x-ignore-shared does not skip it: the whole state goes
          * to the file. */
-        r = vm_save_state(q, fd, SUSPEND_TIMEOUT_MS, &j->error);
+        r = vm_save_state(q, fd, SUSPEND_TIMEOUT_MS, operation_progress_save, &j->progress, &j->error);
         if (r >= 0 && fsync(fd) < 0) {
                 r = -errno;
                 (void) asprintf(&j->error, "writing %s: %m", state);
@@ -212,6 +214,9 @@ static void lifecycle_done(Manager *m, void *userdata) {
         Operation *op = operation_find(m, j->op_id);
         const char *msg = j->error ?: (j->r < 0 ? strerror(-j->r) : NULL);
 
+        if (op)
+                op->progress = NULL;
+
         if (!s) {
                 if (op)
                         operation_finish(op, "sandbox_gone", "the sandbox was removed meanwhile");
@@ -296,6 +301,7 @@ int sandbox_lifecycle_start(Manager *m, Sandbox *s, LifecycleKind kind, Operatio
         j = calloc(1, sizeof *j);
         if (!j)
                 return -ENOMEM;
+        pthread_mutex_init(&j->progress.lock, NULL);
         j->agent_fd = -1;
         j->manager = m;
         j->kind = kind;
@@ -335,6 +341,8 @@ int sandbox_lifecycle_start(Manager *m, Sandbox *s, LifecycleKind kind, Operatio
                 return -ENOMEM;
         }
         memcpy(j->op_id, op->id, sizeof j->op_id);
+        if (kind == LIFECYCLE_SUSPEND)
+                op->progress = &j->progress;
         s->busy = true;
         if (kind == LIFECYCLE_SUSPEND)
                 s->state = SANDBOX_SUSPENDING;

@@ -100,6 +100,8 @@ typedef struct OperationProgress {
         unsigned layer;
         unsigned layers;
 } OperationProgress;
+/* A VmSaveProgress for an OperationProgress: phase "writing memory", bytes written of (written + RAM to go). */
+void operation_progress_save(uint64_t written, uint64_t remaining, void *userdata);
 
 struct Sandbox {
         Manager *manager;

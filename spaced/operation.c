@@ -107,3 +107,14 @@ void operations_free(Manager *m) {
                 free(op);
         }
 }
+
+void operation_progress_save(uint64_t written, uint64_t remaining, void *userdata) {
+        OperationProgress *p = userdata;
+
+        pthread_mutex_lock(&p->lock);
+        p->phase = "writing memory";
+        p->bytes_done = written;
+        /* an estimate that only shrinks toward the truth: zero pages still to go take almost no bytes */
+        p->bytes_total = written + remaining;
+        pthread_mutex_unlock(&p->lock);
+}

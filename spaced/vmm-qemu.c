@@ -725,7 +725,8 @@ static int set_ignore_shared(Qmp *q, int64_t deadline, char **reterr_message) {
                            remaining_ms(deadline), NULL, reterr_message);
 }
 
-static int wait_migration(Qmp *q, int64_t deadline, char **reterr_message) {
+static int wait_migration(Qmp *q, int64_t deadline, VmSaveProgress progress, void *userdata,
+                          char **reterr_message) {
         for (;;) {
                 _cleanup_free_ char *reply = NULL;
                 _cleanup_cjson_ cJSON *j = NULL;
@@ -737,6 +738,13 @@ static int wait_migration(Qmp *q, int64_t deadline, char **reterr_message) {
                 const char *s = cJSON_IsString(st) ? st->valuestring : "";
                 if (streq(s, "completed"))
                         return 0;
+                if (progress) {
+                        const cJSON *ram = cJSON_GetObjectItemCaseSensitive(j, "ram");
+                        const cJSON *w = cJSON_GetObjectItemCaseSensitive(ram, "transferred");
+                        const cJSON *rem = cJSON_GetObjectItemCaseSensitive(ram, "remaining");
+                        if (cJSON_IsNumber(w) && cJSON_IsNumber(rem) && w->valuedouble >= 0 && rem->valuedouble >= 0)
+                                progress((uint64_t) w->valuedouble, (uint64_t) rem->valuedouble, userdata);
+                }
                 if (streq(s, "failed") || streq(s, "cancelled")) {
                         const cJSON *d = cJSON_GetObjectItemCaseSensitive(j, "error-desc");
                         set_error(reterr_message, "migration %s: %s", s,
@@ -751,7 +759,8 @@ static int wait_migration(Qmp *q, int64_t deadline, char **reterr_message) {
         }
 }
 
-int vm_save_state(Qmp *q, int state_fd, int timeout_ms, char **reterr_message) {
+int vm_save_state(Qmp *q, int state_fd, int timeout_ms, VmSaveProgress progress, void *userdata,
+                  char **reterr_message) {
         int64_t deadline = now_ms() + (timeout_ms < 0 ? 0 : timeout_ms);
         int r;
 
@@ -776,7 +785,7 @@ int vm_save_state(Qmp *q, int state_fd, int timeout_ms, char **reterr_message) {
         r = qmp_execute(q, "migrate", "{\"uri\":\"fd:state\"}", -1, remaining_ms(deadline), NULL, reterr_message);
         if (r < 0)
                 return r;
-        return wait_migration(q, deadline, reterr_message);
+        return wait_migration(q, deadline, progress, userdata, reterr_message);
 }
 
 int vm_restore_state(Qmp *q, int state_fd, int timeout_ms, char **reterr_message) {

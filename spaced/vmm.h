@@ -76,7 +76,10 @@ int qmp_wait_status_change(Qmp *q, const char *while_status, int timeout_ms, cha
  * getfd + "fd:", wait for completion. The VM is left stopped (status "postmigrate"; "cont" resumes it, disks
  * included, for checkpoint-and-continue). state_fd, here and for restore, is a file or pipe positioned where the
  * state goes / starts; QEMU gets its own copy of it. */
-int vm_save_state(Qmp *q, int state_fd, int timeout_ms, char **reterr_message);
+/* Called from vm_save_state() as the migration goes: bytes written so far, RAM bytes still to go. */
+typedef void (*VmSaveProgress)(uint64_t written, uint64_t remaining, void *userdata);
+int vm_save_state(Qmp *q, int state_fd, int timeout_ms, VmSaveProgress progress, void *userdata,
+                  char **reterr_message);
 /* Restore into a QEMU started with incoming: sets x-ignore-shared, getfd + migrate-incoming fd:NAME, waits for
  * the migration to finish; leaves the VM paused (caller sends "cont"). */
 int vm_restore_state(Qmp *q, int state_fd, int timeout_ms, char **reterr_message);
