@@ -509,6 +509,17 @@ void fork_child_done(Manager *m, const char *fork_op_id, bool ok, const char *me
                         (void) operation_error_set(&op->error, "fork_failed", "%s", message ?: "a fork failed");
         }
         if (op->pending == 0) {
+                Checkpoint *c = op->drop_checkpoint ? checkpoint_find(m, op->checkpoint_id) : NULL;
+
+                /* The children restored from it and hold its disk layers through their backing chains: the
+                 * unnamed checkpoint a fork of a running sandbox took is of no more use to anyone. */
+                if (c && streq(c->id, op->checkpoint_id)) {
+                        OperationError e = {};
+                        if (checkpoint_remove(m, c, &e) < 0)
+                                log_warning("fork %s: cannot remove its checkpoint %s: %s", op->id, op->checkpoint_id,
+                                            e.message ?: "?");
+                        operation_error_done(&e);
+                }
                 if (op->failed)
                         operation_finish(op, "fork_failed", op->error.message);
                 else
@@ -572,6 +583,8 @@ int fork_start(Manager *m, Sandbox *from_sandbox, Checkpoint *from_checkpoint, u
                         return -ENOMEM;
                 }
                 op->pending = count;
+                memcpy(op->checkpoint_id, c->id, sizeof op->checkpoint_id);
+                op->drop_checkpoint = true;
                 j->fork_count = count;
                 memcpy(j->fork_op, op->id, sizeof j->fork_op);
                 /* the checkpoint's own operation is the fork's */

@@ -150,6 +150,7 @@ struct Operation {
         unsigned failed;
         char **children;     /* a fork: the sandboxes it made */
         char checkpoint_id[CHECKPOINT_ID_LEN + 1]; /* a checkpoint: the one it takes */
+        bool drop_checkpoint; /* a fork of a sandbox: checkpoint_id, its own, goes once the children are made */
         OperationProgress *progress; /* while running, when the work reports progress (the worker's) */
         char *result;        /* JSON of what a finished operation made (an import: digest, tags, ...) */
         Operation *next;

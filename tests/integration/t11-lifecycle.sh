@@ -187,6 +187,9 @@ mapfile -t FORKS2 <"$OUT"
 check_eq "  ... prints 2 ids" 2 "${#FORKS2[@]}"
 for f in "${FORKS2[@]}"; do track_sandbox "$f"; done
 check_rc "  ... that run" 0 sc exec "${FORKS2[0]}" -- cat /tmp/origin
+run sc checkpoint ls --json --sandbox "$SB"
+check_eq "  ... and the checkpoint the fork took is gone (only t11-cp is left)" "t11-cp" \
+        "$(json "$OUT" '" ".join(c.get("name") or c["id"] for c in d["checkpoints"])')"
 check_rc "remove the forks" 0 sc rm -f "${FORKS[@]}" "${FORKS2[@]}"
 
 # ---- restore

@@ -340,7 +340,7 @@ int main(int argc, char **argv) {
         if (sfd < 0)
                 die("creating the state file", errno, base_state);
         double t_save0 = now_ms();
-        r = vm_save_state(q, sfd, 60000, &err);
+        r = vm_save_state(q, sfd, 60000, NULL, NULL, &err);
         if (r < 0)
                 die("saving the base state", r, err);
         double t_saved = now_ms();
