@@ -15,16 +15,24 @@
 #define SHORT_DIGEST_LEN 12
 
 const CliHelp cmd_template_help = {
-        .synopsis = "template ls [--json] [-q]",
+        .synopsis = "template ls [--json] [-q]\n"
+                    "template build DIR [--tag NAME:TAG] [-o FILE] [-q] [-v]",
         .summary = "Work with templates",
         .options =
         "Sub-verbs:\n"
         "  ls            list the templates sandboxes can be created from\n"
+        "  build DIR     build the recipe in DIR (see space-template(5)), import it, print its digest\n"
         "\n"
         "Options of ls:\n"
         "      --json    print the reply of GET /v1/templates: {\"templates\": [...]}\n"
         "  -q, --quiet   print only template names, one per line\n"
-        "  -h, --help    show this help\n",
+        "  -h, --help    show this help\n"
+        "\n"
+        "Options of build:\n"
+        "  -t, --tag NAME:TAG    tag the template (default: the recipe's name, NAME:latest)\n"
+        "  -o, --output FILE     write the root filesystem tarball to FILE instead of importing it\n"
+        "  -q, --quiet           no progress, only errors on stderr\n"
+        "  -v, --verbose         the build tools' output on stderr even when it is no terminal\n",
 };
 
 static void format_bytes(double b, char *buf, size_t size) {
@@ -89,6 +97,7 @@ static const struct {
         int (*run)(int argc, char *argv[]);
 } template_verbs[] = {
         { "ls", template_ls },
+        { "build", cmd_template_build },
 };
 
 int cmd_template(int argc, char *argv[]) {

@@ -205,7 +205,20 @@ _spacectl() {
             fi ;;
         template)
             if [[ $npos -eq 0 && $cur != -* ]]; then
-                COMPREPLY=($(compgen -W "ls" -- "$cur"))
+                COMPREPLY=($(compgen -W "ls build" -- "$cur"))
+            elif [[ $sandbox == build ]]; then
+                # the first positional word is the sub-verb; build takes a recipe directory
+                case $prev in
+                    -t|--tag) COMPREPLY=() ;;
+                    -o|--output) compopt -o default 2>/dev/null; COMPREPLY=() ;;
+                    *)
+                        if [[ $cur == -* ]]; then
+                            COMPREPLY=($(compgen -W "--tag --output --quiet --verbose --help" -- "$cur"))
+                        else
+                            compopt -o filenames 2>/dev/null
+                            COMPREPLY=($(compgen -d -- "$cur"))
+                        fi ;;
+                esac
             else
                 COMPREPLY=($(compgen -W "--json --quiet --help" -- "$cur"))
             fi ;;
