@@ -348,21 +348,22 @@ static int report_failure(Runner *rn, const Recipe *r, const char *tool, int sta
         return -EIO;
 }
 
-/* ---- the steps both kinds share: files and run commands, each a shell snippet with the tree as "$1" ---- */
+/* ---- the steps both kinds share, each a shell snippet with the tree as "$1" ---- */
 
-/* The tree is written through chroot so that its own symlinks resolve inside it. */
-static int step_file(const RecipeFile *f, char **ret) {
-        _cleanup_free_ char *src = shell_quote(f->src), *dest = shell_quote(f->dest), *shown = message_safe(f->dest);
+/* scratch: SRC is readable where the snippet runs (the recipe's copy); the tree is written through chroot so
+ * that its own symlinks resolve inside it. */
+static int step_file_scratch(const RecipeFile *f, const char *src, char **ret) {
+        _cleanup_free_ char *src_q = shell_quote(src), *dest = shell_quote(f->dest), *shown = message_safe(f->dest);
         char mode[16];
 
-        if (!src || !dest || !shown)
+        if (!src_q || !dest || !shown)
                 return -ENOMEM;
         snprintf(mode, sizeof mode, "%04o", (unsigned) f->mode);
         if (asprintf(ret,
                      CHROOT " \"$1\" /bin/sh -c 'd=${1%%/*}; [ -z \"$d\" ] || mkdir -p \"$d\"; "
                      "cat > \"$1\" && chown 0:0 \"$1\" && chmod %s \"$1\"' sh %s < %s || "
                      "{ echo \"space-build: file = ... %s: cannot copy it into the tree\" >&2; exit 1; }",
-                     mode, dest, src, shown) < 0)
+                     mode, dest, src_q, shown) < 0)
                 return -ENOMEM;
         return 0;
 }
@@ -370,9 +371,9 @@ static int step_file(const RecipeFile *f, char **ret) {
 static int step_run(const char *cmd, unsigned long long epoch, char **ret) {
         static const char *const passed[] = { "http_proxy", "https_proxy", "no_proxy", "HTTP_PROXY", "HTTPS_PROXY",
                                               "NO_PROXY" };
-        _cleanup_free_ char *q = shell_quote(cmd), *shown = NULL, *proxies = strdup("");
+        _cleanup_free_ char *q = shell_quote(cmd), *shown = message_safe(cmd), *proxies = strdup("");
 
-        if (!q || !proxies)
+        if (!q || !shown || !proxies)
                 return -ENOMEM;
         for (size_t i = 0; i < ELEMENTSOF(passed); i++) {
                 const char *v = getenv(passed[i]);
@@ -387,15 +388,42 @@ static int step_run(const char *cmd, unsigned long long epoch, char **ret) {
                 free(proxies);
                 proxies = np;
         }
-        shown = message_safe(cmd);
-        if (!shown)
-                return -ENOMEM;
         if (asprintf(ret,
                      "env -i PATH=" RUN_PATH " HOME=/root LANG=C.UTF-8 DEBIAN_FRONTEND=noninteractive "
                      "SOURCE_DATE_EPOCH=%llu%s " CHROOT " \"$1\" /bin/sh -c %s || "
                      "{ s=$?; echo \"space-build: run = %s: failed with status $s\" >&2; exit $s; }",
                      epoch, proxies, q, shown) < 0)
                 return -ENOMEM;
+        return 0;
+}
+
+/* Runs argv_a | argv_b > out_fd (argv_b NULL: argv_a > out_fd) with in_fd as argv_a's stdin, and waits. */
+static int run_pipeline(Runner *rn, const Recipe *r, char **argv_a, const char *name_a, int in_fd, char **argv_b,
+                        const char *name_b, int out_fd) {
+        const char *names[2] = { name_a, name_b }, *failed;
+        pid_t pids[2] = { -1, -1 };
+        int pipefd[2] = { -1, -1 }, status, k;
+        size_t n = argv_b ? 2 : 1;
+
+        if (argv_b && pipe2(pipefd, O_CLOEXEC) < 0)
+                return -errno;
+        pids[0] = spawn(rn, argv_a, NULL, in_fd, argv_b ? pipefd[1] : out_fd);
+        if (pids[0] > 0 && argv_b)
+                pids[1] = spawn(rn, argv_b, NULL, pipefd[0], out_fd);
+        safe_close(pipefd[0]);
+        safe_close(pipefd[1]);
+        if (pids[0] < 0 || (argv_b && pids[1] < 0)) {
+                k = pids[0] < 0 ? pids[0] : pids[1];
+                log_error("cannot start %s: %s", pids[0] < 0 ? name_a : name_b, strerror(-k));
+                if (pids[0] > 0) {
+                        (void) kill(pids[0], SIGTERM);
+                        (void) waitpid(pids[0], NULL, 0);
+                }
+                return k;
+        }
+        k = wait_all(pids, n, names, &failed, &status);
+        if (k < 0 || status)
+                return report_failure(rn, r, failed ?: name_a, status, k);
         return 0;
 }
 
@@ -447,23 +475,49 @@ static const char *host_sources(const char *suite) {
         return NULL;
 }
 
-static bool plain_path(const char *p) {
-        for (; *p; p++)
-                if (isspace((unsigned char) *p) || strchr("'\"\\$`", *p))
-                        return false;
-        return true;
+static int remove_entry(const char *path, const struct stat *st, int type, struct FTW *ftw) {
+        (void) st;
+        (void) type;
+        (void) ftw;
+        (void) remove(path);
+        return 0;
+}
+
+static void remove_tree(const char *path) {
+        (void) nftw(path, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+/* mmdebstrap's special hooks (upload, sync-in, sync-out) run in mmdebstrap's outer process, as us, so they
+ * reach our files even when the rest runs as a subordinate id; their arguments are split like a shell's. */
+static int debian_file_hooks(Strv *a, const RecipeFile *f) {
+        _cleanup_free_ char *src = shell_quote(f->src), *dest = shell_quote(f->dest), *parent = strdup(f->dest),
+                                *parent_q = NULL;
+        char *slash;
+
+        if (!src || !dest || !parent)
+                return -ENOMEM;
+        slash = strrchr(parent, '/');
+        *slash = 0;
+        if (*parent) {
+                parent_q = shell_quote(parent);
+                if (!parent_q || strv_pushf(a, "--customize-hook=" CHROOT " \"$1\" mkdir -p %s", parent_q) < 0)
+                        return -ENOMEM;
+        }
+        if (strv_pushf(a, "--customize-hook=upload %s %s", src, dest) < 0 ||
+            strv_pushf(a, "--customize-hook=" CHROOT " \"$1\" /bin/sh -c 'chown 0:0 \"$1\" && chmod %04o \"$1\"' sh %s",
+                       (unsigned) f->mode, dest) < 0)
+                return -ENOMEM;
+        return 0;
 }
 
 static int build_debian(Runner *rn, const Recipe *r, bool as_root, const char *tarball) {
-        static const char *const names[] = { MMDEBSTRAP, MMTARFILTER };
-        _cleanup_free_ char *cache = NULL, *cache_q = NULL, *cache_new_q = NULL;
+        _cleanup_free_ char *cache = NULL, *cache_new = NULL, *cache_q = NULL, *cache_new_q = NULL;
         unsigned long long epoch = build_epoch();
-        const char *sources, *failed;
         _cleanup_close_ int out_fd = -1;
-        int pipefd[2], status, k;
-        pid_t pids[2];
+        const char *sources;
         Strv a = {}, f = {};
         struct stat st;
+        int k;
 
         if (!in_path(MMDEBSTRAP) || !in_path(MMTARFILTER)) {
                 log_error("building %s from debian:%s needs mmdebstrap and mmtarfilter: install mmdebstrap (as "
@@ -497,25 +551,26 @@ static int build_debian(Runner *rn, const Recipe *r, bool as_root, const char *t
         for (size_t i = 0; !k && i < ELEMENTSOF(dpkg_options); i++)
                 k = strv_pushf(&a, "--dpkgopt=%s", dpkg_options[i]) < 0;
 
-        /* The .debs of earlier builds: synced in before the download, and out (without what the archive no
-         * longer has) once the packages are in; the tree's copy goes with mmdebstrap's cleanup. */
-        if (!k && cache_dir(r->suite, &cache) == 0 && plain_path(cache) && space_mkdir_p(cache, 0755) >= 0) {
+        /* The .debs of earlier builds: synced in before the download, and out, without what the archive no longer
+         * has, into a fresh directory that replaces the cache once the build succeeded; the tree's own copy
+         * goes with mmdebstrap's cleanup. Without a usable cache directory the build just downloads. */
+        if (!k && cache_dir(r->suite, &cache) == 0 && space_mkdir_p(cache, 0755) >= 0 &&
+            asprintf(&cache_new, "%s.new-XXXXXX", cache) >= 0 && mkdtemp(cache_new)) {
                 cache_q = shell_quote(cache);
-                if (!cache_q || asprintf(&cache_new_q, "'%s.new'", cache) < 0)
-                        k = 1;
-                else
-                        k = strv_pushf(&a, "--skip=essential/unlink") < 0 ||
-                            strv_pushf(&a, "--setup-hook=mkdir -p \"$1\"/var/cache/apt/archives/") < 0 ||
-                            strv_pushf(&a, "--setup-hook=sync-in %s /var/cache/apt/archives/", cache) < 0 ||
-                            strv_pushf(&a, "--customize-hook=" CHROOT " \"$1\" apt-get autoclean -qq || true") < 0 ||
-                            strv_pushf(&a, "--customize-hook=rm -rf %s && mkdir -p %s", cache_new_q, cache_new_q) < 0 ||
-                            strv_pushf(&a, "--customize-hook=sync-out /var/cache/apt/archives %s.new", cache) < 0 ||
-                            strv_pushf(&a, "--customize-hook=rm -rf %s && mv %s %s", cache_q, cache_new_q, cache_q) < 0;
+                cache_new_q = shell_quote(cache_new);
+                k = !cache_q || !cache_new_q || strv_pushf(&a, "--skip=essential/unlink") < 0 ||
+                    strv_pushf(&a, "--setup-hook=mkdir -p \"$1\"/var/cache/apt/archives/") < 0 ||
+                    strv_pushf(&a, "--setup-hook=sync-in %s /var/cache/apt/archives/", cache_q) < 0 ||
+                    /* sync-in gives the directory the cache's owner: the user's uid in unshare mode */
+                    strv_pushf(&a, "--setup-hook=chown -R 0:0 \"$1\"/var/cache/apt/archives/") < 0 ||
+                    strv_pushf(&a, "--customize-hook=" CHROOT " \"$1\" apt-get autoclean -qq || true") < 0 ||
+                    strv_pushf(&a, "--customize-hook=sync-out /var/cache/apt/archives %s", cache_new_q) < 0;
+        } else if (cache_new) {
+                free(cache_new);
+                cache_new = NULL;
         }
-        for (size_t i = 0; !k && i < r->n_files; i++) {
-                _cleanup_free_ char *s = NULL;
-                k = step_file(&r->files[i], &s) < 0 || strv_pushf(&a, "--customize-hook=%s", s) < 0;
-        }
+        for (size_t i = 0; !k && i < r->n_files; i++)
+                k = debian_file_hooks(&a, &r->files[i]) < 0;
         for (char **c = r->run; !k && c && *c; c++) {
                 _cleanup_free_ char *s = NULL;
                 k = step_run(*c, epoch, &s) < 0 || strv_pushf(&a, "--customize-hook=%s", s) < 0;
@@ -533,70 +588,73 @@ static int build_debian(Runner *rn, const Recipe *r, bool as_root, const char *t
         if (!k)
                 k = strv_pushf(&f, MMTARFILTER) < 0 || strv_pushf(&f, "--path-exclude=/dev/*") < 0;
         if (k) {
-                strv_done(&a);
-                strv_done(&f);
-                return -ENOMEM;
+                k = -ENOMEM;
+                goto out;
         }
 
         out_fd = open(tarball, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-        if (out_fd < 0 || pipe2(pipefd, O_CLOEXEC) < 0) {
+        if (out_fd < 0) {
+                k = -errno;
                 log_error("cannot create %s: %s", tarball, strerror(errno));
-                strv_done(&a);
-                strv_done(&f);
-                return -errno;
+                goto out;
         }
-        pids[0] = spawn(rn, a.v, NULL, -1, pipefd[1]);
-        pids[1] = pids[0] < 0 ? -1 : spawn(rn, f.v, NULL, pipefd[0], out_fd);
-        safe_close(pipefd[0]);
-        safe_close(pipefd[1]);
+        k = run_pipeline(rn, r, a.v, MMDEBSTRAP, -1, f.v, MMTARFILTER, out_fd);
+        if (k >= 0 && cache_new) {
+                /* the new cache in place of the old one, which goes */
+                if (renameat2(AT_FDCWD, cache_new, AT_FDCWD, cache, RENAME_EXCHANGE) < 0)
+                        log_error("warning: cannot update the package cache %s: %s", cache, strerror(errno));
+        }
+out:
+        if (cache_new)
+                remove_tree(cache_new);
         strv_done(&a);
         strv_done(&f);
-        if (pids[0] < 0 || pids[1] < 0) {
-                log_error("cannot start %s: %s", MMDEBSTRAP, strerror(-(pids[0] < 0 ? pids[0] : pids[1])));
-                k = pids[0] < 0 ? pids[0] : pids[1];
-                if (pids[0] > 0) {
-                        (void) kill(pids[0], SIGTERM);
-                        (void) waitpid(pids[0], NULL, 0);
-                }
-                return k;
-        }
-        k = wait_all(pids, 2, (const char *const *) names, &failed, &status);
-        if (k < 0 || status)
-                return report_failure(rn, r, failed ?: MMDEBSTRAP, status, k);
-        return 0;
+        return k;
 }
 
 /* ---- from = scratch ---- */
 
-static int build_scratch(Runner *rn, const Recipe *r, bool as_root, const char *workdir, const char *tarball) {
-        static const char *const names[] = { "the build" };
-        _cleanup_free_ char *script = NULL, *dir_q = shell_quote(r->dir), *build_q = shell_quote(r->build),
-                                *root = NULL, *shown = message_safe(r->build);
+/* The script runs as root, or as root of a user namespace whose ids are the user's subordinate ones and so
+ * cannot read the user's files: the recipe comes in as a tar stream on stdin and the tree's tarball goes out on
+ * stdout, and the tree itself lives in a private temporary directory that the script removes. */
+static int build_scratch(Runner *rn, const Recipe *r, bool as_root, const char *tarball) {
+        _cleanup_free_ char *script = NULL, *build_q = NULL, *shown = message_safe(r->build);
         unsigned long long epoch = build_epoch();
-        const char *failed;
-        Strv a = {};
-        int status, k;
-        pid_t pid;
+        _cleanup_close_ int out_fd = -1;
+        size_t dir_len = strlen(r->dir), len;
+        Strv a = {}, t = {};
         FILE *s;
-        size_t len;
+        int k;
 
-        if (!dir_q || !build_q || !shown || asprintf(&root, "%s/root", workdir) < 0)
+        if (!as_root && !in_path(MMDEBSTRAP)) {
+                log_error("building %s as a user other than root needs mmdebstrap (its --unshare-helper): "
+                          "install mmdebstrap, or build as root", r->name);
+                return -ENOENT;
+        }
+        build_q = shell_quote(r->build + dir_len + 1);
+        if (!build_q || !shown)
                 return -ENOMEM;
         s = open_memstream(&script, &len);
         if (!s)
                 return -ENOMEM;
         fprintf(s, "set -e\n"
-                   "trap 'rm -rf \"$1\"' EXIT\n"
-                   "mkdir -m 0755 \"$1\"\n"
-                   "cd %s\n"
-                   "%s \"$1\" || { s=$?; echo \"space-build: build = %s: failed with status $s\" >&2; exit $s; }\n",
-                dir_q, build_q, shown);
+                   "exec 3>&1 1>&2\n"
+                   "work=$(mktemp -d \"${TMPDIR:-/var/tmp}/space-tree.XXXXXX\")\n"
+                   "trap 'rm -rf \"$work\"' EXIT\n"
+                   "mkdir \"$work/recipe\"\n"
+                   "tar -x --no-same-owner -C \"$work/recipe\" -f -\n"
+                   "mkdir -m 0755 \"$work/root\"\n"
+                   "set -- \"$work/root\"\n"
+                   "cd \"$work/recipe\"\n"
+                   "./%s \"$1\" || { s=$?; echo \"space-build: build = %s: failed with status $s\" >&2; exit $s; }\n",
+                build_q, shown);
         if (r->n_files > 0 || r->run)
                 fprintf(s, "[ -e \"$1/bin/sh\" ] || [ -L \"$1/bin/sh\" ] || "
                            "{ echo 'space-build: file = and run = need /bin/sh in the tree' >&2; exit 1; }\n");
         for (size_t i = 0; i < r->n_files; i++) {
-                _cleanup_free_ char *step = NULL;
-                if (step_file(&r->files[i], &step) < 0) {
+                _cleanup_free_ char *step = NULL, *src = NULL;
+                if (asprintf(&src, "%s", r->files[i].src + dir_len + 1) < 0 ||
+                    step_file_scratch(&r->files[i], src, &step) < 0) {
                         fclose(s);
                         return -ENOMEM;
                 }
@@ -611,9 +669,9 @@ static int build_scratch(Runner *rn, const Recipe *r, bool as_root, const char *
                 fprintf(s, "%s\n", step);
         }
         /* The same tree gives the same bytes: sorted names, numeric owners, no atime/ctime, times clamped. */
-        fprintf(s, "tar --create --file=\"$2\" --directory=\"$1\" --sort=name --format=pax "
+        fprintf(s, "tar --create --file=- --directory=\"$1\" --sort=name --format=pax "
                    "--pax-option=exthdr.name=%%d/PaxHeaders/%%f,delete=atime,delete=ctime --numeric-owner "
-                   "--mtime=@%llu --clamp-mtime . || "
+                   "--mtime=@%llu --clamp-mtime . >&3 || "
                    "{ echo 'space-build: tar could not pack the tree' >&2; exit 1; }\n",
                 epoch);
         if (fclose(s) != 0 || !script)
@@ -622,44 +680,35 @@ static int build_scratch(Runner *rn, const Recipe *r, bool as_root, const char *
         k = 0;
         if (!as_root)
                 k = strv_pushf(&a, MMDEBSTRAP) < 0 || strv_pushf(&a, "--unshare-helper") < 0;
+        /* the recipe, with what its symlinks point to */
         k = k || strv_pushf(&a, "/bin/sh") < 0 || strv_pushf(&a, "-c") < 0 || strv_pushf(&a, "%s", script) < 0 ||
-            strv_pushf(&a, "space-build") < 0 || strv_pushf(&a, "%s", root) < 0 || strv_pushf(&a, "%s", tarball) < 0;
+            strv_pushf(&a, "space-build") < 0 || strv_pushf(&t, "tar") < 0 || strv_pushf(&t, "--create") < 0 ||
+            strv_pushf(&t, "--dereference") < 0 || strv_pushf(&t, "--file=-") < 0 ||
+            strv_pushf(&t, "--directory=%s", r->dir) < 0 || strv_pushf(&t, ".") < 0;
         if (k) {
-                strv_done(&a);
-                return -ENOMEM;
+                k = -ENOMEM;
+                goto out;
         }
-        if (!as_root && !in_path(MMDEBSTRAP)) {
-                strv_done(&a);
-                log_error("building %s as a user other than root needs mmdebstrap (its --unshare-helper): "
-                          "install mmdebstrap, or build as root", r->name);
-                return -ENOENT;
+        out_fd = open(tarball, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+        if (out_fd < 0) {
+                k = -errno;
+                log_error("cannot create %s: %s", tarball, strerror(errno));
+                goto out;
         }
-        pid = spawn(rn, a.v, NULL, -1, -1);
+        /* tar of the recipe | the script > tarball */
+        k = run_pipeline(rn, r, t.v, "tar (of the recipe)", -1, a.v, "the build", out_fd);
+out:
         strv_done(&a);
-        if (pid < 0) {
-                log_error("cannot start the build of %s: %s", r->name, strerror(-pid));
-                return pid;
-        }
-        k = wait_all(&pid, 1, (const char *const *) names, &failed, &status);
-        if (k < 0 || status)
-                return report_failure(rn, r, failed ?: names[0], status, k);
-        return 0;
+        strv_done(&t);
+        return k;
 }
 
 /* ---- the whole build ---- */
 
-static int remove_entry(const char *path, const struct stat *st, int type, struct FTW *ftw) {
-        (void) st;
-        (void) type;
-        (void) ftw;
-        (void) remove(path);
-        return 0;
-}
-
 void build_result_done(BuildResult *b) {
         /* Our own files only: a scratch tree, which may hold files of other owners, removed itself. */
         if (b->workdir)
-                (void) nftw(b->workdir, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
+                remove_tree(b->workdir);
         free(b->workdir);
         free(b->tarball);
         *b = (BuildResult) {};
@@ -717,7 +766,7 @@ int recipe_build(const Recipe *r, const BuildOptions *o, BuildResult *ret) {
         if (r->from == RECIPE_FROM_DEBIAN)
                 k = build_debian(&rn, r, as_root, b.tarball);
         else
-                k = build_scratch(&rn, r, as_root, b.workdir, b.tarball);
+                k = build_scratch(&rn, r, as_root, b.tarball);
         if (k < 0)
                 goto out;
         b.seconds = now_sec() - t0;

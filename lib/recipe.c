@@ -172,6 +172,14 @@ static bool user_is_valid(const char *u) {
         return (islower((unsigned char) u[0]) || u[0] == '_') && chars_ok(u, "_-", false);
 }
 
+/* No ".." component: the path stays inside the recipe directory (whose copy is what a build sees). */
+static bool path_stays_inside(const char *p) {
+        for (const char *c = p; (c = strstr(c, "..")); c += 2)
+                if ((c == p || c[-1] == '/') && (c[2] == 0 || c[2] == '/'))
+                        return false;
+        return true;
+}
+
 static bool path_is_absolute(const char *p) {
         return p[0] == '/' && !strchr(p, '\n');
 }
@@ -212,8 +220,9 @@ static int parse_file(Parser *p, const char *key, char *v) {
         if (n < 2 || n > 3)
                 return parser_fail(p, p->line, key, "expected 'SRC DEST [MODE]' (no blanks in paths), got %zu word%s",
                                    n, n == 1 ? "" : "s");
-        if (w[0][0] == '/')
-                return parser_fail(p, p->line, key, "the source '%s' must be relative to the recipe directory", w[0]);
+        if (w[0][0] == '/' || !path_stays_inside(w[0]))
+                return parser_fail(p, p->line, key, "the source '%s' must be a path inside the recipe directory",
+                                   w[0]);
         if (!path_is_absolute(w[1]) || w[1][strlen(w[1]) - 1] == '/')
                 return parser_fail(p, p->line, key, "the destination '%s' must be an absolute file path in the tree",
                                    w[1]);
@@ -290,8 +299,9 @@ static int parse_line(Parser *p, char *k, char *v) {
                 return parse_from(p, k, v);
         if (streq(k, "build")) {
                 p->build_line = p->line;
-                if (v[0] == '/')
-                        return parser_fail(p, p->line, k, "the script '%s' must be relative to the recipe directory", v);
+                if (v[0] == '/' || !path_stays_inside(v))
+                        return parser_fail(p, p->line, k, "the script '%s' must be a path inside the recipe directory",
+                                           v);
                 free(r->build);
                 r->build = NULL;
                 return asprintf(&r->build, "%s/%s", r->dir, v) < 0 ? -ENOMEM : 0;

@@ -145,7 +145,9 @@ int main(void) {
         bad("from = scratch\n", "template.conf:1: from: from = scratch needs build = SCRIPT");
         bad("from = scratch\nbuild = nope.sh\n", "template.conf:2: build: nope.sh: No such file or directory");
         bad("from = scratch\nbuild = not-executable.sh\n", "template.conf:2: build: not-executable.sh is not executable");
-        bad("from = scratch\nbuild = /bin/true\n", "template.conf:2: build: the script '/bin/true' must be relative");
+        bad("from = scratch\nbuild = /bin/true\n", "template.conf:2: build: the script '/bin/true' must be a path inside");
+        bad("from = scratch\nbuild = ../x.sh\n", "template.conf:2: build: the script '../x.sh' must be a path inside");
+        bad("from = debian:bookworm\nfile = a/../../motd /etc/motd\n", "file: the source 'a/../../motd' must be a path inside");
         bad("from = debian:bookworm\nbuild = make-tree.sh\n", "template.conf:2: build: only with from = scratch");
         bad("from = scratch\nbuild = make-tree.sh\npackages = bash\n",
             "template.conf:3: packages: only with from = debian:SUITE");
@@ -155,7 +157,7 @@ int main(void) {
         bad("from = debian:bookworm\npackages = bash=abc\n", "'bash=abc' is not a Debian package name");
         bad("from = debian:bookworm\nfile = motd\n", "template.conf:2: file: expected 'SRC DEST [MODE]'");
         bad("from = debian:bookworm\nfile = motd etc/motd\n", "file: the destination 'etc/motd' must be an absolute");
-        bad("from = debian:bookworm\nfile = /etc/passwd /etc/passwd\n", "file: the source '/etc/passwd' must be relative");
+        bad("from = debian:bookworm\nfile = /etc/passwd /etc/passwd\n", "file: the source '/etc/passwd' must be a path inside");
         bad("from = debian:bookworm\nfile = missing /etc/x\n", "template.conf:2: file: missing: No such file");
         bad("from = debian:bookworm\nfile = motd /etc/motd 0999\n", "file: the mode '0999' is not an octal mode");
         bad("from = debian:bookworm\nfile = motd /etc/motd 0644 x\n", "file: expected 'SRC DEST [MODE]'");
