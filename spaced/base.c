@@ -145,14 +145,11 @@ int base_snapshot_ensure(Manager *m, const BaseRequest *req, BaseSnapshot *ret, 
         }
         if (short_digest(kd, ks) < 0 || short_digest(id, is) < 0 || short_digest(req->template_digest, ts) < 0)
                 return -EINVAL;
-        if (asprintf(&dir, "%s/base/%s-%s-k%s-i%s-m%llu-c%u-%s", req->state_dir, req->template_name, ts, ks, is,
+        /* named by the template's digest (not a tag, which moves): templates_gc() parses this name */
+        if (asprintf(&dir, "%s/base/%s-k%s-i%s-m%llu-c%u-%s", req->state_dir, ts, ks, is,
                      (unsigned long long) req->memory_mib, req->vcpu,
                      req->accel == VM_ACCEL_KVM ? "kvm" : "tcg") < 0)
                 return -ENOMEM;
-        /* namespaced template names have slashes */
-        for (char *c = dir + strlen(req->state_dir) + 6; *c; c++)
-                if (*c == '/')
-                        *c = '_';
         if (asprintf(&ready, "%s/ready", dir) < 0 || asprintf(&b.mem_path, "%s/base.mem", dir) < 0 ||
             asprintf(&b.state_path, "%s/base.state", dir) < 0 || asprintf(&b.disk_path, "%s/base.qcow2", dir) < 0)
                 return -ENOMEM;

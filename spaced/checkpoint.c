@@ -725,8 +725,8 @@ int sandbox_restore_start(Manager *m, Sandbox *s, Checkpoint *c, Operation **ret
         if (s->state == SANDBOX_SUSPENDED || s->state == SANDBOX_CREATING || s->state == SANDBOX_DELETING)
                 return operation_error_set(reterr, "invalid_state", "cannot restore sandbox %s: it is %s", s->id,
                                            sandbox_state_to_string(s->state)) ?: -EINVAL;
-        t = template_find(m, c->template_name);
-        if (!t || !streq_ptr(t->digest, c->template_digest))
+        t = template_find_digest(m, c->template_digest);
+        if (!t)
                 return operation_error_set(reterr, "template_not_found",
                                            "checkpoint %s was taken from template %s, which is no longer installed",
                                            c->id, c->template_name) ?: -ENOENT;

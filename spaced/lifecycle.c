@@ -308,9 +308,9 @@ int sandbox_lifecycle_start(Manager *m, Sandbox *s, LifecycleKind kind, Operatio
                 return -ENOMEM;
         }
         if (kind == LIFECYCLE_WAKE) {
-                Template *t = template_find(m, s->template_name);
+                Template *t = template_find_digest(m, s->template_digest);
 
-                if (!t || !streq_ptr(t->digest, s->template_digest)) {
+                if (!t) {
                         job_free(j);
                         return operation_error_set(reterr, "template_not_found",
                                                    "sandbox %s was made from template %s (%s), which is no longer "

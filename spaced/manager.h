@@ -61,20 +61,40 @@ typedef enum OperationState {
         _OPERATION_STATE_MAX,
 } OperationState;
 
+/* One image of the template store (template.c): immutable, named by the digest of its root filesystem tree
+ * (template-tree.c), with the tags that point at it and the defaults of its config.json. */
 typedef struct Template {
-        char *name;
-        char *dir;
-        char *rootfs;        /* rootfs.ext4 */
-        char *digest;        /* "sha256:<hex>" of rootfs.ext4 */
+        char *name;          /* for messages: its first tag, else "sha256:<12 hex>" */
+        char *dir;           /* $state/templates/sha256-<hex> */
+        char *rootfs;        /* dir/rootfs.ext4 */
+        char *digest;        /* "sha256:<hex>" of the root filesystem tree's manifest */
         char *description;
         unsigned vcpu;
         uint64_t memory_mib;
         uint64_t disk_mib;
         char **env;          /* K=V */
         char *workdir;
-        uint64_t size_bytes;
+        uint64_t size_bytes; /* content: file and symlink bytes */
+        char *user;
+        char **entrypoint;   /* a default command (OCI Entrypoint + Cmd); NULL: none */
+        char **tags;         /* "name:tag", sorted */
+        int64_t created_at;
+        char *source;        /* what it was imported from */
+        char *source_digest; /* builtins: the sha256 of their rootfs.tar */
+        uint64_t files;
+        uint64_t image_bytes; /* rootfs.ext4's allocated bytes */
         struct Template *next;
 } Template;
+
+/* What a running operation has done so far (imports); shared with its worker thread under lock. */
+typedef struct OperationProgress {
+        pthread_mutex_t lock;
+        const char *phase;   /* a static string */
+        uint64_t bytes_done;
+        uint64_t bytes_total;
+        unsigned layer;
+        unsigned layers;
+} OperationProgress;
 
 struct Sandbox {
         Manager *manager;
@@ -123,6 +143,8 @@ struct Operation {
         unsigned failed;
         char **children;     /* a fork: the sandboxes it made */
         char checkpoint_id[CHECKPOINT_ID_LEN + 1]; /* a checkpoint: the one it takes */
+        OperationProgress *progress; /* while running, when the work reports progress (the worker's) */
+        char *result;        /* JSON of what a finished operation made (an import: digest, tags, ...) */
         Operation *next;
 };
 
@@ -194,7 +216,12 @@ void crash_point(const char *name);
 
 /* template.c */
 int templates_load(Manager *m);
-Template *template_find(Manager *m, const char *name);
+/* A reference (NAME[:TAG], sha256:<hex>) resolved silently: NULL when invalid, unknown or ambiguous. */
+Template *template_find(Manager *m, const char *ref);
+/* By full digest "sha256:<hex>": what sandboxes, checkpoints and pools record. */
+Template *template_find_digest(Manager *m, const char *digest);
+/* Resolves a reference with the error a user sees: invalid_ref, template_not_found, ambiguous_reference. */
+int template_resolve(Manager *m, const char *ref, Template **ret, OperationError *reterr);
 void templates_free(Manager *m);
 
 /* sandbox.c */

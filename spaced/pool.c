@@ -122,6 +122,17 @@ void pool_refill(Manager *m) {
 
                 if (!t)
                         continue;
+                /* the pool's tag moved to another image: its warm sandboxes of the old one go */
+                for (Sandbox *s = m->sandboxes, *next; s; s = next) {
+                        OperationError e = {};
+                        Operation *op;
+
+                        next = s->next;
+                        if (s->pooled && s->state == SANDBOX_POOLED && streq(s->template_name, p->template_name) &&
+                            !streq_ptr(s->template_digest, t->digest))
+                                (void) sandbox_delete_start(m, s, true, &op, &e);
+                        operation_error_done(&e);
+                }
                 while (pool_count(m, p->template_name, false) < p->size) {
                         OperationError e = {};
                         Operation *op;
@@ -130,7 +141,7 @@ void pool_refill(Manager *m) {
                         /* the pool fills only memory nobody else asked for */
                         if (manager_memory_in_use(m) + t->memory_mib > m->memory_limit_mib)
                                 break;
-                        if (sandbox_create_full(m, t->name, NULL, t->vcpu, t->memory_mib, t->disk_mib, NULL, NULL,
+                        if (sandbox_create_full(m, p->template_name, NULL, t->vcpu, t->memory_mib, t->disk_mib, NULL, NULL,
                                                 NULL, true, &op, &s, &e) < 0) {
                                 log_warning("pool %s: cannot add a sandbox: %s", t->name, e.message ?: "?");
                                 operation_error_done(&e);
@@ -207,8 +218,7 @@ int pool_take(Manager *m, const Template *t, const char *name, char **env, Opera
         int r;
 
         for (Sandbox *i = m->sandboxes; i && !s; i = i->next)
-                if (i->pooled && i->state == SANDBOX_POOLED && i->has_pool_fd && streq(i->template_name, t->name) &&
-                    streq_ptr(i->template_digest, t->digest))
+                if (i->pooled && i->state == SANDBOX_POOLED && i->has_pool_fd && streq_ptr(i->template_digest, t->digest))
                         s = i;
         if (!s)
                 return 0;

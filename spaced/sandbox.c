@@ -359,11 +359,20 @@ int sandbox_create_full(Manager *m, const char *template_name, const char *name,
         uint64_t in_use;
         int r;
 
-        t = template_find(m, template_name);
-        if (!t)
-                return operation_error_set(reterr, "template_not_found",
-                                           "template '%s' does not exist; 'spacectl template ls' lists them",
-                                           template_name) ?: -ENOENT;
+        if (source) {
+                /* a fork or restore continues the image the checkpoint was taken from, whatever tags say now */
+                t = template_find_digest(m, source->template_digest);
+                if (!t)
+                        return operation_error_set(reterr, "template_not_found",
+                                                   "checkpoint %s was taken from template %s (%s), which is no "
+                                                   "longer in the store",
+                                                   source->id, source->template_name,
+                                                   source->template_digest ?: "?") ?: -ENOENT;
+        } else {
+                r = template_resolve(m, template_name, &t, reterr);
+                if (r < 0)
+                        return r;
+        }
         if (name) {
                 Sandbox *other;
                 if (!name_valid(name))
@@ -441,7 +450,7 @@ int sandbox_create_full(Manager *m, const char *template_name, const char *name,
         s->last_active = s->created_at;
         s->idle_timeout = m->config.idle_timeout;
         s->env = env_merge(NULL, env);
-        s->template_name = strdup(t->name);
+        s->template_name = strdup(template_name);
         s->template_digest = strdup(t->digest);
         if (name)
                 s->name = strdup(name);

@@ -290,7 +290,7 @@ space_env_setup() {
         [ -x "$SPACECTL_BIN" ] || bail_out "$SPACECTL_BIN is missing: build first"
         [ -s "$SPACE_LIB_DIR/vmlinux" ] || bail_out "$SPACE_LIB_DIR/vmlinux is missing: the guest files are built by make"
         [ -s "$SPACE_LIB_DIR/initramfs.cpio" ] || bail_out "$SPACE_LIB_DIR/initramfs.cpio is missing"
-        [ -s "$SPACE_LIB_DIR/templates/minimal/rootfs.ext4" ] || bail_out "the minimal template is missing in $SPACE_LIB_DIR"
+        [ -s "$SPACE_LIB_DIR/templates/minimal/rootfs.tar" ] || bail_out "the minimal template is missing in $SPACE_LIB_DIR"
         command -v python3 >/dev/null || bail_out "python3 is needed by the tests"
         if ! command -v qemu-system-x86_64 >/dev/null; then
                 echo "1..0 # SKIP qemu-system-x86_64 is not installed"
