@@ -128,11 +128,12 @@ static int write_output(const char *tarball, const char *dest) {
         return 0;
 }
 
-/* POST /v1/templates/import and follow the operation; prints the digest. */
+/* POST /v1/templates/import and follow the operation (a progress bar on a terminal); prints the digest.
+ * -EINTR when the wait was interrupted: the import goes on and still needs the tarball. */
 static int import_tarball(const Recipe *r, const char *tarball, const char *tag, bool quiet) {
         _cleanup_free_ char *label = NULL;
         SpaceHttpReply reply = {};
-        cJSON *body = cJSON_CreateObject(), *config = recipe_config(r), *op = NULL;
+        cJSON *body = cJSON_CreateObject(), *config = recipe_config(r), *result = NULL;
         const char *digest;
         int k;
         bool attached = body && config && cJSON_AddItemToObject(body, "config", config);
@@ -140,32 +141,31 @@ static int import_tarball(const Recipe *r, const char *tarball, const char *tag,
         if (attached)
                 config = NULL; /* body owns it now */
         if (!attached || !cJSON_AddStringToObject(body, "source", tarball) ||
-            !cJSON_AddStringToObject(body, "tag", tag)) {
+            !cJSON_AddStringToObject(body, "tag", tag) || asprintf(&label, "importing %s", tag) < 0) {
                 cJSON_Delete(body);
                 cJSON_Delete(config);
+                log_error("out of memory");
                 return -ENOMEM;
         }
+        if (cli_http())
+                space_http_set_cancel(cli_http(), &cli_signal_received);
         k = cli_call("POST", "/v1/templates/import", body, &reply);
         cJSON_Delete(body);
         if (k < 0)
-                return k;
-        if (asprintf(&label, "importing %s", tag) < 0) {
-                space_http_reply_done(&reply);
-                return -ENOMEM;
-        }
-        (void) quiet;
-        k = cli_wait_operation(reply.json, &op);
+                return cli_signal_received ? -EINTR : k;
+        k = cli_operation_wait_progress(json_str(cJSON_GetObjectItemCaseSensitive(reply.json, "operation"), "id"),
+                                        label, quiet, &result);
         space_http_reply_done(&reply);
         if (k < 0)
                 return k;
-        digest = json_str(cJSON_GetObjectItemCaseSensitive(op, "result"), "digest");
+        digest = json_str(result, "digest");
         if (!digest) {
                 log_error("the import of %s finished without a digest; see 'spacectl template ls'", tag);
-                cJSON_Delete(op);
+                cJSON_Delete(result);
                 return -EBADMSG;
         }
         printf("%s\n", digest);
-        cJSON_Delete(op);
+        cJSON_Delete(result);
         return fflush(stdout) == 0 ? 0 : -errno;
 }
 
@@ -247,6 +247,13 @@ int cmd_template_build(int argc, char *argv[]) {
                 k = write_output(b.tarball, output);
         else
                 k = import_tarball(r, b.tarball, tag, o.quiet);
+        if (k == -EINTR && !output) {
+                /* the daemon may still be reading it */
+                log_error("left %s for the import; remove it once 'spacectl op ls' shows the import ended",
+                          b.workdir);
+                free(b.workdir);
+                b.workdir = NULL;
+        }
         build_result_done(&b);
         return k < 0 ? EXIT_FAIL : 0;
 }

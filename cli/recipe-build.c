@@ -575,6 +575,12 @@ static int build_debian(Runner *rn, const Recipe *r, bool as_root, const char *t
                 _cleanup_free_ char *s = NULL;
                 k = step_run(*c, epoch, &s) < 0 || strv_pushf(&a, "--customize-hook=%s", s) < 0;
         }
+        /* apt gives its partial directories to _apt only when _apt could reach the build directory (TMPDIR):
+         * the same tree whatever TMPDIR was */
+        if (!k)
+                k = strv_pushf(&a, "--customize-hook=" CHROOT " \"$1\" /bin/sh -c "
+                                   "'for d in /var/cache/apt/archives/partial /var/lib/apt/lists/partial; do "
+                                   "[ ! -d $d ] || chown _apt:root $d; done; true'") < 0;
         /* mmdebstrap copies the host's hostname and resolv.conf in; neither belongs in a template */
         if (!k)
                 k = strv_pushf(&a, "--customize-hook=" CHROOT " \"$1\" /bin/sh -c "
@@ -618,7 +624,7 @@ out:
  * cannot read the user's files: the recipe comes in as a tar stream on stdin and the tree's tarball goes out on
  * stdout, and the tree itself lives in a private temporary directory that the script removes. */
 static int build_scratch(Runner *rn, const Recipe *r, bool as_root, const char *tarball) {
-        _cleanup_free_ char *script = NULL, *build_q = NULL, *shown = message_safe(r->build);
+        _cleanup_free_ char *script = NULL, *build_q = NULL, *shown = message_safe(r->build + strlen(r->dir) + 1);
         unsigned long long epoch = build_epoch();
         _cleanup_close_ int out_fd = -1;
         size_t dir_len = strlen(r->dir), len;
