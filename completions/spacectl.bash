@@ -204,23 +204,45 @@ _spacectl() {
                 COMPREPLY=($(compgen -W "$(_spacectl_sandboxes) $(_spacectl_checkpoints)" -- "$cur"))
             fi ;;
         template)
-            if [[ $npos -eq 0 && $cur != -* ]]; then
-                COMPREPLY=($(compgen -W "ls build" -- "$cur"))
-            elif [[ $sandbox == build ]]; then
-                # the first positional word is the sub-verb; build takes a recipe directory
-                case $prev in
-                    -t|--tag) COMPREPLY=() ;;
-                    -o|--output) compopt -o default 2>/dev/null; COMPREPLY=() ;;
-                    *)
-                        if [[ $cur == -* ]]; then
-                            COMPREPLY=($(compgen -W "--tag --output --quiet --verbose --help" -- "$cur"))
-                        else
-                            compopt -o filenames 2>/dev/null
-                            COMPREPLY=($(compgen -d -- "$cur"))
-                        fi ;;
-                esac
+            local sub=""
+            for ((i = 2; i < COMP_CWORD; i++)); do
+                [[ ${COMP_WORDS[i]} != -* ]] && { sub=${COMP_WORDS[i]}; break; }
+            done
+            if [[ -z $sub ]]; then
+                [[ $cur == -* ]] && COMPREPLY=($(compgen -W "--help" -- "$cur")) ||
+                    COMPREPLY=($(compgen -W "ls import build inspect tag rm gc" -- "$cur"))
             else
-                COMPREPLY=($(compgen -W "--json --quiet --help" -- "$cur"))
+                case $sub in
+                    ls) COMPREPLY=($(compgen -W "--json --quiet --help" -- "$cur")) ;;
+                    import)
+                        case $prev in
+                            -t|--tag|-e|--env|-u|--user|--description|--vcpu|-m|--memory|--disk) ;;
+                            -w|--workdir) ;;
+                            *)
+                                if [[ $cur == -* ]]; then
+                                    COMPREPLY=($(compgen -W "--tag --env --workdir --user --description --vcpu --memory --disk --quiet --help" -- "$cur"))
+                                else
+                                    compopt -o filenames 2>/dev/null
+                                    COMPREPLY=($(compgen -f -- "$cur"))
+                                fi ;;
+                        esac ;;
+                    build)
+                        case $prev in
+                            -t|--tag) ;;
+                            -o|--output) compopt -o default 2>/dev/null ;;
+                            *)
+                                if [[ $cur == -* ]]; then
+                                    COMPREPLY=($(compgen -W "--tag --output --quiet --verbose --help" -- "$cur"))
+                                else
+                                    compopt -o filenames 2>/dev/null
+                                    COMPREPLY=($(compgen -d -- "$cur"))
+                                fi ;;
+                        esac ;;
+                    inspect|rm|tag)
+                        [[ $cur == -* ]] && COMPREPLY=($(compgen -W "--help" -- "$cur")) ||
+                            COMPREPLY=($(compgen -W "$(_spacectl_templates)" -- "$cur")) ;;
+                    gc) COMPREPLY=($(compgen -W "--help" -- "$cur")) ;;
+                esac
             fi ;;
         version)
             COMPREPLY=($(compgen -W "--json --help" -- "$cur")) ;;

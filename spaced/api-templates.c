@@ -195,11 +195,16 @@ out:
 }
 
 void api_post_templates_gc(Request *r, const RouteArgs *a) {
+        static const char *const fields[] = { NULL };
         Manager *m = http_manager(r->http);
         uint64_t freed = 0;
         unsigned images = 0, bases = 0;
         cJSON *o;
 
+        o = parse_body_object(r, fields); /* no fields: a body with any is a mistake */
+        if (!o)
+                return;
+        cJSON_Delete(o);
         (void) templates_gc(m, &freed, &images, &bases);
         log_info("template gc: %u images and %u base snapshots removed, %llu bytes freed", images, bases,
                  (unsigned long long) freed);

@@ -71,6 +71,11 @@ const Route api_routes[] = {
         {},
 };
 
+/* {ref} and {template} are template references, which may have '/' in them. */
+static bool is_template_ref(const char *seg, size_t len) {
+        return (len == 5 && strncmp(seg, "{ref}", 5) == 0) || (len == 10 && strncmp(seg, "{template}", 10) == 0);
+}
+
 /* Matches url against pattern segment by segment; {name} segments are captured in order. */
 static bool route_match(const char *pattern, const char *url, RouteArgs *ret) {
         const char *p = pattern, *u = url;
@@ -88,7 +93,7 @@ static bool route_match(const char *pattern, const char *url, RouteArgs *ret) {
                         return !*p && !*u;
                 pl = strcspn(p, "/");
                 ul = strcspn(u, "/");
-                if (strncmp(p, "{ref}", 5) == 0 && (p[5] == '/' || !p[5])) {
+                if (is_template_ref(p, pl)) {
                         /* a template reference spans segments (team/python:3.12): it takes all the URL's
                          * segments but as many as the pattern has after it */
                         unsigned after = 0, have = 0;
@@ -96,7 +101,7 @@ static bool route_match(const char *pattern, const char *url, RouteArgs *ret) {
 
                         if (n >= ROUTE_ARGS_MAX)
                                 return false;
-                        for (const char *q = p + 5; *q; q++)
+                        for (const char *q = p + pl; *q; q++)
                                 after += *q == '/' && q[1] && q[1] != '/';
                         for (const char *q = u; *q; q++)
                                 have += *q != '/' && (q == u || q[-1] == '/');
@@ -165,7 +170,7 @@ static bool args_valid(Request *r, const Route *rt, const RouteArgs *a) {
                 name = ++p;
                 namelen = strcspn(name, "}");
                 number = namelen == 3 && memcmp(name, "pid", 3) == 0;
-                if (namelen == 3 && memcmp(name, "ref", 3) == 0) {
+                if (is_template_ref(name - 1, namelen + 2)) {
                         /* template references: the handler says precisely what is wrong with one */
                         if (n < 1 || n > 255 ||
                             strspn(v, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-/:") != n) {

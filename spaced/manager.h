@@ -222,6 +222,8 @@ Template *template_find(Manager *m, const char *ref);
 Template *template_find_digest(Manager *m, const char *digest);
 /* Resolves a reference with the error a user sees: invalid_ref, template_not_found, ambiguous_reference. */
 int template_resolve(Manager *m, const char *ref, Template **ret, OperationError *reterr);
+/* The default working directory of commands in s (its template's workdir), NULL for none. */
+const char *template_workdir(Manager *m, const Sandbox *s);
 void templates_free(Manager *m);
 
 /* sandbox.c */

@@ -117,6 +117,22 @@ int pool_set(Manager *m, const char *template_name, unsigned size, char **reterr
 }
 
 void pool_refill(Manager *m) {
+        /* Members that were still being made when their pool went or shrank: not wanted any more. */
+        for (Sandbox *s = m->sandboxes, *next; s; s = next) {
+                PoolConfig *p;
+
+                next = s->next;
+                if (!s->pooled || s->state != SANDBOX_POOLED)
+                        continue;
+                p = pool_config_find(m, s->template_name);
+                if (!p || pool_count(m, s->template_name, false) > p->size) {
+                        OperationError e = {};
+                        Operation *op;
+
+                        (void) sandbox_delete_start(m, s, true, &op, &e);
+                        operation_error_done(&e);
+                }
+        }
         for (PoolConfig *p = m->pools; p; p = p->next) {
                 Template *t = template_find(m, p->template_name);
 

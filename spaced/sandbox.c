@@ -688,7 +688,8 @@ int manager_reconcile(Manager *m) {
                 }
         }
         for (Operation *op = m->operations; op; op = op->next)
-                if (op->state == OPERATION_RUNNING || op->state == OPERATION_PENDING) {
+                /* (an operation with live progress was started by this daemon: a builtin's import) */
+                if ((op->state == OPERATION_RUNNING || op->state == OPERATION_PENDING) && !op->progress) {
                         op->state = OPERATION_FAILED;
                         op->finished_at = now_unix();
                         (void) operation_error_set(&op->error, "interrupted",

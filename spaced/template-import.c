@@ -402,6 +402,40 @@ static int write_config(ImportJob *j, const char *dir) {
         return r;
 }
 
+/* The request's config goes over the image's: env by key, everything else field by field. */
+static int apply_request_config(ImportJob *j) {
+        _cleanup_free_ char *msg = NULL;
+        cJSON *c;
+        const cJSON *env;
+        int r;
+
+        if (!j->request_config)
+                return 0;
+        c = cJSON_Duplicate(j->request_config, true);
+        if (!c)
+                return -ENOMEM;
+        env = cJSON_GetObjectItemCaseSensitive(c, "env");
+        if (cJSON_IsArray(env)) {
+                const cJSON *i;
+                cJSON_ArrayForEach(i, env)
+                        if (cJSON_IsString(i) && strv_set_kv(&j->t->env, i->valuestring) < 0) {
+                                cJSON_Delete(c);
+                                return -ENOMEM;
+                        }
+                cJSON_DeleteItemFromObjectCaseSensitive(c, "env");
+        }
+        r = template_config_apply(j->t, c, &msg);
+        cJSON_Delete(c);
+        return r;
+}
+
+/* A sandbox's disk is never smaller than the image it starts from. */
+static void keep_disk_at_least_image(ImportJob *j, const char *image) {
+        struct stat st;
+        if (stat(image, &st) >= 0 && j->t->disk_mib < ((uint64_t) st.st_size >> 20))
+                j->t->disk_mib = (uint64_t) st.st_size >> 20;
+}
+
 /* The whole import, on a worker thread (or at start for builtins). */
 static int import_run(ImportJob *j) {
         _cleanup_free_ char *tmp = NULL, *root = NULL, *root2 = NULL, *final = NULL, *err = NULL;
@@ -467,6 +501,11 @@ static int import_run(ImportJob *j) {
                 goto out;
         }
 
+        r = apply_request_config(j); /* over the image's config */
+        if (r < 0) {
+                r = job_fail(j, "invalid_argument", r, "the config cannot be applied: %s", strerror(-r));
+                goto out;
+        }
         progress_phase(j, "digest", 0);
         r = tree_digest(rootfs, &j->t->digest);
         if (r < 0)
@@ -487,6 +526,7 @@ static int import_run(ImportJob *j) {
                 if (access(existing, F_OK) == 0) {
                         /* the same tree is in the store already: only the defaults change */
                         j->existed = true;
+                        keep_disk_at_least_image(j, existing);
                         r = write_config(j, final);
                         if (r < 0)
                                 r = job_fail(j, "internal", r, "cannot write %s/config.json: %s", final, strerror(-r));
@@ -509,7 +549,10 @@ static int import_run(ImportJob *j) {
         crash_point("import-before-rename");
         if (rename(tmp, final) < 0) {
                 if (errno == EEXIST || errno == ENOTEMPTY) {
+                        _cleanup_free_ char *existing = NULL;
                         j->existed = true; /* a parallel import of the same tree won */
+                        if (asprintf(&existing, "%s/rootfs.ext4", final) >= 0)
+                                keep_disk_at_least_image(j, existing);
                         r = write_config(j, final);
                         goto out;
                 }
@@ -561,8 +604,17 @@ static cJSON *result_json(ImportJob *j, const Template *t) {
 
 /* On the event loop: record the image and its tag. */
 static int import_record(Manager *m, ImportJob *j, Template **ret) {
-        Template *t = TAKE_PTR(j->t);
+        _cleanup_free_ char *image = NULL;
+        Template *t;
         int r;
+
+        /* an rm or gc on the loop may have removed the image this import found in the store */
+        if (asprintf(&image, "%s/templates/sha256-%s/rootfs.ext4", j->state_dir, j->t->digest + 7) < 0)
+                return -ENOMEM;
+        if (access(image, F_OK) < 0)
+                return job_fail(j, "interrupted", -ENOENT,
+                                "the image %s was removed while this import ran; import again", j->t->digest);
+        t = TAKE_PTR(j->t);
 
         r = template_store_add(m, t, j->tag, &t);
         if (r < 0)
@@ -594,6 +646,7 @@ static void import_done(Manager *m, void *userdata) {
                         operation_finish(op, NULL, NULL);
                 }
                 cJSON_Delete(res);
+                pool_refill(m); /* a pool of the tag now makes sandboxes of this image */
         } else {
                 log_warning("import of %s failed: %s", j->source, j->error ?: strerror(-r));
                 if (op)
@@ -646,33 +699,6 @@ static int job_new(Manager *m, const ImportRequest *req, ImportJob **ret, Operat
         return 0;
 }
 
-/* The request's config goes over the image's: env by key, everything else field by field. */
-static int apply_request_config(ImportJob *j) {
-        _cleanup_free_ char *msg = NULL;
-        cJSON *c;
-        const cJSON *env;
-        int r;
-
-        if (!j->request_config)
-                return 0;
-        c = cJSON_Duplicate(j->request_config, true);
-        if (!c)
-                return -ENOMEM;
-        env = cJSON_GetObjectItemCaseSensitive(c, "env");
-        if (cJSON_IsArray(env)) {
-                const cJSON *i;
-                cJSON_ArrayForEach(i, env)
-                        if (cJSON_IsString(i) && strv_set_kv(&j->t->env, i->valuestring) < 0) {
-                                cJSON_Delete(c);
-                                return -ENOMEM;
-                        }
-                cJSON_DeleteItemFromObjectCaseSensitive(c, "env");
-        }
-        r = template_config_apply(j->t, c, &msg);
-        cJSON_Delete(c);
-        return r;
-}
-
 static int validate_source(const char *source, OperationError *reterr) {
         struct stat st;
 
@@ -700,11 +726,6 @@ int template_import_start(Manager *m, const ImportRequest *req, Operation **ret_
         r = job_new(m, req, &j, reterr);
         if (r < 0)
                 return r;
-        r = apply_request_config(j);
-        if (r < 0) {
-                job_free(j);
-                return r;
-        }
         op = operation_new(m, "import", NULL);
         if (!op) {
                 job_free(j);
@@ -737,9 +758,7 @@ int template_import_now(Manager *m, const ImportRequest *req, Template **ret, ch
                 operation_error_done(&e);
                 return r;
         }
-        r = apply_request_config(j);
-        if (r >= 0)
-                r = import_run(j);
+        r = import_run(j);
         if (r >= 0)
                 r = import_record(m, j, ret);
         if (r < 0 && reterr_message)

@@ -230,6 +230,11 @@ Template *template_find(Manager *m, const char *ref) {
         return t;
 }
 
+const char *template_workdir(Manager *m, const Sandbox *s) {
+        Template *t = template_find_digest(m, s->template_digest);
+        return t ? t->workdir : NULL;
+}
+
 /* ---- config ---- */
 
 static int strv_from_json(const cJSON *a, bool kv, char ***ret) {

@@ -108,6 +108,11 @@ def spacectl(*args, timeout=600):
     return run([SPACECTL] + list(args), timeout)
 
 
+def minimal_rootfs():
+    """The minimal template's image in the daemon's store (make installs only its rootfs.tar)."""
+    return json.loads(spacectl("template", "inspect", "minimal").stdout.decode())["rootfs"]
+
+
 def create(*args):
     r = spacectl("create", *args)
     sid = r.stdout.decode().strip()
@@ -266,7 +271,7 @@ def raw_restore(memory_mib, n, keep=False):
         return {"error": "%s is not built" % VM_SMOKE}, None
     d = os.path.join(TMP, "raw-lc-%d" % memory_mib)
     argv = [VM_SMOKE, "--kernel", os.path.join(LIB, "vmlinux"), "--initrd", os.path.join(LIB, "initramfs.cpio"),
-            "--rootfs", os.path.join(LIB, "templates/minimal/rootfs.ext4"), "--dir", d, "-n", str(n),
+            "--rootfs", minimal_rootfs(), "--dir", d, "-n", str(n),
             "--memory", str(memory_mib), "--pings", "1", "--accel", ENV.get("SPACE_TEST_ACCEL", "auto")]
     if keep:
         argv.append("--keep")
