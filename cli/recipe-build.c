@@ -236,7 +236,9 @@ static pid_t spawn(Runner *rn, char *const argv[], const char *cwd, int in_fd, i
         if (pid > 0)
                 return pid;
 
-        /* child: stdin, stdout (the tar stream or the log) and stderr, then the tool */
+        /* child: its own process group (which a signal to us ends as a whole), stdin, stdout (the tar stream or
+         * the log) and stderr, then the tool */
+        (void) setpgid(0, 0);
         (void) signal(SIGPIPE, SIG_DFL);
         (void) signal(SIGINT, SIG_DFL);
         (void) signal(SIGTERM, SIG_DFL);
@@ -255,8 +257,9 @@ static pid_t spawn(Runner *rn, char *const argv[], const char *cwd, int in_fd, i
         _exit(127);
 }
 
-/* Waits for all of pids; a signal to us is passed on to them (a terminal's Ctrl-C reached them already). The
- * first one's status that is not a success is returned in *ret_status (0 when all succeeded). */
+/* Waits for all of pids; a signal to us ends their process groups (they are not the terminal's foreground
+ * group: Ctrl-C reaches only us). The first one's status that is not a success is returned in *ret_status (0
+ * when all succeeded). */
 static int wait_all(pid_t *pids, size_t n, const char *const *names, const char **ret_failed, int *ret_status) {
         bool interrupted = false;
 
@@ -273,7 +276,8 @@ static int wait_all(pid_t *pids, size_t n, const char *const *names, const char 
                         if (cli_signal_received && !interrupted) {
                                 interrupted = true;
                                 for (size_t j = i; j < n; j++)
-                                        (void) kill(pids[j], SIGTERM);
+                                        if (kill(-pids[j], SIGTERM) < 0)
+                                                (void) kill(pids[j], SIGTERM);
                         }
                 }
                 if (!(WIFEXITED(st) && WEXITSTATUS(st) == 0) && *ret_status == 0) {
@@ -647,6 +651,7 @@ static int build_scratch(Runner *rn, const Recipe *r, bool as_root, const char *
                    "exec 3>&1 1>&2\n"
                    "work=$(mktemp -d \"${TMPDIR:-/var/tmp}/space-tree.XXXXXX\")\n"
                    "trap 'rm -rf \"$work\"' EXIT\n"
+                   "trap 'exit 143' TERM; trap 'exit 130' INT; trap 'exit 129' HUP\n"
                    "mkdir \"$work/recipe\"\n"
                    "tar -x --no-same-owner -C \"$work/recipe\" -f -\n"
                    "mkdir -m 0755 \"$work/root\"\n"

@@ -13,9 +13,12 @@ start_daemon
 
 BUILD_TIMEOUT=${SPACE_TEST_BUILD_TIMEOUT:-900}
 DIGEST_RE='^sha256:[0-9a-f]{64}$'
-# Builds put their temporary files here, so the test can see that nothing is left.
+# Builds put their temporary files here, so the test can see that nothing is left. As a user other than root a
+# build runs as a subordinate id, which must reach it as it reaches /tmp.
 export TMPDIR=$TEST_TMP/tmp
 mkdir -p "$TMPDIR"
+chmod 0711 "$TEST_TMP"
+chmod 1777 "$TMPDIR"
 
 build() {
         timeout -k 10 "$BUILD_TIMEOUT" spacectl template build "$@"
@@ -179,6 +182,35 @@ check_eq "the recipe's defaults are the template's" "GREETING=hello world | /hom
         "$(json "$TEST_TMP/tiny.json" '" ".join(d["config"]["env"]) + " | " + d["config"]["workdir"]')"
 check_match "tagged t18/tiny:latest" "$DIGEST_RE" "$TINYD"
 check_no_leftovers "scratch"
+
+# Interrupted: the build's processes end and its files go. The build script says when it runs, then waits.
+SLOW=$TEST_TMP/slow
+mkdir -p "$SLOW"
+printf 'from = scratch\nbuild = slow.sh\n' >"$SLOW/template.conf"
+SLEEP_MARK=4$$ # a sleep whose command line nothing else has
+printf '#!/bin/sh\ntouch "$1/started"\nexec sleep %s\n' "$SLEEP_MARK" >"$SLOW/slow.sh"
+chmod +x "$SLOW/slow.sh"
+build_started() {
+        compgen -G "$TMPDIR/space-tree.*/root/started" >/dev/null
+}
+spacectl template build "$SLOW" -o "$TEST_TMP/slow.tar" >"$TEST_TMP/slow.out" 2>"$TEST_TMP/slow.err" &
+SLOW_PID=$!
+if wait_for 60 build_started; then
+        pass "a slow build is running"
+else
+        fail "a slow build is running"
+fi
+kill -INT "$SLOW_PID"
+wait "$SLOW_PID"
+check_eq "SIGINT ends the build with status 1" 1 "$?"
+check_contains "...and says so" "building slow was interrupted" "$TEST_TMP/slow.err"
+check_eq "no tarball was written" "no" "$([ -e "$TEST_TMP/slow.tar" ] && echo yes || echo no)"
+slow_gone() {
+        ! pgrep -x -f "sleep $SLEEP_MARK" >/dev/null
+}
+wait_for 10 slow_gone
+check_eq "the build script was stopped" "" "$(pgrep -x -f "sleep $SLEEP_MARK")"
+check_no_leftovers "interrupted build"
 
 # ---------------------------------------------------------------- bad recipes
 
