@@ -28,8 +28,13 @@ static double now_sec(void) {
         return (double) ts.tv_sec + (double) ts.tv_nsec / 1e9;
 }
 
-static void draw(const char *label, const cJSON *op, double started, double *rate_t, double *rate_bytes,
-                 double *rate) {
+typedef struct Rate {
+        char phase[16];
+        double t0;           /* when this phase was first seen */
+        double bytes0;
+} Rate;
+
+static void draw(const char *label, const cJSON *op, double started, Rate *rate) {
         const cJSON *p = cJSON_GetObjectItemCaseSensitive(op, "progress");
         const char *phase = json_str(p, "phase") ?: json_str(op, "state") ?: "waiting";
         double done = 0, total = 0, layer = 0, layers = 0, t = now_sec();
@@ -40,12 +45,11 @@ static void draw(const char *label, const cJSON *op, double started, double *rat
         (void) json_num(p, "layer", &layer);
         (void) json_num(p, "layers", &layers);
 
-        /* the rate over the last second or so, so that a slow phase shows as slow */
-        if (t - *rate_t >= 1.0 || *rate_t == 0) {
-                if (*rate_t > 0 && done >= *rate_bytes)
-                        *rate = (done - *rate_bytes) / (t - *rate_t);
-                *rate_t = t;
-                *rate_bytes = done;
+        /* the rate over the phase so far: each phase has its own pace (reading vs writing the image) */
+        if (!streq(rate->phase, phase) || done < rate->bytes0) {
+                snprintf(rate->phase, sizeof rate->phase, "%s", phase);
+                rate->t0 = t;
+                rate->bytes0 = done;
         }
         if (layers > 0 && streq(phase, "layers"))
                 snprintf(layer_s, sizeof layer_s, " %.0f/%.0f", layer, layers);
@@ -57,14 +61,14 @@ static void draw(const char *label, const cJSON *op, double started, double *rat
                 bar[BAR_WIDTH] = 0;
                 snprintf(pct_s, sizeof pct_s, "%3.0f%%", f > 1 ? 100 : f * 100);
                 snprintf(bytes_s, sizeof bytes_s, "  %.1f/%.1f MiB", done / 1048576, total / 1048576);
+                if (t - rate->t0 >= 0.3 && done > rate->bytes0)
+                        snprintf(rate_s, sizeof rate_s, "  %.1f MB/s", (done - rate->bytes0) / (t - rate->t0) / 1e6);
         } else {
                 for (unsigned i = 0; i < BAR_WIDTH; i++)
                         bar[i] = (unsigned) ((t - started) * 5) % BAR_WIDTH == i ? '#' : '.';
                 bar[BAR_WIDTH] = 0;
                 snprintf(pct_s, sizeof pct_s, "%.0fs", t - started);
         }
-        if (*rate > 0 && total > 0)
-                snprintf(rate_s, sizeof rate_s, "  %.1f MB/s", *rate / 1e6);
         fprintf(stderr, "\r%s  %s%s  [%s]  %s%s%s\033[K", label, phase, layer_s, bar, pct_s, bytes_s, rate_s);
         fflush(stderr);
 }
@@ -72,7 +76,8 @@ static void draw(const char *label, const cJSON *op, double started, double *rat
 int cli_operation_wait_progress(const char *op_id, const char *label, bool quiet, cJSON **ret_result) {
         _cleanup_free_ char *eid = NULL;
         bool show = !quiet && isatty(STDERR_FILENO), drawn = false;
-        double started = now_sec(), rate_t = 0, rate_bytes = 0, rate = 0;
+        double started = now_sec();
+        Rate rate = {};
         SpaceHttp *h = cli_http();
         cJSON *cur = NULL;
         int r = 0;
@@ -118,7 +123,7 @@ int cli_operation_wait_progress(const char *op_id, const char *label, bool quiet
                 if (streq_ptr(state, "succeeded") || streq_ptr(state, "failed"))
                         break;
                 if (show) {
-                        draw(label, cur, started, &rate_t, &rate_bytes, &rate);
+                        draw(label, cur, started, &rate);
                         drawn = true;
                         usleep(DRAW_INTERVAL_MS * 1000);
                 }
