@@ -299,6 +299,7 @@ int cmd_ls(int argc, char *argv[]);
 int cmd_inspect(int argc, char *argv[]);
 int cmd_rm(int argc, char *argv[]);
 int cmd_template(int argc, char *argv[]);
+int cmd_template_build(int argc, char *argv[]);
 int cmd_version(int argc, char *argv[]);
 int cmd_attach(int argc, char *argv[]);
 int cmd_ps(int argc, char *argv[]);

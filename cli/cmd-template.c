@@ -19,16 +19,18 @@
 const CliHelp cmd_template_help = {
         .synopsis = "template ls [--json] [-q]\n"
                     "template import FILE|DIR --tag NAME[:TAG] [--env K=V]... [--workdir DIR] [--user USER] [--quiet]\n"
+                    "template build DIR [--tag NAME:TAG] [-o FILE] [-q] [-v]\n"
                     "template inspect REF\n"
                     "template tag REF NAME[:TAG]\n"
                     "template rm REF...\n"
                     "template gc",
-        .summary = "Work with templates: import, list, tag, remove",
+        .summary = "Work with templates: build, import, list, tag, remove",
         .options =
         "Sub-verbs:\n"
         "  ls            list templates, one line per tag (untagged images show as <none>)\n"
         "  import        import a root filesystem tarball (plain, gzip, xz, zstd), an OCI image layout\n"
         "                directory or an OCI archive; prints the template's digest\n"
+        "  build DIR     build the recipe in DIR (see space-template(5)), import it, print its digest\n"
         "  inspect       print a template as JSON\n"
         "  tag           point NAME[:TAG] at the image REF names\n"
         "  rm            remove tags; an image goes with its last tag, or by digest, unless in use\n"
@@ -48,6 +50,11 @@ const CliHelp cmd_template_help = {
         "      --description TEXT a description\n"
         "      --vcpu N, --memory MIB, --disk MIB   the default sandbox shape\n"
         "  -q, --quiet            no progress bar (there is none when stderr is not a terminal)\n"
+        "Options of build:\n"
+        "  -t, --tag NAME[:TAG]   tag the template (default: the recipe's name, NAME:latest)\n"
+        "  -o, --output FILE      write the root filesystem tarball to FILE instead of importing it\n"
+        "  -q, --quiet            no progress, only errors on stderr\n"
+        "  -v, --verbose          the build tools' output on stderr even when it is no terminal\n"
         "  -h, --help             show this help\n",
 };
 
@@ -406,6 +413,7 @@ static const struct {
 } template_verbs[] = {
         { "ls", template_ls },
         { "import", template_import },
+        { "build", cmd_template_build },
         { "inspect", template_inspect },
         { "tag", template_tag },
         { "rm", template_rm },

@@ -210,7 +210,7 @@ _spacectl() {
             done
             if [[ -z $sub ]]; then
                 [[ $cur == -* ]] && COMPREPLY=($(compgen -W "--help" -- "$cur")) ||
-                    COMPREPLY=($(compgen -W "ls import inspect tag rm gc" -- "$cur"))
+                    COMPREPLY=($(compgen -W "ls import build inspect tag rm gc" -- "$cur"))
             else
                 case $sub in
                     ls) COMPREPLY=($(compgen -W "--json --quiet --help" -- "$cur")) ;;
@@ -224,6 +224,18 @@ _spacectl() {
                                 else
                                     compopt -o filenames 2>/dev/null
                                     COMPREPLY=($(compgen -f -- "$cur"))
+                                fi ;;
+                        esac ;;
+                    build)
+                        case $prev in
+                            -t|--tag) ;;
+                            -o|--output) compopt -o default 2>/dev/null ;;
+                            *)
+                                if [[ $cur == -* ]]; then
+                                    COMPREPLY=($(compgen -W "--tag --output --quiet --verbose --help" -- "$cur"))
+                                else
+                                    compopt -o filenames 2>/dev/null
+                                    COMPREPLY=($(compgen -d -- "$cur"))
                                 fi ;;
                         esac ;;
                     inspect|rm|tag)

@@ -243,13 +243,20 @@ complete -c spacectl -n "__spacectl_verb_is fork; and __spacectl_no_positional" 
 complete -c spacectl -n "__spacectl_verb_is fork; and __spacectl_no_positional" -a '(__spacectl_checkpoints)' -d 'Checkpoint'
 
 # template ls|import|inspect|tag|rm|gc
-set -l template_subs ls import inspect tag rm gc
+set -l template_subs ls import build inspect tag rm gc
 complete -c spacectl -n "__fish_seen_subcommand_from template; and not __fish_seen_subcommand_from $template_subs" -a ls -d 'List templates'
 complete -c spacectl -n "__fish_seen_subcommand_from template; and not __fish_seen_subcommand_from $template_subs" -a import -d 'Import a rootfs tarball or an OCI image'
 complete -c spacectl -n "__fish_seen_subcommand_from template; and not __fish_seen_subcommand_from $template_subs" -a inspect -d 'Print a template as JSON'
 complete -c spacectl -n "__fish_seen_subcommand_from template; and not __fish_seen_subcommand_from $template_subs" -a tag -d 'Tag a template'
 complete -c spacectl -n "__fish_seen_subcommand_from template; and not __fish_seen_subcommand_from $template_subs" -a rm -d 'Remove tags or templates'
 complete -c spacectl -n "__fish_seen_subcommand_from template; and not __fish_seen_subcommand_from $template_subs" -a gc -d 'Remove unused images and base snapshots'
+# template build
+complete -c spacectl -n "__fish_seen_subcommand_from template; and not __fish_seen_subcommand_from $template_subs" -a build -d 'Build a recipe and import it'
+complete -c spacectl -n "__fish_seen_subcommand_from template; and __fish_seen_subcommand_from build" -x -a '(__fish_complete_directories)' -d 'Recipe'
+complete -c spacectl -n "__fish_seen_subcommand_from template; and __fish_seen_subcommand_from build" -s t -l tag -x -d 'Tag NAME:TAG'
+complete -c spacectl -n "__fish_seen_subcommand_from template; and __fish_seen_subcommand_from build" -s o -l output -r -F -d 'Write the tarball to FILE'
+complete -c spacectl -n "__fish_seen_subcommand_from template; and __fish_seen_subcommand_from build" -s q -l quiet -d 'Only errors'
+complete -c spacectl -n "__fish_seen_subcommand_from template; and __fish_seen_subcommand_from build" -s v -l verbose -d 'Build output on stderr'
 complete -c spacectl -n "__fish_seen_subcommand_from template; and __fish_seen_subcommand_from ls" -l json -d 'Print JSON'
 complete -c spacectl -n "__fish_seen_subcommand_from template; and __fish_seen_subcommand_from ls" -s q -l quiet -d 'Print only tags'
 complete -c spacectl -n "__fish_seen_subcommand_from template; and __fish_seen_subcommand_from import" -s t -l tag -r -d 'Tag NAME:TAG'
