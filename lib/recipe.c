@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "macro.h"
+#include "string-util.h"
 #include "recipe.h"
 
 /* The same limits as `spacectl create`'s options, so a recipe never sets a default create would refuse. */
@@ -56,32 +57,6 @@ __attribute__((format(printf, 4, 5))) static int parser_fail(Parser *p, unsigned
         else
                 n = asprintf(&p->error, "%s: %s%s%s", p->r->conf, key ?: "", key ? ": " : "", msg);
         return n < 0 ? -ENOMEM : -EINVAL;
-}
-
-static int strv_push(char ***l, const char *v) {
-        size_t n = 0;
-        char **nl;
-
-        while (*l && (*l)[n])
-                n++;
-        nl = realloc(*l, (n + 2) * sizeof(char *));
-        if (!nl)
-                return -ENOMEM;
-        *l = nl;
-        nl[n] = strdup(v);
-        nl[n + 1] = NULL;
-        return nl[n] ? 0 : -ENOMEM;
-}
-
-static char *strip(char *s) {
-        char *e;
-
-        while (isspace((unsigned char) *s))
-                s++;
-        e = s + strlen(s);
-        while (e > s && isspace((unsigned char) e[-1]))
-                *--e = 0;
-        return s;
 }
 
 /* Splits s in place on blanks (and commas when with_commas) into words; returns how many. */
@@ -319,7 +294,7 @@ static int parse_line(Parser *p, char *k, char *v) {
                                 return parser_fail(p, p->line, k,
                                                    "'%s' is not a Debian package name (NAME[:ARCH][=VERSION], "
                                                    "lower-case letters, digits, '+', '-', '.')", w[i]);
-                        if (strv_push(&r->packages, w[i]) < 0)
+                        if (strv_extend(&r->packages, w[i]) < 0)
                                 return -ENOMEM;
                 }
                 return 0;
@@ -327,13 +302,13 @@ static int parse_line(Parser *p, char *k, char *v) {
         if (streq(k, "file"))
                 return parse_file(p, k, v);
         if (streq(k, "run"))
-                return strv_push(&r->run, v);
+                return strv_extend(&r->run, v);
         if (streq(k, "description"))
                 return set_string(p, &r->description, v);
         if (streq(k, "env")) {
                 if (!env_is_valid(v))
                         return parser_fail(p, p->line, k, "'%s' is not NAME=VALUE", v);
-                return strv_push(&r->env, v);
+                return strv_extend(&r->env, v);
         }
         if (streq(k, "user")) {
                 if (!user_is_valid(v))
@@ -352,7 +327,7 @@ static int parse_line(Parser *p, char *k, char *v) {
                 if (n > ELEMENTSOF(w))
                         return parser_fail(p, p->line, k, "more than %zu words", ELEMENTSOF(w));
                 for (size_t i = 0; i < n; i++)
-                        if (strv_push(&r->entrypoint, w[i]) < 0)
+                        if (strv_extend(&r->entrypoint, w[i]) < 0)
                                 return -ENOMEM;
                 return 0;
         }
@@ -483,7 +458,7 @@ int recipe_load(const char *dir, Recipe **ret, char **ret_error) {
                         r_ = parser_fail(&p, p.line, NULL, "longer than %u bytes", RECIPE_LINE_MAX);
                         goto fail;
                 }
-                k = strip(buf);
+                k = string_strip(buf);
                 if (!*k || *k == '#')
                         continue;
                 eq = strchr(k, '=');
@@ -492,8 +467,8 @@ int recipe_load(const char *dir, Recipe **ret, char **ret_error) {
                         goto fail;
                 }
                 *eq = 0;
-                k = strip(k);
-                v = strip(eq + 1);
+                k = string_strip(k);
+                v = string_strip(eq + 1);
                 if (!*k) {
                         r_ = parser_fail(&p, p.line, NULL, "no key before '='");
                         goto fail;

@@ -13,6 +13,7 @@
 #include "settings.h"
 #include "proto.h"
 #include "paths.h"
+#include "string-util.h"
 #include "vmm.h"
 
 typedef struct Manager Manager;
@@ -221,7 +222,6 @@ int rm_rf(const char *path);
 int run_command(char *const argv[], char **reterr_output);   /* waits; captures stderr tail on failure */
 int read_first_line(const char *path, char **ret);
 int write_file_atomic(const char *path, const char *content);
-int strv_extend(char ***l, const char *v);
 void crash_point(const char *name);
 
 /* template.c */

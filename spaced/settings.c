@@ -10,6 +10,7 @@
 
 #include "settings.h"
 #include "macro.h"
+#include "string-util.h"
 
 void config_done(Config *c) {
         free(c->qemu_binary);
@@ -95,17 +96,6 @@ uint64_t host_memory_mib(void) {
         return 0;
 }
 
-static char *strip(char *s) {
-        char *e;
-
-        while (isspace((unsigned char) *s))
-                s++;
-        e = s + strlen(s);
-        while (e > s && isspace((unsigned char) e[-1]))
-                *--e = 0;
-        return s;
-}
-
 int config_load(Config *c, const char *path, char **reterr_message) {
         _cleanup_fclose_ FILE *f = NULL;
         char line[1024];
@@ -119,15 +109,15 @@ int config_load(Config *c, const char *path, char **reterr_message) {
                 char *key, *value, *eq;
 
                 n++;
-                key = strip(line);
+                key = string_strip(line);
                 if (*key == 0 || *key == '#')
                         continue;
                 eq = strchr(key, '=');
                 if (!eq)
                         goto bad;
                 *eq = 0;
-                value = strip(eq + 1);
-                key = strip(key);
+                value = string_strip(eq + 1);
+                key = string_strip(key);
 
                 if (streq(key, "accel")) {
                         if (accel_setting_from_string(value, &c->accel) < 0)

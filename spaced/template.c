@@ -12,6 +12,7 @@
 
 #include "log.h"
 #include "macro.h"
+#include "string-util.h"
 #include "store.h"
 #include "template.h"
 #include "template-tree.h"
@@ -862,16 +863,6 @@ static int load_rows(Manager *m) {
         return 0;
 }
 
-static char *strip(char *s) {
-        char *e;
-        while (isspace((unsigned char) *s))
-                s++;
-        e = s + strlen(s);
-        while (e > s && isspace((unsigned char) e[-1]))
-                *--e = 0;
-        return s;
-}
-
 /* template.conf: "key = value" lines (name, description, vcpu, memory_mib, disk_mib, env (repeated), workdir,
  * user) as a config object. */
 static int builtin_conf(const char *path, const char *dirname, char **ret_name, cJSON **ret_config,
@@ -890,7 +881,7 @@ static int builtin_conf(const char *path, const char *dirname, char **ret_name, 
                 return r;
         }
         while (fgets(line, sizeof line, f)) {
-                char *k = strip(line), *v, *eq;
+                char *k = string_strip(line), *v, *eq;
 
                 n++;
                 if (!*k || *k == '#')
@@ -903,8 +894,8 @@ static int builtin_conf(const char *path, const char *dirname, char **ret_name, 
                         return -EINVAL;
                 }
                 *eq = 0;
-                k = strip(k);
-                v = strip(eq + 1);
+                k = string_strip(k);
+                v = string_strip(eq + 1);
                 if (streq(k, "name")) {
                         free(name);
                         name = strdup(v);

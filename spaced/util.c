@@ -148,21 +148,6 @@ int write_file_atomic(const char *path, const char *content) {
         return 0;
 }
 
-int strv_extend(char ***l, const char *v) {
-        size_t n = 0;
-        char **nl;
-
-        while (*l && (*l)[n])
-                n++;
-        nl = realloc(*l, (n + 2) * sizeof(char *));
-        if (!nl)
-                return -ENOMEM;
-        *l = nl;
-        nl[n] = strdup(v);
-        nl[n + 1] = NULL;
-        return nl[n] ? 0 : -ENOMEM;
-}
-
 /* Crash injection for the tests (tests/integration/t12-crash-inject.sh): SPACE_TEST_CRASH_AT=NAME makes the
  * daemon SIGKILL itself when it reaches the point NAME, from whichever thread, as a real crash would. */
 void crash_point(const char *name) {
