@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "api.h"
+#include "files.h"
 #include "http.h"
 #include "log.h"
 #include "macro.h"
@@ -111,6 +112,8 @@ static void request_free(Request *r) {
                 process_detach_stream(r->stream, r);
         if (r->upload)
                 process_detach_upload(r->upload, r);
+        if (r->file)
+                file_xfer_detach(r->file, r);
         space_buf_done(&r->body);
         free(r);
 }
@@ -382,7 +385,7 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *connection, c
                 if (r->kind == REQUEST_UPLOAD && !r->upload_failed) {
                         size_t took = api_upload(r, upload_data, *upload_data_size);
                         *upload_data_size -= took;
-                        return MHD_YES;
+                        return r->upload_abort ? MHD_NO : MHD_YES;
                 }
                 if (r->body.len + *upload_data_size > HTTP_BODY_MAX) {
                         r->body_too_large = true;
