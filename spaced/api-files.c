@@ -552,10 +552,8 @@ size_t api_files_upload(Request *r, const char *data, size_t n) {
 
         if (x->state == FILE_XFER_OPEN)
                 return file_xfer_upload(x, r, data, n);
-        /* The write failed while the body came: drop what follows, up to a point, then hang up. The answer
-         * (after the body) says what went wrong. */
+        /* The write failed while the body came (no_space): the rest is dropped as it comes, which costs the
+         * daemon nothing but reading it, and the answer after the body says what went wrong. */
         r->drained += n;
-        if (r->drained > HTTP_DRAIN_MAX)
-                r->upload_abort = true;
         return n;
 }

@@ -610,10 +610,12 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max) {
                 x->out_off += n;
                 if (!list)
                         x->uncredited += n;
-                if (x->out_off == x->out.len) {
+                /* What was read goes, so the buffer holds at most the window (plus a list's JSON of it). */
+                if (x->out_off == x->out.len)
                         x->out.len = x->out_off = 0;
-                        if (x->out.cap > 4 * SPACE_STREAM_WINDOW)
-                                space_buf_done(&x->out);
+                else if (x->out_off >= SPACE_FRAME_PAYLOAD_MAX) {
+                        space_buf_consume(&x->out, x->out_off);
+                        x->out_off = 0;
                 }
                 /* a list returns credit once its JSON is out; a read as its bytes go, in batches */
                 if (!x->eof && x->state == FILE_XFER_OPEN &&

@@ -385,7 +385,7 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *connection, c
                 if (r->kind == REQUEST_UPLOAD && !r->upload_failed) {
                         size_t took = api_upload(r, upload_data, *upload_data_size);
                         *upload_data_size -= took;
-                        return r->upload_abort ? MHD_NO : MHD_YES;
+                        return MHD_YES;
                 }
                 if (r->body.len + *upload_data_size > HTTP_BODY_MAX) {
                         r->body_too_large = true;
