@@ -23,9 +23,8 @@
  * The guest is hostile, so what it says is checked twice: names must be single components (not "." or ".."),
  * and archive_write_disk refuses, with ARCHIVE_EXTRACT_SECURE_NODOTDOT, SECURE_SYMLINKS and
  * SECURE_NOABSOLUTEPATHS, anything that would land outside the destination or go through a symlink on the way.
- * A symlink from the sandbox (evil -> /etc) is written as a symlink and never followed. Files are written to a
- * temporary name and renamed into place (ARCHIVE_EXTRACT_SAFE_WRITES), so an existing symlink is replaced, not
- * written through, and a copy that breaks off leaves no half file.
+ * A symlink from the sandbox (evil -> /etc) is written as a symlink and never followed; an existing symlink
+ * where a file goes is replaced, not written through. A file whose transfer breaks off is removed.
  */
 
 typedef struct Download {
@@ -35,6 +34,7 @@ typedef struct Download {
         const char *name;        /* the local name being written, for messages */
         bool truncated;          /* tar: the file grew past the size in its header */
         bool owner_warned;
+        char *partial;           /* disk: the file a failed transfer was writing, removed at the end */
 } Download;
 
 static int write_data(const void *p, size_t n, void *userdata) {
@@ -119,8 +119,11 @@ static int emit(Download *d, const char *lname, const char *rpath, const CpEntry
         d->name = lname;
         d->truncated = false;
         r = cp_remote_get(c, rpath, write_data, d, &got);
-        if (r < 0)
+        if (r < 0) {
+                if (!d->tar)
+                        d->partial = strdup(lname);
                 return r;
+        }
         if (d->tar && (got != e->size || d->truncated))
                 log_error("cp: warning: %s changed size while it was copied (%" PRIu64 " bytes, then %" PRIu64
                           "): the tar stream has %" PRIu64, rpath, e->size, got, e->size);
@@ -308,6 +311,10 @@ out:
                 }
                 archive_write_free(d.w);
         }
+        /* libarchive has no way to drop an entry it is writing: remove what a broken transfer left */
+        if (d.partial && unlink(d.partial) < 0 && errno != ENOENT)
+                log_error("cp: warning: could not remove the partial file %s: %m", d.partial);
+        free(d.partial);
         cp_entry_done(&e);
         return r;
 }
