@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -310,6 +311,14 @@ out:
                         r = -EIO;
                 }
                 archive_write_free(d.w);
+        }
+        /* SRC/. into an existing directory: libarchive drops a "." entry, so its mode and times are set here */
+        if (r >= 0 && !d.tar && streq(top, ".")) {
+                struct timespec ts[2] = { { .tv_sec = (time_t) e.mtime }, { .tv_sec = (time_t) e.mtime } };
+
+                if ((c->archive && lchown(".", e.uid, e.gid) < 0) || chmod(".", e.mode & 07777) < 0 ||
+                    utimensat(AT_FDCWD, ".", ts, 0) < 0)
+                        log_error("cp: warning: setting the mode and times of %s: %m", dst);
         }
         /* libarchive has no way to drop an entry it is writing: remove what a broken transfer left */
         if (d.partial && unlink(d.partial) < 0 && errno != ENOENT)

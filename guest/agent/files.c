@@ -782,17 +782,18 @@ bool files_frame(Channel *c, const SpaceFrameHeader *h, const uint8_t *p) {
         return true;
 }
 
-/* The longest run of whole entries from out_off that fits in max bytes; 0 when the first one does not. */
+/* The longest run of whole entries from out_off that fits in max bytes and in the records a frame may have
+ * (SPACE_KV_RECORDS_MAX, which the host enforces); 0 when the first entry does not fit. */
 static size_t list_chunk(const FileXfer *x, size_t max) {
         const uint8_t *d = x->out.data;
-        size_t pos = x->out_off, cut = 0;
+        size_t pos = x->out_off, cut = 0, records = 0;
 
         while (pos < x->out.len) {
                 size_t l = strnlen((const char *) d + pos, x->out.len - pos) + 1;
 
                 if (pos > x->out_off && l > 4 && memcmp(d + pos, "rel=", 4) == 0)
                         cut = pos - x->out_off; /* an entry starts here: everything before it may go */
-                if (pos + l - x->out_off > max)
+                if (pos + l - x->out_off > max || ++records > SPACE_KV_RECORDS_MAX)
                         return cut;
                 pos += l;
         }
