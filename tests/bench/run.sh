@@ -3,14 +3,16 @@
 #
 # Benchmarks (run by `make bench`): time to interactive and exec round trip through spaced (bench.py), the
 # HTTP API's stream throughput and session latency (bench_api.py), then pause, suspend, wake, checkpoint, fork
-# and idle memory (bench_lifecycle.py), each next to a raw baseline measured in the same run. Writes JSON to
-# $BENCH_OUT (default: $TOP_BUILDDIR/bench-results.json) and prints tables. The environment is the integration
-# tests' (own daemon on a free TCP port, own state, cleaned up at exit).
+# and idle memory (bench_lifecycle.py), then spacectl cp in and out (bench_cp.py), each next to a raw baseline
+# measured in the same run. Writes JSON to $BENCH_OUT (default: $TOP_BUILDDIR/bench-results.json) and prints
+# tables. The environment is the integration tests' (own daemon on a free TCP port, own state, cleaned up at
+# exit).
 #
 # Knobs: BENCH_CREATES (>= 20, default 20), BENCH_EXECS (>= 50, default 50), BENCH_PINGS (default 200),
 #        BENCH_RAW_RESTORE_CMD (see tests/bench/bench.py), BENCH_STREAM_MIB (default 64), BENCH_STREAM_RUNS
 #        (>= 3), BENCH_SESSIONS (>= 50), BENCH_PAUSES (default 30), BENCH_SUSPENDS (default 5),
-#        BENCH_FORKS (default 3), BENCH_ONLY=core|api|lifecycle (one part alone), SPACE_TEST_ACCEL, TOP_BUILDDIR.
+#        BENCH_FORKS (default 3), BENCH_CP_MIB (default 256), BENCH_CP_RUNS (>= 3),
+#        BENCH_ONLY=core|api|lifecycle|cp (one part alone), SPACE_TEST_ACCEL, TOP_BUILDDIR.
 # Numbers from a --enable-sanitizers build are slower than a release build: configure without it for figures
 # worth quoting.
 
@@ -42,6 +44,12 @@ if [ -z "${BENCH_ONLY:-}" ] || [ "$BENCH_ONLY" = lifecycle ]; then
         SEEN_PIDS+=("$(daemon_pid)")
         python3 "$TESTS_DIR/../bench/bench_lifecycle.py" || rc=1
         SEEN_PIDS+=("$(daemon_pid)")
+fi
+if [ -z "${BENCH_ONLY:-}" ] || [ "$BENCH_ONLY" = cp ]; then
+        # spacectl cp in and out next to a raw read of the same file (bench_cp.py)
+        daemon_answers || spacectl version >/dev/null 2>&1
+        SEEN_PIDS+=("$(daemon_pid)")
+        python3 "$TESTS_DIR/../bench/bench_cp.py" || rc=1
 fi
 # QEMUs the baseline left running (bench.py kills them itself; this is the safety net).
 for pid in $(cat "$TEST_TMP/extra.pids" 2>/dev/null); do track_pid "$pid"; done
