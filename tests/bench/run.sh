@@ -3,10 +3,10 @@
 #
 # Benchmarks (run by `make bench`): time to interactive and exec round trip through spaced (bench.py), the
 # HTTP API's stream throughput and session latency (bench_api.py), then pause, suspend, wake, checkpoint, fork
-# and idle memory (bench_lifecycle.py), then spacectl cp in and out (bench_cp.py), each next to a raw baseline
-# measured in the same run. Writes JSON to $BENCH_OUT (default: $TOP_BUILDDIR/bench-results.json) and prints
-# tables. The environment is the integration tests' (own daemon on a free TCP port, own state, cleaned up at
-# exit).
+# and idle memory (bench_lifecycle.py), each next to a raw baseline measured in the same run. Writes JSON to
+# $BENCH_OUT (default: $TOP_BUILDDIR/bench-results.json) and prints tables. The environment is the integration
+# tests' (own daemon on a free TCP port, own state, cleaned up at exit).
+# bench_cp.py: spacectl cp in and out next to a raw read of the same file on the host.
 #
 # Knobs: BENCH_CREATES (>= 20, default 20), BENCH_EXECS (>= 50, default 50), BENCH_PINGS (default 200),
 #        BENCH_RAW_RESTORE_CMD (see tests/bench/bench.py), BENCH_STREAM_MIB (default 64), BENCH_STREAM_RUNS
