@@ -481,11 +481,12 @@ static void on_data(FileXfer *x, const SpaceFrameHeader *h, const uint8_t *paylo
 
 static void on_ok(FileXfer *x, const uint8_t *payload, size_t n) {
         bool streams = streq(x->op, "read") || streq(x->op, "list") || streq(x->op, "write");
+        FileXferState next;
 
         if (x->state == FILE_XFER_SENT)
-                x->state = streams ? FILE_XFER_OPEN : FILE_XFER_DONE;
+                next = streams ? FILE_XFER_OPEN : FILE_XFER_DONE;
         else if (x->state == FILE_XFER_OPEN && streq(x->op, "write") && x->eof_sent)
-                x->state = FILE_XFER_DONE;
+                next = FILE_XFER_DONE;
         else {
                 protocol_error(x, "an answer where none was due");
                 return;
@@ -495,8 +496,9 @@ static void on_ok(FileXfer *x, const uint8_t *payload, size_t n) {
                 xfer_fail(x, "internal", "out of memory", true);
                 return;
         }
-        /* Every answer but remove's, list's and an opened write's describes the entry: check it now. */
-        if (!streq(x->op, "remove") && !streq(x->op, "list") && !(streq(x->op, "write") && x->state == FILE_XFER_OPEN)) {
+        /* Every answer but remove's, list's and an opened write's describes the entry: check it before it
+         * counts. */
+        if (!streq(x->op, "remove") && !streq(x->op, "list") && !(streq(x->op, "write") && next == FILE_XFER_OPEN)) {
                 FileEntry e;
 
                 if (file_xfer_reply_entry(x, &e) < 0) {
@@ -509,6 +511,7 @@ static void on_ok(FileXfer *x, const uint8_t *payload, size_t n) {
                 xfer_fail(x, "internal", "out of memory", true);
                 return;
         }
+        x->state = next;
         if (x->state == FILE_XFER_DONE)
                 xfer_unregister(x, false);
         wake_request(x);
