@@ -500,6 +500,7 @@ void api_put_file(Request *r, const RouteArgs *a) {
         bool mode_set, mtime_set, uid_set, gid_set;
         unsigned mode = 0;
         FileXfer *x = r->file;
+        const char *raw;
         Sandbox *s;
 
         if (x) {
@@ -533,8 +534,10 @@ void api_put_file(Request *r, const RouteArgs *a) {
             query_number(r, "uid", 0, UINT32_MAX - 1, &uid, &uid_set) < 0 ||
             query_number(r, "gid", 0, UINT32_MAX - 1, &gid, &gid_set) < 0)
                 return;
-        if (streq(path, "/"))
-                return (void) http_respond_error(r, 400, "is_a_directory", "'/' is a directory: name a file to write");
+        raw = http_query(r, "path");
+        if (streq(path, "/") || (raw && raw[0] && raw[strlen(raw) - 1] == '/'))
+                return (void) http_respond_error(r, 400, "is_a_directory",
+                                                 "'%.200s' names a directory (it ends in '/'): name a file to write", raw);
         if ((mode_set && space_kv_addf(&kv, "mode", "%u", mode) < 0) ||
             (mtime_set && space_kv_addf(&kv, "mtime", "%lld", mtime) < 0) ||
             add_owner(&kv, uid_set, (uint64_t) uid, gid_set, (uint64_t) gid) < 0 ||

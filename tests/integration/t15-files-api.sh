@@ -65,6 +65,8 @@ ureq PUT "$F?path=/nodir/x.txt" --data-binary 'x'
 check_status "PUT into a missing directory" 404 not_found
 ureq PUT "$F?path=/root/a" --data-binary 'x'
 check_status "PUT onto a directory" 400 is_a_directory
+ureq PUT "$F?path=/root/new/" --data-binary 'x'
+check_status "PUT to a path that ends in /" 400 is_a_directory
 ureq PUT "$F?path=root/x.txt" --data-binary 'x'
 check_status "PUT with a relative path" 400 invalid_path
 ureq PUT "$F?path=/root/x.txt&mode=999" --data-binary 'x'
