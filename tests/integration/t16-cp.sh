@@ -179,20 +179,34 @@ big_sum=$(sha256sum <"$TEST_TMP/big" | cut -d' ' -f1)
 check_rc "a 1100 MiB tmpfs in the guest" 0 sc exec "$SB" -- sh -c 'mkdir -p /big && mount -t tmpfs -o size=1100m tmpfs /big'
 pid=$(daemon_pid)
 rss0=$(awk '/^VmRSS:/ { print $2 }' "/proc/$pid/status")
+# peak RSS of a command (and what it runs), in KiB, into $TEST_TMP/maxrss
+maxrss() {
+        python3 -c 'import os, resource, subprocess, sys
+rc = subprocess.call(sys.argv[1:])
+open(os.path.join(os.environ["TEST_TMP"], "maxrss"), "w").write("%d\n" % resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)
+sys.exit(rc)' "$@"
+}
+export TEST_TMP
 t0=$(now_ms)
-check_rc "cp 1 GiB in" 0 sc cp "$TEST_TMP/big" "$S:/big/"
+check_rc "cp 1 GiB in" 0 maxrss timeout -k 10 "$CMD_TIMEOUT" spacectl cp "$TEST_TMP/big" "$S:/big/"
 t1=$(now_ms)
+cli_in=$(cat "$TEST_TMP/maxrss")
 check_eq "  ... sha256 in the guest" "$big_sum" "$(in_guest 'sha256sum /big/big' | cut -d' ' -f1)"
 rm -f "$TEST_TMP/big"
 t2=$(now_ms)
-check_rc "cp 1 GiB out" 0 sc cp "$S:/big/big" "$TEST_TMP/big.out"
+check_rc "cp 1 GiB out" 0 maxrss timeout -k 10 "$CMD_TIMEOUT" spacectl cp "$S:/big/big" "$TEST_TMP/big.out"
 t3=$(now_ms)
+cli_out=$(cat "$TEST_TMP/maxrss")
 check_eq "  ... sha256 here" "$big_sum" "$(sha256sum <"$TEST_TMP/big.out" | cut -d' ' -f1)"
 rm -f "$TEST_TMP/big.out"
 hwm=$(awk '/^VmHWM:/ { print $2 }' "/proc/$pid/status")
 rss1=$(awk '/^VmRSS:/ { print $2 }' "/proc/$pid/status")
 diag "1 GiB in: $(( 1024 * 1000 / (t1 - t0 + 1) )) MiB/s, out: $(( 1024 * 1000 / (t3 - t2 + 1) )) MiB/s;" \
-        "spaced VmRSS before ${rss0} KiB, after ${rss1} KiB, VmHWM ${hwm} KiB"
+        "spaced VmRSS before ${rss0} KiB, after ${rss1} KiB, VmHWM ${hwm} KiB;" \
+        "spacectl peak RSS in ${cli_in} KiB, out ${cli_out} KiB"
+if [ "${cli_in:-999999}" -lt 131072 ] && [ "${cli_out:-999999}" -lt 131072 ]; then
+        pass "spacectl stayed under 128 MiB both ways ($((cli_in / 1024)) and $((cli_out / 1024)) MiB)"
+else fail "spacectl stayed under 128 MiB both ways" "peak RSS in ${cli_in:-?} KiB, out ${cli_out:-?} KiB"; fi
 if [ -n "$rss0" ] && [ -n "$hwm" ] && [ $((hwm - rss0)) -lt 65536 ]; then
         pass "spaced's peak memory grew by less than 64 MiB ($(( (hwm - rss0) / 1024 )) MiB)"
 else fail "spaced's peak memory grew by less than 64 MiB" "VmRSS before ${rss0:-?} KiB, VmHWM after ${hwm:-?} KiB"; fi
