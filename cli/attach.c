@@ -20,6 +20,7 @@
 
 #include "base64.h"
 #include "cli.h"
+#include "process-events.h"
 #include "macro.h"
 
 /* Input is sent one POST at a time (so it arrives in order) and at most this much is held meanwhile;
@@ -35,16 +36,13 @@ typedef struct Attach {
         char *pid_path;                 /* <processes_path>/<pid> */
 
         /* the outcome */
-        bool exited, timed_out;
-        int exit_code, exit_signal;
-        char *error_code, *error_message;
+        ProcessOutcome outcome;
         bool detached;
         int end_signal;
         int fatal;                      /* < 0: already logged */
 
         /* output */
-        uint8_t *decoded;
-        size_t decoded_size;
+        OutputDecoder decoder;
         bool stdout_broken;
 
         /* input */
@@ -447,43 +445,21 @@ static int signal_readable(SpaceStream *s, int fd, void *userdata) {
 
 /* ---- events ---- */
 
-static cJSON *parse_event_json(Attach *a, const char *event, const char *data, size_t len) {
-        cJSON *j = cJSON_ParseWithLength(data, len);
-
-        if (!cJSON_IsObject(j)) {
-                cJSON_Delete(j);
-                log_error("spaced sent a malformed '%s' event", event);
-                a->fatal = -EBADMSG;
-                return NULL;
-        }
-        return j;
-}
-
 static int output_event(Attach *a, int fd, const char *data, size_t len) {
-        long n;
+        const uint8_t *buf;
+        size_t n;
         int r;
 
-        if (len / 4 * 3 + 3 > a->decoded_size) {
-                size_t size = len / 4 * 3 + 3;
-                uint8_t *p = realloc(a->decoded, size);
-
-                if (!p)
-                        return -ENOMEM;
-                a->decoded = p;
-                a->decoded_size = size;
-        }
-        n = base64_decode(data, len, a->decoded);
-        if (n < 0) {
-                log_error("spaced sent output that is not base64");
-                return a->fatal = -EBADMSG;
-        }
+        r = output_decode(&a->decoder, data, len, &buf, &n);
+        if (r < 0)
+                return a->fatal = r;
         if (fd == STDOUT_FILENO && a->stdout_broken)
                 return 0;
         if (a->rl_active && isatty(fd)) {
-                rl_output(a, fd, a->decoded, (size_t) n);
+                rl_output(a, fd, buf, n);
                 return 0;
         }
-        r = write_all(fd, a->decoded, (size_t) n);
+        r = write_all(fd, buf, n);
         if (r < 0 && fd == STDOUT_FILENO) {
                 /* Our stdout is gone: the process goes on; its output is dropped here (see `logs`). */
                 a->stdout_broken = true;
@@ -495,37 +471,16 @@ static int output_event(Attach *a, int fd, const char *data, size_t len) {
 
 static int on_event(const char *event, const char *data, size_t len, const char *id, void *userdata) {
         Attach *a = userdata;
-        cJSON *j;
-        double v;
+        int r;
 
         if (streq(event, "stdout"))
                 return output_event(a, STDOUT_FILENO, data, len);
         if (streq(event, "stderr"))
                 return output_event(a, STDERR_FILENO, data, len);
 
-        if (streq(event, "process_exited")) {
-                j = parse_event_json(a, event, data, len);
-                if (!j)
-                        return a->fatal;
-                a->exited = true;
-                a->exit_code = json_num(j, "exit_code", &v) ? (int) v : 0;
-                a->exit_signal = json_num(j, "signal", &v) && v > 0 && v < 128 ? (int) v : 0;
-                a->timed_out = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(j, "timed_out"));
-                cJSON_Delete(j);
-                return 0;
-        }
-
-        if (streq(event, "error")) {
-                j = parse_event_json(a, event, data, len);
-                if (!j)
-                        return a->fatal;
-                free(a->error_code);
-                free(a->error_message);
-                a->error_code = json_str(j, "code") ? strdup(json_str(j, "code")) : NULL;
-                a->error_message = json_str(j, "message") ? strdup(json_str(j, "message")) : NULL;
-                cJSON_Delete(j);
-                return 0;
-        }
+        r = process_outcome_event(&a->outcome, event, data, len);
+        if (r != 0)
+                return r < 0 ? (a->fatal = r) : 0;
 
         /* process_started (the pid is known already) and events of later API versions. */
         return 0;
@@ -628,15 +583,8 @@ int cli_attach(const AttachOptions *o) {
                 status = EXIT_SPACECTL;
         } else if (!space_http_reply_ok(&reply))
                 status = cli_status_for_error(reply.error_code, reply.error_message);
-        else if (a.exited) {
-                if (a.timed_out)
-                        status = EXIT_TIMEDOUT;
-                else if (a.exit_signal > 0)
-                        status = 128 + a.exit_signal;
-                else
-                        status = a.exit_code & 0xff;
-        } else if (a.error_code || a.error_message)
-                status = cli_status_for_error(a.error_code, a.error_message);
+        else if ((status = process_outcome_status(&a.outcome)) >= 0)
+                ;
         else {
                 log_error("the connection to spaced ended before process %ld exited; is spaced still running? "
                           "reattach with 'spacectl attach %s %ld'", o->pid, o->ref, o->pid);
@@ -646,9 +594,8 @@ int cli_attach(const AttachOptions *o) {
         space_http_reply_done(&reply);
         space_stream_free(a.stream);
         free(a.pid_path);
-        free(a.decoded);
+        output_decoder_done(&a.decoder);
         free(a.in);
-        free(a.error_code);
-        free(a.error_message);
+        process_outcome_done(&a.outcome);
         return status;
 }

@@ -282,6 +282,14 @@ int cli_get_quiet(const char *path, SpaceHttpReply *ret);
 /* "/v1/checkpoints/<escaped ref><suffix>" */
 int cli_checkpoint_path(const char *ref, const char *suffix, char **ret);
 
+/* ---- progress.c ---- */
+
+/* Waits for an operation that reports progress (import, build), drawing one line on stderr ("LABEL  phase
+ * [####....]  45%  123.4/270.0 MiB  85.3 MB/s", layers i/n) while stderr is a terminal and quiet is not
+ * set; prints nothing otherwise. On success *ret_result (optional) gets the operation's "result" object
+ * (empty when it has none). Prints the error and returns < 0 when it failed or the wait did. */
+int cli_operation_wait_progress(const char *op_id, const char *label, bool quiet, cJSON **ret_result);
+
 /* ---- verbs ---- */
 
 int cmd_create(int argc, char *argv[]);

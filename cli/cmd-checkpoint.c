@@ -183,10 +183,8 @@ static int checkpoint_ls(int argc, char *argv[]) {
         };
         _cleanup_free_ char *path = NULL, *sid = NULL, *esc = NULL;
         const char *sandbox = NULL;
-        SpaceHttpReply reply = {};
         bool json = false, quiet = false;
-        const cJSON *list, *cp;
-        int c, r;
+        int c;
 
         opterr = 0;
         optind = 0;
@@ -220,30 +218,8 @@ static int checkpoint_ls(int argc, char *argv[]) {
                         return EXIT_FAIL;
                 }
         }
-        r = cli_call("GET", path ?: "/v1/checkpoints", NULL, &reply);
-        if (r < 0)
-                return EXIT_FAIL;
-        list = cJSON_GetObjectItemCaseSensitive(reply.json, "checkpoints");
-        if (!cJSON_IsArray(list)) {
-                log_error("the daemon's checkpoint list has no \"checkpoints\" array");
-                space_http_reply_done(&reply);
-                return EXIT_FAIL;
-        }
-        if (json)
-                r = cli_print_json(reply.json);
-        else if (quiet) {
-                r = 0;
-                cJSON_ArrayForEach(cp, list)
-                        if (json_str(cp, "id"))
-                                printf("%s\n", json_str(cp, "id"));
-        } else
-                r = print_table(list);
-        space_http_reply_done(&reply);
-        if (r < 0 || fflush(stdout) != 0) {
-                log_error("cannot print the list: %s", strerror(r < 0 ? -r : EIO));
-                return EXIT_FAIL;
-        }
-        return 0;
+        return cli_list_show(path ?: "/v1/checkpoints", "checkpoints", "checkpoint", json, quiet ? "id" : NULL,
+                             print_table);
 }
 
 static int remove_one(const char *ref) {

@@ -14,6 +14,7 @@
 
 #include "base64.h"
 #include "cli.h"
+#include "process-events.h"
 #include "macro.h"
 
 /* One stdin POST at a time, each at most this big: the daemon answers once the guest took it, which is
@@ -49,15 +50,12 @@ typedef struct ExecState {
         SpaceStream *stream;
         char *processes_path;   /* /v1/sandboxes/<ref>/processes */
         long pid;               /* -1 until process_started */
-        bool exited, timed_out;
-        int exit_code, exit_signal;
-        char *error_code, *error_message;
+        ProcessOutcome outcome;
         bool stdout_broken, output_failed;
         int pending_signals[PENDING_SIGNALS_MAX];
         size_t n_pending_signals;
         unsigned n_sigint;
-        uint8_t *decoded;
-        size_t decoded_size;
+        OutputDecoder decoder;
         int fatal;              /* < 0: spacectl failed, already logged */
 } ExecState;
 
@@ -204,41 +202,18 @@ static int signal_readable(SpaceStream *s, int fd, void *userdata) {
         return 0;
 }
 
-static cJSON *parse_event_json(ExecState *st, const char *event, const char *data, size_t len) {
-        cJSON *j = cJSON_ParseWithLength(data, len);
-
-        if (!cJSON_IsObject(j)) {
-                cJSON_Delete(j);
-                log_error("spaced sent a malformed '%s' event", event);
-                st->fatal = -EBADMSG;
-                return NULL;
-        }
-        return j;
-}
-
 static int output_event(ExecState *st, SpaceStream *s, int fd, const char *data, size_t len) {
-        long n;
+        const uint8_t *buf;
+        size_t n;
         int r;
 
-        if (len / 4 * 3 + 3 > st->decoded_size) {
-                size_t size = len / 4 * 3 + 3;
-                uint8_t *p = realloc(st->decoded, size);
-
-                if (!p)
-                        return -ENOMEM;
-                st->decoded = p;
-                st->decoded_size = size;
-        }
-        n = base64_decode(data, len, st->decoded);
-        if (n < 0) {
-                log_error("spaced sent output that is not base64");
-                st->fatal = -EBADMSG;
-                return -EBADMSG;
-        }
+        r = output_decode(&st->decoder, data, len, &buf, &n);
+        if (r < 0)
+                return st->fatal = r;
         if (fd == STDOUT_FILENO && st->stdout_broken)
                 return 0;
 
-        r = write_all(fd, st->decoded, (size_t) n);
+        r = write_all(fd, buf, n);
         if (r >= 0 || fd != STDOUT_FILENO)
                 return 0; /* nowhere left to report a stderr failure */
 
@@ -265,9 +240,9 @@ static int on_event(const char *event, const char *data, size_t len, const char 
                 return output_event(st, s, STDERR_FILENO, data, len);
 
         if (streq(event, "process_started")) {
-                j = parse_event_json(st, event, data, len);
+                j = event_json(event, data, len);
                 if (!j)
-                        return st->fatal;
+                        return st->fatal = -EBADMSG;
                 if (!json_num(j, "pid", &v) || v < 0 || v > 1e15) {
                         cJSON_Delete(j);
                         log_error("spaced sent a process_started event without a pid");
@@ -290,32 +265,9 @@ static int on_event(const char *event, const char *data, size_t len, const char 
                 return 0;
         }
 
-        if (streq(event, "process_exited")) {
-                const cJSON *t;
-
-                j = parse_event_json(st, event, data, len);
-                if (!j)
-                        return st->fatal;
-                st->exited = true;
-                st->exit_code = json_num(j, "exit_code", &v) ? (int) v : 0;
-                st->exit_signal = json_num(j, "signal", &v) && v > 0 && v < 128 ? (int) v : 0;
-                t = cJSON_GetObjectItemCaseSensitive(j, "timed_out");
-                st->timed_out = cJSON_IsTrue(t);
-                cJSON_Delete(j);
-                return 0;
-        }
-
-        if (streq(event, "error")) {
-                j = parse_event_json(st, event, data, len);
-                if (!j)
-                        return st->fatal;
-                free(st->error_code);
-                free(st->error_message);
-                st->error_code = json_str(j, "code") ? strdup(json_str(j, "code")) : NULL;
-                st->error_message = json_str(j, "message") ? strdup(json_str(j, "message")) : NULL;
-                cJSON_Delete(j);
-                return 0;
-        }
+        r = process_outcome_event(&st->outcome, event, data, len);
+        if (r != 0)
+                return r < 0 ? (st->fatal = r) : 0;
 
         /* Events of later API versions. */
         return 0;
@@ -453,18 +405,10 @@ int cli_exec(const char *ref, const ExecOptions *o) {
                 status = EXIT_SPACECTL;
         } else if (!space_http_reply_ok(&reply))
                 status = cli_status_for_error(reply.error_code, reply.error_message);
-        else if (st.exited) {
-                if (st.timed_out)
-                        status = EXIT_TIMEDOUT;
-                else if (st.exit_signal > 0)
-                        status = 128 + st.exit_signal;
-                else
-                        status = st.exit_code & 0xff;
-                if (st.output_failed)
+        else if ((status = process_outcome_status(&st.outcome)) >= 0) {
+                if (st.outcome.exited && st.output_failed)
                         status = EXIT_SPACECTL;
-        } else if (st.error_code || st.error_message)
-                status = cli_status_for_error(st.error_code, st.error_message);
-        else {
+        } else {
                 log_error("the connection to spaced ended before the command exited; "
                           "is spaced still running? see spaced(8)");
                 status = EXIT_SPACECTL;
@@ -473,9 +417,8 @@ int cli_exec(const char *ref, const ExecOptions *o) {
         space_http_reply_done(&reply);
         space_stream_free(st.stream);
         free(st.processes_path);
-        free(st.decoded);
-        free(st.error_code);
-        free(st.error_message);
+        output_decoder_done(&st.decoder);
+        process_outcome_done(&st.outcome);
         return status;
 oom:
         log_error("out of memory");

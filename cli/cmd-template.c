@@ -5,9 +5,11 @@
 
 #include <errno.h>
 #include <getopt.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "cli.h"
 #include "macro.h"
@@ -15,16 +17,38 @@
 #define SHORT_DIGEST_LEN 12
 
 const CliHelp cmd_template_help = {
-        .synopsis = "template ls [--json] [-q]",
-        .summary = "Work with templates",
+        .synopsis = "template ls [--json] [-q]\n"
+                    "template import FILE|DIR --tag NAME[:TAG] [--env K=V]... [--workdir DIR] [--user USER] [--quiet]\n"
+                    "template inspect REF\n"
+                    "template tag REF NAME[:TAG]\n"
+                    "template rm REF...\n"
+                    "template gc",
+        .summary = "Work with templates: import, list, tag, remove",
         .options =
         "Sub-verbs:\n"
-        "  ls            list the templates sandboxes can be created from\n"
+        "  ls            list templates, one line per tag (untagged images show as <none>)\n"
+        "  import        import a root filesystem tarball (plain, gzip, xz, zstd), an OCI image layout\n"
+        "                directory or an OCI archive; prints the template's digest\n"
+        "  inspect       print a template as JSON\n"
+        "  tag           point NAME[:TAG] at the image REF names\n"
+        "  rm            remove tags; an image goes with its last tag, or by digest, unless in use\n"
+        "  gc            remove untagged unused images and stale base snapshots; say how much was freed\n"
+        "\n"
+        "REF is NAME[:TAG] (TAG defaults to latest; names are lowercase, with / between parts, e.g.\n"
+        "team/python:3.12) or sha256:<hex> (the full digest or at least 12 digits of it).\n"
         "\n"
         "Options of ls:\n"
-        "      --json    print the reply of GET /v1/templates: {\"templates\": [...]}\n"
-        "  -q, --quiet   print only template names, one per line\n"
-        "  -h, --help    show this help\n",
+        "      --json             print the reply of GET /v1/templates: {\"templates\": [...]}\n"
+        "  -q, --quiet            print only tags (digests for untagged images), one per line\n"
+        "Options of import:\n"
+        "  -t, --tag NAME[:TAG]   tag the template (default tag: latest)\n"
+        "  -e, --env K=V          a default environment variable (repeatable; over the image's)\n"
+        "  -w, --workdir DIR      the default working directory of commands\n"
+        "  -u, --user USER        the default user\n"
+        "      --description TEXT a description\n"
+        "      --vcpu N, --memory MIB, --disk MIB   the default sandbox shape\n"
+        "  -q, --quiet            no progress bar (there is none when stderr is not a terminal)\n"
+        "  -h, --help             show this help\n",
 };
 
 static void format_bytes(double b, char *buf, size_t size) {
@@ -39,38 +63,64 @@ static void format_bytes(double b, char *buf, size_t size) {
 }
 
 static int print_table(const cJSON *list) {
-        static const char *const headers[] = { "NAME", "DIGEST", "VCPU", "MEMORY", "DISK", "SIZE", "DESCRIPTION" };
+        static const char *const headers[] = { "TAG", "DIGEST", "SIZE", "CREATED", "IN USE", "DESCRIPTION" };
         _cleanup_table_ Table *t = table_new(ELEMENTSOF(headers), headers);
+        time_t now = time(NULL);
         const cJSON *tp;
 
         if (!t)
                 return -ENOMEM;
         cJSON_ArrayForEach(tp, list) {
-                char digest[SHORT_DIGEST_LEN + 1] = "-", vcpu[32] = "-", mem[32] = "-", disk[32] = "-",
-                     size[32] = "-";
+                char digest[SHORT_DIGEST_LEN + 1] = "-", size[32] = "-";
                 const char *d = json_str(tp, "digest");
+                const cJSON *tags = cJSON_GetObjectItemCaseSensitive(tp, "tags"), *tag;
+                _cleanup_free_ char *age = json_str(tp, "created_at") ? format_age(json_str(tp, "created_at"), now) : NULL;
+                const cJSON *in_use = cJSON_GetObjectItemCaseSensitive(tp, "in_use");
                 double v;
+                int n = 0;
 
                 if (d) {
                         if (strncmp(d, "sha256:", 7) == 0)
                                 d += 7;
                         snprintf(digest, sizeof digest, "%s", d);
                 }
-                if (json_num(tp, "vcpu", &v))
-                        snprintf(vcpu, sizeof vcpu, "%.0f", v);
-                if (json_num(tp, "memory_mib", &v))
-                        format_mib(v, mem, sizeof mem);
-                if (json_num(tp, "disk_mib", &v))
-                        format_mib(v, disk, sizeof disk);
                 if (json_num(tp, "size_bytes", &v))
                         format_bytes(v, size, sizeof size);
-
-                const char *cells[] = { json_str(tp, "name"), digest, vcpu, mem, disk, size,
-                                        json_str(tp, "description") };
-                if (table_add(t, cells) < 0)
-                        return -ENOMEM;
+                cJSON_ArrayForEach(tag, tags) {
+                        if (!cJSON_IsString(tag))
+                                continue;
+                        const char *cells[] = { tag->valuestring, digest, size, age ?: "-",
+                                                cJSON_IsTrue(in_use) ? "yes" : "no", json_str(tp, "description") };
+                        if (table_add(t, cells) < 0)
+                                return -ENOMEM;
+                        n++;
+                }
+                if (n == 0) {
+                        const char *cells[] = { "<none>", digest, size, age ?: "-",
+                                                cJSON_IsTrue(in_use) ? "yes" : "no", json_str(tp, "description") };
+                        if (table_add(t, cells) < 0)
+                                return -ENOMEM;
+                }
         }
         return table_print(t, stdout);
+}
+
+static int print_quiet(const cJSON *list) {
+        const cJSON *tp;
+
+        cJSON_ArrayForEach(tp, list) {
+                const cJSON *tags = cJSON_GetObjectItemCaseSensitive(tp, "tags"), *tag;
+                int n = 0;
+
+                cJSON_ArrayForEach(tag, tags)
+                        if (cJSON_IsString(tag)) {
+                                printf("%s\n", tag->valuestring);
+                                n++;
+                        }
+                if (n == 0 && json_str(tp, "digest"))
+                        printf("%s\n", json_str(tp, "digest"));
+        }
+        return 0;
 }
 
 static int template_ls(int argc, char *argv[]) {
@@ -81,7 +131,273 @@ static int template_ls(int argc, char *argv[]) {
         if (r >= 0)
                 return r;
 
-        return cli_list_show("/v1/templates", "templates", "template", json, quiet ? "name" : NULL, print_table);
+        return cli_list_show("/v1/templates", "templates", "template", json, NULL, quiet ? print_quiet : print_table);
+}
+
+static int template_path(const char *ref, const char *suffix, char **ret) {
+        _cleanup_free_ char *esc = NULL;
+
+        if (space_http_escape(ref, &esc) < 0 || asprintf(ret, "/v1/templates/%s%s", esc, suffix) < 0) {
+                log_error("out of memory");
+                return -ENOMEM;
+        }
+        return 0;
+}
+
+enum {
+        OPT_DESCRIPTION = 0x200,
+};
+
+static int template_import(int argc, char *argv[]) {
+        static const struct option options[] = {
+                { "help", no_argument, NULL, 'h' },
+                { "tag", required_argument, NULL, 't' },
+                { "env", required_argument, NULL, 'e' },
+                { "workdir", required_argument, NULL, 'w' },
+                { "user", required_argument, NULL, 'u' },
+                { "description", required_argument, NULL, OPT_DESCRIPTION },
+                { "vcpu", required_argument, NULL, OPT_VCPU },
+                { "memory", required_argument, NULL, 'm' },
+                { "disk", required_argument, NULL, OPT_DISK },
+                { "quiet", no_argument, NULL, 'q' },
+                {}
+        };
+        cJSON *body = cJSON_CreateObject(), *config = cJSON_CreateObject(), *env = cJSON_CreateArray(), *result = NULL;
+        _cleanup_free_ char *source = NULL, *label = NULL;
+        SpaceHttpReply reply = {};
+        const char *tag = NULL, *op_id;
+        bool quiet = false;
+        unsigned long n;
+        int c, r = EXIT_FAIL;
+
+        if (!body || !config || !env) {
+                log_error("out of memory");
+                goto out;
+        }
+        opterr = 0;
+        while ((c = getopt_long(argc, argv, ":ht:e:w:u:m:q", options, NULL)) >= 0) {
+                switch (c) {
+                case 'h':
+                        cli_print_help(cli_verb, stdout);
+                        r = 0;
+                        goto out;
+                case 't':
+                        tag = optarg;
+                        break;
+                case 'e':
+                        if (!strchr(optarg, '=') || optarg[0] == '=') {
+                                r = cli_usage_error("--env takes K=V, got '%s'", optarg);
+                                goto out;
+                        }
+                        cJSON_AddItemToArray(env, cJSON_CreateString(optarg));
+                        break;
+                case 'w':
+                        if (optarg[0] != '/') {
+                                r = cli_usage_error("--workdir takes an absolute path, got '%s'", optarg);
+                                goto out;
+                        }
+                        cJSON_AddStringToObject(config, "workdir", optarg);
+                        break;
+                case 'u':
+                        cJSON_AddStringToObject(config, "user", optarg);
+                        break;
+                case OPT_DESCRIPTION:
+                        cJSON_AddStringToObject(config, "description", optarg);
+                        break;
+                case OPT_VCPU:
+                        if (cli_parse_ulong("--vcpu", optarg, 1, 64, &n) < 0) {
+                                r = EXIT_USAGE;
+                                goto out;
+                        }
+                        cJSON_AddNumberToObject(config, "vcpu", (double) n);
+                        break;
+                case 'm':
+                        if (cli_parse_ulong("--memory", optarg, 64, 65536, &n) < 0) {
+                                r = EXIT_USAGE;
+                                goto out;
+                        }
+                        cJSON_AddNumberToObject(config, "memory_mib", (double) n);
+                        break;
+                case OPT_DISK:
+                        if (cli_parse_ulong("--disk", optarg, 64, 1048576, &n) < 0) {
+                                r = EXIT_USAGE;
+                                goto out;
+                        }
+                        cJSON_AddNumberToObject(config, "disk_mib", (double) n);
+                        break;
+                case 'q':
+                        quiet = true;
+                        break;
+                default:
+                        r = cli_bad_option(c, argv);
+                        goto out;
+                }
+        }
+        if (argc - optind != 1) {
+                r = cli_usage_error(argc - optind < 1 ? "template import needs FILE or DIR"
+                                                      : "template import takes one FILE or DIR");
+                goto out;
+        }
+        if (!tag) {
+                r = cli_usage_error("template import needs --tag NAME[:TAG]");
+                goto out;
+        }
+        /* the daemon resolves nothing relative to our directory */
+        source = realpath(argv[optind], NULL);
+        if (!source) {
+                log_error("%s: %m", argv[optind]);
+                goto out;
+        }
+        if (cJSON_GetArraySize(env) > 0) {
+                cJSON_AddItemToObject(config, "env", env);
+                env = NULL;
+        }
+        cJSON_AddStringToObject(body, "source", source);
+        cJSON_AddStringToObject(body, "tag", tag);
+        cJSON_AddItemToObject(body, "config", config);
+        config = NULL;
+
+        (void) cli_signals_install();
+        if (cli_http())
+                space_http_set_cancel(cli_http(), &cli_signal_received);
+        if (cli_call("POST", "/v1/templates/import", body, &reply) < 0)
+                goto out;
+        op_id = json_str(cJSON_GetObjectItemCaseSensitive(reply.json, "operation"), "id");
+        if (asprintf(&label, "importing %s", tag) < 0) {
+                log_error("out of memory");
+                goto out;
+        }
+        if (cli_operation_wait_progress(op_id, label, quiet, &result) < 0)
+                goto out;
+        if (!json_str(result, "digest")) {
+                log_error("the import finished without a digest");
+                goto out;
+        }
+        {
+                double dropped = 0;
+                if (json_num(result, "dropped", &dropped) && dropped > 0)
+                        fprintf(stderr, "spacectl: %.0f device nodes, fifos or sockets were left out of the image\n",
+                                dropped);
+        }
+        printf("%s\n", json_str(result, "digest"));
+        r = fflush(stdout) == 0 ? 0 : EXIT_FAIL;
+out:
+        space_http_reply_done(&reply);
+        cJSON_Delete(body);
+        cJSON_Delete(config);
+        cJSON_Delete(env);
+        cJSON_Delete(result);
+        return r;
+}
+
+static int no_options(int argc, char *argv[]) {
+        static const struct option options[] = { { "help", no_argument, NULL, 'h' }, {} };
+        int c;
+
+        opterr = 0;
+        while ((c = getopt_long(argc, argv, ":h", options, NULL)) >= 0) {
+                if (c == 'h') {
+                        cli_print_help(cli_verb, stdout);
+                        return 0;
+                }
+                return cli_bad_option(c, argv);
+        }
+        return -1;
+}
+
+static int template_inspect(int argc, char *argv[]) {
+        _cleanup_free_ char *path = NULL;
+        SpaceHttpReply reply = {};
+        int r;
+
+        r = no_options(argc, argv);
+        if (r >= 0)
+                return r;
+        if (argc - optind != 1)
+                return cli_usage_error("template inspect needs exactly one REF");
+        if (template_path(argv[optind], "", &path) < 0 || cli_call("GET", path, NULL, &reply) < 0)
+                return EXIT_FAIL;
+        r = cli_print_json(reply.json);
+        space_http_reply_done(&reply);
+        return r < 0 ? EXIT_FAIL : 0;
+}
+
+static int template_tag(int argc, char *argv[]) {
+        _cleanup_free_ char *path = NULL;
+        SpaceHttpReply reply = {};
+        cJSON *body;
+        int r;
+
+        r = no_options(argc, argv);
+        if (r >= 0)
+                return r;
+        if (argc - optind != 2)
+                return cli_usage_error("template tag needs REF and NAME[:TAG]");
+        body = cJSON_CreateObject();
+        if (!body || !cJSON_AddStringToObject(body, "tag", argv[optind + 1]) ||
+            template_path(argv[optind], "/tag", &path) < 0) {
+                cJSON_Delete(body);
+                return EXIT_FAIL;
+        }
+        r = cli_call("POST", path, body, &reply);
+        cJSON_Delete(body);
+        if (r < 0)
+                return EXIT_FAIL;
+        printf("%s\n", json_str(reply.json, "digest") ?: "");
+        space_http_reply_done(&reply);
+        return 0;
+}
+
+static int template_rm(int argc, char *argv[]) {
+        int r, status = 0;
+
+        r = no_options(argc, argv);
+        if (r >= 0)
+                return r;
+        if (argc - optind < 1)
+                return cli_usage_error("template rm needs at least one REF");
+        for (int i = optind; i < argc; i++) {
+                _cleanup_free_ char *path = NULL;
+                SpaceHttpReply reply = {};
+                double freed = 0;
+
+                if (template_path(argv[i], "", &path) < 0 || cli_call("DELETE", path, NULL, &reply) < 0) {
+                        status = EXIT_FAIL;
+                        continue;
+                }
+                if (json_str(reply.json, "untagged"))
+                        printf("untagged %s\n", json_str(reply.json, "untagged"));
+                if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(reply.json, "removed"))) {
+                        char size[32];
+                        (void) json_num(reply.json, "freed_bytes", &freed);
+                        format_bytes(freed, size, sizeof size);
+                        printf("removed %s (%s freed)\n", argv[i], size);
+                }
+                space_http_reply_done(&reply);
+        }
+        return fflush(stdout) == 0 ? status : EXIT_FAIL;
+}
+
+static int template_gc(int argc, char *argv[]) {
+        SpaceHttpReply reply = {};
+        double freed = 0, images = 0, bases = 0;
+        char size[32];
+        int r;
+
+        r = no_options(argc, argv);
+        if (r >= 0)
+                return r;
+        if (argc - optind != 0)
+                return cli_usage_error("template gc takes no arguments");
+        if (cli_call("POST", "/v1/templates/gc", NULL, &reply) < 0)
+                return EXIT_FAIL;
+        (void) json_num(reply.json, "freed_bytes", &freed);
+        (void) json_num(reply.json, "images_removed", &images);
+        (void) json_num(reply.json, "base_snapshots_removed", &bases);
+        format_bytes(freed, size, sizeof size);
+        printf("removed %.0f images and %.0f base snapshots, %s freed\n", images, bases, size);
+        space_http_reply_done(&reply);
+        return fflush(stdout) == 0 ? 0 : EXIT_FAIL;
 }
 
 static const struct {
@@ -89,6 +405,11 @@ static const struct {
         int (*run)(int argc, char *argv[]);
 } template_verbs[] = {
         { "ls", template_ls },
+        { "import", template_import },
+        { "inspect", template_inspect },
+        { "tag", template_tag },
+        { "rm", template_rm },
+        { "gc", template_gc },
 };
 
 int cmd_template(int argc, char *argv[]) {

@@ -212,10 +212,33 @@ _spacectl() {
                 COMPREPLY=($(compgen -W "$(_spacectl_sandboxes) $(_spacectl_checkpoints)" -- "$cur"))
             fi ;;
         template)
-            if [[ $npos -eq 0 && $cur != -* ]]; then
-                COMPREPLY=($(compgen -W "ls" -- "$cur"))
+            local sub=""
+            for ((i = 2; i < COMP_CWORD; i++)); do
+                [[ ${COMP_WORDS[i]} != -* ]] && { sub=${COMP_WORDS[i]}; break; }
+            done
+            if [[ -z $sub ]]; then
+                [[ $cur == -* ]] && COMPREPLY=($(compgen -W "--help" -- "$cur")) ||
+                    COMPREPLY=($(compgen -W "ls import inspect tag rm gc" -- "$cur"))
             else
-                COMPREPLY=($(compgen -W "--json --quiet --help" -- "$cur"))
+                case $sub in
+                    ls) COMPREPLY=($(compgen -W "--json --quiet --help" -- "$cur")) ;;
+                    import)
+                        case $prev in
+                            -t|--tag|-e|--env|-u|--user|--description|--vcpu|-m|--memory|--disk) ;;
+                            -w|--workdir) ;;
+                            *)
+                                if [[ $cur == -* ]]; then
+                                    COMPREPLY=($(compgen -W "--tag --env --workdir --user --description --vcpu --memory --disk --quiet --help" -- "$cur"))
+                                else
+                                    compopt -o filenames 2>/dev/null
+                                    COMPREPLY=($(compgen -f -- "$cur"))
+                                fi ;;
+                        esac ;;
+                    inspect|rm|tag)
+                        [[ $cur == -* ]] && COMPREPLY=($(compgen -W "--help" -- "$cur")) ||
+                            COMPREPLY=($(compgen -W "$(_spacectl_templates)" -- "$cur")) ;;
+                    gc) COMPREPLY=($(compgen -W "--help" -- "$cur")) ;;
+                esac
             fi ;;
         version)
             COMPREPLY=($(compgen -W "--json --help" -- "$cur")) ;;

@@ -250,10 +250,27 @@ complete -c spacectl -n "__spacectl_verb_is fork" -s q -l quiet -d 'No progress 
 complete -c spacectl -n "__spacectl_verb_is fork; and __spacectl_no_positional" -a '(__spacectl_sandboxes)' -d 'Sandbox'
 complete -c spacectl -n "__spacectl_verb_is fork; and __spacectl_no_positional" -a '(__spacectl_checkpoints)' -d 'Checkpoint'
 
-# template ls
-complete -c spacectl -n "__fish_seen_subcommand_from template; and not __fish_seen_subcommand_from ls" -a ls -d 'List templates'
+# template ls|import|inspect|tag|rm|gc
+set -l template_subs ls import inspect tag rm gc
+complete -c spacectl -n "__fish_seen_subcommand_from template; and not __fish_seen_subcommand_from $template_subs" -a ls -d 'List templates'
+complete -c spacectl -n "__fish_seen_subcommand_from template; and not __fish_seen_subcommand_from $template_subs" -a import -d 'Import a rootfs tarball or an OCI image'
+complete -c spacectl -n "__fish_seen_subcommand_from template; and not __fish_seen_subcommand_from $template_subs" -a inspect -d 'Print a template as JSON'
+complete -c spacectl -n "__fish_seen_subcommand_from template; and not __fish_seen_subcommand_from $template_subs" -a tag -d 'Tag a template'
+complete -c spacectl -n "__fish_seen_subcommand_from template; and not __fish_seen_subcommand_from $template_subs" -a rm -d 'Remove tags or templates'
+complete -c spacectl -n "__fish_seen_subcommand_from template; and not __fish_seen_subcommand_from $template_subs" -a gc -d 'Remove unused images and base snapshots'
 complete -c spacectl -n "__fish_seen_subcommand_from template; and __fish_seen_subcommand_from ls" -l json -d 'Print JSON'
-complete -c spacectl -n "__fish_seen_subcommand_from template; and __fish_seen_subcommand_from ls" -s q -l quiet -d 'Print only names'
+complete -c spacectl -n "__fish_seen_subcommand_from template; and __fish_seen_subcommand_from ls" -s q -l quiet -d 'Print only tags'
+complete -c spacectl -n "__fish_seen_subcommand_from template; and __fish_seen_subcommand_from import" -s t -l tag -r -d 'Tag NAME:TAG'
+complete -c spacectl -n "__fish_seen_subcommand_from template; and __fish_seen_subcommand_from import" -s e -l env -r -d 'Default environment variable K=V'
+complete -c spacectl -n "__fish_seen_subcommand_from template; and __fish_seen_subcommand_from import" -s w -l workdir -r -d 'Default working directory'
+complete -c spacectl -n "__fish_seen_subcommand_from template; and __fish_seen_subcommand_from import" -s u -l user -r -d 'Default user'
+complete -c spacectl -n "__fish_seen_subcommand_from template; and __fish_seen_subcommand_from import" -l description -r -d 'Description'
+complete -c spacectl -n "__fish_seen_subcommand_from template; and __fish_seen_subcommand_from import" -l vcpu -r -d 'Default vCPUs'
+complete -c spacectl -n "__fish_seen_subcommand_from template; and __fish_seen_subcommand_from import" -s m -l memory -r -d 'Default memory in MiB'
+complete -c spacectl -n "__fish_seen_subcommand_from template; and __fish_seen_subcommand_from import" -l disk -r -d 'Default disk in MiB'
+complete -c spacectl -n "__fish_seen_subcommand_from template; and __fish_seen_subcommand_from import" -s q -l quiet -d 'No progress line'
+complete -c spacectl -n "__fish_seen_subcommand_from template; and __fish_seen_subcommand_from import" -F
+complete -c spacectl -n "__fish_seen_subcommand_from template; and __fish_seen_subcommand_from inspect tag rm" -f -a '(__spacectl_templates)' -d 'Template'
 
 # version, help
 complete -c spacectl -n "__fish_seen_subcommand_from version" -l json -d 'Print JSON'

@@ -160,8 +160,8 @@ int agent_wait_hello(const char *socket_path, int timeout_ms, char **reterr_mess
 }
 
 static int send_identity(int fd, SpaceFrameReader *rd, uint8_t *pending, size_t *pending_len, uint32_t stream,
-                         const char *sandbox_id, const char *hostname, char **env, uint64_t deadline,
-                         char **reterr_message) {
+                         const char *sandbox_id, const char *hostname, char **env, uint64_t disk_bytes,
+                         uint64_t deadline, char **reterr_message) {
         _cleanup_(space_buf_done) SpaceBuf kv = {};
         SpaceFrameHeader h;
         const uint8_t *payload;
@@ -186,6 +186,8 @@ static int send_identity(int fd, SpaceFrameReader *rd, uint8_t *pending, size_t 
                 r = space_kv_add(&kv, "seed", seed_hex);
         for (char **e = env; r >= 0 && e && *e; e++)
                 r = space_kv_add(&kv, "env", *e);
+        if (r >= 0 && disk_bytes > 0)
+                r = space_kv_addf(&kv, "disk_bytes", "%llu", (unsigned long long) disk_bytes);
         if (r < 0)
                 return r;
         if (kv.len > SPACE_FRAME_PAYLOAD_MAX)
@@ -193,13 +195,19 @@ static int send_identity(int fd, SpaceFrameReader *rd, uint8_t *pending, size_t 
         r = send_frame_blocking(fd, SPACE_F_INIT, stream, kv.data, kv.len);
         if (r >= 0)
                 r = wait_frame(fd, rd, SPACE_F_OK, stream, deadline, &h, &payload, pending, pending_len);
-        if (r < 0)
+        if (r == -EPROTO) {
+                /* the guest's own words, bounded: it is not trusted */
+                const char *msg = NULL;
+                if (space_kv_get(payload, h.length, "message", &msg) <= 0)
+                        msg = "no reason given";
+                (void) asprintf(reterr_message, "the guest agent refused its identity: %.200s", msg);
+        } else if (r < 0)
                 (void) asprintf(reterr_message, "the guest agent refused its identity: %s", strerror(-r));
         return r;
 }
 
 int agent_handshake(const char *socket_path, const char *sandbox_id, const char *hostname, char **env,
-                    int timeout_ms, int *ret_fd, char **reterr_message) {
+                    uint64_t disk_bytes, int timeout_ms, int *ret_fd, char **reterr_message) {
         uint64_t deadline = now_usec_monotonic() + (uint64_t) timeout_ms * 1000;
         _cleanup_free_ SpaceFrameReader *rd = calloc(1, sizeof *rd);
         _cleanup_free_ uint8_t *pending = malloc(65536);
@@ -225,7 +233,8 @@ int agent_handshake(const char *socket_path, const char *sandbox_id, const char 
                                 strerror(-r));
                 return r;
         }
-        r = send_identity(fd, rd, pending, &pending_len, 2, sandbox_id, hostname, env, deadline, reterr_message);
+        r = send_identity(fd, rd, pending, &pending_len, 2, sandbox_id, hostname, env, disk_bytes, deadline,
+                          reterr_message);
         if (r < 0)
                 return r;
         *ret_fd = TAKE_FD(fd);
@@ -265,7 +274,8 @@ int agent_reidentify(int fd, const char *sandbox_id, const char *hostname, char 
 
         if (!rd || !pending)
                 return -ENOMEM;
-        return send_identity(fd, rd, pending, &pending_len, 3, sandbox_id, hostname, env, deadline, reterr_message);
+        return send_identity(fd, rd, pending, &pending_len, 3, sandbox_id, hostname, env, 0, deadline,
+                             reterr_message);
 }
 
 /* ---- event loop side ---- */

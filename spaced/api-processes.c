@@ -100,9 +100,12 @@ void api_post_processes(Request *r, const RouteArgs *a) {
         o = parse_body_object(r, fields);
         if (!o)
                 return;
-        if (parse_exec_spec(r, o, false, &spec, &argv, &env) >= 0 && require_running(r, s) >= 0 &&
-            process_exec(r, s, &spec) < 0 && !r->responded)
-                http_respond_error(r, 500, "internal", "cannot start the process");
+        if (parse_exec_spec(r, o, false, &spec, &argv, &env) >= 0) {
+                if (!spec.cwd)
+                        spec.cwd = template_workdir(http_manager(r->http), s); /* the template's default */
+                if (require_running(r, s) >= 0 && process_exec(r, s, &spec) < 0 && !r->responded)
+                        http_respond_error(r, 500, "internal", "cannot start the process");
+        }
         if (!r->responded && !r->suspended)
                 http_respond_error(r, 500, "internal", "cannot start the process");
         cJSON_Delete(o);

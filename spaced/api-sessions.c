@@ -31,6 +31,8 @@ void api_post_sessions(Request *r, const RouteArgs *a) {
         if (!o)
                 return;
         if (parse_exec_spec(r, o, true, &spec, &argv, &env) >= 0) {
+                if (!spec.cwd)
+                        spec.cwd = template_workdir(http_manager(r->http), s); /* the template's default */
                 if (s->state != SANDBOX_RUNNING)
                         http_respond_error(r, 409, "sandbox_not_running", "sandbox %s is %s, not running", s->id,
                                            sandbox_state_to_string(s->state));

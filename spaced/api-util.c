@@ -78,6 +78,21 @@ cJSON *operation_to_json(Operation *op) {
                 for (char **c = op->children; *c; c++)
                         cJSON_AddItemToArray(ids, cJSON_CreateString(*c));
         }
+        if (op->progress) {
+                cJSON *p = cJSON_AddObjectToObject(o, "progress");
+                pthread_mutex_lock(&op->progress->lock);
+                cJSON_AddStringToObject(p, "phase", op->progress->phase ?: "running");
+                cJSON_AddNumberToObject(p, "bytes_done", (double) op->progress->bytes_done);
+                cJSON_AddNumberToObject(p, "bytes_total", (double) op->progress->bytes_total);
+                cJSON_AddNumberToObject(p, "layer", op->progress->layer);
+                cJSON_AddNumberToObject(p, "layers", op->progress->layers);
+                pthread_mutex_unlock(&op->progress->lock);
+        }
+        if (op->result) {
+                cJSON *res = cJSON_Parse(op->result);
+                if (res)
+                        cJSON_AddItemToObject(o, "result", res);
+        }
         if (op->error.code) {
                 cJSON *e = cJSON_AddObjectToObject(o, "error");
                 cJSON_AddStringToObject(e, "code", op->error.code);
@@ -96,6 +111,8 @@ unsigned status_for_code(const char *code) {
                 { "operation_not_found", 404 },  { "process_not_found", 404 },  { "ambiguous_reference", 409 },
                 { "name_in_use", 409 },          { "invalid_state", 409 },       { "no_space", 507 },          { "sandbox_busy", 409 },       { "sandbox_not_running", 409 },
                 { "insufficient_memory", 507 },
+                { "disk_too_small", 400 },
+                { "invalid_ref", 400 },          { "template_in_use", 409 },    { "invalid_source", 400 },
         };
         for (size_t i = 0; i < ELEMENTSOF(table); i++)
                 if (streq(table[i].code, code))

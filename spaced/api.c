@@ -17,7 +17,6 @@
 #define SEGMENTS_MAX 8
 
 static void get_version(Request *r, const RouteArgs *a);
-static void get_templates(Request *r, const RouteArgs *a);
 static void get_sandboxes(Request *r, const RouteArgs *a);
 static void post_sandboxes(Request *r, const RouteArgs *a);
 static void get_sandbox(Request *r, const RouteArgs *a);
@@ -27,7 +26,12 @@ static void get_operation(Request *r, const RouteArgs *a);
 /* Every route the daemon serves; tests/unit/test-openapi.c checks this table against openapi.json. */
 const Route api_routes[] = {
         { "GET", "/v1/version", get_version },
-        { "GET", "/v1/templates", get_templates },
+        { "GET", "/v1/templates", api_get_templates },
+        { "POST", "/v1/templates/import", api_post_template_import },
+        { "POST", "/v1/templates/gc", api_post_templates_gc },
+        { "GET", "/v1/templates/{ref}", api_get_template },
+        { "DELETE", "/v1/templates/{ref}", api_delete_template },
+        { "POST", "/v1/templates/{ref}/tag", api_post_template_tag },
         { "GET", "/v1/sandboxes", get_sandboxes },
         { "POST", "/v1/sandboxes", post_sandboxes },
         { "GET", "/v1/sandboxes/{id}", get_sandbox },
@@ -76,6 +80,11 @@ const Route api_routes[] = {
         {},
 };
 
+/* {ref} and {template} are template references, which may have '/' in them. */
+static bool is_template_ref(const char *seg, size_t len) {
+        return (len == 5 && strncmp(seg, "{ref}", 5) == 0) || (len == 10 && strncmp(seg, "{template}", 10) == 0);
+}
+
 /* Matches url against pattern segment by segment; {name} segments are captured in order. */
 static bool route_match(const char *pattern, const char *url, RouteArgs *ret) {
         const char *p = pattern, *u = url;
@@ -93,7 +102,33 @@ static bool route_match(const char *pattern, const char *url, RouteArgs *ret) {
                         return !*p && !*u;
                 pl = strcspn(p, "/");
                 ul = strcspn(u, "/");
-                if (*p == '{') {
+                if (is_template_ref(p, pl)) {
+                        /* a template reference spans segments (team/python:3.12): it takes all the URL's
+                         * segments but as many as the pattern has after it */
+                        unsigned after = 0, have = 0;
+                        const char *e;
+
+                        if (n >= ROUTE_ARGS_MAX)
+                                return false;
+                        for (const char *q = p + pl; *q; q++)
+                                after += *q == '/' && q[1] && q[1] != '/';
+                        for (const char *q = u; *q; q++)
+                                have += *q != '/' && (q == u || q[-1] == '/');
+                        if (have < after + 1)
+                                return false;
+                        e = u;
+                        for (unsigned k = 0; k < have - after; k++) {
+                                while (*e == '/')
+                                        e++;
+                                e += strcspn(e, "/");
+                        }
+                        ul = (size_t) (e - u);
+                        size_t keep = ul < sizeof ret->buf[0] ? ul : sizeof ret->buf[0] - 1;
+                        memcpy(ret->buf[n], u, keep);
+                        ret->buf[n][keep] = 0;
+                        ret->arg[n] = ret->buf[n];
+                        n++;
+                } else if (*p == '{') {
                         if (n >= ROUTE_ARGS_MAX)
                                 return false;
                         /* an overlong segment is cut short here and refused by args_valid() */
@@ -144,6 +179,17 @@ static bool args_valid(Request *r, const Route *rt, const RouteArgs *a) {
                 name = ++p;
                 namelen = strcspn(name, "}");
                 number = namelen == 3 && memcmp(name, "pid", 3) == 0;
+                if (is_template_ref(name - 1, namelen + 2)) {
+                        /* template references: the handler says precisely what is wrong with one */
+                        if (n < 1 || n > 255 ||
+                            strspn(v, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-/:") != n) {
+                                http_respond_error(r, 400, "invalid_ref",
+                                                   "'%.64s' in the URL is not a template reference: use "
+                                                   "NAME[:TAG] or sha256:<hex>", v);
+                                return false;
+                        }
+                        continue;
+                }
                 good = n >= 1 && n <= (number ? 10 : ROUTE_ARG_MAX) &&
                        strspn(v, number ? "0123456789"
                                         : "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-") == n;
@@ -187,23 +233,6 @@ static void get_version(Request *r, const RouteArgs *a) {
         cJSON_AddNumberToObject(o, "pid", getpid());
         cJSON_AddNumberToObject(o, "memory_limit_mib", (double) m->memory_limit_mib);
         cJSON_AddNumberToObject(o, "memory_in_use_mib", (double) manager_memory_in_use(m));
-        http_respond_json(r, 200, o);
-}
-
-static void get_templates(Request *r, const RouteArgs *a) {
-        cJSON *o = cJSON_CreateObject(), *list = cJSON_AddArrayToObject(o, "templates");
-
-        for (Template *t = http_manager(r->http)->templates; t; t = t->next) {
-                cJSON *j = cJSON_CreateObject();
-                cJSON_AddStringToObject(j, "name", t->name);
-                cJSON_AddStringToObject(j, "digest", t->digest);
-                cJSON_AddNumberToObject(j, "size_bytes", (double) t->size_bytes);
-                cJSON_AddNumberToObject(j, "vcpu", t->vcpu);
-                cJSON_AddNumberToObject(j, "memory_mib", (double) t->memory_mib);
-                cJSON_AddNumberToObject(j, "disk_mib", (double) t->disk_mib);
-                cJSON_AddStringToObject(j, "description", t->description ?: "");
-                cJSON_AddItemToArray(list, j);
-        }
         http_respond_json(r, 200, o);
 }
 

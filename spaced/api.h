@@ -18,6 +18,7 @@ enum {
         WAIT_DELETE,
         WAIT_OPERATION,
         WAIT_LIFECYCLE,
+        WAIT_IMPORT,
 };
 
 /* The {name} segments of a matched URL, in order. */
@@ -67,6 +68,15 @@ extern const size_t openapi_json_len;
 void api_get_openapi(Request *r, const RouteArgs *a);
 void api_get_info(Request *r, const RouteArgs *a);
 void api_get_operations(Request *r, const RouteArgs *a);
+
+/* api-templates.c */
+cJSON *template_to_json(Manager *m, Template *t);
+void api_get_templates(Request *r, const RouteArgs *a);
+void api_get_template(Request *r, const RouteArgs *a);
+void api_post_template_import(Request *r, const RouteArgs *a);
+void api_delete_template(Request *r, const RouteArgs *a);
+void api_post_template_tag(Request *r, const RouteArgs *a);
+void api_post_templates_gc(Request *r, const RouteArgs *a);
 
 /* api-pools.c */
 void api_get_pools(Request *r, const RouteArgs *a);

@@ -145,16 +145,15 @@ int base_snapshot_ensure(Manager *m, const BaseRequest *req, BaseSnapshot *ret, 
         }
         if (short_digest(kd, ks) < 0 || short_digest(id, is) < 0 || short_digest(req->template_digest, ts) < 0)
                 return -EINVAL;
-        if (asprintf(&dir, "%s/base/%s-%s-k%s-i%s-m%llu-c%u-%s", req->state_dir, req->template_name, ts, ks, is,
-                     (unsigned long long) req->memory_mib, req->vcpu,
-                     req->accel == VM_ACCEL_KVM ? "kvm" : "tcg") < 0)
+        /* Named by the template's digest (not a tag, which moves): templates_gc() parses this name. A btrfs
+         * store's base has a raw disk, which a qcow2 store's sandboxes could not use, and vice versa. */
+        if (asprintf(&dir, "%s/base/%s-k%s-i%s-m%llu-c%u-%s%s", req->state_dir, ts, ks, is,
+                     (unsigned long long) req->memory_mib, req->vcpu, req->accel == VM_ACCEL_KVM ? "kvm" : "tcg",
+                     req->disk_backend == DISK_BACKEND_BTRFS ? "-btrfs" : "") < 0)
                 return -ENOMEM;
-        /* namespaced template names have slashes */
-        for (char *c = dir + strlen(req->state_dir) + 6; *c; c++)
-                if (*c == '/')
-                        *c = '_';
         if (asprintf(&ready, "%s/ready", dir) < 0 || asprintf(&b.mem_path, "%s/base.mem", dir) < 0 ||
-            asprintf(&b.state_path, "%s/base.state", dir) < 0 || asprintf(&b.disk_path, "%s/base.qcow2", dir) < 0)
+            asprintf(&b.state_path, "%s/base.state", dir) < 0 ||
+            asprintf(&b.disk_path, "%s/base.%s", dir, req->disk_backend == DISK_BACKEND_BTRFS ? "raw" : "qcow2") < 0)
                 return -ENOMEM;
         b.kernel = TAKE_PTR(kernel);
         b.initrd = TAKE_PTR(initrd);
@@ -183,14 +182,13 @@ int base_snapshot_ensure(Manager *m, const BaseRequest *req, BaseSnapshot *ret, 
         if (r < 0)
                 goto fail_msg;
         {
-                char *argv[] = { "qemu-img", "create", "-q", "-f", "qcow2", "-F", "raw", "-b", req->rootfs,
-                                 b.disk_path, NULL };
-                char *out = NULL;
-                r = run_command(argv, &out);
-                if (r < 0) {
-                        (void) asprintf(reterr_message, "qemu-img create failed: %s", out ?: "?");
-                        free(out);
+                _cleanup_free_ char *disk = NULL;
+                r = disk_base_new(req->disk_backend, req->rootfs, b.dir, &disk, reterr_message);
+                if (r < 0)
                         goto fail;
+                if (!streq(disk, b.disk_path)) {
+                        r = -EINVAL;
+                        goto fail_msg;
                 }
         }
 
@@ -200,7 +198,7 @@ int base_snapshot_ensure(Manager *m, const BaseRequest *req, BaseSnapshot *ret, 
                 .kernel = b.kernel,
                 .initrd = b.initrd,
                 .disk = b.disk_path,
-                .disk_format = "qcow2",
+                .disk_format = disk_format(b.disk_path),
                 .mem_path = b.mem_path,
                 .mem_share = true,
                 .vcpus = req->vcpu,
@@ -292,7 +290,7 @@ VmConfig base_restore_config(const BaseSnapshot *b, const BaseRequest *req, cons
                 .kernel = b->kernel,
                 .initrd = b->initrd,
                 .disk = disk,
-                .disk_format = "qcow2",
+                .disk_format = disk_format(disk),
                 .mem_path = b->mem_path,
                 .mem_share = false,
                 .vcpus = req->vcpu,

@@ -16,8 +16,8 @@
 #include "store.h"
 
 /* Checkpoints, restore and fork (DESIGN.md decision 6). A checkpoint stops the sandbox, freezes its disk
- * layer (the VM goes on in a new overlay on top, via blockdev-snapshot-sync), writes memory and device state,
- * and lets it run again: the pause is the state write. Restore and fork are creates whose source is the
+ * (layers.c: a qcow2 layer the VM leaves for a new one on top, or a read-only btrfs snapshot), writes memory
+ * and device state, and lets it run again: the pause is mostly the state write. Restore and fork are creates whose source is the
  * checkpoint instead of the template's base snapshot. */
 
 #define CHECKPOINT_TIMEOUT_MS (600 * 1000)
@@ -233,6 +233,7 @@ typedef struct CheckpointJob {
         char *error;
         char *frozen_layer;
         uint64_t pause_usec;
+        uint64_t disk_usec;   /* of the pause: stop and the disk's snapshot */
         uint64_t size_bytes;
 } CheckpointJob;
 
@@ -246,19 +247,13 @@ static void checkpoint_job_free(CheckpointJob *j) {
         free(j);
 }
 
-static int json_quote(const char *s, char **ret) {
-        cJSON *v = cJSON_CreateString(s);
-        *ret = v ? cJSON_PrintUnformatted(v) : NULL;
-        cJSON_Delete(v);
-        return *ret ? 0 : -ENOMEM;
-}
-
 static void checkpoint_done(Manager *m, void *userdata);
 
 static void *checkpoint_worker(void *userdata) {
         CheckpointJob *j = userdata;
-        _cleanup_free_ char *qmp_path = NULL, *old_top = NULL, *new_top = NULL, *args = NULL, *quoted = NULL;
+        _cleanup_free_ char *qmp_path = NULL;
         _cleanup_close_ int fd = -1;
+        DiskCheckpoint d = {};
         uint64_t t_stop = 0;
         Qmp *q = NULL;
         bool stopped = false;
@@ -268,13 +263,7 @@ static void *checkpoint_worker(void *userdata) {
                 r = -ENOMEM;
                 goto out;
         }
-        r = sandbox_disk_get(j->data_dir, &old_top);
-        if (r < 0) {
-                (void) asprintf(&j->error, "the sandbox's disk is missing: %s", strerror(-r));
-                goto out;
-        }
-        /* The new top layer is made before the pause so it costs nothing while the guest is stopped. */
-        r = layer_new(j->state_dir, old_top, "qcow2", j->disk_mib, &new_top, &j->error);
+        r = disk_checkpoint_prepare(j->state_dir, j->data_dir, j->disk_mib, &d, &j->error);
         if (r < 0)
                 goto out;
         fd = open(j->state_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
@@ -283,40 +272,22 @@ static void *checkpoint_worker(void *userdata) {
                 (void) asprintf(&j->error, "cannot create %s: %m", j->state_path);
                 goto out;
         }
+        crash_point("checkpoint-prepared");
         r = qmp_open(qmp_path, 5000, &q, &j->error);
         if (r < 0)
                 goto out;
         t_stop = now_usec_monotonic();
+        /* stop drains and flushes the VM's I/O: the disk is consistent with the memory saved below */
         r = qmp_execute(q, "stop", NULL, -1, 5000, NULL, &j->error);
         if (r < 0)
                 goto out;
         stopped = true;
         crash_point("checkpoint-stopped");
-        if (json_quote(new_top, &quoted) < 0 ||
-            asprintf(&args, "{\"device\":\"d0\",\"snapshot-file\":%s,\"format\":\"qcow2\",\"mode\":\"existing\"}",
-                     quoted) < 0) {
-                r = -ENOMEM;
+        r = disk_checkpoint_take(q, j->state_dir, j->data_dir, &d, &j->error);
+        if (r < 0)
                 goto out;
-        }
-        /* Link first: if we die between the two, the link names an empty overlay on the layer QEMU still
-         * writes, which reads the same; the other order could leave the link on a layer QEMU left. */
-        r = sandbox_disk_set(j->data_dir, new_top);
-        if (r < 0) {
-                (void) asprintf(&j->error, "cannot switch the sandbox's disk: %s", strerror(-r));
-                goto out;
-        }
-        crash_point("checkpoint-layer-switched");
-        r = qmp_execute(q, "blockdev-snapshot-sync", args, -1, 10000, NULL, &j->error);
-        if (r < 0) {
-                (void) sandbox_disk_set(j->data_dir, old_top);
-                goto out;
-        }
-        crash_point("checkpoint-linked");
+        j->disk_usec = now_usec_monotonic() - t_stop;
         r = vm_save_state(q, fd, CHECKPOINT_TIMEOUT_MS, &j->error);
-        if (r >= 0 && fsync(fd) < 0) {
-                r = -errno;
-                (void) asprintf(&j->error, "writing %s: %m", j->state_path);
-        }
         crash_point("checkpoint-saved");
 out:
         if (stopped) {
@@ -324,13 +295,20 @@ out:
                 j->pause_usec = now_usec_monotonic() - t_stop;
         }
         qmp_close(q);
+        /* Synced after cont: nothing reads the file before this job ends, so the guest need not wait for
+         * the disk. */
+        if (r >= 0 && fsync(fd) < 0) {
+                r = -errno;
+                (void) asprintf(&j->error, "writing %s: %m", j->state_path);
+        }
         if (r >= 0) {
                 struct stat st;
                 if (fstat(fd, &st) >= 0)
                         j->size_bytes = (uint64_t) st.st_size;
-                j->frozen_layer = TAKE_PTR(old_top);
+                j->frozen_layer = TAKE_PTR(d.frozen);
         } else
                 (void) unlink(j->state_path);
+        disk_checkpoint_done(&d, r >= 0);
         j->r = r;
         completion_post(j->manager, checkpoint_done, j);
         return NULL;
@@ -355,8 +333,9 @@ static void checkpoint_done(Manager *m, void *userdata) {
                 c->ready = true;
                 if (checkpoint_save(m, c) < 0)
                         log_warning("cannot record checkpoint %s", c->id);
-                log_info("sandbox %s: checkpoint %s taken, paused %.1f ms, %llu bytes", j->sandbox_id, c->id,
-                         (double) c->pause_usec / 1000.0, (unsigned long long) c->size_bytes);
+                log_info("sandbox %s: checkpoint %s taken, paused %.1f ms (stop and disk %.1f ms), %llu bytes",
+                         j->sandbox_id, c->id, (double) c->pause_usec / 1000.0, (double) j->disk_usec / 1000.0,
+                         (unsigned long long) c->size_bytes);
         } else if (c) {
                 for (Checkpoint **i = &m->checkpoints; *i; i = &(*i)->next)
                         if (*i == c) {
@@ -499,6 +478,7 @@ int checkpoint_remove(Manager *m, Checkpoint *c, OperationError *reterr) {
                 return operation_error_set(reterr, "checkpoint_busy", "checkpoint %s is still being taken", c->id) ?: -EBUSY;
         (void) checkpoint_delete_row(m, c->id);
         (void) unlink(c->state_path);
+        disk_forget(c->disk);
         for (Checkpoint **i = &m->checkpoints; *i; i = &(*i)->next)
                 if (*i == c) {
                         *i = c->next;
@@ -659,7 +639,7 @@ static void restore_done(Manager *m, void *userdata) {
 
 static void *restore_worker(void *userdata) {
         RestoreJob *j = userdata;
-        _cleanup_free_ char *layer = NULL, *agent_path = NULL, *hostname = NULL;
+        _cleanup_free_ char *layer = NULL, *old_disk = NULL, *agent_path = NULL, *hostname = NULL;
         _cleanup_close_ int fd = -1;
         BaseSnapshot b = {};
         Qmp *q = NULL;
@@ -678,12 +658,18 @@ static void *restore_worker(void *userdata) {
         r = space_mkdir_p(j->run_dir, 0700);
         if (r < 0)
                 goto out;
-        r = layer_new(j->base.state_dir, j->frozen_disk, "qcow2", j->disk_mib, &layer, &j->error);
+        (void) sandbox_disk_get(j->data_dir, &old_disk);
+        r = disk_clone(j->base.state_dir, j->frozen_disk, j->disk_mib, &layer, &j->error);
         if (r < 0)
                 goto out;
         r = sandbox_disk_set(j->data_dir, layer);
-        if (r < 0)
+        if (r < 0) {
+                disk_forget(layer);
                 goto out;
+        }
+        /* the old QEMU is gone: nothing writes the disk the sandbox had */
+        if (old_disk && !streq(old_disk, layer))
+                disk_forget(old_disk);
         fd = open(j->state_path, O_RDONLY | O_CLOEXEC);
         if (fd < 0) {
                 r = -errno;
@@ -697,7 +683,7 @@ static void *restore_worker(void *userdata) {
         if (r >= 0)
                 r = qmp_execute(q, "cont", NULL, -1, 10000, NULL, &j->error);
         if (r >= 0)
-                r = agent_handshake(agent_path, j->sandbox_id, hostname, j->init_env, RESTORE_TIMEOUT_MS,
+                r = agent_handshake(agent_path, j->sandbox_id, hostname, j->init_env, 0, RESTORE_TIMEOUT_MS,
                                     &j->agent_fd, &j->error);
         if (r < 0 && j->new_pid > 0) {
                 (void) vm_kill(j->new_pid, j->run_dir, 5000);
@@ -725,8 +711,8 @@ int sandbox_restore_start(Manager *m, Sandbox *s, Checkpoint *c, Operation **ret
         if (s->state == SANDBOX_SUSPENDED || s->state == SANDBOX_CREATING || s->state == SANDBOX_DELETING)
                 return operation_error_set(reterr, "invalid_state", "cannot restore sandbox %s: it is %s", s->id,
                                            sandbox_state_to_string(s->state)) ?: -EINVAL;
-        t = template_find(m, c->template_name);
-        if (!t || !streq_ptr(t->digest, c->template_digest))
+        t = template_find_digest(m, c->template_digest);
+        if (!t)
                 return operation_error_set(reterr, "template_not_found",
                                            "checkpoint %s was taken from template %s, which is no longer installed",
                                            c->id, c->template_name) ?: -ENOENT;

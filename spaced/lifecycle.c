@@ -161,7 +161,7 @@ static int do_wake(LifecycleJob *j) {
                 r = qmp_execute(q, "cont", NULL, -1, 10000, NULL, &j->error);
         /* Same identity as before, but the clock has to jump to now. */
         if (r >= 0)
-                r = agent_handshake(agent_path, j->id, hostname, j->init_env, WAKE_TIMEOUT_MS, &j->agent_fd,
+                r = agent_handshake(agent_path, j->id, hostname, j->init_env, 0, WAKE_TIMEOUT_MS, &j->agent_fd,
                                     &j->error);
         if (r < 0 && j->new_pid > 0) {
                 (void) vm_kill(j->new_pid, j->run_dir, 5000);
@@ -308,9 +308,9 @@ int sandbox_lifecycle_start(Manager *m, Sandbox *s, LifecycleKind kind, Operatio
                 return -ENOMEM;
         }
         if (kind == LIFECYCLE_WAKE) {
-                Template *t = template_find(m, s->template_name);
+                Template *t = template_find_digest(m, s->template_digest);
 
-                if (!t || !streq_ptr(t->digest, s->template_digest)) {
+                if (!t) {
                         job_free(j);
                         return operation_error_set(reterr, "template_not_found",
                                                    "sandbox %s was made from template %s (%s), which is no longer "

@@ -367,6 +367,9 @@ int main(int argc, char **argv) {
         r = manager_reconcile(&m);
         if (r < 0)
                 log_warning_errno(r, "reconciling state failed");
+        m.disk_backend = disk_backend_detect(m.state_dir);
+        log_info("disk store in %s: %s", m.state_dir,
+                 m.disk_backend == DISK_BACKEND_BTRFS ? "btrfs subvolumes and reflinks" : "qcow2 overlays");
         (void) layers_gc(&m); /* what interrupted creates and removals left */
         pool_refill(&m);
 

@@ -62,20 +62,45 @@ typedef enum OperationState {
         _OPERATION_STATE_MAX,
 } OperationState;
 
+typedef enum DiskBackend {
+        DISK_BACKEND_QCOW2,  /* qcow2 overlays */
+        DISK_BACKEND_BTRFS,  /* raw files in btrfs subvolumes, reflinks and snapshots */
+} DiskBackend;
+
+/* One image of the template store (template.c): immutable, named by the digest of its root filesystem tree
+ * (template-tree.c), with the tags that point at it and the defaults of its config.json. */
 typedef struct Template {
-        char *name;
-        char *dir;
-        char *rootfs;        /* rootfs.ext4 */
-        char *digest;        /* "sha256:<hex>" of rootfs.ext4 */
+        char *name;          /* for messages: its first tag, else "sha256:<12 hex>" */
+        char *dir;           /* $state/templates/sha256-<hex> */
+        char *rootfs;        /* dir/rootfs.ext4 */
+        char *digest;        /* "sha256:<hex>" of the root filesystem tree's manifest */
         char *description;
         unsigned vcpu;
         uint64_t memory_mib;
         uint64_t disk_mib;
         char **env;          /* K=V */
         char *workdir;
-        uint64_t size_bytes;
+        uint64_t size_bytes; /* content: file and symlink bytes */
+        char *user;
+        char **entrypoint;   /* a default command (OCI Entrypoint + Cmd); NULL: none */
+        char **tags;         /* "name:tag", sorted */
+        int64_t created_at;
+        char *source;        /* what it was imported from */
+        char *source_digest; /* builtins: the sha256 of their rootfs.tar */
+        uint64_t files;
+        uint64_t image_bytes; /* rootfs.ext4's allocated bytes */
         struct Template *next;
 } Template;
+
+/* What a running operation has done so far (imports); shared with its worker thread under lock. */
+typedef struct OperationProgress {
+        pthread_mutex_t lock;
+        const char *phase;   /* a static string */
+        uint64_t bytes_done;
+        uint64_t bytes_total;
+        unsigned layer;
+        unsigned layers;
+} OperationProgress;
 
 struct Sandbox {
         Manager *manager;
@@ -124,6 +149,8 @@ struct Operation {
         unsigned failed;
         char **children;     /* a fork: the sandboxes it made */
         char checkpoint_id[CHECKPOINT_ID_LEN + 1]; /* a checkpoint: the one it takes */
+        OperationProgress *progress; /* while running, when the work reports progress (the worker's) */
+        char *result;        /* JSON of what a finished operation made (an import: digest, tags, ...) */
         Operation *next;
 };
 
@@ -160,12 +187,14 @@ struct Manager {
         VmAccel accel;
         unsigned tsc_khz;
         unsigned host_cpus;
+        DiskBackend disk_backend;   /* of $state, for new base snapshots */
         uint64_t memory_limit_mib;
         Template *templates;
         Sandbox *sandboxes;
         Operation *operations;
         Checkpoint *checkpoints;
         struct PoolConfig *pools;
+        sd_event_source *pool_refill_timer;   /* pool_refill_later() */
 
         /* Worker threads post Completions here and poke the eventfd. */
         pthread_mutex_t completions_lock;
@@ -195,7 +224,14 @@ void crash_point(const char *name);
 
 /* template.c */
 int templates_load(Manager *m);
-Template *template_find(Manager *m, const char *name);
+/* A reference (NAME[:TAG], sha256:<hex>) resolved silently: NULL when invalid, unknown or ambiguous. */
+Template *template_find(Manager *m, const char *ref);
+/* By full digest "sha256:<hex>": what sandboxes, checkpoints and pools record. */
+Template *template_find_digest(Manager *m, const char *digest);
+/* Resolves a reference with the error a user sees: invalid_ref, template_not_found, ambiguous_reference. */
+int template_resolve(Manager *m, const char *ref, Template **ret, OperationError *reterr);
+/* The default working directory of commands in s (its template's workdir), NULL for none. */
+const char *template_workdir(Manager *m, const Sandbox *s);
 void templates_free(Manager *m);
 
 /* sandbox.c */
@@ -221,10 +257,30 @@ int manager_reconcile(Manager *m);
 void sandbox_cleanup_vm_files(pid_t pid, const char *run_dir, const char *data_dir);
 bool sandbox_state_holds_memory(SandboxState s);
 
-/* layers.c */
-int layer_new(const char *state_dir, const char *backing, const char *backing_format, uint64_t size_mib,
-              char **ret_path, char **reterr_message);
-int sandbox_disk_set(const char *data_dir, const char *layer);
+/* layers.c, layers-btrfs.c: the disk store (decision 5); btrfs volumes when $state is on btrfs, qcow2
+ * overlays otherwise. */
+DiskBackend disk_backend_detect(const char *state_dir);
+const char *disk_backend_to_string(DiskBackend b);
+const char *disk_format(const char *disk);      /* QEMU's format= for a disk of the store: "qcow2" or "raw" */
+/* The disk a template's base snapshot boots on, in DIR. */
+int disk_base_new(DiskBackend b, const char *rootfs, const char *dir, char **ret_path, char **reterr_message);
+/* A new writable disk with SOURCE's content (a base snapshot's or a checkpoint's disk), SIZE_MIB large. */
+int disk_clone(const char *state_dir, const char *source, uint64_t size_mib, char **ret_path,
+               char **reterr_message);
+/* A disk nobody uses any more: deleted now when it cannot be shared, else left to layers_gc. */
+void disk_forget(const char *disk);
+/* A checkpoint's disk: prepare before stopping the VM, take while it is stopped, done in any case. */
+typedef struct DiskCheckpoint {
+        char *top;           /* the sandbox's disk */
+        char *next_top;      /* qcow2: the layer the sandbox goes on in */
+        char *frozen;        /* the checkpoint's disk, once taken */
+} DiskCheckpoint;
+int disk_checkpoint_prepare(const char *state_dir, const char *data_dir, uint64_t size_mib, DiskCheckpoint *ret,
+                            char **reterr_message);
+int disk_checkpoint_take(Qmp *q, const char *state_dir, const char *data_dir, DiskCheckpoint *c,
+                         char **reterr_message);
+void disk_checkpoint_done(DiskCheckpoint *c, bool keep);
+int sandbox_disk_set(const char *data_dir, const char *disk);
 int sandbox_disk_get(const char *data_dir, char **ret);
 int qcow2_backing_file(const char *path, char **ret);
 int layers_gc(Manager *m);
@@ -252,6 +308,9 @@ typedef struct PoolConfig {
 int pools_load(Manager *m);
 int pool_set(Manager *m, const char *template_name, unsigned size, char **reterr_message);
 void pool_refill(Manager *m);
+/* Refills once the machine has been free of handouts and creates for a moment: the new member's restore
+ * would otherwise take the CPU from the first commands of the sandbox just handed out. */
+void pool_refill_later(Manager *m);
 unsigned pool_count(Manager *m, const char *template_name, bool ready_only);
 /* Hands out a ready pooled sandbox for a create with the template's default shape: returns 1 with the
  * sandbox and its create operation, 0 when the pool has none. */
@@ -297,7 +356,7 @@ typedef struct BaseSnapshot {
         char *dir;
         char *mem_path;
         char *state_path;
-        char *disk_path;     /* qcow2 the sandboxes' overlays are backed by */
+        char *disk_path;     /* what sandboxes' disks are cloned from (disk_clone) */
         char *kernel;
         char *initrd;
 } BaseSnapshot;
@@ -313,6 +372,7 @@ typedef struct BaseRequest {
         uint64_t memory_mib;
         VmAccel accel;
         unsigned tsc_khz;
+        DiskBackend disk_backend;
 } BaseRequest;
 void base_request_done(BaseRequest *r);
 int base_request_init(Manager *m, const Template *t, unsigned vcpu, uint64_t memory_mib, BaseRequest *ret);
@@ -325,10 +385,10 @@ int guest_kernel_path(const char *lib_dir, char **ret_kernel, char **ret_initrd)
 int file_digest(const char *path, char **ret);   /* "sha256:<hex>", from PATH.sha256 when fresh */
 
 /* agent.c: the host side of the channel. */
-/* Blocking handshake used by workers right after a restore: connects, pings, sends INIT. Returns the
- * connected fd. */
+/* Blocking handshake used by workers right after a restore: connects, pings, sends INIT (with disk_bytes
+ * when not 0: the guest grows its root filesystem to that). Returns the connected fd. */
 int agent_handshake(const char *socket_path, const char *sandbox_id, const char *hostname, char **env,
-                    int timeout_ms, int *ret_fd, char **reterr_message);
+                    uint64_t disk_bytes, int timeout_ms, int *ret_fd, char **reterr_message);
 /* INIT again on a handshaken fd that the event loop does not watch yet (a warm-pool handout). */
 int agent_reidentify(int fd, const char *sandbox_id, const char *hostname, char **env, int timeout_ms,
                      char **reterr_message);

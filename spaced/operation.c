@@ -102,6 +102,7 @@ void operations_free(Manager *m) {
                 m->operations = op->next;
                 free(op->kind);
                 strv_free(op->children);
+                free(op->result);
                 operation_error_done(&op->error);
                 free(op);
         }

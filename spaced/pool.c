@@ -117,11 +117,38 @@ int pool_set(Manager *m, const char *template_name, unsigned size, char **reterr
 }
 
 void pool_refill(Manager *m) {
+        /* Members that were still being made when their pool went or shrank: not wanted any more. */
+        for (Sandbox *s = m->sandboxes, *next; s; s = next) {
+                PoolConfig *p;
+
+                next = s->next;
+                if (!s->pooled || s->state != SANDBOX_POOLED)
+                        continue;
+                p = pool_config_find(m, s->template_name);
+                if (!p || pool_count(m, s->template_name, false) > p->size) {
+                        OperationError e = {};
+                        Operation *op;
+
+                        (void) sandbox_delete_start(m, s, true, &op, &e);
+                        operation_error_done(&e);
+                }
+        }
         for (PoolConfig *p = m->pools; p; p = p->next) {
                 Template *t = template_find(m, p->template_name);
 
                 if (!t)
                         continue;
+                /* the pool's tag moved to another image: its warm sandboxes of the old one go */
+                for (Sandbox *s = m->sandboxes, *next; s; s = next) {
+                        OperationError e = {};
+                        Operation *op;
+
+                        next = s->next;
+                        if (s->pooled && s->state == SANDBOX_POOLED && streq(s->template_name, p->template_name) &&
+                            !streq_ptr(s->template_digest, t->digest))
+                                (void) sandbox_delete_start(m, s, true, &op, &e);
+                        operation_error_done(&e);
+                }
                 while (pool_count(m, p->template_name, false) < p->size) {
                         OperationError e = {};
                         Operation *op;
@@ -130,7 +157,8 @@ void pool_refill(Manager *m) {
                         /* the pool fills only memory nobody else asked for */
                         if (manager_memory_in_use(m) + t->memory_mib > m->memory_limit_mib)
                                 break;
-                        if (sandbox_create_full(m, t->name, NULL, t->vcpu, t->memory_mib, t->disk_mib, NULL, NULL,
+                        /* disk 0: the template's default, which never is below its image's size */
+                        if (sandbox_create_full(m, p->template_name, NULL, t->vcpu, t->memory_mib, 0, NULL, NULL,
                                                 NULL, true, &op, &s, &e) < 0) {
                                 log_warning("pool %s: cannot add a sandbox: %s", t->name, e.message ?: "?");
                                 operation_error_done(&e);
@@ -138,6 +166,37 @@ void pool_refill(Manager *m) {
                         }
                 }
         }
+}
+
+#define POOL_REFILL_DELAY_USEC (1500 * 1000ULL)
+
+static int on_refill_timer(sd_event_source *s, uint64_t usec, void *userdata) {
+        Manager *m = userdata;
+
+        (void) s;
+        (void) usec;
+        pool_refill(m);
+        return 0;
+}
+
+void pool_refill_later(Manager *m) {
+        uint64_t now;
+
+        if (!m->pools)
+                return;
+        if (!m->pool_refill_timer) {
+                if (sd_event_add_time_relative(m->event, &m->pool_refill_timer, CLOCK_MONOTONIC, POOL_REFILL_DELAY_USEC,
+                                               100 * 1000, on_refill_timer, m) < 0) {
+                        pool_refill(m);
+                        return;
+                }
+                return;
+        }
+        /* each handout pushes the refill back: a burst of creates is served first */
+        if (sd_event_now(m->event, CLOCK_MONOTONIC, &now) < 0 ||
+            sd_event_source_set_time(m->pool_refill_timer, now + POOL_REFILL_DELAY_USEC) < 0 ||
+            sd_event_source_set_enabled(m->pool_refill_timer, SD_EVENT_ONESHOT) < 0)
+                pool_refill(m);
 }
 
 typedef struct HandoutJob {
@@ -184,7 +243,7 @@ static void handout_done(Manager *m, void *userdata) {
         strv_free(j->env);
         free(j->error);
         free(j);
-        pool_refill(m);
+        pool_refill_later(m);
 }
 
 static void *handout_worker(void *userdata) {
@@ -207,8 +266,7 @@ int pool_take(Manager *m, const Template *t, const char *name, char **env, Opera
         int r;
 
         for (Sandbox *i = m->sandboxes; i && !s; i = i->next)
-                if (i->pooled && i->state == SANDBOX_POOLED && i->has_pool_fd && streq(i->template_name, t->name) &&
-                    streq_ptr(i->template_digest, t->digest))
+                if (i->pooled && i->state == SANDBOX_POOLED && i->has_pool_fd && streq_ptr(i->template_digest, t->digest))
                         s = i;
         if (!s)
                 return 0;

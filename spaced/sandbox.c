@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "log.h"
@@ -126,6 +127,7 @@ typedef struct CreateJob {
         char *run_dir;
         char *data_dir;
         uint64_t disk_mib;
+        uint64_t grow_bytes;  /* from the base: the size the guest's disk and filesystem grow to, or 0 */
         char **init_env;
         char *source_state;   /* restore from a checkpoint instead of the base snapshot */
         char *source_disk;
@@ -173,14 +175,15 @@ static void *create_worker(void *userdata) {
                 (void) asprintf(&j->error, "cannot create the sandbox's directories: %s", strerror(-r));
                 goto finish;
         }
-        /* The writable layer: a qcow2 overlay on the disk the restored memory was saved with (the base
-         * snapshot's, or a checkpoint's frozen layer), so disk and memory match exactly (decision 5). */
-        r = layer_new(j->base.state_dir, j->source_disk ?: b.disk_path, "qcow2", j->disk_mib, &disk, &j->error);
+        /* The writable disk: a copy-on-write clone of the disk the restored memory was saved with (the base
+         * snapshot's, or a checkpoint's), so disk and memory match exactly (decision 5). */
+        r = disk_clone(j->base.state_dir, j->source_disk ?: b.disk_path, j->disk_mib, &disk, &j->error);
         if (r < 0)
                 goto finish;
         r = sandbox_disk_set(j->data_dir, disk);
         if (r < 0) {
                 (void) asprintf(&j->error, "cannot link the sandbox's disk: %s", strerror(-r));
+                disk_forget(disk);
                 goto finish;
         }
         crash_point("create-layer");
@@ -201,11 +204,25 @@ static void *create_worker(void *userdata) {
                 if (r < 0)
                         goto finish;
         }
+        if (j->grow_bytes > 0) {
+                /* The restored kernel knows the base image's size: a resize (to the size the disk has) raises
+                 * virtio-blk's config-change interrupt, which it sees as soon as it runs; INIT's disk_bytes
+                 * then has the agent grow the filesystem. */
+                _cleanup_free_ char *args = NULL;
+                if (asprintf(&args, "{\"device\":\"d0\",\"size\":%llu}", (unsigned long long) j->grow_bytes) < 0) {
+                        r = -ENOMEM;
+                        goto finish;
+                }
+                r = qmp_execute(q, "block_resize", args, -1, 10000, NULL, &j->error);
+                if (r < 0)
+                        goto finish;
+        }
         r = qmp_execute(q, "cont", NULL, -1, 10000, NULL, &j->error);
         if (r < 0)
                 goto finish;
         crash_point("create-restored");
-        r = agent_handshake(agent_path, j->id, hostname, j->init_env, RESTORE_TIMEOUT_MS, &j->agent_fd, &j->error);
+        r = agent_handshake(agent_path, j->id, hostname, j->init_env, j->grow_bytes, RESTORE_TIMEOUT_MS, &j->agent_fd,
+                            &j->error);
         if (r >= 0 && j->pooled) {
                 /* Under TCG a VM's first fork and exec pay for translating that code; a warm sandbox pays it
                  * here, in the pool, instead of in the user's first command. */
@@ -226,8 +243,12 @@ void sandbox_cleanup_vm_files(pid_t pid, const char *run_dir, const char *data_d
                 (void) vm_kill(pid, run_dir, 5000);
         if (run_dir)
                 (void) rm_rf(run_dir);
-        if (data_dir)
+        if (data_dir) {
+                _cleanup_free_ char *disk = NULL;
+                if (sandbox_disk_get(data_dir, &disk) >= 0)
+                        disk_forget(disk);
                 (void) rm_rf(data_dir);
+        }
 }
 
 static void create_done(Manager *m, void *userdata) {
@@ -274,7 +295,7 @@ static void create_done(Manager *m, void *userdata) {
                         fork_child_done(m, j->parent_op, true, NULL);
         }
         create_job_free(j);
-        pool_refill(m);
+        pool_refill_later(m);
 }
 
 int base_request_init(Manager *m, const Template *t, unsigned vcpu, uint64_t memory_mib, BaseRequest *ret) {
@@ -290,6 +311,7 @@ int base_request_init(Manager *m, const Template *t, unsigned vcpu, uint64_t mem
                 .memory_mib = memory_mib,
                 .accel = m->accel,
                 .tsc_khz = m->tsc_khz,
+                .disk_backend = m->disk_backend,
         };
         if (!ret->lib_dir || !ret->state_dir || !ret->runtime_dir || !ret->template_name || !ret->rootfs ||
             !ret->template_digest || (m->config.qemu_binary && !ret->qemu_binary)) {
@@ -356,14 +378,24 @@ int sandbox_create_full(Manager *m, const char *template_name, const char *name,
         Sandbox *s;
         CreateJob *j;
         Operation *op;
-        uint64_t in_use;
+        uint64_t in_use, min_disk, default_disk;
+        struct stat image;
         int r;
 
-        t = template_find(m, template_name);
-        if (!t)
-                return operation_error_set(reterr, "template_not_found",
-                                           "template '%s' does not exist; 'spacectl template ls' lists them",
-                                           template_name) ?: -ENOENT;
+        if (source) {
+                /* a fork or restore continues the image the checkpoint was taken from, whatever tags say now */
+                t = template_find_digest(m, source->template_digest);
+                if (!t)
+                        return operation_error_set(reterr, "template_not_found",
+                                                   "checkpoint %s was taken from template %s (%s), which is no "
+                                                   "longer in the store",
+                                                   source->id, source->template_name,
+                                                   source->template_digest ?: "?") ?: -ENOENT;
+        } else {
+                r = template_resolve(m, template_name, &t, reterr);
+                if (r < 0)
+                        return r;
+        }
         if (name) {
                 Sandbox *other;
                 if (!name_valid(name))
@@ -374,22 +406,33 @@ int sandbox_create_full(Manager *m, const char *template_name, const char *name,
                         return operation_error_set(reterr, "name_in_use", "a sandbox named '%s' exists already (%s)",
                                                    name, other->id) ?: -EEXIST;
         }
+        /* Template images are small (their content and some slack); a sandbox's disk grows from that to
+         * disk_mib at create, and may not be smaller than the image. */
+        if (stat(t->rootfs, &image) < 0) {
+                r = -errno;
+                return operation_error_set(reterr, "template_not_found", "template '%s': cannot read its image %s: %s",
+                                           t->name, t->rootfs, strerror(-r)) ?: r;
+        }
+        min_disk = ((uint64_t) image.st_size + (1 << 20) - 1) >> 20;
+        default_disk = t->disk_mib > min_disk ? t->disk_mib : min_disk;
         if (vcpu == 0)
                 vcpu = t->vcpu;
         if (memory_mib == 0)
                 memory_mib = t->memory_mib;
         if (disk_mib == 0)
-                disk_mib = t->disk_mib;
+                disk_mib = default_disk;
         if (vcpu > m->host_cpus)
                 return operation_error_set(reterr, "invalid_argument", "vcpu %u is out of range: 1 to %u (host cores)",
                                            vcpu, m->host_cpus) ?: -EINVAL;
-        if (disk_mib < t->disk_mib)
-                return operation_error_set(reterr, "invalid_argument",
-                                           "disk_mib %llu is smaller than template '%s' (%llu MiB); use %llu to 1048576",
-                                           (unsigned long long) disk_mib, t->name, (unsigned long long) t->disk_mib,
-                                           (unsigned long long) t->disk_mib) ?: -EINVAL;
+        /* A checkpoint's disk is as large as its sandbox's was, whatever its template's image is now. */
+        if (!source && disk_mib < min_disk)
+                return operation_error_set(reterr, "disk_too_small",
+                                           "a disk of %llu MiB is too small for template '%s', whose image is %llu "
+                                           "MiB: ask for at least %llu MiB (--disk, disk_mib)",
+                                           (unsigned long long) disk_mib, t->name, (unsigned long long) min_disk,
+                                           (unsigned long long) min_disk) ?: -EINVAL;
         /* A create of the template's default shape takes a warm sandbox when the pool has one. */
-        if (!source && !pooled && vcpu == t->vcpu && memory_mib == t->memory_mib && disk_mib == t->disk_mib) {
+        if (!source && !pooled && vcpu == t->vcpu && memory_mib == t->memory_mib && disk_mib == default_disk) {
                 r = pool_take(m, t, name, env, ret_op, ret_sandbox, reterr);
                 if (r != 0)
                         return r < 0 ? r : 0;
@@ -441,7 +484,7 @@ int sandbox_create_full(Manager *m, const char *template_name, const char *name,
         s->last_active = s->created_at;
         s->idle_timeout = m->config.idle_timeout;
         s->env = env_merge(NULL, env);
-        s->template_name = strdup(t->name);
+        s->template_name = strdup(template_name);
         s->template_digest = strdup(t->digest);
         if (name)
                 s->name = strdup(name);
@@ -455,6 +498,9 @@ int sandbox_create_full(Manager *m, const char *template_name, const char *name,
         j->manager = m;
         memcpy(j->id, s->id, sizeof j->id);
         j->disk_mib = disk_mib;
+        /* Only a create from the base grows: a checkpoint's guest already knows its disk's size. */
+        if (!source && (disk_mib << 20) > (uint64_t) image.st_size)
+                j->grow_bytes = disk_mib << 20;
         j->run_dir = strdup(s->run_dir);
         j->data_dir = strdup(s->data_dir);
         j->init_env = env_merge(t->env, env);
@@ -679,7 +725,8 @@ int manager_reconcile(Manager *m) {
                 }
         }
         for (Operation *op = m->operations; op; op = op->next)
-                if (op->state == OPERATION_RUNNING || op->state == OPERATION_PENDING) {
+                /* (an operation with live progress was started by this daemon: a builtin's import) */
+                if ((op->state == OPERATION_RUNNING || op->state == OPERATION_PENDING) && !op->progress) {
                         op->state = OPERATION_FAILED;
                         op->finished_at = now_unix();
                         (void) operation_error_set(&op->error, "interrupted",

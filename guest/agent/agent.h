@@ -36,6 +36,9 @@ int boot_switch_root(const BootConfig *c);
 void boot_late_mounts(void);                 /* /tmp, /run, /dev/pts, /dev/shm, hostname */
 int boot_open_port(const char *name, int timeout_ms); /* returns the fd or -errno */
 
+/* disk.c: waits for the root disk to reach BYTES, then grows the mounted ext4 to it; MSG says why not. */
+int disk_grow_root(uint64_t bytes, char *msg, size_t msg_size);
+
 /* A process the host started with EXEC. */
 typedef struct Stream {
         uint32_t id;

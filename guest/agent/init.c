@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 
 /* INIT: the identity a sandbox gets after every boot, restore or fork (DESIGN.md decision 4): hostname,
- * clock, RNG reseed, sandbox id, and the default environment for later EXECs. */
+ * clock, RNG reseed, sandbox id, and the default environment for later EXECs; after a create, also the size
+ * the root filesystem must grow to (disk.c). */
 
 #include <errno.h>
 #include <fcntl.h>
@@ -104,10 +105,23 @@ static int write_sandbox_id(const char *v) {
         return 0;
 }
 
+static int parse_disk_bytes(const char *v, uint64_t *ret) {
+        char *end;
+        unsigned long long x;
+
+        errno = 0;
+        x = strtoull(v, &end, 10);
+        if (errno || end == v || *end || x == 0)
+                return -EINVAL;
+        *ret = x;
+        return 0;
+}
+
 void init_handle(Channel *c, uint32_t id, const uint8_t *p, size_t n) {
         char **env = NULL;
         size_t off = 0, klen, n_env = 0;
         const char *k, *v, *what = NULL;
+        uint64_t disk_bytes = 0;
         int r, err = 0;
 
         /* Outside a VM (a test run on a host) the machine is not ours: validate, but change nothing. */
@@ -116,7 +130,7 @@ void init_handle(Channel *c, uint32_t id, const uint8_t *p, size_t n) {
         while ((r = space_kv_next(p, n, &off, &k, &klen, &v)) > 0) {
                 int q = 0;
 #define KEY(s) (klen == sizeof(s) - 1 && memcmp(k, s, klen) == 0)
-                if (!own && (KEY("hostname") || KEY("time_ns") || KEY("seed") || KEY("sandbox_id")))
+                if (!own && (KEY("hostname") || KEY("time_ns") || KEY("seed") || KEY("sandbox_id") || KEY("disk_bytes")))
                         continue;
                 if (KEY("hostname")) {
                         size_t l = strlen(v);
@@ -127,6 +141,8 @@ void init_handle(Channel *c, uint32_t id, const uint8_t *p, size_t n) {
                         q = reseed(v);
                 else if (KEY("sandbox_id"))
                         q = write_sandbox_id(v);
+                else if (KEY("disk_bytes"))
+                        q = parse_disk_bytes(v, &disk_bytes);
                 else if (KEY("env")) {
                         const char *eq = strchr(v, '=');
                         char **l;
@@ -145,7 +161,7 @@ void init_handle(Channel *c, uint32_t id, const uint8_t *p, size_t n) {
                 if (q < 0 && err == 0) {
                         err = -q;
                         what = KEY("hostname") ? "hostname" : KEY("time_ns") ? "time_ns" : KEY("seed") ? "seed" :
-                               KEY("sandbox_id") ? "sandbox_id" : "env";
+                               KEY("sandbox_id") ? "sandbox_id" : KEY("disk_bytes") ? "disk_bytes" : "env";
                 }
 #undef KEY
         }
@@ -164,6 +180,15 @@ void init_handle(Channel *c, uint32_t id, const uint8_t *p, size_t n) {
                 (void) snprintf(msg, sizeof msg, "%s: %s", what, strerror(err));
                 channel_send_error(c, id, err, msg);
                 return;
+        }
+        /* Last: the identity is in place even if growing fails, and the host learns why it failed. */
+        if (disk_bytes > 0) {
+                char msg[256];
+                r = disk_grow_root(disk_bytes, msg, sizeof msg);
+                if (r < 0) {
+                        channel_send_error(c, id, -r, msg);
+                        return;
+                }
         }
         (void) channel_send(c, SPACE_F_OK, 0, id, NULL, 0);
 }

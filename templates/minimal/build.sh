@@ -5,11 +5,13 @@
 #
 # Builds the `minimal` template offline: busybox-static (applets linked into /bin, /sbin, /usr/bin,
 # /usr/sbin), bash-static as /bin/bash, /bin/sh = busybox sh, a root and a `user` (uid 1000) account.
-#   OUTDIR/rootfs.ext4     sparse ext4 image, size disk_mib from template.conf, label "root"
+#   OUTDIR/rootfs.tar      the root filesystem: owned by root, /home/user by 1000:1000
 #   OUTDIR/template.conf   copied from beside this script
+# spaced imports rootfs.tar into its template store (content-addressed ext4 images) when it changes.
 #
-# Works as non-root: ownership inside the image is fixed with debugfs, not taken from the build tree.
-# Reproducible: fixed UUID, hash seed and timestamps (SOURCE_DATE_EPOCH, default 0 + 1 day).
+# Works as non-root: ownership is written into the tar headers, not taken from the build tree.
+# Reproducible: fixed modes, owners, order and timestamps (SOURCE_DATE_EPOCH, default 0 + 1 day), GNU format
+# without atime or ctime, so the same inputs give the same bytes.
 
 set -euo pipefail
 
@@ -28,12 +30,9 @@ for f in "$BUSYBOX" "$BASH_STATIC"; do
 done
 "$BUSYBOX" --list-full >/dev/null 2>&1 ||
         die "$BUSYBOX is not busybox-static (no --list-full): install busybox-static"
-for tool in mkfs.ext4 debugfs; do
-        command -v "$tool" >/dev/null || die "missing '$tool': install e2fsprogs"
-done
+tar --version 2>/dev/null | grep -q 'GNU tar' || die "GNU tar is needed"
+umask 022
 
-disk_mib=$(sed -n 's/^[[:space:]]*disk_mib[[:space:]]*=[[:space:]]*\([0-9]\+\)[[:space:]]*$/\1/p' "$CONF" | tail -n1)
-disk_mib=${disk_mib:-1024}
 epoch=${SOURCE_DATE_EPOCH:-86400}
 
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/space-minimal.XXXXXX")
@@ -93,34 +92,13 @@ EOF
 
 find "$root" -exec touch -h -d "@$epoch" {} +
 
-# Ownership: everything root:root except user's home. debugfs does not follow the last symlink.
-# ctime and atime too: mkfs copies the build tree's, which touch cannot set or reading changed.
-{
-        echo "sif / ctime @$epoch"; echo "sif / atime @$epoch"
-        (cd "$root" && find . -mindepth 1 | LC_ALL=C sort) | while read -r p; do
-                p=${p#.}
-                case $p in
-                        /home/user|/home/user/*) u=1000 ;;
-                        *) u=0 ;;
-                esac
-                echo "sif \"$p\" uid $u"
-                echo "sif \"$p\" gid $u"
-                echo "sif \"$p\" ctime @$epoch"
-                echo "sif \"$p\" atime @$epoch"
-        done
-} >"$tmp/owners.debugfs"
-
-img=$tmp/rootfs.ext4
-rm -f "$img"
-truncate -s "${disk_mib}M" "$img"
-E2FSPROGS_FAKE_TIME=$epoch mkfs.ext4 -q -F -d "$root" -L root \
-        -U 5ace0000-0000-4000-8000-000000000001 -E root_owner=0:0,hash_seed=5ace0000-0000-4000-8000-000000000002 \
-        "$img" "${disk_mib}M" || die "mkfs.ext4 failed"
-E2FSPROGS_FAKE_TIME=$epoch debugfs -w -f "$tmp/owners.debugfs" "$img" >/dev/null 2>"$tmp/debugfs.err" ||
-        { cat "$tmp/debugfs.err" >&2; die "debugfs could not set ownership"; }
-grep -v '^debugfs ' "$tmp/debugfs.err" | grep -q . && { cat "$tmp/debugfs.err" >&2; die "debugfs reported errors"; }
+# Everything root:root except user's home, in name order, with only mtimes: the same bytes every time.
+tar_opts=(--format=gnu --sort=name --numeric-owner --mtime="@$epoch" -C "$root")
+out=$tmp/rootfs.tar
+tar -cf "$out" "${tar_opts[@]}" --owner=0 --group=0 --exclude=./home/user . || die "tar failed"
+tar -rf "$out" "${tar_opts[@]}" --owner=1000 --group=1000 ./home/user || die "tar failed"
 
 mkdir -p "$OUTDIR"
 # In an in-tree build OUTDIR is this directory: leave the source alone then.
 [ "$CONF" -ef "$OUTDIR/template.conf" ] || cp "$CONF" "$OUTDIR/template.conf"
-mv "$img" "$OUTDIR/rootfs.ext4"
+mv "$out" "$OUTDIR/rootfs.tar"

@@ -39,6 +39,12 @@ def log(msg):
     print("bench: " + msg, file=sys.stderr, flush=True)
 
 
+def minimal_rootfs():
+    """The minimal template's image in the daemon's store (make installs only its rootfs.tar)."""
+    r = subprocess.run([ENV.get("SPACECTL_BIN", "spacectl"), "template", "inspect", "minimal"], capture_output=True)
+    return json.loads(r.stdout.decode())["rootfs"]
+
+
 def pct(samples, p):
     """Nearest-rank percentile: the smallest sample with at least p% of the samples at or below it."""
     s = sorted(samples)
@@ -163,7 +169,7 @@ def raw_restore():
     d = os.path.join(TMP, "raw")
     accel = ENV.get("SPACE_TEST_ACCEL", "auto")
     argv = [VM_SMOKE, "--kernel", os.path.join(LIB, "vmlinux"), "--initrd", os.path.join(LIB, "initramfs.cpio"),
-            "--rootfs", os.path.join(LIB, "templates/minimal/rootfs.ext4"), "--dir", d, "-n", str(N_CREATE),
+            "--rootfs", minimal_rootfs(), "--dir", d, "-n", str(N_CREATE),
             "--pings", "1", "--accel", accel, "--keep"]
     r = run(argv, timeout=900)
     out = json.loads(r.stdout.decode())

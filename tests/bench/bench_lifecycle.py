@@ -21,6 +21,11 @@ Raw QEMU figures in the same run, with no daemon in the path:
   - tests/tools/vm-smoke restoring a base snapshot of the same size to the first PONG (the closest raw analogue
     of a wake; it has no dirty memory), and the Pss/Private of the VM it leaves running.
 
+With BENCH_STORAGE=qcow2|btrfs (run.sh, after the above): only (g) on an idle 256 MiB guest, with the
+stop-and-disk part of the pause from the daemon's log, and (h), on the daemon's disk store; the btrfs run
+(a second daemon on a loop-mounted btrfs) prints both side by side. Into $BENCH_OUT under
+"lifecycle"."storage".
+
 Results go into $BENCH_OUT under "lifecycle" (merged). Percentiles nearest-rank. Standard library only.
 """
 
@@ -106,6 +111,11 @@ def lifecycle(sid, verb, body=None, wait=600):
 
 def spacectl(*args, timeout=600):
     return run([SPACECTL] + list(args), timeout)
+
+
+def minimal_rootfs():
+    """The minimal template's image in the daemon's store (make installs only its rootfs.tar)."""
+    return json.loads(spacectl("template", "inspect", "minimal").stdout.decode())["rootfs"]
 
 
 def create(*args):
@@ -266,7 +276,7 @@ def raw_restore(memory_mib, n, keep=False):
         return {"error": "%s is not built" % VM_SMOKE}, None
     d = os.path.join(TMP, "raw-lc-%d" % memory_mib)
     argv = [VM_SMOKE, "--kernel", os.path.join(LIB, "vmlinux"), "--initrd", os.path.join(LIB, "initramfs.cpio"),
-            "--rootfs", os.path.join(LIB, "templates/minimal/rootfs.ext4"), "--dir", d, "-n", str(n),
+            "--rootfs", minimal_rootfs(), "--dir", d, "-n", str(n),
             "--memory", str(memory_mib), "--pings", "1", "--accel", ENV.get("SPACE_TEST_ACCEL", "auto")]
     if keep:
         argv.append("--keep")
@@ -451,6 +461,93 @@ def bench_warm_pool():
             "p50_over_exec_ms": round(warm["p50"] - base["p50"], 1)}
 
 
+DAEMON_LOGS = [os.path.join(TMP, "spaced.log"), os.path.join(STATE_DIR, "spaced.log")]
+DISK_PAUSE_RE = re.compile(r"paused ([0-9.]+) ms \(stop and disk ([0-9.]+) ms\)")
+
+
+def log_marks():
+    return [os.path.getsize(p) if os.path.exists(p) else 0 for p in DAEMON_LOGS]
+
+
+def log_since(marks):
+    text = ""
+    for p, m in zip(DAEMON_LOGS, marks):
+        try:
+            with open(p, errors="replace") as f:
+                f.seek(m)
+                text += f.read()
+        except OSError:
+            pass
+    return text
+
+
+def bench_checkpoint_pause(memory_mib=256):
+    """Checkpoints of an idle sandbox: the pause (pause_ms) and, from the daemon's log, the part of it spent
+    stopping the VM and freezing the disk (a qcow2 layer switch or a btrfs snapshot)."""
+    sid = create("--memory", str(memory_mib))
+    pause, disk = [], []
+    try:
+        spacectl("exec", sid, "--", "true")
+        for i in range(N_SUSPEND):
+            marks = log_marks()
+            ms, op = lifecycle(sid, "checkpoints", {"name": "bench-storage-%d" % i})
+            cid = op.get("checkpoint_id")
+            st, c, _ = api("GET", "/v1/checkpoints/%s" % cid)
+            if st != 200:
+                raise RuntimeError("GET checkpoint %s: HTTP %d" % (cid, st))
+            pause.append(float(c["pause_ms"]))
+            m = DISK_PAUSE_RE.findall(log_since(marks))
+            if m:
+                disk.append(float(m[-1][1]))
+            api("DELETE", "/v1/checkpoints/%s" % cid)
+    finally:
+        remove(sid)
+    return {"memory_mib": memory_mib, "pause_ms": stats(pause, "ms"),
+            "stop_and_disk_ms": stats(disk, "ms") if disk else None}
+
+
+def storage_main(kind):
+    """One disk store's figures; the btrfs run prints them beside the qcow2 run's."""
+    out_path = ENV.get("BENCH_OUT", "bench-results.json")
+    res = {}
+    log("storage %s: checkpoint pause, %d runs" % (kind, N_SUSPEND))
+    step(res, "checkpoint", bench_checkpoint_pause)
+    log("storage %s: fork into %d, %d runs" % (kind, FORK_N, N_FORK))
+    step(res, "fork", bench_fork)
+    try:
+        with open(out_path) as f:
+            doc = json.load(f)
+    except (OSError, ValueError):
+        doc = {}
+    doc.setdefault("lifecycle", {}).setdefault("storage", {})[kind] = res
+    with open(out_path, "w") as f:
+        json.dump(doc, f, indent=2)
+        f.write("\n")
+    st = doc["lifecycle"]["storage"]
+    if kind == "btrfs" or "btrfs" in st:
+        q, b = st.get("qcow2", {}), st.get("btrfs", {})
+
+        def cell(d, *keys):
+            for k in keys:
+                d = (d or {}).get(k) if isinstance(d, dict) else None
+            if isinstance(d, dict) and "p50" in d:
+                return "%s / %s" % (fmt(d.get("p50")), fmt(d.get("p90")))
+            return "-"
+        print()
+        print("disk stores side by side (ms, p50 / p90): qcow2 overlays vs btrfs subvolumes and reflinks")
+        print("%-46s %17s %17s" % ("", "qcow2", "btrfs"))
+        for name, keys in (("checkpoint pause, idle 256 MiB (pause_ms)", ("checkpoint", "pause_ms")),
+                           ("  of which stop and disk freeze", ("checkpoint", "stop_and_disk_ms")),
+                           ("fork 1 -> 10, until all 10 answer an exec", ("fork", "all_ready_ms")),
+                           ("  of which the fork operation", ("fork", "fork_op_ms"))):
+            print("%-46s %17s %17s" % (name, cell(q, *keys), cell(b, *keys)))
+        for k, d in (("qcow2", q), ("btrfs", b)):
+            for part in ("checkpoint", "fork"):
+                if isinstance(d.get(part), dict) and "error" in d[part]:
+                    print("%s %s: error: %s" % (k, part, d[part]["error"][:120]))
+    return 0
+
+
 def step(res, key, fn, *args):
     try:
         res[key] = fn(*args)
@@ -583,6 +680,8 @@ def print_table(res, doc, out_path):
 
 if __name__ == "__main__":
     try:
+        if ENV.get("BENCH_STORAGE") in ("qcow2", "btrfs"):
+            sys.exit(storage_main(ENV["BENCH_STORAGE"]))
         sys.exit(main())
     except (RuntimeError, subprocess.TimeoutExpired, KeyError) as e:
         log("failed: %s" % e)

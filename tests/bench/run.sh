@@ -11,8 +11,11 @@
 # Knobs: BENCH_CREATES (>= 20, default 20), BENCH_EXECS (>= 50, default 50), BENCH_PINGS (default 200),
 #        BENCH_RAW_RESTORE_CMD (see tests/bench/bench.py), BENCH_STREAM_MIB (default 64), BENCH_STREAM_RUNS
 #        (>= 3), BENCH_SESSIONS (>= 50), BENCH_PAUSES (default 30), BENCH_SUSPENDS (default 5),
-#        BENCH_FORKS (default 3), BENCH_CP_MIB (default 256), BENCH_CP_RUNS (>= 3),
-#        BENCH_ONLY=core|api|lifecycle|cp (one part alone), SPACE_TEST_ACCEL, TOP_BUILDDIR.
+#        BENCH_FORKS (default 3), BENCH_ONLY=core|api|lifecycle|storage|templates|cp (one part alone; storage:
+#        checkpoint pause and fork on qcow2 and on a loop-mounted btrfs, side by side), BENCH_STORAGE=0 (no storage
+#        part), SPACE_TEST_ACCEL, TOP_BUILDDIR; templates: BENCH_IMPORT_MIB (default 64,512,1024),
+#        BENCH_IMPORT_RUNS (default 3), BENCH_TEMPLATE_CREATES (default 10); cp: BENCH_CP_MIB (default 256),
+#        BENCH_CP_RUNS (>= 3).
 # Numbers from a --enable-sanitizers build are slower than a release build: configure without it for figures
 # worth quoting.
 
@@ -45,11 +48,34 @@ if [ -z "${BENCH_ONLY:-}" ] || [ "$BENCH_ONLY" = lifecycle ]; then
         python3 "$TESTS_DIR/../bench/bench_lifecycle.py" || rc=1
         SEEN_PIDS+=("$(daemon_pid)")
 fi
+if [ -z "${BENCH_ONLY:-}" ] || [ "$BENCH_ONLY" = templates ]; then
+        daemon_answers || spacectl version >/dev/null 2>&1
+        SEEN_PIDS+=("$(daemon_pid)")
+        python3 "$TESTS_DIR/../bench/bench_templates.py" || rc=1
+fi
 if [ -z "${BENCH_ONLY:-}" ] || [ "$BENCH_ONLY" = cp ]; then
         # spacectl cp in and out next to a raw read of the same file (bench_cp.py)
         daemon_answers || spacectl version >/dev/null 2>&1
         SEEN_PIDS+=("$(daemon_pid)")
         python3 "$TESTS_DIR/../bench/bench_cp.py" || rc=1
+fi
+if [ -z "${BENCH_ONLY:-}" ] || [ "$BENCH_ONLY" = lifecycle ] || [ "$BENCH_ONLY" = storage ]; then
+        # Checkpoint pause and fork on each disk store: this daemon's (qcow2 on most machines), then a second
+        # daemon whose state dir is a loop-mounted btrfs (root only; skipped with the reason otherwise).
+        daemon_answers || spacectl version >/dev/null 2>&1
+        if [ "${BENCH_STORAGE:-1}" != 0 ] && [ "$(stat -f -c %T "$SPACE_STATE_DIR")" != btrfs ]; then
+                BENCH_STORAGE=qcow2 python3 "$TESTS_DIR/../bench/bench_lifecycle.py" || rc=1
+                wait_for 10 daemon_pid && SEEN_PIDS+=("$(daemon_pid)")
+                qcow2_pid=$(daemon_pid) && kill -TERM "$qcow2_pid" && wait_for 20 pid_gone "$qcow2_pid"
+                export SPACE_STATE_DIR=$TEST_TMP/state-btrfs
+                if mount_btrfs_state 3G; then
+                        spacectl version >/dev/null 2>&1
+                        wait_for 10 daemon_pid && SEEN_PIDS+=("$(daemon_pid)")
+                        BENCH_STORAGE=btrfs python3 "$TESTS_DIR/../bench/bench_lifecycle.py" || rc=1
+                else
+                        echo "bench: btrfs disk store skipped: $BTRFS_SKIP" >&2
+                fi
+        fi
 fi
 # QEMUs the baseline left running (bench.py kills them itself; this is the safety net).
 for pid in $(cat "$TEST_TMP/extra.pids" 2>/dev/null); do track_pid "$pid"; done

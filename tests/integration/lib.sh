@@ -290,7 +290,7 @@ space_env_setup() {
         [ -x "$SPACECTL_BIN" ] || bail_out "$SPACECTL_BIN is missing: build first"
         [ -s "$SPACE_LIB_DIR/vmlinux" ] || bail_out "$SPACE_LIB_DIR/vmlinux is missing: the guest files are built by make"
         [ -s "$SPACE_LIB_DIR/initramfs.cpio" ] || bail_out "$SPACE_LIB_DIR/initramfs.cpio is missing"
-        [ -s "$SPACE_LIB_DIR/templates/minimal/rootfs.ext4" ] || bail_out "the minimal template is missing in $SPACE_LIB_DIR"
+        [ -s "$SPACE_LIB_DIR/templates/minimal/rootfs.tar" ] || bail_out "the minimal template is missing in $SPACE_LIB_DIR"
         command -v python3 >/dev/null || bail_out "python3 is needed by the tests"
         if ! command -v qemu-system-x86_64 >/dev/null; then
                 echo "1..0 # SKIP qemu-system-x86_64 is not installed"
@@ -412,6 +412,8 @@ _space_cleanup() {
                 [ -r "$f" ] && read -r pid <"$f" && pids+=("$pid")
         done
         _kill_pids "${pids[@]}"
+        # a loop-mounted state dir, once nothing uses it
+        _unmount_btrfs_state
 
         if [ -n "${SPACE_TEST_KEEP:-}" ]; then
                 diag "kept $TEST_TMP"
@@ -419,6 +421,67 @@ _space_cleanup() {
                 rm -rf "$TEST_TMP"
         fi
         exit "$rc"
+}
+
+# add_small_template NAME MIB: before start_daemon, a lib dir of the test's own (exported as SPACE_LIB_DIR)
+# with the stage's guest files and templates, plus builtin template NAME: the minimal template's tree and one
+# file naming it (so its digest is its own), with disk_mib MIB, which makes its image MIB MiB. Offline: GNU
+# tar only.
+add_small_template() {
+        local name=$1 mib=$2 lib=$TEST_TMP/lib f dir
+        dir=$lib/templates/$name
+        mkdir -p "$dir" "$TEST_TMP/add-$name/etc"
+        if [ ! -L "$lib/vmlinux" ]; then
+                for f in vmlinux vmlinux.sha256 initramfs.cpio initramfs.cpio.sha256; do
+                        [ -e "$STAGE_LIB_DIR/$f" ] && ln -s "$(readlink -f "$STAGE_LIB_DIR/$f")" "$lib/$f"
+                done
+                for f in "$STAGE_LIB_DIR"/templates/*; do
+                        ln -s "$(readlink -f "$f")" "$lib/templates/$(basename "$f")"
+                done
+        fi
+        cp "$STAGE_LIB_DIR/templates/minimal/rootfs.tar" "$dir/rootfs.tar" || bail_out "cannot copy the minimal tree"
+        echo "$name" >"$TEST_TMP/add-$name/etc/space-test-template"
+        tar -C "$TEST_TMP/add-$name" --owner=0 --group=0 --numeric-owner --mtime=@86400 -rf "$dir/rootfs.tar" \
+                ./etc/space-test-template || bail_out "cannot add to the tree of template $name"
+        sed -e "s/^name = .*/name = $name/" -e "s/^disk_mib = .*/disk_mib = $mib/" \
+                "$STAGE_LIB_DIR/templates/minimal/template.conf" >"$dir/template.conf"
+        export SPACE_LIB_DIR=$lib
+}
+
+# mount_btrfs_state [SIZE]: before start_daemon, a loop-mounted btrfs (default 3G) at $SPACE_STATE_DIR, undone
+# by the cleanup (by the loop device losetup gave us, never any other). Returns 1 with the reason in
+# $BTRFS_SKIP when this machine cannot: not root, no btrfs-progs, no btrfs in the kernel, no loop device.
+BTRFS_LOOP=
+BTRFS_SKIP=
+mount_btrfs_state() {
+        local size=${1:-3G} tool
+        export PATH=$PATH:/sbin:/usr/sbin
+        if [ "$(id -u)" -ne 0 ]; then BTRFS_SKIP="mounting a loop device needs root"; return 1; fi
+        for tool in mkfs.btrfs btrfs losetup; do
+                command -v "$tool" >/dev/null || { BTRFS_SKIP="$tool is missing (btrfs-progs, util-linux)"; return 1; }
+        done
+        if ! grep -qw btrfs /proc/filesystems && ! modprobe btrfs 2>/dev/null; then
+                BTRFS_SKIP="the kernel has no btrfs"
+                return 1
+        fi
+        truncate -s "$size" "$TEST_TMP/btrfs.img" || bail_out "cannot make $TEST_TMP/btrfs.img"
+        mkfs.btrfs -q "$TEST_TMP/btrfs.img" >"$TEST_TMP/mkfs.log" 2>&1 ||
+                { diag_file "$TEST_TMP/mkfs.log"; bail_out "mkfs.btrfs failed"; }
+        if ! BTRFS_LOOP=$(losetup --show -f "$TEST_TMP/btrfs.img" 2>"$TEST_TMP/losetup.err"); then
+                BTRFS_LOOP=
+                BTRFS_SKIP="no loop device: $(head -c 200 "$TEST_TMP/losetup.err")"
+                return 1
+        fi
+        mkdir -p "$SPACE_STATE_DIR"
+        mount "$BTRFS_LOOP" "$SPACE_STATE_DIR" || bail_out "cannot mount $BTRFS_LOOP on $SPACE_STATE_DIR"
+        return 0
+}
+
+_unmount_btrfs_state() {
+        [ -n "$BTRFS_LOOP" ] || return 0
+        umount "$SPACE_STATE_DIR" 2>/dev/null || umount -l "$SPACE_STATE_DIR" 2>/dev/null
+        losetup -d "$BTRFS_LOOP" 2>/dev/null
+        BTRFS_LOOP=
 }
 
 # ---------------------------------------------------------------- sandbox helpers

@@ -116,7 +116,7 @@ int main(void) {
         ok(append && strstr(append, "tsc_early_khz=2100000 tsc=reliable") && strstr(append, "console=hvc0") &&
                    strstr(append, "space.root=/dev/vda") && strstr(append, " space.mode=agent"),
            "kernel command line under TCG: %s", append ?: "(none)");
-        ok(streq_ptr(strv_after(base, "-accel"), "tcg,tb-size=32") && streq_ptr(strv_after(base, "-cpu"), "max"),
+        ok(streq_ptr(strv_after(base, "-accel"), "tcg,tb-size=12") && streq_ptr(strv_after(base, "-cpu"), "max"),
            "TCG accel and cpu");
         ok(streq_ptr(strv_after(base, "-m"), "256M") &&
                    strv_contains_substr(base, "memory-backend-file,id=mem,size=256M,mem-path="

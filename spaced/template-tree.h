@@ -1,0 +1,61 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#pragma once
+
+/* A template's root filesystem while it is imported: a staging directory with the files' content, and a
+ * table with what the image gets for every path (type, mode, owner, mtime, content digest). Ownership and
+ * modes never touch the host: the staging tree is written with our own uid and safe modes, and the table is
+ * applied inside the ext4 image (template-image.c). Nothing here logs. */
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+struct archive;
+
+typedef struct TreeEntry {
+        char *path;          /* relative to the root, no leading or trailing '/'; "" is the root itself */
+        mode_t mode;         /* S_IFDIR, S_IFREG or S_IFLNK, and the permission bits (07777) */
+        uid_t uid;
+        gid_t gid;
+        int64_t mtime;       /* seconds */
+        uint64_t size;       /* regular file: bytes; symlink: target length */
+        uint8_t sha256[32];  /* regular file: its content; symlink: its target */
+        unsigned layer;      /* the OCI layer that wrote it last (whiteouts hide lower layers only) */
+        bool live;           /* false: removed (a tombstone in the hash table) */
+} TreeEntry;
+
+typedef struct Tree Tree;
+
+/* Progress: bytes read from the source so far; the extraction calls it between entries. */
+typedef void (*tree_progress_fn)(void *userdata);
+
+/* root must exist and be empty; the tree keeps an fd to it. */
+int tree_new(const char *root, Tree **ret);
+Tree *tree_free(Tree *t);
+void tree_set_layer(Tree *t, unsigned layer);
+void tree_set_progress(Tree *t, tree_progress_fn fn, void *userdata);
+int tree_root_fd(Tree *t);
+
+/* Extracts every entry of an open archive into the tree. Hostile input is refused with a message naming the
+ * entry (absolute paths, '..', entries through a symlink, hard links to anything but a regular file
+ * extracted before); device nodes, fifos and sockets are dropped and counted. whiteouts: OCI layer
+ * semantics for .wh.NAME and .wh..wh..opq. */
+int tree_extract(Tree *t, struct archive *a, bool whiteouts, char **reterr_message);
+
+/* A live entry, or NULL. */
+const TreeEntry *tree_lookup(Tree *t, const char *path);
+
+/* The sha256 of the canonical manifest (see the comment in template-tree.c) as "sha256:<hex>". */
+int tree_digest(Tree *t, char **ret_digest);
+/* The manifest itself, for inspection and tests. */
+int tree_write_manifest(Tree *t, FILE *f);
+/* debugfs commands that give every path its mode, owner and times inside an image made with mkfs -d. */
+int tree_write_debugfs_script(Tree *t, FILE *f);
+
+uint64_t tree_files(Tree *t);          /* live entries, the root included */
+uint64_t tree_content_bytes(Tree *t);  /* file content, rounded up to 4 KiB blocks, plus a block per entry */
+uint64_t tree_size_bytes(Tree *t);     /* regular file and symlink bytes */
+unsigned tree_dropped(Tree *t);        /* device nodes, fifos and sockets left out */
+
+/* Removes path below dirfd (never following symlinks). */
+int rm_rf_at(int dirfd, const char *name);
