@@ -29,7 +29,7 @@ _spacectl_keys() {
 
 _spacectl() {
     local cur=${COMP_WORDS[COMP_CWORD]} prev=${COMP_WORDS[COMP_CWORD-1]}
-    local verbs="create exec run ls inspect rm pause resume suspend wake checkpoint restore fork pool attach ps kill logs op info key template version help"
+    local verbs="create exec run ls inspect rm pause resume suspend wake checkpoint restore fork pool attach ps kill logs op info key template version help cp"
     local create_opts="--name --vcpu --memory --disk --env --idle-timeout --ttl --on-timeout --help"
     local exec_opts="--interactive --tty --env --workdir --timeout --help"
     local signals="TERM INT HUP KILL QUIT USR1 USR2 STOP CONT WINCH"
@@ -108,6 +108,14 @@ _spacectl() {
                 COMPREPLY=($(compgen -W "$(_spacectl_sandboxes)" -- "$cur"))
             elif [[ $npos -eq 1 ]]; then
                 COMPREPLY=($(compgen -W "$(_spacectl_pids "$sandbox")" -- "$cur"))
+            fi ;;
+        cp)
+            # SANDBOX:PATH or a local path; the ':' is a word break, so sandboxes are offered with it
+            if [[ $cur == -* ]]; then
+                COMPREPLY=($(compgen -W "--archive --follow-link --quiet --help" -- "$cur"))
+            elif [[ $npos -lt 2 && $prev != : ]]; then
+                compopt -o default -o nospace 2>/dev/null
+                COMPREPLY=($(compgen -W "$(_spacectl_sandboxes | sed 's/$/:/')" -- "$cur"))
             fi ;;
         ps)
             if [[ $cur == -* ]]; then

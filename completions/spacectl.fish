@@ -105,7 +105,7 @@ function __spacectl_after_dashdash
     contains -- -- (commandline -opc)
 end
 
-set -l verbs create exec run ls inspect rm pause resume suspend wake checkpoint restore fork pool attach ps kill logs op info key template version help
+set -l verbs create exec run ls inspect rm pause resume suspend wake checkpoint restore fork pool attach ps kill logs op info key template version help cp
 
 complete -c spacectl -f
 complete -c spacectl -n "not __fish_seen_subcommand_from $verbs" -s h -l help -d 'Show help'
@@ -127,6 +127,7 @@ complete -c spacectl -n "not __fish_seen_subcommand_from $verbs" -a attach -d 'A
 complete -c spacectl -n "not __fish_seen_subcommand_from $verbs" -a ps -d 'List the processes of a sandbox'
 complete -c spacectl -n "not __fish_seen_subcommand_from $verbs" -a kill -d 'Send a signal to a process'
 complete -c spacectl -n "not __fish_seen_subcommand_from $verbs" -a logs -d 'Print the output of a process'
+complete -c spacectl -n "not __fish_seen_subcommand_from $verbs" -a cp -d 'Copy files between the host and a sandbox'
 complete -c spacectl -n "not __fish_seen_subcommand_from $verbs" -a op -d 'List, show and wait for operations'
 complete -c spacectl -n "not __fish_seen_subcommand_from $verbs" -a info -d 'Show the daemon'
 complete -c spacectl -n "not __fish_seen_subcommand_from $verbs" -a key -d 'Create, list and revoke API keys'
@@ -176,6 +177,13 @@ complete -c spacectl -n "__fish_seen_subcommand_from attach" -l no-stdin -d 'Onl
 complete -c spacectl -n "__fish_seen_subcommand_from ps" -l json -d 'Print JSON'
 complete -c spacectl -n "__fish_seen_subcommand_from kill" -s s -l signal -x -a 'TERM INT HUP KILL QUIT USR1 USR2 STOP CONT WINCH' -d 'Signal to send'
 complete -c spacectl -n "__fish_seen_subcommand_from logs" -s f -l follow -d 'Follow until the process exits'
+
+# cp [-a] [-L] [-q] SRC DST: SANDBOX:PATH or a local path
+complete -c spacectl -n "__fish_seen_subcommand_from cp" -s a -l archive -d 'Keep owners (uid/gid) too'
+complete -c spacectl -n "__fish_seen_subcommand_from cp" -s L -l follow-link -d 'Copy what a symlink SRC points to'
+complete -c spacectl -n "__fish_seen_subcommand_from cp" -s q -l quiet -d 'No progress on the terminal'
+complete -c spacectl -n "__fish_seen_subcommand_from cp" -F
+complete -c spacectl -n "__fish_seen_subcommand_from cp" -a '(__spacectl_sandboxes | string replace -r \'$\' :)' -d 'Sandbox'
 
 # op ls|show|wait
 complete -c spacectl -n "__fish_seen_subcommand_from op; and not __fish_seen_subcommand_from ls show wait" -a ls -d 'List operations'

@@ -205,7 +205,7 @@ static int xferinfo_cb(void *userdata, curl_off_t dltotal, curl_off_t dlnow, cur
 /* Everything but the body callbacks: URL, transport, method, headers. */
 static int setup_easy(SpaceHttp *h, CURL *e, char *errbuf, const char *method, const char *path,
                       const char *content_type, const void *body, size_t len, const char *auth_header,
-                      struct curl_slist **ret_headers) {
+                      bool expect_continue, struct curl_slist **ret_headers) {
         _cleanup_free_ char *url = NULL;
         struct curl_slist *hdr = NULL, *t;
         _cleanup_free_ char *ct = NULL;
@@ -239,8 +239,9 @@ static int setup_easy(SpaceHttp *h, CURL *e, char *errbuf, const char *method, c
                         curl_easy_setopt(e, CURLOPT_CUSTOMREQUEST, method);
         }
 
-        /* No "Expect: 100-continue" round trip before bodies over 1 KiB. */
-        t = curl_slist_append(hdr, "Expect:");
+        /* No "Expect: 100-continue" round trip before bodies over 1 KiB; streamed uploads want it, so that an
+         * error the daemon knows from the headers comes before the body is sent. */
+        t = curl_slist_append(hdr, expect_continue ? "Expect: 100-continue" : "Expect:");
         if (!t)
                 goto oom;
         hdr = t;
@@ -334,7 +335,7 @@ int space_http_call_raw(SpaceHttp *h, const char *method, const char *path, cons
         int r;
 
         curl_easy_reset(h->easy);
-        r = setup_easy(h, h->easy, h->errbuf, method, path, content_type, body, len, NULL, &hdr);
+        r = setup_easy(h, h->easy, h->errbuf, method, path, content_type, body, len, NULL, false, &hdr);
         if (r < 0)
                 return r;
         curl_easy_setopt(h->easy, CURLOPT_WRITEFUNCTION, body_write_cb);
@@ -367,6 +368,159 @@ int space_http_call(SpaceHttp *h, const char *method, const char *path, const cJ
         }
         return space_http_call_raw(h, method, path, text ? "application/json" : NULL, text,
                                    text ? strlen(text) : 0, ret);
+}
+
+/* ---- streamed bodies ---- */
+
+typedef struct Upload {
+        SpaceHttpReadFn read;
+        void *userdata;
+        int error;
+} Upload;
+
+static size_t upload_read_cb(char *p, size_t size, size_t n, void *userdata) {
+        Upload *u = userdata;
+        ssize_t k = u->read(p, size * n, u->userdata);
+
+        if (k < 0) {
+                u->error = (int) k;
+                return CURL_READFUNC_ABORT;
+        }
+        return (size_t) k;
+}
+
+/* Reply bodies of streamed requests: a download's 2xx body goes to the caller, anything else is kept (bounded)
+ * for ret. */
+typedef struct Download {
+        SpaceHttp *h;
+        SpaceHttpHeaderFn on_header;
+        SpaceHttpWriteFn write;
+        void *userdata;
+        BodySink error_body;
+        int error;
+} Download;
+
+static bool status_ok(CURL *e) {
+        long status = 0;
+
+        (void) curl_easy_getinfo(e, CURLINFO_RESPONSE_CODE, &status);
+        return status >= 200 && status < 300;
+}
+
+static size_t download_header_cb(char *p, size_t size, size_t n, void *userdata) {
+        Download *d = userdata;
+        _cleanup_free_ char *name = NULL, *value = NULL;
+        size_t len = size * n, nl, vl;
+        const char *colon, *v;
+        int r;
+
+        /* Only the final response's headers, and only "Name: value" lines (not the status line, not 100). */
+        if (!d->on_header || len < 2 || !status_ok(d->h->easy))
+                return len;
+        colon = memchr(p, ':', len);
+        if (!colon)
+                return len;
+        nl = (size_t) (colon - p);
+        v = colon + 1;
+        vl = len - nl - 1;
+        while (vl > 0 && (*v == ' ' || *v == '\t'))
+                v++, vl--;
+        while (vl > 0 && (v[vl - 1] == '\r' || v[vl - 1] == '\n' || v[vl - 1] == ' '))
+                vl--;
+        name = strndup(p, nl);
+        value = strndup(v, vl);
+        if (!name || !value) {
+                d->error = -ENOMEM;
+                return 0;
+        }
+        r = d->on_header(name, value, d->userdata);
+        if (r < 0) {
+                d->error = r;
+                return 0;
+        }
+        return len;
+}
+
+static size_t download_write_cb(char *p, size_t size, size_t n, void *userdata) {
+        Download *d = userdata;
+        int r;
+
+        /* an upload's reply, or an error: kept (bounded) for ret */
+        if (!d->write || !status_ok(d->h->easy))
+                return body_write_cb(p, size, n, &d->error_body);
+        r = d->write(p, size * n, d->userdata);
+        if (r < 0) {
+                d->error = r;
+                return 0;
+        }
+        return size * n;
+}
+
+static int perform_streamed(SpaceHttp *h, struct curl_slist *hdr, Download *d, int read_error_of(void *),
+                            void *upload, SpaceHttpReply *ret) {
+        long status = 0;
+        CURLcode c;
+        int r;
+
+        curl_easy_setopt(h->easy, CURLOPT_WRITEFUNCTION, download_write_cb);
+        curl_easy_setopt(h->easy, CURLOPT_WRITEDATA, d);
+        curl_easy_setopt(h->easy, CURLOPT_HEADERFUNCTION, download_header_cb);
+        curl_easy_setopt(h->easy, CURLOPT_HEADERDATA, d);
+        c = curl_easy_perform(h->easy);
+        curl_easy_setopt(h->easy, CURLOPT_HTTPHEADER, NULL);
+        curl_slist_free_all(hdr);
+        r = curl_to_errno(h->easy, c, d->error ?: d->error_body.error);
+        if (r == -EINTR && upload && read_error_of(upload) < 0)
+                r = read_error_of(upload);
+        if (r < 0) {
+                if (!h->errbuf[0])
+                        snprintf(h->errbuf, sizeof h->errbuf, "%s", curl_easy_strerror(c));
+                buf_done(&d->error_body.buf);
+                return r;
+        }
+        (void) curl_easy_getinfo(h->easy, CURLINFO_RESPONSE_CODE, &status);
+        r = reply_fill(ret, status, d->error_body.buf.data ?: "", d->error_body.buf.len);
+        buf_done(&d->error_body.buf);
+        return r;
+}
+
+static int upload_error(void *u) {
+        return ((Upload *) u)->error;
+}
+
+int space_http_upload(SpaceHttp *h, const char *method, const char *path, int64_t size, SpaceHttpReadFn read,
+                      void *userdata, SpaceHttpReply *ret) {
+        struct curl_slist *hdr = NULL;
+        Upload u = { .read = read, .userdata = userdata };
+        Download d = { .h = h };
+        int r;
+
+        curl_easy_reset(h->easy);
+        r = setup_easy(h, h->easy, h->errbuf, method, path, "application/octet-stream", NULL, 0, NULL, true, &hdr);
+        if (r < 0)
+                return r;
+        curl_easy_setopt(h->easy, CURLOPT_UPLOAD, 1L);
+        curl_easy_setopt(h->easy, CURLOPT_READFUNCTION, upload_read_cb);
+        curl_easy_setopt(h->easy, CURLOPT_READDATA, &u);
+        /* without a size, curl sends the body chunked */
+        if (size >= 0)
+                curl_easy_setopt(h->easy, CURLOPT_INFILESIZE_LARGE, (curl_off_t) size);
+        /* the daemon answers 100 once the guest is ready, which may take a wake-up */
+        curl_easy_setopt(h->easy, CURLOPT_EXPECT_100_TIMEOUT_MS, 120000L);
+        return perform_streamed(h, hdr, &d, upload_error, &u, ret);
+}
+
+int space_http_download(SpaceHttp *h, const char *path, SpaceHttpHeaderFn on_header, SpaceHttpWriteFn write,
+                        void *userdata, SpaceHttpReply *ret) {
+        struct curl_slist *hdr = NULL;
+        Download d = { .h = h, .on_header = on_header, .write = write, .userdata = userdata };
+        int r;
+
+        curl_easy_reset(h->easy);
+        r = setup_easy(h, h->easy, h->errbuf, "GET", path, NULL, NULL, 0, NULL, false, &hdr);
+        if (r < 0)
+                return r;
+        return perform_streamed(h, hdr, &d, NULL, NULL, ret);
 }
 
 /* ---- text/event-stream ---- */
@@ -579,7 +733,7 @@ static int request_new(SpaceStream *s, const char *method, const char *path, con
                 free(q);
                 return -ENOMEM;
         }
-        r = setup_easy(s->http, q->easy, q->errbuf, method, path, content_type, body, len, auth_header,
+        r = setup_easy(s->http, q->easy, q->errbuf, method, path, content_type, body, len, auth_header, false,
                        &q->headers);
         if (r < 0) {
                 request_free(s, q);

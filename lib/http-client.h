@@ -14,6 +14,8 @@
 #include <signal.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
 
 #include <cjson/cJSON.h>
 
@@ -65,6 +67,24 @@ int space_http_call(SpaceHttp *h, const char *method, const char *path, const cJ
 /* Same with a raw body of the given content type. */
 int space_http_call_raw(SpaceHttp *h, const char *method, const char *path, const char *content_type,
                         const void *body, size_t len, SpaceHttpReply *ret);
+
+/*
+ * Streamed bodies (files): nothing is held whole. An upload pulls its body from read() (bytes into buf, 0 at
+ * the end, < 0 = -errno to abort, which is then returned); with size < 0 it is sent chunked. It asks with
+ * "Expect: 100-continue", so an error the daemon knows from the headers comes before the body is sent; its
+ * reply is in ret as for space_http_call(). A
+ * download hands a 2xx body to write() as it arrives (< 0 aborts and is returned) after on_header() (may be
+ * NULL) saw each response header; any other status fills ret's error fields. A body the daemon cuts short
+ * (an unterminated chunked response) is -EPROTO.
+ */
+typedef ssize_t (*SpaceHttpReadFn)(void *buf, size_t max, void *userdata);
+typedef int (*SpaceHttpWriteFn)(const void *buf, size_t n, void *userdata);
+typedef int (*SpaceHttpHeaderFn)(const char *name, const char *value, void *userdata);
+
+int space_http_upload(SpaceHttp *h, const char *method, const char *path, int64_t size, SpaceHttpReadFn read,
+                      void *userdata, SpaceHttpReply *ret);
+int space_http_download(SpaceHttp *h, const char *path, SpaceHttpHeaderFn on_header, SpaceHttpWriteFn write,
+                        void *userdata, SpaceHttpReply *ret);
 
 /*
  * text/event-stream parser (WHATWG rules: LF, CRLF or CR line ends, "data" lines joined with LF, "event"

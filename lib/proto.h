@@ -46,13 +46,35 @@
  *   host -> guest  DATA(s, fd 0), EOF(s, fd 0) (close stdin), SIGNAL(s, le32 signo), RESIZE(s, le16 rows,
  *                  le16 cols), CREDIT(s, fd 1|2, le32 bytes), CLOSE(s) to forget a stream after EXIT.
  *   guest -> host  CREDIT(s, fd 0, le32 bytes) as stdin bytes are written to the process.
+ *
+ * File operations (FILE) run on a stream of their own; the guest agent is root and paths are absolute:
+ *   host -> guest  FILE(s, kv: op=stat|list|mkdir|remove|move|symlink|attrs|read|write, path, ...)
+ *                  -> OK(s, kv: entry) | ERROR(s, kv: errno, message[, code=too_many_entries])
+ *                  stat    follow=0|1                               -> OK(entry of path)
+ *                  mkdir   mode, parents=0|1, uid, gid               -> OK(entry); EEXIST without parents
+ *                  remove  recursive=0|1                             -> OK()
+ *                  move    to (path is the source)                   -> OK(entry of to)
+ *                  symlink target, uid, gid                          -> OK(entry)
+ *                  attrs   mode, mtime, uid, gid (no symlink follow) -> OK(entry)
+ *                  list    depth=1..64                               -> OK(count=N), DATA(s, fd 1, entries)...,
+ *                                                                     EOF(s, fd 1)
+ *                  read                                              -> OK(entry), DATA(s, fd 1, bytes)...,
+ *                                                                     EOF(s, fd 1) | ERROR
+ *                  write   mode, mtime, uid, gid, parents=0|1        -> OK(ready); then the host sends
+ *                          DATA(s, fd 0, bytes)... EOF(s, fd 0)      -> OK(entry) | ERROR
+ *                  DATA on fd 1 and fd 0 run under the same per-(stream, fd) credit as process stdio. A write goes
+ *                  to a temporary file in the target's directory, renamed into place at EOF; CLOSE(s) from the
+ *                  host (or the host going away) drops it. The stream is forgotten after its last OK or ERROR.
+ *   entry: kv records type=file|dir|symlink|other, mode (permission bits, decimal), size, mtime (unix
+ *          seconds), uid, gid, target (symlinks). In a list, each entry starts with rel=NAME[/NAME...], the
+ *          path below the listed directory; a DATA frame carries whole entries only.
  */
 
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
-#define SPACE_PROTO_VERSION 1
+#define SPACE_PROTO_VERSION 2 /* 2: FILE */
 #define SPACE_FRAME_HEADER_SIZE 12
 #define SPACE_FRAME_PAYLOAD_MAX (64U * 1024U)
 #define SPACE_FRAME_MAX (SPACE_FRAME_HEADER_SIZE + SPACE_FRAME_PAYLOAD_MAX)
@@ -62,6 +84,13 @@
 /* Hard caps the host enforces on what the guest may make it hold. */
 #define SPACE_KV_RECORDS_MAX 4096U
 #define SPACE_STREAMS_MAX 1024U
+/* File operations (FILE): limits both sides keep. */
+#define SPACE_FILE_PATH_MAX 4096U            /* bytes of a path or a symlink target, without the NUL */
+#define SPACE_FILE_NAME_MAX 255U             /* bytes of one path component */
+#define SPACE_FILE_LIST_MAX 100000U          /* entries one list returns, else code=too_many_entries */
+#define SPACE_FILE_LIST_BYTES_MAX (16U * 1024U * 1024U) /* encoded entries one list returns */
+#define SPACE_FILE_LIST_DEPTH_MAX 64U
+#define SPACE_FILE_XFERS_MAX 64U             /* file operations in flight per channel */
 
 enum space_frame_type {
         SPACE_F_HELLO = 1,
@@ -81,6 +110,7 @@ enum space_frame_type {
         SPACE_F_CLOSE = 15,
         SPACE_F_RELEASE = 16,
         SPACE_F_ADOPT = 17,
+        SPACE_F_FILE = 18,
         _SPACE_F_MAX,
 };
 

@@ -12,6 +12,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "files.h"
 #include "log.h"
 #include "macro.h"
 #include "process.h"
@@ -31,6 +32,8 @@ struct AgentConn {
         uint32_t next_stream;
         Process *processes;
         unsigned n_processes;
+        FileXfer *files;             /* file operations (files.c), on streams of their own */
+        unsigned n_files;
 };
 
 static int unix_connect(const char *path, bool nonblock, int *ret_fd) {
@@ -322,6 +325,42 @@ static Process *find_stream(AgentConn *a, uint32_t stream) {
         return NULL;
 }
 
+static FileXfer *find_file(AgentConn *a, uint32_t stream) {
+        for (FileXfer *x = a->files; x; x = x->agent_next)
+                if (x->stream == stream)
+                        return x;
+        return NULL;
+}
+
+static bool stream_in_use(AgentConn *a, uint32_t stream) {
+        return find_stream(a, stream) || find_file(a, stream);
+}
+
+int agent_register_file(AgentConn *a, FileXfer *x) {
+        if (a->n_files >= SPACE_FILE_XFERS_MAX)
+                return -EMFILE;
+        do
+                x->stream = agent_new_stream(a);
+        while (stream_in_use(a, x->stream));
+        x->agent = a;
+        x->agent_next = a->files;
+        a->files = x;
+        a->n_files++;
+        return 0;
+}
+
+void agent_unregister_file(AgentConn *a, FileXfer *x) {
+        for (FileXfer **i = &a->files; *i; i = &(*i)->agent_next)
+                if (*i == x) {
+                        *i = x->agent_next;
+                        a->n_files--;
+                        break;
+                }
+        x->agent_next = NULL;
+        if (x->agent == a)
+                x->agent = NULL;
+}
+
 static void link_process(AgentConn *a, Process *p) {
         p->agent = a;
         p->agent_next = a->processes;
@@ -334,7 +373,7 @@ int agent_register_process(AgentConn *a, Process *p) {
                 return -EMFILE;
         do
                 p->stream = agent_new_stream(a);
-        while (find_stream(a, p->stream));
+        while (stream_in_use(a, p->stream));
         link_process(a, p);
         return 0;
 }
@@ -342,7 +381,7 @@ int agent_register_process(AgentConn *a, Process *p) {
 int agent_register_stream(AgentConn *a, Process *p, uint32_t stream) {
         if (a->n_processes >= SPACE_STREAMS_MAX)
                 return -EMFILE;
-        if (stream == 0 || (stream & SPACE_STREAM_GUEST_BIT) || find_stream(a, stream))
+        if (stream == 0 || (stream & SPACE_STREAM_GUEST_BIT) || stream_in_use(a, stream))
                 return -EEXIST;
         p->stream = stream;
         link_process(a, p);
@@ -380,6 +419,12 @@ static void dispatch(AgentConn *a, const SpaceFrameHeader *h, const uint8_t *pay
                 return; /* HELLO after a guest reboot, or streams we do not serve yet */
         p = find_stream(a, h->stream);
         if (!p) {
+                FileXfer *x = find_file(a, h->stream);
+
+                if (x) {
+                        file_xfer_on_frame(x, h, payload);
+                        return;
+                }
                 /* A stream we have no record of: let its process run on, unthrottled. */
                 if (h->type == SPACE_F_DATA && (h->fd == 1 || h->fd == 2)) {
                         uint8_t le[4];
@@ -489,6 +534,15 @@ int agent_connect(Sandbox *s) {
 /* Detaches every process; with code they end with that error, without they wait to be adopted again. */
 static void release_all(AgentConn *a, const char *code, const char *message) {
         Process *list = a->processes;
+
+        /* File operations never outlive their channel: the guest drops them when the host goes. */
+        while (a->files) {
+                FileXfer *x = a->files;
+
+                a->files = x->agent_next;
+                a->n_files--;
+                file_xfer_lost(x, message ?: "lost the channel to the sandbox's agent");
+        }
 
         a->processes = NULL;
         a->n_processes = 0;

@@ -299,6 +299,8 @@ size_t api_upload(Request *r, const char *data, size_t n) {
         Sandbox *s;
         Process *p;
 
+        if (r->file)
+                return api_files_upload(r, data, n);
         if (r->upload) {
                 p = r->upload;
                 p->upload = NULL;

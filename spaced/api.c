@@ -68,6 +68,15 @@ const Route api_routes[] = {
         { "POST", "/v1/keys", api_post_keys },
         { "GET", "/v1/keys", api_get_keys },
         { "DELETE", "/v1/keys/{key}", api_delete_key },
+        { "GET", "/v1/sandboxes/{id}/files", api_get_file },
+        { "PUT", "/v1/sandboxes/{id}/files", api_put_file, .begin = api_put_file_begin },
+        { "DELETE", "/v1/sandboxes/{id}/files", api_delete_file },
+        { "GET", "/v1/sandboxes/{id}/files/stat", api_get_file_stat },
+        { "GET", "/v1/sandboxes/{id}/files/list", api_get_file_list },
+        { "POST", "/v1/sandboxes/{id}/files/mkdir", api_post_file_mkdir },
+        { "POST", "/v1/sandboxes/{id}/files/move", api_post_file_move },
+        { "POST", "/v1/sandboxes/{id}/files/symlink", api_post_file_symlink },
+        { "POST", "/v1/sandboxes/{id}/files/attrs", api_post_file_attrs },
         {},
 };
 

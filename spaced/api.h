@@ -122,6 +122,20 @@ int parse_exec_spec(Request *r, cJSON *o, bool stdin_default, ExecSpec *spec, ch
 /* Last-Event-ID (header, or ?last_event_id=): 0 when absent. Responds 400 itself. */
 int parse_last_event_id(Request *r, uint64_t *ret);
 
+/* api-files.c */
+void api_get_file(Request *r, const RouteArgs *a);
+void api_put_file(Request *r, const RouteArgs *a);
+void api_put_file_begin(Request *r, const RouteArgs *a);
+void api_delete_file(Request *r, const RouteArgs *a);
+void api_get_file_stat(Request *r, const RouteArgs *a);
+void api_get_file_list(Request *r, const RouteArgs *a);
+void api_post_file_mkdir(Request *r, const RouteArgs *a);
+void api_post_file_move(Request *r, const RouteArgs *a);
+void api_post_file_symlink(Request *r, const RouteArgs *a);
+void api_post_file_attrs(Request *r, const RouteArgs *a);
+/* PUT /files bodies: streamed to the guest (called by api_upload for requests with a file operation). */
+size_t api_files_upload(Request *r, const char *data, size_t n);
+
 /* api-sessions.c */
 void api_post_sessions(Request *r, const RouteArgs *a);
 void api_get_session_stream(Request *r, const RouteArgs *a);

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "api.h"
+#include "files.h"
 #include "http.h"
 #include "log.h"
 #include "macro.h"
@@ -111,6 +112,8 @@ static void request_free(Request *r) {
                 process_detach_stream(r->stream, r);
         if (r->upload)
                 process_detach_upload(r->upload, r);
+        if (r->file)
+                file_xfer_detach(r->file, r);
         space_buf_done(&r->body);
         free(r);
 }

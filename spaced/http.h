@@ -67,6 +67,8 @@ struct Request {
         bool upload_failed;
         /* Set by process.c for SSE streams so a finished request can detach from its process. */
         Process *stream;
+        /* A file operation this request runs (files.c). */
+        FileXfer *file;
 };
 
 /* unix_fd: the API socket (peer credentials); tcp_fd: the TCP listener (API keys), or -1. */

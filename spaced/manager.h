@@ -26,6 +26,7 @@ typedef struct Store Store;
 typedef struct Waiter Waiter;
 typedef struct Completion Completion;
 typedef struct Checkpoint Checkpoint;
+typedef struct FileXfer FileXfer;
 
 #define SANDBOX_ID_LEN 32
 #define CHECKPOINT_ID_LEN 19 /* "cp-" + 16 hex */
@@ -407,4 +408,6 @@ uint32_t agent_new_stream(AgentConn *a);
 int agent_register_process(AgentConn *a, Process *p);
 int agent_register_stream(AgentConn *a, Process *p, uint32_t stream);   /* a known stream, after a restart */
 void agent_unregister_process(AgentConn *a, Process *p);
+int agent_register_file(AgentConn *a, FileXfer *x);      /* a new stream for a file operation (files.c) */
+void agent_unregister_file(AgentConn *a, FileXfer *x);
 unsigned agent_process_count(AgentConn *a);

@@ -101,6 +101,17 @@ size_t streams_poll_fill(const Channel *c, struct pollfd *fds, size_t max, Strea
 void streams_poll_handle(Channel *c, const struct pollfd *fds, size_t n, Stream **owners);
 size_t streams_count(void);
 
+/* files.c: FILE streams (stat, list, mkdir, remove, move, symlink, attrs, read, write) */
+void files_handle(Channel *c, uint32_t id, const uint8_t *p, size_t n);
+/* A frame on a stream: true when the stream is a file transfer's (and the frame was handled). */
+bool files_frame(Channel *c, const SpaceFrameHeader *h, const uint8_t *p);
+/* Sends what reads and lists may send now; files_want_pump() says whether there is any (poll without
+ * waiting then). */
+void files_pump(Channel *c);
+bool files_want_pump(const Channel *c);
+/* The host went away or came back: unfinished transfers are dropped (uploads leave no file). */
+void files_drop_all(void);
+
 /* init.c: INIT and the default environment for EXEC */
 void init_handle(Channel *c, uint32_t id, const uint8_t *p, size_t n);
 /* Default environment records ("K=V"), NULL-terminated. */

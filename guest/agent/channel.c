@@ -92,10 +92,15 @@ static void dispatch(Channel *c, const SpaceFrameHeader *h, const uint8_t *p) {
         case SPACE_F_ADOPT:
                 stream_adopt(c, h->stream);
                 return;
+        case SPACE_F_FILE:
+                files_handle(c, h->stream, p, h->length);
+                return;
         default:
                 break;
         }
 
+        if (files_frame(c, h, p))
+                return;
         s = stream_find(h->stream);
         if (!s)
                 return; /* a stream we forgot, or never had: drop */
@@ -137,6 +142,7 @@ static void host_gone(Channel *c) {
                 return;
         c->host_connected = false;
         c->reader->have = 0;
+        files_drop_all(); /* nobody will finish them */
         if (c->head_left > 0) {
                 c->out_off += c->head_left;
                 c->head_left = 0;
@@ -147,6 +153,7 @@ static void host_back(Channel *c) {
         if (c->host_connected)
                 return;
         c->host_connected = true;
+        files_drop_all(); /* a new host knows nothing of them */
         channel_send_hello(c);
 }
 

@@ -88,7 +88,8 @@ int main(int argc, char *argv[]) {
                 fds[n++] = (struct pollfd) { .fd = sfd, .events = POLLIN };
                 ns = streams_poll_fill(&c, fds + n, POLL_MAX - n, owners);
 
-                if (poll(fds, n + ns, -1) < 0) {
+                /* file reads and lists have no fd to wait on: go round again at once while they can send */
+                if (poll(fds, n + ns, files_want_pump(&c) ? 0 : -1) < 0) {
                         if (errno != EINTR)
                                 log_err("poll: %m");
                         continue;
@@ -102,6 +103,7 @@ int main(int argc, char *argv[]) {
                 /* Output first, then exits (EXIT must follow the last DATA and EOF), then the host. */
                 streams_poll_handle(&c, fds + 2, ns, owners);
                 streams_reap(&c);
+                files_pump(&c);
                 channel_io(&c);
         }
 }

@@ -6,15 +6,17 @@
 # and idle memory (bench_lifecycle.py), each next to a raw baseline measured in the same run. Writes JSON to
 # $BENCH_OUT (default: $TOP_BUILDDIR/bench-results.json) and prints tables. The environment is the integration
 # tests' (own daemon on a free TCP port, own state, cleaned up at exit).
+# bench_cp.py: spacectl cp in and out next to a raw read of the same file on the host.
 #
 # Knobs: BENCH_CREATES (>= 20, default 20), BENCH_EXECS (>= 50, default 50), BENCH_PINGS (default 200),
 #        BENCH_RAW_RESTORE_CMD (see tests/bench/bench.py), BENCH_STREAM_MIB (default 64), BENCH_STREAM_RUNS
 #        (>= 3), BENCH_SESSIONS (>= 50), BENCH_PAUSES (default 30), BENCH_SUSPENDS (default 5),
-#        BENCH_FORKS (default 3), BENCH_ONLY=core|api|lifecycle|storage|templates|build (one part alone; storage:
-#        checkpoint pause and fork on qcow2 and on a loop-mounted btrfs, side by side), BENCH_STORAGE=0 (no storage
-#        part), SPACE_TEST_ACCEL, TOP_BUILDDIR; templates: BENCH_IMPORT_MIB (default 64,512,1024),
+#        BENCH_FORKS (default 3), BENCH_ONLY=core|api|lifecycle|storage|templates|build|cp (one part alone;
+#        storage: checkpoint pause and fork on qcow2 and on a loop-mounted btrfs, side by side), BENCH_STORAGE=0 (no
+#        storage part), SPACE_TEST_ACCEL, TOP_BUILDDIR; templates: BENCH_IMPORT_MIB (default 64,512,1024),
 #        BENCH_IMPORT_RUNS (default 3), BENCH_TEMPLATE_CREATES (default 10); build (template recipes,
-#        tests/bench/bench_build.py): BENCH_BUILD_RUNS (default 2), BENCH_BUILD_RAW (default 1).
+#        tests/bench/bench_build.py): BENCH_BUILD_RUNS (default 2), BENCH_BUILD_RAW (default 1); cp: BENCH_CP_MIB
+#        (default 256), BENCH_CP_RUNS (>= 3).
 # Numbers from a --enable-sanitizers build are slower than a release build: configure without it for figures
 # worth quoting.
 
@@ -56,6 +58,12 @@ if [ -z "${BENCH_ONLY:-}" ] || [ "$BENCH_ONLY" = build ]; then
         daemon_answers || spacectl version >/dev/null 2>&1
         SEEN_PIDS+=("$(daemon_pid)")
         python3 "$TESTS_DIR/../bench/bench_build.py" || rc=1
+fi
+if [ -z "${BENCH_ONLY:-}" ] || [ "$BENCH_ONLY" = cp ]; then
+        # spacectl cp in and out next to a raw read of the same file (bench_cp.py)
+        daemon_answers || spacectl version >/dev/null 2>&1
+        SEEN_PIDS+=("$(daemon_pid)")
+        python3 "$TESTS_DIR/../bench/bench_cp.py" || rc=1
 fi
 if [ -z "${BENCH_ONLY:-}" ] || [ "$BENCH_ONLY" = lifecycle ] || [ "$BENCH_ONLY" = storage ]; then
         # Checkpoint pause and fork on each disk store: this daemon's (qcow2 on most machines), then a second

@@ -1,0 +1,141 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE 1
+#endif
+
+#include <errno.h>
+#include <getopt.h>
+#include <locale.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cp.h"
+#include "macro.h"
+
+const CliHelp cmd_cp_help = {
+        .synopsis = "cp [-a] [-L] [-q] SRC DST\n"
+                    "cp [-a] [-L] [-q] - SANDBOX:DIR\n"
+                    "cp [-a] [-L] [-q] SANDBOX:PATH -",
+        .summary = "Copy files and directories between the host and a sandbox",
+        .options =
+        "Exactly one of SRC and DST is SANDBOX:PATH (a sandbox's name or id; a relative PATH is taken from the\n"
+        "sandbox's /). A local path with a ':' in it needs a '/' before the colon (./a:b).\n"
+        "Like docker cp: a file copied to an existing directory goes into it; a directory is copied into an\n"
+        "existing directory, or becomes DST when that does not exist; SRC/. copies the contents of SRC.\n"
+        "Modes, symlinks and modification times are kept; symlinks are copied, not followed.\n"
+        "'-' as SRC extracts a tar stream from stdin into the sandbox's directory DIR; '-' as DST writes a tar\n"
+        "stream of SANDBOX:PATH to stdout.\n"
+        "\n"
+        "Options:\n"
+        "  -a, --archive       keep owners (uid/gid) too; without it files copied into a sandbox belong to\n"
+        "                      root, and files copied out to you\n"
+        "  -L, --follow-link   if SRC is a symlink, copy what it points to\n"
+        "  -q, --quiet         no progress on a terminal\n"
+        "  -h, --help          show this help\n",
+};
+
+/* "SANDBOX:PATH": 1 with the parts; 0 for a local path (or "-"); < 0 (usage error printed) when malformed. */
+static int parse_remote(const char *arg, char **ret_ref, char **ret_path) {
+        const char *colon = strchr(arg, ':'), *slash = strchr(arg, '/');
+        _cleanup_free_ char *ref = NULL;
+        char *path;
+
+        if (streq(arg, "-") || !colon || (slash && slash < colon))
+                return 0;
+        if (colon == arg) {
+                cli_usage_error("'%s': no sandbox before the ':' (use ./%s for a local path)", arg, arg);
+                return -EINVAL;
+        }
+        ref = strndup(arg, (size_t) (colon - arg));
+        if (!ref)
+                return -ENOMEM;
+        colon++;
+        /* relative paths are taken from the sandbox's / */
+        if (asprintf(&path, "%s%s", colon[0] == '/' ? "" : "/", colon) < 0)
+                return -ENOMEM;
+        *ret_ref = TAKE_PTR(ref);
+        *ret_path = path;
+        return 1;
+}
+
+int cmd_cp(int argc, char *argv[]) {
+        static const struct option options[] = {
+                { "help", no_argument, NULL, 'h' },
+                { "archive", no_argument, NULL, 'a' },
+                { "follow-link", no_argument, NULL, 'L' },
+                { "quiet", no_argument, NULL, 'q' },
+                {}
+        };
+        _cleanup_free_ char *src_ref = NULL, *src_path = NULL, *dst_ref = NULL, *dst_path = NULL;
+        CpContext c = {};
+        const char *src, *dst;
+        int k, r, rs, rd;
+
+        opterr = 0;
+        while ((k = getopt_long(argc, argv, ":haLq", options, NULL)) >= 0) {
+                switch (k) {
+                case 'h':
+                        cli_print_help(cli_verb, stdout);
+                        return 0;
+                case 'a':
+                        c.archive = true;
+                        break;
+                case 'L':
+                        c.follow = true;
+                        break;
+                case 'q':
+                        c.quiet = true;
+                        break;
+                default:
+                        return cli_bad_option(k, argv);
+                }
+        }
+        if (argc - optind != 2)
+                return cli_usage_error("cp needs a SRC and a DST");
+        src = argv[optind];
+        dst = argv[optind + 1];
+        if (!*src || !*dst)
+                return cli_usage_error("SRC and DST must not be empty");
+        rs = parse_remote(src, &src_ref, &src_path);
+        rd = parse_remote(dst, &dst_ref, &dst_path);
+        if (rs < 0 || rd < 0)
+                return rs == -ENOMEM || rd == -ENOMEM ? EXIT_FAIL : EXIT_USAGE;
+        if (rs == rd)
+                return cli_usage_error(rs ? "cannot copy between two sandboxes: one of SRC and DST must be a local path"
+                                          : "one of SRC and DST must be SANDBOX:PATH");
+        if (streq(src, "-") && streq(dst, "-"))
+                return cli_usage_error("'-' can be SRC or DST, not both");
+
+        /* Names in tar streams are UTF-8 (pax) and the daemon's names are too: with the C locale's ASCII,
+         * libarchive could not convert them. Names on disk are bytes either way. */
+        (void) setlocale(LC_CTYPE, "C.UTF-8");
+
+        c.ref = rs ? src_ref : dst_ref;
+        c.progress = !c.quiet && isatty(STDERR_FILENO);
+        if (cli_sandbox_path(c.ref, "/files", &c.files_path) < 0) {
+                log_error("out of memory");
+                return EXIT_FAIL;
+        }
+        c.http = cli_http();
+        if (!c.http) {
+                free(c.files_path);
+                return EXIT_FAIL;
+        }
+        /* Ctrl-C ends a transfer cleanly: an upload in flight leaves nothing in the sandbox */
+        if (cli_signals_install() >= 0)
+                space_http_set_cancel(c.http, &cli_signal_received);
+
+        r = rs ? cp_download(&c, src_path, dst) : cp_upload(&c, src, dst_path);
+        if (c.progress && (c.files > 0 || c.bytes > 0))
+                cp_progress(&c, 0, true);
+        if (c.skipped > 0)
+                log_error("cp: warning: skipped %llu special file%s (devices, FIFOs or sockets), the first was %s",
+                          (unsigned long long) c.skipped, c.skipped == 1 ? "" : "s", c.first_skipped ?: "?");
+        free(c.first_skipped);
+        free(c.files_path);
+        if (r == -ENOMEM)
+                log_error("out of memory");
+        return r < 0 ? EXIT_FAIL : 0;
+}

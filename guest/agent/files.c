@@ -1,0 +1,886 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+
+/*
+ * FILE streams: stat, list, mkdir, remove, move, symlink, attrs, read and write of guest paths for the host
+ * (lib/proto.h has the conversation). The agent is root, so these act with root's rights on absolute paths.
+ *
+ * Reads and lists send DATA on fd 1 only while the stream has credit and the port's queue is under the
+ * high-water mark, like process output; a list is walked first (bounded by SPACE_FILE_LIST_MAX entries and
+ * SPACE_FILE_LIST_BYTES_MAX bytes) so that "too many entries" is an answer, not a cut-off stream. A write
+ * lands in a temporary file next to its target and is renamed into place at EOF, so an aborted upload leaves
+ * nothing behind.
+ */
+
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE /* mkostemp */
+#endif
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "../../lib/macro.h"
+#include "agent.h"
+
+enum {
+        XFER_READ,
+        XFER_WRITE,
+        XFER_LIST,
+};
+
+typedef struct FileXfer {
+        uint32_t id;
+        int kind;
+        int fd;                   /* read: the file; write: the temporary file */
+        char *path;               /* write: the target */
+        char *tmp_path;           /* write: the temporary file, unlinked unless renamed */
+        mode_t mode;
+        uid_t uid;
+        gid_t gid;
+        bool owner_set;
+        int64_t mtime;
+        bool mtime_set;
+        SpaceBuf out;             /* list: encoded entries still to send from out_off */
+        size_t out_off;
+        SpaceCredit out_credit;   /* DATA on fd 1 */
+        SpaceCredit in_credit;    /* DATA on fd 0 */
+        struct FileXfer *next;
+} FileXfer;
+
+/* What a FILE request asked for. */
+typedef struct FileReq {
+        const char *op, *path, *to, *target;
+        unsigned long mode;
+        bool mode_set;
+        unsigned long uid, gid;
+        bool uid_set, gid_set;
+        long long mtime;
+        bool mtime_set;
+        bool parents, recursive, follow;
+        unsigned long depth;
+} FileReq;
+
+static FileXfer *xfers;
+static unsigned n_xfers;
+
+static FileXfer *xfer_find(uint32_t id) {
+        for (FileXfer *x = xfers; x; x = x->next)
+                if (x->id == id)
+                        return x;
+        return NULL;
+}
+
+static void xfer_free(FileXfer *x) {
+        for (FileXfer **i = &xfers; *i; i = &(*i)->next)
+                if (*i == x) {
+                        *i = x->next;
+                        n_xfers--;
+                        break;
+                }
+        safe_close(x->fd);
+        if (x->tmp_path)
+                (void) unlink(x->tmp_path);
+        free(x->tmp_path);
+        free(x->path);
+        space_buf_done(&x->out);
+        free(x);
+}
+
+static FileXfer *xfer_new(uint32_t id, int kind) {
+        FileXfer *x = calloc(1, sizeof *x);
+
+        if (!x)
+                return NULL;
+        x->id = id;
+        x->kind = kind;
+        x->fd = -1;
+        space_credit_init(&x->out_credit);
+        space_credit_init(&x->in_credit);
+        x->next = xfers;
+        xfers = x;
+        n_xfers++;
+        return x;
+}
+
+/* ---- requests ---- */
+
+static int parse_ul(const char *v, unsigned long max, unsigned long *ret) {
+        char *end;
+        unsigned long n;
+
+        if (!v[0] || v[0] == '-' || v[0] == '+')
+                return -EINVAL;
+        errno = 0;
+        n = strtoul(v, &end, 10);
+        if (errno || *end || n > max)
+                return -EINVAL;
+        *ret = n;
+        return 0;
+}
+
+static int parse_req(const uint8_t *p, size_t n, FileReq *ret) {
+        size_t off = 0, klen;
+        const char *k, *v;
+        FileReq q = { .depth = 1 };
+        int r;
+
+        while ((r = space_kv_next(p, n, &off, &k, &klen, &v)) > 0) {
+#define KEY(s) (klen == sizeof(s) - 1 && memcmp(k, s, klen) == 0)
+                if (KEY("op"))
+                        q.op = v;
+                else if (KEY("path"))
+                        q.path = v;
+                else if (KEY("to"))
+                        q.to = v;
+                else if (KEY("target"))
+                        q.target = v;
+                else if (KEY("mode")) {
+                        if (parse_ul(v, 07777, &q.mode) < 0)
+                                return -EINVAL;
+                        q.mode_set = true;
+                } else if (KEY("uid")) {
+                        if (parse_ul(v, UINT32_MAX - 1, &q.uid) < 0)
+                                return -EINVAL;
+                        q.uid_set = true;
+                } else if (KEY("gid")) {
+                        if (parse_ul(v, UINT32_MAX - 1, &q.gid) < 0)
+                                return -EINVAL;
+                        q.gid_set = true;
+                } else if (KEY("mtime")) {
+                        char *end;
+                        errno = 0;
+                        q.mtime = strtoll(v, &end, 10);
+                        if (errno || !v[0] || *end)
+                                return -EINVAL;
+                        q.mtime_set = true;
+                } else if (KEY("depth")) {
+                        if (parse_ul(v, SPACE_FILE_LIST_DEPTH_MAX, &q.depth) < 0 || q.depth < 1)
+                                return -EINVAL;
+                } else if (KEY("parents"))
+                        q.parents = streq(v, "1");
+                else if (KEY("recursive"))
+                        q.recursive = streq(v, "1");
+                else if (KEY("follow"))
+                        q.follow = streq(v, "1");
+#undef KEY
+        }
+        if (r < 0)
+                return r;
+        *ret = q;
+        return 0;
+}
+
+static bool path_ok(const char *p) {
+        return p && p[0] == '/' && strlen(p) <= SPACE_FILE_PATH_MAX;
+}
+
+/* ---- entries ---- */
+
+static const char *type_of(mode_t m) {
+        return S_ISREG(m) ? "file" : S_ISDIR(m) ? "dir" : S_ISLNK(m) ? "symlink" : "other";
+}
+
+/* Appends an entry's records; the symlink target is read relative to dirfd (AT_FDCWD for absolute paths). */
+static int entry_add(SpaceBuf *b, const char *rel, int dirfd, const char *name, const struct stat *st) {
+        int r = 0;
+
+        if (rel)
+                r = space_kv_add(b, "rel", rel);
+        if (r >= 0)
+                r = space_kv_add(b, "type", type_of(st->st_mode));
+        if (r >= 0)
+                r = space_kv_addf(b, "mode", "%u", (unsigned) (st->st_mode & 07777));
+        if (r >= 0)
+                r = space_kv_addf(b, "size", "%" PRIu64, (uint64_t) st->st_size);
+        if (r >= 0)
+                r = space_kv_addf(b, "mtime", "%" PRId64, (int64_t) st->st_mtim.tv_sec);
+        if (r >= 0)
+                r = space_kv_addf(b, "uid", "%u", (unsigned) st->st_uid);
+        if (r >= 0)
+                r = space_kv_addf(b, "gid", "%u", (unsigned) st->st_gid);
+        if (r >= 0 && S_ISLNK(st->st_mode)) {
+                char target[SPACE_FILE_PATH_MAX + 1];
+                ssize_t l = readlinkat(dirfd, name, target, sizeof target - 1);
+
+                if (l >= 0) {
+                        target[l] = 0;
+                        r = space_kv_add(b, "target", target);
+                }
+        }
+        return r;
+}
+
+static void send_ok(Channel *c, uint32_t id, const SpaceBuf *kv) {
+        (void) channel_send(c, SPACE_F_OK, 0, id, kv ? kv->data : NULL, kv ? kv->len : 0);
+}
+
+static void send_err(Channel *c, uint32_t id, int err, const char *what, const char *path) {
+        char msg[256];
+
+        (void) snprintf(msg, sizeof msg, "%s %.180s: %s", what, path ? path : "", strerror(err));
+        channel_send_error(c, id, err, msg);
+}
+
+/* Answers with the entry of path (lstat) or the error. */
+static void reply_entry(Channel *c, uint32_t id, const char *path, bool follow) {
+        _cleanup_(space_buf_done) SpaceBuf kv = {};
+        struct stat st;
+
+        if ((follow ? stat(path, &st) : lstat(path, &st)) < 0) {
+                send_err(c, id, errno, "stat", path);
+                return;
+        }
+        if (entry_add(&kv, NULL, AT_FDCWD, path, &st) < 0) {
+                send_err(c, id, ENOMEM, "stat", path);
+                return;
+        }
+        send_ok(c, id, &kv);
+}
+
+/* ---- ops without a stream ---- */
+
+static int set_owner(const char *path, const FileReq *q) {
+        if (!q->uid_set && !q->gid_set)
+                return 0;
+        return RET_NERRNO(lchown(path, q->uid_set ? (uid_t) q->uid : (uid_t) -1,
+                                 q->gid_set ? (gid_t) q->gid : (gid_t) -1));
+}
+
+/* mkdir -p: every missing component of path, 0755; the last one with mode. Returns 1 when path was created,
+ * 0 when it existed as a directory. */
+static int mkdir_p(const char *path, mode_t mode) {
+        _cleanup_free_ char *p = strdup(path);
+        struct stat st;
+
+        if (!p)
+                return -ENOMEM;
+        for (char *s = p + 1;; s++) {
+                bool last;
+
+                if (*s != '/' && *s != 0)
+                        continue;
+                last = *s == 0 || s[strspn(s, "/")] == 0;
+                *s = 0;
+                if (mkdir(p, last ? mode : 0755) < 0) {
+                        if (errno != EEXIST)
+                                return -errno;
+                        if (stat(p, &st) < 0)
+                                return -errno;
+                        if (!S_ISDIR(st.st_mode))
+                                return last ? -EEXIST : -ENOTDIR;
+                        if (last)
+                                return 0;
+                } else if (last)
+                        return 1;
+                *s = '/';
+        }
+}
+
+static void op_mkdir(Channel *c, uint32_t id, const FileReq *q) {
+        mode_t mode = q->mode_set ? (mode_t) q->mode : 0755;
+        int r;
+
+        if (q->parents)
+                r = mkdir_p(q->path, mode);
+        else
+                r = mkdir(q->path, mode) < 0 ? -errno : 1;
+        /* mkdir() obeys the umask and drops setgid/sticky: set the mode that was asked for */
+        if (r > 0 && chmod(q->path, mode) < 0)
+                r = -errno;
+        if (r > 0)
+                r = set_owner(q->path, q);
+        if (r < 0) {
+                send_err(c, id, -r, "mkdir", q->path);
+                return;
+        }
+        reply_entry(c, id, q->path, false);
+}
+
+/* Removes everything below dirfd (not crossing into other file systems), then nothing else. */
+static int rm_children(int dirfd, dev_t dev) {
+        _cleanup_closedir_ DIR *d = NULL;
+        struct dirent *de;
+        int fd, r = 0;
+
+        fd = fcntl(dirfd, F_DUPFD_CLOEXEC, 3);
+        if (fd < 0)
+                return -errno;
+        d = fdopendir(fd);
+        if (!d) {
+                safe_close(fd);
+                return -errno;
+        }
+        while ((errno = 0, de = readdir(d))) {
+                struct stat st;
+
+                if (streq(de->d_name, ".") || streq(de->d_name, ".."))
+                        continue;
+                if (fstatat(dirfd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0) {
+                        if (errno != ENOENT && r == 0)
+                                r = -errno;
+                        continue;
+                }
+                if (S_ISDIR(st.st_mode)) {
+                        if (st.st_dev == dev) {
+                                _cleanup_close_ int sub = openat(dirfd, de->d_name,
+                                                                 O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+                                int k = sub < 0 ? -errno : rm_children(sub, dev);
+                                if (k < 0 && r == 0)
+                                        r = k;
+                        }
+                        if (unlinkat(dirfd, de->d_name, AT_REMOVEDIR) < 0 && r == 0)
+                                r = -errno;
+                } else if (unlinkat(dirfd, de->d_name, 0) < 0 && errno != ENOENT && r == 0)
+                        r = -errno;
+        }
+        if (errno && r == 0)
+                r = -errno;
+        return r;
+}
+
+static void op_remove(Channel *c, uint32_t id, const FileReq *q) {
+        struct stat st, root;
+        int r = 0;
+
+        if (lstat(q->path, &st) < 0) {
+                send_err(c, id, errno, "remove", q->path);
+                return;
+        }
+        if (stat("/", &root) >= 0 && st.st_dev == root.st_dev && st.st_ino == root.st_ino) {
+                channel_send_error(c, id, EBUSY, "refusing to remove /");
+                return;
+        }
+        if (S_ISDIR(st.st_mode)) {
+                if (q->recursive) {
+                        _cleanup_close_ int fd = open(q->path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+                        r = fd < 0 ? -errno : rm_children(fd, st.st_dev);
+                }
+                if (r >= 0 && rmdir(q->path) < 0)
+                        r = errno == EEXIST ? -ENOTEMPTY : -errno;
+        } else if (unlink(q->path) < 0)
+                r = -errno;
+        if (r < 0) {
+                send_err(c, id, -r, "remove", q->path);
+                return;
+        }
+        send_ok(c, id, NULL);
+}
+
+static void op_move(Channel *c, uint32_t id, const FileReq *q) {
+        if (!path_ok(q->to)) {
+                channel_send_error(c, id, EINVAL, "move needs an absolute destination (to=)");
+                return;
+        }
+        if (rename(q->path, q->to) < 0) {
+                send_err(c, id, errno, "move", q->path);
+                return;
+        }
+        reply_entry(c, id, q->to, false);
+}
+
+static void op_symlink(Channel *c, uint32_t id, const FileReq *q) {
+        int r;
+
+        if (!q->target || !q->target[0] || strlen(q->target) > SPACE_FILE_PATH_MAX) {
+                channel_send_error(c, id, EINVAL, "symlink needs a target");
+                return;
+        }
+        r = RET_NERRNO(symlink(q->target, q->path));
+        if (r >= 0)
+                r = set_owner(q->path, q);
+        if (r < 0) {
+                send_err(c, id, -r, "symlink", q->path);
+                return;
+        }
+        reply_entry(c, id, q->path, false);
+}
+
+static void op_attrs(Channel *c, uint32_t id, const FileReq *q) {
+        struct stat st;
+        int r;
+
+        if (lstat(q->path, &st) < 0) {
+                send_err(c, id, errno, "attrs", q->path);
+                return;
+        }
+        /* Owner first: chown clears setuid and setgid, so the mode must come after it. A symlink has no mode
+         * of its own on Linux: that part is left out for one. */
+        r = set_owner(q->path, q);
+        if (r >= 0 && q->mode_set && !S_ISLNK(st.st_mode))
+                r = RET_NERRNO(chmod(q->path, (mode_t) q->mode));
+        if (r >= 0 && q->mtime_set) {
+                struct timespec ts[2] = { { .tv_nsec = UTIME_OMIT }, { .tv_sec = (time_t) q->mtime } };
+                r = RET_NERRNO(utimensat(AT_FDCWD, q->path, ts, AT_SYMLINK_NOFOLLOW));
+        }
+        if (r < 0) {
+                send_err(c, id, -r, "attrs", q->path);
+                return;
+        }
+        reply_entry(c, id, q->path, false);
+}
+
+/* ---- list ---- */
+
+static int cmp_names(const void *a, const void *b) {
+        return strcmp(*(char *const *) a, *(char *const *) b);
+}
+
+typedef struct ListWalk {
+        SpaceBuf *out;
+        unsigned count;
+        char rel[SPACE_FILE_PATH_MAX + 1];
+} ListWalk;
+
+/* Appends the entries below dirfd (rel names the directory below the listed one, "" at the top), sorted by
+ * name, each directory's entries right after it, down to depth levels. */
+static int list_dir(ListWalk *w, int dirfd, unsigned depth) {
+        _cleanup_closedir_ DIR *d = NULL;
+        char **names = NULL;
+        size_t n = 0, cap = 0, rel_len = strlen(w->rel);
+        struct dirent *de;
+        int fd, r = 0;
+
+        fd = fcntl(dirfd, F_DUPFD_CLOEXEC, 3);
+        if (fd < 0)
+                return -errno;
+        d = fdopendir(fd);
+        if (!d) {
+                safe_close(fd);
+                return -errno;
+        }
+        while ((errno = 0, de = readdir(d))) {
+                if (streq(de->d_name, ".") || streq(de->d_name, ".."))
+                        continue;
+                if (n == cap) {
+                        char **l = realloc(names, (cap = cap ? cap * 2 : 64) * sizeof *l);
+                        if (!l) {
+                                r = -ENOMEM;
+                                goto out;
+                        }
+                        names = l;
+                }
+                if (!(names[n] = strdup(de->d_name))) {
+                        r = -ENOMEM;
+                        goto out;
+                }
+                n++;
+                if (w->count + n > SPACE_FILE_LIST_MAX) {
+                        r = -E2BIG;
+                        goto out;
+                }
+        }
+        if (errno) {
+                r = -errno;
+                goto out;
+        }
+        if (n > 0)
+                qsort(names, n, sizeof *names, cmp_names);
+
+        for (size_t i = 0; i < n && r >= 0; i++) {
+                struct stat st;
+
+                if (fstatat(dirfd, names[i], &st, AT_SYMLINK_NOFOLLOW) < 0)
+                        continue; /* gone since readdir */
+                if (rel_len + 1 + strlen(names[i]) > SPACE_FILE_PATH_MAX) {
+                        r = -ENAMETOOLONG;
+                        break;
+                }
+                (void) snprintf(w->rel + rel_len, sizeof w->rel - rel_len, "%s%s", rel_len ? "/" : "", names[i]);
+                if (++w->count > SPACE_FILE_LIST_MAX) {
+                        r = -E2BIG;
+                        break;
+                }
+                r = entry_add(w->out, w->rel, dirfd, names[i], &st);
+                if (r >= 0 && w->out->len > SPACE_FILE_LIST_BYTES_MAX)
+                        r = -E2BIG;
+                if (r >= 0 && S_ISDIR(st.st_mode) && depth > 1) {
+                        _cleanup_close_ int sub = openat(dirfd, names[i], O_RDONLY | O_DIRECTORY | O_NOFOLLOW |
+                                                                          O_CLOEXEC);
+                        if (sub >= 0)
+                                r = list_dir(w, sub, depth - 1);
+                }
+                w->rel[rel_len] = 0;
+        }
+out:
+        for (size_t i = 0; i < n; i++)
+                free(names[i]);
+        free(names);
+        return r;
+}
+
+static void op_list(Channel *c, uint32_t id, const FileReq *q) {
+        _cleanup_(space_buf_done) SpaceBuf kv = {};
+        _cleanup_close_ int fd = -1;
+        ListWalk *w;
+        FileXfer *x;
+        int r;
+
+        fd = open(q->path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (fd < 0) {
+                send_err(c, id, errno, "list", q->path);
+                return;
+        }
+        x = xfer_new(id, XFER_LIST);
+        w = calloc(1, sizeof *w);
+        if (!x || !w) {
+                free(w);
+                if (x)
+                        xfer_free(x);
+                channel_send_error(c, id, ENOMEM, NULL);
+                return;
+        }
+        w->out = &x->out;
+        r = list_dir(w, fd, (unsigned) q->depth);
+        if (r == -E2BIG) {
+                char msg[160];
+
+                (void) snprintf(msg, sizeof msg, "more than %u entries (or %u MiB) below %.100s: list less deep",
+                                SPACE_FILE_LIST_MAX, SPACE_FILE_LIST_BYTES_MAX >> 20, q->path);
+                (void) space_kv_addf(&kv, "errno", "%d", E2BIG);
+                (void) space_kv_add(&kv, "message", msg);
+                (void) space_kv_add(&kv, "code", "too_many_entries");
+                (void) channel_send_kv(c, SPACE_F_ERROR, id, &kv);
+        } else if (r < 0)
+                send_err(c, id, -r, "list", q->path);
+        else {
+                (void) space_kv_addf(&kv, "count", "%u", w->count);
+                send_ok(c, id, &kv);
+        }
+        free(w);
+        if (r < 0)
+                xfer_free(x);
+}
+
+/* ---- read and write ---- */
+
+static void op_read(Channel *c, uint32_t id, const FileReq *q) {
+        _cleanup_(space_buf_done) SpaceBuf kv = {};
+        _cleanup_close_ int fd = -1;
+        struct stat st;
+        FileXfer *x;
+
+        /* O_NONBLOCK: opening a FIFO must not hang the agent; it is refused below anyway. */
+        fd = open(q->path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+        if (fd < 0 || fstat(fd, &st) < 0) {
+                send_err(c, id, errno, "read", q->path);
+                return;
+        }
+        if (S_ISDIR(st.st_mode)) {
+                send_err(c, id, EISDIR, "read", q->path);
+                return;
+        }
+        if (!S_ISREG(st.st_mode)) {
+                channel_send_error(c, id, EINVAL, "not a regular file (a device, FIFO or socket)");
+                return;
+        }
+        x = xfer_new(id, XFER_READ);
+        if (!x || entry_add(&kv, NULL, fd, "", &st) < 0) {
+                if (x)
+                        xfer_free(x);
+                channel_send_error(c, id, ENOMEM, NULL);
+                return;
+        }
+        x->fd = TAKE_FD(fd);
+        send_ok(c, id, &kv);
+}
+
+static void op_write(Channel *c, uint32_t id, const FileReq *q) {
+        _cleanup_free_ char *dir = NULL, *tmp = NULL;
+        const char *base;
+        struct stat st;
+        FileXfer *x;
+        int fd, r;
+
+        base = strrchr(q->path, '/') + 1;
+        if (!*base) {
+                send_err(c, id, EISDIR, "write", q->path);
+                return;
+        }
+        dir = strndup(q->path, (size_t) (base - q->path));
+        if (!dir || asprintf(&tmp, "%s.%.200s.space-XXXXXX", dir, base) < 0) {
+                channel_send_error(c, id, ENOMEM, NULL);
+                return;
+        }
+        if (q->parents && base - q->path > 1) {
+                dir[base - q->path - 1] = 0;
+                r = mkdir_p(dir, 0755);
+                if (r < 0) {
+                        send_err(c, id, -r, "mkdir", dir);
+                        return;
+                }
+        }
+        x = xfer_new(id, XFER_WRITE);
+        if (!x || !(x->path = strdup(q->path))) {
+                if (x)
+                        xfer_free(x);
+                channel_send_error(c, id, ENOMEM, NULL);
+                return;
+        }
+        /* A file that is replaced keeps its mode and owner unless the host says otherwise. */
+        x->mode = 0644;
+        if (lstat(q->path, &st) >= 0) {
+                if (S_ISDIR(st.st_mode)) {
+                        xfer_free(x);
+                        send_err(c, id, EISDIR, "write", q->path);
+                        return;
+                }
+                if (S_ISREG(st.st_mode)) {
+                        x->mode = st.st_mode & 07777;
+                        x->uid = st.st_uid;
+                        x->gid = st.st_gid;
+                        x->owner_set = true;
+                }
+        }
+        if (q->mode_set)
+                x->mode = (mode_t) q->mode;
+        if (q->uid_set || q->gid_set) {
+                x->uid = q->uid_set ? (uid_t) q->uid : x->owner_set ? x->uid : 0;
+                x->gid = q->gid_set ? (gid_t) q->gid : x->owner_set ? x->gid : 0;
+                x->owner_set = true;
+        }
+        x->mtime = q->mtime;
+        x->mtime_set = q->mtime_set;
+
+        fd = mkostemp(tmp, O_CLOEXEC);
+        if (fd < 0) {
+                r = errno;
+                xfer_free(x);
+                send_err(c, id, r, "write", q->path);
+                return;
+        }
+        x->fd = fd;
+        x->tmp_path = TAKE_PTR(tmp);
+        send_ok(c, id, NULL);
+}
+
+static void write_data(Channel *c, FileXfer *x, const uint8_t *p, size_t n) {
+        uint8_t le[4];
+
+        if (space_credit_take(&x->in_credit, n) < 0) {
+                log_warn("file stream %u: host overran its credit, dropping %zu bytes", x->id, n);
+                return;
+        }
+        for (size_t done = 0; done < n;) {
+                ssize_t w = write(x->fd, p + done, n - done);
+
+                if (w < 0) {
+                        int err = errno;
+
+                        if (err == EINTR)
+                                continue;
+                        send_err(c, x->id, err, "write", x->path);
+                        xfer_free(x);
+                        return;
+                }
+                done += (size_t) w;
+        }
+        space_put_le32(le, (uint32_t) n);
+        space_credit_give_clamp(&x->in_credit, (uint32_t) n);
+        (void) channel_send(c, SPACE_F_CREDIT, 0, x->id, le, sizeof le);
+}
+
+static void write_finish(Channel *c, FileXfer *x) {
+        int r = 0;
+
+        if (x->owner_set)
+                r = RET_NERRNO(fchown(x->fd, x->uid, x->gid));
+        if (r >= 0)
+                r = RET_NERRNO(fchmod(x->fd, x->mode)); /* after fchown, which clears setuid */
+        if (r >= 0 && x->mtime_set) {
+                struct timespec ts[2] = { { .tv_nsec = UTIME_OMIT }, { .tv_sec = (time_t) x->mtime } };
+                r = RET_NERRNO(futimens(x->fd, ts));
+        }
+        if (r >= 0 && close(TAKE_FD(x->fd)) < 0)
+                r = -errno;
+        if (r >= 0 && rename(x->tmp_path, x->path) < 0)
+                r = -errno;
+        if (r < 0) {
+                send_err(c, x->id, -r, "write", x->path);
+                xfer_free(x);
+                return;
+        }
+        x->tmp_path = (free(x->tmp_path), NULL);
+        reply_entry(c, x->id, x->path, false);
+        xfer_free(x);
+}
+
+/* ---- the channel's view ---- */
+
+void files_handle(Channel *c, uint32_t id, const uint8_t *p, size_t n) {
+        FileReq q;
+
+        if (xfer_find(id) || stream_find(id)) {
+                channel_send_error(c, id, EEXIST, "stream id in use");
+                return;
+        }
+        if (parse_req(p, n, &q) < 0 || !q.op) {
+                channel_send_error(c, id, EINVAL, "malformed FILE request");
+                return;
+        }
+        if (!path_ok(q.path)) {
+                channel_send_error(c, id, EINVAL, "the path must be absolute and at most 4096 bytes");
+                return;
+        }
+        if ((streq(q.op, "read") || streq(q.op, "write") || streq(q.op, "list")) && n_xfers >= SPACE_FILE_XFERS_MAX) {
+                channel_send_error(c, id, EAGAIN, "too many file transfers at once");
+                return;
+        }
+
+        if (streq(q.op, "stat"))
+                reply_entry(c, id, q.path, q.follow);
+        else if (streq(q.op, "mkdir"))
+                op_mkdir(c, id, &q);
+        else if (streq(q.op, "remove"))
+                op_remove(c, id, &q);
+        else if (streq(q.op, "move"))
+                op_move(c, id, &q);
+        else if (streq(q.op, "symlink"))
+                op_symlink(c, id, &q);
+        else if (streq(q.op, "attrs"))
+                op_attrs(c, id, &q);
+        else if (streq(q.op, "list"))
+                op_list(c, id, &q);
+        else if (streq(q.op, "read"))
+                op_read(c, id, &q);
+        else if (streq(q.op, "write"))
+                op_write(c, id, &q);
+        else
+                channel_send_error(c, id, ENOSYS, "unknown file operation");
+}
+
+bool files_frame(Channel *c, const SpaceFrameHeader *h, const uint8_t *p) {
+        FileXfer *x = xfer_find(h->stream);
+
+        if (!x)
+                return false;
+        switch (h->type) {
+        case SPACE_F_DATA:
+                if (h->fd == 0 && x->kind == XFER_WRITE && x->fd >= 0)
+                        write_data(c, x, p, h->length);
+                break;
+        case SPACE_F_EOF:
+                if (h->fd == 0 && x->kind == XFER_WRITE && x->fd >= 0)
+                        write_finish(c, x);
+                break;
+        case SPACE_F_CREDIT:
+                if (h->fd == 1 && h->length == 4)
+                        space_credit_give_clamp(&x->out_credit, space_get_le32(p));
+                break;
+        case SPACE_F_CLOSE:
+                xfer_free(x);
+                break;
+        default:
+                break;
+        }
+        return true;
+}
+
+/* The longest run of whole entries from out_off that fits in max bytes and in the records a frame may have
+ * (SPACE_KV_RECORDS_MAX, which the host enforces); 0 when the first entry does not fit. */
+static size_t list_chunk(const FileXfer *x, size_t max) {
+        const uint8_t *d = x->out.data;
+        size_t pos = x->out_off, cut = 0, records = 0;
+
+        while (pos < x->out.len) {
+                size_t l = strnlen((const char *) d + pos, x->out.len - pos) + 1;
+
+                if (pos > x->out_off && l > 4 && memcmp(d + pos, "rel=", 4) == 0)
+                        cut = pos - x->out_off; /* an entry starts here: everything before it may go */
+                if (pos + l - x->out_off > max || ++records > SPACE_KV_RECORDS_MAX)
+                        return cut;
+                pos += l;
+        }
+        return pos - x->out_off;
+}
+
+static size_t frame_room(const FileXfer *x) {
+        return x->out_credit.available < SPACE_FRAME_PAYLOAD_MAX ? (size_t) x->out_credit.available
+                                                                  : SPACE_FRAME_PAYLOAD_MAX;
+}
+
+/* Whether x has something to send now: credit, and for a list enough of it for the next entry (an entry
+ * that does not fit waits for the host to return credit, which it does as its client reads). */
+static bool xfer_can_send(const FileXfer *x) {
+        if (x->out_credit.available == 0)
+                return false;
+        if (x->kind == XFER_READ)
+                return true;
+        return x->kind == XFER_LIST && (x->out_off >= x->out.len || list_chunk(x, frame_room(x)) > 0);
+}
+
+bool files_want_pump(const Channel *c) {
+        if (channel_queued(c) >= AGENT_OUTQ_HIGH)
+                return false;
+        for (FileXfer *x = xfers; x; x = x->next)
+                if (xfer_can_send(x))
+                        return true;
+        return false;
+}
+
+static void pump_read(Channel *c, FileXfer *x) {
+        static uint8_t buf[SPACE_FRAME_PAYLOAD_MAX];
+        ssize_t n;
+
+        do
+                n = read(x->fd, buf, frame_room(x));
+        while (n < 0 && errno == EINTR);
+        if (n < 0) {
+                send_err(c, x->id, errno, "read", "the file");
+                xfer_free(x);
+                return;
+        }
+        if (n == 0) {
+                (void) channel_send(c, SPACE_F_EOF, 1, x->id, NULL, 0);
+                xfer_free(x);
+                return;
+        }
+        (void) space_credit_take(&x->out_credit, (size_t) n);
+        (void) channel_send(c, SPACE_F_DATA, 1, x->id, buf, (size_t) n);
+}
+
+static void pump_list(Channel *c, FileXfer *x) {
+        size_t n;
+
+        if (x->out_off >= x->out.len) {
+                (void) channel_send(c, SPACE_F_EOF, 1, x->id, NULL, 0);
+                xfer_free(x);
+                return;
+        }
+        n = list_chunk(x, frame_room(x));
+        (void) space_credit_take(&x->out_credit, n);
+        (void) channel_send(c, SPACE_F_DATA, 1, x->id, x->out.data + x->out_off, n);
+        x->out_off += n;
+}
+
+void files_pump(Channel *c) {
+        bool progress = true;
+
+        /* Round robin, one frame per transfer per pass, until nothing can go or the queue is full. */
+        while (progress && channel_queued(c) < AGENT_OUTQ_HIGH) {
+                FileXfer *x, *next;
+
+                progress = false;
+                for (x = xfers; x && channel_queued(c) < AGENT_OUTQ_HIGH; x = next) {
+                        next = x->next; /* x may be freed below */
+                        if (!xfer_can_send(x))
+                                continue;
+                        if (x->kind == XFER_READ)
+                                pump_read(c, x);
+                        else
+                                pump_list(c, x);
+                        progress = true;
+                }
+        }
+}
+
+void files_drop_all(void) {
+        while (xfers)
+                xfer_free(xfers);
+}

@@ -1,0 +1,315 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+
+/* spaced/files.c against a hostile guest: frames that do not fit the operation or its state, data beyond the
+ * credit given, entries with unknown types, numbers out of range, names with '/', "." or "..", and bytes that
+ * are not UTF-8 must fail the transfer (protocol_error) or be cleaned, never be trusted. Then random frames,
+ * for ASan to watch. No channel and no HTTP: the transfer is made by hand, with a request that is never
+ * suspended. */
+
+#include <cjson/cJSON.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../../lib/macro.h"
+#include "../../spaced/files.h"
+#include "../../spaced/log.h"
+#include "tap.h"
+
+static Manager manager;
+static Request request;
+
+static FileXfer *xfer(const char *op, const char *path) {
+        FileXfer *x = calloc(1, sizeof *x);
+
+        x->manager = &manager;
+        snprintf(x->op, sizeof x->op, "%s", op);
+        x->path = strdup(path);
+        x->stream = 7;
+        x->credit_left = SPACE_STREAM_WINDOW;
+        space_credit_init(&x->send_credit);
+        x->request = &request;
+        request.file = x;
+        return x;
+}
+
+static void drop(FileXfer *x) {
+        file_xfer_detach(x, &request);
+}
+
+static void frame(FileXfer *x, uint8_t type, uint8_t fd, const void *p, size_t n) {
+        SpaceFrameHeader h = { .length = (uint32_t) n, .stream = x->stream, .type = type, .fd = fd };
+
+        file_xfer_on_frame(x, &h, p);
+}
+
+/* kv records from "k=v" strings */
+static void kv(SpaceBuf *b, const char *const *recs) {
+        for (; *recs; recs++)
+                space_buf_append(b, *recs, strlen(*recs) + 1);
+}
+
+static void send_kv(FileXfer *x, uint8_t type, uint8_t fd, const char *const *recs) {
+        _cleanup_(space_buf_done) SpaceBuf b = {};
+
+        kv(&b, recs);
+        frame(x, type, fd, b.data, b.len);
+}
+
+#define ENTRY "type=file", "mode=420", "size=5", "mtime=86400", "uid=0", "gid=0"
+
+static bool failed_with(FileXfer *x, const char *code) {
+        return x->state == FILE_XFER_FAILED && streq_ptr(x->error_code, code);
+}
+
+static void test_stat(void) {
+        FileXfer *x;
+        FileEntry e;
+        cJSON *o;
+
+        x = xfer("stat", "/etc/passwd");
+        send_kv(x, SPACE_F_OK, 0, (const char *[]) { ENTRY, NULL });
+        ok(x->state == FILE_XFER_DONE && file_xfer_reply_entry(x, &e) == 0 && e.mode == 0644 && e.size == 5,
+           "stat: a good entry is taken");
+        o = file_entry_to_json(x->path, &e);
+        ok(streq(cJSON_GetObjectItem(o, "name")->valuestring, "passwd") &&
+           streq(cJSON_GetObjectItem(o, "type")->valuestring, "file") && !cJSON_GetObjectItem(o, "target"),
+           "  ... as JSON: name from our path, no target for a file");
+        cJSON_Delete(o);
+        send_kv(x, SPACE_F_ERROR, 0, (const char *[]) { "errno=2", NULL });
+        ok(x->state == FILE_XFER_DONE, "  ... frames after the answer are ignored");
+        drop(x);
+
+        static const char *const bad[][8] = {
+                { "type=file", "size=5", "mtime=1", "uid=0", "gid=0", NULL },           /* no mode */
+                { "type=fifo", "mode=420", "size=5", "mtime=1", "uid=0", "gid=0", NULL },
+                { "type=file", "mode=8192", "size=5", "mtime=1", "uid=0", "gid=0", NULL },
+                { "type=file", "mode=420", "size=-5", "mtime=1", "uid=0", "gid=0", NULL },
+                { "type=file", "mode=420", "size=5", "mtime=1x", "uid=0", "gid=0", NULL },
+                { "type=file", "mode=420", "size=5", "mtime=1", "uid=4294967296", "gid=0", NULL },
+                { "type=file", "mode= 420", "size=5", "mtime=1", "uid=0", "gid=0", NULL },
+        };
+        for (size_t i = 0; i < ELEMENTSOF(bad); i++) {
+                x = xfer("stat", "/x");
+                send_kv(x, SPACE_F_OK, 0, bad[i]);
+                ok(failed_with(x, "protocol_error"), "stat: a malformed entry (#%zu) fails the transfer", i);
+                drop(x);
+        }
+        x = xfer("stat", "/x");
+        frame(x, SPACE_F_OK, 0, "type=file", 9); /* not NUL-terminated */
+        ok(failed_with(x, "protocol_error"), "stat: an unterminated record fails the transfer");
+        drop(x);
+
+        x = xfer("stat", "/l");
+        send_kv(x, SPACE_F_OK, 0, (const char *[]) { "type=symlink", "mode=511", "size=3", "mtime=1", "uid=0",
+                                                     "gid=0", "target=/\xff\xfe" "etc", NULL });
+        ok(x->state == FILE_XFER_DONE && file_xfer_reply_entry(x, &e) == 0, "stat: a symlink");
+        o = file_entry_to_json(x->path, &e);
+        ok(streq(cJSON_GetObjectItem(o, "target")->valuestring, "/\xef\xbf\xbd\xef\xbf\xbd" "etc"),
+           "  ... bytes that are not UTF-8 become U+FFFD");
+        cJSON_Delete(o);
+        drop(x);
+}
+
+static void test_errors(void) {
+        static const struct {
+                const char *errno_rec;
+                const char *code;
+        } cases[] = {
+                { "errno=2", "not_found" },       { "errno=17", "exists" },       { "errno=39", "not_empty" },
+                { "errno=21", "is_a_directory" }, { "errno=20", "not_a_directory" }, { "errno=13", "permission_denied" },
+                { "errno=28", "no_space" },       { "errno=122", "no_space" },    { "errno=22", "invalid_path" },
+                { "errno=5", "io_error" },        { "errno=99999", "io_error" },  { "errno=-1", "io_error" },
+        };
+        FileXfer *x;
+
+        for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
+                x = xfer("stat", "/x");
+                send_kv(x, SPACE_F_ERROR, 0, (const char *[]) { cases[i].errno_rec, "message=m", NULL });
+                ok(failed_with(x, cases[i].code), "ERROR %s is %s", cases[i].errno_rec, cases[i].code);
+                drop(x);
+        }
+        x = xfer("list", "/x");
+        send_kv(x, SPACE_F_ERROR, 0, (const char *[]) { "errno=7", "message=too many", "code=too_many_entries", NULL });
+        ok(failed_with(x, "too_many_entries"), "ERROR with code=too_many_entries");
+        drop(x);
+        x = xfer("stat", "/x");
+        send_kv(x, SPACE_F_ERROR, 0, (const char *[]) { "errno=2", "message=a\nb\x1b[31mc", NULL });
+        ok(failed_with(x, "not_found") && streq(x->error_message, "a?b?[31mc"),
+           "the guest's message is shown without control characters");
+        drop(x);
+}
+
+static void test_read(void) {
+        static uint8_t big[SPACE_FRAME_PAYLOAD_MAX];
+        FileXfer *x;
+
+        x = xfer("read", "/f");
+        frame(x, SPACE_F_DATA, 1, "abc", 3);
+        ok(failed_with(x, "protocol_error"), "read: data before the answer fails the transfer");
+        drop(x);
+
+        x = xfer("read", "/f");
+        send_kv(x, SPACE_F_OK, 0, (const char *[]) { ENTRY, NULL });
+        ok(x->state == FILE_XFER_OPEN, "read: the answer opens the stream");
+        frame(x, SPACE_F_DATA, 2, "abc", 3);
+        ok(failed_with(x, "protocol_error"), "  ... data on fd 2 fails it");
+        drop(x);
+
+        x = xfer("read", "/f");
+        send_kv(x, SPACE_F_OK, 0, (const char *[]) { ENTRY, NULL });
+        for (unsigned i = 0; i < SPACE_STREAM_WINDOW / sizeof big; i++)
+                frame(x, SPACE_F_DATA, 1, big, sizeof big);
+        ok(x->state == FILE_XFER_OPEN && x->out.len == SPACE_STREAM_WINDOW, "read: a whole window is taken");
+        frame(x, SPACE_F_DATA, 1, "x", 1);
+        ok(failed_with(x, "protocol_error") && x->out.len == SPACE_STREAM_WINDOW,
+           "  ... one byte more fails the transfer and is not kept");
+        drop(x);
+
+        x = xfer("read", "/f");
+        send_kv(x, SPACE_F_OK, 0, (const char *[]) { ENTRY, NULL });
+        frame(x, SPACE_F_DATA, 1, "hello", 5);
+        frame(x, SPACE_F_EOF, 1, NULL, 0);
+        ok(x->eof && x->out.len == 5 && x->state == FILE_XFER_OPEN, "read: data then the end");
+        frame(x, SPACE_F_DATA, 1, "more", 4);
+        ok(x->out.len == 5 && !failed_with(x, "protocol_error"), "  ... nothing is taken after the end");
+        drop(x);
+}
+
+static void test_list(void) {
+        FileXfer *x;
+        cJSON *o;
+
+        x = xfer("list", "/dir");
+        send_kv(x, SPACE_F_OK, 0, (const char *[]) { "count=3", NULL });
+        send_kv(x, SPACE_F_DATA, 1, (const char *[]) { "rel=a", ENTRY, "rel=b", "type=dir", "mode=493", "size=0",
+                                                      "mtime=1", "uid=0", "gid=0", NULL });
+        send_kv(x, SPACE_F_DATA, 1, (const char *[]) { "rel=b/c d", ENTRY, "extra=ignored", NULL });
+        frame(x, SPACE_F_EOF, 1, NULL, 0);
+        space_buf_append(&x->out, "", 1);
+        o = cJSON_Parse((const char *) x->out.data);
+        ok(o && cJSON_GetArraySize(cJSON_GetObjectItem(o, "entries")) == 3, "list: three entries in JSON");
+        ok(o && streq(cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(o, "entries"), 2), "path")->valuestring,
+                      "/dir/b/c d") &&
+           streq(cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(o, "entries"), 2), "name")->valuestring,
+                 "c d"),
+           "  ... with absolute paths and names");
+        cJSON_Delete(o);
+        drop(x);
+
+        static const char *const bad_rel[] = { "rel=..", "rel=.", "rel=a/../b", "rel=/a", "rel=a/", "rel=a//b", "rel=",
+                                               NULL };
+        for (const char *const *r = bad_rel; *r; r++) {
+                x = xfer("list", "/dir");
+                send_kv(x, SPACE_F_OK, 0, (const char *[]) { "count=1", NULL });
+                send_kv(x, SPACE_F_DATA, 1, (const char *[]) { *r, ENTRY, NULL });
+                ok(failed_with(x, "protocol_error"), "list: the name '%s' fails the transfer", *r + 4);
+                drop(x);
+        }
+        x = xfer("list", "/dir");
+        send_kv(x, SPACE_F_OK, 0, (const char *[]) { "count=1", NULL });
+        send_kv(x, SPACE_F_DATA, 1, (const char *[]) { ENTRY, "rel=a", NULL });
+        ok(failed_with(x, "protocol_error"), "list: an entry that does not start with its name fails it");
+        drop(x);
+
+        char name[300];
+        memset(name, 'n', sizeof name);
+        memcpy(name, "rel=", 4);
+        name[sizeof name - 1] = 0;
+        x = xfer("list", "/dir");
+        send_kv(x, SPACE_F_OK, 0, (const char *[]) { "count=1", NULL });
+        send_kv(x, SPACE_F_DATA, 1, (const char *[]) { name, ENTRY, NULL });
+        ok(failed_with(x, "protocol_error"), "list: a name over 255 bytes fails it");
+        drop(x);
+}
+
+static void test_write(void) {
+        uint8_t le[4];
+        FileXfer *x;
+
+        x = xfer("write", "/f");
+        send_kv(x, SPACE_F_OK, 0, (const char *[]) { NULL });
+        ok(x->state == FILE_XFER_OPEN, "write: the guest is ready");
+        (void) space_credit_take(&x->send_credit, 1000);
+        space_put_le32(le, 1000);
+        frame(x, SPACE_F_CREDIT, 0, le, 4);
+        ok(x->send_credit.available == SPACE_STREAM_WINDOW, "  ... credit comes back");
+        frame(x, SPACE_F_CREDIT, 0, le, 4);
+        ok(x->send_credit.available == SPACE_STREAM_WINDOW, "  ... never beyond the window");
+        send_kv(x, SPACE_F_OK, 0, (const char *[]) { ENTRY, NULL });
+        ok(failed_with(x, "protocol_error"), "  ... an answer before our EOF fails it");
+        drop(x);
+
+        x = xfer("write", "/f");
+        send_kv(x, SPACE_F_OK, 0, (const char *[]) { NULL });
+        frame(x, SPACE_F_CREDIT, 1, le, 4);
+        ok(failed_with(x, "protocol_error"), "write: credit on fd 1 fails it");
+        drop(x);
+
+        x = xfer("write", "/f");
+        send_kv(x, SPACE_F_OK, 0, (const char *[]) { NULL });
+        frame(x, SPACE_F_DATA, 1, "x", 1);
+        ok(failed_with(x, "protocol_error"), "write: data from the guest fails it");
+        drop(x);
+
+        x = xfer("write", "/f");
+        send_kv(x, SPACE_F_OK, 0, (const char *[]) { NULL });
+        x->eof_sent = true;
+        send_kv(x, SPACE_F_OK, 0, (const char *[]) { ENTRY, NULL });
+        ok(x->state == FILE_XFER_DONE, "write: the answer after EOF finishes it");
+        drop(x);
+}
+
+/* Random frames of every type on every operation: only ASan and the state machine's invariants can fail. */
+static void test_fuzz(void) {
+        static const char *const ops[] = { "stat", "list", "read", "write", "remove", "mkdir" };
+        static const char *const recs[] = { "rel=a", "rel=a/b", "rel=..", "type=file", "type=dir", "type=symlink",
+                                            "mode=420", "size=1", "mtime=-5", "uid=0", "gid=0", "target=x",
+                                            "errno=2", "code=too_many_entries", "count=1", "junk", "=x" };
+        uint8_t buf[512];
+        unsigned seed = 12345, bad = 0;
+
+        log_max_level = LOG_ERR_LEVEL; /* every protocol error is logged as a warning: not 20000 of them here */
+        for (unsigned round = 0; round < 20000; round++) {
+                FileXfer *x = xfer(ops[round % ELEMENTSOF(ops)], "/fz");
+
+                for (unsigned f = 0; f < 6; f++) {
+                        size_t n = 0;
+                        uint8_t type = (uint8_t) (1 + rand_r(&seed) % (_SPACE_F_MAX - 1));
+                        uint8_t fd = (uint8_t) (rand_r(&seed) % 3);
+
+                        if (rand_r(&seed) % 4 == 0) {
+                                n = (size_t) rand_r(&seed) % sizeof buf;
+                                for (size_t i = 0; i < n; i++)
+                                        buf[i] = (uint8_t) rand_r(&seed);
+                        } else
+                                for (unsigned k = rand_r(&seed) % 12; k > 0; k--) {
+                                        const char *r = recs[rand_r(&seed) % ELEMENTSOF(recs)];
+                                        size_t l = strlen(r) + 1;
+                                        if (n + l > sizeof buf)
+                                                break;
+                                        memcpy(buf + n, r, l);
+                                        n += l;
+                                }
+                        if (rand_r(&seed) % 3 == 0)
+                                type = SPACE_F_OK;
+                        frame(x, type, fd, buf, n);
+                }
+                if (x->state == FILE_XFER_FAILED && (!x->error_code || !x->error_message))
+                        bad++;
+                if (x->out.len > 2 * SPACE_STREAM_WINDOW + 64)
+                        bad++;
+                drop(x);
+        }
+        ok(bad == 0, "20000 transfers of random frames: no crash, failures always say why, buffers bounded");
+}
+
+int main(void) {
+        plan(0);
+        test_stat();
+        test_errors();
+        test_read();
+        test_list();
+        test_write();
+        test_fuzz();
+        return done();
+}
