@@ -223,6 +223,7 @@ typedef struct ExecOptions {
         const char *detach_keys; /* NULL: DETACH_KEYS_DEFAULT */
         cJSON *env;
         const char *cwd;
+        const char *user;       /* -u: NAME|UID[:GROUP|GID]; NULL: the template's default user */
         unsigned long timeout;  /* seconds, 0: none */
         char **argv;            /* NULL-terminated command */
 } ExecOptions;
@@ -248,7 +249,8 @@ int cli_remove(const char *ref, bool force, bool print_id);
         { "tty", no_argument, NULL, 't' },                                \
         { "env", required_argument, NULL, 'e' },                          \
         { "workdir", required_argument, NULL, 'w' },                      \
-        { "timeout", required_argument, NULL, OPT_TIMEOUT }
+        { "timeout", required_argument, NULL, OPT_TIMEOUT },              \
+        { "user", required_argument, NULL, 'u' }
 
 /* Returns 1 when c was one of theirs and was handled, 0 when not, < 0 (usage error printed) on a bad value. */
 int create_option(int c, const char *arg, CreateOptions *o);

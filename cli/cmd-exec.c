@@ -16,6 +16,7 @@
 #include "cli.h"
 #include "process-events.h"
 #include "macro.h"
+#include "user.h"
 
 /* One stdin POST at a time, each at most this big: the daemon answers once the guest took it, which is
  * what keeps a fast producer from outrunning a slow process. */
@@ -36,6 +37,9 @@ const CliHelp cmd_exec_help = {
         "                        (default: ctrl-p,ctrl-q; \"\" turns detaching off)\n"
         "  -e, --env KEY=VALUE   set an environment variable for the command (repeatable)\n"
         "  -w, --workdir DIR     working directory of the command\n"
+        "  -u, --user USER[:GROUP]\n"
+        "                        run as USER (a name in the sandbox's /etc/passwd, or a uid) and GROUP (a\n"
+        "                        name or a gid); default: the template's user, else root\n"
         "      --timeout SECS    kill the command after SECS seconds (exit status 124)\n"
         "  -h, --help            show this help\n"
         "\n"
@@ -89,6 +93,15 @@ int exec_option(int c, const char *arg, ExecOptions *o) {
                         return -EINVAL;
                 }
                 o->cwd = arg;
+                return 1;
+        case 'u':
+                if (space_user_spec_parse(arg, NULL) < 0) {
+                        (void) cli_usage_error("--user: '%s' is not USER[:GROUP]: a name or a number each, at most "
+                                               "%d characters of A-Z a-z 0-9 . _ -",
+                                               arg, SPACE_USER_SPEC_MAX);
+                        return -EINVAL;
+                }
+                o->user = arg;
                 return 1;
         case OPT_TIMEOUT:
                 r = cli_parse_ulong("--timeout", arg, 0, 31536000, &o->timeout);
@@ -297,6 +310,8 @@ static cJSON *exec_body(const ExecOptions *o) {
         }
         if (o->cwd && !cJSON_AddStringToObject(b, "cwd", o->cwd))
                 goto oom;
+        if (o->user && !cJSON_AddStringToObject(b, "user", o->user))
+                goto oom;
         if (!cJSON_AddBoolToObject(b, "stdin", o->interactive))
                 goto oom;
         if (!cJSON_AddNumberToObject(b, "timeout", (double) o->timeout))
@@ -444,7 +459,7 @@ int cmd_exec(int argc, char *argv[]) {
         end = dd < argc ? dd : argc;
 
         opterr = 0;
-        while ((c = getopt_long(end, argv, dd < argc ? ":hite:w:" : "+:hite:w:", options, NULL)) >= 0) {
+        while ((c = getopt_long(end, argv, dd < argc ? ":hite:w:u:" : "+:hite:w:u:", options, NULL)) >= 0) {
                 switch (c) {
                 case 'h':
                         cli_print_help(cli_verb, stdout);

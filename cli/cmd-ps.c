@@ -22,8 +22,8 @@ const CliHelp cmd_ps_help = {
         "      --json    print the reply of GET /v1/sandboxes/SANDBOX/processes: {\"processes\": [...]}\n"
         "  -h, --help    show this help\n"
         "\n"
-        "Columns: PID, STATE (held, running, exited, lost), PTY, EXIT (the exit code, the signal that killed\n"
-        "the process, or 'timeout'), STARTED, COMMAND.\n",
+        "Columns: PID, USER (as given: a name or a uid, and any :GROUP), STATE (held, running, exited, lost),\n"
+        "PTY, EXIT (the exit code, the signal that killed the process, or 'timeout'), STARTED, COMMAND.\n",
 };
 
 static void format_exit(const cJSON *p, char *buf, size_t size) {
@@ -45,7 +45,7 @@ static void format_exit(const cJSON *p, char *buf, size_t size) {
 }
 
 static int print_table(const cJSON *list) {
-        static const char *const headers[] = { "PID", "STATE", "PTY", "EXIT", "STARTED", "COMMAND" };
+        static const char *const headers[] = { "PID", "USER", "STATE", "PTY", "EXIT", "STARTED", "COMMAND" };
         _cleanup_table_ Table *t = table_new(ELEMENTSOF(headers), headers);
         time_t now = time(NULL);
         const cJSON *p;
@@ -65,7 +65,7 @@ static int print_table(const cJSON *list) {
                 if (!age || !cmd)
                         return -ENOMEM;
 
-                const char *cells[] = { pid, json_str(p, "state"),
+                const char *cells[] = { pid, json_str(p, "user") ?: "root", json_str(p, "state"),
                                         cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(p, "pty")) ? "yes" : "no",
                                         exit, age, cmd };
                 if (table_add(t, cells) < 0)

@@ -27,6 +27,8 @@ const CliHelp cmd_run_help = {
         "  -t, --tty             give the command a terminal (a pty)\n"
         "  -e, --env KEY=VALUE   set an environment variable for the command (repeatable)\n"
         "  -w, --workdir DIR     working directory of the command\n"
+        "  -u, --user USER[:GROUP]\n"
+        "                        run the command as USER (default: the template's user, else root)\n"
         "      --timeout SECS    kill the command after SECS seconds (exit status 124)\n"
         "  -h, --help            show this help\n"
         "\n"
@@ -52,7 +54,7 @@ int cmd_run(int argc, char *argv[]) {
         end = dd < argc ? dd : argc;
 
         opterr = 0;
-        while ((c = getopt_long(end, argv, dd < argc ? ":hn:m:ite:w:" : "+:hn:m:ite:w:", options, NULL)) >= 0) {
+        while ((c = getopt_long(end, argv, dd < argc ? ":hn:m:ite:w:u:" : "+:hn:m:ite:w:u:", options, NULL)) >= 0) {
                 switch (c) {
                 case 'h':
                         cli_print_help(cli_verb, stdout);

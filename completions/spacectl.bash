@@ -31,7 +31,7 @@ _spacectl() {
     local cur=${COMP_WORDS[COMP_CWORD]} prev=${COMP_WORDS[COMP_CWORD-1]}
     local verbs="create exec run ls inspect rm pause resume suspend wake checkpoint restore fork pool attach ps kill logs op info key template version help cp"
     local create_opts="--name --vcpu --memory --disk --env --idle-timeout --ttl --on-timeout --help"
-    local exec_opts="--interactive --tty --env --workdir --timeout --help"
+    local exec_opts="--interactive --tty --env --workdir --user --timeout --help"
     local signals="TERM INT HUP KILL QUIT USR1 USR2 STOP CONT WINCH"
     local verb i word npos=0 sandbox=
 
@@ -52,7 +52,7 @@ _spacectl() {
         fi
         if [[ $word == -* ]]; then
             case $word in
-                -n|--name|--vcpu|-m|--memory|--disk|-e|--env|-w|--workdir|--timeout|--detach-keys|-s|--signal|--sandbox|--idle-timeout|--ttl|--on-timeout|--count) ((i++)) ;;
+                -n|--name|--vcpu|-m|--memory|--disk|-e|--env|-w|--workdir|-u|--user|--timeout|--detach-keys|-s|--signal|--sandbox|--idle-timeout|--ttl|--on-timeout|--count) ((i++)) ;;
             esac
             continue
         fi
@@ -80,6 +80,9 @@ _spacectl() {
         -n|--name|--vcpu|-m|--memory|--disk|-w|--workdir|--timeout|--idle-timeout|--ttl|--count)
             COMPREPLY=()
             return ;;
+        -u|--user)
+            # the sandbox's own users are not known here; root is in every one
+            [[ $verb == exec || $verb == run ]] && { COMPREPLY=($(compgen -W "root" -- "$cur")); return; } ;;
     esac
 
     case $verb in

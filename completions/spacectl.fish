@@ -23,7 +23,7 @@ function __spacectl_no_positional
         switch $t
             case -- '--'
                 return 1
-            case -n --name --vcpu -m --memory --disk -e --env -w --workdir --timeout -s --signal --detach-keys --idle-timeout --ttl --on-timeout --count
+            case -n --name --vcpu -m --memory --disk -e --env -w --workdir -u --user --timeout -s --signal --detach-keys --idle-timeout --ttl --on-timeout --count
                 set skip 1
             case '-*'
             case '*'
@@ -159,6 +159,7 @@ for v in exec run
     complete -c spacectl -n "__fish_seen_subcommand_from $v; and not __spacectl_after_dashdash" -s t -l tty -d 'Give the command a terminal (pty)'
     complete -c spacectl -n "__fish_seen_subcommand_from $v; and not __spacectl_after_dashdash" -s e -l env -x -a '(set -n | string replace -r \'$\' =)' -d 'Environment variable for the command'
     complete -c spacectl -n "__fish_seen_subcommand_from $v; and not __spacectl_after_dashdash" -s w -l workdir -x -d 'Working directory of the command'
+    complete -c spacectl -n "__fish_seen_subcommand_from $v; and not __spacectl_after_dashdash" -s u -l user -x -a root -d 'Run as USER[:GROUP]'
     complete -c spacectl -n "__fish_seen_subcommand_from $v; and not __spacectl_after_dashdash" -l timeout -x -d 'Kill the command after SECONDS'
     complete -c spacectl -n "__fish_seen_subcommand_from $v; and __spacectl_after_dashdash" -F
 end

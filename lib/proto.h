@@ -32,11 +32,17 @@
  *                  (it cannot see that; so the host may send PING at any time and the guest answers PONG).
  *   host -> guest  PING(stream s, payload <= 64 bytes)           -> PONG(s, same payload)
  *   host -> guest  INIT(s, kv: hostname, sandbox_id, time_ns, seed, env...) -> OK(s) | ERROR(s, kv)
- *   host -> guest  EXEC(s, kv: argv..., env..., cwd, stdin=0|1, pty=0|1, rows, cols, hold=0|1)
- *                  -> STARTED(s, kv: pid) | ERROR(s, kv: errno, message, stage=chdir|exec|setup)
+ *   host -> guest  EXEC(s, kv: argv..., env..., cwd, user, stdin=0|1, pty=0|1, rows, cols, hold=0|1)
+ *                  -> STARTED(s, kv: pid) | ERROR(s, kv: errno, message, stage=chdir|exec|setup|user, code)
  *                  (errno=2, stage=exec: no such command). With hold=1 the child is forked and waits before
  *                  chdir and exec: STARTED comes at once (held=1), and exec failures come as ERROR after
  *                  RELEASE.
+ *                  user=NAME|UID[:GROUP|GID] (lib/user.h; absent: root) is resolved in the guest's /etc/passwd
+ *                  and /etc/group before the fork: an unknown one is ERROR(code=unknown_user|unknown_group|
+ *                  invalid_user, stage=user) at once, held or not. The child sets its supplementary groups, gid
+ *                  and uid, makes its stdio pipes and pty the user's, and gets HOME, USER, LOGNAME (EXEC's env
+ *                  records still win). Without cwd it starts in the user's home ("/" when that is missing or
+ *                  cannot be entered), and STARTED says where: cwd=PATH.
  *   host -> guest  RELEASE(s): a held child goes on to exec.
  *   host -> guest  ADOPT(s) (a restarted host taking over a stream it finds in its records)
  *                  -> STARTED(s, kv: pid, held=0|1) while the process runs (or is held), or EXIT(s, ...) again

@@ -16,6 +16,7 @@
 #include "macro.h"
 #include "string-util.h"
 #include "recipe.h"
+#include "user.h"
 
 /* The same limits as `spacectl create`'s options, so a recipe never sets a default create would refuse. */
 #define VCPU_MAX 64
@@ -138,13 +139,28 @@ static bool env_is_valid(const char *kv) {
         return true;
 }
 
-static bool user_is_valid(const char *u) {
+static bool user_name_is_valid(const char *u) {
         if (!*u || strlen(u) > USER_MAX_LEN)
                 return false;
         if (strspn(u, "0123456789") == strlen(u))
                 return true;
         /* Debian's adduser NAME_REGEX, loosely: a letter or '_' first, then letters, digits, '_', '-' */
         return (islower((unsigned char) u[0]) || u[0] == '_') && chars_ok(u, "_-", false);
+}
+
+/* USER[:GROUP], as exec -u takes it (lib/user.h), each part a name or a number */
+static bool user_is_valid(const char *u) {
+        char buf[2 * USER_MAX_LEN + 2];
+        char *colon;
+
+        if (strlen(u) >= sizeof buf)
+                return false;
+        strcpy(buf, u);
+        colon = strchr(buf, ':');
+        if (colon)
+                *colon++ = 0;
+        return user_name_is_valid(buf) && (!colon || user_name_is_valid(colon)) &&
+               space_user_spec_parse(u, NULL) >= 0;
 }
 
 /* No ".." component: the path stays inside the recipe directory (whose copy is what a build sees). */
@@ -312,7 +328,7 @@ static int parse_line(Parser *p, char *k, char *v) {
         }
         if (streq(k, "user")) {
                 if (!user_is_valid(v))
-                        return parser_fail(p, p->line, k, "'%s' is not a user name or uid", v);
+                        return parser_fail(p, p->line, k, "'%s' is not a user name or uid (optionally :GROUP)", v);
                 return set_string(p, &r->user, v);
         }
         if (streq(k, "workdir")) {

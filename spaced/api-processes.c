@@ -12,6 +12,7 @@
 #include "macro.h"
 #include "process.h"
 #include "store.h"
+#include "user.h"
 
 /* /v1/sandboxes/{id}/processes: exec with an SSE stream, list, attach, logs, stdin, signals, resize. */
 
@@ -70,6 +71,18 @@ int parse_exec_spec(Request *r, cJSON *o, bool stdin_default, ExecSpec *spec, ch
                 }
                 spec->cwd = v->valuestring;
         }
+        v = cJSON_GetObjectItemCaseSensitive(o, "user");
+        if (v && !cJSON_IsNull(v)) {
+                if (!cJSON_IsString(v) || space_user_spec_parse(v->valuestring, NULL) < 0) {
+                        http_respond_error(r, 400, "invalid_argument",
+                                           "user must be NAME or UID, optionally followed by :GROUP or :GID (at most "
+                                           "%d characters of A-Z a-z 0-9 . _ -)%s%.64s%s",
+                                           SPACE_USER_SPEC_MAX, cJSON_IsString(v) ? ", not '" : "",
+                                           cJSON_IsString(v) ? v->valuestring : "", cJSON_IsString(v) ? "'" : "");
+                        return -EINVAL;
+                }
+                spec->user = v->valuestring;
+        }
         spec->rows = (unsigned) rows;
         spec->cols = (unsigned) cols;
         spec->timeout_sec = timeout;
@@ -89,7 +102,8 @@ static int require_running(Request *r, Sandbox *s) {
 }
 
 void api_post_processes(Request *r, const RouteArgs *a) {
-        static const char *const fields[] = { "argv", "env", "cwd", "stdin", "timeout", "pty", "rows", "cols", NULL };
+        static const char *const fields[] = { "argv", "env", "cwd", "stdin", "timeout", "pty", "rows", "cols", "user",
+                                              NULL };
         _cleanup_strv_free_ char **env = NULL, **argv = NULL;
         ExecSpec spec;
         Sandbox *s;
@@ -103,6 +117,8 @@ void api_post_processes(Request *r, const RouteArgs *a) {
         if (parse_exec_spec(r, o, false, &spec, &argv, &env) >= 0) {
                 if (!spec.cwd)
                         spec.cwd = template_workdir(http_manager(r->http), s); /* the template's default */
+                if (!spec.user)
+                        spec.user = template_default_user(http_manager(r->http), s);
                 if (require_running(r, s) >= 0 && process_exec(r, s, &spec) < 0 && !r->responded)
                         http_respond_error(r, 500, "internal", "cannot start the process");
         }

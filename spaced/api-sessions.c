@@ -14,7 +14,8 @@
  * transport. */
 
 void api_post_sessions(Request *r, const RouteArgs *a) {
-        static const char *const fields[] = { "argv", "env", "cwd", "stdin", "timeout", "pty", "rows", "cols", NULL };
+        static const char *const fields[] = { "argv", "env", "cwd", "stdin", "timeout", "pty", "rows", "cols", "user",
+                                              NULL };
         _cleanup_strv_free_ char **env = NULL, **argv = NULL;
         ExecSpec spec;
         Sandbox *s;
@@ -33,6 +34,8 @@ void api_post_sessions(Request *r, const RouteArgs *a) {
         if (parse_exec_spec(r, o, true, &spec, &argv, &env) >= 0) {
                 if (!spec.cwd)
                         spec.cwd = template_workdir(http_manager(r->http), s); /* the template's default */
+                if (!spec.user)
+                        spec.user = template_default_user(http_manager(r->http), s);
                 if (s->state != SANDBOX_RUNNING)
                         http_respond_error(r, 409, "sandbox_not_running", "sandbox %s is %s, not running", s->id,
                                            sandbox_state_to_string(s->state));

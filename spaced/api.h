@@ -116,7 +116,7 @@ void api_get_process_stream(Request *r, const RouteArgs *a);
 void api_get_process_logs(Request *r, const RouteArgs *a);
 void api_post_resize(Request *r, const RouteArgs *a);
 typedef struct ExecSpec ExecSpec;
-/* Parses argv, env, cwd, stdin, timeout, pty, rows, cols of a process body into spec (arrays owned by the
+/* Parses argv, env, cwd, user, stdin, timeout, pty, rows, cols of a process body into spec (arrays owned by the
  * caller: free *ret_argv and *ret_env with strv_free). Responds 400 itself. */
 int parse_exec_spec(Request *r, cJSON *o, bool stdin_default, ExecSpec *spec, char ***ret_argv, char ***ret_env);
 /* Last-Event-ID (header, or ?last_event_id=): 0 when absent. Responds 400 itself. */

@@ -235,6 +235,8 @@ Template *template_find_digest(Manager *m, const char *digest);
 int template_resolve(Manager *m, const char *ref, Template **ret, OperationError *reterr);
 /* The default working directory of commands in s (its template's workdir), NULL for none. */
 const char *template_workdir(Manager *m, const Sandbox *s);
+/* The default user of commands in s (its template's user, lib/user.h), NULL for none (root). */
+const char *template_default_user(Manager *m, const Sandbox *s);
 void templates_free(Manager *m);
 
 /* sandbox.c */

@@ -113,6 +113,7 @@ static void process_save(Process *p) {
                 .session_id = p->session_id[0] ? p->session_id : NULL,
                 .argv = argv,
                 .cwd = p->cwd,
+                .user = p->user,
                 .pty = p->pty,
                 .state = (char *) process_state_to_string(p->state),
                 .exit_code = p->exit_code,
@@ -288,6 +289,7 @@ static void process_free(Process *p) {
         process_log_free(p->log);
         strv_free(p->argv);
         free(p->cwd);
+        free(p->user);
         free(p->log_path);
         free(p->error_code);
         free(p->error_message);
@@ -662,6 +664,8 @@ static int build_exec(const ExecSpec *spec, bool hold, SpaceBuf *kv, const char 
                 *ret_err = "bad cwd";
                 return -EINVAL;
         }
+        if (spec->user && space_kv_add(kv, "user", spec->user) < 0)
+                return -ENOMEM;
         if (space_kv_add(kv, "stdin", spec->want_stdin ? "1" : "0") < 0 ||
             (hold && space_kv_add(kv, "hold", "1") < 0))
                 return -ENOMEM;
@@ -694,14 +698,16 @@ static int start(Request *r, Sandbox *s, const ExecSpec *spec, bool hold, Proces
         if (!p)
                 return -ENOMEM;
         p->argv = strv_copy(spec->argv);
-        p->cwd = strdup(spec->cwd ?: "/");
+        /* with a user and no cwd the agent picks the user's home, and says so in STARTED */
+        p->cwd = spec->cwd || !spec->user ? strdup(spec->cwd ?: "/") : NULL;
+        p->user = spec->user ? strdup(spec->user) : NULL;
         p->pty = spec->pty;
         p->want_stdin = spec->want_stdin || spec->pty;
         p->stdin_closed = !p->want_stdin;
         p->timeout_sec = spec->timeout_sec;
         p->started_at = now_unix();
         p->state = PROCESS_STARTING;
-        if (!p->argv || !p->cwd) {
+        if (!p->argv || (!p->cwd && (spec->cwd || !spec->user)) || (!p->user && spec->user)) {
                 p->ended = true;
                 process_maybe_free(p);
                 return -ENOMEM;
@@ -819,8 +825,12 @@ void process_session_reply(Request *r) {
         r->stream = NULL;
         if (p->pid <= 0) {
                 const char *code = p->error_code ?: "exec_failed";
-                http_respond_error(r, streq(code, "channel_lost") || streq(code, "sandbox_gone") ? 409 : 500, code,
-                                   "%s", p->error_message ?: "the process could not be created");
+                bool bad_user = streq(code, "unknown_user") || streq(code, "unknown_group") ||
+                                streq(code, "invalid_user");
+                http_respond_error(r,
+                                   bad_user ? 400 :
+                                   streq(code, "channel_lost") || streq(code, "sandbox_gone") ? 409 : 500,
+                                   code, "%s", p->error_message ?: "the process could not be created");
                 process_maybe_free(p);
                 return;
         }
@@ -878,6 +888,7 @@ static Process *process_from_record(Manager *m, Sandbox *s, const ProcessRecord 
                 memcpy(p->session_id, rec->session_id, SESSION_ID_LEN + 1);
         p->argv = argv_from_json(rec->argv);
         p->cwd = rec->cwd ? strdup(rec->cwd) : NULL;
+        p->user = rec->user ? strdup(rec->user) : NULL;
         p->pty = rec->pty;
         p->want_stdin = true;
         if (process_state_from_string(rec->state, &p->state) < 0 || p->state == PROCESS_STARTING)
@@ -928,8 +939,8 @@ Process *process_get_session(Manager *m, Sandbox *s, const char *session_id) {
 /* ---- JSON ---- */
 
 static cJSON *json_common(int pid, const char *session_id, char **argv, const char *argv_json, const char *cwd,
-                          bool pty, const char *state, int exit_code, int sig, bool timed_out, int64_t started_at,
-                          int64_t exited_at, uint64_t last_id, unsigned attached) {
+                          const char *user, bool pty, const char *state, int exit_code, int sig, bool timed_out,
+                          int64_t started_at, int64_t exited_at, uint64_t last_id, unsigned attached) {
         cJSON *o = cJSON_CreateObject(), *a;
         char ts[32];
 
@@ -947,6 +958,7 @@ static cJSON *json_common(int pid, const char *session_id, char **argv, const ch
                         cJSON_AddItemToArray(a, cJSON_CreateString(*i));
         }
         cJSON_AddStringToObject(o, "cwd", cwd ?: "/");
+        cJSON_AddStringToObject(o, "user", user ?: "root");
         cJSON_AddBoolToObject(o, "pty", pty);
         cJSON_AddStringToObject(o, "state", state);
         if (exit_code >= 0)
@@ -971,8 +983,8 @@ static cJSON *json_common(int pid, const char *session_id, char **argv, const ch
 }
 
 cJSON *process_to_json(Process *p) {
-        return json_common(p->pid, p->session_id, p->argv, NULL, p->cwd, p->pty, process_state_to_string(p->state),
-                           p->exit_code, p->signal, p->timed_out, p->started_at,
+        return json_common(p->pid, p->session_id, p->argv, NULL, p->cwd, p->user, p->pty,
+                           process_state_to_string(p->state), p->exit_code, p->signal, p->timed_out, p->started_at,
                            p->state == PROCESS_EXITED || p->state == PROCESS_LOST ? p->exited_at : 0, p->last_id,
                            p->n_following);
 }
@@ -983,8 +995,9 @@ cJSON *process_record_to_json(const ProcessRecord *rec) {
         if (p)
                 return process_to_json(p);
         /* A row that says running, with no process behind it: the channel is not up (yet). */
-        return json_common(rec->pid, rec->session_id, NULL, rec->argv, rec->cwd, rec->pty, rec->state, rec->exit_code,
-                           rec->signal, rec->timed_out, rec->started_at, rec->exited_at, rec->last_event_id, 0);
+        return json_common(rec->pid, rec->session_id, NULL, rec->argv, rec->cwd, rec->user, rec->pty, rec->state,
+                           rec->exit_code, rec->signal, rec->timed_out, rec->started_at, rec->exited_at,
+                           rec->last_event_id, 0);
 }
 
 /* ---- requests to the guest ---- */
@@ -1079,6 +1092,17 @@ static void open_log(Process *p) {
         set_log_path(p, path);
 }
 
+static bool cwd_reported_valid(const char *v) {
+        size_t n = strnlen(v, PATH_MAX);
+
+        if (v[0] != '/' || n >= PATH_MAX)
+                return false;
+        for (size_t i = 0; i < n; i++)
+                if ((unsigned char) v[i] < 0x20 || v[i] == 0x7f)
+                        return false;
+        return true;
+}
+
 static void on_started(Process *p, const uint8_t *payload, size_t n) {
         const char *v;
         long pid, held = 0;
@@ -1090,6 +1114,9 @@ static void on_started(Process *p, const uint8_t *payload, size_t n) {
         }
         if (space_kv_get(payload, n, "held", &v) > 0)
                 (void) parse_int(v, 0, 1, &held);
+        /* where the agent put a process we gave no cwd (a user's home): shown to users, so checked */
+        if (!p->cwd && space_kv_get(payload, n, "cwd", &v) > 0 && cwd_reported_valid(v))
+                p->cwd = strdup(v);
 
         if (p->adopting) {
                 p->adopting = false;
@@ -1175,7 +1202,11 @@ static void on_error_frame(Process *p, const uint8_t *payload, size_t n) {
         /* A held child that cannot exec exits like a shell would. */
         if (p->pid > 0)
                 p->exit_code = err == ENOENT ? 127 : 126;
-        if (space_kv_get(payload, n, "stage", &v) > 0 && streq(v, "chdir"))
+        if (space_kv_get(payload, n, "code", &v) > 0 &&
+            (streq(v, "unknown_user") || streq(v, "unknown_group") || streq(v, "invalid_user")))
+                /* known codes only: the guest does not get to make up error codes */
+                end_with_error(p, PROCESS_EXITED, v, text);
+        else if (space_kv_get(payload, n, "stage", &v) > 0 && streq(v, "chdir"))
                 end_with_error(p, PROCESS_EXITED, "invalid_cwd", text);
         else if (err == ENOENT)
                 end_with_error(p, PROCESS_EXITED, "command_not_found", text);

@@ -65,7 +65,8 @@ struct Process {
         char session_id[SESSION_ID_LEN + 1];
         SessionToken tokens[SESSION_TOKENS_MAX];
         char **argv;
-        char *cwd;
+        char *cwd;                   /* NULL until the agent says where it runs: no cwd given (see on_started) */
+        char *user;                  /* as asked (lib/user.h); NULL: root */
         bool pty;
         bool want_stdin, stdin_closed;
         uint64_t timeout_sec;
@@ -103,6 +104,7 @@ typedef struct ExecSpec {
         char **argv;
         char **env;
         const char *cwd;
+        const char *user;            /* NAME|UID[:GROUP|GID], checked; NULL: root */
         bool want_stdin;
         bool pty;
         unsigned rows, cols;

@@ -11,7 +11,7 @@
 
 #define PROCESS_COLUMNS                                                                                        \
         "sandbox_id, pid, stream, session_id, argv, cwd, pty, state, exit_code, signal, timed_out, timeout,"  \
-        " started_at, exited_at, last_event_id, log_path"
+        " started_at, exited_at, last_event_id, log_path, user"
 
 static void finalizep(sqlite3_stmt **st) {
         if (*st)
@@ -43,6 +43,7 @@ void process_record_done(ProcessRecord *r) {
         free(r->session_id);
         free(r->argv);
         free(r->cwd);
+        free(r->user);
         free(r->state);
         free(r->log_path);
         *r = (ProcessRecord) {};
@@ -58,7 +59,7 @@ int store_put_process(Store *s, const ProcessRecord *r) {
 
         rc = sqlite3_prepare_v2(store_db(s),
                                 "INSERT OR REPLACE INTO processes (" PROCESS_COLUMNS ")"
-                                " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                                " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
                                 -1, &st, NULL);
         if (rc != SQLITE_OK)
                 return rc_to_errno(rc);
@@ -87,6 +88,7 @@ int store_put_process(Store *s, const ProcessRecord *r) {
                 sqlite3_bind_null(st, 14);
         sqlite3_bind_int64(st, 15, (sqlite3_int64) r->last_event_id);
         bind_text(st, 16, r->log_path);
+        bind_text(st, 17, r->user);
         rc = sqlite3_step(st);
         return rc == SQLITE_DONE ? 0 : rc_to_errno(rc);
 }
@@ -119,6 +121,7 @@ static int row_to_record(sqlite3_stmt *st, ProcessRecord *r) {
         r->exited_at = sqlite3_column_type(st, 13) == SQLITE_NULL ? 0 : sqlite3_column_int64(st, 13);
         r->last_event_id = (uint64_t) sqlite3_column_int64(st, 14);
         r->log_path = col_strdup(st, 15);
+        r->user = col_strdup(st, 16);
         if (!r->state || !r->argv) {
                 process_record_done(r);
                 return -ENOMEM;

@@ -64,6 +64,7 @@ static const char schema[] =
         "  exited_at INTEGER,"
         "  last_event_id INTEGER NOT NULL DEFAULT 0,"
         "  log_path TEXT,"
+        "  user TEXT,"
         "  PRIMARY KEY (sandbox_id, pid));";
 
 static int sqlite_to_errno(int rc) {
@@ -133,6 +134,7 @@ int store_open(const char *path, Store **ret, char **reterr_message) {
                             NULL, NULL, NULL);
         (void) sqlite3_exec(s->db, "ALTER TABLE sandboxes ADD COLUMN last_active INTEGER NOT NULL DEFAULT 0", NULL,
                             NULL, NULL);
+        (void) sqlite3_exec(s->db, "ALTER TABLE processes ADD COLUMN user TEXT", NULL, NULL, NULL);
         rc = sqlite3_exec(s->db, "PRAGMA user_version = 1", NULL, NULL, &err);
         if (rc != SQLITE_OK)
                 goto fail;

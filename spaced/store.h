@@ -37,6 +37,7 @@ typedef struct ProcessRecord {
         char *session_id;
         char *argv;
         char *cwd;
+        char *user;             /* NULL: root (also rows from before the column) */
         bool pty;
         char *state;
         int exit_code;

@@ -17,6 +17,7 @@
 #include "oci.h"
 #include "template-tree.h"
 #include "template.h"
+#include "user.h"
 
 /* Imports (POST /v1/templates/import): a worker thread turns a rootfs tarball (plain, gzip, xz, zstd), an OCI
  * image layout directory or an OCI archive (a tar of a layout, as `skopeo copy ... oci-archive:` writes) into
@@ -244,7 +245,11 @@ static int import_oci(ImportJob *j, int layout_fd, Tree *tree) {
                         r = -ENOMEM;
                         goto out;
                 }
-        if (img.user) {
+        if (img.user && space_user_spec_parse(img.user, NULL) < 0)
+                /* exec could not run anything as it: root stays the default; config.user can say otherwise */
+                log_warning("import %s: the image's User '%.64s' is not NAME|UID[:GROUP|GID]; ignoring it",
+                            j->source, img.user);
+        else if (img.user) {
                 free(j->t->user);
                 j->t->user = TAKE_PTR(img.user);
         }

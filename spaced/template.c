@@ -16,6 +16,7 @@
 #include "store.h"
 #include "template.h"
 #include "template-tree.h"
+#include "user.h"
 
 /* The template store (decision 5). Every template is an immutable image in $state/templates/sha256-<hex>/
  * (rootfs.ext4 mode 0444, config.json), named by the digest of its root filesystem tree (template-tree.c);
@@ -236,6 +237,12 @@ const char *template_workdir(Manager *m, const Sandbox *s) {
         return t ? t->workdir : NULL;
 }
 
+const char *template_default_user(Manager *m, const Sandbox *s) {
+        Template *t = template_find_digest(m, s->template_digest);
+        /* checked when the config was applied; a config recorded before that check is not trusted */
+        return t && t->user && space_user_spec_parse(t->user, NULL) >= 0 ? t->user : NULL;
+}
+
 /* ---- config ---- */
 
 static int strv_from_json(const cJSON *a, bool kv, char ***ret) {
@@ -280,7 +287,7 @@ int template_config_apply(Template *t, const cJSON *config, char **reterr_messag
 
                 if (streq(k, "description") && cJSON_IsString(v))
                         r = set_str(&t->description, v);
-                else if (streq(k, "user") && cJSON_IsString(v) && *v->valuestring && strlen(v->valuestring) <= 64)
+                else if (streq(k, "user") && cJSON_IsString(v) && space_user_spec_parse(v->valuestring, NULL) >= 0)
                         r = set_str(&t->user, v);
                 else if (streq(k, "workdir") && cJSON_IsString(v) && v->valuestring[0] == '/' &&
                          strlen(v->valuestring) < 4096)
@@ -317,6 +324,8 @@ int template_config_apply(Template *t, const cJSON *config, char **reterr_messag
                                                 streq(k, "vcpu") ? "a whole number from 1 to 64" :
                                                 streq(k, "memory_mib") ? "a whole number from 64 to 65536" :
                                                 streq(k, "disk_mib") ? "a whole number from 64 to 1048576" :
+                                                streq(k, "user") ? "NAME or UID, optionally :GROUP or :GID "
+                                                                   "(at most 64 of A-Z a-z 0-9 . _ -)" :
                                                 "a non-empty string");
                         return -EINVAL;
                 }

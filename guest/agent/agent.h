@@ -9,6 +9,7 @@
 #include <sys/types.h>
 
 #include "../../lib/proto.h"
+#include "../../lib/user.h"
 
 /* Output to the port stops taking process output above this and stops reading the port above the hard
  * mark, so the queue stays bounded whether or not the host is reading. */
@@ -111,6 +112,12 @@ void files_pump(Channel *c);
 bool files_want_pump(const Channel *c);
 /* The host went away or came back: unfinished transfers are dropped (uploads leave no file). */
 void files_drop_all(void);
+/* user.c: EXEC user= (lib/user.h). user_resolve reads the guest's /etc/passwd and /etc/group: 0, or -errno with
+ * *ret_code ("unknown_user", "unknown_group", "invalid_user", "exec_failed") and a message naming the user or
+ * group. user_switch runs in the child. */
+int user_resolve(const char *spec, SpaceUser *ret, const char **ret_code, char *msg, size_t msg_size);
+bool user_home_usable(const SpaceUser *u);
+int user_switch(const SpaceUser *u);
 
 /* init.c: INIT and the default environment for EXEC */
 void init_handle(Channel *c, uint32_t id, const uint8_t *p, size_t n);

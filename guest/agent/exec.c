@@ -128,12 +128,13 @@ static bool env_has(char **envp, size_t n, const char *key) {
 
 /* What the child reports through the CLOEXEC pipe when it fails before exec. */
 struct exec_failure {
-        int stage; /* 0 chdir, 1 exec, 2 setup */
+        int stage; /* 0 chdir, 1 exec, 2 setup, 3 user */
         int err;
 };
 
+/* user: NULL to stay root. cwd_fallback: cwd is the user's home, which we chose: "/" if it cannot be entered. */
 static _Noreturn void child(int fd_in, int fd_out, int fd_err, const char *pty_path, int errpipe, int hold,
-                            const char *cwd, char **argv, char **envp) {
+                            const SpaceUser *user, const char *cwd, bool cwd_fallback, char **argv, char **envp) {
         struct exec_failure f = { .stage = 2 };
         struct rlimit rl = { 1024, 1024 };
         sigset_t all;
@@ -162,6 +163,15 @@ static _Noreturn void child(int fd_in, int fd_out, int fd_err, const char *pty_p
                 goto fail;
         umask(022);
 
+        if (user) {
+                int r = user_switch(user);
+                if (r < 0) {
+                        f.stage = 3;
+                        errno = -r;
+                        goto fail;
+                }
+        }
+
         if (hold >= 0) {
                 char b;
                 ssize_t l;
@@ -180,7 +190,7 @@ static _Noreturn void child(int fd_in, int fd_out, int fd_err, const char *pty_p
         }
 
         f.stage = 0;
-        if (chdir(cwd && cwd[0] ? cwd : "/") < 0)
+        if (chdir(cwd && cwd[0] ? cwd : "/") < 0 && (!cwd_fallback || chdir("/") < 0))
                 goto fail;
 
         f.stage = 1;
@@ -195,12 +205,15 @@ fail:
 static void send_exec_failure(Channel *c, uint32_t id, const struct exec_failure *f, const char *cwd,
                               const char *argv0) {
         /* stage= lets the host tell a bad working directory from a missing command */
-        const char *stage = f->stage == 0 ? "chdir" : f->stage == 1 ? "exec" : "setup";
+        const char *stage = f->stage == 0 ? "chdir" : f->stage == 1 ? "exec" : f->stage == 3 ? "user" : "setup";
         SpaceBuf kv = {};
         char msg[512];
 
-        (void) snprintf(msg, sizeof msg, "%s %s: %s", stage, f->stage == 0 ? (cwd ? cwd : "/") : argv0,
-                        strerror(f->err));
+        if (f->stage == 3)
+                (void) snprintf(msg, sizeof msg, "switching to the user: %s", strerror(f->err));
+        else
+                (void) snprintf(msg, sizeof msg, "%s %s: %s", stage, f->stage == 0 ? (cwd ? cwd : "/") : argv0,
+                                strerror(f->err));
         (void) space_kv_addf(&kv, "errno", "%d", f->err);
         (void) space_kv_add(&kv, "message", msg);
         (void) space_kv_add(&kv, "stage", stage);
@@ -208,14 +221,29 @@ static void send_exec_failure(Channel *c, uint32_t id, const struct exec_failure
         space_buf_done(&kv);
 }
 
+static void send_user_error(Channel *c, uint32_t id, int err, const char *code, const char *message) {
+        SpaceBuf kv = {};
+
+        (void) space_kv_addf(&kv, "errno", "%d", err);
+        (void) space_kv_add(&kv, "message", message);
+        (void) space_kv_add(&kv, "code", code);
+        (void) space_kv_add(&kv, "stage", "user");
+        (void) channel_send_kv(c, SPACE_F_ERROR, id, &kv);
+        space_buf_done(&kv);
+}
+
 void exec_start(Channel *c, uint32_t id, const uint8_t *p, size_t n) {
-        _cleanup_free_ char **argv = NULL, **envp = NULL;
+        _cleanup_free_ char **argv = NULL, **envp = NULL, **req_env = NULL;
         _cleanup_close_ int in_r = -1, in_w = -1, out_r = -1, out_w = -1, err_r = -1, err_w = -1, ep_r = -1,
                             ep_w = -1, master = -1, hold_r = -1, hold_w = -1;
-        size_t n_argv = 0, n_env = 0, off = 0, klen;
-        const char *cwd = NULL, *k, *v;
+        size_t n_argv = 0, n_env = 0, n_req_env = 0, off = 0, klen;
+        const char *cwd = NULL, *user_spec = NULL, *k, *v;
         char pty_path[128] = "", msg[512];
-        bool want_stdin = false, pty = false, hold = false;
+        bool want_stdin = false, pty = false, hold = false, cwd_chosen = false;
+        /* for the environment of a process run as a user: they live until the fork */
+        char home_env[SPACE_USER_HOME_MAX + 8], user_env[SPACE_USER_SPEC_MAX + 8],
+                logname_env[SPACE_USER_SPEC_MAX + 16];
+        SpaceUser user;
         unsigned rows = 0, cols = 0;
         struct exec_failure f;
         char **defaults;
@@ -233,11 +261,6 @@ void exec_start(Channel *c, uint32_t id, const uint8_t *p, size_t n) {
                 return;
         }
 
-        defaults = init_default_env();
-        for (size_t i = 0; defaults && defaults[i]; i++)
-                if (build_env(&envp, &n_env, defaults[i]) < 0)
-                        goto nomem;
-
         while ((r = space_kv_next(p, n, &off, &k, &klen, &v)) > 0) {
 #define KEY(s) (klen == sizeof(s) - 1 && memcmp(k, s, klen) == 0)
                 if (KEY("argv")) {
@@ -248,14 +271,22 @@ void exec_start(Channel *c, uint32_t id, const uint8_t *p, size_t n) {
                         argv[n_argv++] = (char *) v;
                         argv[n_argv] = NULL;
                 } else if (KEY("env")) {
-                        r = build_env(&envp, &n_env, v);
-                        if (r == -ENOMEM)
-                                goto nomem;
-                        if (r < 0) {
+                        /* applied below, after the defaults and the user's HOME, USER, LOGNAME */
+                        char **a;
+
+                        if (!strchr(v, '=') || v[0] == '=') {
                                 channel_send_error(c, id, EINVAL, "env record without KEY=");
                                 return;
                         }
-                } else if (KEY("cwd"))
+                        a = realloc(req_env, (n_req_env + 2) * sizeof *a);
+                        if (!a)
+                                goto nomem;
+                        req_env = a;
+                        req_env[n_req_env++] = (char *) v;
+                        req_env[n_req_env] = NULL;
+                } else if (KEY("user"))
+                        user_spec = v;
+                else if (KEY("cwd"))
                         cwd = v;
                 else if (KEY("stdin"))
                         want_stdin = streq(v, "1");
@@ -277,6 +308,41 @@ void exec_start(Channel *c, uint32_t id, const uint8_t *p, size_t n) {
                 channel_send_error(c, id, EINVAL, "no argv");
                 return;
         }
+
+        /* Before the fork, so that an unknown user is the answer to this EXEC, held or not. */
+        if (user_spec) {
+                const char *code = NULL;
+
+                r = user_resolve(user_spec, &user, &code, msg, sizeof msg);
+                if (r < 0) {
+                        send_user_error(c, id, -r, code, msg);
+                        return;
+                }
+                if (!cwd) {
+                        cwd = user_home_usable(&user) ? user.home : "/";
+                        cwd_chosen = true;
+                }
+        }
+
+        /* INIT's defaults, then the user's, then the request's: each overrides what came before. */
+        defaults = init_default_env();
+        for (size_t i = 0; defaults && defaults[i]; i++)
+                if (build_env(&envp, &n_env, defaults[i]) < 0)
+                        goto nomem;
+        if (user_spec) {
+                (void) snprintf(home_env, sizeof home_env, "HOME=%s", user.home);
+                if (build_env(&envp, &n_env, home_env) < 0)
+                        goto nomem;
+                if (user.name[0]) {
+                        (void) snprintf(user_env, sizeof user_env, "USER=%s", user.name);
+                        (void) snprintf(logname_env, sizeof logname_env, "LOGNAME=%s", user.name);
+                        if (build_env(&envp, &n_env, user_env) < 0 || build_env(&envp, &n_env, logname_env) < 0)
+                                goto nomem;
+                }
+        }
+        for (size_t i = 0; i < n_req_env; i++)
+                if (build_env(&envp, &n_env, req_env[i]) < 0)
+                        goto nomem;
         if (!env_has(envp, n_env, "PATH") && build_env(&envp, &n_env, "PATH=" AGENT_DEFAULT_PATH) < 0)
                 goto nomem;
         if (!env_has(envp, n_env, "HOME") && build_env(&envp, &n_env, "HOME=/root") < 0)
@@ -328,7 +394,8 @@ void exec_start(Channel *c, uint32_t id, const uint8_t *p, size_t n) {
                 goto fail;
         if (pid == 0) {
                 hold_w = safe_close(hold_w);
-                child(in_r, out_w, err_w, pty ? pty_path : NULL, ep_w, hold_r, cwd, argv, envp);
+                child(in_r, out_w, err_w, pty ? pty_path : NULL, ep_w, hold_r, user_spec ? &user : NULL, cwd,
+                      cwd_chosen, argv, envp);
         }
 
         ep_w = safe_close(ep_w);
@@ -394,6 +461,8 @@ void exec_start(Channel *c, uint32_t id, const uint8_t *p, size_t n) {
                 (void) space_kv_addf(&kv, "pid", "%d", (int) pid);
                 if (hold)
                         (void) space_kv_add(&kv, "held", "1");
+                if (cwd_chosen)
+                        (void) space_kv_add(&kv, "cwd", cwd); /* the host did not say: tell it where it runs */
                 (void) channel_send_kv(c, SPACE_F_STARTED, id, &kv);
                 space_buf_done(&kv);
         }

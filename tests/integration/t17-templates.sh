@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
 # The template store (issue 4): imports of a rootfs tarball (plain, gzip, xz, zstd: one digest), of an OCI
-# layout and of its archive (layers with whiteouts and an opaque directory; the image's Env and WorkingDir
+# layout and of its archive (layers with whiteouts and an opaque directory; the image's Env, WorkingDir and User
 # become defaults), checked from inside sandboxes; hostile archives leave the host untouched; references,
 # tag, ls, inspect, rm (refused while a sandbox, a checkpoint or a pool uses the template), gc; an import
 # killed in the middle leaves nothing behind; builtins are imported once. One sandbox at a time.
@@ -83,7 +83,10 @@ check_eq "env: the image's, with the request's over it" "from-image request" \
 
 create_sandbox SB t17/oci:archive
 check_match "create from the OCI image" "$ID_RE" "$SB"
-check_rc "exec: pwd, env, the layered tree" 0 sc exec "$SB" -- sh -c 'pwd; echo "$T17_OCI $T17_OVER"; ls /opt | tr "\n" " ";
+check_rc "exec without -u runs as the image's User" 0 sc exec "$SB" -- sh -c 'echo "$(id -u):$(id -g)"'
+check_eq "... 1000:1000" 1000:1000 "$(cat "$OUT")"
+# As root: the tree has directories (0700 0:0) that the image's user may not read.
+check_rc "exec: pwd, env, the layered tree" 0 sc exec -u root "$SB" -- sh -c 'pwd; echo "$T17_OCI $T17_OVER"; ls /opt | tr "\n" " ";
         echo; ls -A /opt/opq | tr "\n" " "; echo; stat -c "%a %u:%g" /opt/opq /opt/keep/k2; cat /opt/keep/k1'
 check_eq "workdir default, env defaults, whiteouts (file, dir), opaque dir, later layers' owners" "/opt/keep
 from-image request

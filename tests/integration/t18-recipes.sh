@@ -101,8 +101,11 @@ check_in "the default working directory is /home/user" "$SBS" "/home/user" pwd
 check_in "user is uid 1000 with home /home/user and bash" "$SBS" "user:x:1000:1000::/home/user:/bin/bash" \
         getent passwd user
 check_in "/home/user belongs to user" "$SBS" "user:user 755" stat -c '%U:%G %a' /home/user
-# The agent cannot switch users yet: the template's user is root, and commands run as root.
-check_in "commands run as the template's user, root" "$SBS" "root" id -un
+# The recipe's `user = user`: a plain exec runs as uid 1000 with its home; -u root still gets root.
+check_in "commands run as the template's user, uid 1000" "$SBS" "1000 1000 user /home/user" \
+        sh -c 'echo "$(id -u) $(id -g) $(id -un) $HOME"'
+run sc exec -u root "$SBS" -- id -u
+check_eq "exec -u root overrides the template's user" "0" "$(cat "$OUT")"
 check_in "the recipe's environment" "$SBS" "C.UTF-8" printenv LANG
 check_in "ca-certificates is installed" "$SBS" "install ok installed" \
         dpkg-query -W -f='${Status}' ca-certificates

@@ -164,6 +164,14 @@ int main(void) {
         bad("from = debian:bookworm\nenv = NOVALUE\n", "template.conf:2: env: 'NOVALUE' is not NAME=VALUE");
         bad("from = debian:bookworm\nenv = 1X=y\n", "env: '1X=y' is not NAME=VALUE");
         bad("from = debian:bookworm\nuser = Bad User\n", "template.conf:2: user: 'Bad User' is not a user name");
+        bad("from = debian:bookworm\nuser = user:Staff\n", "user: 'user:Staff' is not a user name or uid (optionally :GROUP)");
+        bad("from = debian:bookworm\nuser = user:\n", "user: 'user:' is not a user name");
+        {
+                Recipe *g = good("user USER:GROUP", "from = debian:bookworm\nuser = user:1000\n");
+                if (g)
+                        ok(streq(g->user, "user:1000"), "user with a :GID is kept as written");
+                recipe_free(g);
+        }
         bad("from = debian:bookworm\nworkdir = home\n", "template.conf:2: workdir: 'home' is not an absolute path");
         bad("from = debian:bookworm\nvcpu = 0\n", "template.conf:2: vcpu: '0' is not a number from 1 to 64");
         bad("from = debian:bookworm\nmemory_mib = 12x\n", "memory_mib: '12x' is not a number from 64 to 65536");
