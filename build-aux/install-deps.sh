@@ -20,6 +20,8 @@ PACKAGES=(
         gpg debian-archive-keyring uidmap
         # running and testing: systemd-socket-activate, setpriv, tests and benches
         systemd util-linux socat curl jq tmux python3
+        # the docs test (t23): the shells that parse our completions, and man to render the pages
+        zsh fish man-db bsdextrautils
 )
 
 if [ "${1:-}" = --print ]; then
