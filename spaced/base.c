@@ -205,6 +205,7 @@ int base_snapshot_ensure(Manager *m, const BaseRequest *req, BaseSnapshot *ret, 
                 .memory_mib = req->memory_mib,
                 .accel = req->accel,
                 .tsc_khz = req->tsc_khz,
+                .tcg_cache_mib = req->tcg_cache_mib,
         };
         r = vm_start(&c, 10000, &pid, &q, reterr_message);
         if (r < 0)
@@ -297,6 +298,7 @@ VmConfig base_restore_config(const BaseSnapshot *b, const BaseRequest *req, cons
                 .memory_mib = req->memory_mib,
                 .accel = req->accel,
                 .tsc_khz = req->tsc_khz,
+                .tcg_cache_mib = req->tcg_cache_mib,
                 .incoming = true,
         };
 }

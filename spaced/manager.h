@@ -377,6 +377,7 @@ typedef struct BaseRequest {
         uint64_t memory_mib;
         VmAccel accel;
         unsigned tsc_khz;
+        unsigned tcg_cache_mib;
         DiskBackend disk_backend;
 } BaseRequest;
 void base_request_done(BaseRequest *r);

@@ -311,6 +311,7 @@ int base_request_init(Manager *m, const Template *t, unsigned vcpu, uint64_t mem
                 .memory_mib = memory_mib,
                 .accel = m->accel,
                 .tsc_khz = m->tsc_khz,
+                .tcg_cache_mib = m->config.tcg_cache_mib,
                 .disk_backend = m->disk_backend,
         };
         if (!ret->lib_dir || !ret->state_dir || !ret->runtime_dir || !ret->template_name || !ret->rootfs ||

@@ -140,6 +140,15 @@ int config_load(Config *c, const char *path, char **reterr_message) {
                         if (errno || *end || end == value || v < 0)
                                 goto bad;
                         c->idle_timeout = v;
+                } else if (streq(key, "tcg_cache_mib")) {
+                        char *end;
+                        unsigned long v;
+
+                        errno = 0;
+                        v = strtoul(value, &end, 10);
+                        if (errno || *end || end == value || v < 4 || v > 1024)
+                                goto bad;
+                        c->tcg_cache_mib = (unsigned) v;
                 } else if (streq(key, "state_dir")) {
                         if (value[0] != '/')
                                 goto bad;
@@ -170,6 +179,7 @@ bad:
         if (reterr_message && asprintf(reterr_message,
                                        "%s:%u: expected one of 'accel = auto|kvm|tcg', 'memory_limit_mib = N', "
                                        "'state_dir = /ABSOLUTE/PATH', 'qemu = PATH', 'idle_timeout = SECONDS', "
+                                       "'tcg_cache_mib = 4..1024', "
                                        "'listen = 127.0.0.1:PORT|off' (loopback addresses only)", path, n) < 0)
                 *reterr_message = NULL;
         return -EINVAL;

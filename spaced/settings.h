@@ -19,6 +19,7 @@ typedef struct Config {
         char *state_dir;
         char *listen;               /* TCP listener "ADDR:PORT" or "off"; NULL = LISTEN_DEFAULT */
         int64_t idle_timeout;       /* default for new sandboxes, seconds; 0 = never suspend when idle */
+        unsigned tcg_cache_mib;     /* TCG's translation cache per VM; 0 = VM_TCG_CACHE_MIB_DEFAULT */
 } Config;
 
 #define LISTEN_DEFAULT "127.0.0.1:7070"

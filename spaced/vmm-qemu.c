@@ -235,12 +235,8 @@ int vm_build_argv(const VmConfig *c, char ***ret_argv) {
                 strv_add(&s, "-cpu");
                 strv_add(&s, "host");
         } else {
-                /* The translation cache's pages stay resident once written, so its size is a floor on each VM's
-                 * private memory. An idle sandbox fills 16 MiB of a 32 MiB cache; with 12 the cache flushes
-                 * instead, and each VM keeps ~4.5 MiB less (37.0 -> 32.4 MiB private, measured) at the same
-                 * exec round trip (p50 36 vs 37 ms, same run). KVM has no such cache. */
                 strv_add(&s, "-accel");
-                strv_add(&s, "tcg,tb-size=12");
+                strv_addf(&s, "tcg,tb-size=%u", c->tcg_cache_mib ?: VM_TCG_CACHE_MIB_DEFAULT);
                 strv_add(&s, "-cpu");
                 strv_add(&s, "max");
         }

@@ -94,7 +94,7 @@ int main(void) {
                 .kernel_args = "space.mode=agent",
         };
 
-        plan(24);
+        plan(25);
 
         ok(vm_build_argv(&c, &base) == 0, "base argv builds");
         ok(vm_build_argv(&c, &base2) == 0 && strv_equal(base, base2), "same config gives the same argv");
@@ -116,8 +116,15 @@ int main(void) {
         ok(append && strstr(append, "tsc_early_khz=2100000 tsc=reliable") && strstr(append, "console=hvc0") &&
                    strstr(append, "space.root=/dev/vda") && strstr(append, " space.mode=agent"),
            "kernel command line under TCG: %s", append ?: "(none)");
-        ok(streq_ptr(strv_after(base, "-accel"), "tcg,tb-size=12") && streq_ptr(strv_after(base, "-cpu"), "max"),
-           "TCG accel and cpu");
+        ok(streq_ptr(strv_after(base, "-accel"), "tcg,tb-size=32") && streq_ptr(strv_after(base, "-cpu"), "max"),
+           "TCG accel and cpu, the default translation cache");
+        {
+                _cleanup_strv_free_ char **small = NULL;
+                VmConfig t = r;
+                t.tcg_cache_mib = 12;
+                ok(vm_build_argv(&t, &small) == 0 && streq_ptr(strv_after(small, "-accel"), "tcg,tb-size=12"),
+                   "tcg_cache_mib sets the translation cache");
+        }
         ok(streq_ptr(strv_after(base, "-m"), "256M") &&
                    strv_contains_substr(base, "memory-backend-file,id=mem,size=256M,mem-path="
                                               "/var/lib/space/base/minimal.mem,share=on"),
