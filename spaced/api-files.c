@@ -230,6 +230,22 @@ static int rerun(Request *r) {
         return 1;
 }
 
+/* The second call of a route whose answer is an entry: the guest's entry with status, or why it failed. true
+ * when this call is that second one (answered, or still waiting). */
+static bool answered_entry(Request *r, int status) {
+        int k = rerun(r);
+
+        if (k < 0)
+                return false;
+        if (k > 0) {
+                if (r->file->state == FILE_XFER_FAILED)
+                        respond_failed(r, r->file);
+                else
+                        respond_entry(r, r->file, r->file->path, status);
+        }
+        return true;
+}
+
 /* ---- GET /files (read), GET /files/stat, GET /files/list ---- */
 
 void api_get_file(Request *r, const RouteArgs *a) {
@@ -254,13 +270,8 @@ void api_get_file_stat(Request *r, const RouteArgs *a) {
         _cleanup_free_ char *path = NULL;
         Sandbox *s;
 
-        if (rerun(r) > 0) {
-                if (r->file->state == FILE_XFER_FAILED)
-                        respond_failed(r, r->file);
-                else
-                        respond_entry(r, r->file, r->file->path, 200);
+        if (answered_entry(r, 200))
                 return;
-        }
         if (r->file || !files_sandbox(r, a, &s) || query_path(r, "path", &path) < 0)
                 return;
         if (flag_value(http_query(r, "follow")) && space_kv_add(&kv, "follow", "1") < 0)
@@ -365,13 +376,8 @@ void api_post_file_mkdir(Request *r, const RouteArgs *a) {
         Sandbox *s;
         cJSON *o;
 
-        if (rerun(r) > 0) {
-                if (r->file->state == FILE_XFER_FAILED)
-                        respond_failed(r, r->file);
-                else
-                        respond_entry(r, r->file, r->file->path, 201);
+        if (answered_entry(r, 201))
                 return;
-        }
         o = json_route(r, a, fields, &s);
         if (!o)
                 return;
@@ -394,13 +400,9 @@ void api_post_file_move(Request *r, const RouteArgs *a) {
         Sandbox *s;
         cJSON *o;
 
-        if (rerun(r) > 0) {
-                if (r->file->state == FILE_XFER_FAILED)
-                        respond_failed(r, r->file);
-                else
-                        respond_entry(r, r->file, r->file->path, 200); /* the transfer's path is `to` */
+        /* the transfer's path is `to` */
+        if (answered_entry(r, 200))
                 return;
-        }
         o = json_route(r, a, fields, &s);
         if (!o)
                 return;
@@ -425,13 +427,8 @@ void api_post_file_symlink(Request *r, const RouteArgs *a) {
         Sandbox *s;
         cJSON *o, *t;
 
-        if (rerun(r) > 0) {
-                if (r->file->state == FILE_XFER_FAILED)
-                        respond_failed(r, r->file);
-                else
-                        respond_entry(r, r->file, r->file->path, 201);
+        if (answered_entry(r, 201))
                 return;
-        }
         o = json_route(r, a, fields, &s);
         if (!o)
                 return;
@@ -459,13 +456,8 @@ void api_post_file_attrs(Request *r, const RouteArgs *a) {
         Sandbox *s;
         cJSON *o, *mt;
 
-        if (rerun(r) > 0) {
-                if (r->file->state == FILE_XFER_FAILED)
-                        respond_failed(r, r->file);
-                else
-                        respond_entry(r, r->file, r->file->path, 200);
+        if (answered_entry(r, 200))
                 return;
-        }
         o = json_route(r, a, fields, &s);
         if (!o)
                 return;
