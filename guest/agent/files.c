@@ -303,13 +303,11 @@ static void op_mkdir(Channel *c, uint32_t id, const FileReq *q) {
         reply_entry(c, id, q->path, false);
 }
 
-/* Removes everything below dirfd (not crossing into other file systems), then nothing else. */
-static int rm_children(int dirfd, dev_t dev) {
-        _cleanup_closedir_ DIR *d = NULL;
-        struct dirent *de;
-        int fd, r = 0;
+/* A DIR stream of its own on the directory dirfd is open on (dirfd stays ours). */
+static int opendir_at(int dirfd, DIR **ret) {
+        int fd = fcntl(dirfd, F_DUPFD_CLOEXEC, 3);
+        DIR *d;
 
-        fd = fcntl(dirfd, F_DUPFD_CLOEXEC, 3);
         if (fd < 0)
                 return -errno;
         d = fdopendir(fd);
@@ -317,6 +315,19 @@ static int rm_children(int dirfd, dev_t dev) {
                 safe_close(fd);
                 return -errno;
         }
+        *ret = d;
+        return 0;
+}
+
+/* Removes everything below dirfd (not crossing into other file systems), then nothing else. */
+static int rm_children(int dirfd, dev_t dev) {
+        _cleanup_closedir_ DIR *d = NULL;
+        struct dirent *de;
+        int r;
+
+        r = opendir_at(dirfd, &d);
+        if (r < 0)
+                return r;
         while ((errno = 0, de = readdir(d))) {
                 struct stat st;
 
@@ -445,16 +456,11 @@ static int list_dir(ListWalk *w, int dirfd, unsigned depth) {
         char **names = NULL;
         size_t n = 0, cap = 0, rel_len = strlen(w->rel);
         struct dirent *de;
-        int fd, r = 0;
+        int r;
 
-        fd = fcntl(dirfd, F_DUPFD_CLOEXEC, 3);
-        if (fd < 0)
-                return -errno;
-        d = fdopendir(fd);
-        if (!d) {
-                safe_close(fd);
-                return -errno;
-        }
+        r = opendir_at(dirfd, &d);
+        if (r < 0)
+                return r;
         while ((errno = 0, de = readdir(d))) {
                 if (streq(de->d_name, ".") || streq(de->d_name, ".."))
                         continue;
