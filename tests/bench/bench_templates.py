@@ -23,6 +23,8 @@ import subprocess
 import sys
 import tarfile
 import time
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from bench import pct, stats, log  # noqa: E402  (one definition of the percentiles for every bench)
 
 ENV = os.environ
 TMP = ENV["TEST_TMP"]
@@ -34,23 +36,7 @@ CREATES = max(3, int(ENV.get("BENCH_TEMPLATE_CREATES", "10")))
 FILE_MIB = 8
 
 
-def log(msg):
-    print("bench: " + msg, file=sys.stderr, flush=True)
 
-
-def pct(samples, p):
-    s = sorted(samples)
-    if not s:
-        return None
-    k = max(1, math.ceil(p / 100.0 * len(s)))
-    return s[k - 1]
-
-
-def stats(samples, unit):
-    if not samples:
-        return None
-    return {"unit": unit, "n": len(samples), "p50": round(pct(samples, 50), 3), "p90": round(pct(samples, 90), 3),
-            "p99": round(pct(samples, 99), 3), "min": round(min(samples), 3), "max": round(max(samples), 3)}
 
 
 def run(argv, timeout=3600, check=True):
