@@ -241,7 +241,7 @@ int agent_handshake(const char *socket_path, const char *sandbox_id, const char 
         return 0;
 }
 
-int agent_run_blocking(int fd, char **argv, int timeout_ms) {
+int agent_run_blocking(int fd, char **argv, char **env, const char *cwd, const char *user, int timeout_ms) {
         uint64_t deadline = now_usec_monotonic() + (uint64_t) timeout_ms * 1000;
         _cleanup_free_ SpaceFrameReader *rd = calloc(1, sizeof *rd);
         _cleanup_free_ uint8_t *pending = malloc(65536);
@@ -255,6 +255,12 @@ int agent_run_blocking(int fd, char **argv, int timeout_ms) {
                 return -ENOMEM;
         for (char **a = argv; r >= 0 && *a; a++)
                 r = space_kv_add(&kv, "argv", *a);
+        for (char **e = env; r >= 0 && e && *e; e++)
+                r = space_kv_add(&kv, "env", *e);
+        if (r >= 0 && cwd)
+                r = space_kv_add(&kv, "cwd", cwd);
+        if (r >= 0 && user)
+                r = space_kv_add(&kv, "user", user);
         if (r >= 0)
                 r = space_kv_add(&kv, "stdin", "0");
         if (r >= 0)

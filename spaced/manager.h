@@ -399,8 +399,8 @@ int agent_handshake(const char *socket_path, const char *sandbox_id, const char 
 int agent_reidentify(int fd, const char *sandbox_id, const char *hostname, char **env, int timeout_ms,
                      char **reterr_message);
 /* Runs argv to its end on a handshaken fd the event loop does not watch (output is dropped; it must be
- * small). */
-int agent_run_blocking(int fd, char **argv, int timeout_ms);
+ * small); env, cwd and user as an exec's (each may be NULL). */
+int agent_run_blocking(int fd, char **argv, char **env, const char *cwd, const char *user, int timeout_ms);
 /* Waits for the first HELLO after a cold boot. */
 int agent_wait_hello(const char *socket_path, int timeout_ms, char **reterr_message);
 int agent_attach(Sandbox *s, int fd);        /* takes over fd in the event loop */

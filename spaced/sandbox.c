@@ -133,6 +133,8 @@ typedef struct CreateJob {
         char *source_disk;
         char parent_op[OPERATION_ID_LEN + 1];  /* the fork this create is part of */
         bool pooled;          /* for a warm pool: leave it paused after the handshake */
+        char *warm_cwd;       /* pooled: the template's workdir and user, for the warm-up command */
+        char *warm_user;
         /* results */
         int r;
         char *error;
@@ -147,6 +149,8 @@ static void create_job_free(CreateJob *j) {
         strv_free(j->init_env);
         free(j->source_state);
         free(j->source_disk);
+        free(j->warm_cwd);
+        free(j->warm_user);
         free(j->error);
         safe_close(j->agent_fd);
         free(j);
@@ -224,10 +228,13 @@ static void *create_worker(void *userdata) {
         r = agent_handshake(agent_path, j->id, hostname, j->init_env, j->grow_bytes, RESTORE_TIMEOUT_MS, &j->agent_fd,
                             &j->error);
         if (r >= 0 && j->pooled) {
-                /* Under TCG a VM's first fork and exec pay for translating that code; a warm sandbox pays it
-                 * here, in the pool, instead of in the user's first command. */
-                char *warm[] = { "/bin/sh", "-c", "true", NULL };
-                (void) agent_run_blocking(j->agent_fd, warm, 30000);
+                /* Under TCG a VM's first fork and exec pay for translating that code, and its first command
+                 * reads the guest's passwd, group and PATH directories from disk; a warm sandbox pays both
+                 * here, in the pool, instead of in the user's first command. So the warm-up is run as one:
+                 * searched in PATH, with the template's env, workdir and user (first exec after a handout:
+                 * 61-68 ms with "/bin/sh" as root, 29-44 like this, 25-30 for the ones after). */
+                char *warm[] = { "sh", "-c", "true", NULL };
+                (void) agent_run_blocking(j->agent_fd, warm, j->init_env, j->warm_cwd, j->warm_user, 30000);
                 r = qmp_execute(q, "stop", NULL, -1, 10000, NULL, &j->error);
         }
 finish:
@@ -505,6 +512,13 @@ int sandbox_create_full(Manager *m, const char *template_name, const char *name,
         j->run_dir = strdup(s->run_dir);
         j->data_dir = strdup(s->data_dir);
         j->init_env = env_merge(t->env, env);
+        if (pooled) {
+                const char *cwd = template_workdir(m, s), *user = template_default_user(m, s);
+                if ((cwd && !(j->warm_cwd = strdup(cwd))) || (user && !(j->warm_user = strdup(user)))) {
+                        r = -ENOMEM;
+                        goto fail;
+                }
+        }
         if (source) {
                 j->source_state = strdup(source->state_path);
                 j->source_disk = strdup(source->disk);
