@@ -1,4 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -214,6 +215,7 @@ int base_snapshot_ensure(Manager *m, const BaseRequest *req, BaseSnapshot *ret, 
                 r = -ENOMEM;
                 goto fail;
         }
+        crash_point("base-booting");
         r = agent_wait_hello(agent_sock, BASE_BOOT_TIMEOUT_MS, reterr_message);
         if (r < 0) {
                 /* what the guest printed is the best clue to why it never said hello */
@@ -301,4 +303,24 @@ VmConfig base_restore_config(const BaseSnapshot *b, const BaseRequest *req, cons
                 .tcg_cache_mib = req->tcg_cache_mib,
                 .incoming = true,
         };
+}
+
+void base_cleanup_stale(const char *runtime_dir) {
+        _cleanup_closedir_ DIR *d = opendir(runtime_dir);
+        struct dirent *de;
+
+        /* A base snapshot being built when the daemon died: its QEMU outlives us (decision 7) and nothing else
+         * knows of it. The lock on the runtime dir says no other daemon is building one now. */
+        while (d && (de = readdir(d))) {
+                _cleanup_free_ char *dir = NULL;
+                pid_t pid;
+
+                if (strncmp(de->d_name, "base-", 5) != 0 || asprintf(&dir, "%s/%s", runtime_dir, de->d_name) < 0)
+                        continue;
+                if (vm_read_pidfile(dir, &pid) >= 0 && pid > 0 && vm_pid_alive(pid, dir)) {
+                        log_info("killing QEMU %d, the base snapshot build a previous spaced left", (int) pid);
+                        (void) vm_kill(pid, dir, 5000);
+                }
+                (void) rm_rf(dir);
+        }
 }

@@ -364,6 +364,7 @@ int main(int argc, char **argv) {
 
         (void) sd_event_add_time_relative(m.event, NULL, CLOCK_MONOTONIC, HOUSEKEEPING_USEC, 0, on_housekeeping, &m);
         (void) sd_event_add_time_relative(m.event, NULL, CLOCK_MONOTONIC, 1000000ULL, 100000, on_lifecycle_tick, &m);
+        base_cleanup_stale(m.runtime_dir);
         r = manager_reconcile(&m);
         if (r < 0)
                 log_warning_errno(r, "reconciling state failed");

@@ -384,6 +384,8 @@ void base_request_done(BaseRequest *r);
 int base_request_init(Manager *m, const Template *t, unsigned vcpu, uint64_t memory_mib, BaseRequest *ret);
 void base_snapshot_done(BaseSnapshot *b);
 int base_snapshot_ensure(Manager *m, const BaseRequest *req, BaseSnapshot *ret, char **reterr_message);
+/* At start: kills the QEMU of a base snapshot build that a dead daemon left, and removes its run dir. */
+void base_cleanup_stale(const char *runtime_dir);
 /* The command line of a VM restored from a snapshot of this base (a sandbox, a wake, a checkpoint). */
 VmConfig base_restore_config(const BaseSnapshot *b, const BaseRequest *req, const char *run_dir, const char *disk);
 /* The guest files and their digests. */

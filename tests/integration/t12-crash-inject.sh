@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
 # Crash injection (issue 5): spaced is started with SPACE_TEST_CRASH_AT=<point> and SIGKILLs itself there during
-# a create, suspend, wake, checkpoint or fork. Then a daemon without it starts and the invariants must hold:
+# a create (also one that builds a base snapshot), suspend, wake, checkpoint or fork. Then a daemon without it starts and the invariants must hold:
 #   - every sandbox is listed in a state the user can see and use or remove: running ones answer exec,
 #     suspended ones wake, stopped ones can be removed; none stays creating/suspending/waking/deleting;
 #   - no QEMU process (command line naming our temp dir) that no sandbox owns;
@@ -251,6 +251,8 @@ run_case() {
         fi
         case $op in
         create) run timeout -k 5 60 spacectl create ;;
+        # a shape no sandbox had: the create boots a base snapshot first
+        create-base) run timeout -k 5 120 spacectl create --memory 320 ;;
         suspend) run timeout -k 5 60 spacectl suspend "$sb" ;;
         wake) run timeout -k 5 60 spacectl wake "$sb" ;;
         checkpoint) run timeout -k 5 60 spacectl checkpoint "$sb" ;;
@@ -277,6 +279,7 @@ run_case() {
 
 START=$(date +%s)
 for p in $CREATE_POINTS; do run_case create "$p"; done
+run_case create-base base-booting
 for p in $SUSPEND_POINTS; do run_case suspend "$p"; done
 for p in $WAKE_POINTS; do run_case wake "$p"; done
 for p in $CHECKPOINT_POINTS; do run_case checkpoint "$p"; done
