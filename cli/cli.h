@@ -301,7 +301,7 @@ int cmd_ls(int argc, char *argv[]);
 int cmd_inspect(int argc, char *argv[]);
 int cmd_rm(int argc, char *argv[]);
 int cmd_template(int argc, char *argv[]);
-int cmd_template_build(int argc, char *argv[]);
+int template_build(int argc, char *argv[]);   /* `template build`, in template-build.c */
 int cmd_version(int argc, char *argv[]);
 int cmd_attach(int argc, char *argv[]);
 int cmd_ps(int argc, char *argv[]);

@@ -413,7 +413,7 @@ static const struct {
 } template_verbs[] = {
         { "ls", template_ls },
         { "import", template_import },
-        { "build", cmd_template_build },
+        { "build", template_build },
         { "inspect", template_inspect },
         { "tag", template_tag },
         { "rm", template_rm },

@@ -169,7 +169,7 @@ static int import_tarball(const Recipe *r, const char *tarball, const char *tag,
         return fflush(stdout) == 0 ? 0 : -errno;
 }
 
-int cmd_template_build(int argc, char *argv[]) {
+int template_build(int argc, char *argv[]) {
         static const struct option options[] = {
                 { "tag", required_argument, NULL, 't' },
                 { "output", required_argument, NULL, 'o' },
