@@ -47,6 +47,16 @@ typedef struct Verb {
         const CliHelp *help;
 } Verb;
 
+/* A verb's sub-verbs (key create, op wait, ...). */
+typedef struct SubVerb {
+        const char *name;
+        int (*run)(int argc, char *argv[]);
+} SubVerb;
+
+/* Runs the sub-verb argv[1] names with argv + 1; -h/--help prints the verb's help; a missing or unknown one
+ * is a usage error listing the sub-verbs. */
+int cli_run_sub_verb(const SubVerb *table, size_t n, int argc, char *argv[]);
+
 /* Long-only option codes shared by verbs. */
 enum {
         OPT_VCPU = 0x100,

@@ -161,24 +161,12 @@ static int key_rm(int argc, char *argv[]) {
         return failed ? EXIT_FAIL : 0;
 }
 
-static const struct {
-        const char *name;
-        int (*run)(int argc, char *argv[]);
-} key_verbs[] = {
+static const SubVerb key_verbs[] = {
         { "create", key_create },
         { "ls", key_ls },
         { "rm", key_rm },
 };
 
 int cmd_key(int argc, char *argv[]) {
-        if (argc < 2)
-                return cli_usage_error("key needs a sub-verb: create, ls or rm");
-        if (streq(argv[1], "-h") || streq(argv[1], "--help")) {
-                cli_print_help(cli_verb, stdout);
-                return 0;
-        }
-        for (size_t i = 0; i < ELEMENTSOF(key_verbs); i++)
-                if (streq(argv[1], key_verbs[i].name))
-                        return key_verbs[i].run(argc - 1, argv + 1);
-        return cli_usage_error("unknown key sub-verb '%s'", argv[1]);
+        return cli_run_sub_verb(key_verbs, ELEMENTSOF(key_verbs), argc, argv);
 }

@@ -248,24 +248,12 @@ static int op_wait(int argc, char *argv[]) {
         }
 }
 
-static const struct {
-        const char *name;
-        int (*run)(int argc, char *argv[]);
-} op_verbs[] = {
+static const SubVerb op_verbs[] = {
         { "ls", op_ls },
         { "show", op_show },
         { "wait", op_wait },
 };
 
 int cmd_op(int argc, char *argv[]) {
-        if (argc < 2)
-                return cli_usage_error("op needs a sub-verb: ls, show or wait");
-        if (streq(argv[1], "-h") || streq(argv[1], "--help")) {
-                cli_print_help(cli_verb, stdout);
-                return 0;
-        }
-        for (size_t i = 0; i < ELEMENTSOF(op_verbs); i++)
-                if (streq(argv[1], op_verbs[i].name))
-                        return op_verbs[i].run(argc - 1, argv + 1);
-        return cli_usage_error("unknown op sub-verb '%s'", argv[1]);
+        return cli_run_sub_verb(op_verbs, ELEMENTSOF(op_verbs), argc, argv);
 }

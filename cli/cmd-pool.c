@@ -91,16 +91,11 @@ static int pool_ls(int argc, char *argv[]) {
         return r < 0 ? EXIT_FAIL : 0;
 }
 
+static const SubVerb pool_verbs[] = {
+        { "set", pool_set },
+        { "ls", pool_ls },
+};
+
 int cmd_pool(int argc, char *argv[]) {
-        if (argc < 2)
-                return cli_usage_error("pool needs a sub-verb: set or ls");
-        if (streq(argv[1], "-h") || streq(argv[1], "--help")) {
-                cli_print_help(cli_verb, stdout);
-                return 0;
-        }
-        if (streq(argv[1], "set"))
-                return pool_set(argc - 1, argv + 1);
-        if (streq(argv[1], "ls"))
-                return pool_ls(argc - 1, argv + 1);
-        return cli_usage_error("unknown pool sub-verb '%s'; use set or ls", argv[1]);
+        return cli_run_sub_verb(pool_verbs, ELEMENTSOF(pool_verbs), argc, argv);
 }

@@ -407,10 +407,7 @@ static int template_gc(int argc, char *argv[]) {
         return fflush(stdout) == 0 ? 0 : EXIT_FAIL;
 }
 
-static const struct {
-        const char *name;
-        int (*run)(int argc, char *argv[]);
-} template_verbs[] = {
+static const SubVerb template_verbs[] = {
         { "ls", template_ls },
         { "import", template_import },
         { "build", template_build },
@@ -421,14 +418,5 @@ static const struct {
 };
 
 int cmd_template(int argc, char *argv[]) {
-        if (argc < 2)
-                return cli_usage_error("template needs a sub-verb");
-        if (streq(argv[1], "-h") || streq(argv[1], "--help")) {
-                cli_print_help(cli_verb, stdout);
-                return 0;
-        }
-        for (size_t i = 0; i < ELEMENTSOF(template_verbs); i++)
-                if (streq(argv[1], template_verbs[i].name))
-                        return template_verbs[i].run(argc - 1, argv + 1);
-        return cli_usage_error("unknown template sub-verb '%s'", argv[1]);
+        return cli_run_sub_verb(template_verbs, ELEMENTSOF(template_verbs), argc, argv);
 }

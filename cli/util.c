@@ -391,3 +391,23 @@ int cli_list_show(const char *path, const char *key, const char *what, bool json
                 log_error("out of memory");
         return r < 0 || fflush(stdout) != 0 ? EXIT_FAIL : 0;
 }
+
+int cli_run_sub_verb(const SubVerb *table, size_t n, int argc, char *argv[]) {
+        char names[256] = "";
+        size_t len = 0;
+
+        if (argc >= 2 && (streq(argv[1], "-h") || streq(argv[1], "--help"))) {
+                cli_print_help(cli_verb, stdout);
+                return 0;
+        }
+        for (size_t i = 0; argc >= 2 && i < n; i++)
+                if (streq(argv[1], table[i].name))
+                        return table[i].run(argc - 1, argv + 1);
+        /* "create, ls or rm" */
+        for (size_t i = 0; i < n && len < sizeof names; i++)
+                len += (size_t) snprintf(names + len, sizeof names - len, "%s%s", i == 0 ? "" : i + 1 == n ? " or " : ", ",
+                                         table[i].name);
+        if (argc < 2)
+                return cli_usage_error("%s needs a sub-verb: %s", cli_verb->name, names);
+        return cli_usage_error("unknown %s sub-verb '%s'; use %s", cli_verb->name, argv[1], names);
+}
