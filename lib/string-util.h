@@ -1,9 +1,18 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #pragma once
 
-/* Small string helpers the daemon's config parsers and the recipe parser share. */
+/* Small string helpers of the daemon, the CLI and the recipe parser. */
+
+#include <stdbool.h>
+#include <stddef.h>
 
 /* Appends a copy of v to the NULL-terminated list *l (which may be NULL). -ENOMEM on failure, *l intact. */
 int strv_extend(char ***l, const char *v);
 /* Cuts leading and trailing whitespace off s in place; returns where the text now starts. */
 char *string_strip(char *s);
+/* Whether s is exactly n lowercase hex digits (ids, tokens and digests are written that way): s[0..n-1] are
+ * 0-9 or a-f and s[n] is the end of the string. False for NULL. */
+bool string_is_hex(const char *s, size_t n);
+/* Whether the n bytes at a and b are equal, in a time that does not depend on where they differ: for
+ * comparing secrets (API keys, attach tokens) with what a client sent. */
+bool memeq_const_time(const void *a, const void *b, size_t n);

@@ -1,0 +1,13 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#pragma once
+
+/* String lists (NULL-terminated char **, see string-util.h) as JSON arrays of strings: argv and env in the
+ * API, the store and template configs. */
+
+#include <cjson/cJSON.h>
+
+/* A new array with a copy of each string of l (NULL: an empty array). NULL when out of memory. */
+cJSON *json_array_from_strv(char *const *l);
+/* A new list with a copy of each element of a. -EINVAL when a is not an array or an element is not a string,
+ * -ENOMEM; *ret is untouched then. An empty array gives an empty list, not NULL. */
+int json_array_to_strv(const cJSON *a, char ***ret);
