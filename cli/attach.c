@@ -20,6 +20,7 @@
 
 #include "base64.h"
 #include "cli.h"
+#include "io-util.h"
 #include "process-events.h"
 #include "macro.h"
 
@@ -65,21 +66,6 @@ typedef struct Attach {
 
 /* readline's callbacks take no userdata. */
 static Attach *rl_attach = NULL;
-
-static int write_all(int fd, const uint8_t *p, size_t n) {
-        while (n > 0) {
-                ssize_t k = write(fd, p, n);
-
-                if (k < 0) {
-                        if (errno == EINTR || errno == EAGAIN)
-                                continue;
-                        return -errno;
-                }
-                p += k;
-                n -= (size_t) k;
-        }
-        return 0;
-}
 
 static void post_done_ignore(SpaceStream *s, int r, const SpaceHttpReply *reply, void *userdata) {
         /* A signal or resize for a process that just exited is refused; nothing to do about it. */
@@ -243,12 +229,12 @@ static void rl_output(Attach *a, int fd, const uint8_t *p, size_t n) {
         rl_clear_visible_line();
         fflush(rl_outstream);
         if (a->partial_len > 0 && fd != a->partial_fd) {
-                (void) write_all(a->partial_fd, (const uint8_t *) a->partial, a->partial_len);
+                (void) loop_write(a->partial_fd, a->partial, a->partial_len);
                 a->partial_len = 0;
         }
         if (nl) {
-                (void) write_all(fd, (const uint8_t *) a->partial, a->partial_len);
-                (void) write_all(fd, p, (size_t) (nl + 1 - p));
+                (void) loop_write(fd, a->partial, a->partial_len);
+                (void) loop_write(fd, p, (size_t) (nl + 1 - p));
                 a->partial_len = 0;
                 n -= (size_t) (nl + 1 - p);
                 p = nl + 1;
@@ -257,8 +243,8 @@ static void rl_output(Attach *a, int fd, const uint8_t *p, size_t n) {
                 memcpy(a->partial + a->partial_len, p, n);
                 a->partial_len += n;
         } else {
-                (void) write_all(fd, (const uint8_t *) a->partial, a->partial_len);
-                (void) write_all(fd, p, n);
+                (void) loop_write(fd, a->partial, a->partial_len);
+                (void) loop_write(fd, p, n);
                 a->partial_len = 0;
         }
         a->partial_fd = fd;
@@ -459,7 +445,7 @@ static int output_event(Attach *a, int fd, const char *data, size_t len) {
                 rl_output(a, fd, buf, n);
                 return 0;
         }
-        r = write_all(fd, buf, n);
+        r = loop_write(fd, buf, n);
         if (r < 0 && fd == STDOUT_FILENO) {
                 /* Our stdout is gone: the process goes on; its output is dropped here (see `logs`). */
                 a->stdout_broken = true;

@@ -5,7 +5,6 @@
 
 #include <errno.h>
 #include <getopt.h>
-#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,6 +13,8 @@
 
 #include "base64.h"
 #include "cli.h"
+#include "io-util.h"
+#include "json-util.h"
 #include "process-events.h"
 #include "macro.h"
 #include "user.h"
@@ -106,27 +107,6 @@ int exec_option(int c, const char *arg, ExecOptions *o) {
         case OPT_TIMEOUT:
                 r = cli_parse_ulong("--timeout", arg, 0, 31536000, &o->timeout);
                 return r < 0 ? r : 1;
-        }
-        return 0;
-}
-
-/* Writes everything, waiting out a non-blocking fd. */
-static int write_all(int fd, const uint8_t *p, size_t n) {
-        while (n > 0) {
-                ssize_t k = write(fd, p, n);
-
-                if (k < 0) {
-                        if (errno == EINTR)
-                                continue;
-                        if (errno == EAGAIN) {
-                                struct pollfd pfd = { .fd = fd, .events = POLLOUT };
-                                (void) poll(&pfd, 1, -1);
-                                continue;
-                        }
-                        return -errno;
-                }
-                p += k;
-                n -= (size_t) k;
         }
         return 0;
 }
@@ -226,7 +206,7 @@ static int output_event(ExecState *st, SpaceStream *s, int fd, const char *data,
         if (fd == STDOUT_FILENO && st->stdout_broken)
                 return 0;
 
-        r = write_all(fd, buf, n);
+        r = loop_write(fd, buf, n);
         if (r >= 0 || fd != STDOUT_FILENO)
                 return 0; /* nowhere left to report a stderr failure */
 
@@ -291,15 +271,10 @@ static cJSON *exec_body(const ExecOptions *o) {
 
         if (!b)
                 return NULL;
-        argv = cJSON_AddArrayToObject(b, "argv");
-        if (!argv)
+        argv = json_array_from_strv(o->argv);
+        if (!argv || !cJSON_AddItemToObject(b, "argv", argv)) {
+                cJSON_Delete(argv);
                 goto oom;
-        for (char **a = o->argv; *a; a++) {
-                cJSON *s = cJSON_CreateString(*a);
-                if (!s || !cJSON_AddItemToArray(argv, s)) {
-                        cJSON_Delete(s);
-                        goto oom;
-                }
         }
         if (o->env) {
                 cJSON *env = cJSON_Duplicate(o->env, true);

@@ -13,6 +13,7 @@
 
 #include "base64.h"
 #include "cli.h"
+#include "io-util.h"
 #include "macro.h"
 
 const CliHelp cmd_logs_help = {
@@ -35,21 +36,6 @@ typedef struct Logs {
         bool stdout_broken;
 } Logs;
 
-static int write_all(int fd, const uint8_t *p, size_t n) {
-        while (n > 0) {
-                ssize_t k = write(fd, p, n);
-
-                if (k < 0) {
-                        if (errno == EINTR)
-                                continue;
-                        return -errno;
-                }
-                p += k;
-                n -= (size_t) k;
-        }
-        return 0;
-}
-
 static int on_event(const char *event, const char *data, size_t len, const char *id, void *userdata) {
         Logs *l = userdata;
         int fd;
@@ -70,7 +56,7 @@ static int on_event(const char *event, const char *data, size_t len, const char 
                         log_error("spaced sent output that is not base64");
                         return -EBADMSG;
                 }
-                if (write_all(fd, l->decoded, (size_t) n) < 0 && fd == STDOUT_FILENO) {
+                if (loop_write(fd, l->decoded, (size_t) n) < 0 && fd == STDOUT_FILENO) {
                         /* `spacectl logs ... | head`: stop quietly. */
                         l->stdout_broken = true;
                         return -EPIPE;

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "json-util.h"
 #include "macro.h"
 #include "recipe-build.h"
 #include "recipe.h"
@@ -53,17 +54,6 @@ static int parse_tag(const char *arg, char **ret) {
         return 0;
 }
 
-static cJSON *strv_to_json(char **l) {
-        cJSON *a = cJSON_CreateArray();
-
-        for (char **i = l; a && i && *i; i++)
-                if (!cJSON_AddItemToArray(a, cJSON_CreateString(*i))) {
-                        cJSON_Delete(a);
-                        return NULL;
-                }
-        return a;
-}
-
 /* The template's defaults, as POST /v1/templates/import takes them: only what the recipe sets. */
 static cJSON *recipe_config(const Recipe *r) {
         cJSON *c = cJSON_CreateObject();
@@ -72,13 +62,13 @@ static cJSON *recipe_config(const Recipe *r) {
         if (ok && r->description)
                 ok = cJSON_AddStringToObject(c, "description", r->description);
         if (ok && r->env)
-                ok = cJSON_AddItemToObject(c, "env", strv_to_json(r->env));
+                ok = cJSON_AddItemToObject(c, "env", json_array_from_strv(r->env));
         if (ok && r->user)
                 ok = cJSON_AddStringToObject(c, "user", r->user);
         if (ok && r->workdir)
                 ok = cJSON_AddStringToObject(c, "workdir", r->workdir);
         if (ok && r->entrypoint)
-                ok = cJSON_AddItemToObject(c, "entrypoint", strv_to_json(r->entrypoint));
+                ok = cJSON_AddItemToObject(c, "entrypoint", json_array_from_strv(r->entrypoint));
         if (ok && r->vcpu)
                 ok = cJSON_AddNumberToObject(c, "vcpu", (double) r->vcpu);
         if (ok && r->memory_mib)
