@@ -5,6 +5,7 @@
 
 #include <dirent.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -85,3 +86,6 @@ static inline bool streq_ptr(const char *a, const char *b) {
         return strcmp(a, b) == 0;
 }
 #define streq(a, b) (strcmp((a), (b)) == 0)
+
+/* The object that holds member p of type type at field member. */
+#define container_of(p, type, member) ((type *) ((char *) (p) - offsetof(type, member)))

@@ -13,12 +13,14 @@
 #include <systemd/sd-daemon.h>
 #include <unistd.h>
 
-#include "http.h"
-#include "log.h"
+#include "http/http.h"
+#include "core/log.h"
 #include "macro.h"
-#include "manager.h"
+#include "core/util.h"
+#include "core/worker.h"
+#include "sandbox/sandbox.h"
+#include "template/template.h"
 #include "paths.h"
-#include "store.h"
 
 static char *arg_socket = NULL, *arg_state_dir = NULL, *arg_runtime_dir = NULL, *arg_lib_dir = NULL,
             *arg_config = NULL, *arg_accel = NULL, *arg_listen = NULL;

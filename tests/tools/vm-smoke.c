@@ -35,7 +35,7 @@
 
 #include "../../lib/macro.h"
 #include "../../lib/proto.h"
-#include "../../spaced/vmm.h"
+#include "vm/vmm.h"
 
 #define MAX_VMS 256
 

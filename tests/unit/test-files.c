@@ -11,8 +11,8 @@
 #include <string.h>
 
 #include "../../lib/macro.h"
-#include "../../spaced/files.h"
-#include "../../spaced/log.h"
+#include "channel/files.h"
+#include "core/log.h"
 #include "tap.h"
 
 static Manager manager;

@@ -13,8 +13,11 @@
 #include <string.h>
 
 #include "../../lib/macro.h"
-#include "../../spaced/api.h"
+#include "http/api.h"
 #include "tap.h"
+#include "core/operation.h"
+#include "sandbox/sandbox.h"
+#include "template/template.h"
 
 static const char *const methods[] = { "get", "put", "post", "delete", "patch", "head", "options", "trace", NULL };
 

@@ -8,7 +8,7 @@
 #include <unistd.h>
 
 #include "macro.h"
-#include "process-log.h"
+#include "channel/process-log.h"
 #include "tap.h"
 
 /* The process event log: records read back byte-exact, rotation keeps at least half the cap, a torn tail is

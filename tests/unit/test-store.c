@@ -20,8 +20,12 @@
 #include <unistd.h>
 
 #include "../../lib/macro.h"
-#include "../../spaced/manager.h"
-#include "../../spaced/store.h"
+#include "core/manager.h"
+#include "core/operation.h"
+#include "sandbox/sandbox.h"
+#include "disk/disk.h"
+#include "template/template.h"
+#include "core/store.h"
 #include "tap.h"
 
 #define ID_A "0123456789abcdef0123456789abcdef"

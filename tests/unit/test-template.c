@@ -19,9 +19,10 @@
 #include <unistd.h>
 
 #include "../../lib/macro.h"
-#include "../../spaced/template-tree.h"
-#include "../../spaced/template.h"
+#include "template/template-tree.h"
+#include "template/template.h"
 #include "tap.h"
+#include "core/util.h"
 
 static char *tmp;
 

@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "../../lib/macro.h"
-#include "../../spaced/vmm.h"
+#include "vm/vmm.h"
 #include "tap.h"
 
 static size_t strv_len(char **v) {

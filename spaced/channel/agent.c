@@ -1,0 +1,605 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "channel/files.h"
+#include "core/log.h"
+#include "macro.h"
+#include "channel/process.h"
+#include "core/util.h"
+#include "sandbox/sandbox.h"
+
+/* The host end of a sandbox's channel, in the event loop. Everything read here comes from the guest and is
+ * checked: the frame reader bounds sizes, streams must be ones we opened, credit must have been given. */
+
+#define AGENT_OUT_MAX (8U * 1024U * 1024U)
+
+struct AgentConn {
+        Sandbox *sandbox;
+        int fd;
+        sd_event_source *io;
+        sd_event_source *reconnect;
+        SpaceFrameReader *reader;
+        SpaceBuf out;
+        uint32_t next_stream;
+        Process *processes;
+        unsigned n_processes;
+        FileXfer *files;             /* file operations (files.c), on streams of their own */
+        unsigned n_files;
+};
+
+static int unix_connect(const char *path, bool nonblock, int *ret_fd) {
+        struct sockaddr_un sa = { .sun_family = AF_UNIX };
+        _cleanup_close_ int fd = -1;
+
+        if (strlen(path) >= sizeof sa.sun_path)
+                return -ENAMETOOLONG;
+        strcpy(sa.sun_path, path);
+        fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | (nonblock ? SOCK_NONBLOCK : 0), 0);
+        if (fd < 0)
+                return -errno;
+        if (connect(fd, (struct sockaddr *) &sa, sizeof sa) < 0)
+                return -errno;
+        *ret_fd = TAKE_FD(fd);
+        return 0;
+}
+
+/* ---- blocking helpers for workers ---- */
+
+static int write_all(int fd, const void *p, size_t n) {
+        const uint8_t *b = p;
+
+        while (n > 0) {
+                ssize_t k = write(fd, b, n);
+                if (k < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        return -errno;
+                }
+                b += k;
+                n -= (size_t) k;
+        }
+        return 0;
+}
+
+static int send_frame_blocking(int fd, uint8_t type, uint32_t stream, const void *payload, size_t n) {
+        _cleanup_(space_buf_done) SpaceBuf b = {};
+        int r = space_frame_append(&b, type, 0, stream, payload, n);
+        return r < 0 ? r : write_all(fd, b.data, b.len);
+}
+
+/* Reads frames until one of `type` on `stream` arrives (stream 0 matches any for HELLO). */
+static int wait_frame(int fd, SpaceFrameReader *rd, uint8_t type, uint32_t stream, uint64_t deadline_us,
+                      SpaceFrameHeader *ret_h, const uint8_t **ret_payload, uint8_t *pending, size_t *pending_len) {
+        for (;;) {
+                while (*pending_len > 0) {
+                        size_t used = 0;
+                        SpaceFrameHeader h;
+                        const uint8_t *payload;
+                        int r = space_frame_reader_feed(rd, pending, *pending_len, &used, &h, &payload);
+
+                        memmove(pending, pending + used, *pending_len - used);
+                        *pending_len -= used;
+                        if (r < 0)
+                                return r;
+                        if (r == 0)
+                                break;
+                        if (h.type == type && (stream == 0 || h.stream == stream)) {
+                                *ret_h = h;
+                                *ret_payload = payload;
+                                return 0;
+                        }
+                        if (h.type == SPACE_F_ERROR && h.stream == stream) {
+                                *ret_h = h;
+                                *ret_payload = payload;
+                                return -EPROTO;
+                        }
+                }
+                uint64_t now = now_usec_monotonic();
+                if (now >= deadline_us)
+                        return -ETIMEDOUT;
+                struct pollfd pfd = { .fd = fd, .events = POLLIN };
+                int k = poll(&pfd, 1, (int) ((deadline_us - now) / 1000) + 1);
+                if (k < 0 && errno != EINTR)
+                        return -errno;
+                if (k <= 0)
+                        continue;
+                ssize_t n = read(fd, pending, 65536);
+                if (n < 0 && (errno == EINTR || errno == EAGAIN))
+                        continue;
+                if (n < 0)
+                        return -errno;
+                if (n == 0)
+                        return -ECONNRESET;
+                *pending_len = (size_t) n;
+        }
+}
+
+static int connect_retry(const char *path, uint64_t deadline_us, int *ret_fd) {
+        for (;;) {
+                int r = unix_connect(path, false, ret_fd);
+                if (r >= 0)
+                        return 0;
+                if (now_usec_monotonic() >= deadline_us)
+                        return r;
+                usleep(2000);
+        }
+}
+
+int agent_wait_hello(const char *socket_path, int timeout_ms, char **reterr_message) {
+        uint64_t deadline = now_usec_monotonic() + (uint64_t) timeout_ms * 1000;
+        _cleanup_free_ SpaceFrameReader *rd = calloc(1, sizeof *rd);
+        _cleanup_free_ uint8_t *pending = malloc(65536);
+        _cleanup_close_ int fd = -1;
+        size_t pending_len = 0;
+        SpaceFrameHeader h;
+        const uint8_t *payload;
+        int r;
+
+        if (!rd || !pending)
+                return -ENOMEM;
+        r = connect_retry(socket_path, deadline, &fd);
+        if (r < 0) {
+                (void) asprintf(reterr_message, "cannot connect to the agent socket %s: %s", socket_path,
+                                strerror(-r));
+                return r;
+        }
+        r = wait_frame(fd, rd, SPACE_F_HELLO, 0, deadline, &h, &payload, pending, &pending_len);
+        if (r < 0)
+                (void) asprintf(reterr_message, "the guest agent did not say hello within %d s: %s",
+                                timeout_ms / 1000, strerror(-r));
+        return r;
+}
+
+static int send_identity(int fd, SpaceFrameReader *rd, uint8_t *pending, size_t *pending_len, uint32_t stream,
+                         const char *sandbox_id, const char *hostname, char **env, uint64_t disk_bytes,
+                         uint64_t deadline, char **reterr_message) {
+        _cleanup_(space_buf_done) SpaceBuf kv = {};
+        SpaceFrameHeader h;
+        const uint8_t *payload;
+        uint8_t seed[32];
+        char seed_hex[65];
+        struct timespec ts;
+        int r;
+
+        /* A fresh identity for every restored VM (decision 4): clock, RNG seed, hostname, sandbox id. */
+        if (getrandom(seed, sizeof seed, 0) != sizeof seed)
+                return -EIO;
+        for (size_t i = 0; i < sizeof seed; i++)
+                snprintf(seed_hex + 2 * i, 3, "%02x", seed[i]);
+        clock_gettime(CLOCK_REALTIME, &ts);
+        r = space_kv_add(&kv, "hostname", hostname);
+        if (r >= 0)
+                r = space_kv_add(&kv, "sandbox_id", sandbox_id);
+        if (r >= 0)
+                r = space_kv_addf(&kv, "time_ns", "%llu",
+                                  (unsigned long long) ts.tv_sec * 1000000000ULL + (unsigned long long) ts.tv_nsec);
+        if (r >= 0)
+                r = space_kv_add(&kv, "seed", seed_hex);
+        for (char **e = env; r >= 0 && e && *e; e++)
+                r = space_kv_add(&kv, "env", *e);
+        if (r >= 0 && disk_bytes > 0)
+                r = space_kv_addf(&kv, "disk_bytes", "%llu", (unsigned long long) disk_bytes);
+        if (r < 0)
+                return r;
+        if (kv.len > SPACE_FRAME_PAYLOAD_MAX)
+                return -E2BIG;
+        r = send_frame_blocking(fd, SPACE_F_INIT, stream, kv.data, kv.len);
+        if (r >= 0)
+                r = wait_frame(fd, rd, SPACE_F_OK, stream, deadline, &h, &payload, pending, pending_len);
+        if (r == -EPROTO) {
+                /* the guest's own words, bounded: it is not trusted */
+                const char *msg = NULL;
+                if (space_kv_get(payload, h.length, "message", &msg) <= 0)
+                        msg = "no reason given";
+                (void) asprintf(reterr_message, "the guest agent refused its identity: %.200s", msg);
+        } else if (r < 0)
+                (void) asprintf(reterr_message, "the guest agent refused its identity: %s", strerror(-r));
+        return r;
+}
+
+int agent_handshake(const char *socket_path, const char *sandbox_id, const char *hostname, char **env,
+                    uint64_t disk_bytes, int timeout_ms, int *ret_fd, char **reterr_message) {
+        uint64_t deadline = now_usec_monotonic() + (uint64_t) timeout_ms * 1000;
+        _cleanup_free_ SpaceFrameReader *rd = calloc(1, sizeof *rd);
+        _cleanup_free_ uint8_t *pending = malloc(65536);
+        _cleanup_close_ int fd = -1;
+        size_t pending_len = 0;
+        SpaceFrameHeader h;
+        const uint8_t *payload;
+        int r;
+
+        if (!rd || !pending)
+                return -ENOMEM;
+        r = connect_retry(socket_path, deadline, &fd);
+        if (r < 0) {
+                (void) asprintf(reterr_message, "cannot connect to the agent socket %s: %s", socket_path,
+                                strerror(-r));
+                return r;
+        }
+        r = send_frame_blocking(fd, SPACE_F_PING, 1, "hs", 2);
+        if (r >= 0)
+                r = wait_frame(fd, rd, SPACE_F_PONG, 1, deadline, &h, &payload, pending, &pending_len);
+        if (r < 0) {
+                (void) asprintf(reterr_message, "the guest agent did not answer after the restore: %s",
+                                strerror(-r));
+                return r;
+        }
+        r = send_identity(fd, rd, pending, &pending_len, 2, sandbox_id, hostname, env, disk_bytes, deadline,
+                          reterr_message);
+        if (r < 0)
+                return r;
+        *ret_fd = TAKE_FD(fd);
+        return 0;
+}
+
+int agent_run_blocking(int fd, char **argv, char **env, const char *cwd, const char *user, int timeout_ms) {
+        uint64_t deadline = now_usec_monotonic() + (uint64_t) timeout_ms * 1000;
+        _cleanup_free_ SpaceFrameReader *rd = calloc(1, sizeof *rd);
+        _cleanup_free_ uint8_t *pending = malloc(65536);
+        _cleanup_(space_buf_done) SpaceBuf kv = {};
+        size_t pending_len = 0;
+        SpaceFrameHeader h;
+        const uint8_t *payload;
+        int r = 0;
+
+        if (!rd || !pending)
+                return -ENOMEM;
+        for (char **a = argv; r >= 0 && *a; a++)
+                r = space_kv_add(&kv, "argv", *a);
+        for (char **e = env; r >= 0 && e && *e; e++)
+                r = space_kv_add(&kv, "env", *e);
+        if (r >= 0 && cwd)
+                r = space_kv_add(&kv, "cwd", cwd);
+        if (r >= 0 && user)
+                r = space_kv_add(&kv, "user", user);
+        if (r >= 0)
+                r = space_kv_add(&kv, "stdin", "0");
+        if (r >= 0)
+                r = send_frame_blocking(fd, SPACE_F_EXEC, 4, kv.data, kv.len);
+        if (r >= 0)
+                r = wait_frame(fd, rd, SPACE_F_EXIT, 4, deadline, &h, &payload, pending, &pending_len);
+        (void) send_frame_blocking(fd, SPACE_F_CLOSE, 4, NULL, 0);
+        return r;
+}
+
+int agent_reidentify(int fd, const char *sandbox_id, const char *hostname, char **env, int timeout_ms,
+                     char **reterr_message) {
+        uint64_t deadline = now_usec_monotonic() + (uint64_t) timeout_ms * 1000;
+        _cleanup_free_ SpaceFrameReader *rd = calloc(1, sizeof *rd);
+        _cleanup_free_ uint8_t *pending = malloc(65536);
+        size_t pending_len = 0;
+
+        if (!rd || !pending)
+                return -ENOMEM;
+        return send_identity(fd, rd, pending, &pending_len, 3, sandbox_id, hostname, env, 0, deadline,
+                             reterr_message);
+}
+
+/* ---- event loop side ---- */
+
+static void agent_disconnected(AgentConn *a, const char *why);
+
+static int agent_flush(AgentConn *a) {
+        while (a->out.len > 0) {
+                ssize_t n = write(a->fd, a->out.data, a->out.len);
+                if (n < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        if (errno == EAGAIN)
+                                break;
+                        return -errno;
+                }
+                space_buf_consume(&a->out, (size_t) n);
+        }
+        return sd_event_source_set_io_events(a->io, EPOLLIN | (a->out.len > 0 ? EPOLLOUT : 0));
+}
+
+int agent_send(AgentConn *a, uint8_t type, uint8_t fd, uint32_t stream, const void *payload, size_t n) {
+        int r;
+
+        if (!a || a->fd < 0)
+                return -ENOTCONN;
+        if (a->out.len + n > AGENT_OUT_MAX)
+                return -ENOBUFS; /* the guest stopped reading; credit keeps data below this */
+        r = space_frame_append(&a->out, type, fd, stream, payload, n);
+        if (r < 0)
+                return r;
+        return agent_flush(a);
+}
+
+uint32_t agent_new_stream(AgentConn *a) {
+        uint32_t s = a->next_stream++;
+
+        if (a->next_stream >= SPACE_STREAM_GUEST_BIT)
+                a->next_stream = 1;
+        return s;
+}
+
+static Process *find_stream(AgentConn *a, uint32_t stream) {
+        for (Process *p = a->processes; p; p = p->agent_next)
+                if (p->stream == stream)
+                        return p;
+        return NULL;
+}
+
+static FileXfer *find_file(AgentConn *a, uint32_t stream) {
+        for (FileXfer *x = a->files; x; x = x->agent_next)
+                if (x->stream == stream)
+                        return x;
+        return NULL;
+}
+
+static bool stream_in_use(AgentConn *a, uint32_t stream) {
+        return find_stream(a, stream) || find_file(a, stream);
+}
+
+int agent_register_file(AgentConn *a, FileXfer *x) {
+        if (a->n_files >= SPACE_FILE_XFERS_MAX)
+                return -EMFILE;
+        do
+                x->stream = agent_new_stream(a);
+        while (stream_in_use(a, x->stream));
+        x->agent = a;
+        x->agent_next = a->files;
+        a->files = x;
+        a->n_files++;
+        return 0;
+}
+
+void agent_unregister_file(AgentConn *a, FileXfer *x) {
+        for (FileXfer **i = &a->files; *i; i = &(*i)->agent_next)
+                if (*i == x) {
+                        *i = x->agent_next;
+                        a->n_files--;
+                        break;
+                }
+        x->agent_next = NULL;
+        if (x->agent == a)
+                x->agent = NULL;
+}
+
+static void link_process(AgentConn *a, Process *p) {
+        p->agent = a;
+        p->agent_next = a->processes;
+        a->processes = p;
+        a->n_processes++;
+}
+
+int agent_register_process(AgentConn *a, Process *p) {
+        if (a->n_processes >= SPACE_STREAMS_MAX)
+                return -EMFILE;
+        do
+                p->stream = agent_new_stream(a);
+        while (stream_in_use(a, p->stream));
+        link_process(a, p);
+        return 0;
+}
+
+int agent_register_stream(AgentConn *a, Process *p, uint32_t stream) {
+        if (a->n_processes >= SPACE_STREAMS_MAX)
+                return -EMFILE;
+        if (stream == 0 || (stream & SPACE_STREAM_GUEST_BIT) || stream_in_use(a, stream))
+                return -EEXIST;
+        p->stream = stream;
+        link_process(a, p);
+        return 0;
+}
+
+void agent_unregister_process(AgentConn *a, Process *p) {
+        for (Process **i = &a->processes; *i; i = &(*i)->agent_next)
+                if (*i == p) {
+                        *i = p->agent_next;
+                        p->agent_next = NULL;
+                        a->n_processes--;
+                        break;
+                }
+        if (p->agent == a)
+                p->agent = NULL;
+}
+
+unsigned agent_process_count(AgentConn *a) {
+        unsigned n = 0;
+
+        if (!a)
+                return 0;
+        /* Not those an earlier daemon started: rm without -f never waited for those (see API.md). */
+        for (Process *p = a->processes; p; p = p->agent_next)
+                if (!p->ended && !p->inherited)
+                        n++;
+        return n;
+}
+
+static void dispatch(AgentConn *a, const SpaceFrameHeader *h, const uint8_t *payload) {
+        Process *p;
+
+        if (h->stream == 0 || (h->stream & SPACE_STREAM_GUEST_BIT))
+                return; /* HELLO after a guest reboot, or streams we do not serve yet */
+        p = find_stream(a, h->stream);
+        if (!p) {
+                FileXfer *x = find_file(a, h->stream);
+
+                if (x) {
+                        file_xfer_on_frame(x, h, payload);
+                        return;
+                }
+                /* A stream we have no record of: let its process run on, unthrottled. */
+                if (h->type == SPACE_F_DATA && (h->fd == 1 || h->fd == 2)) {
+                        uint8_t le[4];
+                        space_put_le32(le, h->length);
+                        (void) agent_send(a, SPACE_F_CREDIT, h->fd, h->stream, le, 4);
+                } else if (h->type == SPACE_F_EXIT)
+                        (void) agent_send(a, SPACE_F_CLOSE, 0, h->stream, NULL, 0);
+                return;
+        }
+        process_on_frame(p, h, payload);
+}
+
+static int on_agent_io(sd_event_source *s, int fd, uint32_t revents, void *userdata) {
+        AgentConn *a = userdata;
+        uint8_t buf[65536];
+
+        if (revents & EPOLLOUT) {
+                int r = agent_flush(a);
+                if (r < 0) {
+                        agent_disconnected(a, strerror(-r));
+                        return 0;
+                }
+        }
+        if (revents & (EPOLLIN | EPOLLHUP | EPOLLERR)) {
+                ssize_t n = read(a->fd, buf, sizeof buf);
+                size_t off = 0;
+
+                if (n < 0 && (errno == EAGAIN || errno == EINTR))
+                        return 0;
+                if (n <= 0) {
+                        agent_disconnected(a, n == 0 ? "the channel closed" : strerror(errno));
+                        return 0;
+                }
+                while (off < (size_t) n) {
+                        SpaceFrameHeader h;
+                        const uint8_t *payload;
+                        size_t used = 0;
+                        int r = space_frame_reader_feed(a->reader, buf + off, (size_t) n - off, &used, &h, &payload);
+
+                        off += used;
+                        if (r < 0) {
+                                log_warning("sandbox %s: malformed frame from the guest, dropping the channel",
+                                            a->sandbox->id);
+                                agent_disconnected(a, "malformed frame from the guest");
+                                return 0;
+                        }
+                        if (r == 0)
+                                break;
+                        dispatch(a, &h, payload);
+                        if (a->fd < 0)
+                                return 0;
+                }
+        }
+        return 0;
+}
+
+static int agent_setup(Sandbox *s, int fd) {
+        AgentConn *a = calloc(1, sizeof *a);
+        uint32_t start;
+        int r;
+
+        if (!a)
+                return -ENOMEM;
+        a->sandbox = s;
+        a->fd = fd;
+        a->reader = calloc(1, sizeof *a->reader);
+        /* Streams of a previous daemon may still be open in the agent: start somewhere else. */
+        if (getrandom(&start, sizeof start, 0) != sizeof start)
+                start = (uint32_t) now_usec_monotonic();
+        a->next_stream = 16 + (start & 0x3fffffff);
+        if (!a->reader) {
+                free(a);
+                return -ENOMEM;
+        }
+        (void) fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
+        r = sd_event_add_io(s->manager->event, &a->io, fd, EPOLLIN, on_agent_io, a);
+        if (r < 0) {
+                free(a->reader);
+                free(a);
+                return r;
+        }
+        s->agent = a;
+        /* Processes that ran before a restart, a reconnect or a suspend: take them over again. */
+        process_adopt_all(a, s);
+        return 0;
+}
+
+int agent_attach(Sandbox *s, int fd) {
+        int r = agent_setup(s, fd);
+        if (r < 0)
+                safe_close(fd);
+        return r;
+}
+
+int agent_connect(Sandbox *s) {
+        _cleanup_free_ char *path = NULL;
+        int fd, r;
+
+        if (asprintf(&path, "%s/agent.sock", s->run_dir) < 0)
+                return -ENOMEM;
+        r = unix_connect(path, true, &fd);
+        if (r < 0)
+                return r;
+        return agent_attach(s, fd);
+}
+
+/* Detaches every process; with code they end with that error, without they wait to be adopted again. */
+static void release_all(AgentConn *a, const char *code, const char *message) {
+        Process *list = a->processes;
+
+        /* File operations never outlive their channel: the guest drops them when the host goes. */
+        while (a->files) {
+                FileXfer *x = a->files;
+
+                a->files = x->agent_next;
+                a->n_files--;
+                file_xfer_lost(x, message ?: "lost the channel to the sandbox's agent");
+        }
+
+        a->processes = NULL;
+        a->n_processes = 0;
+        while (list) {
+                Process *p = list;
+                list = p->agent_next;
+                p->agent_next = NULL;
+                p->agent = NULL;
+                if (code)
+                        process_fail(p, code, message);
+                else
+                        process_orphan(p);
+        }
+}
+
+AgentConn *agent_free(AgentConn *a) {
+        if (!a)
+                return NULL;
+        if (a->sandbox && a->sandbox->agent == a)
+                a->sandbox->agent = NULL;
+        /* The sandbox is removed, suspended or restored: its processes wait for a channel to come back (and
+         * end with sandbox_gone if the sandbox does not, see process.c's sweep). */
+        release_all(a, NULL, NULL);
+        sd_event_source_disable_unref(a->io);
+        sd_event_source_disable_unref(a->reconnect);
+        safe_close(a->fd);
+        space_buf_done(&a->out);
+        free(a->reader);
+        free(a);
+        return NULL;
+}
+
+static void agent_disconnected(AgentConn *a, const char *why) {
+        Sandbox *s = a->sandbox;
+        bool alive = s->qemu_pid > 0 && vm_pid_alive(s->qemu_pid, s->run_dir);
+        _cleanup_free_ char *msg = NULL;
+
+        (void) asprintf(&msg, "lost the channel to the sandbox's agent (%s)%s", why,
+                        alive ? "" : "; QEMU is no longer running");
+        log_warning("sandbox %s: %s", s->id, msg ?: why);
+        /* With QEMU alive the processes still run: reconnect and adopt them. During a lifecycle operation
+         * (suspend, restore) QEMU goes away on purpose: they wait for the channel that comes after it. */
+        release_all(a, alive || s->busy ? NULL : "channel_lost", msg ?: why);
+        agent_free(a);
+        if (!alive && s->state == SANDBOX_RUNNING && !s->busy) {
+                s->state = SANDBOX_STOPPED;
+                free(s->error);
+                s->error = strdup("QEMU exited; remove the sandbox with 'spacectl rm'");
+                (void) sandbox_save(s);
+        } else if (alive)
+                (void) agent_connect(s); /* QEMU is the chardev server: it takes us back */
+}

@@ -1,0 +1,36 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#pragma once
+
+/* The channel subsystem: the host side of the virtio-serial link to a sandbox's agent (lib/proto.h framing),
+ * and what runs over it: processes (channel/process.h) and file transfers (channel/files.h). */
+
+#include <stdint.h>
+
+#include "core/manager.h"
+#include "proto.h"
+
+/* agent.c: the host side of the channel. */
+/* Blocking handshake used by workers right after a restore: connects, pings, sends INIT (with disk_bytes
+ * when not 0: the guest grows its root filesystem to that). Returns the connected fd. */
+int agent_handshake(const char *socket_path, const char *sandbox_id, const char *hostname, char **env,
+                    uint64_t disk_bytes, int timeout_ms, int *ret_fd, char **reterr_message);
+/* INIT again on a handshaken fd that the event loop does not watch yet (a warm-pool handout). */
+int agent_reidentify(int fd, const char *sandbox_id, const char *hostname, char **env, int timeout_ms,
+                     char **reterr_message);
+/* Runs argv to its end on a handshaken fd the event loop does not watch (output is dropped; it must be
+ * small); env, cwd and user as an exec's (each may be NULL). */
+int agent_run_blocking(int fd, char **argv, char **env, const char *cwd, const char *user, int timeout_ms);
+/* Waits for the first HELLO after a cold boot. */
+int agent_wait_hello(const char *socket_path, int timeout_ms, char **reterr_message);
+int agent_attach(Sandbox *s, int fd);        /* takes over fd in the event loop */
+int agent_connect(Sandbox *s);               /* after a daemon restart: reconnect */
+AgentConn *agent_free(AgentConn *a);         /* its processes wait to be adopted by the next channel */
+int agent_send(AgentConn *a, uint8_t type, uint8_t fd, uint32_t stream, const void *payload, size_t n);
+uint32_t agent_new_stream(AgentConn *a);
+int agent_register_process(AgentConn *a, Process *p);
+int agent_register_stream(AgentConn *a, Process *p, uint32_t stream);   /* a known stream, after a restart */
+void agent_unregister_process(AgentConn *a, Process *p);
+int agent_register_file(AgentConn *a, FileXfer *x);      /* a new stream for a file operation (files.c) */
+void agent_unregister_file(AgentConn *a, FileXfer *x);
+unsigned agent_process_count(AgentConn *a);
+

@@ -1,0 +1,681 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "channel/files.h"
+#include "core/log.h"
+#include "macro.h"
+#include "core/util.h"
+#include "sandbox/sandbox.h"
+#include "channel/channel.h"
+
+/* File transfers on the channel: see files.h. */
+
+#define CREDIT_BATCH (64U * 1024U)
+
+static Sandbox *xfer_sandbox(FileXfer *x) {
+        return sandbox_find_by_id(x->manager, x->sandbox_id);
+}
+
+/* A transfer in progress is use of the sandbox: it must not be suspended for being idle meanwhile. */
+static void touch(FileXfer *x) {
+        int64_t now = now_unix();
+        Sandbox *s;
+
+        s = xfer_sandbox(x);
+        if (s && s->last_active != now)
+                s->last_active = now;
+}
+
+static void wake_request(FileXfer *x) {
+        if (x->request)
+                http_resume(x->request);
+}
+
+/* Forgets the stream on our side; close: tell the guest to forget it too (it has not finished). */
+static void xfer_unregister(FileXfer *x, bool close) {
+        if (!x->agent)
+                return;
+        if (close)
+                (void) agent_send(x->agent, SPACE_F_CLOSE, 0, x->stream, NULL, 0);
+        agent_unregister_file(x->agent, x);
+}
+
+static void xfer_free(FileXfer *x) {
+        xfer_unregister(x, x->state == FILE_XFER_SENT || x->state == FILE_XFER_OPEN);
+        space_buf_done(&x->reply);
+        space_buf_done(&x->out);
+        free(x->path);
+        free(x->error_code);
+        free(x->error_message);
+        free(x);
+}
+
+static void xfer_maybe_free(FileXfer *x) {
+        if (!x->request && !x->response_live)
+                xfer_free(x);
+}
+
+/* Ends the transfer with an error (the first one wins); the guest forgets the stream after an ERROR, we
+ * make it forget it after anything else. */
+static void xfer_fail(FileXfer *x, const char *code, const char *message, bool tell_guest) {
+        /* Finished already (a read or list has all its data): nothing can fail any more. */
+        if (x->state == FILE_XFER_FAILED || x->state == FILE_XFER_DONE || x->eof)
+                return;
+        free(x->error_code);
+        free(x->error_message);
+        x->error_code = strdup(code);
+        x->error_message = strdup(message);
+        x->state = FILE_XFER_FAILED;
+        xfer_unregister(x, tell_guest);
+        wake_request(x);
+}
+
+static void protocol_error(FileXfer *x, const char *what) {
+        _cleanup_free_ char *msg = NULL;
+
+        log_warning("sandbox %s: file %s of %s: %s", x->sandbox_id, x->op, x->path, what);
+        (void) asprintf(&msg, "the sandbox's agent broke the protocol (%s)", what);
+        xfer_fail(x, "protocol_error", msg ?: what, true);
+}
+
+int file_xfer_start(Request *r, Sandbox *s, const char *op, const char *path, const SpaceBuf *kv, FileXfer **ret) {
+        FileXfer *x;
+        int q;
+
+        if (!s->agent)
+                return http_respond_error(r, 409, "sandbox_not_running",
+                                          "sandbox %s is not connected to its agent (state %s)", s->id,
+                                          sandbox_state_to_string(s->state)) ?: -ENOTCONN;
+        if (kv->len > SPACE_FRAME_PAYLOAD_MAX)
+                return http_respond_error(r, 400, "invalid_path", "the paths of this request are too long") ?: -E2BIG;
+        x = calloc(1, sizeof *x);
+        if (!x || !(x->path = strdup(path))) {
+                free(x);
+                return -ENOMEM;
+        }
+        x->manager = s->manager;
+        memcpy(x->sandbox_id, s->id, sizeof x->sandbox_id);
+        snprintf(x->op, sizeof x->op, "%s", op);
+        x->credit_left = SPACE_STREAM_WINDOW;
+        space_credit_init(&x->send_credit);
+        q = agent_register_file(s->agent, x);
+        if (q < 0) {
+                xfer_free(x);
+                return http_respond_error(r, 503, "too_many_transfers",
+                                          "sandbox %s has %u file transfers running; try again when one ended", s->id,
+                                          SPACE_FILE_XFERS_MAX) ?: q;
+        }
+        q = agent_send(x->agent, SPACE_F_FILE, 0, x->stream, kv->data, kv->len);
+        if (q < 0) {
+                agent_unregister_file(x->agent, x);
+                xfer_free(x);
+                return http_respond_error(r, 503, "sandbox_busy", "cannot send to the sandbox's agent: %s",
+                                          strerror(-q)) ?: q;
+        }
+        x->request = r;
+        r->file = x;
+        touch(x);
+        *ret = x;
+        return 0;
+}
+
+void file_xfer_detach(FileXfer *x, Request *r) {
+        if (x->request == r)
+                x->request = NULL;
+        if (r->file == x)
+                r->file = NULL;
+        xfer_maybe_free(x);
+}
+
+void file_xfer_lost(FileXfer *x, const char *message) {
+        x->agent = NULL; /* agent.c unlinked it */
+        x->agent_next = NULL;
+        xfer_fail(x, "channel_lost", message, false);
+}
+
+/* ---- what the guest sends ---- */
+
+static int parse_u64(const char *s, uint64_t max, uint64_t *ret) {
+        char *end;
+        unsigned long long v;
+
+        if (!s[0] || s[0] == '-' || s[0] == '+' || s[0] == ' ')
+                return -EBADMSG;
+        errno = 0;
+        v = strtoull(s, &end, 10);
+        if (errno || *end || v > max)
+                return -EBADMSG;
+        *ret = v;
+        return 0;
+}
+
+static int parse_i64(const char *s, int64_t *ret) {
+        char *end;
+        long long v;
+
+        if (!s[0] || s[0] == ' ' || s[0] == '+')
+                return -EBADMSG;
+        errno = 0;
+        v = strtoll(s, &end, 10);
+        if (errno || *end)
+                return -EBADMSG;
+        *ret = v;
+        return 0;
+}
+
+/* A path below the listed directory: 1..SPACE_FILE_NAME_MAX byte names joined by single '/', none of them
+ * "." or "..". */
+static bool rel_valid(const char *rel) {
+        size_t n = strlen(rel);
+
+        if (n == 0 || n > SPACE_FILE_PATH_MAX)
+                return false;
+        for (const char *c = rel;;) {
+                size_t l = strcspn(c, "/");
+
+                if (l == 0 || l > SPACE_FILE_NAME_MAX || (l == 1 && c[0] == '.') ||
+                    (l == 2 && c[0] == '.' && c[1] == '.'))
+                        return false;
+                c += l;
+                if (!*c)
+                        return true;
+                c++;
+        }
+}
+
+/* Reads one entry's records from p at *offset: up to the next "rel" record (list) or the end. */
+static int parse_entry(const uint8_t *p, size_t n, size_t *offset, bool list, FileEntry *ret) {
+        FileEntry e = {};
+        bool have_type = false, have_mode = false, have_size = false, have_mtime = false, have_uid = false,
+             have_gid = false;
+        size_t off = *offset, klen;
+        const char *k, *v;
+        uint64_t u;
+        int r;
+
+        for (bool first = true;; first = false) {
+                size_t at = off;
+
+                r = space_kv_next(p, n, &off, &k, &klen, &v);
+                if (r < 0)
+                        return r;
+                if (r == 0)
+                        break;
+#define KEY(s) (klen == sizeof(s) - 1 && memcmp(k, s, klen) == 0)
+                if (KEY("rel")) {
+                        if (!list)
+                                continue;
+                        if (!first) {
+                                off = at; /* the next entry's */
+                                break;
+                        }
+                        if (!rel_valid(v))
+                                return -EBADMSG;
+                        e.rel = v;
+                } else if (list && first)
+                        return -EBADMSG; /* a list entry starts with its name */
+                else if (KEY("type")) {
+                        if (streq(v, "file"))
+                                e.type = FILE_ENTRY_FILE;
+                        else if (streq(v, "dir"))
+                                e.type = FILE_ENTRY_DIR;
+                        else if (streq(v, "symlink"))
+                                e.type = FILE_ENTRY_SYMLINK;
+                        else if (streq(v, "other"))
+                                e.type = FILE_ENTRY_OTHER;
+                        else
+                                return -EBADMSG;
+                        have_type = true;
+                } else if (KEY("mode")) {
+                        if (parse_u64(v, 07777, &u) < 0)
+                                return -EBADMSG;
+                        e.mode = (unsigned) u;
+                        have_mode = true;
+                } else if (KEY("size")) {
+                        if (parse_u64(v, INT64_MAX, &e.size) < 0)
+                                return -EBADMSG;
+                        have_size = true;
+                } else if (KEY("mtime")) {
+                        if (parse_i64(v, &e.mtime) < 0)
+                                return -EBADMSG;
+                        have_mtime = true;
+                } else if (KEY("uid")) {
+                        if (parse_u64(v, UINT32_MAX, &u) < 0)
+                                return -EBADMSG;
+                        e.uid = (uint32_t) u;
+                        have_uid = true;
+                } else if (KEY("gid")) {
+                        if (parse_u64(v, UINT32_MAX, &u) < 0)
+                                return -EBADMSG;
+                        e.gid = (uint32_t) u;
+                        have_gid = true;
+                } else if (KEY("target")) {
+                        if (strlen(v) > SPACE_FILE_PATH_MAX)
+                                return -EBADMSG;
+                        e.target = v;
+                }
+#undef KEY
+        }
+        if (!have_type || !have_mode || !have_size || !have_mtime || !have_uid || !have_gid || (list && !e.rel))
+                return -EBADMSG;
+        if (e.type != FILE_ENTRY_SYMLINK)
+                e.target = NULL;
+        *offset = off;
+        *ret = e;
+        return 0;
+}
+
+int file_xfer_reply_entry(FileXfer *x, FileEntry *ret) {
+        size_t off = 0;
+
+        return parse_entry(x->reply.data, x->reply.len, &off, false, ret);
+}
+
+/* Bytes that are not UTF-8 become U+FFFD: JSON strings must be UTF-8, names on a disk need not be. */
+static char *utf8_sanitize(const char *s) {
+        size_t n = strlen(s), o = 0;
+        const unsigned char *u = (const unsigned char *) s;
+        char *d = malloc(n * 3 + 1);
+
+        if (!d)
+                return NULL;
+        for (size_t i = 0; i < n;) {
+                size_t len = u[i] < 0x80 ? 1 : (u[i] & 0xe0) == 0xc0 ? 2 : (u[i] & 0xf0) == 0xe0 ? 3
+                                                : (u[i] & 0xf8) == 0xf0 ? 4 : 0;
+                bool ok = len > 0 && i + len <= n;
+                uint32_t cp = len == 1 ? u[i] : len == 2 ? u[i] & 0x1f : len == 3 ? u[i] & 0x0f : u[i] & 0x07;
+
+                for (size_t k = 1; ok && k < len; k++) {
+                        ok = (u[i + k] & 0xc0) == 0x80;
+                        cp = cp << 6 | (u[i + k] & 0x3f);
+                }
+                /* overlong forms, surrogates and values past U+10FFFF are not UTF-8 either */
+                if (ok && ((len == 2 && cp < 0x80) || (len == 3 && cp < 0x800) || (len == 4 && cp < 0x10000) ||
+                           (cp >= 0xd800 && cp <= 0xdfff) || cp > 0x10ffff))
+                        ok = false;
+                if (ok) {
+                        memcpy(d + o, s + i, len);
+                        o += len;
+                        i += len;
+                } else {
+                        memcpy(d + o, "\xef\xbf\xbd", 3);
+                        o += 3;
+                        i++;
+                }
+        }
+        d[o] = 0;
+        return d;
+}
+
+static void add_string(cJSON *o, const char *key, const char *value) {
+        _cleanup_free_ char *clean = utf8_sanitize(value);
+
+        cJSON_AddStringToObject(o, key, clean ?: "");
+}
+
+cJSON *file_entry_to_json(const char *path, const FileEntry *e) {
+        static const char *const types[] = { "file", "dir", "symlink", "other" };
+        const char *name = strrchr(path, '/');
+        cJSON *o = cJSON_CreateObject();
+
+        name = name && name[1] ? name + 1 : path;
+        add_string(o, "path", path);
+        add_string(o, "name", name);
+        cJSON_AddStringToObject(o, "type", types[e->type]);
+        cJSON_AddNumberToObject(o, "mode", e->mode);
+        cJSON_AddNumberToObject(o, "size", (double) e->size);
+        cJSON_AddNumberToObject(o, "mtime", (double) e->mtime);
+        cJSON_AddNumberToObject(o, "uid", e->uid);
+        cJSON_AddNumberToObject(o, "gid", e->gid);
+        if (e->target)
+                add_string(o, "target", e->target);
+        return o;
+}
+
+unsigned file_error_status(const char *code) {
+        static const struct {
+                const char *code;
+                unsigned status;
+        } table[] = {
+                { "not_found", 404 },        { "exists", 409 },           { "not_empty", 409 },
+                { "is_a_directory", 400 },   { "not_a_directory", 400 },  { "permission_denied", 403 },
+                { "no_space", 507 },         { "invalid_path", 400 },     { "too_many_entries", 400 },
+                { "too_many_transfers", 503 }, { "not_supported", 501 },  { "channel_lost", 503 },
+                { "protocol_error", 502 },
+        };
+        for (size_t i = 0; i < ELEMENTSOF(table); i++)
+                if (streq(table[i].code, code))
+                        return table[i].status;
+        return 500;
+}
+
+static const char *code_for_errno(long err) {
+        switch (err) {
+        case ENOENT:
+                return "not_found";
+        case EEXIST:
+                return "exists";
+        case ENOTEMPTY:
+                return "not_empty";
+        case EISDIR:
+                return "is_a_directory";
+        case ENOTDIR:
+                return "not_a_directory";
+        case EACCES:
+        case EPERM:
+        case EROFS:
+                return "permission_denied";
+        case ENOSPC:
+        case EDQUOT:
+                return "no_space";
+        case EINVAL:
+        case ENAMETOOLONG:
+        case ELOOP:
+                return "invalid_path";
+        case EAGAIN:
+                return "too_many_transfers";
+        case ENOSYS:
+                return "not_supported";
+        default:
+                return "io_error";
+        }
+}
+
+static void on_error(FileXfer *x, const uint8_t *payload, size_t n) {
+        const char *v = NULL, *msg = NULL, *code;
+        char text[320];
+        uint64_t err = 0;
+
+        if (space_kv_get(payload, n, "errno", &v) > 0)
+                (void) parse_u64(v, 4095, &err);
+        (void) space_kv_get(payload, n, "message", &msg);
+        code = code_for_errno((long) err);
+        if (space_kv_get(payload, n, "code", &v) > 0 && streq(v, "too_many_entries"))
+                code = "too_many_entries";
+        /* The guest's message is shown to the user: printable and short. */
+        snprintf(text, sizeof text, "%s", msg && *msg ? msg : strerror(err ? (int) err : EIO));
+        for (char *c = text; *c; c++)
+                if ((unsigned char) *c < 0x20 || (unsigned char) *c == 0x7f)
+                        *c = '?';
+        xfer_fail(x, code, text, false); /* the guest forgot the stream with its ERROR */
+}
+
+static int send_credit(FileXfer *x, uint64_t n) {
+        uint8_t le[4];
+
+        while (n > 0 && x->agent) {
+                uint32_t k = n > SPACE_STREAM_WINDOW ? SPACE_STREAM_WINDOW : (uint32_t) n;
+
+                space_put_le32(le, k);
+                if (agent_send(x->agent, SPACE_F_CREDIT, 1, x->stream, le, 4) < 0)
+                        return -EIO;
+                x->credit_left += k;
+                n -= k;
+        }
+        return 0;
+}
+
+/* List entries in one DATA frame, turned into JSON objects after the previous ones. */
+static int list_take(FileXfer *x, const uint8_t *p, size_t n) {
+        size_t off = 0;
+
+        while (off < n) {
+                _cleanup_free_ char *path = NULL, *text = NULL;
+                FileEntry e;
+                cJSON *o;
+                int r;
+
+                r = parse_entry(p, n, &off, true, &e);
+                if (r < 0)
+                        return r;
+                if (++x->entries > SPACE_FILE_LIST_MAX)
+                        return -E2BIG;
+                if (asprintf(&path, "%s%s%s", x->path, streq(x->path, "/") ? "" : "/", e.rel) < 0)
+                        return -ENOMEM;
+                if (strlen(path) > SPACE_FILE_PATH_MAX)
+                        return -EBADMSG;
+                o = file_entry_to_json(path, &e);
+                text = cJSON_PrintUnformatted(o);
+                cJSON_Delete(o);
+                if (!text)
+                        return -ENOMEM;
+                if ((x->entries > 1 && space_buf_append(&x->out, ",", 1) < 0) ||
+                    space_buf_append(&x->out, text, strlen(text)) < 0)
+                        return -ENOMEM;
+        }
+        return 0;
+}
+
+static void on_data(FileXfer *x, const SpaceFrameHeader *h, const uint8_t *payload) {
+        bool list = streq(x->op, "list");
+        int r;
+
+        if (h->fd != 1 || x->state != FILE_XFER_OPEN || x->eof || (!list && !streq(x->op, "read"))) {
+                protocol_error(x, "data where none was due");
+                return;
+        }
+        if (h->length > x->credit_left) {
+                protocol_error(x, "it overran its flow-control window");
+                return;
+        }
+        x->credit_left -= h->length;
+        if (list) {
+                r = list_take(x, payload, h->length);
+                if (r == -E2BIG) {
+                        protocol_error(x, "more entries than the limit");
+                        return;
+                }
+                if (r < 0) {
+                        protocol_error(x, r == -ENOMEM ? "out of memory" : "a malformed entry");
+                        return;
+                }
+                x->uncredited += h->length; /* returned once the client took the JSON */
+        } else if (space_buf_append(&x->out, payload, h->length) < 0) {
+                xfer_fail(x, "internal", "out of memory", true);
+                return;
+        }
+        touch(x);
+        wake_request(x);
+}
+
+static void on_ok(FileXfer *x, const uint8_t *payload, size_t n) {
+        bool streams = streq(x->op, "read") || streq(x->op, "list") || streq(x->op, "write");
+        FileXferState next;
+
+        if (x->state == FILE_XFER_SENT)
+                next = streams ? FILE_XFER_OPEN : FILE_XFER_DONE;
+        else if (x->state == FILE_XFER_OPEN && streq(x->op, "write") && x->eof_sent)
+                next = FILE_XFER_DONE;
+        else {
+                protocol_error(x, "an answer where none was due");
+                return;
+        }
+        x->reply.len = 0;
+        if (space_buf_append(&x->reply, payload, n) < 0) {
+                xfer_fail(x, "internal", "out of memory", true);
+                return;
+        }
+        /* Every answer but remove's, list's and an opened write's describes the entry: check it before it
+         * counts. */
+        if (!streq(x->op, "remove") && !streq(x->op, "list") && !(streq(x->op, "write") && next == FILE_XFER_OPEN)) {
+                FileEntry e;
+
+                if (file_xfer_reply_entry(x, &e) < 0) {
+                        protocol_error(x, "a malformed entry");
+                        return;
+                }
+        }
+        /* a list's entries follow in DATA: open the JSON they go into before any arrives */
+        if (streq(x->op, "list") && space_buf_append(&x->out, "{\"entries\":[", 12) < 0) {
+                xfer_fail(x, "internal", "out of memory", true);
+                return;
+        }
+        x->state = next;
+        if (x->state == FILE_XFER_DONE)
+                xfer_unregister(x, false);
+        wake_request(x);
+}
+
+void file_xfer_on_frame(FileXfer *x, const SpaceFrameHeader *h, const uint8_t *payload) {
+        if (x->state == FILE_XFER_DONE || x->state == FILE_XFER_FAILED)
+                return;
+        switch (h->type) {
+        case SPACE_F_OK:
+                on_ok(x, payload, h->length);
+                break;
+        case SPACE_F_ERROR:
+                on_error(x, payload, h->length);
+                break;
+        case SPACE_F_DATA:
+                on_data(x, h, payload);
+                break;
+        case SPACE_F_EOF:
+                if (h->fd != 1 || x->state != FILE_XFER_OPEN || x->eof ||
+                    (!streq(x->op, "read") && !streq(x->op, "list"))) {
+                        protocol_error(x, "an end where none was due");
+                        break;
+                }
+                x->eof = true;
+                if (streq(x->op, "list") && space_buf_append(&x->out, "]}\n", 3) < 0) {
+                        xfer_fail(x, "internal", "out of memory", true);
+                        break;
+                }
+                xfer_unregister(x, false); /* the guest is done with the stream */
+                wake_request(x);
+                break;
+        case SPACE_F_CREDIT:
+                if (h->fd != 0 || h->length != 4 || !streq(x->op, "write")) {
+                        protocol_error(x, "a malformed credit");
+                        break;
+                }
+                space_credit_give_clamp(&x->send_credit, space_get_le32(payload));
+                wake_request(x);
+                break;
+        default:
+                break;
+        }
+}
+
+/* ---- the HTTP side ---- */
+
+size_t file_xfer_upload(FileXfer *x, Request *r, const char *data, size_t n) {
+        size_t sent = 0;
+
+        if (x->state != FILE_XFER_OPEN || x->eof_sent || !x->agent)
+                return n; /* it failed: the rest is dropped, the response says why */
+        while (sent < n && x->send_credit.available > 0) {
+                size_t chunk = n - sent;
+                int q;
+
+                if (chunk > SPACE_FRAME_PAYLOAD_MAX)
+                        chunk = SPACE_FRAME_PAYLOAD_MAX;
+                if (chunk > x->send_credit.available)
+                        chunk = (size_t) x->send_credit.available;
+                q = agent_send(x->agent, SPACE_F_DATA, 0, x->stream, data + sent, chunk);
+                if (q < 0) {
+                        xfer_fail(x, "io_error", "cannot send to the sandbox's agent", true);
+                        return n;
+                }
+                (void) space_credit_take(&x->send_credit, chunk);
+                sent += chunk;
+                x->sent += chunk;
+        }
+        touch(x);
+        if (sent < n)
+                http_suspend(r);
+        return sent;
+}
+
+int file_xfer_finish_upload(FileXfer *x) {
+        int q;
+
+        if (x->eof_sent)
+                return 0;
+        if (!x->agent)
+                return -ENOTCONN;
+        q = agent_send(x->agent, SPACE_F_EOF, 0, x->stream, NULL, 0);
+        if (q < 0)
+                return q;
+        x->eof_sent = true;
+        return 0;
+}
+
+static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max) {
+        FileXfer *x = cls;
+        bool list = streq(x->op, "list");
+        size_t n = x->out.len - x->out_off;
+
+        if (n > 0) {
+                if (n > max)
+                        n = max;
+                memcpy(buf, x->out.data + x->out_off, n);
+                x->out_off += n;
+                if (!list)
+                        x->uncredited += n;
+                /* What was read goes, so the buffer holds at most the window (plus a list's JSON of it). */
+                if (x->out_off == x->out.len)
+                        x->out.len = x->out_off = 0;
+                else if (x->out_off >= SPACE_FRAME_PAYLOAD_MAX) {
+                        space_buf_consume(&x->out, x->out_off);
+                        x->out_off = 0;
+                }
+                /* a list returns credit once its JSON is out; a read as its bytes go, in batches */
+                if (!x->eof && x->state == FILE_XFER_OPEN &&
+                    (x->out.len == 0 || (!list && x->uncredited >= CREDIT_BATCH))) {
+                        (void) send_credit(x, x->uncredited);
+                        x->uncredited = 0;
+                }
+                touch(x);
+                return (ssize_t) n;
+        }
+        if (x->state == FILE_XFER_FAILED) {
+                /* a cut-short body: the client sees the transfer fail instead of a truncated file */
+                log_warning("sandbox %s: %s of %s ended early: %s", x->sandbox_id, x->op, x->path,
+                            x->error_message ?: "?");
+                return MHD_CONTENT_READER_END_WITH_ERROR;
+        }
+        if (x->eof)
+                return MHD_CONTENT_READER_END_OF_STREAM;
+        if (x->request)
+                http_suspend(x->request);
+        return 0;
+}
+
+static void stream_done(void *cls) {
+        FileXfer *x = cls;
+
+        x->response_live = false;
+        xfer_maybe_free(x);
+}
+
+int file_xfer_respond_stream(FileXfer *x, Request *r) {
+        bool list = streq(x->op, "list");
+        struct MHD_Response *resp;
+        enum MHD_Result q;
+        char v[32];
+
+        resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 64 * 1024, stream_read, x, stream_done);
+        if (!resp)
+                return -ENOMEM;
+        x->response_live = true;
+        MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, list ? "application/json" : "application/octet-stream");
+        if (!list) {
+                FileEntry e;
+
+                if (file_xfer_reply_entry(x, &e) >= 0) {
+                        snprintf(v, sizeof v, "%04o", e.mode);
+                        MHD_add_response_header(resp, "X-Space-Mode", v);
+                        snprintf(v, sizeof v, "%" PRId64, e.mtime);
+                        MHD_add_response_header(resp, "X-Space-Mtime", v);
+                }
+        }
+        q = MHD_queue_response(r->connection, MHD_HTTP_OK, resp);
+        MHD_destroy_response(resp);
+        r->responded = true;
+        http_set_streaming(r);
+        return q == MHD_YES ? 0 : -EIO;
+}

@@ -1,0 +1,65 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#pragma once
+
+/* The daemon's root object and the names of its model's types. Everything the Manager holds is owned by the
+ * event loop thread; worker threads get copies of what they need (core/worker.h) and hand results back
+ * through Manager.completions. Each type is defined in its subsystem's header (ARCHITECTURE.md). */
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <systemd/sd-event.h>
+
+#include "core/settings.h"
+#include "disk/disk.h"
+#include "vm/vmm.h"
+
+typedef struct Manager Manager;
+typedef struct Sandbox Sandbox;
+typedef struct Operation Operation;
+typedef struct AgentConn AgentConn;
+typedef struct Process Process;
+typedef struct Http Http;
+typedef struct Store Store;
+typedef struct Completion Completion;
+typedef struct Checkpoint Checkpoint;
+typedef struct FileXfer FileXfer;
+typedef struct Template Template;
+typedef struct PoolConfig PoolConfig;
+typedef struct Operation Operation;
+
+#define SANDBOX_ID_LEN 32
+#define CHECKPOINT_ID_LEN 19 /* "cp-" + 16 hex */
+#define OPERATION_ID_LEN 19 /* "op-" + 16 hex */
+#define SANDBOX_NAME_MAX 63
+#define SANDBOX_ENV_MAX 256
+
+struct Manager {
+        sd_event *event;
+        Store *store;
+        Http *http;
+        Config config;
+        char *state_dir;
+        char *runtime_dir;
+        char *lib_dir;
+        char *socket_path;
+        VmAccel accel;
+        unsigned tsc_khz;
+        unsigned host_cpus;
+        DiskBackend disk_backend;   /* of $state, for new base snapshots */
+        uint64_t memory_limit_mib;
+        Template *templates;
+        Sandbox *sandboxes;
+        Operation *operations;
+        Checkpoint *checkpoints;
+        struct PoolConfig *pools;
+        sd_event_source *pool_refill_timer;   /* pool_refill_later() */
+
+        /* Worker threads post Completions here and poke the eventfd. */
+        pthread_mutex_t completions_lock;
+        Completion *completions;
+        int completion_fd;
+        sd_event_source *completion_source;
+        pthread_mutex_t base_lock;  /* one base snapshot build at a time */
+        unsigned workers_running;
+};

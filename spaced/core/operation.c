@@ -1,0 +1,121 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/operation.h"
+#include "core/store.h"
+#include "core/waiter.h"
+#include "core/log.h"
+#include "macro.h"
+#include "core/util.h"
+
+static const char *const operation_states[_OPERATION_STATE_MAX] = {
+        [OPERATION_PENDING] = "pending",
+        [OPERATION_RUNNING] = "running",
+        [OPERATION_SUCCEEDED] = "succeeded",
+        [OPERATION_FAILED] = "failed",
+};
+
+const char *operation_state_to_string(OperationState s) {
+        return s < _OPERATION_STATE_MAX ? operation_states[s] : "unknown";
+}
+
+int operation_state_from_string(const char *s, OperationState *ret) {
+        for (int i = 0; i < _OPERATION_STATE_MAX; i++)
+                if (streq(s, operation_states[i])) {
+                        *ret = (OperationState) i;
+                        return 0;
+                }
+        return -EINVAL;
+}
+
+void operation_error_done(OperationError *e) {
+        free(e->code);
+        free(e->message);
+        e->code = e->message = NULL;
+}
+
+int operation_error_set(OperationError *e, const char *code, const char *fmt, ...) {
+        va_list ap;
+        char *msg;
+        int r;
+
+        va_start(ap, fmt);
+        r = vasprintf(&msg, fmt, ap);
+        va_end(ap);
+        operation_error_done(e);
+        if (r < 0)
+                return -ENOMEM;
+        e->code = strdup(code);
+        e->message = msg;
+        return e->code ? 0 : -ENOMEM;
+}
+
+Operation *operation_new(Manager *m, const char *kind, const char *sandbox_id) {
+        Operation *op = calloc(1, sizeof *op);
+
+        if (!op)
+                return NULL;
+        op->manager = m;
+        memcpy(op->id, "op-", 3);
+        if (random_hex(op->id + 3, 16) < 0 || !(op->kind = strdup(kind))) {
+                free(op);
+                return NULL;
+        }
+        op->state = OPERATION_RUNNING;
+        if (sandbox_id)
+                snprintf(op->sandbox_id, sizeof op->sandbox_id, "%s", sandbox_id);
+        op->created_at = now_unix();
+        op->next = m->operations;
+        m->operations = op;
+        (void) operation_save(op);
+        return op;
+}
+
+Operation *operation_find(Manager *m, const char *id) {
+        for (Operation *op = m->operations; op; op = op->next)
+                if (streq(op->id, id))
+                        return op;
+        return NULL;
+}
+
+int operation_save(Operation *op) {
+        int r = store_put_operation(op->manager->store, op);
+        if (r < 0)
+                log_warning_errno(r, "Failed to save operation %s, ignoring", op->id);
+        return r;
+}
+
+void operation_finish(Operation *op, const char *error_code, const char *error_message) {
+        op->state = error_code ? OPERATION_FAILED : OPERATION_SUCCEEDED;
+        op->finished_at = now_unix();
+        if (error_code)
+                (void) operation_error_set(&op->error, error_code, "%s", error_message ?: error_code);
+        (void) operation_save(op);
+        waiters_wake(&op->waiters);
+}
+
+void operations_free(Manager *m) {
+        while (m->operations) {
+                Operation *op = m->operations;
+                m->operations = op->next;
+                free(op->kind);
+                strv_free(op->children);
+                free(op->result);
+                operation_error_done(&op->error);
+                free(op);
+        }
+}
+
+void operation_progress_save(uint64_t written, uint64_t remaining, void *userdata) {
+        OperationProgress *p = userdata;
+
+        pthread_mutex_lock(&p->lock);
+        p->phase = "writing memory";
+        p->bytes_done = written;
+        /* an estimate that only shrinks toward the truth: zero pages still to go take almost no bytes */
+        p->bytes_total = written + remaining;
+        pthread_mutex_unlock(&p->lock);
+}

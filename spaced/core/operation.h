@@ -1,0 +1,68 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#pragma once
+
+/* Operations (DESIGN decision 6 in ARCHITECTURE.md): slow changes journaled in SQLite, reported by GET and
+ * long polls, finished or rolled back by the next daemon after a crash. */
+
+#include <pthread.h>
+
+#include "core/manager.h"
+#include "core/waiter.h"
+
+typedef enum OperationState {
+        OPERATION_PENDING,
+        OPERATION_RUNNING,
+        OPERATION_SUCCEEDED,
+        OPERATION_FAILED,
+        _OPERATION_STATE_MAX,
+} OperationState;
+
+/* What a running operation has done so far (imports); shared with its worker thread under lock. */
+typedef struct OperationProgress {
+        pthread_mutex_t lock;
+        const char *phase;   /* a static string */
+        uint64_t bytes_done;
+        uint64_t bytes_total;
+        unsigned layer;
+        unsigned layers;
+} OperationProgress;
+/* A VmSaveProgress for an OperationProgress: phase "writing memory", bytes written of (written + RAM to go). */
+void operation_progress_save(uint64_t written, uint64_t remaining, void *userdata);
+
+typedef struct OperationError {
+        char *code;
+        char *message;
+} OperationError;
+
+struct Operation {
+        Manager *manager;
+        char id[OPERATION_ID_LEN + 1];
+        char *kind;
+        OperationState state;
+        char sandbox_id[SANDBOX_ID_LEN + 1];
+        int64_t created_at;
+        int64_t finished_at;
+        OperationError error;
+        Waiter *waiters;     /* who waits for it to finish (long polls) */
+        unsigned pending;    /* a fork: children still being created */
+        unsigned failed;
+        char **children;     /* a fork: the sandboxes it made */
+        char checkpoint_id[CHECKPOINT_ID_LEN + 1]; /* a checkpoint: the one it takes */
+        bool drop_checkpoint; /* a fork of a sandbox: checkpoint_id, its own, goes once the children are made */
+        OperationProgress *progress; /* while running, when the work reports progress (the worker's) */
+        char *result;        /* JSON of what a finished operation made (an import: digest, tags, ...) */
+        Operation *next;
+};
+
+const char *operation_state_to_string(OperationState s);
+int operation_state_from_string(const char *s, OperationState *ret);
+
+Operation *operation_new(Manager *m, const char *kind, const char *sandbox_id);
+Operation *operation_find(Manager *m, const char *id);
+void operation_finish(Operation *op, const char *error_code, const char *error_message);
+int operation_save(Operation *op);
+void operations_free(Manager *m);
+void operation_error_done(OperationError *e);
+int operation_error_set(OperationError *e, const char *code, const char *fmt, ...)
+        __attribute__((format(printf, 3, 4)));
+

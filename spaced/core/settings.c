@@ -1,0 +1,186 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#include <arpa/inet.h>
+#include <ctype.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/settings.h"
+#include "macro.h"
+#include "string-util.h"
+
+void config_done(Config *c) {
+        free(c->qemu_binary);
+        free(c->state_dir);
+        free(c->listen);
+        c->qemu_binary = c->state_dir = c->listen = NULL;
+}
+
+int listen_address_parse(const char *s, struct sockaddr_storage *ret, socklen_t *ret_len) {
+        char host[64], *end;
+        const char *colon;
+        unsigned long port;
+        size_t n;
+
+        *ret = (struct sockaddr_storage) {};
+        *ret_len = 0;
+        if (streq(s, "off"))
+                return 0;
+        colon = strrchr(s, ':');
+        if (!colon || colon == s || !colon[1])
+                return -EINVAL;
+        errno = 0;
+        port = strtoul(colon + 1, &end, 10);
+        if (errno || *end || port > 65535 || !isdigit((unsigned char) colon[1]))
+                return -EINVAL;
+        n = (size_t) (colon - s);
+        if (n >= sizeof host)
+                return -EINVAL;
+        memcpy(host, s, n);
+        host[n] = 0;
+
+        if (streq(host, "localhost"))
+                strcpy(host, "127.0.0.1");
+        if (host[0] == '[') {
+                struct sockaddr_in6 *sa = (struct sockaddr_in6 *) ret;
+
+                if (n < 3 || host[n - 1] != ']')
+                        return -EINVAL;
+                host[n - 1] = 0;
+                if (inet_pton(AF_INET6, host + 1, &sa->sin6_addr) != 1)
+                        return -EINVAL;
+                if (!IN6_IS_ADDR_LOOPBACK(&sa->sin6_addr))
+                        return -EADDRNOTAVAIL;
+                sa->sin6_family = AF_INET6;
+                sa->sin6_port = htons((uint16_t) port);
+                *ret_len = sizeof *sa;
+        } else {
+                struct sockaddr_in *sa = (struct sockaddr_in *) ret;
+
+                if (inet_pton(AF_INET, host, &sa->sin_addr) != 1)
+                        return -EINVAL;
+                if ((ntohl(sa->sin_addr.s_addr) >> 24) != 127)
+                        return -EADDRNOTAVAIL;
+                sa->sin_family = AF_INET;
+                sa->sin_port = htons((uint16_t) port);
+                *ret_len = sizeof *sa;
+        }
+        return 0;
+}
+
+int accel_setting_from_string(const char *s, AccelSetting *ret) {
+        if (streq(s, "auto"))
+                *ret = ACCEL_AUTO;
+        else if (streq(s, "kvm"))
+                *ret = ACCEL_KVM;
+        else if (streq(s, "tcg"))
+                *ret = ACCEL_TCG;
+        else
+                return -EINVAL;
+        return 0;
+}
+
+uint64_t host_memory_mib(void) {
+        _cleanup_fclose_ FILE *f = fopen("/proc/meminfo", "re");
+        char line[256];
+        uint64_t kib;
+
+        if (!f)
+                return 0;
+        while (fgets(line, sizeof line, f))
+                if (sscanf(line, "MemTotal: %" SCNu64 " kB", &kib) == 1)
+                        return kib / 1024;
+        return 0;
+}
+
+int config_load(Config *c, const char *path, char **reterr_message) {
+        _cleanup_fclose_ FILE *f = NULL;
+        char line[1024];
+        unsigned n = 0;
+
+        f = fopen(path, "re");
+        if (!f)
+                return errno == ENOENT ? 0 : -errno;
+
+        while (fgets(line, sizeof line, f)) {
+                char *key, *value, *eq;
+
+                n++;
+                key = string_strip(line);
+                if (*key == 0 || *key == '#')
+                        continue;
+                eq = strchr(key, '=');
+                if (!eq)
+                        goto bad;
+                *eq = 0;
+                value = string_strip(eq + 1);
+                key = string_strip(key);
+
+                if (streq(key, "accel")) {
+                        if (accel_setting_from_string(value, &c->accel) < 0)
+                                goto bad;
+                } else if (streq(key, "memory_limit_mib")) {
+                        char *end;
+                        unsigned long long v;
+
+                        errno = 0;
+                        v = strtoull(value, &end, 10);
+                        if (errno || *end || end == value)
+                                goto bad;
+                        c->memory_limit_mib = v;
+                } else if (streq(key, "idle_timeout")) {
+                        char *end;
+                        long long v;
+
+                        errno = 0;
+                        v = strtoll(value, &end, 10);
+                        if (errno || *end || end == value || v < 0)
+                                goto bad;
+                        c->idle_timeout = v;
+                } else if (streq(key, "tcg_cache_mib")) {
+                        char *end;
+                        unsigned long v;
+
+                        errno = 0;
+                        v = strtoul(value, &end, 10);
+                        if (errno || *end || end == value || v < 4 || v > 1024)
+                                goto bad;
+                        c->tcg_cache_mib = (unsigned) v;
+                } else if (streq(key, "state_dir")) {
+                        if (value[0] != '/')
+                                goto bad;
+                        free(c->state_dir);
+                        c->state_dir = strdup(value);
+                        if (!c->state_dir)
+                                return -ENOMEM;
+                } else if (streq(key, "listen")) {
+                        struct sockaddr_storage sa;
+                        socklen_t len;
+
+                        if (listen_address_parse(value, &sa, &len) < 0)
+                                goto bad;
+                        free(c->listen);
+                        c->listen = strdup(value);
+                        if (!c->listen)
+                                return -ENOMEM;
+                } else if (streq(key, "qemu")) {
+                        free(c->qemu_binary);
+                        c->qemu_binary = strdup(value);
+                        if (!c->qemu_binary)
+                                return -ENOMEM;
+                } else
+                        goto bad;
+        }
+        return 0;
+bad:
+        if (reterr_message && asprintf(reterr_message,
+                                       "%s:%u: expected one of 'accel = auto|kvm|tcg', 'memory_limit_mib = N', "
+                                       "'state_dir = /ABSOLUTE/PATH', 'qemu = PATH', 'idle_timeout = SECONDS', "
+                                       "'tcg_cache_mib = 4..1024', "
+                                       "'listen = 127.0.0.1:PORT|off' (loopback addresses only)", path, n) < 0)
+                *reterr_message = NULL;
+        return -EINVAL;
+}

@@ -1,0 +1,456 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <sqlite3.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "macro.h"
+#include "core/store.h"
+#include "sandbox/sandbox.h"
+
+struct Store {
+        sqlite3 *db;
+};
+
+#define SCHEMA_VERSION 1
+
+static const char schema[] =
+        "CREATE TABLE IF NOT EXISTS sandboxes ("
+        "  id TEXT PRIMARY KEY NOT NULL,"
+        "  name TEXT UNIQUE,"
+        "  template TEXT NOT NULL,"
+        "  template_digest TEXT,"
+        "  state TEXT NOT NULL,"
+        "  vcpu INTEGER NOT NULL,"
+        "  memory_mib INTEGER NOT NULL,"
+        "  disk_mib INTEGER NOT NULL,"
+        "  env TEXT NOT NULL DEFAULT '[]',"
+        "  created_at INTEGER NOT NULL,"
+        "  qemu_pid INTEGER NOT NULL DEFAULT 0,"
+        "  run_dir TEXT,"
+        "  data_dir TEXT,"
+        "  error TEXT);"
+        "CREATE TABLE IF NOT EXISTS operations ("
+        "  id TEXT PRIMARY KEY NOT NULL,"
+        "  kind TEXT NOT NULL,"
+        "  state TEXT NOT NULL,"
+        "  sandbox_id TEXT,"
+        "  created_at INTEGER NOT NULL,"
+        "  finished_at INTEGER NOT NULL DEFAULT 0,"
+        "  error_code TEXT,"
+        "  error_message TEXT);"
+        /* API keys (spaced/auth.c): only a crypt(3) hash of each key */
+        "CREATE TABLE IF NOT EXISTS api_keys ("
+        "  id TEXT PRIMARY KEY NOT NULL,"
+        "  name TEXT,"
+        "  hash TEXT NOT NULL,"
+        "  created_at INTEGER NOT NULL,"
+        "  last_used_at INTEGER NOT NULL DEFAULT 0);"
+        /* processes (spaced/store-process.c): what ps and logs show, also after a restart */
+        "CREATE TABLE IF NOT EXISTS processes ("
+        "  sandbox_id TEXT NOT NULL REFERENCES sandboxes(id) ON DELETE CASCADE,"
+        "  pid INTEGER NOT NULL,"
+        "  stream INTEGER NOT NULL,"
+        "  session_id TEXT,"
+        "  argv TEXT NOT NULL DEFAULT '[]',"
+        "  cwd TEXT,"
+        "  pty INTEGER NOT NULL DEFAULT 0,"
+        "  state TEXT NOT NULL,"
+        "  exit_code INTEGER,"
+        "  signal INTEGER,"
+        "  timed_out INTEGER NOT NULL DEFAULT 0,"
+        "  timeout INTEGER NOT NULL DEFAULT 0,"
+        "  started_at INTEGER NOT NULL,"
+        "  exited_at INTEGER,"
+        "  last_event_id INTEGER NOT NULL DEFAULT 0,"
+        "  log_path TEXT,"
+        "  user TEXT,"
+        "  PRIMARY KEY (sandbox_id, pid));";
+
+static int sqlite_to_errno(int rc) {
+        switch (rc) {
+        case SQLITE_OK:
+        case SQLITE_DONE:
+        case SQLITE_ROW:
+                return 0;
+        case SQLITE_NOMEM:
+                return -ENOMEM;
+        case SQLITE_BUSY:
+        case SQLITE_LOCKED:
+                return -EBUSY;
+        case SQLITE_CONSTRAINT:
+                return -EEXIST;
+        case SQLITE_FULL:
+                return -ENOSPC;
+        case SQLITE_READONLY:
+        case SQLITE_PERM:
+        case SQLITE_AUTH:
+                return -EACCES;
+        default:
+                return -EIO;
+        }
+}
+
+int store_open(const char *path, Store **ret, char **reterr_message) {
+        _cleanup_free_ Store *s = calloc(1, sizeof *s);
+        char *err = NULL;
+        int rc, version = 0;
+        sqlite3_stmt *st;
+
+        if (!s)
+                return -ENOMEM;
+        rc = sqlite3_open_v2(path, &s->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
+                             NULL);
+        if (rc != SQLITE_OK)
+                goto fail;
+        sqlite3_busy_timeout(s->db, 5000);
+        rc = sqlite3_exec(s->db, "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA foreign_keys=ON;",
+                          NULL, NULL, &err);
+        if (rc != SQLITE_OK)
+                goto fail;
+        rc = sqlite3_prepare_v2(s->db, "PRAGMA user_version", -1, &st, NULL);
+        if (rc != SQLITE_OK)
+                goto fail;
+        if (sqlite3_step(st) == SQLITE_ROW)
+                version = sqlite3_column_int(st, 0);
+        sqlite3_finalize(st);
+        if (version > SCHEMA_VERSION) {
+                if (reterr_message)
+                        (void) asprintf(reterr_message,
+                                        "%s was written by a newer spaced (schema %d, this one knows %d)", path,
+                                        version, SCHEMA_VERSION);
+                sqlite3_close(s->db);
+                return -EPROTONOSUPPORT;
+        }
+        rc = sqlite3_exec(s->db, schema, NULL, NULL, &err);
+        if (rc != SQLITE_OK)
+                goto fail;
+        /* Columns added after the first release of the table: ADD COLUMN fails harmlessly when present. */
+        (void) sqlite3_exec(s->db, "ALTER TABLE sandboxes ADD COLUMN idle_timeout INTEGER NOT NULL DEFAULT 21600",
+                            NULL, NULL, NULL);
+        (void) sqlite3_exec(s->db, "ALTER TABLE sandboxes ADD COLUMN expires_at INTEGER NOT NULL DEFAULT 0", NULL,
+                            NULL, NULL);
+        (void) sqlite3_exec(s->db, "ALTER TABLE sandboxes ADD COLUMN on_expiry TEXT NOT NULL DEFAULT 'remove'",
+                            NULL, NULL, NULL);
+        (void) sqlite3_exec(s->db, "ALTER TABLE sandboxes ADD COLUMN last_active INTEGER NOT NULL DEFAULT 0", NULL,
+                            NULL, NULL);
+        (void) sqlite3_exec(s->db, "ALTER TABLE processes ADD COLUMN user TEXT", NULL, NULL, NULL);
+        rc = sqlite3_exec(s->db, "PRAGMA user_version = 1", NULL, NULL, &err);
+        if (rc != SQLITE_OK)
+                goto fail;
+        *ret = TAKE_PTR(s);
+        return 0;
+fail:
+        if (reterr_message)
+                (void) asprintf(reterr_message, "%s: %s", path, err ? err : sqlite3_errmsg(s->db));
+        sqlite3_free(err);
+        sqlite3_close(s->db);
+        return sqlite_to_errno(rc) ?: -EIO;
+}
+
+sqlite3 *store_db(Store *s) {
+        return s->db;
+}
+
+Store *store_close(Store *s) {
+        if (!s)
+                return NULL;
+        sqlite3_close(s->db);
+        free(s);
+        return NULL;
+}
+
+static void finalizep(sqlite3_stmt **st) {
+        if (*st)
+                sqlite3_finalize(*st);
+}
+#define _cleanup_finalize_ _cleanup_(finalizep)
+
+static char *env_to_json(char **env) {
+        cJSON *a = cJSON_CreateArray();
+        char *s;
+
+        if (!a)
+                return NULL;
+        for (char **e = env; e && *e; e++)
+                cJSON_AddItemToArray(a, cJSON_CreateString(*e));
+        s = cJSON_PrintUnformatted(a);
+        cJSON_Delete(a);
+        return s;
+}
+
+static char **env_from_json(const char *s) {
+        cJSON *a = cJSON_Parse(s ? s : "[]"), *i;
+        char **env;
+        size_t n = 0;
+
+        if (!cJSON_IsArray(a)) {
+                cJSON_Delete(a);
+                return calloc(1, sizeof(char *));
+        }
+        env = calloc(cJSON_GetArraySize(a) + 1, sizeof(char *));
+        if (env)
+                cJSON_ArrayForEach(i, a)
+                        if (cJSON_IsString(i) && (env[n] = strdup(i->valuestring)))
+                                n++;
+        cJSON_Delete(a);
+        return env;
+}
+
+static int bind_text(sqlite3_stmt *st, int i, const char *v) {
+        return v ? sqlite3_bind_text(st, i, v, -1, SQLITE_TRANSIENT) : sqlite3_bind_null(st, i);
+}
+
+int store_put_sandbox(Store *s, const Sandbox *sb) {
+        _cleanup_finalize_ sqlite3_stmt *st = NULL;
+        _cleanup_free_ char *env = env_to_json(sb->env);
+        int rc;
+
+        if (!env)
+                return -ENOMEM;
+        rc = sqlite3_prepare_v2(s->db,
+                                /* an upsert on id only: REPLACE would also evict a row holding the same name */
+                                "INSERT INTO sandboxes (id, name, template, template_digest, state, vcpu,"
+                                " memory_mib, disk_mib, env, created_at, qemu_pid, run_dir, data_dir, error,"
+                                " idle_timeout, expires_at, on_expiry, last_active)"
+                                " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"
+                                " ON CONFLICT(id) DO UPDATE SET name=excluded.name, template=excluded.template,"
+                                " template_digest=excluded.template_digest, state=excluded.state, vcpu=excluded.vcpu,"
+                                " memory_mib=excluded.memory_mib, disk_mib=excluded.disk_mib, env=excluded.env,"
+                                " created_at=excluded.created_at, qemu_pid=excluded.qemu_pid, run_dir=excluded.run_dir,"
+                                " data_dir=excluded.data_dir, error=excluded.error,"
+                                " idle_timeout=excluded.idle_timeout, expires_at=excluded.expires_at,"
+                                " on_expiry=excluded.on_expiry, last_active=excluded.last_active",
+                                -1, &st, NULL);
+        if (rc != SQLITE_OK)
+                return sqlite_to_errno(rc);
+        bind_text(st, 1, sb->id);
+        bind_text(st, 2, sb->name);
+        bind_text(st, 3, sb->template_name);
+        bind_text(st, 4, sb->template_digest);
+        bind_text(st, 5, sandbox_state_to_string(sb->state));
+        sqlite3_bind_int(st, 6, (int) sb->vcpu);
+        sqlite3_bind_int64(st, 7, (sqlite3_int64) sb->memory_mib);
+        sqlite3_bind_int64(st, 8, (sqlite3_int64) sb->disk_mib);
+        bind_text(st, 9, env);
+        sqlite3_bind_int64(st, 10, sb->created_at);
+        sqlite3_bind_int64(st, 11, sb->qemu_pid);
+        bind_text(st, 12, sb->run_dir);
+        bind_text(st, 13, sb->data_dir);
+        bind_text(st, 14, sb->error);
+        sqlite3_bind_int64(st, 15, sb->idle_timeout);
+        sqlite3_bind_int64(st, 16, sb->expires_at);
+        bind_text(st, 17, sb->on_expiry == EXPIRY_SUSPEND ? "suspend" : "remove");
+        sqlite3_bind_int64(st, 18, sb->last_active);
+        rc = sqlite3_step(st);
+        return rc == SQLITE_DONE ? 0 : sqlite_to_errno(rc);
+}
+
+int store_delete_sandbox(Store *s, const char *id) {
+        _cleanup_finalize_ sqlite3_stmt *st = NULL;
+        int rc;
+
+        rc = sqlite3_prepare_v2(s->db, "DELETE FROM sandboxes WHERE id = ?", -1, &st, NULL);
+        if (rc != SQLITE_OK)
+                return sqlite_to_errno(rc);
+        bind_text(st, 1, id);
+        rc = sqlite3_step(st);
+        return rc == SQLITE_DONE ? 0 : sqlite_to_errno(rc);
+}
+
+static char *col_strdup(sqlite3_stmt *st, int i) {
+        const unsigned char *t = sqlite3_column_text(st, i);
+        return t ? strdup((const char *) t) : NULL;
+}
+
+int store_load_sandboxes(Store *s, Manager *m) {
+        _cleanup_finalize_ sqlite3_stmt *st = NULL;
+        int rc;
+
+        rc = sqlite3_prepare_v2(s->db,
+                                "SELECT id, name, template, template_digest, state, vcpu, memory_mib, disk_mib, env,"
+                                " created_at, qemu_pid, run_dir, data_dir, error, idle_timeout, expires_at, on_expiry,"
+                                " last_active FROM sandboxes ORDER BY created_at",
+                                -1, &st, NULL);
+        if (rc != SQLITE_OK)
+                return sqlite_to_errno(rc);
+        while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+                Sandbox *sb = calloc(1, sizeof *sb);
+                const char *id = (const char *) sqlite3_column_text(st, 0);
+                const char *state = (const char *) sqlite3_column_text(st, 4);
+
+                if (!sb)
+                        return -ENOMEM;
+                sb->manager = m;
+                if (!id || strlen(id) != SANDBOX_ID_LEN || !state ||
+                    sandbox_state_from_string(state, &sb->state) < 0) {
+                        free(sb);
+                        continue; /* a row we cannot make sense of; leave it for a human */
+                }
+                memcpy(sb->id, id, SANDBOX_ID_LEN + 1);
+                sb->name = col_strdup(st, 1);
+                sb->template_name = col_strdup(st, 2);
+                sb->template_digest = col_strdup(st, 3);
+                sb->vcpu = (unsigned) sqlite3_column_int(st, 5);
+                sb->memory_mib = (uint64_t) sqlite3_column_int64(st, 6);
+                sb->disk_mib = (uint64_t) sqlite3_column_int64(st, 7);
+                sb->env = env_from_json((const char *) sqlite3_column_text(st, 8));
+                sb->created_at = sqlite3_column_int64(st, 9);
+                sb->qemu_pid = (pid_t) sqlite3_column_int64(st, 10);
+                sb->run_dir = col_strdup(st, 11);
+                sb->data_dir = col_strdup(st, 12);
+                sb->error = col_strdup(st, 13);
+                sb->idle_timeout = sqlite3_column_int64(st, 14);
+                sb->expires_at = sqlite3_column_int64(st, 15);
+                sb->on_expiry = streq_ptr((const char *) sqlite3_column_text(st, 16), "suspend") ? EXPIRY_SUSPEND
+                                                                                                 : EXPIRY_REMOVE;
+                sb->last_active = sqlite3_column_int64(st, 17);
+                if (!sb->template_name || !sb->env) {
+                        sandbox_free(sb);
+                        return -ENOMEM;
+                }
+                /* keep creation order */
+                Sandbox **tail = &m->sandboxes;
+                while (*tail)
+                        tail = &(*tail)->next;
+                *tail = sb;
+        }
+        return rc == SQLITE_DONE ? 0 : sqlite_to_errno(rc);
+}
+
+int store_put_operation(Store *s, const Operation *op) {
+        _cleanup_finalize_ sqlite3_stmt *st = NULL;
+        int rc;
+
+        rc = sqlite3_prepare_v2(s->db,
+                                "INSERT OR REPLACE INTO operations (id, kind, state, sandbox_id, created_at,"
+                                " finished_at, error_code, error_message) VALUES (?,?,?,?,?,?,?,?)",
+                                -1, &st, NULL);
+        if (rc != SQLITE_OK)
+                return sqlite_to_errno(rc);
+        bind_text(st, 1, op->id);
+        bind_text(st, 2, op->kind);
+        bind_text(st, 3, operation_state_to_string(op->state));
+        bind_text(st, 4, op->sandbox_id[0] ? op->sandbox_id : NULL);
+        sqlite3_bind_int64(st, 5, op->created_at);
+        sqlite3_bind_int64(st, 6, op->finished_at);
+        bind_text(st, 7, op->error.code);
+        bind_text(st, 8, op->error.message);
+        rc = sqlite3_step(st);
+        return rc == SQLITE_DONE ? 0 : sqlite_to_errno(rc);
+}
+
+int store_load_operations(Store *s, Manager *m) {
+        _cleanup_finalize_ sqlite3_stmt *st = NULL;
+        int rc;
+
+        rc = sqlite3_prepare_v2(s->db,
+                                "SELECT id, kind, state, sandbox_id, created_at, finished_at, error_code,"
+                                " error_message FROM operations ORDER BY created_at",
+                                -1, &st, NULL);
+        if (rc != SQLITE_OK)
+                return sqlite_to_errno(rc);
+        while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+                const char *id = (const char *) sqlite3_column_text(st, 0);
+                const char *state = (const char *) sqlite3_column_text(st, 2);
+                const char *sid = (const char *) sqlite3_column_text(st, 3);
+                Operation *op;
+
+                if (!id || strlen(id) != OPERATION_ID_LEN || !state)
+                        continue;
+                op = calloc(1, sizeof *op);
+                if (!op)
+                        return -ENOMEM;
+                op->manager = m;
+                memcpy(op->id, id, OPERATION_ID_LEN + 1);
+                op->kind = col_strdup(st, 1);
+                if (operation_state_from_string(state, &op->state) < 0)
+                        op->state = OPERATION_FAILED;
+                if (sid && strlen(sid) == SANDBOX_ID_LEN)
+                        memcpy(op->sandbox_id, sid, SANDBOX_ID_LEN + 1);
+                op->created_at = sqlite3_column_int64(st, 4);
+                op->finished_at = sqlite3_column_int64(st, 5);
+                op->error.code = col_strdup(st, 6);
+                op->error.message = col_strdup(st, 7);
+                op->next = m->operations;
+                m->operations = op;
+        }
+        return rc == SQLITE_DONE ? 0 : sqlite_to_errno(rc);
+}
+
+int store_prune_operations(Store *s, int64_t older_than) {
+        _cleanup_finalize_ sqlite3_stmt *st = NULL;
+        int rc;
+
+        rc = sqlite3_prepare_v2(s->db,
+                                "DELETE FROM operations WHERE finished_at > 0 AND finished_at < ?", -1, &st, NULL);
+        if (rc != SQLITE_OK)
+                return sqlite_to_errno(rc);
+        sqlite3_bind_int64(st, 1, older_than);
+        rc = sqlite3_step(st);
+        return rc == SQLITE_DONE ? 0 : sqlite_to_errno(rc);
+}
+
+int store_put_key(Store *s, const char *id, const char *name, const char *hash, int64_t created_at) {
+        _cleanup_finalize_ sqlite3_stmt *st = NULL;
+        int rc;
+
+        rc = sqlite3_prepare_v2(s->db, "INSERT INTO api_keys (id, name, hash, created_at) VALUES (?,?,?,?)", -1,
+                                &st, NULL);
+        if (rc != SQLITE_OK)
+                return sqlite_to_errno(rc);
+        bind_text(st, 1, id);
+        bind_text(st, 2, name);
+        bind_text(st, 3, hash);
+        sqlite3_bind_int64(st, 4, created_at);
+        rc = sqlite3_step(st);
+        return rc == SQLITE_DONE ? 0 : sqlite_to_errno(rc);
+}
+
+int store_load_keys(Store *s, store_key_fn fn, void *userdata) {
+        _cleanup_finalize_ sqlite3_stmt *st = NULL;
+        int rc;
+
+        rc = sqlite3_prepare_v2(s->db,
+                                "SELECT id, name, hash, created_at, last_used_at FROM api_keys"
+                                " ORDER BY created_at DESC, rowid DESC",
+                                -1, &st, NULL);
+        if (rc != SQLITE_OK)
+                return sqlite_to_errno(rc);
+        while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+                int r = fn(userdata, (const char *) sqlite3_column_text(st, 0),
+                           (const char *) sqlite3_column_text(st, 1), (const char *) sqlite3_column_text(st, 2),
+                           sqlite3_column_int64(st, 3), sqlite3_column_int64(st, 4));
+                if (r < 0)
+                        return r;
+        }
+        return rc == SQLITE_DONE ? 0 : sqlite_to_errno(rc);
+}
+
+int store_delete_key(Store *s, const char *id) {
+        _cleanup_finalize_ sqlite3_stmt *st = NULL;
+        int rc;
+
+        rc = sqlite3_prepare_v2(s->db, "DELETE FROM api_keys WHERE id = ?", -1, &st, NULL);
+        if (rc != SQLITE_OK)
+                return sqlite_to_errno(rc);
+        bind_text(st, 1, id);
+        rc = sqlite3_step(st);
+        if (rc != SQLITE_DONE)
+                return sqlite_to_errno(rc);
+        return sqlite3_changes(s->db) > 0 ? 0 : -ENOENT;
+}
+
+int store_touch_key(Store *s, const char *id, int64_t last_used_at) {
+        _cleanup_finalize_ sqlite3_stmt *st = NULL;
+        int rc;
+
+        rc = sqlite3_prepare_v2(s->db, "UPDATE api_keys SET last_used_at = ? WHERE id = ?", -1, &st, NULL);
+        if (rc != SQLITE_OK)
+                return sqlite_to_errno(rc);
+        sqlite3_bind_int64(st, 1, last_used_at);
+        bind_text(st, 2, id);
+        rc = sqlite3_step(st);
+        return rc == SQLITE_DONE ? 0 : sqlite_to_errno(rc);
+}

@@ -1,0 +1,60 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#pragma once
+
+/* SQLite state: the desired and observed state of sandboxes, and operations. One file, WAL mode; written
+ * from the event loop thread only. */
+
+#include "core/manager.h"
+
+int store_open(const char *path, Store **ret, char **reterr_message);
+Store *store_close(Store *s);
+/* For the store-*.c files that keep their own tables. */
+struct sqlite3;
+struct sqlite3 *store_db(Store *s);
+int store_put_sandbox(Store *s, const Sandbox *sb);
+int store_delete_sandbox(Store *s, const char *id);
+/* Creates Sandbox objects for every row and links them into m->sandboxes. */
+int store_load_sandboxes(Store *s, Manager *m);
+int store_put_operation(Store *s, const Operation *op);
+int store_load_operations(Store *s, Manager *m);
+/* Drops finished operations older than max_age seconds. */
+int store_prune_operations(Store *s, int64_t older_than);
+
+/* API keys (auth.c): id, name (may be NULL), crypt(3) hash, times in unix seconds. */
+typedef int (*store_key_fn)(void *userdata, const char *id, const char *name, const char *hash, int64_t created_at,
+                            int64_t last_used_at);
+int store_put_key(Store *s, const char *id, const char *name, const char *hash, int64_t created_at);
+/* Calls fn for every key, newest first; stops at fn's first error. */
+int store_load_keys(Store *s, store_key_fn fn, void *userdata);
+int store_delete_key(Store *s, const char *id);  /* -ENOENT when there is none */
+int store_touch_key(Store *s, const char *id, int64_t last_used_at);
+
+/* Processes (store-process.c). argv is a JSON array; exit_code -1 and signal 0 mean none; exited_at 0 none. */
+typedef struct ProcessRecord {
+        char sandbox_id[SANDBOX_ID_LEN + 1];
+        int pid;
+        uint32_t stream;
+        char *session_id;
+        char *argv;
+        char *cwd;
+        char *user;             /* NULL: root (also rows from before the column) */
+        bool pty;
+        char *state;
+        int exit_code;
+        int signal;
+        bool timed_out;
+        uint64_t timeout;
+        int64_t started_at;
+        int64_t exited_at;
+        uint64_t last_event_id;
+        char *log_path;
+} ProcessRecord;
+void process_record_done(ProcessRecord *r);
+int store_put_process(Store *s, const ProcessRecord *r);
+int store_get_process(Store *s, const char *sandbox_id, int pid, ProcessRecord *ret);        /* -ENOENT */
+int store_get_session(Store *s, const char *sandbox_id, const char *session_id, ProcessRecord *ret); /* -ENOENT */
+/* All of a sandbox's processes, oldest first; state_filter NULL for all. */
+int store_load_processes(Store *s, const char *sandbox_id, const char *state_filter, ProcessRecord **ret,
+                         size_t *ret_n);
+/* Keeps the newest `keep` finished processes of a sandbox; returns the log paths of the rows it dropped. */
+int store_prune_processes(Store *s, const char *sandbox_id, unsigned keep, char ***ret_log_paths);

@@ -1,0 +1,49 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#pragma once
+
+/* The disk store (DESIGN decision 5 in ARCHITECTURE.md): a sandbox's writable layer is a btrfs subvolume
+ * snapshot or reflink when $state is on btrfs, a qcow2 overlay otherwise. */
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "vm/vmm.h"
+
+typedef struct Manager Manager;
+
+typedef enum DiskBackend {
+        DISK_BACKEND_QCOW2,  /* qcow2 overlays */
+        DISK_BACKEND_BTRFS,  /* raw files in btrfs subvolumes, reflinks and snapshots */
+} DiskBackend;
+
+
+/* layers.c, layers-btrfs.c: the disk store (decision 5); btrfs volumes when $state is on btrfs, qcow2
+ * overlays otherwise. */
+DiskBackend disk_backend_detect(const char *state_dir);
+const char *disk_backend_to_string(DiskBackend b);
+const char *disk_format(const char *disk);      /* QEMU's format= for a disk of the store: "qcow2" or "raw" */
+/* The disk a template's base snapshot boots on, in DIR. */
+int disk_base_new(DiskBackend b, const char *rootfs, const char *dir, char **ret_path, char **reterr_message);
+/* A new writable disk with SOURCE's content (a base snapshot's or a checkpoint's disk), SIZE_MIB large. */
+int disk_clone(const char *state_dir, const char *source, uint64_t size_mib, char **ret_path,
+               char **reterr_message);
+/* A disk nobody uses any more: deleted now when it cannot be shared, else left to layers_gc. */
+void disk_forget(const char *disk);
+/* A checkpoint's disk: prepare before stopping the VM, take while it is stopped, done in any case. */
+typedef struct DiskCheckpoint {
+        char *top;           /* the sandbox's disk */
+        char *next_top;      /* qcow2: the layer the sandbox goes on in */
+        char *frozen;        /* the checkpoint's disk, once taken */
+} DiskCheckpoint;
+int disk_checkpoint_prepare(const char *state_dir, const char *data_dir, uint64_t size_mib, DiskCheckpoint *ret,
+                            char **reterr_message);
+int disk_checkpoint_take(Qmp *q, const char *state_dir, const char *data_dir, DiskCheckpoint *c,
+                         char **reterr_message);
+void disk_checkpoint_done(DiskCheckpoint *c, bool keep);
+int sandbox_disk_set(const char *data_dir, const char *disk);
+int sandbox_disk_get(const char *data_dir, char **ret);
+int qcow2_backing_file(const char *path, char **ret);
+int layers_gc(Manager *m);
+
+/* Bytes a path takes on disk (allocated blocks), recursively. */
+uint64_t disk_usage(const char *path);

@@ -1,0 +1,554 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "http/api.h"
+#include "channel/files.h"
+#include "macro.h"
+#include "sandbox/sandbox.h"
+
+/*
+ * /v1/sandboxes/{id}/files: read (GET, streamed), write (PUT, streamed), remove (DELETE), stat, list, mkdir,
+ * move, symlink, attrs. Each request is one file operation on the sandbox's channel (files.c); it is routed
+ * once to start it and once more when the guest answered (the request is suspended in between). A PUT is
+ * started from its headers (the route's begin hook), so that an error (no such directory) is the answer
+ * before any of the body is read, and the body then streams to the guest under credit.
+ */
+
+static bool flag_value(const char *v) {
+        return v && (streq(v, "1") || strcasecmp(v, "true") == 0 || strcasecmp(v, "yes") == 0);
+}
+
+/* An absolute path of at most SPACE_FILE_PATH_MAX bytes without NUL; trailing slashes are dropped. */
+static int check_path(Request *r, const char *what, const char *v, size_t len, char **ret) {
+        char *p;
+        size_t n = len;
+
+        if (!v) {
+                http_respond_error(r, 400, "invalid_path", "%s is required: an absolute path in the sandbox", what);
+                return -EINVAL;
+        }
+        if (strlen(v) != len) {
+                http_respond_error(r, 400, "invalid_path", "%s contains a NUL byte", what);
+                return -EINVAL;
+        }
+        if (v[0] != '/') {
+                http_respond_error(r, 400, "invalid_path", "%s '%.200s' is not absolute: paths in a sandbox start with '/'",
+                                   what, v);
+                return -EINVAL;
+        }
+        if (len > SPACE_FILE_PATH_MAX) {
+                http_respond_error(r, 400, "invalid_path", "%s is longer than %u bytes", what, SPACE_FILE_PATH_MAX);
+                return -EINVAL;
+        }
+        while (n > 1 && v[n - 1] == '/')
+                n--;
+        p = strndup(v, n);
+        if (!p)
+                return -ENOMEM;
+        *ret = p;
+        return 0;
+}
+
+static int query_path(Request *r, const char *key, char **ret) {
+        const char *v = NULL;
+        size_t len = 0;
+
+        if (MHD_lookup_connection_value_n(r->connection, MHD_GET_ARGUMENT_KIND, key, strlen(key), &v, &len) != MHD_YES)
+                v = NULL;
+        return check_path(r, key, v, len, ret);
+}
+
+static int body_path(Request *r, cJSON *o, const char *key, char **ret) {
+        cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+
+        if (v && !cJSON_IsString(v)) {
+                http_respond_error(r, 400, "invalid_path", "%s must be a string", key);
+                return -EINVAL;
+        }
+        return check_path(r, key, v ? v->valuestring : NULL, v ? strlen(v->valuestring) : 0, ret);
+}
+
+/* cJSON ends a string at an escaped NUL without saying so: a body with one is refused outright. */
+static int refuse_escaped_nul(Request *r) {
+        const char *b = (const char *) r->body.data;
+
+        for (size_t i = 0; i + 6 <= r->body.len; i++)
+                if (b[i] == '\\' && b[i + 1] == 'u' && b[i + 2] == '0' && b[i + 3] == '0' && b[i + 4] == '0' &&
+                    b[i + 5] == '0') {
+                        http_respond_error(r, 400, "invalid_path", "the request contains a NUL character (\\u0000)");
+                        return -EINVAL;
+                }
+        return 0;
+}
+
+/* Octal permission bits from a query value ("0644", "755"). */
+static int query_mode(Request *r, unsigned *ret, bool *ret_set) {
+        const char *v = http_query(r, "mode");
+        char *end;
+        unsigned long m;
+
+        *ret_set = false;
+        if (!v)
+                return 0;
+        errno = 0;
+        m = strtoul(v, &end, 8);
+        if (errno || !*v || *end || v[0] == '-' || v[0] == '+' || m > 07777) {
+                http_respond_error(r, 400, "invalid_argument", "mode=%.20s: expected octal permission bits, e.g. 0644", v);
+                return -EINVAL;
+        }
+        *ret = (unsigned) m;
+        *ret_set = true;
+        return 0;
+}
+
+static int query_number(Request *r, const char *key, long long min, long long max, long long *ret, bool *ret_set) {
+        const char *v = http_query(r, key);
+        char *end;
+        long long n;
+
+        *ret_set = false;
+        if (!v)
+                return 0;
+        errno = 0;
+        n = strtoll(v, &end, 10);
+        if (errno || !*v || *end || v[0] == '+' || v[0] == ' ' || n < min || n > max) {
+                http_respond_error(r, 400, "invalid_argument", "%s=%.20s: expected a whole number from %lld to %lld", key,
+                                   v, min, max);
+                return -EINVAL;
+        }
+        *ret = n;
+        *ret_set = true;
+        return 0;
+}
+
+/* mode in a JSON body: a number (the permission bits, as stat shows them) or a string of octal digits. */
+static int body_mode(Request *r, cJSON *o, unsigned *ret, bool *ret_set) {
+        cJSON *v = cJSON_GetObjectItemCaseSensitive(o, "mode");
+        uint64_t m;
+        int q;
+
+        *ret_set = false;
+        if (!v || cJSON_IsNull(v))
+                return 0;
+        if (cJSON_IsString(v)) {
+                char *end;
+
+                errno = 0;
+                m = strtoul(v->valuestring, &end, 8);
+                if (errno || !v->valuestring[0] || *end || v->valuestring[0] == '-' || m > 07777) {
+                        http_respond_error(r, 400, "invalid_argument", "mode \"%.20s\": expected octal permission bits",
+                                           v->valuestring);
+                        return -EINVAL;
+                }
+        } else {
+                q = get_uint_field(r, o, "mode", 0, 07777, &m);
+                if (q < 0)
+                        return q;
+        }
+        *ret = (unsigned) m;
+        *ret_set = true;
+        return 0;
+}
+
+static int add_owner(SpaceBuf *kv, bool uid_set, uint64_t uid, bool gid_set, uint64_t gid) {
+        int q = 0;
+
+        if (uid_set)
+                q = space_kv_addf(kv, "uid", "%llu", (unsigned long long) uid);
+        if (q >= 0 && gid_set)
+                q = space_kv_addf(kv, "gid", "%llu", (unsigned long long) gid);
+        return q;
+}
+
+/* The sandbox, woken if it was suspended and running. 1: go on; 0: the request is parked (or answered). */
+static int files_sandbox(Request *r, const RouteArgs *a, Sandbox **ret) {
+        Sandbox *s;
+        int q;
+
+        if (resolve_sandbox(r, a->arg[0], &s) < 0)
+                return 0;
+        q = api_ensure_awake(r, s);
+        if (q <= 0)
+                return 0;
+        if (s->state != SANDBOX_RUNNING || !s->agent) {
+                http_respond_error(r, 409, "sandbox_not_running", "sandbox %s is %s, not running%s", s->id,
+                                   sandbox_state_to_string(s->state),
+                                   s->state == SANDBOX_PAUSED ? ": resume it first" : "");
+                return 0;
+        }
+        *ret = s;
+        return 1;
+}
+
+static void respond_failed(Request *r, FileXfer *x) {
+        const char *code = x->error_code ?: "io_error";
+
+        http_respond_error(r, file_error_status(code), code, "%s", x->error_message ?: code);
+}
+
+/* Answers with the entry the guest sent, at path. */
+static void respond_entry(Request *r, FileXfer *x, const char *path, unsigned status) {
+        FileEntry e;
+
+        if (file_xfer_reply_entry(x, &e) < 0) {
+                http_respond_error(r, 502, "protocol_error", "the sandbox's agent sent a malformed entry");
+                return;
+        }
+        http_respond_json(r, status, file_entry_to_json(path, &e));
+}
+
+/* Sends the operation and parks the request until the answer. */
+static void start(Request *r, Sandbox *s, const char *op, const char *path, SpaceBuf *kv) {
+        FileXfer *x;
+
+        if (space_kv_add(kv, "op", op) < 0 || space_kv_add(kv, "path", path) < 0) {
+                http_respond_error(r, 500, "internal", "out of memory");
+                return;
+        }
+        if (file_xfer_start(r, s, op, path, kv, &x) < 0) {
+                if (!r->responded)
+                        http_respond_error(r, 500, "internal", "cannot start the file operation");
+                return;
+        }
+        http_suspend(r);
+}
+
+/* The request was routed again: 1 when its operation has finished (answer it), 0 when it is still waiting
+ * (parked again), -1 when there is none yet. */
+static int rerun(Request *r) {
+        if (!r->file)
+                return -1;
+        if (r->file->state == FILE_XFER_SENT) {
+                http_suspend(r);
+                return 0;
+        }
+        return 1;
+}
+
+/* The second call of a route whose answer is an entry: the guest's entry with status, or why it failed. true
+ * when this call is that second one (answered, or still waiting). */
+static bool answered_entry(Request *r, int status) {
+        int k = rerun(r);
+
+        if (k < 0)
+                return false;
+        if (k > 0) {
+                if (r->file->state == FILE_XFER_FAILED)
+                        respond_failed(r, r->file);
+                else
+                        respond_entry(r, r->file, r->file->path, status);
+        }
+        return true;
+}
+
+/* ---- GET /files (read), GET /files/stat, GET /files/list ---- */
+
+void api_get_file(Request *r, const RouteArgs *a) {
+        _cleanup_(space_buf_done) SpaceBuf kv = {};
+        _cleanup_free_ char *path = NULL;
+        Sandbox *s;
+
+        if (rerun(r) > 0) {
+                if (r->file->state == FILE_XFER_FAILED)
+                        respond_failed(r, r->file);
+                else if (file_xfer_respond_stream(r->file, r) < 0 && !r->responded)
+                        http_respond_error(r, 500, "internal", "cannot answer the request");
+                return;
+        }
+        if (r->file || !files_sandbox(r, a, &s) || query_path(r, "path", &path) < 0)
+                return;
+        start(r, s, "read", path, &kv);
+}
+
+void api_get_file_stat(Request *r, const RouteArgs *a) {
+        _cleanup_(space_buf_done) SpaceBuf kv = {};
+        _cleanup_free_ char *path = NULL;
+        Sandbox *s;
+
+        if (answered_entry(r, 200))
+                return;
+        if (r->file || !files_sandbox(r, a, &s) || query_path(r, "path", &path) < 0)
+                return;
+        if (flag_value(http_query(r, "follow")) && space_kv_add(&kv, "follow", "1") < 0)
+                return (void) http_respond_error(r, 500, "internal", "out of memory");
+        start(r, s, "stat", path, &kv);
+}
+
+void api_get_file_list(Request *r, const RouteArgs *a) {
+        _cleanup_(space_buf_done) SpaceBuf kv = {};
+        _cleanup_free_ char *path = NULL;
+        long long depth = 1;
+        bool set;
+        Sandbox *s;
+
+        if (rerun(r) > 0) {
+                if (r->file->state == FILE_XFER_FAILED)
+                        respond_failed(r, r->file);
+                else if (file_xfer_respond_stream(r->file, r) < 0 && !r->responded)
+                        http_respond_error(r, 500, "internal", "cannot answer the request");
+                return;
+        }
+        if (r->file || !files_sandbox(r, a, &s) || query_path(r, "path", &path) < 0 ||
+            query_number(r, "depth", 1, SPACE_FILE_LIST_DEPTH_MAX, &depth, &set) < 0)
+                return;
+        if (space_kv_addf(&kv, "depth", "%lld", depth) < 0)
+                return (void) http_respond_error(r, 500, "internal", "out of memory");
+        start(r, s, "list", path, &kv);
+}
+
+/* ---- DELETE /files ---- */
+
+void api_delete_file(Request *r, const RouteArgs *a) {
+        _cleanup_(space_buf_done) SpaceBuf kv = {};
+        _cleanup_free_ char *path = NULL;
+        Sandbox *s;
+
+        if (rerun(r) > 0) {
+                if (r->file->state == FILE_XFER_FAILED)
+                        respond_failed(r, r->file);
+                else
+                        http_respond_empty(r, 204);
+                return;
+        }
+        if (r->file || !files_sandbox(r, a, &s) || query_path(r, "path", &path) < 0)
+                return;
+        if (streq(path, "/"))
+                return (void) http_respond_error(r, 400, "invalid_path", "refusing to remove the sandbox's '/'");
+        if (flag_value(http_query(r, "recursive")) && space_kv_add(&kv, "recursive", "1") < 0)
+                return (void) http_respond_error(r, 500, "internal", "out of memory");
+        start(r, s, "remove", path, &kv);
+}
+
+/* ---- POST /files/mkdir, /files/move, /files/symlink, /files/attrs ---- */
+
+/* The shared part of the JSON routes: a rerun answers; otherwise the body is parsed (NULL: answered). */
+static cJSON *json_route(Request *r, const RouteArgs *a, const char *const *fields, Sandbox **ret_s) {
+        cJSON *o;
+
+        if (r->file || !files_sandbox(r, a, ret_s) || refuse_escaped_nul(r) < 0)
+                return NULL;
+        o = parse_body_object(r, fields);
+        return o;
+}
+
+static int body_owner(Request *r, cJSON *o, SpaceBuf *kv) {
+        uint64_t uid = 0, gid = 0;
+        int qu, qg;
+
+        qu = get_uint_field(r, o, "uid", 0, UINT32_MAX - 1, &uid);
+        if (qu < 0)
+                return qu;
+        qg = get_uint_field(r, o, "gid", 0, UINT32_MAX - 1, &gid);
+        if (qg < 0)
+                return qg;
+        if (add_owner(kv, qu > 0, uid, qg > 0, gid) < 0) {
+                http_respond_error(r, 500, "internal", "out of memory");
+                return -ENOMEM;
+        }
+        return 0;
+}
+
+static int body_bool(Request *r, cJSON *o, const char *key, bool *ret) {
+        cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+
+        *ret = false;
+        if (!v || cJSON_IsNull(v))
+                return 0;
+        if (!cJSON_IsBool(v)) {
+                http_respond_error(r, 400, "invalid_argument", "%s must be true or false", key);
+                return -EINVAL;
+        }
+        *ret = cJSON_IsTrue(v);
+        return 0;
+}
+
+void api_post_file_mkdir(Request *r, const RouteArgs *a) {
+        static const char *const fields[] = { "path", "mode", "parents", "uid", "gid", NULL };
+        _cleanup_(space_buf_done) SpaceBuf kv = {};
+        _cleanup_free_ char *path = NULL;
+        unsigned mode = 0;
+        bool mode_set, parents;
+        Sandbox *s;
+        cJSON *o;
+
+        if (answered_entry(r, 201))
+                return;
+        o = json_route(r, a, fields, &s);
+        if (!o)
+                return;
+        if (body_path(r, o, "path", &path) >= 0 && body_mode(r, o, &mode, &mode_set) >= 0 &&
+            body_bool(r, o, "parents", &parents) >= 0 && body_owner(r, o, &kv) >= 0) {
+                if ((mode_set && space_kv_addf(&kv, "mode", "%u", mode) < 0) ||
+                    (parents && space_kv_add(&kv, "parents", "1") < 0))
+                        http_respond_error(r, 500, "internal", "out of memory");
+                else
+                        start(r, s, "mkdir", path, &kv);
+        }
+        cJSON_Delete(o);
+}
+
+void api_post_file_move(Request *r, const RouteArgs *a) {
+        static const char *const fields[] = { "from", "to", NULL };
+        _cleanup_(space_buf_done) SpaceBuf kv = {};
+        _cleanup_free_ char *from = NULL, *to = NULL;
+        FileXfer *x;
+        Sandbox *s;
+        cJSON *o;
+
+        /* the transfer's path is `to` */
+        if (answered_entry(r, 200))
+                return;
+        o = json_route(r, a, fields, &s);
+        if (!o)
+                return;
+        if (body_path(r, o, "from", &from) >= 0 && body_path(r, o, "to", &to) >= 0) {
+                if (streq(from, "/"))
+                        http_respond_error(r, 400, "invalid_path", "refusing to move the sandbox's '/'");
+                else if (space_kv_add(&kv, "op", "move") < 0 || space_kv_add(&kv, "path", from) < 0 ||
+                         space_kv_add(&kv, "to", to) < 0)
+                        http_respond_error(r, 500, "internal", "out of memory");
+                else if (file_xfer_start(r, s, "move", to, &kv, &x) >= 0)
+                        http_suspend(r);
+                else if (!r->responded)
+                        http_respond_error(r, 500, "internal", "cannot start the file operation");
+        }
+        cJSON_Delete(o);
+}
+
+void api_post_file_symlink(Request *r, const RouteArgs *a) {
+        static const char *const fields[] = { "path", "target", "uid", "gid", NULL };
+        _cleanup_(space_buf_done) SpaceBuf kv = {};
+        _cleanup_free_ char *path = NULL;
+        Sandbox *s;
+        cJSON *o, *t;
+
+        if (answered_entry(r, 201))
+                return;
+        o = json_route(r, a, fields, &s);
+        if (!o)
+                return;
+        t = cJSON_GetObjectItemCaseSensitive(o, "target");
+        if (body_path(r, o, "path", &path) < 0)
+                ;
+        else if (!cJSON_IsString(t) || !t->valuestring[0] || strlen(t->valuestring) > SPACE_FILE_PATH_MAX)
+                http_respond_error(r, 400, "invalid_argument", "target must be a non-empty string of at most %u bytes",
+                                   SPACE_FILE_PATH_MAX);
+        else if (body_owner(r, o, &kv) >= 0) {
+                if (space_kv_add(&kv, "target", t->valuestring) < 0)
+                        http_respond_error(r, 500, "internal", "out of memory");
+                else
+                        start(r, s, "symlink", path, &kv);
+        }
+        cJSON_Delete(o);
+}
+
+void api_post_file_attrs(Request *r, const RouteArgs *a) {
+        static const char *const fields[] = { "path", "mode", "mtime", "uid", "gid", NULL };
+        _cleanup_(space_buf_done) SpaceBuf kv = {};
+        _cleanup_free_ char *path = NULL;
+        unsigned mode = 0;
+        bool mode_set;
+        Sandbox *s;
+        cJSON *o, *mt;
+
+        if (answered_entry(r, 200))
+                return;
+        o = json_route(r, a, fields, &s);
+        if (!o)
+                return;
+        mt = cJSON_GetObjectItemCaseSensitive(o, "mtime");
+        if (body_path(r, o, "path", &path) < 0 || body_mode(r, o, &mode, &mode_set) < 0)
+                ;
+        else if (mt && !cJSON_IsNull(mt) &&
+                 (!cJSON_IsNumber(mt) || mt->valuedouble != floor(mt->valuedouble) || fabs(mt->valuedouble) > 1e15))
+                http_respond_error(r, 400, "invalid_argument", "mtime must be a whole number of seconds since 1970");
+        else if (body_owner(r, o, &kv) >= 0) {
+                if ((mode_set && space_kv_addf(&kv, "mode", "%u", mode) < 0) ||
+                    (mt && cJSON_IsNumber(mt) && space_kv_addf(&kv, "mtime", "%lld", (long long) mt->valuedouble) < 0))
+                        http_respond_error(r, 500, "internal", "out of memory");
+                else
+                        start(r, s, "attrs", path, &kv);
+        }
+        cJSON_Delete(o);
+}
+
+/* ---- PUT /files ---- */
+
+/*
+ * Routed three times: from the headers (begin: start the write and park until the guest opened its
+ * temporary file, or answer its error before any body is read), again from the headers when the guest
+ * answered (let the body come: api_files_upload streams it), and after the body (send EOF, park until the
+ * guest renamed the file into place, answer with its entry).
+ */
+void api_put_file(Request *r, const RouteArgs *a) {
+        _cleanup_(space_buf_done) SpaceBuf kv = {};
+        _cleanup_free_ char *path = NULL;
+        long long mtime = 0, uid = 0, gid = 0;
+        bool mode_set, mtime_set, uid_set, gid_set;
+        unsigned mode = 0;
+        FileXfer *x = r->file;
+        const char *raw;
+        Sandbox *s;
+
+        if (x) {
+                switch (x->state) {
+                case FILE_XFER_SENT:
+                        http_suspend(r);
+                        return;
+                case FILE_XFER_FAILED:
+                        respond_failed(r, x);
+                        return;
+                case FILE_XFER_OPEN:
+                        if (!x->passed_headers) {
+                                x->passed_headers = true; /* the body may come now */
+                                http_set_streaming(r);
+                                return;
+                        }
+                        if (file_xfer_finish_upload(x) < 0) {
+                                http_respond_error(r, 503, "channel_lost", "lost the sandbox's agent during the upload");
+                                return;
+                        }
+                        http_suspend(r);
+                        return;
+                case FILE_XFER_DONE:
+                        respond_entry(r, x, x->path, 201);
+                        return;
+                }
+                return;
+        }
+        if (!files_sandbox(r, a, &s) || query_path(r, "path", &path) < 0 || query_mode(r, &mode, &mode_set) < 0 ||
+            query_number(r, "mtime", -(1LL << 40), 1LL << 40, &mtime, &mtime_set) < 0 ||
+            query_number(r, "uid", 0, UINT32_MAX - 1, &uid, &uid_set) < 0 ||
+            query_number(r, "gid", 0, UINT32_MAX - 1, &gid, &gid_set) < 0)
+                return;
+        raw = http_query(r, "path");
+        if (streq(path, "/") || (raw && raw[0] && raw[strlen(raw) - 1] == '/'))
+                return (void) http_respond_error(r, 400, "is_a_directory",
+                                                 "'%.200s' names a directory (it ends in '/'): name a file to write", raw);
+        if ((mode_set && space_kv_addf(&kv, "mode", "%u", mode) < 0) ||
+            (mtime_set && space_kv_addf(&kv, "mtime", "%lld", mtime) < 0) ||
+            add_owner(&kv, uid_set, (uint64_t) uid, gid_set, (uint64_t) gid) < 0 ||
+            (flag_value(http_query(r, "parents")) && space_kv_add(&kv, "parents", "1") < 0))
+                return (void) http_respond_error(r, 500, "internal", "out of memory");
+        start(r, s, "write", path, &kv);
+}
+
+void api_put_file_begin(Request *r, const RouteArgs *a) {
+        api_put_file(r, a);
+}
+
+size_t api_files_upload(Request *r, const char *data, size_t n) {
+        FileXfer *x = r->file;
+
+        if (x->state == FILE_XFER_OPEN)
+                return file_xfer_upload(x, r, data, n);
+        /* The write failed while the body came (no_space): the rest is dropped as it comes, which costs the
+         * daemon nothing but reading it, and the answer after the body says what went wrong. */
+        r->drained += n;
+        return n;
+}

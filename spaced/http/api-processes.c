@@ -1,0 +1,341 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#include <errno.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "http/api.h"
+#include "macro.h"
+#include "channel/process.h"
+#include "user.h"
+#include "sandbox/sandbox.h"
+#include "template/template.h"
+
+/* /v1/sandboxes/{id}/processes: exec with an SSE stream, list, attach, logs, stdin, signals, resize. */
+
+#define PTY_SIZE_MAX 65535
+
+static int get_bool_field(Request *r, cJSON *o, const char *key, bool *ret) {
+        cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+
+        if (!v || cJSON_IsNull(v))
+                return 0;
+        if (!cJSON_IsBool(v)) {
+                http_respond_error(r, 400, "invalid_argument", "%s must be true or false", key);
+                return -EINVAL;
+        }
+        *ret = cJSON_IsTrue(v);
+        return 0;
+}
+
+int parse_exec_spec(Request *r, cJSON *o, bool stdin_default, ExecSpec *spec, char ***ret_argv, char ***ret_env) {
+        _cleanup_strv_free_ char **env = NULL, **argv = NULL;
+        uint64_t timeout = 0, rows = 0, cols = 0;
+        cJSON *v, *i;
+        size_t n = 0;
+
+        *spec = (ExecSpec) { .want_stdin = stdin_default };
+        v = cJSON_GetObjectItemCaseSensitive(o, "argv");
+        if (!cJSON_IsArray(v) || cJSON_GetArraySize(v) < 1 || cJSON_GetArraySize(v) > ARGV_MAX) {
+                http_respond_error(r, 400, "invalid_argument", "argv must be a non-empty array of strings (at most %d)",
+                                   ARGV_MAX);
+                return -EINVAL;
+        }
+        argv = calloc((size_t) cJSON_GetArraySize(v) + 1, sizeof(char *));
+        if (!argv)
+                return -ENOMEM;
+        cJSON_ArrayForEach(i, v) {
+                if (!cJSON_IsString(i) || !(argv[n] = strdup(i->valuestring))) {
+                        http_respond_error(r, 400, "invalid_argument", "argv entries must be strings");
+                        return -EINVAL;
+                }
+                n++;
+        }
+        if (!*argv[0]) {
+                http_respond_error(r, 400, "invalid_argument", "argv[0] must not be empty");
+                return -EINVAL;
+        }
+        if (get_env_field(r, o, &env) < 0 || get_uint_field(r, o, "timeout", 0, 365ULL * 86400, &timeout) < 0 ||
+            get_uint_field(r, o, "rows", 1, PTY_SIZE_MAX, &rows) < 0 ||
+            get_uint_field(r, o, "cols", 1, PTY_SIZE_MAX, &cols) < 0 ||
+            get_bool_field(r, o, "stdin", &spec->want_stdin) < 0 || get_bool_field(r, o, "pty", &spec->pty) < 0)
+                return -EINVAL;
+        v = cJSON_GetObjectItemCaseSensitive(o, "cwd");
+        if (v && !cJSON_IsNull(v)) {
+                if (!cJSON_IsString(v) || v->valuestring[0] != '/') {
+                        http_respond_error(r, 400, "invalid_argument", "cwd must be an absolute path");
+                        return -EINVAL;
+                }
+                spec->cwd = v->valuestring;
+        }
+        v = cJSON_GetObjectItemCaseSensitive(o, "user");
+        if (v && !cJSON_IsNull(v)) {
+                if (!cJSON_IsString(v) || space_user_spec_parse(v->valuestring, NULL) < 0) {
+                        http_respond_error(r, 400, "invalid_argument",
+                                           "user must be NAME or UID, optionally followed by :GROUP or :GID (at most "
+                                           "%d characters of A-Z a-z 0-9 . _ -)%s%.64s%s",
+                                           SPACE_USER_SPEC_MAX, cJSON_IsString(v) ? ", not '" : "",
+                                           cJSON_IsString(v) ? v->valuestring : "", cJSON_IsString(v) ? "'" : "");
+                        return -EINVAL;
+                }
+                spec->user = v->valuestring;
+        }
+        spec->rows = (unsigned) rows;
+        spec->cols = (unsigned) cols;
+        spec->timeout_sec = timeout;
+        spec->argv = argv;
+        spec->env = env;
+        *ret_argv = TAKE_PTR(argv);
+        *ret_env = TAKE_PTR(env);
+        return 0;
+}
+
+static int require_running(Request *r, Sandbox *s) {
+        if (s->state == SANDBOX_RUNNING)
+                return 0;
+        http_respond_error(r, 409, "sandbox_not_running", "sandbox %s is %s, not running%s%s", s->id,
+                           sandbox_state_to_string(s->state), s->error ? ": " : "", s->error ?: "");
+        return -EBUSY;
+}
+
+void api_post_processes(Request *r, const RouteArgs *a) {
+        static const char *const fields[] = { "argv", "env", "cwd", "stdin", "timeout", "pty", "rows", "cols", "user",
+                                              NULL };
+        _cleanup_strv_free_ char **env = NULL, **argv = NULL;
+        ExecSpec spec;
+        Sandbox *s;
+        cJSON *o;
+
+        if (resolve_sandbox(r, a->arg[0], &s) < 0 || api_ensure_awake(r, s) <= 0)
+                return;
+        o = parse_body_object(r, fields);
+        if (!o)
+                return;
+        if (parse_exec_spec(r, o, false, &spec, &argv, &env) >= 0) {
+                if (!spec.cwd)
+                        spec.cwd = template_workdir(http_manager(r->http), s); /* the template's default */
+                if (!spec.user)
+                        spec.user = template_default_user(http_manager(r->http), s);
+                if (require_running(r, s) >= 0 && process_exec(r, s, &spec) < 0 && !r->responded)
+                        http_respond_error(r, 500, "internal", "cannot start the process");
+        }
+        if (!r->responded && !r->suspended)
+                http_respond_error(r, 500, "internal", "cannot start the process");
+        cJSON_Delete(o);
+}
+
+static int parse_pid(Request *r, const char *s, int *ret) {
+        char *end;
+        long v;
+
+        errno = 0;
+        v = strtol(s, &end, 10);
+        if (errno || end == s || *end || v <= 0 || v > INT_MAX) {
+                http_respond_error(r, 400, "invalid_argument", "'%s' is not a process id", s);
+                return -EINVAL;
+        }
+        *ret = (int) v;
+        return 0;
+}
+
+int parse_last_event_id(Request *r, uint64_t *ret) {
+        const char *v = http_header(r, "Last-Event-ID") ?: http_query(r, "last_event_id");
+        char *end;
+        unsigned long long n;
+
+        *ret = 0;
+        if (!v || !*v)
+                return 0;
+        errno = 0;
+        n = strtoull(v, &end, 10);
+        if (errno || end == v || *end || v[0] == '-') {
+                http_respond_error(r, 400, "invalid_argument", "Last-Event-ID must be an event id (a number), not '%s'",
+                                   v);
+                return -EINVAL;
+        }
+        *ret = n;
+        return 0;
+}
+
+/* Any process, live or finished. */
+static Process *route_any(Request *r, const RouteArgs *a, Sandbox **ret_s) {
+        Sandbox *s;
+        Process *p;
+        int pid;
+
+        if (resolve_sandbox(r, a->arg[0], &s) < 0 || parse_pid(r, a->arg[1], &pid) < 0)
+                return NULL;
+        p = process_get(http_manager(r->http), s, pid);
+        if (!p)
+                http_respond_error(r, 404, "process_not_found", "no process %d in sandbox %s", pid, s->id);
+        if (ret_s)
+                *ret_s = s;
+        return p;
+}
+
+/* A process that still runs in the guest. */
+static Process *route_live(Request *r, const RouteArgs *a) {
+        Sandbox *s;
+        int pid;
+        Process *p;
+
+        if (resolve_sandbox(r, a->arg[0], &s) < 0 || parse_pid(r, a->arg[1], &pid) < 0 ||
+            api_ensure_awake(r, s) <= 0)
+                return NULL;
+        p = process_find_by_pid(s, pid);
+        if (!p)
+                http_respond_error(r, 404, "process_not_found", "no running process %d in sandbox %s", pid, s->id);
+        return p;
+}
+
+void api_get_processes(Request *r, const RouteArgs *a) {
+        ProcessRecord *recs = NULL;
+        cJSON *o, *list;
+        Sandbox *s;
+        size_t n = 0;
+        int q;
+
+        if (resolve_sandbox(r, a->arg[0], &s) < 0)
+                return;
+        q = store_load_processes(http_manager(r->http)->store, s->id, NULL, &recs, &n);
+        if (q < 0) {
+                http_respond_error(r, 500, "internal", "cannot read the process table: %s", strerror(-q));
+                return;
+        }
+        o = cJSON_CreateObject();
+        list = cJSON_AddArrayToObject(o, "processes");
+        for (size_t i = 0; i < n; i++) {
+                cJSON_AddItemToArray(list, process_record_to_json(&recs[i]));
+                process_record_done(&recs[i]);
+        }
+        free(recs);
+        http_respond_json(r, 200, o);
+}
+
+void api_get_process(Request *r, const RouteArgs *a) {
+        Process *p = route_any(r, a, NULL);
+
+        if (!p)
+                return;
+        http_respond_json(r, 200, process_to_json(p));
+        (void) process_maybe_free(p);
+}
+
+void api_get_process_stream(Request *r, const RouteArgs *a) {
+        Process *p;
+        uint64_t after;
+
+        if (parse_last_event_id(r, &after) < 0 || !(p = route_any(r, a, NULL)))
+                return;
+        if (process_attach(p, r, after, true, true) < 0 && !r->responded)
+                http_respond_error(r, 500, "internal", "cannot attach");
+        (void) process_maybe_free(p);
+}
+
+void api_get_process_logs(Request *r, const RouteArgs *a) {
+        const char *f = http_query(r, "follow");
+        bool follow = f && (streq(f, "1") || streq(f, "true"));
+        Process *p;
+        uint64_t after;
+
+        if (parse_last_event_id(r, &after) < 0 || !(p = route_any(r, a, NULL)))
+                return;
+        if (process_attach(p, r, after, follow, false) < 0 && !r->responded)
+                http_respond_error(r, 500, "internal", "cannot read the logs");
+        (void) process_maybe_free(p);
+}
+
+void api_post_close_stdin(Request *r, const RouteArgs *a) {
+        Process *p = route_live(r, a);
+
+        if (!p)
+                return;
+        (void) process_close_stdin(p);
+        http_respond_empty(r, 204);
+}
+
+void api_post_signal(Request *r, const RouteArgs *a) {
+        static const char *const fields[] = { "signal", NULL };
+        Process *p = route_live(r, a);
+        uint64_t sig = 15;
+        cJSON *o;
+
+        if (!p || !(o = parse_body_object(r, fields)))
+                return;
+        if (get_uint_field(r, o, "signal", 1, 64, &sig) >= 0) {
+                if (process_signal(p, (int) sig) < 0)
+                        http_respond_error(r, 409, "process_not_running", "the process is not running (yet)");
+                else
+                        http_respond_empty(r, 204);
+        }
+        cJSON_Delete(o);
+}
+
+void api_post_resize(Request *r, const RouteArgs *a) {
+        static const char *const fields[] = { "rows", "cols", NULL };
+        Process *p = route_live(r, a);
+        uint64_t rows = 0, cols = 0;
+        cJSON *o;
+        int q;
+
+        if (!p || !(o = parse_body_object(r, fields)))
+                return;
+        if (!cJSON_GetObjectItemCaseSensitive(o, "rows") || !cJSON_GetObjectItemCaseSensitive(o, "cols"))
+                http_respond_error(r, 400, "invalid_argument", "rows and cols are required");
+        else if (get_uint_field(r, o, "rows", 1, PTY_SIZE_MAX, &rows) >= 0 &&
+                 get_uint_field(r, o, "cols", 1, PTY_SIZE_MAX, &cols) >= 0) {
+                q = process_resize(p, (unsigned) rows, (unsigned) cols);
+                if (q == -ENOTTY)
+                        http_respond_error(r, 409, "not_a_tty", "process %d has no terminal (start it with pty)",
+                                           p->pid);
+                else if (q < 0)
+                        http_respond_error(r, 409, "process_not_running", "the process is not running");
+                else
+                        http_respond_empty(r, 204);
+        }
+        cJSON_Delete(o);
+}
+
+/* Called when the request starts, before its body: stdin uploads stream, so find the process now. */
+void api_stdin_begin(Request *r, const RouteArgs *a) {
+        Sandbox *s;
+
+        if (sandbox_resolve(http_manager(r->http), a->arg[0], &s) < 0) {
+                r->upload_failed = true;
+                return;
+        }
+        memcpy(r->upload_sandbox, s->id, sizeof r->upload_sandbox);
+        r->upload_pid = atoi(a->arg[1]);
+}
+
+size_t api_upload(Request *r, const char *data, size_t n) {
+        Sandbox *s;
+        Process *p;
+
+        if (r->file)
+                return api_files_upload(r, data, n);
+        if (r->upload) {
+                p = r->upload;
+                p->upload = NULL;
+                r->upload = NULL;
+                (void) process_maybe_free(p);
+        }
+        s = sandbox_find_by_id(http_manager(r->http), r->upload_sandbox);
+        p = s && r->upload_pid > 0 ? process_find_by_pid(s, r->upload_pid) : NULL;
+        if (!p || p->stdin_closed) {
+                r->upload_failed = true;
+                return n;
+        }
+        return process_upload(p, r, data, n);
+}
+
+void api_post_stdin(Request *r, const RouteArgs *a) {
+        if (r->upload_failed)
+                http_respond_error(r, 409, "stdin_closed",
+                                   "the process is not running or its stdin is closed (was it started with stdin?)");
+        else
+                http_respond_empty(r, 204);
+}

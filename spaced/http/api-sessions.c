@@ -1,0 +1,133 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "http/api.h"
+#include "macro.h"
+#include "channel/process.h"
+#include "core/util.h"
+#include "sandbox/sandbox.h"
+#include "template/template.h"
+
+/* Command sessions: a process forked and held in the guest, attached to later with a scoped, expiring token.
+ * The stream route runs without an API key (ROUTE_AUTH_TOKEN): the token is checked here, on every
+ * transport. */
+
+void api_post_sessions(Request *r, const RouteArgs *a) {
+        static const char *const fields[] = { "argv", "env", "cwd", "stdin", "timeout", "pty", "rows", "cols", "user",
+                                              NULL };
+        _cleanup_strv_free_ char **env = NULL, **argv = NULL;
+        ExecSpec spec;
+        Sandbox *s;
+        cJSON *o;
+
+        /* Run again once STARTED (or an error) arrived: answer now. */
+        if (r->stream) {
+                process_session_reply(r);
+                return;
+        }
+        if (resolve_sandbox(r, a->arg[0], &s) < 0 || api_ensure_awake(r, s) <= 0)
+                return;
+        o = parse_body_object(r, fields);
+        if (!o)
+                return;
+        if (parse_exec_spec(r, o, true, &spec, &argv, &env) >= 0) {
+                if (!spec.cwd)
+                        spec.cwd = template_workdir(http_manager(r->http), s); /* the template's default */
+                if (!spec.user)
+                        spec.user = template_default_user(http_manager(r->http), s);
+                if (s->state != SANDBOX_RUNNING)
+                        http_respond_error(r, 409, "sandbox_not_running", "sandbox %s is %s, not running", s->id,
+                                           sandbox_state_to_string(s->state));
+                else if (process_session_create(r, s, &spec) < 0 && !r->responded)
+                        http_respond_error(r, 500, "internal", "cannot create the session");
+        }
+        cJSON_Delete(o);
+}
+
+static bool session_id_valid(const char *sid) {
+        if (strlen(sid) != SESSION_ID_LEN || strncmp(sid, "ses-", 4) != 0)
+                return false;
+        for (const char *c = sid + 4; *c; c++)
+                if (!((*c >= '0' && *c <= '9') || (*c >= 'a' && *c <= 'f')))
+                        return false;
+        return true;
+}
+
+static Process *route_session(Request *r, const RouteArgs *a) {
+        Sandbox *s;
+        Process *p;
+
+        if (resolve_sandbox(r, a->arg[0], &s) < 0)
+                return NULL;
+        if (!session_id_valid(a->arg[1])) {
+                http_respond_error(r, 400, "invalid_argument", "'%s' is not a session id (ses-<16 hex>)", a->arg[1]);
+                return NULL;
+        }
+        p = process_get_session(http_manager(r->http), s, a->arg[1]);
+        if (!p)
+                http_respond_error(r, 404, "session_not_found", "no session %s in sandbox %s", a->arg[1], s->id);
+        return p;
+}
+
+/* The attach token: Authorization: Bearer, else ?token=. */
+static const char *request_token(Request *r) {
+        const char *h = http_header(r, "Authorization");
+
+        if (h && strncasecmp(h, "Bearer ", 7) == 0) {
+                h += 7;
+                while (*h == ' ')
+                        h++;
+                return h;
+        }
+        return http_query(r, "token");
+}
+
+void api_get_session_stream(Request *r, const RouteArgs *a) {
+        const char *token = request_token(r);
+        uint64_t after;
+        Process *p;
+        int q;
+
+        if (!token || !*token) {
+                http_respond_error(r, 401, "unauthorized",
+                                   "attaching needs the session's attach token (Authorization: Bearer TOKEN or "
+                                   "?token=TOKEN)");
+                return;
+        }
+        if (parse_last_event_id(r, &after) < 0 || !(p = route_session(r, a)))
+                return;
+        q = process_check_token(p, token);
+        if (q == -EKEYEXPIRED)
+                http_respond_error(r, 401, "token_expired",
+                                   "the attach token has expired; get a new one with POST .../sessions/%s/token",
+                                   p->session_id);
+        else if (q < 0)
+                http_respond_error(r, 401, "invalid_token", "the token is not an attach token of session %s",
+                                   p->session_id);
+        else if (process_attach(p, r, after, true, true) < 0 && !r->responded)
+                http_respond_error(r, 500, "internal", "cannot attach");
+        (void) process_maybe_free(p);
+}
+
+void api_post_session_token(Request *r, const RouteArgs *a) {
+        const SessionToken *t;
+        char ts[32];
+        Process *p;
+        cJSON *o;
+
+        if (!(p = route_session(r, a)))
+                return;
+        if (process_session_token(p, &t) < 0) {
+                http_respond_error(r, 500, "internal", "cannot make an attach token");
+                return;
+        }
+        format_rfc3339(t->expires_at, ts);
+        o = cJSON_CreateObject();
+        cJSON_AddStringToObject(o, "attach_token", t->token);
+        cJSON_AddStringToObject(o, "expires_at", ts);
+        http_respond_json(r, 201, o);
+}

@@ -1,0 +1,276 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#include <errno.h>
+#include <limits.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "http/api.h"
+#include "macro.h"
+#include "core/util.h"
+#include "sandbox/sandbox.h"
+
+/* JSON views of the model and the request parsing every handler shares. */
+
+cJSON *sandbox_to_json(Sandbox *s) {
+        cJSON *o = cJSON_CreateObject(), *env = cJSON_CreateObject();
+        char when[32];
+
+        cJSON_AddStringToObject(o, "id", s->id);
+        if (s->name)
+                cJSON_AddStringToObject(o, "name", s->name);
+        else
+                cJSON_AddNullToObject(o, "name");
+        cJSON_AddStringToObject(o, "template", s->template_name);
+        cJSON_AddStringToObject(o, "template_digest", s->template_digest ?: "");
+        cJSON_AddStringToObject(o, "state", sandbox_state_to_string(s->state));
+        cJSON_AddNumberToObject(o, "vcpu", s->vcpu);
+        cJSON_AddNumberToObject(o, "memory_mib", (double) s->memory_mib);
+        cJSON_AddNumberToObject(o, "disk_mib", (double) s->disk_mib);
+        for (char **e = s->env; e && *e; e++) {
+                const char *eq = strchr(*e, '=');
+                _cleanup_free_ char *k = eq ? strndup(*e, (size_t) (eq - *e)) : NULL;
+                if (k)
+                        cJSON_AddStringToObject(env, k, eq + 1);
+        }
+        cJSON_AddItemToObject(o, "env", env);
+        format_rfc3339(s->created_at, when);
+        cJSON_AddStringToObject(o, "created_at", when);
+        cJSON_AddNumberToObject(o, "qemu_pid", s->qemu_pid);
+        cJSON_AddStringToObject(o, "accel", s->manager->accel == VM_ACCEL_KVM ? "kvm" : "tcg");
+        cJSON_AddNumberToObject(o, "idle_timeout", (double) s->idle_timeout);
+        if (s->expires_at > 0) {
+                format_rfc3339(s->expires_at, when);
+                cJSON_AddStringToObject(o, "expires_at", when);
+        } else
+                cJSON_AddNullToObject(o, "expires_at");
+        cJSON_AddStringToObject(o, "on_timeout", s->on_expiry == EXPIRY_SUSPEND ? "suspend" : "remove");
+        if (s->error)
+                cJSON_AddStringToObject(o, "error", s->error);
+        else
+                cJSON_AddNullToObject(o, "error");
+        return o;
+}
+
+cJSON *operation_to_json(Operation *op) {
+        cJSON *o = cJSON_CreateObject();
+        char when[32];
+
+        cJSON_AddStringToObject(o, "id", op->id);
+        cJSON_AddStringToObject(o, "kind", op->kind);
+        cJSON_AddStringToObject(o, "state", operation_state_to_string(op->state));
+        if (op->sandbox_id[0])
+                cJSON_AddStringToObject(o, "sandbox_id", op->sandbox_id);
+        else
+                cJSON_AddNullToObject(o, "sandbox_id");
+        format_rfc3339(op->created_at, when);
+        cJSON_AddStringToObject(o, "created_at", when);
+        if (op->finished_at) {
+                format_rfc3339(op->finished_at, when);
+                cJSON_AddStringToObject(o, "finished_at", when);
+        } else
+                cJSON_AddNullToObject(o, "finished_at");
+        if (op->checkpoint_id[0])
+                cJSON_AddStringToObject(o, "checkpoint_id", op->checkpoint_id);
+        if (op->children) {
+                cJSON *ids = cJSON_AddArrayToObject(o, "sandbox_ids");
+                for (char **c = op->children; *c; c++)
+                        cJSON_AddItemToArray(ids, cJSON_CreateString(*c));
+        }
+        if (op->progress) {
+                cJSON *p = cJSON_AddObjectToObject(o, "progress");
+                pthread_mutex_lock(&op->progress->lock);
+                cJSON_AddStringToObject(p, "phase", op->progress->phase ?: "running");
+                cJSON_AddNumberToObject(p, "bytes_done", (double) op->progress->bytes_done);
+                cJSON_AddNumberToObject(p, "bytes_total", (double) op->progress->bytes_total);
+                cJSON_AddNumberToObject(p, "layer", op->progress->layer);
+                cJSON_AddNumberToObject(p, "layers", op->progress->layers);
+                pthread_mutex_unlock(&op->progress->lock);
+        }
+        if (op->result) {
+                cJSON *res = cJSON_Parse(op->result);
+                if (res)
+                        cJSON_AddItemToObject(o, "result", res);
+        }
+        if (op->error.code) {
+                cJSON *e = cJSON_AddObjectToObject(o, "error");
+                cJSON_AddStringToObject(e, "code", op->error.code);
+                cJSON_AddStringToObject(e, "message", op->error.message ?: op->error.code);
+        } else
+                cJSON_AddNullToObject(o, "error");
+        return o;
+}
+
+unsigned status_for_code(const char *code) {
+        static const struct {
+                const char *code;
+                unsigned status;
+        } table[] = {
+                { "invalid_argument", 400 },     { "template_not_found", 404 }, { "sandbox_not_found", 404 },
+                { "operation_not_found", 404 },  { "process_not_found", 404 },  { "ambiguous_reference", 409 },
+                { "name_in_use", 409 },          { "invalid_state", 409 },       { "no_space", 507 },          { "sandbox_busy", 409 },       { "sandbox_not_running", 409 },
+                { "insufficient_memory", 507 },
+                { "disk_too_small", 400 },
+                { "invalid_ref", 400 },          { "template_in_use", 409 },    { "invalid_source", 400 },
+        };
+        for (size_t i = 0; i < ELEMENTSOF(table); i++)
+                if (streq(table[i].code, code))
+                        return table[i].status;
+        return 500;
+}
+
+void respond_operation_error(Request *r, const OperationError *e, int err) {
+        if (e->code)
+                http_respond_error(r, status_for_code(e->code), e->code, "%s", e->message ?: e->code);
+        else
+                http_respond_error(r, 500, "internal", "%s", strerror(err < 0 ? -err : EIO));
+}
+
+int parse_wait(Request *r, unsigned *ret) {
+        const char *v = http_query(r, "wait");
+        char *end;
+        double d;
+
+        *ret = 0;
+        if (!v)
+                return 0;
+        errno = 0;
+        d = strtod(v, &end);
+        if (errno || end == v || *end || !(d >= 0) || d > WAIT_MAX_SEC) {
+                http_respond_error(r, 400, "invalid_argument", "wait=%s: expected seconds from 0 to %d", v, WAIT_MAX_SEC);
+                return -EINVAL;
+        }
+        *ret = (unsigned) ceil(d);
+        return 0;
+}
+
+cJSON *parse_body_object(Request *r, const char *const *allowed) {
+        const char *end = NULL;
+        cJSON *o, *i;
+
+        if (r->body.len == 0)
+                return cJSON_CreateObject();
+        o = cJSON_ParseWithLengthOpts((const char *) r->body.data, r->body.len, &end, false);
+        if (!o) {
+                /* name where it broke: cJSON points at (or just past) the offending byte */
+                size_t at = end && end >= (const char *) r->body.data
+                                    ? (size_t) (end - (const char *) r->body.data) : 0;
+                if (at > r->body.len)
+                        at = r->body.len;
+                http_respond_error(r, 400, "invalid_argument",
+                                   "the request body is not valid JSON: syntax error at byte %zu of %zu%s%.*s%s", at,
+                                   r->body.len, at < r->body.len ? " near '" : "",
+                                   at < r->body.len ? (int) (r->body.len - at < 16 ? r->body.len - at : 16) : 0,
+                                   (const char *) r->body.data + at, at < r->body.len ? "'" : "");
+                return NULL;
+        }
+        if (!cJSON_IsObject(o)) {
+                cJSON_Delete(o);
+                http_respond_error(r, 400, "invalid_argument", "the request body must be a JSON object ({...})");
+                return NULL;
+        }
+        cJSON_ArrayForEach(i, o) {
+                bool ok = false;
+                for (const char *const *a = allowed; *a; a++)
+                        if (i->string && streq(i->string, *a))
+                                ok = true;
+                if (!ok) {
+                        http_respond_error(r, 400, "invalid_argument", "unknown field '%s'", i->string ?: "?");
+                        cJSON_Delete(o);
+                        return NULL;
+                }
+        }
+        return o;
+}
+
+int get_uint_field(Request *r, cJSON *o, const char *key, uint64_t min, uint64_t max, uint64_t *ret) {
+        cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+
+        if (!v || cJSON_IsNull(v))
+                return 0;
+        if (!cJSON_IsNumber(v) || v->valuedouble != floor(v->valuedouble) || v->valuedouble < (double) min ||
+            v->valuedouble > (double) max) {
+                http_respond_error(r, 400, "invalid_argument", "%s must be a whole number from %llu to %llu", key,
+                                   (unsigned long long) min, (unsigned long long) max);
+                return -EINVAL;
+        }
+        *ret = (uint64_t) v->valuedouble;
+        return 1;
+}
+
+static bool env_key_valid(const char *k) {
+        if (!*k || strchr(k, '='))
+                return false;
+        return true;
+}
+
+int get_env_field(Request *r, cJSON *o, char ***ret) {
+        cJSON *v = cJSON_GetObjectItemCaseSensitive(o, "env"), *i;
+        char **env;
+        size_t n = 0;
+
+        *ret = NULL;
+        if (!v || cJSON_IsNull(v))
+                return 0;
+        if ((!cJSON_IsObject(v) && !cJSON_IsArray(v)) || cJSON_GetArraySize(v) > SANDBOX_ENV_MAX) {
+                http_respond_error(r, 400, "invalid_argument", "env must be an object of strings (at most %d)",
+                                   SANDBOX_ENV_MAX);
+                return -EINVAL;
+        }
+        env = calloc((size_t) cJSON_GetArraySize(v) + 1, sizeof(char *));
+        if (!env)
+                return -ENOMEM;
+        cJSON_ArrayForEach(i, v) {
+                char *e = NULL;
+                if (cJSON_IsObject(v)) {
+                        if (!cJSON_IsString(i) || !env_key_valid(i->string) || asprintf(&e, "%s=%s", i->string, i->valuestring) < 0)
+                                e = NULL;
+                } else if (cJSON_IsString(i) && strchr(i->valuestring, '=') && i->valuestring[0] != '=')
+                        e = strdup(i->valuestring);
+                if (!e) {
+                        strv_free(env);
+                        http_respond_error(r, 400, "invalid_argument",
+                                           "env entries must be NAME=VALUE with a non-empty NAME");
+                        return -EINVAL;
+                }
+                env[n++] = e;
+        }
+        *ret = env;
+        return 1;
+}
+
+int resolve_sandbox(Request *r, const char *ref, Sandbox **ret) {
+        int q = sandbox_resolve(http_manager(r->http), ref, ret);
+
+
+        if (q == -ENOTUNIQ)
+                http_respond_error(r, 409, "ambiguous_reference",
+                                   "'%s' matches more than one sandbox id; give more characters", ref);
+        else if (q < 0)
+                http_respond_error(r, 404, "sandbox_not_found",
+                                   "no sandbox '%s'; 'spacectl ls' lists them", ref);
+        return q;
+}
+
+cJSON *checkpoint_to_json(Checkpoint *c) {
+        cJSON *o = cJSON_CreateObject();
+        char when[32];
+
+        cJSON_AddStringToObject(o, "id", c->id);
+        if (c->name)
+                cJSON_AddStringToObject(o, "name", c->name);
+        else
+                cJSON_AddNullToObject(o, "name");
+        cJSON_AddStringToObject(o, "sandbox_id", c->sandbox_id);
+        cJSON_AddStringToObject(o, "template", c->template_name);
+        cJSON_AddNumberToObject(o, "vcpu", c->vcpu);
+        cJSON_AddNumberToObject(o, "memory_mib", (double) c->memory_mib);
+        cJSON_AddNumberToObject(o, "disk_mib", (double) c->disk_mib);
+        format_rfc3339(c->created_at, when);
+        cJSON_AddStringToObject(o, "created_at", when);
+        cJSON_AddStringToObject(o, "state", c->ready ? "ready" : "taking");
+        cJSON_AddNumberToObject(o, "pause_ms", (double) c->pause_usec / 1000.0);
+        cJSON_AddNumberToObject(o, "size_bytes", (double) c->size_bytes);
+        return o;
+}

@@ -1,0 +1,424 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#include <errno.h>
+#include <limits.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "http/api.h"
+#include "macro.h"
+#include "core/util.h"
+#include "sandbox/sandbox.h"
+
+/* The native /v1 API (spaced/API.md): a table of routes, and the handlers for templates, sandboxes and
+ * operations. Handlers run on the event loop; lifecycle work goes to operations. */
+
+#define SEGMENTS_MAX 8
+
+static void get_version(Request *r, const RouteArgs *a);
+static void get_sandboxes(Request *r, const RouteArgs *a);
+static void post_sandboxes(Request *r, const RouteArgs *a);
+static void get_sandbox(Request *r, const RouteArgs *a);
+static void delete_sandbox(Request *r, const RouteArgs *a);
+static void get_operation(Request *r, const RouteArgs *a);
+
+/* Every route the daemon serves; tests/unit/test-openapi.c checks this table against openapi.json. */
+const Route api_routes[] = {
+        { "GET", "/v1/version", get_version },
+        { "GET", "/v1/templates", api_get_templates },
+        { "POST", "/v1/templates/import", api_post_template_import },
+        { "POST", "/v1/templates/gc", api_post_templates_gc },
+        { "GET", "/v1/templates/{ref}", api_get_template },
+        { "DELETE", "/v1/templates/{ref}", api_delete_template },
+        { "POST", "/v1/templates/{ref}/tag", api_post_template_tag },
+        { "GET", "/v1/sandboxes", get_sandboxes },
+        { "POST", "/v1/sandboxes", post_sandboxes },
+        { "GET", "/v1/sandboxes/{id}", get_sandbox },
+        { "DELETE", "/v1/sandboxes/{id}", delete_sandbox },
+        { "GET", "/v1/operations/{op}", get_operation },
+        { "POST", "/v1/sandboxes/{id}/pause", api_post_pause },
+        { "POST", "/v1/sandboxes/{id}/resume", api_post_resume },
+        { "POST", "/v1/sandboxes/{id}/suspend", api_post_suspend },
+        { "POST", "/v1/sandboxes/{id}/wake", api_post_wake },
+        { "POST", "/v1/sandboxes/{id}/checkpoints", api_post_checkpoints },
+        { "POST", "/v1/sandboxes/{id}/restore", api_post_restore },
+        { "POST", "/v1/sandboxes/{id}/fork", api_post_sandbox_fork },
+        { "GET", "/v1/pools", api_get_pools },
+        { "PUT", "/v1/pools/{template}", api_put_pool },
+        { "GET", "/v1/checkpoints", api_get_checkpoints },
+        { "GET", "/v1/checkpoints/{cp}", api_get_checkpoint },
+        { "DELETE", "/v1/checkpoints/{cp}", api_delete_checkpoint },
+        { "POST", "/v1/checkpoints/{cp}/fork", api_post_checkpoint_fork },
+        { "POST", "/v1/sandboxes/{id}/processes", api_post_processes },
+        { "POST", "/v1/sandboxes/{id}/processes/{pid}/stdin", api_post_stdin, .begin = api_stdin_begin },
+        { "POST", "/v1/sandboxes/{id}/processes/{pid}/close-stdin", api_post_close_stdin },
+        { "POST", "/v1/sandboxes/{id}/processes/{pid}/signal", api_post_signal },
+        { "GET", "/v1/sandboxes/{id}/processes", api_get_processes },
+        { "GET", "/v1/sandboxes/{id}/processes/{pid}", api_get_process },
+        { "GET", "/v1/sandboxes/{id}/processes/{pid}/stream", api_get_process_stream },
+        { "GET", "/v1/sandboxes/{id}/processes/{pid}/logs", api_get_process_logs },
+        { "POST", "/v1/sandboxes/{id}/processes/{pid}/resize", api_post_resize },
+        { "POST", "/v1/sandboxes/{id}/sessions", api_post_sessions },
+        { "GET", "/v1/sandboxes/{id}/sessions/{sid}/stream", api_get_session_stream, .auth = ROUTE_AUTH_TOKEN },
+        { "POST", "/v1/sandboxes/{id}/sessions/{sid}/token", api_post_session_token },
+        { "GET", "/v1/openapi.json", api_get_openapi, .auth = ROUTE_AUTH_NONE },
+        { "GET", "/v1/info", api_get_info },
+        { "GET", "/v1/operations", api_get_operations },
+        { "POST", "/v1/keys", api_post_keys },
+        { "GET", "/v1/keys", api_get_keys },
+        { "DELETE", "/v1/keys/{key}", api_delete_key },
+        { "GET", "/v1/sandboxes/{id}/files", api_get_file },
+        { "PUT", "/v1/sandboxes/{id}/files", api_put_file, .begin = api_put_file_begin },
+        { "DELETE", "/v1/sandboxes/{id}/files", api_delete_file },
+        { "GET", "/v1/sandboxes/{id}/files/stat", api_get_file_stat },
+        { "GET", "/v1/sandboxes/{id}/files/list", api_get_file_list },
+        { "POST", "/v1/sandboxes/{id}/files/mkdir", api_post_file_mkdir },
+        { "POST", "/v1/sandboxes/{id}/files/move", api_post_file_move },
+        { "POST", "/v1/sandboxes/{id}/files/symlink", api_post_file_symlink },
+        { "POST", "/v1/sandboxes/{id}/files/attrs", api_post_file_attrs },
+        {},
+};
+
+/* {ref} and {template} are template references, which may have '/' in them. */
+static bool is_template_ref(const char *seg, size_t len) {
+        return (len == 5 && strncmp(seg, "{ref}", 5) == 0) || (len == 10 && strncmp(seg, "{template}", 10) == 0);
+}
+
+/* Matches url against pattern segment by segment; {name} segments are captured in order. */
+static bool route_match(const char *pattern, const char *url, RouteArgs *ret) {
+        const char *p = pattern, *u = url;
+        unsigned n = 0;
+
+        *ret = (RouteArgs) {};
+        for (;;) {
+                size_t pl, ul;
+
+                while (*p == '/')
+                        p++;
+                while (*u == '/')
+                        u++;
+                if (!*p || !*u)
+                        return !*p && !*u;
+                pl = strcspn(p, "/");
+                ul = strcspn(u, "/");
+                if (is_template_ref(p, pl)) {
+                        /* a template reference spans segments (team/python:3.12): it takes all the URL's
+                         * segments but as many as the pattern has after it */
+                        unsigned after = 0, have = 0;
+                        const char *e;
+
+                        if (n >= ROUTE_ARGS_MAX)
+                                return false;
+                        for (const char *q = p + pl; *q; q++)
+                                after += *q == '/' && q[1] && q[1] != '/';
+                        for (const char *q = u; *q; q++)
+                                have += *q != '/' && (q == u || q[-1] == '/');
+                        if (have < after + 1)
+                                return false;
+                        e = u;
+                        for (unsigned k = 0; k < have - after; k++) {
+                                while (*e == '/')
+                                        e++;
+                                e += strcspn(e, "/");
+                        }
+                        ul = (size_t) (e - u);
+                        size_t keep = ul < sizeof ret->buf[0] ? ul : sizeof ret->buf[0] - 1;
+                        memcpy(ret->buf[n], u, keep);
+                        ret->buf[n][keep] = 0;
+                        ret->arg[n] = ret->buf[n];
+                        n++;
+                } else if (*p == '{') {
+                        if (n >= ROUTE_ARGS_MAX)
+                                return false;
+                        /* an overlong segment is cut short here and refused by args_valid() */
+                        size_t keep = ul < sizeof ret->buf[0] ? ul : sizeof ret->buf[0] - 1;
+                        memcpy(ret->buf[n], u, keep);
+                        ret->buf[n][keep] = 0;
+                        ret->arg[n] = ret->buf[n];
+                        n++;
+                } else if (pl != ul || memcmp(p, u, pl) != 0)
+                        return false;
+                p += pl;
+                u += ul;
+        }
+}
+
+const Route *api_find_route(const char *method, const char *url, RouteArgs *ret, bool *ret_path_known) {
+        bool known = false;
+
+        for (const Route *rt = api_routes; rt->method; rt++)
+                if (route_match(rt->pattern, url, ret)) {
+                        known = true;
+                        if (streq(rt->method, method)) {
+                                if (ret_path_known)
+                                        *ret_path_known = true;
+                                return rt;
+                        }
+                }
+        if (ret_path_known)
+                *ret_path_known = known;
+        return NULL;
+}
+
+/* Ids in URLs are checked for shape before any handler sees them: a {pid} is a number, everything else
+ * (sandbox ids and names, operation, session and key ids) 1 to ROUTE_ARG_MAX of [A-Za-z0-9._-]. */
+#define ROUTE_ARG_MAX 64
+
+static bool args_valid(Request *r, const Route *rt, const RouteArgs *a) {
+        const char *p = rt->pattern;
+
+        for (unsigned i = 0; i < ROUTE_ARGS_MAX && a->arg[i]; i++) {
+                const char *v = a->arg[i], *name;
+                size_t n = strlen(v), namelen;
+                bool number, good;
+
+                p = strchr(p, '{');
+                if (!p)
+                        break;
+                name = ++p;
+                namelen = strcspn(name, "}");
+                number = namelen == 3 && memcmp(name, "pid", 3) == 0;
+                if (is_template_ref(name - 1, namelen + 2)) {
+                        /* template references: the handler says precisely what is wrong with one */
+                        if (n < 1 || n > 255 ||
+                            strspn(v, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-/:") != n) {
+                                http_respond_error(r, 400, "invalid_ref",
+                                                   "'%.64s' in the URL is not a template reference: use "
+                                                   "NAME[:TAG] or sha256:<hex>", v);
+                                return false;
+                        }
+                        continue;
+                }
+                good = n >= 1 && n <= (number ? 10 : ROUTE_ARG_MAX) &&
+                       strspn(v, number ? "0123456789"
+                                        : "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-") == n;
+                if (!good) {
+                        int shown = n > ROUTE_ARG_MAX ? ROUTE_ARG_MAX : (int) n;
+                        if (number)
+                                http_respond_error(r, 400, "invalid_argument",
+                                                   "'%.*s' in the URL is not a process id (a number)", shown, v);
+                        else
+                                http_respond_error(r, 400, "invalid_argument",
+                                                   "'%.*s%s' in the URL is not a valid {%.*s}: use 1 to %d letters, "
+                                                   "digits, '.', '_' or '-'",
+                                                   shown, v, n > ROUTE_ARG_MAX ? "..." : "", (int) namelen, name,
+                                                   ROUTE_ARG_MAX);
+                        return false;
+                }
+        }
+        return true;
+}
+
+void api_classify(Request *r) {
+        RouteArgs a;
+        const Route *rt = api_find_route(r->method, r->url, &a, NULL);
+
+        if (rt && !args_valid(r, rt, &a))
+                return;
+        if (rt && rt->begin) {
+                r->kind = REQUEST_UPLOAD;
+                rt->begin(r, &a);
+        }
+}
+
+static void get_version(Request *r, const RouteArgs *a) {
+        cJSON *o = cJSON_CreateObject();
+        Manager *m = http_manager(r->http);
+
+        cJSON_AddStringToObject(o, "version", PACKAGE_VERSION);
+        cJSON_AddStringToObject(o, "api", "v1");
+        cJSON_AddStringToObject(o, "accel", m->accel == VM_ACCEL_KVM ? "kvm" : "tcg");
+        cJSON_AddStringToObject(o, "socket", m->socket_path);
+        cJSON_AddNumberToObject(o, "pid", getpid());
+        cJSON_AddNumberToObject(o, "memory_limit_mib", (double) m->memory_limit_mib);
+        cJSON_AddNumberToObject(o, "memory_in_use_mib", (double) manager_memory_in_use(m));
+        http_respond_json(r, 200, o);
+}
+
+static void get_sandboxes(Request *r, const RouteArgs *a) {
+        cJSON *o = cJSON_CreateObject(), *list = cJSON_AddArrayToObject(o, "sandboxes");
+
+        for (Sandbox *s = http_manager(r->http)->sandboxes; s; s = s->next)
+                if (!s->pooled)
+                        cJSON_AddItemToArray(list, sandbox_to_json(s));
+        http_respond_json(r, 200, o);
+}
+
+void respond_wait_result(Request *r) {
+        Manager *m = http_manager(r->http);
+        Operation *op = operation_find(m, r->wait_op);
+        bool done;
+        cJSON *o;
+
+        if (!op) {
+                http_respond_error(r, 404, "operation_not_found", "operation %s is gone", r->wait_op);
+                return;
+        }
+        done = op->state == OPERATION_SUCCEEDED || op->state == OPERATION_FAILED;
+        if (!done && now_usec_monotonic() < r->deadline) {
+                (void) http_wait_on(r, &op->waiters, r->deadline);
+                return;
+        }
+        if (r->wait_kind == WAIT_OPERATION) {
+                http_respond_json(r, 200, operation_to_json(op));
+                return;
+        }
+        if (done && op->state == OPERATION_FAILED) {
+                respond_operation_error(r, &op->error, -EIO);
+                return;
+        }
+        o = cJSON_CreateObject();
+        cJSON_AddItemToObject(o, "operation", operation_to_json(op));
+        if (r->wait_kind == WAIT_CREATE || r->wait_kind == WAIT_LIFECYCLE) {
+                Sandbox *s = sandbox_find_by_id(m, op->sandbox_id);
+                if (s)
+                        cJSON_AddItemToObject(o, "sandbox", sandbox_to_json(s));
+        }
+        http_respond_json(r, done ? (r->wait_kind == WAIT_CREATE ? 201 : 200) : 202, o);
+}
+
+void start_wait(Request *r, Operation *op, int kind, unsigned wait) {
+        memcpy(r->wait_op, op->id, sizeof r->wait_op);
+        r->wait_kind = kind;
+        r->deadline = now_usec_monotonic() + (uint64_t) wait * 1000000ULL;
+        respond_wait_result(r);
+}
+
+static void post_sandboxes(Request *r, const RouteArgs *a) {
+        static const char *const fields[] = { "template", "name", "vcpu", "memory_mib", "disk_mib", "env",
+                                              "metadata", "timeout", "on_timeout", "idle_timeout", NULL };
+        _cleanup_strv_free_ char **env = NULL;
+        OperationError e = {};
+        const char *tmpl = "minimal", *name = NULL;
+        uint64_t vcpu = 0, memory = 0, disk = 0, ttl = 0, idle = 0;
+        bool idle_set = false;
+        int on_expiry = EXPIRY_REMOVE;
+        Manager *m = http_manager(r->http);
+        Operation *op;
+        Sandbox *s;
+        unsigned wait;
+        cJSON *o, *v;
+        int q;
+
+        if (parse_wait(r, &wait) < 0)
+                return;
+        o = parse_body_object(r, fields);
+        if (!o)
+                return;
+        v = cJSON_GetObjectItemCaseSensitive(o, "template");
+        if (v && !cJSON_IsNull(v)) {
+                if (!cJSON_IsString(v) || !*v->valuestring) {
+                        http_respond_error(r, 400, "invalid_argument", "template must be a non-empty string");
+                        goto out;
+                }
+                tmpl = v->valuestring;
+        }
+        v = cJSON_GetObjectItemCaseSensitive(o, "name");
+        if (v && !cJSON_IsNull(v)) {
+                if (!cJSON_IsString(v)) {
+                        http_respond_error(r, 400, "invalid_argument", "name must be a string");
+                        goto out;
+                }
+                name = v->valuestring;
+        }
+        if (get_uint_field(r, o, "vcpu", 1, m->host_cpus, &vcpu) < 0 ||
+            get_uint_field(r, o, "memory_mib", MEMORY_MIB_MIN, MEMORY_MIB_MAX, &memory) < 0 ||
+            get_uint_field(r, o, "disk_mib", 64, DISK_MIB_MAX, &disk) < 0 || get_env_field(r, o, &env) < 0 ||
+            get_uint_field(r, o, "timeout", 0, 10ULL * 365 * 86400, &ttl) < 0)
+                goto out;
+        q = get_uint_field(r, o, "idle_timeout", 0, 10ULL * 365 * 86400, &idle);
+        if (q < 0)
+                goto out;
+        idle_set = q > 0;
+        v = cJSON_GetObjectItemCaseSensitive(o, "on_timeout");
+        if (v && !cJSON_IsNull(v)) {
+                if (!cJSON_IsString(v) || (!streq(v->valuestring, "remove") && !streq(v->valuestring, "suspend"))) {
+                        http_respond_error(r, 400, "invalid_argument", "on_timeout must be \"remove\" or \"suspend\"");
+                        goto out;
+                }
+                on_expiry = streq(v->valuestring, "suspend") ? EXPIRY_SUSPEND : EXPIRY_REMOVE;
+        }
+
+        q = sandbox_create_start(m, tmpl, name, (unsigned) vcpu, memory, disk, env, &op, &s, &e);
+        if (q < 0) {
+                respond_operation_error(r, &e, q);
+                operation_error_done(&e);
+                goto out;
+        }
+        if (ttl > 0 || idle_set) {
+                if (ttl > 0)
+                        s->expires_at = now_unix() + (int64_t) ttl;
+                s->on_expiry = on_expiry;
+                if (idle_set)
+                        s->idle_timeout = (int64_t) idle;
+                (void) sandbox_save(s);
+        }
+        start_wait(r, op, WAIT_CREATE, wait);
+out:
+        cJSON_Delete(o);
+}
+
+static void get_sandbox(Request *r, const RouteArgs *a) {
+        Sandbox *s;
+
+        if (resolve_sandbox(r, a->arg[0], &s) >= 0)
+                http_respond_json(r, 200, sandbox_to_json(s));
+}
+
+static void delete_sandbox(Request *r, const RouteArgs *a) {
+        const char *ref = a->arg[0];
+        OperationError e = {};
+        const char *force = http_query(r, "force");
+        Operation *op;
+        Sandbox *s;
+        unsigned wait;
+        int q;
+
+        if (parse_wait(r, &wait) < 0 || resolve_sandbox(r, ref, &s) < 0)
+                return;
+        q = sandbox_delete_start(http_manager(r->http), s, force && (streq(force, "1") || streq(force, "true")), &op, &e);
+        if (q < 0) {
+                respond_operation_error(r, &e, q);
+                operation_error_done(&e);
+                return;
+        }
+        start_wait(r, op, WAIT_DELETE, wait);
+}
+
+static void get_operation(Request *r, const RouteArgs *a) {
+        const char *id = a->arg[0];
+        Operation *op = operation_find(http_manager(r->http), id);
+        unsigned wait;
+
+        if (parse_wait(r, &wait) < 0)
+                return;
+        if (!op) {
+                http_respond_error(r, 404, "operation_not_found", "no operation '%s'", id);
+                return;
+        }
+        start_wait(r, op, WAIT_OPERATION, wait);
+}
+
+void api_route(Request *r) {
+        const Route *rt;
+        RouteArgs a;
+        bool known;
+
+        if (r->wait_op[0]) {
+                respond_wait_result(r);
+                return;
+        }
+        r->rerun = false;
+        rt = api_find_route(r->method, r->url, &a, &known);
+        if (!rt) {
+                if (known)
+                        http_respond_error(r, 405, "method_not_allowed", "%s is not allowed on %s", r->method, r->url);
+                else
+                        http_respond_error(r, 404, "not_found", "no such route: %s %s", r->method, r->url);
+                return;
+        }
+        if (!args_valid(r, rt, &a))
+                return;
+        rt->handler(r, &a);
+}

@@ -1,0 +1,143 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#pragma once
+
+/* The /v1 API: the route table, and what the handler files share. */
+
+#include "core/operation.h"
+#include "http/http.h"
+
+#define WAIT_MAX_SEC 3600
+#define MEMORY_MIB_MIN 64
+#define MEMORY_MIB_MAX 65536
+#define DISK_MIB_MAX 1048576
+#define ARGV_MAX 4096
+#define ROUTE_ARGS_MAX 4
+
+enum {
+        WAIT_NONE,
+        WAIT_CREATE,
+        WAIT_DELETE,
+        WAIT_OPERATION,
+        WAIT_LIFECYCLE,
+        WAIT_IMPORT,
+};
+
+/* The {name} segments of a matched URL, in order. */
+typedef struct RouteArgs {
+        const char *arg[ROUTE_ARGS_MAX];
+        char buf[ROUTE_ARGS_MAX][256];
+} RouteArgs;
+
+/* What a request over TCP needs (the unix socket checks peer credentials instead). */
+typedef enum RouteAuth {
+        ROUTE_AUTH_KEY,    /* the default: an API key, else 401 unauthorized */
+        ROUTE_AUTH_TOKEN,  /* an API key or a token the handler checks itself (Request.authenticated says) */
+        ROUTE_AUTH_NONE,   /* public (the OpenAPI document) */
+} RouteAuth;
+
+typedef struct Route {
+        const char *method;
+        const char *pattern;
+        void (*handler)(Request *r, const RouteArgs *a);
+        /* Set for routes whose body is streamed to the handler (api_upload) instead of collected. */
+        void (*begin)(Request *r, const RouteArgs *a);
+        RouteAuth auth;
+} Route;
+
+extern const Route api_routes[];
+const Route *api_find_route(const char *method, const char *url, RouteArgs *ret, bool *ret_path_known);
+
+/* api.c: answer once the operation finishes or `wait` seconds pass (202 with the operation then). */
+void start_wait(Request *r, Operation *op, int kind, unsigned wait);
+void respond_wait_result(Request *r);
+
+/* api-lifecycle.c */
+void api_post_pause(Request *r, const RouteArgs *a);
+void api_post_resume(Request *r, const RouteArgs *a);
+void api_post_suspend(Request *r, const RouteArgs *a);
+void api_post_wake(Request *r, const RouteArgs *a);
+int api_ensure_awake(Request *r, Sandbox *s);
+
+/* api-keys.c */
+void api_post_keys(Request *r, const RouteArgs *a);
+void api_get_keys(Request *r, const RouteArgs *a);
+void api_delete_key(Request *r, const RouteArgs *a);
+
+/* api-meta.c; openapi-data.c is generated from spaced/openapi.json */
+extern const char openapi_json[];
+extern const size_t openapi_json_len;
+void api_get_openapi(Request *r, const RouteArgs *a);
+void api_get_info(Request *r, const RouteArgs *a);
+void api_get_operations(Request *r, const RouteArgs *a);
+
+/* api-templates.c */
+cJSON *template_to_json(Manager *m, Template *t);
+void api_get_templates(Request *r, const RouteArgs *a);
+void api_get_template(Request *r, const RouteArgs *a);
+void api_post_template_import(Request *r, const RouteArgs *a);
+void api_delete_template(Request *r, const RouteArgs *a);
+void api_post_template_tag(Request *r, const RouteArgs *a);
+void api_post_templates_gc(Request *r, const RouteArgs *a);
+
+/* api-pools.c */
+void api_get_pools(Request *r, const RouteArgs *a);
+void api_put_pool(Request *r, const RouteArgs *a);
+
+/* api-checkpoints.c */
+void api_post_checkpoints(Request *r, const RouteArgs *a);
+void api_get_checkpoints(Request *r, const RouteArgs *a);
+void api_get_checkpoint(Request *r, const RouteArgs *a);
+void api_delete_checkpoint(Request *r, const RouteArgs *a);
+void api_post_restore(Request *r, const RouteArgs *a);
+void api_post_sandbox_fork(Request *r, const RouteArgs *a);
+void api_post_checkpoint_fork(Request *r, const RouteArgs *a);
+
+/* api-util.c */
+cJSON *checkpoint_to_json(Checkpoint *c);
+cJSON *sandbox_to_json(Sandbox *s);
+cJSON *operation_to_json(Operation *op);
+unsigned status_for_code(const char *code);
+void respond_operation_error(Request *r, const OperationError *e, int err);
+int parse_wait(Request *r, unsigned *ret);
+/* Parses the body as a JSON object with only the allowed fields; responds 400 and returns NULL otherwise. */
+cJSON *parse_body_object(Request *r, const char *const *allowed);
+int get_uint_field(Request *r, cJSON *o, const char *key, uint64_t min, uint64_t max, uint64_t *ret);
+int get_env_field(Request *r, cJSON *o, char ***ret);
+int resolve_sandbox(Request *r, const char *ref, Sandbox **ret);
+
+/* api-processes.c */
+void api_post_processes(Request *r, const RouteArgs *a);
+void api_stdin_begin(Request *r, const RouteArgs *a);
+void api_post_stdin(Request *r, const RouteArgs *a);
+void api_post_close_stdin(Request *r, const RouteArgs *a);
+void api_post_signal(Request *r, const RouteArgs *a);
+void api_get_processes(Request *r, const RouteArgs *a);
+void api_get_process(Request *r, const RouteArgs *a);
+void api_get_process_stream(Request *r, const RouteArgs *a);
+void api_get_process_logs(Request *r, const RouteArgs *a);
+void api_post_resize(Request *r, const RouteArgs *a);
+typedef struct ExecSpec ExecSpec;
+/* Parses argv, env, cwd, user, stdin, timeout, pty, rows, cols of a process body into spec (arrays owned by the
+ * caller: free *ret_argv and *ret_env with strv_free). Responds 400 itself. */
+int parse_exec_spec(Request *r, cJSON *o, bool stdin_default, ExecSpec *spec, char ***ret_argv, char ***ret_env);
+/* Last-Event-ID (header, or ?last_event_id=): 0 when absent. Responds 400 itself. */
+int parse_last_event_id(Request *r, uint64_t *ret);
+
+/* api-files.c */
+void api_get_file(Request *r, const RouteArgs *a);
+void api_put_file(Request *r, const RouteArgs *a);
+void api_put_file_begin(Request *r, const RouteArgs *a);
+void api_delete_file(Request *r, const RouteArgs *a);
+void api_get_file_stat(Request *r, const RouteArgs *a);
+void api_get_file_list(Request *r, const RouteArgs *a);
+void api_post_file_mkdir(Request *r, const RouteArgs *a);
+void api_post_file_move(Request *r, const RouteArgs *a);
+void api_post_file_symlink(Request *r, const RouteArgs *a);
+void api_post_file_attrs(Request *r, const RouteArgs *a);
+/* PUT /files bodies: streamed to the guest (called by api_upload for requests with a file operation). */
+size_t api_files_upload(Request *r, const char *data, size_t n);
+
+/* api-sessions.c */
+void api_post_sessions(Request *r, const RouteArgs *a);
+void api_get_session_stream(Request *r, const RouteArgs *a);
+void api_post_session_token(Request *r, const RouteArgs *a);

@@ -1,0 +1,490 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#include <arpa/inet.h>
+#include <ctype.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "http/http.h"
+#include "http/api.h"
+#include "channel/files.h"
+#include "core/log.h"
+#include "macro.h"
+#include "channel/process.h"
+#include "core/util.h"
+
+/* MHD takes one listen socket per daemon: one daemon for the unix socket and one for TCP, sharing the
+ * access handler; each has its own epoll fd and timer in the event loop. */
+typedef struct Listener {
+        Http *http;
+        struct MHD_Daemon *daemon;
+        sd_event_source *io;
+        sd_event_source *timer;
+        bool tcp;
+} Listener;
+
+struct Http {
+        Manager *manager;
+        Auth *auth;
+        Listener listeners[2];
+        unsigned n_listeners;
+        sd_event_source *kick;
+        char *api_url;
+};
+
+Manager *http_manager(Http *h) {
+        return h->manager;
+}
+
+Auth *http_auth(Http *h) {
+        return h->auth;
+}
+
+const char *http_api_url(Http *h) {
+        return h->api_url;
+}
+
+static void listener_run(Listener *l);
+
+static int on_kick(sd_event_source *s, void *userdata) {
+        Http *h = userdata;
+
+        for (unsigned i = 0; i < h->n_listeners; i++)
+                listener_run(&h->listeners[i]);
+        return 0;
+}
+
+/* MHD must run after a resume so the connection is handled promptly; a defer source batches that. */
+static void http_schedule(Http *h) {
+        (void) sd_event_source_set_enabled(h->kick, SD_EVENT_ONESHOT);
+}
+
+static int on_timer(sd_event_source *s, uint64_t usec, void *userdata) {
+        listener_run(userdata);
+        return 0;
+}
+
+static void listener_run(Listener *l) {
+        MHD_UNSIGNED_LONG_LONG timeout;
+
+        MHD_run(l->daemon);
+        if (MHD_get_timeout(l->daemon, &timeout) == MHD_YES && timeout == 0)
+                /* MHD has more to do right away (the next step of a response): run again, no timer */
+                http_schedule(l->http);
+        else if (MHD_get_timeout(l->daemon, &timeout) == MHD_YES) {
+                uint64_t now;
+                sd_event_now(l->http->manager->event, CLOCK_MONOTONIC, &now);
+                (void) sd_event_source_set_time(l->timer, now + timeout * 1000ULL);
+                (void) sd_event_source_set_enabled(l->timer, SD_EVENT_ONESHOT);
+        } else
+                (void) sd_event_source_set_enabled(l->timer, SD_EVENT_OFF);
+}
+
+static int on_io(sd_event_source *s, int fd, uint32_t revents, void *userdata) {
+        listener_run(userdata);
+        return 0;
+}
+
+static void request_free(Request *r) {
+        if (!r)
+                return;
+        waiter_unlink(&r->waiter);
+        sd_event_source_disable_unref(r->deadline_source);
+        if (r->stream)
+                process_detach_stream(r->stream, r);
+        if (r->upload)
+                process_detach_upload(r->upload, r);
+        if (r->file)
+                file_xfer_detach(r->file, r);
+        space_buf_done(&r->body);
+        free(r);
+}
+
+static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, enum MHD_RequestTerminationCode toe) {
+        request_free(*con_cls);
+        *con_cls = NULL;
+}
+
+void http_suspend(Request *r) {
+        if (r->suspended)
+                return;
+        MHD_suspend_connection(r->connection);
+        r->suspended = true;
+}
+
+void http_resume(Request *r) {
+        if (!r->suspended)
+                return;
+        r->suspended = false;
+        MHD_resume_connection(r->connection);
+        http_schedule(r->http);
+}
+
+static int on_deadline(sd_event_source *s, uint64_t usec, void *userdata) {
+        Request *r = userdata;
+
+        waiter_unlink(&r->waiter);
+        http_resume(r);
+        return 0;
+}
+
+/* The operation finished: the route handler runs again. */
+static void on_waiter_wake(Waiter *w) {
+        Request *r = container_of(w, Request, waiter);
+
+        r->deadline_source = sd_event_source_disable_unref(r->deadline_source);
+        http_resume(r);
+}
+
+int http_wait_on(Request *r, Waiter **list, uint64_t deadline_usec) {
+        int q;
+
+        r->waiter.wake = on_waiter_wake;
+        waiter_add(list, &r->waiter);
+        r->deadline = deadline_usec;
+        r->deadline_source = sd_event_source_disable_unref(r->deadline_source);
+        q = sd_event_add_time(r->http->manager->event, &r->deadline_source, CLOCK_MONOTONIC, deadline_usec, 1000,
+                              on_deadline, r);
+        if (q < 0) {
+                waiter_unlink(&r->waiter);
+                return q;
+        }
+        http_suspend(r);
+        return 0;
+}
+
+static int queue(Request *r, unsigned status, struct MHD_Response *resp) {
+        enum MHD_Result q;
+
+        if (!resp)
+                return -ENOMEM;
+        q = MHD_queue_response(r->connection, status, resp);
+        MHD_destroy_response(resp);
+        r->responded = true;
+        return q == MHD_YES ? 0 : -EIO;
+}
+
+int http_respond_json(Request *r, unsigned status, cJSON *body) {
+        char *text = cJSON_PrintUnformatted(body);
+        struct MHD_Response *resp;
+        size_t n;
+
+        cJSON_Delete(body);
+        if (!text)
+                return -ENOMEM;
+        n = strlen(text);
+        text = realloc(text, n + 2) ?: text;
+        text[n++] = '\n';
+        resp = MHD_create_response_from_buffer(n, text, MHD_RESPMEM_MUST_FREE);
+        if (!resp) {
+                free(text);
+                return -ENOMEM;
+        }
+        MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json");
+        return queue(r, status, resp);
+}
+
+int http_respond_error(Request *r, unsigned status, const char *code, const char *fmt, ...) {
+        cJSON *o = cJSON_CreateObject();
+        char *msg = NULL;
+        va_list ap;
+
+        va_start(ap, fmt);
+        if (vasprintf(&msg, fmt, ap) < 0)
+                msg = NULL;
+        va_end(ap);
+        cJSON_AddStringToObject(o, "code", code);
+        cJSON_AddStringToObject(o, "message", msg ?: code);
+        free(msg);
+        return http_respond_json(r, status, o);
+}
+
+static int respond_unauthorized(Request *r, const char *message) {
+        _cleanup_free_ char *text = NULL;
+        struct MHD_Response *resp;
+        cJSON *o = cJSON_CreateObject();
+
+        cJSON_AddStringToObject(o, "code", "unauthorized");
+        cJSON_AddStringToObject(o, "message", message);
+        text = cJSON_PrintUnformatted(o);
+        cJSON_Delete(o);
+        if (!text)
+                return -ENOMEM;
+        resp = MHD_create_response_from_buffer(strlen(text), text, MHD_RESPMEM_MUST_COPY);
+        if (!resp)
+                return -ENOMEM;
+        MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json");
+        MHD_add_response_header(resp, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer realm=\"space\"");
+        return queue(r, MHD_HTTP_UNAUTHORIZED, resp);
+}
+
+int http_respond_empty(Request *r, unsigned status) {
+        return queue(r, status, MHD_create_response_from_buffer(0, NULL, MHD_RESPMEM_PERSISTENT));
+}
+
+const char *http_query(Request *r, const char *key) {
+        return MHD_lookup_connection_value(r->connection, MHD_GET_ARGUMENT_KIND, key);
+}
+
+const char *http_header(Request *r, const char *key) {
+        return MHD_lookup_connection_value(r->connection, MHD_HEADER_KIND, key);
+}
+
+/* The unix socket is the user's own; still, only the same uid (or root) may talk to it. */
+static bool peer_allowed(Request *r) {
+        const union MHD_ConnectionInfo *ci = MHD_get_connection_info(r->connection,
+                                                                     MHD_CONNECTION_INFO_CONNECTION_FD);
+        struct ucred cred;
+        socklen_t len = sizeof cred;
+
+        if (!ci || getsockopt(ci->connect_fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0)
+                return false;
+        return cred.uid == getuid() || cred.uid == 0;
+}
+
+/* The API key of a TCP request: "Authorization: Bearer KEY" or "X-API-Key: KEY" (MHD compares header names
+ * case-insensitively). */
+static const char *request_api_key(Request *r) {
+        const char *v = http_header(r, "X-API-Key");
+
+        if (v && *v)
+                return v;
+        v = http_header(r, MHD_HTTP_HEADER_AUTHORIZATION);
+        if (!v || strncasecmp(v, "Bearer", 6) != 0 || !isblank((unsigned char) v[6]))
+                return NULL;
+        v += 6;
+        while (isblank((unsigned char) *v))
+                v++;
+        return *v ? v : NULL;
+}
+
+/* Decides, before any body is read, whether a TCP request may go on. */
+static bool authenticate_tcp(Request *r, const Route *rt) {
+        const char *key = request_api_key(r);
+        ApiKey *k;
+
+        if (key && auth_verify(r->http->auth, key, now_unix(), &k) >= 0) {
+                r->authenticated = true;
+                memcpy(r->key_id, k->id, sizeof r->key_id);
+                return true;
+        }
+        if (rt && rt->auth != ROUTE_AUTH_KEY)
+                return true; /* public, or the handler checks its own token */
+        if (key)
+                log_info("refused a TCP request for %s %s: unknown or revoked API key", r->method, r->url);
+        respond_unauthorized(r, key ? "the API key is not valid (unknown, revoked or malformed); create one with "
+                                      "'spacectl key create' and send it as 'Authorization: Bearer KEY' or "
+                                      "'X-API-Key: KEY'"
+                                    : "this request needs an API key: create one with 'spacectl key create' and "
+                                      "send it as 'Authorization: Bearer KEY' or 'X-API-Key: KEY'");
+        return false;
+}
+
+/* A declared body over the limit is refused before any of it is read (MHD then closes the connection). */
+static bool body_size_ok(Request *r) {
+        const char *v = http_header(r, MHD_HTTP_HEADER_CONTENT_LENGTH);
+        unsigned long long n;
+        char *end;
+
+        if (!v || r->kind == REQUEST_UPLOAD)
+                return true;
+        errno = 0;
+        n = strtoull(v, &end, 10);
+        if (errno == 0 && end != v && *end == 0 && n <= HTTP_BODY_MAX)
+                return true;
+        http_respond_error(r, MHD_HTTP_CONTENT_TOO_LARGE, "payload_too_large",
+                           "request body of %s bytes refused: JSON bodies are limited to %d bytes", v, HTTP_BODY_MAX);
+        return false;
+}
+
+void http_set_streaming(Request *r) {
+        /* MHD keeps suspended connections off its timeout lists: change the timeout only while active */
+        if (r->streaming || r->suspended)
+                return;
+        r->streaming = true;
+        if (r->tcp)
+                (void) MHD_set_connection_option(r->connection, MHD_CONNECTION_OPTION_TIMEOUT, (unsigned) 0);
+}
+
+static void request_begin(Listener *l, Request *r) {
+        const Route *rt;
+        RouteArgs a;
+
+        r->tcp = l->tcp;
+        rt = api_find_route(r->method, r->url, &a, NULL);
+        if (!l->tcp) {
+                if (!peer_allowed(r)) {
+                        http_respond_error(r, MHD_HTTP_FORBIDDEN, "permission_denied",
+                                           "this socket belongs to another user");
+                        return;
+                }
+                r->authenticated = true;
+        } else if (!authenticate_tcp(r, rt))
+                return;
+        if (!rt) {
+                api_route(r); /* 404 or 405, without reading a body */
+                return;
+        }
+        api_classify(r);
+        if (!r->responded)
+                (void) body_size_ok(r);
+}
+
+static enum MHD_Result on_access(void *cls, struct MHD_Connection *connection, const char *url,
+                                 const char *method, const char *version, const char *upload_data,
+                                 size_t *upload_data_size, void **con_cls) {
+        Listener *l = cls;
+        Request *r = *con_cls;
+
+        if (!r) {
+                r = calloc(1, sizeof *r);
+                if (!r)
+                        return MHD_NO;
+                r->http = l->http;
+                r->connection = connection;
+                r->method = method;
+                r->url = url;
+                *con_cls = r;
+                request_begin(l, r);
+                return MHD_YES;
+        }
+
+        if (*upload_data_size > 0) {
+                if (r->responded || r->body_too_large) {
+                        /* answered already (an error), or too large: drop it, but not forever */
+                        r->drained += *upload_data_size;
+                        *upload_data_size = 0;
+                        return r->drained > HTTP_DRAIN_MAX ? MHD_NO : MHD_YES;
+                }
+                if (r->kind == REQUEST_UPLOAD && !r->upload_failed) {
+                        size_t took = api_upload(r, upload_data, *upload_data_size);
+                        *upload_data_size -= took;
+                        return MHD_YES;
+                }
+                if (r->body.len + *upload_data_size > HTTP_BODY_MAX) {
+                        r->body_too_large = true;
+                        space_buf_done(&r->body);
+                        r->drained += *upload_data_size;
+                } else if (space_buf_append(&r->body, upload_data, *upload_data_size) < 0)
+                        return MHD_NO;
+                *upload_data_size = 0;
+                return MHD_YES;
+        }
+
+        if (r->responded || r->suspended)
+                return MHD_YES;
+        if (r->body_too_large) {
+                http_respond_error(r, MHD_HTTP_CONTENT_TOO_LARGE, "payload_too_large",
+                                   "request body over %d bytes", HTTP_BODY_MAX);
+                return MHD_YES;
+        }
+        api_route(r);
+        if (r->stream)
+                http_set_streaming(r);
+        return MHD_YES;
+}
+
+static int listener_start(Http *h, Listener *l, int fd, bool tcp) {
+        const union MHD_DaemonInfo *info;
+        int r;
+
+        l->http = h;
+        l->tcp = tcp;
+        /* Over TCP a connection that sends no request (or stalls in one) is closed after a while; the unix
+         * socket is the user's own and keeps the old behaviour. Suspended connections (long polls, SSE
+         * waiting for output) never time out, and http_set_streaming() exempts running streams. */
+        l->daemon = MHD_start_daemon(MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG, 0, NULL, NULL,
+                                     on_access, l, MHD_OPTION_LISTEN_SOCKET, fd,
+                                     MHD_OPTION_NOTIFY_COMPLETED, on_completed, h,
+                                     MHD_OPTION_CONNECTION_TIMEOUT, tcp ? (unsigned) HTTP_TCP_IDLE_TIMEOUT_SEC : 0U,
+                                     MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t) (256 * 1024),
+                                     MHD_OPTION_CONNECTION_LIMIT,
+                                     tcp ? (unsigned) HTTP_TCP_CONNECTIONS_MAX : (unsigned) HTTP_UNIX_CONNECTIONS_MAX,
+                                     MHD_OPTION_END);
+        if (!l->daemon)
+                return -EIO;
+        info = MHD_get_daemon_info(l->daemon, MHD_DAEMON_INFO_EPOLL_FD);
+        if (!info)
+                return -EIO;
+        r = sd_event_add_io(h->manager->event, &l->io, info->epoll_fd, EPOLLIN, on_io, l);
+        if (r < 0)
+                return r;
+        /* accuracy 1 us: sd-event's default of 250 ms would hold every response back that long */
+        return sd_event_add_time(h->manager->event, &l->timer, CLOCK_MONOTONIC, UINT64_MAX, 1, on_timer, l);
+}
+
+static void listener_stop(Listener *l) {
+        l->io = sd_event_source_disable_unref(l->io);
+        l->timer = sd_event_source_disable_unref(l->timer);
+        /* Suspended connections must be resumed before MHD stops; the process goes away anyway. */
+        if (l->daemon)
+                MHD_stop_daemon(l->daemon);
+        l->daemon = NULL;
+}
+
+static int format_api_url(int fd, char **ret) {
+        struct sockaddr_storage sa;
+        socklen_t len = sizeof sa;
+        char host[INET6_ADDRSTRLEN];
+
+        if (getsockname(fd, (struct sockaddr *) &sa, &len) < 0)
+                return -errno;
+        if (sa.ss_family == AF_INET) {
+                struct sockaddr_in *in = (struct sockaddr_in *) &sa;
+                if (!inet_ntop(AF_INET, &in->sin_addr, host, sizeof host))
+                        return -errno;
+                return asprintf(ret, "http://%s:%u", host, ntohs(in->sin_port)) < 0 ? -ENOMEM : 0;
+        }
+        if (sa.ss_family == AF_INET6) {
+                struct sockaddr_in6 *in6 = (struct sockaddr_in6 *) &sa;
+                if (!inet_ntop(AF_INET6, &in6->sin6_addr, host, sizeof host))
+                        return -errno;
+                return asprintf(ret, "http://[%s]:%u", host, ntohs(in6->sin6_port)) < 0 ? -ENOMEM : 0;
+        }
+        return -EAFNOSUPPORT;
+}
+
+int http_new(Manager *m, int unix_fd, int tcp_fd, Http **ret) {
+        Http *h = calloc(1, sizeof *h);
+        int r;
+
+        if (!h)
+                return -ENOMEM;
+        h->manager = m;
+        r = auth_new(m->store, &h->auth);
+        if (r >= 0)
+                r = sd_event_add_defer(m->event, &h->kick, on_kick, h);
+        if (r >= 0) {
+                (void) sd_event_source_set_enabled(h->kick, SD_EVENT_OFF);
+                r = listener_start(h, &h->listeners[h->n_listeners++], unix_fd, false);
+        }
+        if (r >= 0 && tcp_fd >= 0) {
+                r = format_api_url(tcp_fd, &h->api_url);
+                if (r >= 0)
+                        r = listener_start(h, &h->listeners[h->n_listeners++], tcp_fd, true);
+        }
+        if (r < 0) {
+                http_free(h);
+                return r;
+        }
+        *ret = h;
+        return 0;
+}
+
+Http *http_free(Http *h) {
+        if (!h)
+                return NULL;
+        for (unsigned i = 0; i < h->n_listeners; i++)
+                listener_stop(&h->listeners[i]);
+        sd_event_source_disable_unref(h->kick);
+        auth_free(h->auth);
+        free(h->api_url);
+        free(h);
+        return NULL;
+}

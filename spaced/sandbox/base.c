@@ -1,0 +1,329 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "core/log.h"
+#include "macro.h"
+#include "paths.h"
+#include "core/util.h"
+#include "sandbox/sandbox.h"
+#include "channel/channel.h"
+
+/* A template's base snapshot (decision 4): boot once, wait for the agent, save the device state with guest
+ * RAM left in a memory-backend-file. Sandboxes restore from it with share=off. Its directory name holds every
+ * input, so a changed kernel, initramfs (agent), template or VM shape gets a new one; `ready` is written
+ * last, so a half-built one is never used. */
+
+#define BASE_BOOT_TIMEOUT_MS (180 * 1000)
+
+void base_request_done(BaseRequest *r) {
+        free(r->lib_dir);
+        free(r->state_dir);
+        free(r->runtime_dir);
+        free(r->qemu_binary);
+        free(r->template_name);
+        free(r->rootfs);
+        free(r->template_digest);
+        memset(r, 0, sizeof *r);
+}
+
+void base_snapshot_done(BaseSnapshot *b) {
+        free(b->dir);
+        free(b->mem_path);
+        free(b->state_path);
+        free(b->disk_path);
+        free(b->kernel);
+        free(b->initrd);
+        memset(b, 0, sizeof *b);
+}
+
+int guest_kernel_path(const char *lib_dir, char **ret_kernel, char **ret_initrd) {
+        if (asprintf(ret_kernel, "%s/vmlinux", lib_dir) < 0)
+                return -ENOMEM;
+        if (asprintf(ret_initrd, "%s/initramfs.cpio", lib_dir) < 0) {
+                free(*ret_kernel);
+                return -ENOMEM;
+        }
+        return 0;
+}
+
+static bool is_hex_digest(const char *s) {
+        if (strlen(s) != 64)
+                return false;
+        for (; *s; s++)
+                if (!((*s >= '0' && *s <= '9') || (*s >= 'a' && *s <= 'f')))
+                        return false;
+        return true;
+}
+
+int file_digest(const char *path, char **ret) {
+        _cleanup_free_ char *sidecar = NULL, *line = NULL, *out = NULL;
+        struct stat st, sst;
+        int r;
+
+        if (stat(path, &st) < 0)
+                return -errno;
+        /* `make` writes PATH.sha256 beside each guest file; trust it only if it is newer than the file. */
+        if (asprintf(&sidecar, "%s.sha256", path) < 0)
+                return -ENOMEM;
+        if (stat(sidecar, &sst) == 0 && sst.st_mtime >= st.st_mtime && read_first_line(sidecar, &line) >= 0) {
+                line[strcspn(line, " \t")] = 0;
+                if (is_hex_digest(line))
+                        return asprintf(ret, "sha256:%s", line) < 0 ? -ENOMEM : 0;
+        }
+        /* Otherwise hash it now (once per file change) and leave the sidecar if we can. */
+        {
+                int pipefd[2];
+                char buf[128] = {};
+                pid_t pid;
+                ssize_t n;
+
+                if (pipe2(pipefd, O_CLOEXEC) < 0)
+                        return -errno;
+                pid = fork();
+                if (pid < 0)
+                        return -errno;
+                if (pid == 0) {
+                        dup2(pipefd[1], 1);
+                        execlp("sha256sum", "sha256sum", "--", path, (char *) NULL);
+                        _exit(127);
+                }
+                close(pipefd[1]);
+                n = read(pipefd[0], buf, sizeof buf - 1);
+                close(pipefd[0]);
+                r = 0;
+                while (waitpid(pid, &r, 0) < 0 && errno == EINTR)
+                        ;
+                if (n < 64)
+                        return -EIO;
+                buf[64] = 0;
+                if (!is_hex_digest(buf))
+                        return -EIO;
+                {
+                        _cleanup_free_ char *content = NULL;
+                        if (asprintf(&content, "%s\n", buf) >= 0)
+                                (void) write_file_atomic(sidecar, content);
+                }
+                return asprintf(ret, "sha256:%s", buf) < 0 ? -ENOMEM : 0;
+        }
+}
+
+static int short_digest(const char *digest, char out[13]) {
+        const char *hex = strchr(digest, ':');
+        hex = hex ? hex + 1 : digest;
+        if (strlen(hex) < 12)
+                return -EINVAL;
+        memcpy(out, hex, 12);
+        out[12] = 0;
+        return 0;
+}
+
+int base_snapshot_ensure(Manager *m, const BaseRequest *req, BaseSnapshot *ret, char **reterr_message) {
+        _cleanup_free_ char *kernel = NULL, *initrd = NULL, *kd = NULL, *id = NULL, *dir = NULL, *ready = NULL,
+                            *run_dir = NULL, *agent_sock = NULL;
+        BaseSnapshot b = {};
+        char ks[13], is[13], ts[13];
+        Qmp *q = NULL;
+        pid_t pid = 0;
+        int r;
+
+        r = guest_kernel_path(req->lib_dir, &kernel, &initrd);
+        if (r < 0)
+                return r;
+        r = file_digest(kernel, &kd);
+        if (r < 0) {
+                (void) asprintf(reterr_message, "guest kernel %s: %s (build it with 'make', or set SPACE_LIB_DIR)",
+                                kernel, strerror(-r));
+                return r;
+        }
+        r = file_digest(initrd, &id);
+        if (r < 0) {
+                (void) asprintf(reterr_message, "guest initramfs %s: %s", initrd, strerror(-r));
+                return r;
+        }
+        if (short_digest(kd, ks) < 0 || short_digest(id, is) < 0 || short_digest(req->template_digest, ts) < 0)
+                return -EINVAL;
+        /* Named by the template's digest (not a tag, which moves): templates_gc() parses this name. A btrfs
+         * store's base has a raw disk, which a qcow2 store's sandboxes could not use, and vice versa. */
+        if (asprintf(&dir, "%s/base/%s-k%s-i%s-m%llu-c%u-%s%s", req->state_dir, ts, ks, is,
+                     (unsigned long long) req->memory_mib, req->vcpu, req->accel == VM_ACCEL_KVM ? "kvm" : "tcg",
+                     req->disk_backend == DISK_BACKEND_BTRFS ? "-btrfs" : "") < 0)
+                return -ENOMEM;
+        if (asprintf(&ready, "%s/ready", dir) < 0 || asprintf(&b.mem_path, "%s/base.mem", dir) < 0 ||
+            asprintf(&b.state_path, "%s/base.state", dir) < 0 ||
+            asprintf(&b.disk_path, "%s/base.%s", dir, req->disk_backend == DISK_BACKEND_BTRFS ? "raw" : "qcow2") < 0)
+                return -ENOMEM;
+        b.kernel = TAKE_PTR(kernel);
+        b.initrd = TAKE_PTR(initrd);
+        b.dir = TAKE_PTR(dir);
+
+        pthread_mutex_lock(&m->base_lock);
+        if (access(ready, F_OK) == 0) {
+                pthread_mutex_unlock(&m->base_lock);
+                *ret = b;
+                return 0;
+        }
+
+        log_info("building the base snapshot of template %s (%llu MiB, %u vCPU): one cold boot", req->template_name,
+                 (unsigned long long) req->memory_mib, req->vcpu);
+        uint64_t t0 = now_usec_monotonic();
+        (void) rm_rf(b.dir);
+        r = space_mkdir_p(b.dir, 0700);
+        if (r < 0)
+                goto fail_msg;
+        if (asprintf(&run_dir, "%s/base-%s%s", req->runtime_dir, ts, is) < 0) {
+                r = -ENOMEM;
+                goto fail;
+        }
+        (void) rm_rf(run_dir);
+        r = space_mkdir_p(run_dir, 0700);
+        if (r < 0)
+                goto fail_msg;
+        {
+                _cleanup_free_ char *disk = NULL;
+                r = disk_base_new(req->disk_backend, req->rootfs, b.dir, &disk, reterr_message);
+                if (r < 0)
+                        goto fail;
+                if (!streq(disk, b.disk_path)) {
+                        r = -EINVAL;
+                        goto fail_msg;
+                }
+        }
+
+        VmConfig c = {
+                .qemu_binary = req->qemu_binary,
+                .run_dir = run_dir,
+                .kernel = b.kernel,
+                .initrd = b.initrd,
+                .disk = b.disk_path,
+                .disk_format = disk_format(b.disk_path),
+                .mem_path = b.mem_path,
+                .mem_share = true,
+                .vcpus = req->vcpu,
+                .memory_mib = req->memory_mib,
+                .accel = req->accel,
+                .tsc_khz = req->tsc_khz,
+                .tcg_cache_mib = req->tcg_cache_mib,
+        };
+        r = vm_start(&c, 10000, &pid, &q, reterr_message);
+        if (r < 0)
+                goto fail;
+        if (asprintf(&agent_sock, "%s/agent.sock", run_dir) < 0) {
+                r = -ENOMEM;
+                goto fail;
+        }
+        crash_point("base-booting");
+        r = agent_wait_hello(agent_sock, BASE_BOOT_TIMEOUT_MS, reterr_message);
+        if (r < 0) {
+                /* what the guest printed is the best clue to why it never said hello */
+                _cleanup_free_ char *console = NULL, *msg = TAKE_PTR(*reterr_message);
+                (void) vm_console_read(q, 2000, &console, NULL);
+                (void) asprintf(reterr_message, "%s; guest console: %s", msg ?: "no hello",
+                                console && *console ? console : "(empty)");
+                goto fail;
+        }
+        {
+                _cleanup_close_ int fd = open(b.state_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+                if (fd < 0) {
+                        r = -errno;
+                        goto fail_msg;
+                }
+                r = vm_save_state(q, fd, 120000, NULL, NULL, reterr_message);
+                if (r < 0)
+                        goto fail;
+                if (fsync(fd) < 0) {
+                        r = -errno;
+                        goto fail_msg;
+                }
+        }
+        q = qmp_close(q);
+        (void) vm_kill(pid, run_dir, 10000);
+        pid = 0;
+        {
+                /* Allocate the holes (zero pages the guest never wrote): sandboxes map this file privately,
+                 * and on tmpfs reading a hole through such a mapping allocates a page, which on a full
+                 * filesystem kills QEMU with SIGBUS in the middle of, say, a suspend. */
+                _cleanup_close_ int mfd = open(b.mem_path, O_RDWR | O_CLOEXEC);
+                if (mfd < 0 || fallocate(mfd, 0, 0, (off_t) (req->memory_mib << 20)) < 0) {
+                        r = -errno;
+                        (void) asprintf(reterr_message, "cannot allocate the base memory file %s (%llu MiB): %m",
+                                        b.mem_path, (unsigned long long) req->memory_mib);
+                        goto fail;
+                }
+        }
+        (void) rm_rf(run_dir);
+        r = write_file_atomic(ready, "1\n");
+        if (r < 0)
+                goto fail_msg;
+        pthread_mutex_unlock(&m->base_lock);
+        log_info("base snapshot of %s ready in %.1f s: %s", req->template_name,
+                 (double) (now_usec_monotonic() - t0) / 1e6, b.dir);
+        *ret = b;
+        return 0;
+
+fail_msg:
+        if (reterr_message && !*reterr_message)
+                (void) asprintf(reterr_message, "building the base snapshot in %s: %s", b.dir, strerror(-r));
+fail:
+        q = qmp_close(q);
+        if (pid > 0)
+                (void) vm_kill(pid, run_dir, 5000);
+        if (run_dir) {
+                /* keep QEMU's log next to the failure for whoever debugs it */
+                _cleanup_free_ char *log_src = NULL, *log_dst = NULL;
+                if (asprintf(&log_src, "%s/qemu.log", run_dir) >= 0 &&
+                    asprintf(&log_dst, "%s/base-build-failed.log", req->state_dir) >= 0)
+                        (void) rename(log_src, log_dst);
+                (void) rm_rf(run_dir);
+        }
+        (void) rm_rf(b.dir);
+        pthread_mutex_unlock(&m->base_lock);
+        base_snapshot_done(&b);
+        return r;
+}
+
+VmConfig base_restore_config(const BaseSnapshot *b, const BaseRequest *req, const char *run_dir, const char *disk) {
+        /* Everything but the run dir and the disk must equal the saved VM's command line. */
+        return (VmConfig) {
+                .qemu_binary = req->qemu_binary,
+                .run_dir = run_dir,
+                .kernel = b->kernel,
+                .initrd = b->initrd,
+                .disk = disk,
+                .disk_format = disk_format(disk),
+                .mem_path = b->mem_path,
+                .mem_share = false,
+                .vcpus = req->vcpu,
+                .memory_mib = req->memory_mib,
+                .accel = req->accel,
+                .tsc_khz = req->tsc_khz,
+                .tcg_cache_mib = req->tcg_cache_mib,
+                .incoming = true,
+        };
+}
+
+void base_cleanup_stale(const char *runtime_dir) {
+        _cleanup_closedir_ DIR *d = opendir(runtime_dir);
+        struct dirent *de;
+
+        /* A base snapshot being built when the daemon died: its QEMU outlives us (decision 7) and nothing else
+         * knows of it. The lock on the runtime dir says no other daemon is building one now. */
+        while (d && (de = readdir(d))) {
+                _cleanup_free_ char *dir = NULL;
+                pid_t pid;
+
+                if (strncmp(de->d_name, "base-", 5) != 0 || asprintf(&dir, "%s/%s", runtime_dir, de->d_name) < 0)
+                        continue;
+                if (vm_read_pidfile(dir, &pid) >= 0 && pid > 0 && vm_pid_alive(pid, dir)) {
+                        log_info("killing QEMU %d, the base snapshot build a previous spaced left", (int) pid);
+                        (void) vm_kill(pid, dir, 5000);
+                }
+                (void) rm_rf(dir);
+        }
+}

@@ -1,0 +1,791 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#include <cjson/cJSON.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <sqlite3.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "core/log.h"
+#include "macro.h"
+#include "string-util.h"
+#include "paths.h"
+#include "core/util.h"
+#include "core/worker.h"
+#include "sandbox/sandbox.h"
+#include "template/template.h"
+#include "channel/channel.h"
+#include "core/store.h"
+
+/* Checkpoints, restore and fork (DESIGN.md decision 6). A checkpoint stops the sandbox, freezes its disk
+ * (layers.c: a qcow2 layer the VM leaves for a new one on top, or a read-only btrfs snapshot), writes memory
+ * and device state, and lets it run again: the pause is mostly the state write. Restore and fork are creates whose source is the
+ * checkpoint instead of the template's base snapshot. */
+
+#define CHECKPOINT_TIMEOUT_MS (600 * 1000)
+#define RESTORE_TIMEOUT_MS (120 * 1000)
+
+static const char schema[] = "CREATE TABLE IF NOT EXISTS checkpoints ("
+                             "  id TEXT PRIMARY KEY NOT NULL,"
+                             "  name TEXT UNIQUE,"
+                             "  sandbox_id TEXT NOT NULL,"
+                             "  template TEXT NOT NULL,"
+                             "  template_digest TEXT,"
+                             "  vcpu INTEGER NOT NULL,"
+                             "  memory_mib INTEGER NOT NULL,"
+                             "  disk_mib INTEGER NOT NULL,"
+                             "  env TEXT NOT NULL DEFAULT '[]',"
+                             "  disk TEXT NOT NULL,"
+                             "  state_path TEXT NOT NULL,"
+                             "  created_at INTEGER NOT NULL,"
+                             "  pause_usec INTEGER NOT NULL DEFAULT 0,"
+                             "  size_bytes INTEGER NOT NULL DEFAULT 0);";
+
+Checkpoint *checkpoint_free(Checkpoint *c) {
+        if (!c)
+                return NULL;
+        free(c->name);
+        free(c->template_name);
+        free(c->template_digest);
+        strv_free(c->env);
+        free(c->disk);
+        free(c->state_path);
+        free(c);
+        return NULL;
+}
+
+void checkpoints_free(Manager *m) {
+        while (m->checkpoints) {
+                Checkpoint *c = m->checkpoints;
+                m->checkpoints = c->next;
+                checkpoint_free(c);
+        }
+}
+
+Checkpoint *checkpoint_find(Manager *m, const char *ref) {
+        Checkpoint *found = NULL;
+        size_t n = strlen(ref);
+
+        if (n == 0)
+                return NULL;
+        for (Checkpoint *c = m->checkpoints; c; c = c->next)
+                if (streq(c->id, ref) || (c->name && streq(c->name, ref)))
+                        return c;
+        for (Checkpoint *c = m->checkpoints; c; c = c->next)
+                if (strncmp(c->id, ref, n) == 0) {
+                        if (found)
+                                return NULL; /* ambiguous */
+                        found = c;
+                }
+        return found;
+}
+
+static int checkpoint_save(Manager *m, const Checkpoint *c) {
+        sqlite3 *db = store_db(m->store);
+        sqlite3_stmt *st = NULL;
+        cJSON *env = cJSON_CreateArray();
+        char *env_json;
+        int rc;
+
+        for (char **e = c->env; e && *e; e++)
+                cJSON_AddItemToArray(env, cJSON_CreateString(*e));
+        env_json = cJSON_PrintUnformatted(env);
+        cJSON_Delete(env);
+        if (!env_json)
+                return -ENOMEM;
+        rc = sqlite3_prepare_v2(db,
+                                "INSERT OR REPLACE INTO checkpoints (id, name, sandbox_id, template, template_digest,"
+                                " vcpu, memory_mib, disk_mib, env, disk, state_path, created_at, pause_usec,"
+                                " size_bytes) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                                -1, &st, NULL);
+        if (rc == SQLITE_OK) {
+                sqlite3_bind_text(st, 1, c->id, -1, SQLITE_STATIC);
+                if (c->name)
+                        sqlite3_bind_text(st, 2, c->name, -1, SQLITE_STATIC);
+                sqlite3_bind_text(st, 3, c->sandbox_id, -1, SQLITE_STATIC);
+                sqlite3_bind_text(st, 4, c->template_name, -1, SQLITE_STATIC);
+                sqlite3_bind_text(st, 5, c->template_digest, -1, SQLITE_STATIC);
+                sqlite3_bind_int(st, 6, (int) c->vcpu);
+                sqlite3_bind_int64(st, 7, (sqlite3_int64) c->memory_mib);
+                sqlite3_bind_int64(st, 8, (sqlite3_int64) c->disk_mib);
+                sqlite3_bind_text(st, 9, env_json, -1, SQLITE_STATIC);
+                sqlite3_bind_text(st, 10, c->disk, -1, SQLITE_STATIC);
+                sqlite3_bind_text(st, 11, c->state_path, -1, SQLITE_STATIC);
+                sqlite3_bind_int64(st, 12, c->created_at);
+                sqlite3_bind_int64(st, 13, (sqlite3_int64) c->pause_usec);
+                sqlite3_bind_int64(st, 14, (sqlite3_int64) c->size_bytes);
+                rc = sqlite3_step(st);
+        }
+        sqlite3_finalize(st);
+        free(env_json);
+        return rc == SQLITE_DONE ? 0 : -EIO;
+}
+
+static int checkpoint_delete_row(Manager *m, const char *id) {
+        sqlite3_stmt *st = NULL;
+        int rc = sqlite3_prepare_v2(store_db(m->store), "DELETE FROM checkpoints WHERE id = ?", -1, &st, NULL);
+
+        if (rc == SQLITE_OK) {
+                sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
+                rc = sqlite3_step(st);
+        }
+        sqlite3_finalize(st);
+        return rc == SQLITE_DONE ? 0 : -EIO;
+}
+
+static char *col(sqlite3_stmt *st, int i) {
+        const unsigned char *t = sqlite3_column_text(st, i);
+        return t ? strdup((const char *) t) : NULL;
+}
+
+int checkpoints_load(Manager *m) {
+        sqlite3 *db = store_db(m->store);
+        sqlite3_stmt *st = NULL;
+        int rc;
+
+        rc = sqlite3_exec(db, schema, NULL, NULL, NULL);
+        if (rc != SQLITE_OK)
+                return -EIO;
+        rc = sqlite3_prepare_v2(db,
+                                "SELECT id, name, sandbox_id, template, template_digest, vcpu, memory_mib, disk_mib,"
+                                " env, disk, state_path, created_at, pause_usec, size_bytes FROM checkpoints"
+                                " ORDER BY created_at DESC",
+                                -1, &st, NULL);
+        if (rc != SQLITE_OK)
+                return -EIO;
+        while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+                const char *id = (const char *) sqlite3_column_text(st, 0);
+                const char *sid = (const char *) sqlite3_column_text(st, 2);
+                Checkpoint *c;
+                cJSON *env, *i;
+
+                if (!id || strlen(id) != CHECKPOINT_ID_LEN || !sid || strlen(sid) != SANDBOX_ID_LEN)
+                        continue;
+                c = calloc(1, sizeof *c);
+                if (!c)
+                        break;
+                memcpy(c->id, id, sizeof c->id);
+                memcpy(c->sandbox_id, sid, sizeof c->sandbox_id);
+                c->name = col(st, 1);
+                c->template_name = col(st, 3);
+                c->template_digest = col(st, 4);
+                c->vcpu = (unsigned) sqlite3_column_int(st, 5);
+                c->memory_mib = (uint64_t) sqlite3_column_int64(st, 6);
+                c->disk_mib = (uint64_t) sqlite3_column_int64(st, 7);
+                env = cJSON_Parse((const char *) sqlite3_column_text(st, 8) ?: "[]");
+                c->env = calloc(1, sizeof(char *));
+                cJSON_ArrayForEach(i, env)
+                        if (cJSON_IsString(i))
+                                (void) strv_extend(&c->env, i->valuestring);
+                cJSON_Delete(env);
+                c->disk = col(st, 9);
+                c->state_path = col(st, 10);
+                c->created_at = sqlite3_column_int64(st, 11);
+                c->pause_usec = (uint64_t) sqlite3_column_int64(st, 12);
+                c->size_bytes = (uint64_t) sqlite3_column_int64(st, 13);
+                c->ready = true;
+                if (!c->template_name || !c->disk || !c->state_path) {
+                        checkpoint_free(c);
+                        continue;
+                }
+                c->next = m->checkpoints;
+                m->checkpoints = c;
+        }
+        sqlite3_finalize(st);
+
+        /* State files of checkpoints a crash interrupted before they were recorded. */
+        {
+                _cleanup_free_ char *dir = NULL;
+                _cleanup_closedir_ DIR *d = NULL;
+                struct dirent *de;
+
+                if (asprintf(&dir, "%s/checkpoints", m->state_dir) >= 0 && (d = opendir(dir)))
+                        while ((de = readdir(d))) {
+                                _cleanup_free_ char *path = NULL;
+                                bool known = false;
+
+                                if (de->d_name[0] == '.' || asprintf(&path, "%s/%s", dir, de->d_name) < 0)
+                                        continue;
+                                for (Checkpoint *c = m->checkpoints; c && !known; c = c->next)
+                                        known = streq(c->state_path, path);
+                                if (!known)
+                                        (void) unlink(path);
+                        }
+        }
+        return 0;
+}
+
+/* ---- take a checkpoint ---- */
+
+typedef struct CheckpointJob {
+        Manager *manager;
+        char sandbox_id[SANDBOX_ID_LEN + 1];
+        char checkpoint_id[CHECKPOINT_ID_LEN + 1];
+        char op_id[OPERATION_ID_LEN + 1];
+        char *run_dir;
+        char *data_dir;
+        char *state_dir;
+        char *state_path;
+        uint64_t disk_mib;
+        /* a fork waiting for this checkpoint */
+        unsigned fork_count;
+        char fork_op[OPERATION_ID_LEN + 1];
+        /* results */
+        int r;
+        char *error;
+        char *frozen_layer;
+        uint64_t pause_usec;
+        uint64_t disk_usec;   /* of the pause: stop and the disk's snapshot */
+        uint64_t size_bytes;
+        OperationProgress progress; /* the operation's, while it runs */
+} CheckpointJob;
+
+static void checkpoint_job_free(CheckpointJob *j) {
+        pthread_mutex_destroy(&j->progress.lock);
+        free(j->run_dir);
+        free(j->data_dir);
+        free(j->state_dir);
+        free(j->state_path);
+        free(j->error);
+        free(j->frozen_layer);
+        free(j);
+}
+
+static void checkpoint_done(Manager *m, void *userdata);
+
+static void *checkpoint_worker(void *userdata) {
+        CheckpointJob *j = userdata;
+        _cleanup_free_ char *qmp_path = NULL;
+        _cleanup_close_ int fd = -1;
+        DiskCheckpoint d = {};
+        uint64_t t_stop = 0;
+        Qmp *q = NULL;
+        bool stopped = false;
+        int r;
+
+        if (asprintf(&qmp_path, "%s/qmp.sock", j->run_dir) < 0) {
+                r = -ENOMEM;
+                goto out;
+        }
+        r = disk_checkpoint_prepare(j->state_dir, j->data_dir, j->disk_mib, &d, &j->error);
+        if (r < 0)
+                goto out;
+        fd = open(j->state_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+        if (fd < 0) {
+                r = -errno;
+                (void) asprintf(&j->error, "cannot create %s: %m", j->state_path);
+                goto out;
+        }
+        crash_point("checkpoint-prepared");
+        r = qmp_open(qmp_path, 5000, &q, &j->error);
+        if (r < 0)
+                goto out;
+        t_stop = now_usec_monotonic();
+        /* stop drains and flushes the VM's I/O: the disk is consistent with the memory saved below */
+        r = qmp_execute(q, "stop", NULL, -1, 5000, NULL, &j->error);
+        if (r < 0)
+                goto out;
+        stopped = true;
+        crash_point("checkpoint-stopped");
+        r = disk_checkpoint_take(q, j->state_dir, j->data_dir, &d, &j->error);
+        if (r < 0)
+                goto out;
+        j->disk_usec = now_usec_monotonic() - t_stop;
+        r = vm_save_state(q, fd, CHECKPOINT_TIMEOUT_MS, operation_progress_save, &j->progress, &j->error);
+        crash_point("checkpoint-saved");
+out:
+        if (stopped) {
+                (void) qmp_execute(q, "cont", NULL, -1, 5000, NULL, NULL);
+                j->pause_usec = now_usec_monotonic() - t_stop;
+        }
+        qmp_close(q);
+        /* Synced after cont: nothing reads the file before this job ends, so the guest need not wait for
+         * the disk. */
+        if (r >= 0 && fsync(fd) < 0) {
+                r = -errno;
+                (void) asprintf(&j->error, "writing %s: %m", j->state_path);
+        }
+        if (r >= 0) {
+                struct stat st;
+                if (fstat(fd, &st) >= 0)
+                        j->size_bytes = (uint64_t) st.st_size;
+                j->frozen_layer = TAKE_PTR(d.frozen);
+        } else
+                (void) unlink(j->state_path);
+        disk_checkpoint_done(&d, r >= 0);
+        j->r = r;
+        completion_post(j->manager, checkpoint_done, j);
+        return NULL;
+}
+
+static void checkpoint_done(Manager *m, void *userdata) {
+        CheckpointJob *j = userdata;
+        crash_point("checkpoint-before-done");
+        Sandbox *s = sandbox_find_by_id(m, j->sandbox_id);
+        Operation *op = operation_find(m, j->op_id);
+        Checkpoint *c = NULL;
+
+        if (op)
+                op->progress = NULL;
+        for (Checkpoint *i = m->checkpoints; i; i = i->next)
+                if (streq(i->id, j->checkpoint_id))
+                        c = i;
+        if (s)
+                s->busy = false;
+        if (j->r >= 0 && c) {
+                c->disk = TAKE_PTR(j->frozen_layer);
+                c->pause_usec = j->pause_usec;
+                c->size_bytes = j->size_bytes;
+                c->ready = true;
+                if (checkpoint_save(m, c) < 0)
+                        log_warning("cannot record checkpoint %s", c->id);
+                log_info("sandbox %s: checkpoint %s taken, paused %.1f ms (stop and disk %.1f ms), %llu bytes",
+                         j->sandbox_id, c->id, (double) c->pause_usec / 1000.0, (double) j->disk_usec / 1000.0,
+                         (unsigned long long) c->size_bytes);
+        } else if (c) {
+                for (Checkpoint **i = &m->checkpoints; *i; i = &(*i)->next)
+                        if (*i == c) {
+                                *i = c->next;
+                                break;
+                        }
+                checkpoint_free(c);
+                c = NULL;
+        }
+        /* a fork's operation ends when its children are made, not with the checkpoint */
+        if (op && j->fork_count == 0)
+                operation_finish(op, j->r < 0 ? (j->r == -ENOSPC ? "no_space" : "operation_failed") : NULL,
+                                 j->error ?: (j->r < 0 ? strerror(-j->r) : NULL));
+
+        if (j->fork_count > 0) {
+                Operation *fork_op = operation_find(m, j->fork_op);
+                if (!c) {
+                        if (fork_op)
+                                operation_finish(fork_op, "fork_failed", j->error ?: "the checkpoint failed");
+                } else if (fork_op) {
+                        /* the children were announced when the fork began: create them now */
+                        for (unsigned i = 0; i < j->fork_count; i++) {
+                                OperationError e = {};
+                                Operation *child_op;
+                                Sandbox *child;
+
+                                if (sandbox_create_from(m, c->template_name, NULL, c->vcpu, c->memory_mib,
+                                                        c->disk_mib, c->env, c, fork_op->id, &child_op, &child,
+                                                        &e) < 0) {
+                                        fork_child_done(m, fork_op->id, false, e.message ?: "create failed");
+                                        operation_error_done(&e);
+                                }
+                        }
+                }
+        }
+        checkpoint_job_free(j);
+}
+
+static int checkpoint_prepare(Manager *m, Sandbox *s, const char *name, Checkpoint **ret_cp, CheckpointJob **ret_job,
+                              OperationError *reterr) {
+        _cleanup_free_ char *dir = NULL;
+        CheckpointJob *j;
+        Checkpoint *c;
+        int r;
+
+        if (s->busy)
+                return operation_error_set(reterr, "sandbox_busy", "sandbox %s is %s; try again when that is done",
+                                           s->id, sandbox_state_to_string(s->state)) ?: -EBUSY;
+        if (s->state != SANDBOX_RUNNING && s->state != SANDBOX_PAUSED)
+                return operation_error_set(reterr, "invalid_state", "cannot checkpoint sandbox %s: it is %s", s->id,
+                                           sandbox_state_to_string(s->state)) ?: -EINVAL;
+        if (name && checkpoint_find(m, name) && streq_ptr(checkpoint_find(m, name)->name, name))
+                return operation_error_set(reterr, "name_in_use", "a checkpoint named '%s' exists already", name) ?: -EEXIST;
+
+        c = calloc(1, sizeof *c);
+        j = calloc(1, sizeof *j);
+        if (!c || !j) {
+                free(c);
+                free(j);
+                return -ENOMEM;
+        }
+        pthread_mutex_init(&j->progress.lock, NULL);
+        memcpy(c->id, "cp-", 3);
+        r = random_hex(c->id + 3, 16);
+        memcpy(c->sandbox_id, s->id, sizeof c->sandbox_id);
+        c->name = name ? strdup(name) : NULL;
+        c->template_name = strdup(s->template_name);
+        c->template_digest = s->template_digest ? strdup(s->template_digest) : NULL;
+        c->vcpu = s->vcpu;
+        c->memory_mib = s->memory_mib;
+        c->disk_mib = s->disk_mib;
+        c->created_at = now_unix();
+        c->env = calloc(1, sizeof(char *));
+        for (char **e = s->env; e && *e; e++)
+                (void) strv_extend(&c->env, *e);
+        if (asprintf(&dir, "%s/checkpoints", m->state_dir) < 0 || asprintf(&c->state_path, "%s/%s.state", dir, c->id) < 0)
+                r = -ENOMEM;
+        if (r >= 0)
+                r = space_mkdir_p(dir, 0700);
+        j->manager = m;
+        memcpy(j->sandbox_id, s->id, sizeof j->sandbox_id);
+        memcpy(j->checkpoint_id, c->id, sizeof j->checkpoint_id);
+        j->run_dir = strdup(s->run_dir);
+        j->data_dir = strdup(s->data_dir);
+        j->state_dir = strdup(m->state_dir);
+        j->state_path = c->state_path ? strdup(c->state_path) : NULL;
+        j->disk_mib = s->disk_mib;
+        if (r < 0 || !c->template_name || !c->env || (name && !c->name) || !j->run_dir || !j->data_dir ||
+            !j->state_dir || !j->state_path) {
+                checkpoint_free(c);
+                checkpoint_job_free(j);
+                return r < 0 ? r : -ENOMEM;
+        }
+        *ret_cp = c;
+        *ret_job = j;
+        return 0;
+}
+
+static int checkpoint_launch(Manager *m, Sandbox *s, Checkpoint *c, CheckpointJob *j, Operation *op) {
+        int r;
+
+        memcpy(j->op_id, op->id, sizeof j->op_id);
+        op->progress = &j->progress;
+        c->next = m->checkpoints;
+        m->checkpoints = c;
+        s->busy = true;
+        r = worker_start(m, checkpoint_worker, j);
+        if (r < 0) {
+                j->r = r;
+                j->error = strdup("cannot start a worker thread");
+                m->workers_running++;
+                checkpoint_done(m, j);
+        }
+        return r;
+}
+
+int checkpoint_create_start(Manager *m, Sandbox *s, const char *name, Operation **ret_op, Checkpoint **ret_cp,
+                            OperationError *reterr) {
+        CheckpointJob *j;
+        Checkpoint *c;
+        Operation *op;
+        int r;
+
+        r = checkpoint_prepare(m, s, name, &c, &j, reterr);
+        if (r < 0)
+                return r;
+        op = operation_new(m, "checkpoint", s->id);
+        if (!op) {
+                checkpoint_free(c);
+                checkpoint_job_free(j);
+                return -ENOMEM;
+        }
+        memcpy(op->checkpoint_id, c->id, sizeof op->checkpoint_id);
+        *ret_cp = c;
+        *ret_op = op;
+        (void) checkpoint_launch(m, s, c, j, op);
+        return 0;
+}
+
+int checkpoint_remove(Manager *m, Checkpoint *c, OperationError *reterr) {
+        if (!c->ready)
+                return operation_error_set(reterr, "checkpoint_busy", "checkpoint %s is still being taken", c->id) ?: -EBUSY;
+        (void) checkpoint_delete_row(m, c->id);
+        (void) unlink(c->state_path);
+        disk_forget(c->disk);
+        for (Checkpoint **i = &m->checkpoints; *i; i = &(*i)->next)
+                if (*i == c) {
+                        *i = c->next;
+                        break;
+                }
+        checkpoint_free(c);
+        (void) layers_gc(m);
+        return 0;
+}
+
+/* ---- fork ---- */
+
+void fork_child_done(Manager *m, const char *fork_op_id, bool ok, const char *message) {
+        Operation *op = operation_find(m, fork_op_id);
+
+        if (!op || op->pending == 0)
+                return;
+        op->pending--;
+        if (!ok) {
+                op->failed++;
+                if (!op->error.code)
+                        (void) operation_error_set(&op->error, "fork_failed", "%s", message ?: "a fork failed");
+        }
+        if (op->pending == 0) {
+                Checkpoint *c = op->drop_checkpoint ? checkpoint_find(m, op->checkpoint_id) : NULL;
+
+                /* The children restored from it and hold its disk layers through their backing chains: the
+                 * unnamed checkpoint a fork of a running sandbox took is of no more use to anyone. */
+                if (c && streq(c->id, op->checkpoint_id)) {
+                        OperationError e = {};
+                        if (checkpoint_remove(m, c, &e) < 0)
+                                log_warning("fork %s: cannot remove its checkpoint %s: %s", op->id, op->checkpoint_id,
+                                            e.message ?: "?");
+                        operation_error_done(&e);
+                }
+                if (op->failed)
+                        operation_finish(op, "fork_failed", op->error.message);
+                else
+                        operation_finish(op, NULL, NULL);
+        }
+}
+
+int fork_start(Manager *m, Sandbox *from_sandbox, Checkpoint *from_checkpoint, unsigned count, Operation **ret_op,
+               char ***ret_sandbox_ids, OperationError *reterr) {
+        _cleanup_strv_free_ char **ids = NULL;
+        Operation *op;
+        int r;
+
+        if (count < 1 || count > 64)
+                return operation_error_set(reterr, "invalid_argument", "count %u is out of range: 1 to 64", count) ?: -EINVAL;
+        if (from_checkpoint && !from_checkpoint->ready)
+                return operation_error_set(reterr, "checkpoint_busy", "checkpoint %s is still being taken",
+                                           from_checkpoint->id) ?: -EBUSY;
+        {
+                uint64_t need = (uint64_t) count * (from_checkpoint ? from_checkpoint->memory_mib : from_sandbox->memory_mib);
+                uint64_t in_use = manager_memory_in_use(m);
+                if (in_use + need > m->memory_limit_mib)
+                        return operation_error_set(reterr, "insufficient_memory",
+                                                   "not enough memory for %u forks: they need %llu MiB, %llu MiB of "
+                                                   "the %llu MiB limit are in use",
+                                                   count, (unsigned long long) need, (unsigned long long) in_use,
+                                                   (unsigned long long) m->memory_limit_mib) ?: -ENOSPC;
+        }
+
+        if (from_checkpoint) {
+                op = operation_new(m, "fork", from_checkpoint->sandbox_id);
+                if (!op)
+                        return -ENOMEM;
+                op->pending = count;
+                for (unsigned i = 0; i < count; i++) {
+                        OperationError e = {};
+                        Operation *child_op;
+                        Sandbox *child;
+
+                        r = sandbox_create_from(m, from_checkpoint->template_name, NULL, from_checkpoint->vcpu,
+                                                from_checkpoint->memory_mib, from_checkpoint->disk_mib,
+                                                from_checkpoint->env, from_checkpoint, op->id, &child_op, &child, &e);
+                        if (r < 0) {
+                                fork_child_done(m, op->id, false, e.message ?: "create failed");
+                                operation_error_done(&e);
+                                continue;
+                        }
+                        (void) strv_extend(&ids, child->id);
+                }
+        } else {
+                CheckpointJob *j;
+                Checkpoint *c;
+
+                r = checkpoint_prepare(m, from_sandbox, NULL, &c, &j, reterr);
+                if (r < 0)
+                        return r;
+                op = operation_new(m, "fork", from_sandbox->id);
+                if (!op) {
+                        checkpoint_free(c);
+                        checkpoint_job_free(j);
+                        return -ENOMEM;
+                }
+                op->pending = count;
+                memcpy(op->checkpoint_id, c->id, sizeof op->checkpoint_id);
+                op->drop_checkpoint = true;
+                j->fork_count = count;
+                memcpy(j->fork_op, op->id, sizeof j->fork_op);
+                /* the checkpoint's own operation is the fork's */
+                (void) checkpoint_launch(m, from_sandbox, c, j, op);
+                /* ids are known only once the checkpoint is done; the operation lists them then */
+        }
+        *ret_op = op;
+        *ret_sandbox_ids = TAKE_PTR(ids);
+        return 0;
+}
+
+/* ---- restore a sandbox to a checkpoint ---- */
+
+typedef struct RestoreJob {
+        Manager *manager;
+        char sandbox_id[SANDBOX_ID_LEN + 1];
+        char op_id[OPERATION_ID_LEN + 1];
+        pid_t old_pid;
+        char *run_dir;
+        char *data_dir;
+        char *state_path;
+        char *frozen_disk;
+        uint64_t disk_mib;
+        BaseRequest base;
+        char **init_env;
+        int r;
+        char *error;
+        pid_t new_pid;
+        int agent_fd;
+} RestoreJob;
+
+static void restore_job_free(RestoreJob *j) {
+        free(j->run_dir);
+        free(j->data_dir);
+        free(j->state_path);
+        free(j->frozen_disk);
+        base_request_done(&j->base);
+        strv_free(j->init_env);
+        free(j->error);
+        safe_close(j->agent_fd);
+        free(j);
+}
+
+static void restore_done(Manager *m, void *userdata) {
+        RestoreJob *j = userdata;
+        Sandbox *s = sandbox_find_by_id(m, j->sandbox_id);
+        Operation *op = operation_find(m, j->op_id);
+
+        if (s) {
+                s->busy = false;
+                if (j->r >= 0) {
+                        s->qemu_pid = j->new_pid;
+                        s->state = SANDBOX_RUNNING;
+                        free(s->error);
+                        s->error = NULL;
+                        if (agent_attach(s, TAKE_FD(j->agent_fd)) < 0)
+                                log_warning("sandbox %s: cannot watch the agent after restore", s->id);
+                } else {
+                        s->qemu_pid = 0;
+                        s->state = SANDBOX_STOPPED;
+                        free(s->error);
+                        s->error = strdup(j->error ?: "restore failed");
+                }
+                (void) sandbox_save(s);
+        }
+        (void) layers_gc(m);
+        if (op)
+                operation_finish(op, j->r < 0 ? "operation_failed" : NULL, j->error ?: (j->r < 0 ? strerror(-j->r) : NULL));
+        restore_job_free(j);
+}
+
+static void *restore_worker(void *userdata) {
+        RestoreJob *j = userdata;
+        _cleanup_free_ char *layer = NULL, *old_disk = NULL, *agent_path = NULL, *hostname = NULL;
+        _cleanup_close_ int fd = -1;
+        BaseSnapshot b = {};
+        Qmp *q = NULL;
+        int r;
+
+        if (j->old_pid > 0)
+                (void) vm_kill(j->old_pid, j->run_dir, 10000);
+        (void) rm_rf(j->run_dir);
+        if (asprintf(&agent_path, "%s/agent.sock", j->run_dir) < 0 || asprintf(&hostname, "sb-%.12s", j->sandbox_id) < 0) {
+                r = -ENOMEM;
+                goto out;
+        }
+        r = base_snapshot_ensure(j->manager, &j->base, &b, &j->error);
+        if (r < 0)
+                goto out;
+        r = space_mkdir_p(j->run_dir, 0700);
+        if (r < 0)
+                goto out;
+        (void) sandbox_disk_get(j->data_dir, &old_disk);
+        r = disk_clone(j->base.state_dir, j->frozen_disk, j->disk_mib, &layer, &j->error);
+        if (r < 0)
+                goto out;
+        r = sandbox_disk_set(j->data_dir, layer);
+        if (r < 0) {
+                disk_forget(layer);
+                goto out;
+        }
+        /* the old QEMU is gone: nothing writes the disk the sandbox had */
+        if (old_disk && !streq(old_disk, layer))
+                disk_forget(old_disk);
+        fd = open(j->state_path, O_RDONLY | O_CLOEXEC);
+        if (fd < 0) {
+                r = -errno;
+                (void) asprintf(&j->error, "cannot open %s: %m", j->state_path);
+                goto out;
+        }
+        VmConfig c = base_restore_config(&b, &j->base, j->run_dir, layer);
+        r = vm_start(&c, 10000, &j->new_pid, &q, &j->error);
+        if (r >= 0)
+                r = vm_restore_state(q, fd, RESTORE_TIMEOUT_MS, &j->error);
+        if (r >= 0)
+                r = qmp_execute(q, "cont", NULL, -1, 10000, NULL, &j->error);
+        if (r >= 0)
+                r = agent_handshake(agent_path, j->sandbox_id, hostname, j->init_env, 0, RESTORE_TIMEOUT_MS,
+                                    &j->agent_fd, &j->error);
+        if (r < 0 && j->new_pid > 0) {
+                (void) vm_kill(j->new_pid, j->run_dir, 5000);
+                j->new_pid = 0;
+        }
+out:
+        qmp_close(q);
+        base_snapshot_done(&b);
+        j->r = r;
+        completion_post(j->manager, restore_done, j);
+        return NULL;
+}
+
+int sandbox_restore_start(Manager *m, Sandbox *s, Checkpoint *c, Operation **ret_op, OperationError *reterr) {
+        Template *t;
+        RestoreJob *j;
+        Operation *op;
+        int r;
+
+        if (s->busy)
+                return operation_error_set(reterr, "sandbox_busy", "sandbox %s is %s; try again when that is done",
+                                           s->id, sandbox_state_to_string(s->state)) ?: -EBUSY;
+        if (!c->ready)
+                return operation_error_set(reterr, "checkpoint_busy", "checkpoint %s is still being taken", c->id) ?: -EBUSY;
+        if (s->state == SANDBOX_SUSPENDED || s->state == SANDBOX_CREATING || s->state == SANDBOX_DELETING)
+                return operation_error_set(reterr, "invalid_state", "cannot restore sandbox %s: it is %s", s->id,
+                                           sandbox_state_to_string(s->state)) ?: -EINVAL;
+        t = template_find_digest(m, c->template_digest);
+        if (!t)
+                return operation_error_set(reterr, "template_not_found",
+                                           "checkpoint %s was taken from template %s, which is no longer installed",
+                                           c->id, c->template_name) ?: -ENOENT;
+        j = calloc(1, sizeof *j);
+        if (!j)
+                return -ENOMEM;
+        j->agent_fd = -1;
+        j->manager = m;
+        memcpy(j->sandbox_id, s->id, sizeof j->sandbox_id);
+        j->old_pid = s->qemu_pid;
+        j->run_dir = strdup(s->run_dir);
+        j->data_dir = strdup(s->data_dir);
+        j->state_path = strdup(c->state_path);
+        j->frozen_disk = strdup(c->disk);
+        j->disk_mib = c->disk_mib;
+        j->init_env = calloc(1, sizeof(char *));
+        for (char **e = t->env; e && *e; e++)
+                (void) strv_extend(&j->init_env, *e);
+        for (char **e = c->env; e && *e; e++)
+                (void) strv_extend(&j->init_env, *e);
+        r = base_request_init(m, t, c->vcpu, c->memory_mib, &j->base);
+        if (r < 0 || !j->run_dir || !j->data_dir || !j->state_path || !j->frozen_disk || !j->init_env) {
+                restore_job_free(j);
+                return -ENOMEM;
+        }
+        op = operation_new(m, "restore", s->id);
+        if (!op) {
+                restore_job_free(j);
+                return -ENOMEM;
+        }
+        memcpy(j->op_id, op->id, sizeof j->op_id);
+        s->busy = true;
+        s->agent = agent_free(s->agent);
+        /* journaled as stopped: a daemon that dies mid-restore leaves a sandbox to restore again or remove */
+        s->state = SANDBOX_STOPPED;
+        free(s->error);
+        s->error = strdup("interrupted while being restored from a checkpoint; restore it again or remove it");
+        (void) sandbox_save(s);
+        s->vcpu = c->vcpu;
+        s->memory_mib = c->memory_mib;
+        s->disk_mib = c->disk_mib;
+        r = worker_start(m, restore_worker, j);
+        if (r < 0) {
+                s->busy = false;
+                operation_finish(op, "internal", "cannot start a worker thread");
+                restore_job_free(j);
+                return operation_error_set(reterr, "internal", "cannot start a worker thread") ?: r;
+        }
+        *ret_op = op;
+        return 0;
+}

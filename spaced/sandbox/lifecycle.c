@@ -1,0 +1,454 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "core/log.h"
+#include "macro.h"
+#include "string-util.h"
+#include "paths.h"
+#include "core/util.h"
+#include "core/worker.h"
+#include "sandbox/sandbox.h"
+#include "template/template.h"
+#include "channel/channel.h"
+
+/* Pause, resume, suspend and wake (DESIGN.md decision 6). Each is an operation run on a worker; the states
+ * SUSPENDING and WAKING are journaled before the work starts so a daemon killed in the middle knows, on start,
+ * which way to finish (sandbox_reconcile_lifecycle). */
+
+#define SUSPEND_TIMEOUT_MS (600 * 1000)
+#define WAKE_TIMEOUT_MS (120 * 1000)
+
+typedef struct LifecycleJob {
+        Manager *manager;
+        LifecycleKind kind;
+        char id[SANDBOX_ID_LEN + 1];
+        char op_id[OPERATION_ID_LEN + 1];
+        char *run_dir;
+        char *data_dir;
+        pid_t pid;
+        BaseRequest base;     /* wake: how to rebuild the QEMU command line */
+        char **init_env;
+        /* results */
+        int r;
+        char *error;
+        pid_t new_pid;
+        int agent_fd;
+        OperationProgress progress; /* suspend: the operation's, while it runs */
+} LifecycleJob;
+
+static const char *const kind_names[] = {
+        [LIFECYCLE_PAUSE] = "pause",
+        [LIFECYCLE_RESUME] = "resume",
+        [LIFECYCLE_SUSPEND] = "suspend",
+        [LIFECYCLE_WAKE] = "wake",
+};
+
+static void job_free(LifecycleJob *j) {
+        pthread_mutex_destroy(&j->progress.lock);
+        free(j->run_dir);
+        free(j->data_dir);
+        base_request_done(&j->base);
+        strv_free(j->init_env);
+        free(j->error);
+        safe_close(j->agent_fd);
+        free(j);
+}
+
+static int suspend_paths(const char *data_dir, char **ret_state, char **ret_done) {
+        if (asprintf(ret_state, "%s/suspend.state", data_dir) < 0)
+                return -ENOMEM;
+        if (asprintf(ret_done, "%s/suspend.done", data_dir) < 0) {
+                free(*ret_state);
+                return -ENOMEM;
+        }
+        return 0;
+}
+
+static int do_suspend(LifecycleJob *j) {
+        _cleanup_free_ char *path = NULL, *state = NULL, *done = NULL;
+        _cleanup_close_ int fd = -1;
+        Qmp *q = NULL;
+        int r;
+
+        if (asprintf(&path, "%s/qmp.sock", j->run_dir) < 0 || suspend_paths(j->data_dir, &state, &done) < 0)
+                return -ENOMEM;
+        (void) unlink(done);
+        fd = open(state, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+        if (fd < 0) {
+                (void) asprintf(&j->error, "cannot create %s: %m", state);
+                return -errno;
+        }
+        crash_point("suspend-journaled");
+        r = qmp_open(path, 5000, &q, &j->error);
+        if (r < 0)
+                return r;
+        /* The sandbox's RAM is a private mapping, so x-ignore-shared does not skip it: the whole state goes
+         * to the file. */
+        r = vm_save_state(q, fd, SUSPEND_TIMEOUT_MS, operation_progress_save, &j->progress, &j->error);
+        if (r >= 0 && fsync(fd) < 0) {
+                r = -errno;
+                (void) asprintf(&j->error, "writing %s: %m", state);
+        }
+        if (r < 0) {
+                /* Disk full or the like: the sandbox keeps running as it was. */
+                (void) qmp_execute(q, "cont", NULL, -1, 5000, NULL, NULL);
+                qmp_close(q);
+                (void) unlink(state);
+                return r;
+        }
+        crash_point("suspend-saved");
+        qmp_close(q);
+        r = write_file_atomic(done, "1\n");
+        if (r < 0) {
+                (void) vm_qmp_simple(j->run_dir, "cont", NULL);
+                (void) unlink(state);
+                (void) asprintf(&j->error, "cannot record the suspend: %s", strerror(-r));
+                return r;
+        }
+        crash_point("suspend-marked");
+        (void) vm_kill(j->pid, j->run_dir, 10000);
+        return 0;
+}
+
+static int do_wake(LifecycleJob *j) {
+        _cleanup_free_ char *state = NULL, *done = NULL, *disk = NULL, *agent_path = NULL, *hostname = NULL;
+        _cleanup_close_ int fd = -1;
+        BaseSnapshot b = {};
+        Qmp *q = NULL;
+        int r;
+
+        r = sandbox_disk_get(j->data_dir, &disk);
+        if (r < 0) {
+                (void) asprintf(&j->error, "the sandbox's disk is missing: %s", strerror(-r));
+                return r;
+        }
+        if (suspend_paths(j->data_dir, &state, &done) < 0 || asprintf(&agent_path, "%s/agent.sock", j->run_dir) < 0 || asprintf(&hostname, "sb-%.12s", j->id) < 0)
+                return -ENOMEM;
+        r = base_snapshot_ensure(j->manager, &j->base, &b, &j->error);
+        if (r < 0)
+                return r;
+        r = space_mkdir_p(j->run_dir, 0700);
+        crash_point("wake-journaled");
+        if (r < 0)
+                goto out;
+        fd = open(state, O_RDONLY | O_CLOEXEC);
+        if (fd < 0) {
+                r = -errno;
+                (void) asprintf(&j->error, "the suspended state %s is missing: %m", state);
+                goto out;
+        }
+        VmConfig c = base_restore_config(&b, &j->base, j->run_dir, disk);
+        r = vm_start(&c, 10000, &j->new_pid, &q, &j->error);
+        if (r < 0)
+                goto out;
+        r = vm_restore_state(q, fd, WAKE_TIMEOUT_MS, &j->error);
+        crash_point("wake-restored");
+        if (r >= 0)
+                r = qmp_execute(q, "cont", NULL, -1, 10000, NULL, &j->error);
+        /* Same identity as before, but the clock has to jump to now. */
+        if (r >= 0)
+                r = agent_handshake(agent_path, j->id, hostname, j->init_env, 0, WAKE_TIMEOUT_MS, &j->agent_fd,
+                                    &j->error);
+        if (r < 0 && j->new_pid > 0) {
+                (void) vm_kill(j->new_pid, j->run_dir, 5000);
+                j->new_pid = 0;
+        }
+out:
+        qmp_close(q);
+        base_snapshot_done(&b);
+        return r;
+}
+
+static void lifecycle_done(Manager *m, void *userdata);
+
+static void *lifecycle_worker(void *userdata) {
+        LifecycleJob *j = userdata;
+
+        switch (j->kind) {
+        case LIFECYCLE_PAUSE:
+                j->r = vm_qmp_simple(j->run_dir, "stop", &j->error);
+                break;
+        case LIFECYCLE_RESUME:
+                j->r = vm_qmp_simple(j->run_dir, "cont", &j->error);
+                break;
+        case LIFECYCLE_SUSPEND:
+                j->r = do_suspend(j);
+                break;
+        case LIFECYCLE_WAKE:
+                j->r = do_wake(j);
+                break;
+        }
+        completion_post(j->manager, lifecycle_done, j);
+        return NULL;
+}
+
+static void remove_suspend_files(const char *data_dir) {
+        _cleanup_free_ char *state = NULL, *done = NULL;
+
+        if (suspend_paths(data_dir, &state, &done) < 0)
+                return;
+        (void) unlink(state);
+        (void) unlink(done);
+}
+
+static void lifecycle_done(Manager *m, void *userdata) {
+        LifecycleJob *j = userdata;
+        crash_point(j->kind == LIFECYCLE_SUSPEND ? "suspend-before-done" : j->kind == LIFECYCLE_WAKE ? "wake-before-done" : "lifecycle-before-done");
+        Sandbox *s = sandbox_find_by_id(m, j->id);
+        Operation *op = operation_find(m, j->op_id);
+        const char *msg = j->error ?: (j->r < 0 ? strerror(-j->r) : NULL);
+
+        if (op)
+                op->progress = NULL;
+
+        if (!s) {
+                if (op)
+                        operation_finish(op, "sandbox_gone", "the sandbox was removed meanwhile");
+                job_free(j);
+                return;
+        }
+        s->busy = false;
+        switch (j->kind) {
+        case LIFECYCLE_PAUSE:
+                if (j->r >= 0)
+                        s->state = SANDBOX_PAUSED;
+                break;
+        case LIFECYCLE_RESUME:
+                if (j->r >= 0)
+                        s->state = SANDBOX_RUNNING;
+                break;
+        case LIFECYCLE_SUSPEND:
+                if (j->r >= 0) {
+                        s->state = SANDBOX_SUSPENDED;
+                        s->qemu_pid = 0;
+                        s->agent = agent_free(s->agent);
+                        (void) rm_rf(s->run_dir);
+                } else if (s->qemu_pid > 0 && vm_pid_alive(s->qemu_pid, s->run_dir))
+                        s->state = SANDBOX_RUNNING; /* do_suspend let it go on */
+                else {
+                        s->state = SANDBOX_STOPPED;
+                        free(s->error);
+                        s->error = strdup("QEMU exited while the sandbox was being suspended; its disk is kept, "
+                                          "its memory is lost; remove it with 'spacectl rm'");
+                }
+                break;
+        case LIFECYCLE_WAKE:
+                if (j->r >= 0) {
+                        s->state = SANDBOX_RUNNING;
+                        s->qemu_pid = j->new_pid;
+                        if (agent_attach(s, TAKE_FD(j->agent_fd)) < 0)
+                                log_warning("sandbox %s: cannot watch the agent after wake", s->id);
+                        remove_suspend_files(s->data_dir);
+                } else
+                        s->state = SANDBOX_SUSPENDED; /* the state file is still there: try again */
+                break;
+        }
+        (void) sandbox_save(s);
+        if (j->r < 0)
+                log_error("sandbox %s: %s failed: %s", s->id, kind_names[j->kind], msg);
+        else
+                log_info("sandbox %s: %s done", s->id, kind_names[j->kind]);
+        if (op)
+                operation_finish(op, j->r < 0 ? (j->r == -ENOSPC ? "no_space" : "operation_failed") : NULL, msg);
+        job_free(j);
+}
+
+int sandbox_lifecycle_start(Manager *m, Sandbox *s, LifecycleKind kind, Operation **ret_op, OperationError *reterr) {
+        static const SandboxState required[] = {
+                [LIFECYCLE_PAUSE] = SANDBOX_RUNNING,
+                [LIFECYCLE_RESUME] = SANDBOX_PAUSED,
+                [LIFECYCLE_SUSPEND] = SANDBOX_RUNNING,
+                [LIFECYCLE_WAKE] = SANDBOX_SUSPENDED,
+        };
+        LifecycleJob *j;
+        Operation *op;
+        int r;
+
+        if (s->busy)
+                return operation_error_set(reterr, "sandbox_busy", "sandbox %s is %s; try again when that is done",
+                                           s->id, sandbox_state_to_string(s->state)) ?: -EBUSY;
+        /* suspend also takes a paused sandbox */
+        if (s->state != required[kind] && !(kind == LIFECYCLE_SUSPEND && s->state == SANDBOX_PAUSED))
+                return operation_error_set(reterr, "invalid_state", "cannot %s sandbox %s: it is %s", kind_names[kind],
+                                           s->id, sandbox_state_to_string(s->state)) ?: -EINVAL;
+        if (kind == LIFECYCLE_WAKE) {
+                uint64_t in_use = manager_memory_in_use(m);
+                if (in_use + s->memory_mib > m->memory_limit_mib)
+                        return operation_error_set(reterr, "insufficient_memory",
+                                                   "not enough memory to wake sandbox %s: it needs %llu MiB, %llu MiB "
+                                                   "of the %llu MiB limit are in use",
+                                                   s->id, (unsigned long long) s->memory_mib,
+                                                   (unsigned long long) in_use,
+                                                   (unsigned long long) m->memory_limit_mib) ?: -ENOSPC;
+        }
+
+        j = calloc(1, sizeof *j);
+        if (!j)
+                return -ENOMEM;
+        pthread_mutex_init(&j->progress.lock, NULL);
+        j->agent_fd = -1;
+        j->manager = m;
+        j->kind = kind;
+        j->pid = s->qemu_pid;
+        memcpy(j->id, s->id, sizeof j->id);
+        j->run_dir = strdup(s->run_dir);
+        j->data_dir = strdup(s->data_dir);
+        if (!j->run_dir || !j->data_dir) {
+                job_free(j);
+                return -ENOMEM;
+        }
+        if (kind == LIFECYCLE_WAKE) {
+                Template *t = template_find_digest(m, s->template_digest);
+
+                if (!t) {
+                        job_free(j);
+                        return operation_error_set(reterr, "template_not_found",
+                                                   "sandbox %s was made from template %s (%s), which is no longer "
+                                                   "installed; it cannot be woken",
+                                                   s->id, s->template_name, s->template_digest ?: "?") ?: -ENOENT;
+                }
+                r = base_request_init(m, t, s->vcpu, s->memory_mib, &j->base);
+                if (r < 0) {
+                        job_free(j);
+                        return r;
+                }
+                j->init_env = calloc(1, sizeof(char *));
+                /* the template's env and the sandbox's, as at create */
+                for (char **e = t->env; e && *e; e++)
+                        (void) strv_extend(&j->init_env, *e);
+                for (char **e = s->env; e && *e; e++)
+                        (void) strv_extend(&j->init_env, *e);
+        }
+        op = operation_new(m, kind_names[kind], s->id);
+        if (!op) {
+                job_free(j);
+                return -ENOMEM;
+        }
+        memcpy(j->op_id, op->id, sizeof j->op_id);
+        if (kind == LIFECYCLE_SUSPEND)
+                op->progress = &j->progress;
+        s->busy = true;
+        if (kind == LIFECYCLE_SUSPEND)
+                s->state = SANDBOX_SUSPENDING;
+        else if (kind == LIFECYCLE_WAKE)
+                s->state = SANDBOX_WAKING;
+        (void) sandbox_save(s); /* the journal entry reconcile reads after a crash */
+        r = worker_start(m, lifecycle_worker, j);
+        if (r < 0) {
+                s->busy = false;
+                s->state = required[kind];
+                (void) sandbox_save(s);
+                operation_finish(op, "internal", "cannot start a worker thread");
+                job_free(j);
+                return operation_error_set(reterr, "internal", "cannot start a worker thread") ?: r;
+        }
+        *ret_op = op;
+        return 0;
+}
+
+/* After a daemon restart: finish or roll back what a killed daemon left half done. */
+int sandbox_reconcile_lifecycle(Sandbox *s) {
+        _cleanup_free_ char *state = NULL, *done = NULL;
+        bool alive = s->qemu_pid > 0 && vm_pid_alive(s->qemu_pid, s->run_dir);
+        bool complete;
+
+        if (suspend_paths(s->data_dir, &state, &done) < 0)
+                return -ENOMEM;
+        complete = access(done, F_OK) == 0;
+
+        switch (s->state) {
+        case SANDBOX_SUSPENDING:
+                if (complete) {
+                        /* the state is safely on disk: finish the suspend */
+                        if (alive)
+                                (void) vm_kill(s->qemu_pid, s->run_dir, 10000);
+                        s->qemu_pid = 0;
+                        s->state = SANDBOX_SUSPENDED;
+                        (void) rm_rf(s->run_dir);
+                } else if (alive) {
+                        /* roll back: the VM is only stopped */
+                        (void) unlink(state);
+                        (void) vm_qmp_simple(s->run_dir, "cont", NULL);
+                        s->state = SANDBOX_RUNNING;
+                        (void) agent_connect(s);
+                } else {
+                        s->state = SANDBOX_STOPPED;
+                        free(s->error);
+                        s->error = strdup("QEMU exited while the sandbox was being suspended; its disk is kept, "
+                                          "its memory is lost; remove it with 'spacectl rm'");
+                }
+                break;
+        case SANDBOX_WAKING:
+                /* the suspend file is still there until a wake completes: go back to suspended */
+                if (alive)
+                        (void) vm_kill(s->qemu_pid, s->run_dir, 10000);
+                s->qemu_pid = 0;
+                (void) rm_rf(s->run_dir);
+                s->state = complete ? SANDBOX_SUSPENDED : SANDBOX_STOPPED;
+                break;
+        case SANDBOX_PAUSED:
+                if (alive)
+                        (void) agent_connect(s);
+                else {
+                        s->state = SANDBOX_STOPPED;
+                        free(s->error);
+                        s->error = strdup("QEMU exited while spaced was not running; remove the sandbox with "
+                                          "'spacectl rm'");
+                }
+                break;
+        case SANDBOX_SUSPENDED:
+                if (!complete) {
+                        s->state = SANDBOX_STOPPED;
+                        free(s->error);
+                        s->error = strdup("the suspended state is missing; remove the sandbox with 'spacectl rm'");
+                }
+                break;
+        default:
+                break;
+        }
+        return sandbox_save(s);
+}
+
+/* Once a second: sandboxes past their time to live are removed or suspended, idle ones are suspended. */
+void lifecycle_tick(Manager *m) {
+        int64_t now = now_unix();
+        Sandbox *s, *next;
+
+        for (s = m->sandboxes; s; s = next) {
+                OperationError e = {};
+                Operation *op;
+                int r = 0;
+
+                next = s->next;
+                if (s->busy)
+                        continue;
+                if (s->expires_at > 0 && now >= s->expires_at) {
+                        bool suspend = s->on_expiry == EXPIRY_SUSPEND;
+
+                        if (suspend && (s->state == SANDBOX_RUNNING || s->state == SANDBOX_PAUSED)) {
+                                log_info("sandbox %s reached its time to live: suspending it", s->id);
+                                r = sandbox_lifecycle_start(m, s, LIFECYCLE_SUSPEND, &op, &e);
+                                s->expires_at = 0;
+                        } else if (!suspend && s->state != SANDBOX_CREATING && s->state != SANDBOX_DELETING) {
+                                log_info("sandbox %s reached its time to live: removing it", s->id);
+                                r = sandbox_delete_start(m, s, true, &op, &e);
+                        } else if (suspend)
+                                s->expires_at = 0;
+                } else if (s->state == SANDBOX_RUNNING && s->idle_timeout > 0 && s->last_active > 0 &&
+                           now - s->last_active >= s->idle_timeout) {
+                        log_info("sandbox %s idle for %lld s: suspending it", s->id, (long long) (now - s->last_active));
+                        r = sandbox_lifecycle_start(m, s, LIFECYCLE_SUSPEND, &op, &e);
+                        s->last_active = now; /* a failed suspend is not retried every second */
+                }
+                if (r < 0)
+                        log_warning("sandbox %s: %s", s->id, e.message ?: strerror(-r));
+                operation_error_done(&e);
+        }
+}

@@ -1,0 +1,757 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "core/log.h"
+#include "macro.h"
+#include "string-util.h"
+#include "paths.h"
+#include "core/util.h"
+#include "core/worker.h"
+#include "sandbox/sandbox.h"
+#include "template/template.h"
+#include "channel/channel.h"
+#include "core/store.h"
+
+#define RESTORE_TIMEOUT_MS (60 * 1000)
+
+static const char *const sandbox_states[_SANDBOX_STATE_MAX] = {
+        [SANDBOX_CREATING] = "creating",
+        [SANDBOX_RUNNING] = "running",
+        [SANDBOX_DELETING] = "deleting",
+        [SANDBOX_STOPPED] = "stopped",
+        [SANDBOX_ERROR] = "error",
+        [SANDBOX_PAUSED] = "paused",
+        [SANDBOX_SUSPENDING] = "suspending",
+        [SANDBOX_SUSPENDED] = "suspended",
+        [SANDBOX_WAKING] = "waking",
+        [SANDBOX_POOLED] = "pooled",
+};
+
+bool sandbox_state_holds_memory(SandboxState s) {
+        return s == SANDBOX_CREATING || s == SANDBOX_RUNNING || s == SANDBOX_DELETING || s == SANDBOX_PAUSED ||
+               s == SANDBOX_SUSPENDING || s == SANDBOX_WAKING || s == SANDBOX_POOLED;
+}
+
+const char *sandbox_state_to_string(SandboxState s) {
+        return s < _SANDBOX_STATE_MAX ? sandbox_states[s] : "unknown";
+}
+
+int sandbox_state_from_string(const char *s, SandboxState *ret) {
+        for (int i = 0; i < _SANDBOX_STATE_MAX; i++)
+                if (streq(s, sandbox_states[i])) {
+                        *ret = (SandboxState) i;
+                        return 0;
+                }
+        return -EINVAL;
+}
+
+Sandbox *sandbox_free(Sandbox *s) {
+        if (!s)
+                return NULL;
+        agent_free(s->agent);
+        if (s->has_pool_fd)
+                safe_close(s->pool_fd);
+        free(s->name);
+        free(s->template_name);
+        free(s->template_digest);
+        strv_free(s->env);
+        free(s->run_dir);
+        free(s->data_dir);
+        free(s->error);
+        free(s);
+        return NULL;
+}
+
+void sandbox_unlink(Manager *m, Sandbox *s) {
+        for (Sandbox **i = &m->sandboxes; *i; i = &(*i)->next)
+                if (*i == s) {
+                        *i = s->next;
+                        return;
+                }
+}
+
+Sandbox *sandbox_find_by_id(Manager *m, const char *id) {
+        for (Sandbox *s = m->sandboxes; s; s = s->next)
+                if (streq(s->id, id))
+                        return s;
+        return NULL;
+}
+
+int sandbox_resolve(Manager *m, const char *ref, Sandbox **ret) {
+        Sandbox *found = NULL;
+        size_t n = strlen(ref);
+
+        if (n == 0)
+                return -ENOENT;
+        /* pool members are not the user's until handed out */
+        for (Sandbox *s = m->sandboxes; s; s = s->next)
+                if (!s->pooled && (streq(s->id, ref) || (s->name && streq(s->name, ref)))) {
+                        *ret = s;
+                        return 0;
+                }
+        for (Sandbox *s = m->sandboxes; s; s = s->next)
+                if (!s->pooled && strncmp(s->id, ref, n) == 0) {
+                        if (found)
+                                return -ENOTUNIQ;
+                        found = s;
+                }
+        if (!found)
+                return -ENOENT;
+        *ret = found;
+        return 0;
+}
+
+int sandbox_save(Sandbox *s) {
+        int r = store_put_sandbox(s->manager->store, s);
+        if (r < 0)
+                log_warning_errno(r, "Failed to save sandbox %s", s->id);
+        return r;
+}
+
+uint64_t manager_memory_in_use(Manager *m) {
+        uint64_t sum = 0;
+        for (Sandbox *s = m->sandboxes; s; s = s->next)
+                if (sandbox_state_holds_memory(s->state))
+                        sum += s->memory_mib;
+        return sum;
+}
+
+/* ---- create ---- */
+
+typedef struct CreateJob {
+        Manager *manager;
+        char id[SANDBOX_ID_LEN + 1];
+        char op_id[OPERATION_ID_LEN + 1];
+        BaseRequest base;
+        char *run_dir;
+        char *data_dir;
+        uint64_t disk_mib;
+        uint64_t grow_bytes;  /* from the base: the size the guest's disk and filesystem grow to, or 0 */
+        char **init_env;
+        char *source_state;   /* restore from a checkpoint instead of the base snapshot */
+        char *source_disk;
+        char parent_op[OPERATION_ID_LEN + 1];  /* the fork this create is part of */
+        bool pooled;          /* for a warm pool: leave it paused after the handshake */
+        char *warm_cwd;       /* pooled: the template's workdir and user, for the warm-up command */
+        char *warm_user;
+        /* results */
+        int r;
+        char *error;
+        pid_t pid;
+        int agent_fd;
+} CreateJob;
+
+static void create_job_free(CreateJob *j) {
+        base_request_done(&j->base);
+        free(j->run_dir);
+        free(j->data_dir);
+        strv_free(j->init_env);
+        free(j->source_state);
+        free(j->source_disk);
+        free(j->warm_cwd);
+        free(j->warm_user);
+        free(j->error);
+        safe_close(j->agent_fd);
+        free(j);
+}
+
+static void create_done(Manager *m, void *userdata);
+
+static void *create_worker(void *userdata) {
+        CreateJob *j = userdata;
+        _cleanup_free_ char *disk = NULL, *agent_path = NULL, *hostname = NULL;
+        BaseSnapshot b = {};
+        Qmp *q = NULL;
+        int r;
+
+        r = base_snapshot_ensure(j->manager, &j->base, &b, &j->error);
+        if (r < 0)
+                goto finish;
+        if (asprintf(&agent_path, "%s/agent.sock", j->run_dir) < 0 || asprintf(&hostname, "sb-%.12s", j->id) < 0) {
+                r = -ENOMEM;
+                goto finish;
+        }
+        r = space_mkdir_p(j->run_dir, 0700);
+        if (r >= 0)
+                r = space_mkdir_p(j->data_dir, 0700);
+        if (r < 0) {
+                (void) asprintf(&j->error, "cannot create the sandbox's directories: %s", strerror(-r));
+                goto finish;
+        }
+        /* The writable disk: a copy-on-write clone of the disk the restored memory was saved with (the base
+         * snapshot's, or a checkpoint's), so disk and memory match exactly (decision 5). */
+        r = disk_clone(j->base.state_dir, j->source_disk ?: b.disk_path, j->disk_mib, &disk, &j->error);
+        if (r < 0)
+                goto finish;
+        r = sandbox_disk_set(j->data_dir, disk);
+        if (r < 0) {
+                (void) asprintf(&j->error, "cannot link the sandbox's disk: %s", strerror(-r));
+                disk_forget(disk);
+                goto finish;
+        }
+        crash_point("create-layer");
+        VmConfig c = base_restore_config(&b, &j->base, j->run_dir, disk);
+        r = vm_start(&c, 10000, &j->pid, &q, &j->error);
+        if (r < 0)
+                goto finish;
+        crash_point("create-spawned");
+        {
+                const char *state = j->source_state ?: b.state_path;
+                _cleanup_close_ int fd = open(state, O_RDONLY | O_CLOEXEC);
+                if (fd < 0) {
+                        r = -errno;
+                        (void) asprintf(&j->error, "cannot open %s: %m", state);
+                        goto finish;
+                }
+                r = vm_restore_state(q, fd, RESTORE_TIMEOUT_MS, &j->error);
+                if (r < 0)
+                        goto finish;
+        }
+        if (j->grow_bytes > 0) {
+                /* The restored kernel knows the base image's size: a resize (to the size the disk has) raises
+                 * virtio-blk's config-change interrupt, which it sees as soon as it runs; INIT's disk_bytes
+                 * then has the agent grow the filesystem. */
+                _cleanup_free_ char *args = NULL;
+                if (asprintf(&args, "{\"device\":\"d0\",\"size\":%llu}", (unsigned long long) j->grow_bytes) < 0) {
+                        r = -ENOMEM;
+                        goto finish;
+                }
+                r = qmp_execute(q, "block_resize", args, -1, 10000, NULL, &j->error);
+                if (r < 0)
+                        goto finish;
+        }
+        r = qmp_execute(q, "cont", NULL, -1, 10000, NULL, &j->error);
+        if (r < 0)
+                goto finish;
+        crash_point("create-restored");
+        r = agent_handshake(agent_path, j->id, hostname, j->init_env, j->grow_bytes, RESTORE_TIMEOUT_MS, &j->agent_fd,
+                            &j->error);
+        if (r >= 0 && j->pooled) {
+                /* Under TCG a VM's first fork and exec pay for translating that code, and its first command
+                 * reads the guest's passwd, group and PATH directories from disk; a warm sandbox pays both
+                 * here, in the pool, instead of in the user's first command. So the warm-up is run as one:
+                 * searched in PATH, with the template's env, workdir and user (first exec after a handout:
+                 * 61-68 ms with "/bin/sh" as root, 29-44 like this, 25-30 for the ones after). */
+                char *warm[] = { "sh", "-c", "true", NULL };
+                (void) agent_run_blocking(j->agent_fd, warm, j->init_env, j->warm_cwd, j->warm_user, 30000);
+                r = qmp_execute(q, "stop", NULL, -1, 10000, NULL, &j->error);
+        }
+finish:
+        qmp_close(q);
+        base_snapshot_done(&b);
+        j->r = r;
+        completion_post(j->manager, create_done, j);
+        return NULL;
+}
+
+void sandbox_cleanup_vm_files(pid_t pid, const char *run_dir, const char *data_dir) {
+        if (pid > 0)
+                (void) vm_kill(pid, run_dir, 5000);
+        if (run_dir)
+                (void) rm_rf(run_dir);
+        if (data_dir) {
+                _cleanup_free_ char *disk = NULL;
+                if (sandbox_disk_get(data_dir, &disk) >= 0)
+                        disk_forget(disk);
+                (void) rm_rf(data_dir);
+        }
+}
+
+static void create_done(Manager *m, void *userdata) {
+        CreateJob *j = userdata;
+        crash_point("create-before-done");
+        Sandbox *s = sandbox_find_by_id(m, j->id);
+        Operation *op = operation_find(m, j->op_id);
+
+        if (j->r >= 0 && s && s->state == SANDBOX_CREATING && j->pooled) {
+                s->qemu_pid = j->pid;
+                s->state = SANDBOX_POOLED;
+                s->pool_fd = TAKE_FD(j->agent_fd);
+                s->has_pool_fd = true;
+        } else if (j->r >= 0 && s && s->state == SANDBOX_CREATING) {
+                s->qemu_pid = j->pid;
+                s->state = SANDBOX_RUNNING;
+                if (agent_attach(s, TAKE_FD(j->agent_fd)) < 0) {
+                        j->r = -EIO;
+                        (void) asprintf(&j->error, "cannot watch the agent channel");
+                }
+        }
+        if (j->r < 0 || !s || (s->state != SANDBOX_RUNNING && s->state != SANDBOX_POOLED)) {
+                const char *msg = j->error ? j->error : strerror(-j->r);
+
+                if (j->r < 0)
+                        log_error("sandbox %s: create failed: %s", j->id, msg);
+                /* Nothing of a failed create remains: no QEMU, no files, no row. */
+                sandbox_cleanup_vm_files(j->pid, j->run_dir, j->data_dir);
+                if (s) {
+                        (void) store_delete_sandbox(m->store, s->id);
+                        sandbox_unlink(m, s);
+                        sandbox_free(s);
+                }
+                if (op)
+                        operation_finish(op, "create_failed", msg);
+                if (j->parent_op[0])
+                        fork_child_done(m, j->parent_op, false, msg);
+        } else {
+                (void) sandbox_save(s);
+                log_info("sandbox %s running (pid %d)", s->id, (int) s->qemu_pid);
+                if (op)
+                        operation_finish(op, NULL, NULL);
+                if (j->parent_op[0])
+                        fork_child_done(m, j->parent_op, true, NULL);
+        }
+        create_job_free(j);
+        pool_refill_later(m);
+}
+
+int base_request_init(Manager *m, const Template *t, unsigned vcpu, uint64_t memory_mib, BaseRequest *ret) {
+        *ret = (BaseRequest) {
+                .lib_dir = strdup(m->lib_dir),
+                .state_dir = strdup(m->state_dir),
+                .runtime_dir = strdup(m->runtime_dir),
+                .qemu_binary = m->config.qemu_binary ? strdup(m->config.qemu_binary) : NULL,
+                .template_name = strdup(t->name),
+                .rootfs = strdup(t->rootfs),
+                .template_digest = strdup(t->digest),
+                .vcpu = vcpu,
+                .memory_mib = memory_mib,
+                .accel = m->accel,
+                .tsc_khz = m->tsc_khz,
+                .tcg_cache_mib = m->config.tcg_cache_mib,
+                .disk_backend = m->disk_backend,
+        };
+        if (!ret->lib_dir || !ret->state_dir || !ret->runtime_dir || !ret->template_name || !ret->rootfs ||
+            !ret->template_digest || (m->config.qemu_binary && !ret->qemu_binary)) {
+                base_request_done(ret);
+                return -ENOMEM;
+        }
+        return 0;
+}
+
+static bool name_valid(const char *n) {
+        size_t len = strlen(n);
+
+        if (len == 0 || len > SANDBOX_NAME_MAX)
+                return false;
+        for (const char *c = n; *c; c++)
+                if (!((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') ||
+                      *c == '-' || *c == '_' || *c == '.'))
+                        return false;
+        return true;
+}
+
+static char **env_merge(char **base, char **extra) {
+        size_t n = 0, k = 0;
+        char **out;
+
+        for (char **e = base; e && *e; e++)
+                n++;
+        for (char **e = extra; e && *e; e++)
+                n++;
+        out = calloc(n + 1, sizeof(char *));
+        if (!out)
+                return NULL;
+        for (char **e = base; e && *e; e++)
+                if (!(out[k++] = strdup(*e)))
+                        goto fail;
+        for (char **e = extra; e && *e; e++)
+                if (!(out[k++] = strdup(*e)))
+                        goto fail;
+        return out;
+fail:
+        strv_free(out);
+        return NULL;
+}
+
+int sandbox_create_start(Manager *m, const char *template_name, const char *name, unsigned vcpu,
+                         uint64_t memory_mib, uint64_t disk_mib, char **env, Operation **ret_op,
+                         Sandbox **ret_sandbox, OperationError *reterr) {
+        return sandbox_create_from(m, template_name, name, vcpu, memory_mib, disk_mib, env, NULL, NULL, ret_op,
+                                   ret_sandbox, reterr);
+}
+
+int sandbox_create_from(Manager *m, const char *template_name, const char *name, unsigned vcpu,
+                        uint64_t memory_mib, uint64_t disk_mib, char **env, const Checkpoint *source,
+                        const char *parent_op, Operation **ret_op, Sandbox **ret_sandbox, OperationError *reterr) {
+        return sandbox_create_full(m, template_name, name, vcpu, memory_mib, disk_mib, env, source, parent_op,
+                                   false, ret_op, ret_sandbox, reterr);
+}
+
+int sandbox_create_full(Manager *m, const char *template_name, const char *name, unsigned vcpu,
+                        uint64_t memory_mib, uint64_t disk_mib, char **env, const Checkpoint *source,
+                        const char *parent_op, bool pooled, Operation **ret_op, Sandbox **ret_sandbox,
+                        OperationError *reterr) {
+        Template *t;
+        Sandbox *s;
+        CreateJob *j;
+        Operation *op;
+        uint64_t in_use, min_disk, default_disk;
+        struct stat image;
+        int r;
+
+        if (source) {
+                /* a fork or restore continues the image the checkpoint was taken from, whatever tags say now */
+                t = template_find_digest(m, source->template_digest);
+                if (!t)
+                        return operation_error_set(reterr, "template_not_found",
+                                                   "checkpoint %s was taken from template %s (%s), which is no "
+                                                   "longer in the store",
+                                                   source->id, source->template_name,
+                                                   source->template_digest ?: "?") ?: -ENOENT;
+        } else {
+                r = template_resolve(m, template_name, &t, reterr);
+                if (r < 0)
+                        return r;
+        }
+        if (name) {
+                Sandbox *other;
+                if (!name_valid(name))
+                        return operation_error_set(reterr, "invalid_argument",
+                                                   "name '%s' is not valid: use 1 to %d letters, digits, '-', '_' or '.'",
+                                                   name, SANDBOX_NAME_MAX) ?: -EINVAL;
+                if (sandbox_resolve(m, name, &other) >= 0 && other->name && streq(other->name, name))
+                        return operation_error_set(reterr, "name_in_use", "a sandbox named '%s' exists already (%s)",
+                                                   name, other->id) ?: -EEXIST;
+        }
+        /* Template images are small (their content and some slack); a sandbox's disk grows from that to
+         * disk_mib at create, and may not be smaller than the image. */
+        if (stat(t->rootfs, &image) < 0) {
+                r = -errno;
+                return operation_error_set(reterr, "template_not_found", "template '%s': cannot read its image %s: %s",
+                                           t->name, t->rootfs, strerror(-r)) ?: r;
+        }
+        min_disk = ((uint64_t) image.st_size + (1 << 20) - 1) >> 20;
+        default_disk = t->disk_mib > min_disk ? t->disk_mib : min_disk;
+        if (vcpu == 0)
+                vcpu = t->vcpu;
+        if (memory_mib == 0)
+                memory_mib = t->memory_mib;
+        if (disk_mib == 0)
+                disk_mib = default_disk;
+        if (vcpu > m->host_cpus)
+                return operation_error_set(reterr, "invalid_argument", "vcpu %u is out of range: 1 to %u (host cores)",
+                                           vcpu, m->host_cpus) ?: -EINVAL;
+        /* A checkpoint's disk is as large as its sandbox's was, whatever its template's image is now. */
+        if (!source && disk_mib < min_disk)
+                return operation_error_set(reterr, "disk_too_small",
+                                           "a disk of %llu MiB is too small for template '%s', whose image is %llu "
+                                           "MiB: ask for at least %llu MiB (--disk, disk_mib)",
+                                           (unsigned long long) disk_mib, t->name, (unsigned long long) min_disk,
+                                           (unsigned long long) min_disk) ?: -EINVAL;
+        /* A create of the template's default shape takes a warm sandbox when the pool has one. */
+        if (!source && !pooled && vcpu == t->vcpu && memory_mib == t->memory_mib && disk_mib == default_disk) {
+                r = pool_take(m, t, name, env, ret_op, ret_sandbox, reterr);
+                if (r != 0)
+                        return r < 0 ? r : 0;
+        }
+        in_use = manager_memory_in_use(m);
+        if (!pooled) {
+                /* warm pool members give way to a user's create */
+                for (Sandbox *i = m->sandboxes; i; i = i->next)
+                        if (i->pooled && (i->state == SANDBOX_POOLED || i->state == SANDBOX_CREATING))
+                                in_use -= i->memory_mib;
+                for (Sandbox *i = m->sandboxes, *next; i && manager_memory_in_use(m) + memory_mib > m->memory_limit_mib &&
+                                                     in_use + memory_mib <= m->memory_limit_mib; i = next) {
+                        OperationError e = {};
+                        Operation *del;
+
+                        next = i->next;
+                        if (i->pooled && i->state == SANDBOX_POOLED)
+                                (void) sandbox_delete_start(m, i, true, &del, &e);
+                        operation_error_done(&e);
+                }
+        }
+        if (in_use + memory_mib > m->memory_limit_mib)
+                return operation_error_set(reterr, "insufficient_memory",
+                                           "not enough memory for another sandbox: it needs %llu MiB, %llu MiB of "
+                                           "the %llu MiB limit are in use; remove a sandbox or raise "
+                                           "memory_limit_mib in spaced.conf",
+                                           (unsigned long long) memory_mib, (unsigned long long) in_use,
+                                           (unsigned long long) m->memory_limit_mib) ?: -ENOSPC;
+
+        s = calloc(1, sizeof *s);
+        j = calloc(1, sizeof *j);
+        if (!s || !j) {
+                free(s);
+                free(j);
+                return -ENOMEM;
+        }
+        j->agent_fd = -1;
+        j->pooled = pooled;
+        s->manager = m;
+        r = random_hex(s->id, SANDBOX_ID_LEN);
+        if (r < 0)
+                goto fail;
+        s->state = SANDBOX_CREATING;
+        s->pooled = pooled;
+        s->vcpu = vcpu;
+        s->memory_mib = memory_mib;
+        s->disk_mib = disk_mib;
+        s->created_at = now_unix();
+        s->last_active = s->created_at;
+        s->idle_timeout = m->config.idle_timeout;
+        s->env = env_merge(NULL, env);
+        s->template_name = strdup(template_name);
+        s->template_digest = strdup(t->digest);
+        if (name)
+                s->name = strdup(name);
+        if (asprintf(&s->run_dir, "%s/sandboxes/%s", m->runtime_dir, s->id) < 0 ||
+            asprintf(&s->data_dir, "%s/sandboxes/%s", m->state_dir, s->id) < 0 || !s->env || !s->template_name ||
+            !s->template_digest || (name && !s->name)) {
+                r = -ENOMEM;
+                goto fail;
+        }
+
+        j->manager = m;
+        memcpy(j->id, s->id, sizeof j->id);
+        j->disk_mib = disk_mib;
+        /* Only a create from the base grows: a checkpoint's guest already knows its disk's size. */
+        if (!source && (disk_mib << 20) > (uint64_t) image.st_size)
+                j->grow_bytes = disk_mib << 20;
+        j->run_dir = strdup(s->run_dir);
+        j->data_dir = strdup(s->data_dir);
+        j->init_env = env_merge(t->env, env);
+        if (pooled) {
+                const char *cwd = template_workdir(m, s), *user = template_default_user(m, s);
+                if ((cwd && !(j->warm_cwd = strdup(cwd))) || (user && !(j->warm_user = strdup(user)))) {
+                        r = -ENOMEM;
+                        goto fail;
+                }
+        }
+        if (source) {
+                j->source_state = strdup(source->state_path);
+                j->source_disk = strdup(source->disk);
+                if (!j->source_state || !j->source_disk) {
+                        r = -ENOMEM;
+                        goto fail;
+                }
+        }
+        if (parent_op)
+                snprintf(j->parent_op, sizeof j->parent_op, "%s", parent_op);
+        r = base_request_init(m, t, vcpu, memory_mib, &j->base);
+        if (r < 0 || !j->run_dir || !j->data_dir || !j->init_env) {
+                r = -ENOMEM;
+                goto fail;
+        }
+
+        r = store_put_sandbox(m->store, s);
+        if (r < 0) {
+                (void) operation_error_set(reterr, "internal", "cannot record the sandbox: %s", strerror(-r));
+                goto fail;
+        }
+        op = operation_new(m, "create", s->id);
+        if (!op) {
+                (void) store_delete_sandbox(m->store, s->id);
+                r = -ENOMEM;
+                goto fail;
+        }
+        crash_point("create-journaled");
+        memcpy(j->op_id, op->id, sizeof j->op_id);
+        if (parent_op) {
+                Operation *parent = operation_find(m, parent_op);
+                if (parent)
+                        (void) strv_extend(&parent->children, s->id);
+        }
+        s->next = NULL;
+        Sandbox **tail = &m->sandboxes;
+        while (*tail)
+                tail = &(*tail)->next;
+        *tail = s;
+
+        r = worker_start(m, create_worker, j);
+        if (r < 0) {
+                operation_finish(op, "internal", "cannot start a worker thread");
+                (void) store_delete_sandbox(m->store, s->id);
+                sandbox_unlink(m, s);
+                sandbox_free(s);
+                create_job_free(j);
+                return operation_error_set(reterr, "internal", "cannot start a worker thread: %s", strerror(-r)) ?: r;
+        }
+        *ret_op = op;
+        *ret_sandbox = s;
+        return 0;
+fail:
+        sandbox_free(s);
+        create_job_free(j);
+        return r;
+}
+
+/* ---- delete ---- */
+
+typedef struct DeleteJob {
+        Manager *manager;
+        char id[SANDBOX_ID_LEN + 1];
+        char op_id[OPERATION_ID_LEN + 1];
+        pid_t pid;
+        char *run_dir;
+        char *data_dir;
+} DeleteJob;
+
+static void delete_done(Manager *m, void *userdata) {
+        DeleteJob *j = userdata;
+        Sandbox *s = sandbox_find_by_id(m, j->id);
+        Operation *op = operation_find(m, j->op_id);
+
+        if (s) {
+                (void) store_delete_sandbox(m->store, s->id);
+                sandbox_unlink(m, s);
+                sandbox_free(s);
+                log_info("sandbox %s removed", j->id);
+        }
+        (void) layers_gc(m);
+        if (op)
+                operation_finish(op, NULL, NULL);
+        free(j->run_dir);
+        free(j->data_dir);
+        free(j);
+}
+
+static void *delete_worker(void *userdata) {
+        DeleteJob *j = userdata;
+        sandbox_cleanup_vm_files(j->pid, j->run_dir, j->data_dir);
+        completion_post(j->manager, delete_done, j);
+        return NULL;
+}
+
+int sandbox_delete_start(Manager *m, Sandbox *s, bool force, Operation **ret_op, OperationError *reterr) {
+        DeleteJob *j;
+        Operation *op;
+        int r;
+
+        if (s->state == SANDBOX_CREATING)
+                return operation_error_set(reterr, "sandbox_busy",
+                                           "sandbox %s is still being created; wait for it, then remove it", s->id) ?: -EBUSY;
+        if (s->state == SANDBOX_DELETING)
+                return operation_error_set(reterr, "sandbox_busy", "sandbox %s is being removed already", s->id) ?: -EBUSY;
+        if (s->busy)
+                return operation_error_set(reterr, "sandbox_busy",
+                                           "sandbox %s is %s; wait for that to finish, then remove it", s->id,
+                                           sandbox_state_to_string(s->state)) ?: -EBUSY;
+        if (!force && s->agent && agent_process_count(s->agent) > 0)
+                return operation_error_set(reterr, "sandbox_busy",
+                                           "sandbox %s has %u running process(es); use 'spacectl rm -f' to remove "
+                                           "it anyway", s->id, agent_process_count(s->agent)) ?: -EBUSY;
+
+        j = calloc(1, sizeof *j);
+        if (!j)
+                return -ENOMEM;
+        j->manager = m;
+        memcpy(j->id, s->id, sizeof j->id);
+        j->pid = s->qemu_pid;
+        j->run_dir = s->run_dir ? strdup(s->run_dir) : NULL;
+        j->data_dir = s->data_dir ? strdup(s->data_dir) : NULL;
+        op = operation_new(m, "delete", s->id);
+        if (!op) {
+                free(j->run_dir);
+                free(j->data_dir);
+                free(j);
+                return -ENOMEM;
+        }
+        memcpy(j->op_id, op->id, sizeof j->op_id);
+        s->state = SANDBOX_DELETING;
+        s->agent = agent_free(s->agent);
+        (void) sandbox_save(s);
+        r = worker_start(m, delete_worker, j);
+        if (r < 0) {
+                /* do it inline then: removal must not depend on threads */
+                sandbox_cleanup_vm_files(j->pid, j->run_dir, j->data_dir);
+                m->workers_running++;
+                delete_done(m, j);
+        }
+        *ret_op = op;
+        return 0;
+}
+
+/* ---- start-up ---- */
+
+/* The QEMU that really runs in a sandbox's run dir, whatever the database says: a daemon killed between
+ * spawning a VM (create, wake, restore) and recording its pid leaves one only the pid file knows. */
+static void reconcile_pid(Sandbox *s) {
+        pid_t pid = 0;
+
+        if (!s->run_dir || vm_read_pidfile(s->run_dir, &pid) < 0 || pid <= 0 || !vm_pid_alive(pid, s->run_dir))
+                return;
+        if (pid == s->qemu_pid)
+                return;
+        if (s->qemu_pid > 0 && vm_pid_alive(s->qemu_pid, s->run_dir))
+                return; /* ours is alive; vm_start refuses a second QEMU on one run dir anyway */
+        log_info("sandbox %s: QEMU pid %d from the run directory replaces the recorded %d", s->id, (int) pid,
+                 (int) s->qemu_pid);
+        s->qemu_pid = pid;
+}
+
+int manager_reconcile(Manager *m) {
+        Sandbox *s = m->sandboxes, *next;
+
+        for (; s; s = next) {
+                next = s->next;
+                reconcile_pid(s);
+                switch (s->state) {
+                case SANDBOX_CREATING:
+                case SANDBOX_DELETING:
+                case SANDBOX_POOLED: /* its channel fd died with the old daemon: make a fresh one */
+                        /* An interrupted create holds nothing a user made; an interrupted delete was wanted. */
+                        log_info("sandbox %s: finishing an interrupted %s", s->id,
+                                 s->state == SANDBOX_CREATING ? "create (rolling back)" : "removal");
+                        if (s->qemu_pid > 0 && !vm_pid_alive(s->qemu_pid, s->run_dir))
+                                s->qemu_pid = 0;
+                        sandbox_cleanup_vm_files(s->qemu_pid, s->run_dir, s->data_dir);
+                        (void) store_delete_sandbox(m->store, s->id);
+                        sandbox_unlink(m, s);
+                        sandbox_free(s);
+                        break;
+                case SANDBOX_RUNNING:
+                        if (s->last_active == 0)
+                                s->last_active = now_unix();
+                        if (s->qemu_pid > 0 && vm_pid_alive(s->qemu_pid, s->run_dir)) {
+                                int r;
+
+                                vm_cont_if_stopped(s->run_dir);
+                                r = agent_connect(s);
+                                if (r < 0)
+                                        log_warning_errno(r, "sandbox %s: cannot reconnect to its agent", s->id);
+                                else
+                                        log_info("sandbox %s adopted (pid %d)", s->id, (int) s->qemu_pid);
+                        } else {
+                                log_warning("sandbox %s: QEMU (pid %d) is gone; marking it stopped", s->id,
+                                            (int) s->qemu_pid);
+                                s->state = SANDBOX_STOPPED;
+                                free(s->error);
+                                s->error = strdup("QEMU exited while spaced was not running; remove the sandbox "
+                                                  "with 'spacectl rm'");
+                                (void) sandbox_save(s);
+                        }
+                        break;
+                case SANDBOX_PAUSED:
+                case SANDBOX_SUSPENDING:
+                case SANDBOX_SUSPENDED:
+                case SANDBOX_WAKING:
+                        (void) sandbox_reconcile_lifecycle(s);
+                        break;
+                default:
+                        /* stopped: nothing may run for it (an interrupted restore may have started one) */
+                        if (s->qemu_pid > 0 && vm_pid_alive(s->qemu_pid, s->run_dir)) {
+                                (void) vm_kill(s->qemu_pid, s->run_dir, 10000);
+                                s->qemu_pid = 0;
+                                (void) sandbox_save(s);
+                        }
+                        break;
+                }
+        }
+        for (Operation *op = m->operations; op; op = op->next)
+                /* (an operation with live progress was started by this daemon: a builtin's import) */
+                if ((op->state == OPERATION_RUNNING || op->state == OPERATION_PENDING) && !op->progress) {
+                        op->state = OPERATION_FAILED;
+                        op->finished_at = now_unix();
+                        (void) operation_error_set(&op->error, "interrupted",
+                                                   "spaced stopped during this operation; it was rolled back");
+                        (void) operation_save(op);
+                }
+        return 0;
+}

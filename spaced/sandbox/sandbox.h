@@ -1,0 +1,188 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#pragma once
+
+/* The sandbox subsystem: the state machine of a sandbox and its lifecycle (create, delete, pause, resume,
+ * suspend, wake), checkpoints, restore and fork, warm pools, and the template's base snapshot. */
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "core/manager.h"
+#include "core/operation.h"
+#include "vm/vmm.h"
+
+enum {
+        EXPIRY_REMOVE,
+        EXPIRY_SUSPEND,
+};
+
+#define IDLE_TIMEOUT_DEFAULT (6 * 3600)
+
+typedef enum SandboxState {
+        SANDBOX_CREATING,
+        SANDBOX_RUNNING,
+        SANDBOX_DELETING,
+        SANDBOX_STOPPED,
+        SANDBOX_ERROR,
+        SANDBOX_PAUSED,      /* QEMU stopped, RAM resident */
+        SANDBOX_SUSPENDING,  /* journaled: memory being written to the store */
+        SANDBOX_SUSPENDED,   /* no QEMU; memory and device state in data_dir/suspend.state */
+        SANDBOX_WAKING,      /* journaled: QEMU restoring from suspend.state */
+        SANDBOX_POOLED,      /* restored and paused in a warm pool, not handed out yet: hidden from users */
+        _SANDBOX_STATE_MAX,
+} SandboxState;
+
+struct Sandbox {
+        Manager *manager;
+        char id[SANDBOX_ID_LEN + 1];
+        char *name;
+        char *template_name;
+        char *template_digest;
+        SandboxState state;
+        unsigned vcpu;
+        uint64_t memory_mib;
+        uint64_t disk_mib;
+        char **env;
+        int64_t created_at;  /* unix seconds */
+        pid_t qemu_pid;
+        char *run_dir;       /* runtime: sockets, pid file, logs */
+        char *data_dir;      /* state: disk */
+        char *error;
+        int64_t idle_timeout; /* seconds without use before it is suspended; 0: never */
+        int64_t expires_at;   /* unix time it is removed or suspended at; 0: never */
+        int on_expiry;        /* EXPIRY_REMOVE or EXPIRY_SUSPEND */
+        int64_t last_active;  /* unix time of the last exec, attach or API call on it */
+        bool busy;           /* a lifecycle operation is in flight */
+        bool pooled;         /* made for a warm pool (POOLED once ready) */
+        bool has_pool_fd;
+        int pool_fd;         /* pooled: the handshaken agent channel, watched only after handout */
+        AgentConn *agent;
+        Sandbox *next;
+};
+
+/* A named snapshot of a running sandbox: a frozen disk layer plus memory and device state. */
+struct Checkpoint {
+        char id[CHECKPOINT_ID_LEN + 1];
+        char *name;
+        char sandbox_id[SANDBOX_ID_LEN + 1];
+        char *template_name;
+        char *template_digest;
+        unsigned vcpu;
+        uint64_t memory_mib;
+        uint64_t disk_mib;
+        char **env;
+        char *disk;          /* the frozen layer */
+        char *state_path;    /* memory and device state */
+        int64_t created_at;
+        uint64_t pause_usec; /* how long the sandbox was stopped to take it */
+        uint64_t size_bytes;
+        bool ready;
+        Checkpoint *next;
+};
+
+const char *sandbox_state_to_string(SandboxState s);
+int sandbox_state_from_string(const char *s, SandboxState *ret);
+
+/* sandbox.c */
+Sandbox *sandbox_find_by_id(Manager *m, const char *id);
+/* Resolves an id, a unique id prefix or a name. -ENOENT or -ENOTUNIQ. */
+int sandbox_resolve(Manager *m, const char *ref, Sandbox **ret);
+Sandbox *sandbox_free(Sandbox *s);
+void sandbox_unlink(Manager *m, Sandbox *s);
+int sandbox_save(Sandbox *s);
+uint64_t manager_memory_in_use(Manager *m);
+int sandbox_create_start(Manager *m, const char *template_name, const char *name, unsigned vcpu,
+                         uint64_t memory_mib, uint64_t disk_mib, char **env, Operation **ret_op,
+                         Sandbox **ret_sandbox, OperationError *reterr);
+int sandbox_create_from(Manager *m, const char *template_name, const char *name, unsigned vcpu,
+                        uint64_t memory_mib, uint64_t disk_mib, char **env, const Checkpoint *source,
+                        const char *parent_op, Operation **ret_op, Sandbox **ret_sandbox, OperationError *reterr);
+int sandbox_create_full(Manager *m, const char *template_name, const char *name, unsigned vcpu,
+                        uint64_t memory_mib, uint64_t disk_mib, char **env, const Checkpoint *source,
+                        const char *parent_op, bool pooled, Operation **ret_op, Sandbox **ret_sandbox,
+                        OperationError *reterr);
+int sandbox_delete_start(Manager *m, Sandbox *s, bool force, Operation **ret_op, OperationError *reterr);
+int manager_reconcile(Manager *m);
+void sandbox_cleanup_vm_files(pid_t pid, const char *run_dir, const char *data_dir);
+bool sandbox_state_holds_memory(SandboxState s);
+
+/* checkpoint.c */
+Checkpoint *checkpoint_find(Manager *m, const char *ref);   /* id, unique id prefix or name */
+Checkpoint *checkpoint_free(Checkpoint *c);
+int checkpoint_create_start(Manager *m, Sandbox *s, const char *name, Operation **ret_op, Checkpoint **ret_cp,
+                            OperationError *reterr);
+int checkpoint_remove(Manager *m, Checkpoint *c, OperationError *reterr);
+int sandbox_restore_start(Manager *m, Sandbox *s, Checkpoint *c, Operation **ret_op, OperationError *reterr);
+/* Forks count sandboxes from a checkpoint, or from a running sandbox through a checkpoint taken first. */
+int fork_start(Manager *m, Sandbox *from_sandbox, Checkpoint *from_checkpoint, unsigned count,
+               Operation **ret_op, char ***ret_sandbox_ids, OperationError *reterr);
+int checkpoints_load(Manager *m);
+void fork_child_done(Manager *m, const char *fork_op_id, bool ok, const char *message);
+void checkpoints_free(Manager *m);
+
+/* pool.c: warm pools (decision 4) */
+typedef struct PoolConfig {
+        char *template_name;
+        unsigned size;
+        struct PoolConfig *next;
+} PoolConfig;
+int pools_load(Manager *m);
+int pool_set(Manager *m, const char *template_name, unsigned size, char **reterr_message);
+void pool_refill(Manager *m);
+/* Refills once the machine has been free of handouts and creates for a moment: the new member's restore
+ * would otherwise take the CPU from the first commands of the sandbox just handed out. */
+void pool_refill_later(Manager *m);
+unsigned pool_count(Manager *m, const char *template_name, bool ready_only);
+/* Hands out a ready pooled sandbox for a create with the template's default shape: returns 1 with the
+ * sandbox and its create operation, 0 when the pool has none. */
+int pool_take(Manager *m, const Template *t, const char *name, char **env, Operation **ret_op, Sandbox **ret,
+              OperationError *reterr);
+
+/* lifecycle.c: pause, resume, suspend, wake. */
+typedef enum LifecycleKind {
+        LIFECYCLE_PAUSE,
+        LIFECYCLE_RESUME,
+        LIFECYCLE_SUSPEND,
+        LIFECYCLE_WAKE,
+} LifecycleKind;
+int sandbox_lifecycle_start(Manager *m, Sandbox *s, LifecycleKind kind, Operation **ret_op, OperationError *reterr);
+int sandbox_reconcile_lifecycle(Sandbox *s);
+void lifecycle_tick(Manager *m);
+
+/* base.c: the template's base snapshot (decision 4). Blocking; call from a worker. */
+typedef struct BaseSnapshot {
+        char *dir;
+        char *mem_path;
+        char *state_path;
+        char *disk_path;     /* what sandboxes' disks are cloned from (disk_clone) */
+        char *kernel;
+        char *initrd;
+} BaseSnapshot;
+typedef struct BaseRequest {
+        char *lib_dir;
+        char *state_dir;
+        char *runtime_dir;
+        char *qemu_binary;
+        char *template_name;
+        char *rootfs;
+        char *template_digest;
+        unsigned vcpu;
+        uint64_t memory_mib;
+        VmAccel accel;
+        unsigned tsc_khz;
+        unsigned tcg_cache_mib;
+        DiskBackend disk_backend;
+} BaseRequest;
+void base_request_done(BaseRequest *r);
+int base_request_init(Manager *m, const Template *t, unsigned vcpu, uint64_t memory_mib, BaseRequest *ret);
+void base_snapshot_done(BaseSnapshot *b);
+int base_snapshot_ensure(Manager *m, const BaseRequest *req, BaseSnapshot *ret, char **reterr_message);
+/* At start: kills the QEMU of a base snapshot build that a dead daemon left, and removes its run dir. */
+void base_cleanup_stale(const char *runtime_dir);
+/* The command line of a VM restored from a snapshot of this base (a sandbox, a wake, a checkpoint). */
+VmConfig base_restore_config(const BaseSnapshot *b, const BaseRequest *req, const char *run_dir, const char *disk);
+/* The guest files and their digests. */
+int guest_kernel_path(const char *lib_dir, char **ret_kernel, char **ret_initrd);
+int file_digest(const char *path, char **ret);   /* "sha256:<hex>", from PATH.sha256 when fresh */
+

@@ -1,0 +1,1032 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#include <ctype.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <sqlite3.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "core/log.h"
+#include "macro.h"
+#include "paths.h"
+#include "string-util.h"
+#include "core/store.h"
+#include "template/template.h"
+#include "user.h"
+#include "core/util.h"
+#include "sandbox/sandbox.h"
+
+/* The template store (decision 5). Every template is an immutable image in $state/templates/sha256-<hex>/
+ * (rootfs.ext4 mode 0444, config.json), named by the digest of its root filesystem tree (template-tree.c);
+ * SQLite keeps a row per image (size, source, config) and a row per tag ("name:tag" -> digest). Imports
+ * work in $state/templates/.tmp-* and rename into place, so an interrupted one leaves only a .tmp-* directory
+ * (or an image directory without a row), which the next start removes. Sandboxes, checkpoints and pools
+ * record digests; such an image cannot lose its last tag nor be removed. The builtin templates in
+ * $lib_dir/templates/NAME/{template.conf,rootfs.tar} are imported at start when their rootfs.tar changed. */
+
+#define SWAP_PTR(a, b)                  \
+        do {                            \
+                __typeof__(a) _t_ = (a); \
+                (a) = (b);              \
+                (b) = _t_;              \
+        } while (0)
+
+#define BUILTIN_SYNC_MAX (64ULL << 20) /* builtins up to this size are imported before the daemon serves */
+
+static const char schema[] =
+        "CREATE TABLE IF NOT EXISTS templates ("
+        "  digest TEXT PRIMARY KEY NOT NULL,"
+        "  size_bytes INTEGER NOT NULL DEFAULT 0,"
+        "  image_bytes INTEGER NOT NULL DEFAULT 0,"
+        "  files INTEGER NOT NULL DEFAULT 0,"
+        "  created_at INTEGER NOT NULL,"
+        "  source TEXT,"
+        "  source_digest TEXT,"
+        "  config TEXT NOT NULL DEFAULT '{}');"
+        "CREATE TABLE IF NOT EXISTS template_tags ("
+        "  tag TEXT PRIMARY KEY NOT NULL,"
+        "  digest TEXT NOT NULL);";
+
+Template *template_free(Template *t) {
+        if (!t)
+                return NULL;
+        free(t->name);
+        free(t->dir);
+        free(t->rootfs);
+        free(t->digest);
+        free(t->description);
+        strv_free(t->env);
+        free(t->workdir);
+        free(t->user);
+        strv_free(t->entrypoint);
+        strv_free(t->tags);
+        free(t->source);
+        free(t->source_digest);
+        free(t);
+        return NULL;
+}
+
+void templates_free(Manager *m) {
+        while (m->templates) {
+                Template *t = m->templates;
+                m->templates = t->next;
+                template_free(t);
+        }
+}
+
+/* ---- references ---- */
+
+static bool name_component_valid(const char *s, size_t n) {
+        if (n == 0 || !isalnum((unsigned char) s[0]) || !isalnum((unsigned char) s[n - 1]))
+                return false;
+        for (size_t i = 0; i < n; i++) {
+                char c = s[i];
+                if ((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9'))
+                        continue;
+                if (c != '.' && c != '_' && c != '-')
+                        return false;
+                /* separators: one '.', one or two '_', any number of '-' (Docker's grammar) */
+                if (c == '.' && !isalnum((unsigned char) s[i + 1]))
+                        return false;
+                if (c == '_' && s[i + 1] == '_' && !isalnum((unsigned char) s[i + 2]))
+                        return false;
+                if (c == '_' && s[i + 1] != '_' && !isalnum((unsigned char) s[i + 1]))
+                        return false;
+                if (c == '-' && s[i + 1] != '-' && !isalnum((unsigned char) s[i + 1]))
+                        return false;
+        }
+        return true;
+}
+
+static const char ref_help[] = "use NAME[:TAG] (lowercase letters, digits and . _ -, with / between parts, e.g. "
+                               "team/python:3.12) or sha256:<12 to 64 hex digits>";
+
+int template_ref_parse(const char *ref, char **ret_tag, char **ret_digest_prefix, char **reterr_message) {
+        const char *colon, *tag = "latest";
+        size_t n = strlen(ref), name_len;
+
+        *ret_tag = NULL;
+        *ret_digest_prefix = NULL;
+        if (n == 0) {
+                (void) asprintf(reterr_message, "the template reference is empty; %s", ref_help);
+                return -EINVAL;
+        }
+        if (n > TEMPLATE_TAG_MAX) {
+                (void) asprintf(reterr_message, "template reference '%.64s...' is longer than %d characters", ref,
+                                TEMPLATE_TAG_MAX);
+                return -EINVAL;
+        }
+        if (strncmp(ref, "sha256:", 7) == 0) {
+                const char *hex = ref + 7;
+                size_t k = strlen(hex);
+                if (k < TEMPLATE_DIGEST_PREFIX_MIN || k > 64 || strspn(hex, "0123456789abcdef") != k) {
+                        (void) asprintf(reterr_message,
+                                        "'%s' is not a valid digest reference: sha256: takes %d to 64 lowercase hex "
+                                        "digits",
+                                        ref, TEMPLATE_DIGEST_PREFIX_MIN);
+                        return -EINVAL;
+                }
+                *ret_digest_prefix = strdup(hex);
+                return *ret_digest_prefix ? 0 : -ENOMEM;
+        }
+        colon = strrchr(ref, ':');
+        name_len = colon ? (size_t) (colon - ref) : n;
+        if (colon) {
+                tag = colon + 1;
+                size_t k = strlen(tag);
+                if (k == 0 || k > 128 || !(isalnum((unsigned char) tag[0]) || tag[0] == '_') ||
+                    strspn(tag, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-") != k) {
+                        (void) asprintf(reterr_message,
+                                        "'%s' has an invalid tag '%s': a tag is 1 to 128 letters, digits, '_', '.' "
+                                        "or '-', not starting with '.' or '-'; %s",
+                                        ref, tag, ref_help);
+                        return -EINVAL;
+                }
+        }
+        for (const char *p = ref; p < ref + name_len;) {
+                const char *slash = memchr(p, '/', (size_t) (ref + name_len - p));
+                size_t k = slash ? (size_t) (slash - p) : (size_t) (ref + name_len - p);
+                if (!name_component_valid(p, k)) {
+                        bool upper = false;
+                        for (size_t i = 0; i < name_len; i++)
+                                upper = upper || isupper((unsigned char) ref[i]);
+                        (void) asprintf(reterr_message, "'%s' is not a valid template reference%s; %s", ref,
+                                        upper ? " (names are lowercase)" : "", ref_help);
+                        return -EINVAL;
+                }
+                p += k + (slash ? 1 : 0);
+                if (slash && p == ref + name_len) {
+                        (void) asprintf(reterr_message, "'%s' is not a valid template reference; %s", ref, ref_help);
+                        return -EINVAL;
+                }
+        }
+        if (asprintf(ret_tag, "%.*s:%s", (int) name_len, ref, tag) < 0)
+                return -ENOMEM;
+        return 0;
+}
+
+int template_tag_parse(const char *ref, char **ret_tag, char **reterr_message) {
+        _cleanup_free_ char *prefix = NULL;
+        int r = template_ref_parse(ref, ret_tag, &prefix, reterr_message);
+        if (r < 0)
+                return r;
+        if (prefix) {
+                (void) asprintf(reterr_message, "'%s' is a digest; a tag is NAME[:TAG], e.g. team/python:3.12", ref);
+                return -EINVAL;
+        }
+        return 0;
+}
+
+static bool has_tag(const Template *t, const char *tag) {
+        for (char **i = t->tags; i && *i; i++)
+                if (streq(*i, tag))
+                        return true;
+        return false;
+}
+
+Template *template_find_digest(Manager *m, const char *digest) {
+        if (!digest)
+                return NULL;
+        for (Template *t = m->templates; t; t = t->next)
+                if (streq(t->digest, digest))
+                        return t;
+        return NULL;
+}
+
+int template_resolve(Manager *m, const char *ref, Template **ret, OperationError *reterr) {
+        _cleanup_free_ char *tag = NULL, *prefix = NULL, *msg = NULL;
+        Template *found = NULL;
+        unsigned n = 0;
+        int r;
+
+        r = template_ref_parse(ref, &tag, &prefix, &msg);
+        if (r == -ENOMEM)
+                return r;
+        if (r < 0)
+                return operation_error_set(reterr, "invalid_ref", "%s", msg ?: "invalid template reference") ?: r;
+        for (Template *t = m->templates; t; t = t->next) {
+                if (tag ? has_tag(t, tag) : strncmp(t->digest + 7, prefix, strlen(prefix)) == 0) {
+                        found = t;
+                        n++;
+                }
+        }
+        if (n == 0)
+                return operation_error_set(reterr, "template_not_found",
+                                           "template '%s' does not exist; 'spacectl template ls' lists them",
+                                           ref) ?: -ENOENT;
+        if (n > 1)
+                return operation_error_set(reterr, "ambiguous_reference",
+                                           "'%s' matches %u templates; give more digits of the digest", ref, n) ?: -ENOTUNIQ;
+        *ret = found;
+        return 0;
+}
+
+Template *template_find(Manager *m, const char *ref) {
+        OperationError e = {};
+        Template *t = NULL;
+
+        (void) template_resolve(m, ref, &t, &e);
+        operation_error_done(&e);
+        return t;
+}
+
+const char *template_workdir(Manager *m, const Sandbox *s) {
+        Template *t = template_find_digest(m, s->template_digest);
+        return t ? t->workdir : NULL;
+}
+
+const char *template_default_user(Manager *m, const Sandbox *s) {
+        Template *t = template_find_digest(m, s->template_digest);
+        /* checked when the config was applied; a config recorded before that check is not trusted */
+        return t && t->user && space_user_spec_parse(t->user, NULL) >= 0 ? t->user : NULL;
+}
+
+/* ---- config ---- */
+
+static int strv_from_json(const cJSON *a, bool kv, char ***ret) {
+        _cleanup_strv_free_ char **l = calloc(1, sizeof(char *));
+        const cJSON *i;
+
+        if (!l || !cJSON_IsArray(a))
+                return l ? -EINVAL : -ENOMEM;
+        cJSON_ArrayForEach(i, a) {
+                if (!cJSON_IsString(i) || (kv && (!strchr(i->valuestring, '=') || i->valuestring[0] == '=')))
+                        return -EINVAL;
+                if (strv_extend(&l, i->valuestring) < 0)
+                        return -ENOMEM;
+        }
+        strv_free(*ret);
+        *ret = TAKE_PTR(l);
+        return 0;
+}
+
+static int set_str(char **field, const cJSON *v) {
+        char *s = strdup(v->valuestring);
+        if (!s)
+                return -ENOMEM;
+        free(*field);
+        *field = s;
+        return 0;
+}
+
+int template_config_apply(Template *t, const cJSON *config, char **reterr_message) {
+        const cJSON *v;
+
+        if (!config || cJSON_IsNull(config))
+                return 0;
+        if (!cJSON_IsObject(config)) {
+                (void) asprintf(reterr_message, "config must be an object");
+                return -EINVAL;
+        }
+        cJSON_ArrayForEach(v, config) {
+                const char *k = v->string;
+                double d = cJSON_IsNumber(v) ? v->valuedouble : -1;
+                int r = 0;
+
+                if (streq(k, "description") && cJSON_IsString(v))
+                        r = set_str(&t->description, v);
+                else if (streq(k, "user") && cJSON_IsString(v) && space_user_spec_parse(v->valuestring, NULL) >= 0)
+                        r = set_str(&t->user, v);
+                else if (streq(k, "workdir") && cJSON_IsString(v) && v->valuestring[0] == '/' &&
+                         strlen(v->valuestring) < 4096)
+                        r = set_str(&t->workdir, v);
+                else if (streq(k, "env") && cJSON_IsArray(v))
+                        r = strv_from_json(v, true, &t->env);
+                else if (streq(k, "entrypoint") && cJSON_IsNull(v)) {
+                        t->entrypoint = (strv_free(t->entrypoint), NULL);
+                } else if (streq(k, "entrypoint") && cJSON_IsArray(v) && cJSON_GetArraySize(v) > 0)
+                        r = strv_from_json(v, false, &t->entrypoint);
+                else if (streq(k, "vcpu") && d >= 1 && d <= 64 && d == (unsigned) d)
+                        t->vcpu = (unsigned) d;
+                else if (streq(k, "memory_mib") && d >= 64 && d <= 65536 && d == (uint64_t) d)
+                        t->memory_mib = (uint64_t) d;
+                else if (streq(k, "disk_mib") && d >= 64 && d <= 1048576 && d == (uint64_t) d)
+                        t->disk_mib = (uint64_t) d;
+                else {
+                        static const char *const known[] = { "description", "env", "user", "workdir", "entrypoint",
+                                                              "vcpu", "memory_mib", "disk_mib" };
+                        bool is_known = false;
+                        for (size_t i = 0; i < ELEMENTSOF(known); i++)
+                                is_known = is_known || streq(known[i], k);
+                        if (!is_known)
+                                (void) asprintf(reterr_message,
+                                                "config has an unknown field '%s'; known: description, env, user, "
+                                                "workdir, entrypoint, vcpu, memory_mib, disk_mib",
+                                                k);
+                        else
+                                (void) asprintf(reterr_message,
+                                                "config.%s is not valid: %s", k,
+                                                streq(k, "env") ? "a list of \"K=V\" strings" :
+                                                streq(k, "entrypoint") ? "a non-empty list of strings" :
+                                                streq(k, "workdir") ? "an absolute path" :
+                                                streq(k, "vcpu") ? "a whole number from 1 to 64" :
+                                                streq(k, "memory_mib") ? "a whole number from 64 to 65536" :
+                                                streq(k, "disk_mib") ? "a whole number from 64 to 1048576" :
+                                                streq(k, "user") ? "NAME or UID, optionally :GROUP or :GID "
+                                                                   "(at most 64 of A-Z a-z 0-9 . _ -)" :
+                                                "a non-empty string");
+                        return -EINVAL;
+                }
+                if (r == -EINVAL) {
+                        (void) asprintf(reterr_message, "config.%s is not valid: %s", k,
+                                        streq(k, "env") ? "a list of \"K=V\" strings" : "a list of strings");
+                        return r;
+                }
+                if (r < 0)
+                        return r;
+        }
+        return 0;
+}
+
+static cJSON *strv_to_json(char **l) {
+        cJSON *a = cJSON_CreateArray();
+        for (char **i = l; a && i && *i; i++)
+                cJSON_AddItemToArray(a, cJSON_CreateString(*i));
+        return a;
+}
+
+cJSON *template_config_to_json(const Template *t) {
+        cJSON *o = cJSON_CreateObject();
+
+        if (!o)
+                return NULL;
+        cJSON_AddStringToObject(o, "description", t->description ?: "");
+        cJSON_AddItemToObject(o, "env", strv_to_json(t->env));
+        if (t->user)
+                cJSON_AddStringToObject(o, "user", t->user);
+        if (t->workdir)
+                cJSON_AddStringToObject(o, "workdir", t->workdir);
+        if (t->entrypoint)
+                cJSON_AddItemToObject(o, "entrypoint", strv_to_json(t->entrypoint));
+        else
+                cJSON_AddNullToObject(o, "entrypoint");
+        cJSON_AddNumberToObject(o, "vcpu", t->vcpu);
+        cJSON_AddNumberToObject(o, "memory_mib", (double) t->memory_mib);
+        cJSON_AddNumberToObject(o, "disk_mib", (double) t->disk_mib);
+        return o;
+}
+
+/* ---- the store ---- */
+
+static int templates_dir(Manager *m, char **ret) {
+        return asprintf(ret, "%s/templates", m->state_dir) < 0 ? -ENOMEM : 0;
+}
+
+static int cmp_str(const void *a, const void *b) {
+        return strcmp(*(char *const *) a, *(char *const *) b);
+}
+
+static void template_update_name(Template *t) {
+        size_t n = 0;
+        char *name;
+
+        for (char **i = t->tags; i && *i; i++)
+                n++;
+        if (n > 1)
+                qsort(t->tags, n, sizeof(char *), cmp_str);
+        if (n > 0)
+                name = strdup(t->tags[0]);
+        else if (asprintf(&name, "sha256:%.12s", t->digest + 7) < 0)
+                name = NULL;
+        if (name) {
+                free(t->name);
+                t->name = name;
+        }
+}
+
+static int db_exec(Manager *m, const char *sql, const char *a, const char *b) {
+        sqlite3_stmt *st = NULL;
+        int rc = sqlite3_prepare_v2(store_db(m->store), sql, -1, &st, NULL);
+
+        if (rc == SQLITE_OK) {
+                if (a)
+                        sqlite3_bind_text(st, 1, a, -1, SQLITE_TRANSIENT);
+                if (b)
+                        sqlite3_bind_text(st, 2, b, -1, SQLITE_TRANSIENT);
+                rc = sqlite3_step(st);
+        }
+        sqlite3_finalize(st);
+        return rc == SQLITE_DONE || rc == SQLITE_OK ? 0 : -EIO;
+}
+
+static int template_save(Manager *m, const Template *t) {
+        _cleanup_free_ char *config = NULL;
+        cJSON *c = template_config_to_json(t);
+        sqlite3_stmt *st = NULL;
+        int rc;
+
+        config = c ? cJSON_PrintUnformatted(c) : NULL;
+        cJSON_Delete(c);
+        if (!config)
+                return -ENOMEM;
+        rc = sqlite3_prepare_v2(store_db(m->store),
+                                "INSERT OR REPLACE INTO templates (digest, size_bytes, image_bytes, files, created_at,"
+                                " source, source_digest, config) VALUES (?,?,?,?,?,?,?,?)",
+                                -1, &st, NULL);
+        if (rc == SQLITE_OK) {
+                sqlite3_bind_text(st, 1, t->digest, -1, SQLITE_STATIC);
+                sqlite3_bind_int64(st, 2, (sqlite3_int64) t->size_bytes);
+                sqlite3_bind_int64(st, 3, (sqlite3_int64) t->image_bytes);
+                sqlite3_bind_int64(st, 4, (sqlite3_int64) t->files);
+                sqlite3_bind_int64(st, 5, t->created_at);
+                sqlite3_bind_text(st, 6, t->source, -1, SQLITE_STATIC);
+                sqlite3_bind_text(st, 7, t->source_digest, -1, SQLITE_STATIC);
+                sqlite3_bind_text(st, 8, config, -1, SQLITE_STATIC);
+                rc = sqlite3_step(st);
+        }
+        sqlite3_finalize(st);
+        return rc == SQLITE_DONE ? 0 : -EIO;
+}
+
+static int template_paths(Manager *m, Template *t) {
+        free(t->dir);
+        free(t->rootfs);
+        t->rootfs = NULL;
+        if (asprintf(&t->dir, "%s/templates/sha256-%s", m->state_dir, t->digest + 7) < 0) {
+                t->dir = NULL;
+                return -ENOMEM;
+        }
+        if (asprintf(&t->rootfs, "%s/rootfs.ext4", t->dir) < 0) {
+                t->rootfs = NULL;
+                return -ENOMEM;
+        }
+        return 0;
+}
+
+static void template_unlink(Manager *m, Template *t) {
+        for (Template **i = &m->templates; *i; i = &(*i)->next)
+                if (*i == t) {
+                        *i = t->next;
+                        return;
+                }
+}
+
+static int tag_remove_from(Template *t, const char *tag) {
+        size_t k = 0;
+        bool found = false;
+
+        for (char **i = t->tags; i && *i; i++) {
+                if (!found && streq(*i, tag)) {
+                        free(*i);
+                        found = true;
+                        continue;
+                }
+                t->tags[k++] = *i;
+        }
+        if (t->tags)
+                t->tags[k] = NULL;
+        if (found)
+                template_update_name(t);
+        return found;
+}
+
+int template_tag_set(Manager *m, Template *t, const char *tag, OperationError *reterr) {
+        if (has_tag(t, tag))
+                return 0;
+        if (db_exec(m, "INSERT OR REPLACE INTO template_tags (tag, digest) VALUES (?, ?)", tag, t->digest) < 0)
+                return operation_error_set(reterr, "internal", "cannot record tag %s", tag) ?: -EIO;
+        for (Template *o = m->templates; o; o = o->next)
+                if (o != t)
+                        (void) tag_remove_from(o, tag); /* the old image stays, untagged; gc removes it */
+        if (strv_extend(&t->tags, tag) < 0)
+                return -ENOMEM;
+        template_update_name(t);
+        return 0;
+}
+
+int template_store_add(Manager *m, Template *t, const char *tag, Template **ret) {
+        Template *old = template_find_digest(m, t->digest);
+        OperationError e = {};
+        int r;
+
+        if (old) {
+                /* The same tree again: the image stays; the newer import's defaults and source win. */
+                SWAP_PTR(old->description, t->description);
+                SWAP_PTR(old->env, t->env);
+                SWAP_PTR(old->workdir, t->workdir);
+                SWAP_PTR(old->user, t->user);
+                SWAP_PTR(old->entrypoint, t->entrypoint);
+                SWAP_PTR(old->source, t->source);
+                SWAP_PTR(old->source_digest, t->source_digest);
+                old->vcpu = t->vcpu;
+                old->memory_mib = t->memory_mib;
+                old->disk_mib = t->disk_mib;
+                template_free(t);
+                t = old;
+        } else {
+                r = template_paths(m, t);
+                if (r < 0) {
+                        template_free(t);
+                        return r;
+                }
+                template_update_name(t);
+                t->next = m->templates;
+                m->templates = t;
+        }
+        r = template_save(m, t);
+        if (r < 0)
+                log_warning_errno(r, "cannot record template %s", t->digest);
+        if (tag) {
+                r = template_tag_set(m, t, tag, &e);
+                operation_error_done(&e);
+                if (r < 0)
+                        return r;
+        }
+        if (ret)
+                *ret = t;
+        return 0;
+}
+
+/* ---- users, removal, gc ---- */
+
+char *template_user(Manager *m, const Template *t) {
+        char *s = NULL;
+
+        for (PoolConfig *p = m->pools; p; p = p->next)
+                if (p->size > 0 && template_find(m, p->template_name) == t)
+                        return asprintf(&s, "pool %s", p->template_name) < 0 ? NULL : s;
+        for (Sandbox *sb = m->sandboxes; sb; sb = sb->next)
+                if (streq_ptr(sb->template_digest, t->digest)) {
+                        if (sb->pooled)
+                                return asprintf(&s, "a warm pool sandbox (%s)", sb->id) < 0 ? NULL : s;
+                        return asprintf(&s, "sandbox %s%s%s%s", sb->id, sb->name ? " (" : "", sb->name ?: "",
+                                        sb->name ? ")" : "") < 0 ? NULL : s;
+                }
+        for (Checkpoint *c = m->checkpoints; c; c = c->next)
+                if (streq_ptr(c->template_digest, t->digest))
+                        return asprintf(&s, "checkpoint %s%s%s%s", c->id, c->name ? " (" : "", c->name ?: "",
+                                        c->name ? ")" : "") < 0 ? NULL : s;
+        return NULL;
+}
+
+static uint64_t usage_at(int parent_fd, const char *name) {
+        struct stat st;
+        uint64_t n;
+
+        if (fstatat(parent_fd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+                return 0;
+        n = (uint64_t) st.st_blocks * 512;
+        if (S_ISDIR(st.st_mode)) {
+                int fd = openat(parent_fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+                DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+                struct dirent *de;
+
+                if (!d) {
+                        safe_close(fd);
+                        return n;
+                }
+                while ((de = readdir(d)))
+                        if (!streq(de->d_name, ".") && !streq(de->d_name, ".."))
+                                n += usage_at(dirfd(d), de->d_name);
+                closedir(d);
+        }
+        return n;
+}
+
+uint64_t disk_usage(const char *path) {
+        return usage_at(AT_FDCWD, path);
+}
+
+/* Removes the base snapshots (base.c) whose directory names start with the 12-hex short digest, or all
+ * stale ones when short_digest is NULL. Skipped while a base snapshot is being built. */
+static uint64_t bases_remove(Manager *m, const char *short_digest, unsigned *ret_count);
+
+static uint64_t image_remove(Manager *m, Template *t) {
+        uint64_t freed = disk_usage(t->dir);
+        char shortd[13];
+
+        log_info("removing template image %s", t->digest);
+        (void) db_exec(m, "DELETE FROM template_tags WHERE digest = ?", t->digest, NULL);
+        (void) db_exec(m, "DELETE FROM templates WHERE digest = ?", t->digest, NULL);
+        (void) rm_rf(t->dir);
+        snprintf(shortd, sizeof shortd, "%.12s", t->digest + 7);
+        freed += bases_remove(m, shortd, NULL);
+        template_unlink(m, t);
+        template_free(t);
+        return freed;
+}
+
+static const char *pool_naming(Manager *m, const char *tag) {
+        for (PoolConfig *p = m->pools; p; p = p->next) {
+                _cleanup_free_ char *ptag = NULL, *prefix = NULL, *msg = NULL;
+                if (p->size > 0 && template_ref_parse(p->template_name, &ptag, &prefix, &msg) >= 0 && ptag &&
+                    streq(ptag, tag))
+                        return p->template_name;
+        }
+        return NULL;
+}
+
+int template_remove(Manager *m, const char *ref, char **ret_untagged, bool *ret_removed_image, uint64_t *ret_freed,
+                    OperationError *reterr) {
+        _cleanup_free_ char *tag = NULL, *prefix = NULL, *msg = NULL, *user = NULL;
+        Template *t;
+        size_t ntags = 0;
+        int r;
+
+        *ret_removed_image = false;
+        *ret_freed = 0;
+        *ret_untagged = NULL;
+        r = template_resolve(m, ref, &t, reterr);
+        if (r < 0)
+                return r;
+        (void) template_ref_parse(ref, &tag, &prefix, &msg);
+        for (char **i = t->tags; i && *i; i++)
+                ntags++;
+        if (tag) {
+                const char *pool = pool_naming(m, tag);
+                if (pool)
+                        return operation_error_set(reterr, "template_in_use",
+                                                   "template %s is in use by pool %s; 'spacectl pool set %s 0' "
+                                                   "removes the pool",
+                                                   tag, pool, pool) ?: -EBUSY;
+                if (ntags > 1) {
+                        if (db_exec(m, "DELETE FROM template_tags WHERE tag = ?", tag, NULL) < 0)
+                                return operation_error_set(reterr, "internal", "cannot remove tag %s", tag) ?: -EIO;
+                        (void) tag_remove_from(t, tag);
+                        *ret_untagged = TAKE_PTR(tag);
+                        return 0;
+                }
+        }
+        user = template_user(m, t);
+        if (user)
+                return operation_error_set(reterr, "template_in_use",
+                                           "template %s (%s) is in use by %s; remove that first", ref, t->digest,
+                                           user) ?: -EBUSY;
+        if (tag)
+                *ret_untagged = TAKE_PTR(tag);
+        *ret_freed = image_remove(m, t);
+        *ret_removed_image = true;
+        return 0;
+}
+
+static bool short_hex(const char *s, size_t n) {
+        return strspn(s, "0123456789abcdef") >= n;
+}
+
+static bool base_in_use(Manager *m, const char *shortd) {
+        for (Sandbox *s = m->sandboxes; s; s = s->next)
+                if (s->template_digest && strncmp(s->template_digest + 7, shortd, 12) == 0)
+                        return true;
+        for (Checkpoint *c = m->checkpoints; c; c = c->next)
+                if (c->template_digest && strncmp(c->template_digest + 7, shortd, 12) == 0)
+                        return true;
+        return false;
+}
+
+/* Base snapshot directories are named <digest12>-k<kernel12>-i<initramfs12>-m<MiB>-c<vcpu>-<accel> (older
+ * daemons put the template name first). */
+static uint64_t bases_remove(Manager *m, const char *only, unsigned *ret_count) {
+        _cleanup_free_ char *dir = NULL, *kernel = NULL, *initrd = NULL, *kd = NULL, *id = NULL;
+        _cleanup_closedir_ DIR *d = NULL;
+        struct dirent *de;
+        uint64_t freed = 0;
+        unsigned count = 0;
+
+        if (asprintf(&dir, "%s/base", m->state_dir) < 0)
+                return 0;
+        if (pthread_mutex_trylock(&m->base_lock) != 0) {
+                log_info("a base snapshot is being built: base snapshots are left for the next gc");
+                return 0;
+        }
+        if (guest_kernel_path(m->lib_dir, &kernel, &initrd) >= 0) {
+                (void) file_digest(kernel, &kd);
+                (void) file_digest(initrd, &id);
+        }
+        d = opendir(dir);
+        while (d && (de = readdir(d))) {
+                const char *k = strstr(de->d_name, "-k"), *i;
+                char shortd[13];
+                bool stale;
+
+                if (de->d_name[0] == '.')
+                        continue;
+                /* the 12 hex before "-k" are the template's short digest */
+                while (k && !(k - de->d_name >= 12 && short_hex(k - 12, 12) && strncmp(k + 2 + 12, "-i", 2) == 0))
+                        k = strstr(k + 2, "-k");
+                if (!k)
+                        continue;
+                memcpy(shortd, k - 12, 12);
+                shortd[12] = 0;
+                i = k + 14;
+                if (only) {
+                        if (!streq(shortd, only))
+                                continue;
+                } else {
+                        bool known = false;
+                        for (Template *t = m->templates; t && !known; t = t->next)
+                                known = strncmp(t->digest + 7, shortd, 12) == 0;
+                        stale = !known || (kd && strncmp(k + 2, kd + 7, 12) != 0) ||
+                                (id && strncmp(i + 2, id + 7, 12) != 0);
+                        if (!stale)
+                                continue;
+                }
+                if (base_in_use(m, shortd))
+                        continue;
+                {
+                        _cleanup_free_ char *p = NULL;
+                        if (asprintf(&p, "%s/%s", dir, de->d_name) < 0)
+                                break;
+                        freed += disk_usage(p);
+                        log_info("removing base snapshot %s", p);
+                        (void) rm_rf(p);
+                        count++;
+                }
+        }
+        pthread_mutex_unlock(&m->base_lock);
+        if (ret_count)
+                *ret_count = count;
+        return freed;
+}
+
+int templates_gc(Manager *m, uint64_t *ret_freed, unsigned *ret_images, unsigned *ret_bases) {
+        uint64_t freed = 0;
+        unsigned images = 0, bases = 0;
+
+        for (Template *t = m->templates, *next; t; t = next) {
+                _cleanup_free_ char *user = NULL;
+
+                next = t->next;
+                if (t->tags && t->tags[0])
+                        continue;
+                user = template_user(m, t);
+                if (user)
+                        continue;
+                freed += image_remove(m, t);
+                images++;
+        }
+        freed += bases_remove(m, NULL, &bases);
+        *ret_freed = freed;
+        *ret_images = images;
+        *ret_bases = bases;
+        return 0;
+}
+
+/* ---- loading ---- */
+
+static void cleanup_store_dir(Manager *m, const char *root) {
+        _cleanup_closedir_ DIR *d = opendir(root);
+        struct dirent *de;
+
+        while (d && (de = readdir(d))) {
+                _cleanup_free_ char *p = NULL, *digest = NULL;
+
+                if (streq(de->d_name, ".") || streq(de->d_name, ".."))
+                        continue;
+                if (asprintf(&p, "%s/%s", root, de->d_name) < 0)
+                        return;
+                if (strncmp(de->d_name, ".tmp-", 5) == 0) {
+                        log_info("removing %s, left by an interrupted import", p);
+                        (void) rm_rf(p);
+                        continue;
+                }
+                if (strncmp(de->d_name, "sha256-", 7) != 0)
+                        continue;
+                if (asprintf(&digest, "sha256:%s", de->d_name + 7) < 0)
+                        return;
+                if (!template_find_digest(m, digest)) {
+                        log_info("removing %s: no template records it (an import was interrupted)", p);
+                        (void) rm_rf(p);
+                }
+        }
+}
+
+static char *col(sqlite3_stmt *st, int i) {
+        const unsigned char *v = sqlite3_column_text(st, i);
+        return v ? strdup((const char *) v) : NULL;
+}
+
+static int load_rows(Manager *m) {
+        sqlite3 *db = store_db(m->store);
+        sqlite3_stmt *st = NULL;
+        int rc;
+
+        rc = sqlite3_prepare_v2(db,
+                                "SELECT digest, size_bytes, image_bytes, files, created_at, source, source_digest,"
+                                " config FROM templates",
+                                -1, &st, NULL);
+        if (rc != SQLITE_OK)
+                return -EIO;
+        while (sqlite3_step(st) == SQLITE_ROW) {
+                _cleanup_free_ char *config_text = NULL, *msg = NULL;
+                Template *t = calloc(1, sizeof *t);
+                cJSON *config;
+                struct stat sb;
+
+                if (!t)
+                        break;
+                t->vcpu = 1;
+                t->memory_mib = 256;
+                t->disk_mib = TEMPLATE_DEFAULT_DISK_MIB;
+                t->digest = col(st, 0);
+                t->size_bytes = (uint64_t) sqlite3_column_int64(st, 1);
+                t->image_bytes = (uint64_t) sqlite3_column_int64(st, 2);
+                t->files = (uint64_t) sqlite3_column_int64(st, 3);
+                t->created_at = sqlite3_column_int64(st, 4);
+                t->source = col(st, 5);
+                t->source_digest = col(st, 6);
+                config_text = col(st, 7);
+                if (!t->digest || strlen(t->digest) != 71 || strncmp(t->digest, "sha256:", 7) != 0 ||
+                    template_paths(m, t) < 0) {
+                        template_free(t);
+                        continue;
+                }
+                config = config_text ? cJSON_Parse(config_text) : NULL;
+                if (template_config_apply(t, config, &msg) < 0)
+                        log_warning("template %s: its recorded config is not valid (%s); using defaults", t->digest,
+                                    msg ?: "?");
+                cJSON_Delete(config);
+                if (stat(t->rootfs, &sb) < 0) {
+                        log_warning("template %s: %s is missing; forgetting the template", t->digest, t->rootfs);
+                        (void) db_exec(m, "DELETE FROM template_tags WHERE digest = ?", t->digest, NULL);
+                        (void) db_exec(m, "DELETE FROM templates WHERE digest = ?", t->digest, NULL);
+                        template_free(t);
+                        continue;
+                }
+                template_update_name(t);
+                t->next = m->templates;
+                m->templates = t;
+        }
+        sqlite3_finalize(st);
+
+        rc = sqlite3_prepare_v2(db, "SELECT tag, digest FROM template_tags", -1, &st, NULL);
+        if (rc != SQLITE_OK)
+                return -EIO;
+        while (sqlite3_step(st) == SQLITE_ROW) {
+                const char *tag = (const char *) sqlite3_column_text(st, 0);
+                const char *digest = (const char *) sqlite3_column_text(st, 1);
+                Template *t = template_find_digest(m, digest);
+
+                if (!tag)
+                        continue;
+                if (!t) {
+                        log_warning("tag %s points at %s, which is gone; removing the tag", tag, digest ?: "?");
+                        continue;
+                }
+                if (strv_extend(&t->tags, tag) >= 0)
+                        template_update_name(t);
+        }
+        sqlite3_finalize(st);
+        (void) db_exec(m, "DELETE FROM template_tags WHERE digest NOT IN (SELECT digest FROM templates)", NULL, NULL);
+        return 0;
+}
+
+/* template.conf: "key = value" lines (name, description, vcpu, memory_mib, disk_mib, env (repeated), workdir,
+ * user) as a config object. */
+static int builtin_conf(const char *path, const char *dirname, char **ret_name, cJSON **ret_config,
+                        char **reterr_message) {
+        _cleanup_fclose_ FILE *f = fopen(path, "re");
+        cJSON *c = cJSON_CreateObject(), *env = cJSON_CreateArray();
+        _cleanup_free_ char *name = NULL;
+        char line[4096];
+        unsigned n = 0;
+
+        if (!f || !c || !env) {
+                int r = f ? -ENOMEM : -errno;
+                cJSON_Delete(c);
+                cJSON_Delete(env);
+                (void) asprintf(reterr_message, "%s: %s", path, strerror(-r));
+                return r;
+        }
+        while (fgets(line, sizeof line, f)) {
+                char *k = string_strip(line), *v, *eq;
+
+                n++;
+                if (!*k || *k == '#')
+                        continue;
+                eq = strchr(k, '=');
+                if (!eq) {
+                        (void) asprintf(reterr_message, "%s line %u: expected key = value", path, n);
+                        cJSON_Delete(c);
+                        cJSON_Delete(env);
+                        return -EINVAL;
+                }
+                *eq = 0;
+                k = string_strip(k);
+                v = string_strip(eq + 1);
+                if (streq(k, "name")) {
+                        free(name);
+                        name = strdup(v);
+                } else if (streq(k, "env"))
+                        cJSON_AddItemToArray(env, cJSON_CreateString(v));
+                else if (streq(k, "vcpu") || streq(k, "memory_mib") || streq(k, "disk_mib")) {
+                        char *end;
+                        double d = strtod(v, &end);
+                        if (end == v || *end) {
+                                (void) asprintf(reterr_message, "%s line %u: %s must be a number", path, n, k);
+                                cJSON_Delete(c);
+                                cJSON_Delete(env);
+                                return -EINVAL;
+                        }
+                        cJSON_AddNumberToObject(c, k, d);
+                } else if (streq(k, "description") || streq(k, "workdir") || streq(k, "user"))
+                        cJSON_AddStringToObject(c, k, v);
+                /* other keys are for recipes (template build): not defaults */
+        }
+        cJSON_AddItemToObject(c, "env", env);
+        *ret_name = name ? TAKE_PTR(name) : strdup(dirname);
+        *ret_config = c;
+        return *ret_name ? 0 : -ENOMEM;
+}
+
+static bool source_imported(Manager *m, const char *source_digest) {
+        for (Template *t = m->templates; t; t = t->next)
+                if (streq_ptr(t->source_digest, source_digest))
+                        return true;
+        return false;
+}
+
+static void builtins_load(Manager *m) {
+        _cleanup_free_ char *root = NULL;
+        _cleanup_closedir_ DIR *d = NULL;
+        struct dirent *de;
+
+        if (asprintf(&root, "%s/templates", m->lib_dir) < 0)
+                return;
+        d = opendir(root);
+        if (!d) {
+                log_warning("no builtin templates in %s: %s", root, strerror(errno));
+                return;
+        }
+        while ((de = readdir(d))) {
+                _cleanup_free_ char *conf = NULL, *tar = NULL, *digest = NULL, *name = NULL, *tag = NULL, *msg = NULL;
+                cJSON *config = NULL;
+                struct stat st;
+                int r;
+
+                if (de->d_name[0] == '.')
+                        continue;
+                if (asprintf(&conf, "%s/%s/template.conf", root, de->d_name) < 0 ||
+                    asprintf(&tar, "%s/%s/rootfs.tar", root, de->d_name) < 0)
+                        return;
+                if (stat(tar, &st) < 0) {
+                        log_warning("builtin template %s: %s: %s (run make), skipping it", de->d_name, tar,
+                                    strerror(errno));
+                        continue;
+                }
+                r = file_digest(tar, &digest);
+                if (r < 0) {
+                        log_warning_errno(r, "builtin template %s: cannot hash %s", de->d_name, tar);
+                        continue;
+                }
+                if (source_imported(m, digest))
+                        continue;
+                r = builtin_conf(conf, de->d_name, &name, &config, &msg);
+                if (r >= 0 && template_tag_parse(name, &tag, &msg) < 0)
+                        r = -EINVAL;
+                if (r < 0) {
+                        log_warning("builtin template %s: %s, skipping it", de->d_name, msg ?: strerror(-r));
+                        cJSON_Delete(config);
+                        continue;
+                }
+                ImportRequest req = { .source = tar, .tag = tag, .config = config, .source_digest = digest };
+                if ((uint64_t) st.st_size <= BUILTIN_SYNC_MAX) {
+                        _cleanup_free_ char *err = NULL;
+                        Template *t;
+                        uint64_t t0 = now_usec_monotonic();
+
+                        r = template_import_now(m, &req, &t, &err);
+                        if (r < 0)
+                                log_error("builtin template %s: import of %s failed: %s", name, tar,
+                                          err ?: strerror(-r));
+                        else
+                                log_info("builtin template %s imported from %s in %.1f s: %s", tag, tar,
+                                         (double) (now_usec_monotonic() - t0) / 1e6, t->digest);
+                } else {
+                        OperationError e = {};
+                        Operation *op;
+
+                        r = template_import_start(m, &req, &op, &e);
+                        if (r < 0)
+                                log_error("builtin template %s: cannot start its import: %s", name,
+                                          e.message ?: strerror(-r));
+                        else
+                                log_info("builtin template %s: importing %s in the background (%s)", tag, tar, op->id);
+                        operation_error_done(&e);
+                }
+                cJSON_Delete(config);
+        }
+}
+
+int templates_load(Manager *m) {
+        _cleanup_free_ char *root = NULL;
+        int r;
+
+        if (sqlite3_exec(store_db(m->store), schema, NULL, NULL, NULL) != SQLITE_OK)
+                return -EIO;
+        r = templates_dir(m, &root);
+        if (r < 0)
+                return r;
+        r = space_mkdir_p(root, 0700);
+        if (r < 0)
+                return r;
+        r = load_rows(m);
+        if (r < 0)
+                return r;
+        cleanup_store_dir(m, root);
+        builtins_load(m);
+        return 0;
+}

@@ -1,0 +1,93 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#pragma once
+
+/* The template store (decision 5): images under $state/templates/sha256-<hex>/ (rootfs.ext4, config.json),
+ * their rows and tags in SQLite, references, removal and gc (template.c), and imports (template-import.c). */
+
+#include <cjson/cJSON.h>
+
+#include "core/manager.h"
+#include "core/operation.h"
+
+/* One image of the template store (template.c): immutable, named by the digest of its root filesystem tree
+ * (template-tree.c), with the tags that point at it and the defaults of its config.json. */
+typedef struct Template {
+        char *name;          /* for messages: its first tag, else "sha256:<12 hex>" */
+        char *dir;           /* $state/templates/sha256-<hex> */
+        char *rootfs;        /* dir/rootfs.ext4 */
+        char *digest;        /* "sha256:<hex>" of the root filesystem tree's manifest */
+        char *description;
+        unsigned vcpu;
+        uint64_t memory_mib;
+        uint64_t disk_mib;
+        char **env;          /* K=V */
+        char *workdir;
+        uint64_t size_bytes; /* content: file and symlink bytes */
+        char *user;
+        char **entrypoint;   /* a default command (OCI Entrypoint + Cmd); NULL: none */
+        char **tags;         /* "name:tag", sorted */
+        int64_t created_at;
+        char *source;        /* what it was imported from */
+        char *source_digest; /* builtins: the sha256 of their rootfs.tar */
+        uint64_t files;
+        uint64_t image_bytes; /* rootfs.ext4's allocated bytes */
+        struct Template *next;
+} Template;
+
+
+/* template.c */
+int templates_load(Manager *m);
+/* A reference (NAME[:TAG], sha256:<hex>) resolved silently: NULL when invalid, unknown or ambiguous. */
+Template *template_find(Manager *m, const char *ref);
+/* By full digest "sha256:<hex>": what sandboxes, checkpoints and pools record. */
+Template *template_find_digest(Manager *m, const char *digest);
+/* Resolves a reference with the error a user sees: invalid_ref, template_not_found, ambiguous_reference. */
+int template_resolve(Manager *m, const char *ref, Template **ret, OperationError *reterr);
+/* The default working directory of commands in s (its template's workdir), NULL for none. */
+const char *template_workdir(Manager *m, const Sandbox *s);
+/* The default user of commands in s (its template's user, lib/user.h), NULL for none (root). */
+const char *template_default_user(Manager *m, const Sandbox *s);
+void templates_free(Manager *m);
+
+
+#define TEMPLATE_TAG_MAX 255          /* "name:tag" */
+#define TEMPLATE_DIGEST_PREFIX_MIN 12 /* hex digits of a sha256:<prefix> reference */
+#define TEMPLATE_DEFAULT_DISK_MIB 1024
+
+/* A reference: NAME[:TAG] (lowercase, '/'-separated components; TAG defaults to latest) gives
+ * *ret_tag = "name:tag"; sha256:<hex> (12 to 64 hex digits) gives *ret_digest_prefix = "<hex>". -EINVAL with a
+ * message saying what is wrong. */
+int template_ref_parse(const char *ref, char **ret_tag, char **ret_digest_prefix, char **reterr_message);
+/* Only the NAME[:TAG] form (what import and tag accept). */
+int template_tag_parse(const char *ref, char **ret_tag, char **reterr_message);
+
+/* A template's defaults as JSON (config.json) and back. */
+cJSON *template_config_to_json(const Template *t);
+/* Validates and applies the fields of a config object onto t; -EINVAL with a message naming the field. */
+int template_config_apply(Template *t, const cJSON *config, char **reterr_message);
+Template *template_free(Template *t);
+
+/* Adds (or updates) a finished image and points tag (NULL: none) at it. Takes t. */
+int template_store_add(Manager *m, Template *t, const char *tag, Template **ret);
+int template_tag_set(Manager *m, Template *t, const char *tag, OperationError *reterr);
+/* What uses t: "sandbox ID", "checkpoint ID", "pool REF"; NULL when nothing does. */
+char *template_user(Manager *m, const Template *t);
+/* rm REF: a tag goes (and the image with its last one, unless something uses it); a digest removes the
+ * image and its tags. *ret_removed_image tells whether the image went. */
+int template_remove(Manager *m, const char *ref, char **ret_untagged, bool *ret_removed_image,
+                    uint64_t *ret_freed, OperationError *reterr);
+/* Removes untagged unused images and base snapshots of images that are gone or of old guest files. */
+int templates_gc(Manager *m, uint64_t *ret_freed, unsigned *ret_images, unsigned *ret_bases);
+/* Bytes a path takes on disk (allocated blocks), recursively. */
+uint64_t disk_usage(const char *path);
+
+/* template-import.c */
+typedef struct ImportRequest {
+        const char *source;      /* absolute path: a rootfs tarball, an OCI layout directory or its tar */
+        const char *tag;         /* "name:tag" or NULL */
+        const cJSON *config;     /* overrides, or NULL */
+        const char *source_digest; /* builtins: recorded to notice a changed rootfs.tar */
+} ImportRequest;
+int template_import_start(Manager *m, const ImportRequest *req, Operation **ret_op, OperationError *reterr);
+/* The same, on the calling thread (builtins at start). */
+int template_import_now(Manager *m, const ImportRequest *req, Template **ret, char **reterr_message);

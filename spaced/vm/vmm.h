@@ -1,0 +1,115 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#pragma once
+
+/*
+ * The VMM driver (DESIGN.md decisions 1, 4, 7, 12): QEMU -M microvm, one process per sandbox, driven over QMP.
+ * Everything here is blocking and meant to be called from an operation's worker thread, never from the event
+ * loop. Functions return 0 or -errno; when reterr_message is non-NULL a failure also stores a malloc'd
+ * human-readable reason (QMP's "desc", QEMU's stderr tail, ...) there.
+ *
+ * A VM's runtime files live in one directory (VmConfig.run_dir):
+ *   qmp.sock    QMP monitor (QEMU is the server)
+ *   agent.sock  virtio-serial port "agent" (QEMU is the server, so the daemon can reconnect at any time)
+ *   qemu.pid    written by QEMU (-pidfile)
+ *   qemu.log    QEMU's stderr (truncated at start, O_APPEND so vm_log_trim() can cut it while QEMU runs)
+ * The guest console (hvc0) goes to a 128 KiB ring buffer inside QEMU, not to a file, so a guest writing to it
+ * without end costs nothing on the host; read it with vm_console_read().
+ *
+ * The command line always adds -no-reboot: a guest that reboots or panics ends QEMU rather than cold-booting.
+ */
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+typedef enum VmAccel {
+        VM_ACCEL_TCG,
+        VM_ACCEL_KVM,
+} VmAccel;
+
+/* TCG's translation cache, whose written pages stay resident: a floor on each VM's private memory. 32 MiB
+ * holds what a sandbox runs after a restore; an idle sandbox fills 16 MiB of it. With 12 each VM keeps about
+ * 4.5 MiB less, but the cache flushes between a warm pool's warm-up and the first command, which then takes
+ * ~150 ms more (measured: tcg_cache_mib in spaced.conf trades the two). KVM has no such cache. */
+#define VM_TCG_CACHE_MIB_DEFAULT 32U
+
+typedef struct VmConfig {
+        const char *qemu_binary;  /* NULL: "qemu-system-x86_64" from PATH */
+        const char *run_dir;      /* must exist, mode 0700 */
+        const char *kernel;       /* PVH vmlinux */
+        const char *initrd;
+        const char *disk;         /* root disk image (qcow2 overlay or raw), attached as virtio-blk "vda" */
+        const char *disk_format;  /* "qcow2" or "raw" */
+        const char *mem_path;     /* memory-backend-file path (the base snapshot's RAM file) */
+        bool mem_share;           /* share=on while building a base snapshot, share=off for sandboxes */
+        unsigned vcpus;
+        uint64_t memory_mib;
+        VmAccel accel;
+        unsigned tsc_khz;         /* for TCG: tsc_early_khz= on the kernel command line */
+        unsigned tcg_cache_mib;   /* for TCG: the translation cache's size; 0 = VM_TCG_CACHE_MIB_DEFAULT */
+        const char *kernel_args;  /* extra kernel command line, may be NULL */
+        bool incoming;            /* start with -incoming defer; vm_restore_state() then feeds the state */
+} VmConfig;
+
+/* Picks the accelerator for accel=auto: KVM when /dev/kvm opens read-write and the host is not kvm-pvm
+ * (/sys/module/kvm_pvm absent), else TCG. Fills a reason string for the log. */
+VmAccel vm_accel_detect(char **ret_reason);
+unsigned vm_host_tsc_khz(void);
+
+/* Builds argv (NULL-terminated, malloc'd strv) for QEMU. Same config => same command line; restore needs the
+ * exact command line of the saved VM apart from -incoming and share=. */
+int vm_build_argv(const VmConfig *c, char ***ret_argv);
+
+/* Starts QEMU detached from the daemon (own session via double fork, stdin /dev/null, stderr to
+ * run_dir/qemu.log) so it outlives spaced. Returns QEMU's pid (the real one, from the pidfile or the fork). */
+int vm_spawn(const VmConfig *c, pid_t *ret_pid, char **reterr_message);
+
+/* QMP client: connect (retrying until timeout_ms while the socket appears), read the greeting, send
+ * qmp_capabilities. */
+typedef struct Qmp Qmp;
+int qmp_open(const char *path, int timeout_ms, Qmp **ret, char **reterr_message);
+Qmp *qmp_close(Qmp *q);
+/* Sends {"execute": cmd, "arguments": args_json (may be NULL)} and waits for the matching return/error,
+ * skipping events. *ret_return_json (optional) gets the "return" value as JSON text. An error reply gives
+ * -EIO and its desc in reterr_message. An fd >= 0 is passed with SCM_RIGHTS along with the command
+ * (for getfd). */
+int qmp_execute(Qmp *q, const char *cmd, const char *args_json, int pass_fd, int timeout_ms,
+                char **ret_return_json, char **reterr_message);
+/* Polls query-status until "status" is no longer `while_status`; returns the new status in *ret_status. */
+int qmp_wait_status_change(Qmp *q, const char *while_status, int timeout_ms, char **ret_status,
+                           char **reterr_message);
+
+/* Snapshot save with x-ignore-shared (RAM stays in the memory-backend-file): stop, migrate to state_fd via
+ * getfd + "fd:", wait for completion. The VM is left stopped (status "postmigrate"; "cont" resumes it, disks
+ * included, for checkpoint-and-continue). state_fd, here and for restore, is a file or pipe positioned where the
+ * state goes / starts; QEMU gets its own copy of it. */
+/* Called from vm_save_state() as the migration goes: bytes written so far, RAM bytes still to go. */
+typedef void (*VmSaveProgress)(uint64_t written, uint64_t remaining, void *userdata);
+int vm_save_state(Qmp *q, int state_fd, int timeout_ms, VmSaveProgress progress, void *userdata,
+                  char **reterr_message);
+/* Restore into a QEMU started with incoming: sets x-ignore-shared, getfd + migrate-incoming fd:NAME, waits for
+ * the migration to finish; leaves the VM paused (caller sends "cont"). */
+int vm_restore_state(Qmp *q, int state_fd, int timeout_ms, char **reterr_message);
+
+/* vm_spawn() + qmp_open() while watching the process: a QEMU that exits before QMP answers is reported with
+ * the tail of qemu.log at once, not after the timeout. On failure QEMU is killed. */
+int vm_start(const VmConfig *c, int timeout_ms, pid_t *ret_pid, Qmp **ret_qmp, char **reterr_message);
+/* Last <= max bytes of run_dir/qemu.log, non-printable bytes replaced, trailing newlines dropped. */
+int vm_log_tail(const char *run_dir, size_t max, char **ret);
+/* Truncates run_dir/qemu.log to empty when it is larger than max_bytes (call now and then for long-lived VMs). */
+int vm_log_trim(const char *run_dir, uint64_t max_bytes);
+/* Drains the guest console ring buffer (what the guest wrote to hvc0 since the last read), control
+ * characters scrubbed. */
+int vm_console_read(Qmp *q, int timeout_ms, char **ret_text, char **reterr_message);
+
+/* Process helpers. */
+/* The pid QEMU wrote to run_dir/qemu.pid (for adopting VMs after a daemon restart; check it with
+ * vm_pid_alive() before trusting it). */
+int vm_read_pidfile(const char *run_dir, pid_t *ret_pid);
+bool vm_pid_alive(pid_t pid, const char *run_dir);   /* pid is alive and is our QEMU (cmdline names run_dir) */
+int vm_kill(pid_t pid, const char *run_dir, int timeout_ms); /* SIGTERM, then SIGKILL; waits for it to go */
+
+/* One QMP command on a short connection to the sandbox's monitor in run_dir. */
+int vm_qmp_simple(const char *run_dir, const char *cmd, char **reterr);
+/* Resumes the VM in run_dir when its CPUs are stopped (a restore leaves them so). */
+void vm_cont_if_stopped(const char *run_dir);
