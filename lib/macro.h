@@ -89,3 +89,17 @@ static inline bool streq_ptr(const char *a, const char *b) {
 
 /* The object that holds member p of type type at field member. */
 #define container_of(p, type, member) ((type *) ((char *) (p) - offsetof(type, member)))
+
+/* x equals one of the values that follow (integers). */
+#define IN_SET(x, ...)                                                                  \
+        ({                                                                              \
+                bool _found_ = false;                                                   \
+                const __typeof__(x) _v_ = (x);                                          \
+                const __typeof__(x) _set_[] = { __VA_ARGS__ };                          \
+                for (size_t _i_ = 0; _i_ < sizeof _set_ / sizeof _set_[0]; _i_++)       \
+                        if (_set_[_i_] == _v_) {                                        \
+                                _found_ = true;                                         \
+                                break;                                                  \
+                        }                                                               \
+                _found_;                                                                \
+        })

@@ -540,7 +540,7 @@ int agent_connect(Sandbox *s) {
 }
 
 /* Detaches every process; with code they end with that error, without they wait to be adopted again. */
-static void release_all(AgentConn *a, const char *code, const char *message) {
+static void release_all(AgentConn *a, ErrorCode code, const char *message) {
         Process *list = a->processes;
 
         /* File operations never outlive their channel: the guest drops them when the host goes. */
@@ -559,7 +559,7 @@ static void release_all(AgentConn *a, const char *code, const char *message) {
                 list = p->agent_next;
                 p->agent_next = NULL;
                 p->agent = NULL;
-                if (code)
+                if (code != ERROR_NONE)
                         process_fail(p, code, message);
                 else
                         process_orphan(p);
@@ -573,7 +573,7 @@ AgentConn *agent_free(AgentConn *a) {
                 a->sandbox->agent = NULL;
         /* The sandbox is removed, suspended or restored: its processes wait for a channel to come back (and
          * end with sandbox_gone if the sandbox does not, see process.c's sweep). */
-        release_all(a, NULL, NULL);
+        release_all(a, ERROR_NONE, NULL);
         sd_event_source_disable_unref(a->io);
         sd_event_source_disable_unref(a->reconnect);
         safe_close(a->fd);
@@ -593,7 +593,7 @@ static void agent_disconnected(AgentConn *a, const char *why) {
         log_warning("sandbox %s: %s", s->id, msg ?: why);
         /* With QEMU alive the processes still run: reconnect and adopt them. During a lifecycle operation
          * (suspend, restore) QEMU goes away on purpose: they wait for the channel that comes after it. */
-        release_all(a, alive || s->busy ? NULL : "channel_lost", msg ?: why);
+        release_all(a, alive || s->busy ? ERROR_NONE : ERROR_CHANNEL_LOST, msg ?: why);
         agent_free(a);
         if (!alive && s->state == SANDBOX_RUNNING && !s->busy) {
                 s->state = SANDBOX_STOPPED;

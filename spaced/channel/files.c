@@ -49,7 +49,6 @@ static void xfer_free(FileXfer *x) {
         space_buf_done(&x->reply);
         space_buf_done(&x->out);
         free(x->path);
-        free(x->error_code);
         free(x->error_message);
         free(x);
 }
@@ -61,13 +60,12 @@ static void xfer_maybe_free(FileXfer *x) {
 
 /* Ends the transfer with an error (the first one wins); the guest forgets the stream after an ERROR, we
  * make it forget it after anything else. */
-static void xfer_fail(FileXfer *x, const char *code, const char *message, bool tell_guest) {
+static void xfer_fail(FileXfer *x, ErrorCode code, const char *message, bool tell_guest) {
         /* Finished already (a read or list has all its data): nothing can fail any more. */
         if (x->state == FILE_XFER_FAILED || x->state == FILE_XFER_DONE || x->eof)
                 return;
-        free(x->error_code);
         free(x->error_message);
-        x->error_code = strdup(code);
+        x->error_code = code;
         x->error_message = strdup(message);
         x->state = FILE_XFER_FAILED;
         xfer_unregister(x, tell_guest);
@@ -79,7 +77,7 @@ static void protocol_error(FileXfer *x, const char *what) {
 
         log_warning("sandbox %s: file %s of %s: %s", x->sandbox_id, x->op, x->path, what);
         (void) asprintf(&msg, "the sandbox's agent broke the protocol (%s)", what);
-        xfer_fail(x, "protocol_error", msg ?: what, true);
+        xfer_fail(x, ERROR_PROTOCOL_ERROR, msg ?: what, true);
 }
 
 int file_xfer_start(Request *r, Sandbox *s, const char *op, const char *path, const SpaceBuf *kv, FileXfer **ret) {
@@ -87,11 +85,11 @@ int file_xfer_start(Request *r, Sandbox *s, const char *op, const char *path, co
         int q;
 
         if (!s->agent)
-                return http_respond_error(r, 409, "sandbox_not_running",
+                return http_respond_error(r, ERROR_SANDBOX_NOT_RUNNING,
                                           "sandbox %s is not connected to its agent (state %s)", s->id,
                                           sandbox_state_to_string(s->state)) ?: -ENOTCONN;
         if (kv->len > SPACE_FRAME_PAYLOAD_MAX)
-                return http_respond_error(r, 400, "invalid_path", "the paths of this request are too long") ?: -E2BIG;
+                return http_respond_error(r, ERROR_INVALID_PATH, "the paths of this request are too long") ?: -E2BIG;
         x = calloc(1, sizeof *x);
         if (!x || !(x->path = strdup(path))) {
                 free(x);
@@ -105,7 +103,7 @@ int file_xfer_start(Request *r, Sandbox *s, const char *op, const char *path, co
         q = agent_register_file(s->agent, x);
         if (q < 0) {
                 xfer_free(x);
-                return http_respond_error(r, 503, "too_many_transfers",
+                return http_respond_error(r, ERROR_TOO_MANY_TRANSFERS,
                                           "sandbox %s has %u file transfers running; try again when one ended", s->id,
                                           SPACE_FILE_XFERS_MAX) ?: q;
         }
@@ -113,7 +111,7 @@ int file_xfer_start(Request *r, Sandbox *s, const char *op, const char *path, co
         if (q < 0) {
                 agent_unregister_file(x->agent, x);
                 xfer_free(x);
-                return http_respond_error(r, 503, "sandbox_busy", "cannot send to the sandbox's agent: %s",
+                return http_respond_error(r, ERROR_SANDBOX_BUSY, "cannot send to the sandbox's agent: %s",
                                           strerror(-q)) ?: q;
         }
         x->request = r;
@@ -134,7 +132,7 @@ void file_xfer_detach(FileXfer *x, Request *r) {
 void file_xfer_lost(FileXfer *x, const char *message) {
         x->agent = NULL; /* agent.c unlinked it */
         x->agent_next = NULL;
-        xfer_fail(x, "channel_lost", message, false);
+        xfer_fail(x, ERROR_CHANNEL_LOST, message, false);
 }
 
 /* ---- what the guest sends ---- */
@@ -336,57 +334,41 @@ cJSON *file_entry_to_json(const char *path, const FileEntry *e) {
         return o;
 }
 
-unsigned file_error_status(const char *code) {
-        static const struct {
-                const char *code;
-                unsigned status;
-        } table[] = {
-                { "not_found", 404 },        { "exists", 409 },           { "not_empty", 409 },
-                { "is_a_directory", 400 },   { "not_a_directory", 400 },  { "permission_denied", 403 },
-                { "no_space", 507 },         { "invalid_path", 400 },     { "too_many_entries", 400 },
-                { "too_many_transfers", 503 }, { "not_supported", 501 },  { "channel_lost", 503 },
-                { "protocol_error", 502 },
-        };
-        for (size_t i = 0; i < ELEMENTSOF(table); i++)
-                if (streq(table[i].code, code))
-                        return table[i].status;
-        return 500;
-}
-
-static const char *code_for_errno(long err) {
+static ErrorCode code_for_errno(long err) {
         switch (err) {
         case ENOENT:
-                return "not_found";
+                return ERROR_NOT_FOUND;
         case EEXIST:
-                return "exists";
+                return ERROR_EXISTS;
         case ENOTEMPTY:
-                return "not_empty";
+                return ERROR_NOT_EMPTY;
         case EISDIR:
-                return "is_a_directory";
+                return ERROR_IS_A_DIRECTORY;
         case ENOTDIR:
-                return "not_a_directory";
+                return ERROR_NOT_A_DIRECTORY;
         case EACCES:
         case EPERM:
         case EROFS:
-                return "permission_denied";
+                return ERROR_PERMISSION_DENIED;
         case ENOSPC:
         case EDQUOT:
-                return "no_space";
+                return ERROR_NO_SPACE;
         case EINVAL:
         case ENAMETOOLONG:
         case ELOOP:
-                return "invalid_path";
+                return ERROR_INVALID_PATH;
         case EAGAIN:
-                return "too_many_transfers";
+                return ERROR_TOO_MANY_TRANSFERS;
         case ENOSYS:
-                return "not_supported";
+                return ERROR_NOT_SUPPORTED;
         default:
-                return "io_error";
+                return ERROR_IO_ERROR;
         }
 }
 
 static void on_error(FileXfer *x, const uint8_t *payload, size_t n) {
-        const char *v = NULL, *msg = NULL, *code;
+        const char *v = NULL, *msg = NULL;
+        ErrorCode code;
         char text[320];
         uint64_t err = 0;
 
@@ -395,7 +377,7 @@ static void on_error(FileXfer *x, const uint8_t *payload, size_t n) {
         (void) space_kv_get(payload, n, "message", &msg);
         code = code_for_errno((long) err);
         if (space_kv_get(payload, n, "code", &v) > 0 && streq(v, "too_many_entries"))
-                code = "too_many_entries";
+                code = ERROR_TOO_MANY_ENTRIES;
         /* The guest's message is shown to the user: printable and short. */
         snprintf(text, sizeof text, "%s", msg && *msg ? msg : strerror(err ? (int) err : EIO));
         for (char *c = text; *c; c++)
@@ -475,7 +457,7 @@ static void on_data(FileXfer *x, const SpaceFrameHeader *h, const uint8_t *paylo
                 }
                 x->uncredited += h->length; /* returned once the client took the JSON */
         } else if (space_buf_append(&x->out, payload, h->length) < 0) {
-                xfer_fail(x, "internal", "out of memory", true);
+                xfer_fail(x, ERROR_INTERNAL, "out of memory", true);
                 return;
         }
         touch(x);
@@ -496,7 +478,7 @@ static void on_ok(FileXfer *x, const uint8_t *payload, size_t n) {
         }
         x->reply.len = 0;
         if (space_buf_append(&x->reply, payload, n) < 0) {
-                xfer_fail(x, "internal", "out of memory", true);
+                xfer_fail(x, ERROR_INTERNAL, "out of memory", true);
                 return;
         }
         /* Every answer but remove's, list's and an opened write's describes the entry: check it before it
@@ -511,7 +493,7 @@ static void on_ok(FileXfer *x, const uint8_t *payload, size_t n) {
         }
         /* a list's entries follow in DATA: open the JSON they go into before any arrives */
         if (streq(x->op, "list") && space_buf_append(&x->out, "{\"entries\":[", 12) < 0) {
-                xfer_fail(x, "internal", "out of memory", true);
+                xfer_fail(x, ERROR_INTERNAL, "out of memory", true);
                 return;
         }
         x->state = next;
@@ -541,7 +523,7 @@ void file_xfer_on_frame(FileXfer *x, const SpaceFrameHeader *h, const uint8_t *p
                 }
                 x->eof = true;
                 if (streq(x->op, "list") && space_buf_append(&x->out, "]}\n", 3) < 0) {
-                        xfer_fail(x, "internal", "out of memory", true);
+                        xfer_fail(x, ERROR_INTERNAL, "out of memory", true);
                         break;
                 }
                 xfer_unregister(x, false); /* the guest is done with the stream */
@@ -577,7 +559,7 @@ size_t file_xfer_upload(FileXfer *x, Request *r, const char *data, size_t n) {
                         chunk = (size_t) x->send_credit.available;
                 q = agent_send(x->agent, SPACE_F_DATA, 0, x->stream, data + sent, chunk);
                 if (q < 0) {
-                        xfer_fail(x, "io_error", "cannot send to the sandbox's agent", true);
+                        xfer_fail(x, ERROR_IO_ERROR, "cannot send to the sandbox's agent", true);
                         return n;
                 }
                 (void) space_credit_take(&x->send_credit, chunk);

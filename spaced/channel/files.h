@@ -52,7 +52,8 @@ struct FileXfer {
         char *path;                  /* the path asked for, as the API saw it */
         FileXferState state;
         SpaceBuf reply;              /* the last OK's payload */
-        char *error_code, *error_message;
+        ErrorCode error_code;         /* FILE_XFER_FAILED: why */
+        char *error_message;
         Request *request;            /* the HTTP request it serves; NULL once that is gone */
         bool response_live;          /* a streaming response still reads from it */
         bool passed_headers;         /* PUT: the handler let the body come */
@@ -89,8 +90,6 @@ void file_xfer_lost(FileXfer *x, const char *message);
 int file_xfer_reply_entry(FileXfer *x, FileEntry *ret);
 /* A JSON object for an entry at path. */
 cJSON *file_entry_to_json(const char *path, const FileEntry *e);
-/* The HTTP status for an error code of a failed transfer. */
-unsigned file_error_status(const char *code);
 
 /* Upload (PUT): hands body bytes to the guest as credit allows; returns how many it took (0 with the
  * request suspended until credit comes back). */

@@ -222,17 +222,16 @@ static void process_end(Process *p) {
         wake_clients(p);
 }
 
-static void end_with_error(Process *p, ProcessState state, const char *code, const char *message) {
+static void end_with_error(Process *p, ProcessState state, ErrorCode code, const char *message) {
         cJSON *o = cJSON_CreateObject();
 
         if (p->ended)
                 return;
-        cJSON_AddStringToObject(o, "code", code);
+        cJSON_AddStringToObject(o, "code", error_code_to_string(code));
         cJSON_AddStringToObject(o, "message", message);
         append_json(p, EVENT_ERROR, o);
-        free(p->error_code);
         free(p->error_message);
-        p->error_code = strdup(code);
+        p->error_code = code;
         p->error_message = strdup(message);
         p->state = state;
         process_end(p);
@@ -294,7 +293,6 @@ static void process_free(Process *p) {
         free(p->cwd);
         free(p->user);
         free(p->log_path);
-        free(p->error_code);
         free(p->error_message);
         explicit_bzero(p->tokens, sizeof p->tokens);
         free(p);
@@ -322,9 +320,9 @@ static int on_sweep(sd_event_source *s, uint64_t usec, void *userdata) {
 
                 next = p->next;
                 if (!p->ended && (!sb || (sb->state == SANDBOX_DELETING && !p->agent)))
-                        end_with_error(p, PROCESS_LOST, "sandbox_gone", "the sandbox was removed while the process ran");
+                        end_with_error(p, PROCESS_LOST, ERROR_SANDBOX_GONE, "the sandbox was removed while the process ran");
                 else if (!p->ended && !p->agent && sb && (sb->state == SANDBOX_STOPPED || sb->state == SANDBOX_ERROR))
-                        end_with_error(p, PROCESS_LOST, "channel_lost", "the sandbox stopped while the process ran");
+                        end_with_error(p, PROCESS_LOST, ERROR_CHANNEL_LOST, "the sandbox stopped while the process ran");
                 else if (!p->ended && p->adopting && p->agent && now_usec_monotonic() - p->adopt_sent > 2000000ULL) {
                         /* no answer yet (the first frames after a reconnect can be lost): ask again */
                         p->adopt_sent = now_usec_monotonic();
@@ -443,7 +441,7 @@ static void client_lost_events(ProcessClient *c, uint64_t first) {
 
         snprintf(msg, sizeof msg, "events after %" PRIu64 " are no longer kept; the first kept is %" PRIu64,
                  c->cursor, first);
-        cJSON_AddStringToObject(o, "code", "events_lost");
+        cJSON_AddStringToObject(o, "code", error_code_to_string(ERROR_EVENTS_LOST));
         cJSON_AddStringToObject(o, "message", msg);
         cJSON_AddNumberToObject(o, "first_available", (double) first);
         s = cJSON_PrintUnformatted(o);
@@ -596,7 +594,7 @@ void process_detach_stream(Process *p, Request *r) {
                 if (!p->ended) {
                         (void) process_signal(p, SIGKILL);
                         if (p->state == PROCESS_STARTING)
-                                end_with_error(p, PROCESS_LOST, "cancelled", "the session's creator went away");
+                                end_with_error(p, PROCESS_LOST, ERROR_CANCELLED, "the session's creator went away");
                 }
                 process_maybe_free(p);
                 return;
@@ -690,12 +688,12 @@ static int start(Request *r, Sandbox *s, const ExecSpec *spec, bool hold, Proces
         int q;
 
         if (!s->agent)
-                return http_respond_error(r, MHD_HTTP_CONFLICT, "sandbox_not_running",
+                return http_respond_error(r, ERROR_SANDBOX_NOT_RUNNING,
                                           "sandbox %s is not connected to its agent (state %s)", s->id,
                                           sandbox_state_to_string(s->state)) ?: -ENOTCONN;
         q = build_exec(spec, hold, &kv, &err);
         if (q < 0)
-                return err ? http_respond_error(r, 400, "invalid_argument", "%s", err) ?: q : q;
+                return err ? http_respond_error(r, ERROR_INVALID_ARGUMENT, "%s", err) ?: q : q;
 
         p = process_new(s->manager, s);
         if (!p)
@@ -719,7 +717,7 @@ static int start(Request *r, Sandbox *s, const ExecSpec *spec, bool hold, Proces
         if (q < 0) {
                 p->ended = true;
                 process_maybe_free(p);
-                return http_respond_error(r, MHD_HTTP_SERVICE_UNAVAILABLE, "too_many_processes",
+                return http_respond_error(r, ERROR_TOO_MANY_PROCESSES,
                                           "sandbox %s has too many processes with open streams (limit %u)", s->id,
                                           SPACE_STREAMS_MAX) ?: -EMFILE;
         }
@@ -727,7 +725,7 @@ static int start(Request *r, Sandbox *s, const ExecSpec *spec, bool hold, Proces
         if (q < 0) {
                 p->ended = true;
                 process_maybe_free(p);
-                return http_respond_error(r, 500, "internal", "cannot send to the agent: %s", strerror(-q)) ?: q;
+                return http_respond_error(r, ERROR_INTERNAL, "cannot send to the agent: %s", strerror(-q)) ?: q;
         }
         *ret = p;
         return 0;
@@ -742,7 +740,7 @@ int process_exec(Request *r, Sandbox *s, const ExecSpec *spec) {
                 return q;
         q = process_attach(p, r, 0, true, false);
         if (q < 0)
-                process_fail(p, "internal", "cannot answer the request");
+                process_fail(p, ERROR_INTERNAL, "cannot answer the request");
         return q;
 }
 
@@ -754,7 +752,7 @@ int process_session_create(Request *r, Sandbox *s, const ExecSpec *spec) {
         if (q < 0)
                 return q;
         if (random_hex(p->session_id + 4, 16) < 0) {
-                process_fail(p, "internal", "no randomness");
+                process_fail(p, ERROR_INTERNAL, "no randomness");
                 return -EIO;
         }
         memcpy(p->session_id, "ses-", 4);
@@ -827,18 +825,14 @@ void process_session_reply(Request *r) {
         p->creator = NULL;
         r->stream = NULL;
         if (p->pid <= 0) {
-                const char *code = p->error_code ?: "exec_failed";
-                bool bad_user = streq(code, "unknown_user") || streq(code, "unknown_group") ||
-                                streq(code, "invalid_user");
-                http_respond_error(r,
-                                   bad_user ? 400 :
-                                   streq(code, "channel_lost") || streq(code, "sandbox_gone") ? 409 : 500,
-                                   code, "%s", p->error_message ?: "the process could not be created");
+                ErrorCode code = p->error_code != ERROR_NONE ? p->error_code : ERROR_EXEC_FAILED;
+
+                http_respond_error(r, code, "%s", p->error_message ?: "the process could not be created");
                 process_maybe_free(p);
                 return;
         }
         if (process_session_token(p, &t) < 0) {
-                http_respond_error(r, 500, "internal", "cannot make an attach token");
+                http_respond_error(r, ERROR_INTERNAL, "cannot make an attach token");
                 return;
         }
         format_rfc3339(t->expires_at, ts);
@@ -1112,7 +1106,7 @@ static void on_started(Process *p, const uint8_t *payload, size_t n) {
         cJSON *o;
 
         if (space_kv_get(payload, n, "pid", &v) <= 0 || parse_int(v, 1, INT_MAX, &pid) < 0) {
-                process_fail(p, "protocol_error", "the agent sent a bad start message");
+                process_fail(p, ERROR_PROTOCOL_ERROR, "the agent sent a bad start message");
                 return;
         }
         if (space_kv_get(payload, n, "held", &v) > 0)
@@ -1124,7 +1118,7 @@ static void on_started(Process *p, const uint8_t *payload, size_t n) {
         if (p->adopting) {
                 p->adopting = false;
                 if (pid != p->pid) {
-                        process_fail(p, "process_lost", "the agent has another process on this stream");
+                        process_fail(p, ERROR_PROCESS_LOST, "the agent has another process on this stream");
                         return;
                 }
                 p->state = held ? PROCESS_HELD : PROCESS_RUNNING;
@@ -1133,7 +1127,7 @@ static void on_started(Process *p, const uint8_t *payload, size_t n) {
                 return;
         }
         if (p->state != PROCESS_STARTING) {
-                process_fail(p, "protocol_error", "the agent started a process twice");
+                process_fail(p, ERROR_PROTOCOL_ERROR, "the agent started a process twice");
                 return;
         }
         p->pid = (int) pid;
@@ -1142,7 +1136,7 @@ static void on_started(Process *p, const uint8_t *payload, size_t n) {
         /* a pid the guest reused: the new process takes the row and the log name */
         for (Process *q = processes; q; q = q->next)
                 if (q != p && q->pid == p->pid && streq(q->sandbox_id, p->sandbox_id) && !q->ended)
-                        process_fail(q, "process_lost", "the guest reused this process id");
+                        process_fail(q, ERROR_PROCESS_LOST, "the guest reused this process id");
         open_log(p);
         o = cJSON_CreateObject();
         cJSON_AddNumberToObject(o, "pid", (double) pid);
@@ -1164,7 +1158,7 @@ static void on_exit_frame(Process *p, const uint8_t *payload, size_t n) {
         if (space_kv_get(payload, n, "code", &v) > 0 && parse_int(v, 0, 255, &code) < 0)
                 code = -1;
         if (code < 0 && sig == 0) {
-                end_with_error(p, PROCESS_LOST, "protocol_error", "the agent reported an exit without a status");
+                end_with_error(p, PROCESS_LOST, ERROR_PROTOCOL_ERROR, "the agent reported an exit without a status");
                 return;
         }
         p->adopting = false;
@@ -1182,8 +1176,20 @@ static void on_exit_frame(Process *p, const uint8_t *payload, size_t n) {
         process_end(p);
 }
 
+/* The codes an agent may give a failed EXEC: the guest does not get to make up error codes. */
+static int guest_exec_code(const char *s, ErrorCode *ret) {
+        ErrorCode c;
+
+        if (error_code_from_string(s, &c) < 0 ||
+            !IN_SET(c, ERROR_UNKNOWN_USER, ERROR_UNKNOWN_GROUP, ERROR_INVALID_USER))
+                return -EINVAL;
+        *ret = c;
+        return 0;
+}
+
 static void on_error_frame(Process *p, const uint8_t *payload, size_t n) {
         const char *v, *msg = NULL;
+        ErrorCode code;
         long err = 0;
         char text[512];
 
@@ -1191,7 +1197,7 @@ static void on_error_frame(Process *p, const uint8_t *payload, size_t n) {
                 (void) parse_int(v, 0, 4095, &err);
         if (p->adopting) {
                 p->adopting = false;
-                end_with_error(p, PROCESS_LOST, "process_lost",
+                end_with_error(p, PROCESS_LOST, ERROR_PROCESS_LOST,
                                "the sandbox's agent no longer knows this process (the sandbox was restored or "
                                "rebooted)");
                 return;
@@ -1205,32 +1211,30 @@ static void on_error_frame(Process *p, const uint8_t *payload, size_t n) {
         /* A held child that cannot exec exits like a shell would. */
         if (p->pid > 0)
                 p->exit_code = err == ENOENT ? 127 : 126;
-        if (space_kv_get(payload, n, "code", &v) > 0 &&
-            (streq(v, "unknown_user") || streq(v, "unknown_group") || streq(v, "invalid_user")))
-                /* known codes only: the guest does not get to make up error codes */
-                end_with_error(p, PROCESS_EXITED, v, text);
+        if (space_kv_get(payload, n, "code", &v) > 0 && guest_exec_code(v, &code) >= 0)
+                end_with_error(p, PROCESS_EXITED, code, text);
         else if (space_kv_get(payload, n, "stage", &v) > 0 && streq(v, "chdir"))
-                end_with_error(p, PROCESS_EXITED, "invalid_cwd", text);
+                end_with_error(p, PROCESS_EXITED, ERROR_INVALID_CWD, text);
         else if (err == ENOENT)
-                end_with_error(p, PROCESS_EXITED, "command_not_found", text);
+                end_with_error(p, PROCESS_EXITED, ERROR_COMMAND_NOT_FOUND, text);
         else if (err == EACCES || err == ENOEXEC)
-                end_with_error(p, PROCESS_EXITED, "permission_denied", text);
+                end_with_error(p, PROCESS_EXITED, ERROR_PERMISSION_DENIED, text);
         else
-                end_with_error(p, PROCESS_EXITED, "exec_failed", text);
+                end_with_error(p, PROCESS_EXITED, ERROR_EXEC_FAILED, text);
 }
 
 static void on_data(Process *p, const SpaceFrameHeader *h, const uint8_t *payload) {
         if (h->fd != 1 && h->fd != 2)
                 return;
         if (h->length > p->credit_left[h->fd]) {
-                process_fail(p, "protocol_error", "the agent overran its flow-control window");
+                process_fail(p, ERROR_PROTOCOL_ERROR, "the agent overran its flow-control window");
                 return;
         }
         p->credit_left[h->fd] -= h->length;
         if (h->length == 0 || p->state == PROCESS_STARTING)
                 return;
         if (append_event(p, h->fd == 1 ? EVENT_STDOUT : EVENT_STDERR, payload, h->length) < 0) {
-                process_fail(p, "internal", "out of memory keeping the output");
+                process_fail(p, ERROR_INTERNAL, "out of memory keeping the output");
                 return;
         }
         note_output(p, h->fd, h->length);
@@ -1249,7 +1253,7 @@ void process_on_frame(Process *p, const SpaceFrameHeader *h, const uint8_t *payl
                 break;
         case SPACE_F_CREDIT:
                 if (h->fd != 0 || h->length != 4) {
-                        process_fail(p, "protocol_error", "the agent sent a malformed credit");
+                        process_fail(p, ERROR_PROTOCOL_ERROR, "the agent sent a malformed credit");
                         return;
                 }
                 /* clamped: after an adoption the guest may return credit from before it */
@@ -1268,8 +1272,8 @@ void process_on_frame(Process *p, const SpaceFrameHeader *h, const uint8_t *payl
         }
 }
 
-void process_fail(Process *p, const char *code, const char *message) {
-        if (!p->ended && p->agent && !streq(code, "sandbox_gone") && !streq(code, "channel_lost"))
+void process_fail(Process *p, ErrorCode code, const char *message) {
+        if (!p->ended && p->agent && code != ERROR_SANDBOX_GONE && code != ERROR_CHANNEL_LOST)
                 (void) process_signal(p, SIGKILL);
         end_with_error(p, PROCESS_LOST, code, message);
         process_maybe_free(p);
@@ -1281,14 +1285,14 @@ void process_orphan(Process *p) {
         p->timeout_source = sd_event_source_disable_unref(p->timeout_source);
         if (p->state == PROCESS_STARTING)
                 /* EXEC went out and no answer came: we cannot know its stream's fate */
-                process_fail(p, "channel_lost", "lost the channel to the sandbox's agent while starting the process");
+                process_fail(p, ERROR_CHANNEL_LOST, "lost the channel to the sandbox's agent while starting the process");
         else if (p->upload)
                 http_resume(p->upload);
 }
 
 static void adopt_one(AgentConn *a, Process *p) {
         if (agent_register_stream(a, p, p->stream) < 0) {
-                process_fail(p, "process_lost", "cannot take the process over again");
+                process_fail(p, ERROR_PROCESS_LOST, "cannot take the process over again");
                 return;
         }
         p->adopting = true;
@@ -1299,7 +1303,7 @@ static void adopt_one(AgentConn *a, Process *p) {
         space_credit_init(&p->stdin_credit);
         p->adopt_sent = now_usec_monotonic();
         if (agent_send(a, SPACE_F_ADOPT, 0, p->stream, NULL, 0) < 0) {
-                process_fail(p, "channel_lost", "cannot reach the agent");
+                process_fail(p, ERROR_CHANNEL_LOST, "cannot reach the agent");
                 return;
         }
         send_credit(p, 1, SPACE_STREAM_WINDOW);

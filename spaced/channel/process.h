@@ -74,7 +74,8 @@ struct Process {
         int signal;                  /* 0: none */
         bool timed_out;
         int64_t started_at, exited_at;
-        char *error_code, *error_message; /* the error that ended it, for a waiting session creator */
+        ErrorCode error_code;        /* the error that ended it, for a waiting session creator */
+        char *error_message;
 
         uint64_t last_id;
         EventRing ring;
@@ -151,5 +152,5 @@ void process_adopt_all(AgentConn *a, Sandbox *s);
 /* The channel went away but the sandbox may come back (reconnect, wake): wait for adoption. */
 void process_orphan(Process *p);
 /* The process can no longer be reached: it ends with an error event (state lost). */
-void process_fail(Process *p, const char *code, const char *message);
+void process_fail(Process *p, ErrorCode code, const char *message);
 Process *process_maybe_free(Process *p);

@@ -31,28 +31,6 @@ int operation_state_from_string(const char *s, OperationState *ret) {
         return -EINVAL;
 }
 
-void operation_error_done(OperationError *e) {
-        free(e->code);
-        free(e->message);
-        e->code = e->message = NULL;
-}
-
-int operation_error_set(OperationError *e, const char *code, const char *fmt, ...) {
-        va_list ap;
-        char *msg;
-        int r;
-
-        va_start(ap, fmt);
-        r = vasprintf(&msg, fmt, ap);
-        va_end(ap);
-        operation_error_done(e);
-        if (r < 0)
-                return -ENOMEM;
-        e->code = strdup(code);
-        e->message = msg;
-        return e->code ? 0 : -ENOMEM;
-}
-
 Operation *operation_new(Manager *m, const char *kind, const char *sandbox_id) {
         Operation *op = calloc(1, sizeof *op);
 
@@ -88,11 +66,11 @@ int operation_save(Operation *op) {
         return r;
 }
 
-void operation_finish(Operation *op, const char *error_code, const char *error_message) {
-        op->state = error_code ? OPERATION_FAILED : OPERATION_SUCCEEDED;
+void operation_finish(Operation *op, ErrorCode code, const char *message) {
+        op->state = code != ERROR_NONE ? OPERATION_FAILED : OPERATION_SUCCEEDED;
         op->finished_at = now_unix();
-        if (error_code)
-                (void) operation_error_set(&op->error, error_code, "%s", error_message ?: error_code);
+        if (code != ERROR_NONE)
+                (void) error_set(&op->error, code, "%s", message ?: error_code_to_string(code));
         (void) operation_save(op);
         waiters_wake(&op->waiters);
 }
@@ -104,7 +82,7 @@ void operations_free(Manager *m) {
                 free(op->kind);
                 strv_free(op->children);
                 free(op->result);
-                operation_error_done(&op->error);
+                error_done(&op->error);
                 free(op);
         }
 }

@@ -6,6 +6,7 @@
 
 #include <pthread.h>
 
+#include "core/error.h"
 #include "core/manager.h"
 #include "core/waiter.h"
 
@@ -29,11 +30,6 @@ typedef struct OperationProgress {
 /* A VmSaveProgress for an OperationProgress: phase "writing memory", bytes written of (written + RAM to go). */
 void operation_progress_save(uint64_t written, uint64_t remaining, void *userdata);
 
-typedef struct OperationError {
-        char *code;
-        char *message;
-} OperationError;
-
 struct Operation {
         Manager *manager;
         char id[OPERATION_ID_LEN + 1];
@@ -42,7 +38,7 @@ struct Operation {
         char sandbox_id[SANDBOX_ID_LEN + 1];
         int64_t created_at;
         int64_t finished_at;
-        OperationError error;
+        Error error;
         Waiter *waiters;     /* who waits for it to finish (long polls) */
         unsigned pending;    /* a fork: children still being created */
         unsigned failed;
@@ -59,10 +55,8 @@ int operation_state_from_string(const char *s, OperationState *ret);
 
 Operation *operation_new(Manager *m, const char *kind, const char *sandbox_id);
 Operation *operation_find(Manager *m, const char *id);
-void operation_finish(Operation *op, const char *error_code, const char *error_message);
+/* Finishes op: succeeded with ERROR_NONE, else failed with code and message. */
+void operation_finish(Operation *op, ErrorCode code, const char *message);
 int operation_save(Operation *op);
 void operations_free(Manager *m);
-void operation_error_done(OperationError *e);
-int operation_error_set(OperationError *e, const char *code, const char *fmt, ...)
-        __attribute__((format(printf, 3, 4)));
 

@@ -335,7 +335,7 @@ int store_put_operation(Store *s, const Operation *op) {
         bind_text(st, 4, op->sandbox_id[0] ? op->sandbox_id : NULL);
         sqlite3_bind_int64(st, 5, op->created_at);
         sqlite3_bind_int64(st, 6, op->finished_at);
-        bind_text(st, 7, op->error.code);
+        bind_text(st, 7, op->error.code != ERROR_NONE ? error_code_to_string(op->error.code) : NULL);
         bind_text(st, 8, op->error.message);
         rc = sqlite3_step(st);
         return rc == SQLITE_DONE ? 0 : sqlite_to_errno(rc);
@@ -371,7 +371,10 @@ int store_load_operations(Store *s, Manager *m) {
                         memcpy(op->sandbox_id, sid, SANDBOX_ID_LEN + 1);
                 op->created_at = sqlite3_column_int64(st, 4);
                 op->finished_at = sqlite3_column_int64(st, 5);
-                op->error.code = col_strdup(st, 6);
+                /* A code this daemon does not know (a row from a newer one) reads as internal. */
+                if (sqlite3_column_type(st, 6) != SQLITE_NULL &&
+                    error_code_from_string((const char *) sqlite3_column_text(st, 6), &op->error.code) < 0)
+                        op->error.code = ERROR_INTERNAL;
                 op->error.message = col_strdup(st, 7);
                 op->next = m->operations;
                 m->operations = op;

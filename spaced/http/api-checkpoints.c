@@ -12,7 +12,7 @@ static int resolve_checkpoint(Request *r, const char *ref, Checkpoint **ret) {
         Checkpoint *c = checkpoint_find(http_manager(r->http), ref);
 
         if (!c) {
-                http_respond_error(r, 404, "checkpoint_not_found",
+                http_respond_error(r, ERROR_CHECKPOINT_NOT_FOUND,
                                    "no checkpoint '%s' (or the prefix is ambiguous); 'spacectl checkpoint ls' lists them",
                                    ref);
                 return -ENOENT;
@@ -23,7 +23,7 @@ static int resolve_checkpoint(Request *r, const char *ref, Checkpoint **ret) {
 
 void api_post_checkpoints(Request *r, const RouteArgs *a) {
         static const char *const fields[] = { "name", NULL };
-        OperationError e = {};
+        Error e = {};
         const char *name = NULL;
         Operation *op;
         Checkpoint *c;
@@ -37,7 +37,7 @@ void api_post_checkpoints(Request *r, const RouteArgs *a) {
         v = cJSON_GetObjectItemCaseSensitive(o, "name");
         if (v && !cJSON_IsNull(v)) {
                 if (!cJSON_IsString(v) || !*v->valuestring || strlen(v->valuestring) > SANDBOX_NAME_MAX) {
-                        http_respond_error(r, 400, "invalid_argument", "name must be a string of 1 to %d characters",
+                        http_respond_error(r, ERROR_INVALID_ARGUMENT, "name must be a string of 1 to %d characters",
                                            SANDBOX_NAME_MAX);
                         goto out;
                 }
@@ -46,7 +46,7 @@ void api_post_checkpoints(Request *r, const RouteArgs *a) {
         q = checkpoint_create_start(http_manager(r->http), s, name, &op, &c, &e);
         if (q < 0) {
                 respond_operation_error(r, &e, q);
-                operation_error_done(&e);
+                error_done(&e);
                 goto out;
         }
         start_wait(r, op, WAIT_OPERATION, wait);
@@ -72,7 +72,7 @@ void api_get_checkpoint(Request *r, const RouteArgs *a) {
 }
 
 void api_delete_checkpoint(Request *r, const RouteArgs *a) {
-        OperationError e = {};
+        Error e = {};
         Checkpoint *c;
         int q;
 
@@ -83,12 +83,12 @@ void api_delete_checkpoint(Request *r, const RouteArgs *a) {
                 respond_operation_error(r, &e, q);
         else
                 http_respond_empty(r, 204);
-        operation_error_done(&e);
+        error_done(&e);
 }
 
 void api_post_restore(Request *r, const RouteArgs *a) {
         static const char *const fields[] = { "checkpoint", NULL };
-        OperationError e = {};
+        Error e = {};
         Operation *op;
         Checkpoint *c;
         Sandbox *s;
@@ -100,7 +100,7 @@ void api_post_restore(Request *r, const RouteArgs *a) {
                 return;
         v = cJSON_GetObjectItemCaseSensitive(o, "checkpoint");
         if (!cJSON_IsString(v)) {
-                http_respond_error(r, 400, "invalid_argument", "checkpoint (an id or name) is required");
+                http_respond_error(r, ERROR_INVALID_ARGUMENT, "checkpoint (an id or name) is required");
                 goto out;
         }
         if (resolve_checkpoint(r, v->valuestring, &c) < 0)
@@ -108,7 +108,7 @@ void api_post_restore(Request *r, const RouteArgs *a) {
         q = sandbox_restore_start(http_manager(r->http), s, c, &op, &e);
         if (q < 0) {
                 respond_operation_error(r, &e, q);
-                operation_error_done(&e);
+                error_done(&e);
                 goto out;
         }
         start_wait(r, op, WAIT_LIFECYCLE, wait);
@@ -119,7 +119,7 @@ out:
 static void post_fork(Request *r, Sandbox *s, Checkpoint *c) {
         static const char *const fields[] = { "count", NULL };
         _cleanup_strv_free_ char **ids = NULL;
-        OperationError e = {};
+        Error e = {};
         uint64_t count = 1;
         Operation *op;
         unsigned wait;
@@ -133,7 +133,7 @@ static void post_fork(Request *r, Sandbox *s, Checkpoint *c) {
         q = fork_start(http_manager(r->http), s, c, (unsigned) count, &op, &ids, &e);
         if (q < 0) {
                 respond_operation_error(r, &e, q);
-                operation_error_done(&e);
+                error_done(&e);
                 goto out;
         }
         start_wait(r, op, WAIT_OPERATION, wait);

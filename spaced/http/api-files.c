@@ -29,20 +29,20 @@ static int check_path(Request *r, const char *what, const char *v, size_t len, c
         size_t n = len;
 
         if (!v) {
-                http_respond_error(r, 400, "invalid_path", "%s is required: an absolute path in the sandbox", what);
+                http_respond_error(r, ERROR_INVALID_PATH, "%s is required: an absolute path in the sandbox", what);
                 return -EINVAL;
         }
         if (strlen(v) != len) {
-                http_respond_error(r, 400, "invalid_path", "%s contains a NUL byte", what);
+                http_respond_error(r, ERROR_INVALID_PATH, "%s contains a NUL byte", what);
                 return -EINVAL;
         }
         if (v[0] != '/') {
-                http_respond_error(r, 400, "invalid_path", "%s '%.200s' is not absolute: paths in a sandbox start with '/'",
+                http_respond_error(r, ERROR_INVALID_PATH, "%s '%.200s' is not absolute: paths in a sandbox start with '/'",
                                    what, v);
                 return -EINVAL;
         }
         if (len > SPACE_FILE_PATH_MAX) {
-                http_respond_error(r, 400, "invalid_path", "%s is longer than %u bytes", what, SPACE_FILE_PATH_MAX);
+                http_respond_error(r, ERROR_INVALID_PATH, "%s is longer than %u bytes", what, SPACE_FILE_PATH_MAX);
                 return -EINVAL;
         }
         while (n > 1 && v[n - 1] == '/')
@@ -67,7 +67,7 @@ static int body_path(Request *r, cJSON *o, const char *key, char **ret) {
         cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
 
         if (v && !cJSON_IsString(v)) {
-                http_respond_error(r, 400, "invalid_path", "%s must be a string", key);
+                http_respond_error(r, ERROR_INVALID_PATH, "%s must be a string", key);
                 return -EINVAL;
         }
         return check_path(r, key, v ? v->valuestring : NULL, v ? strlen(v->valuestring) : 0, ret);
@@ -80,7 +80,7 @@ static int refuse_escaped_nul(Request *r) {
         for (size_t i = 0; i + 6 <= r->body.len; i++)
                 if (b[i] == '\\' && b[i + 1] == 'u' && b[i + 2] == '0' && b[i + 3] == '0' && b[i + 4] == '0' &&
                     b[i + 5] == '0') {
-                        http_respond_error(r, 400, "invalid_path", "the request contains a NUL character (\\u0000)");
+                        http_respond_error(r, ERROR_INVALID_PATH, "the request contains a NUL character (\\u0000)");
                         return -EINVAL;
                 }
         return 0;
@@ -98,7 +98,7 @@ static int query_mode(Request *r, unsigned *ret, bool *ret_set) {
         errno = 0;
         m = strtoul(v, &end, 8);
         if (errno || !*v || *end || v[0] == '-' || v[0] == '+' || m > 07777) {
-                http_respond_error(r, 400, "invalid_argument", "mode=%.20s: expected octal permission bits, e.g. 0644", v);
+                http_respond_error(r, ERROR_INVALID_ARGUMENT, "mode=%.20s: expected octal permission bits, e.g. 0644", v);
                 return -EINVAL;
         }
         *ret = (unsigned) m;
@@ -117,7 +117,7 @@ static int query_number(Request *r, const char *key, long long min, long long ma
         errno = 0;
         n = strtoll(v, &end, 10);
         if (errno || !*v || *end || v[0] == '+' || v[0] == ' ' || n < min || n > max) {
-                http_respond_error(r, 400, "invalid_argument", "%s=%.20s: expected a whole number from %lld to %lld", key,
+                http_respond_error(r, ERROR_INVALID_ARGUMENT, "%s=%.20s: expected a whole number from %lld to %lld", key,
                                    v, min, max);
                 return -EINVAL;
         }
@@ -141,7 +141,7 @@ static int body_mode(Request *r, cJSON *o, unsigned *ret, bool *ret_set) {
                 errno = 0;
                 m = strtoul(v->valuestring, &end, 8);
                 if (errno || !v->valuestring[0] || *end || v->valuestring[0] == '-' || m > 07777) {
-                        http_respond_error(r, 400, "invalid_argument", "mode \"%.20s\": expected octal permission bits",
+                        http_respond_error(r, ERROR_INVALID_ARGUMENT, "mode \"%.20s\": expected octal permission bits",
                                            v->valuestring);
                         return -EINVAL;
                 }
@@ -176,7 +176,7 @@ static int files_sandbox(Request *r, const RouteArgs *a, Sandbox **ret) {
         if (q <= 0)
                 return 0;
         if (s->state != SANDBOX_RUNNING || !s->agent) {
-                http_respond_error(r, 409, "sandbox_not_running", "sandbox %s is %s, not running%s", s->id,
+                http_respond_error(r, ERROR_SANDBOX_NOT_RUNNING, "sandbox %s is %s, not running%s", s->id,
                                    sandbox_state_to_string(s->state),
                                    s->state == SANDBOX_PAUSED ? ": resume it first" : "");
                 return 0;
@@ -186,9 +186,9 @@ static int files_sandbox(Request *r, const RouteArgs *a, Sandbox **ret) {
 }
 
 static void respond_failed(Request *r, FileXfer *x) {
-        const char *code = x->error_code ?: "io_error";
+        ErrorCode code = x->error_code != ERROR_NONE ? x->error_code : ERROR_IO_ERROR;
 
-        http_respond_error(r, file_error_status(code), code, "%s", x->error_message ?: code);
+        http_respond_error(r, code, "%s", x->error_message ?: error_code_to_string(code));
 }
 
 /* Answers with the entry the guest sent, at path. */
@@ -196,7 +196,7 @@ static void respond_entry(Request *r, FileXfer *x, const char *path, unsigned st
         FileEntry e;
 
         if (file_xfer_reply_entry(x, &e) < 0) {
-                http_respond_error(r, 502, "protocol_error", "the sandbox's agent sent a malformed entry");
+                http_respond_error(r, ERROR_PROTOCOL_ERROR, "the sandbox's agent sent a malformed entry");
                 return;
         }
         http_respond_json(r, status, file_entry_to_json(path, &e));
@@ -207,12 +207,12 @@ static void start(Request *r, Sandbox *s, const char *op, const char *path, Spac
         FileXfer *x;
 
         if (space_kv_add(kv, "op", op) < 0 || space_kv_add(kv, "path", path) < 0) {
-                http_respond_error(r, 500, "internal", "out of memory");
+                http_respond_error(r, ERROR_INTERNAL, "out of memory");
                 return;
         }
         if (file_xfer_start(r, s, op, path, kv, &x) < 0) {
                 if (!r->responded)
-                        http_respond_error(r, 500, "internal", "cannot start the file operation");
+                        http_respond_error(r, ERROR_INTERNAL, "cannot start the file operation");
                 return;
         }
         http_suspend(r);
@@ -257,7 +257,7 @@ void api_get_file(Request *r, const RouteArgs *a) {
                 if (r->file->state == FILE_XFER_FAILED)
                         respond_failed(r, r->file);
                 else if (file_xfer_respond_stream(r->file, r) < 0 && !r->responded)
-                        http_respond_error(r, 500, "internal", "cannot answer the request");
+                        http_respond_error(r, ERROR_INTERNAL, "cannot answer the request");
                 return;
         }
         if (r->file || !files_sandbox(r, a, &s) || query_path(r, "path", &path) < 0)
@@ -275,7 +275,7 @@ void api_get_file_stat(Request *r, const RouteArgs *a) {
         if (r->file || !files_sandbox(r, a, &s) || query_path(r, "path", &path) < 0)
                 return;
         if (flag_value(http_query(r, "follow")) && space_kv_add(&kv, "follow", "1") < 0)
-                return (void) http_respond_error(r, 500, "internal", "out of memory");
+                return (void) http_respond_error(r, ERROR_INTERNAL, "out of memory");
         start(r, s, "stat", path, &kv);
 }
 
@@ -290,14 +290,14 @@ void api_get_file_list(Request *r, const RouteArgs *a) {
                 if (r->file->state == FILE_XFER_FAILED)
                         respond_failed(r, r->file);
                 else if (file_xfer_respond_stream(r->file, r) < 0 && !r->responded)
-                        http_respond_error(r, 500, "internal", "cannot answer the request");
+                        http_respond_error(r, ERROR_INTERNAL, "cannot answer the request");
                 return;
         }
         if (r->file || !files_sandbox(r, a, &s) || query_path(r, "path", &path) < 0 ||
             query_number(r, "depth", 1, SPACE_FILE_LIST_DEPTH_MAX, &depth, &set) < 0)
                 return;
         if (space_kv_addf(&kv, "depth", "%lld", depth) < 0)
-                return (void) http_respond_error(r, 500, "internal", "out of memory");
+                return (void) http_respond_error(r, ERROR_INTERNAL, "out of memory");
         start(r, s, "list", path, &kv);
 }
 
@@ -318,9 +318,9 @@ void api_delete_file(Request *r, const RouteArgs *a) {
         if (r->file || !files_sandbox(r, a, &s) || query_path(r, "path", &path) < 0)
                 return;
         if (streq(path, "/"))
-                return (void) http_respond_error(r, 400, "invalid_path", "refusing to remove the sandbox's '/'");
+                return (void) http_respond_error(r, ERROR_INVALID_PATH, "refusing to remove the sandbox's '/'");
         if (flag_value(http_query(r, "recursive")) && space_kv_add(&kv, "recursive", "1") < 0)
-                return (void) http_respond_error(r, 500, "internal", "out of memory");
+                return (void) http_respond_error(r, ERROR_INTERNAL, "out of memory");
         start(r, s, "remove", path, &kv);
 }
 
@@ -347,7 +347,7 @@ static int body_owner(Request *r, cJSON *o, SpaceBuf *kv) {
         if (qg < 0)
                 return qg;
         if (add_owner(kv, qu > 0, uid, qg > 0, gid) < 0) {
-                http_respond_error(r, 500, "internal", "out of memory");
+                http_respond_error(r, ERROR_INTERNAL, "out of memory");
                 return -ENOMEM;
         }
         return 0;
@@ -360,7 +360,7 @@ static int body_bool(Request *r, cJSON *o, const char *key, bool *ret) {
         if (!v || cJSON_IsNull(v))
                 return 0;
         if (!cJSON_IsBool(v)) {
-                http_respond_error(r, 400, "invalid_argument", "%s must be true or false", key);
+                http_respond_error(r, ERROR_INVALID_ARGUMENT, "%s must be true or false", key);
                 return -EINVAL;
         }
         *ret = cJSON_IsTrue(v);
@@ -385,7 +385,7 @@ void api_post_file_mkdir(Request *r, const RouteArgs *a) {
             body_bool(r, o, "parents", &parents) >= 0 && body_owner(r, o, &kv) >= 0) {
                 if ((mode_set && space_kv_addf(&kv, "mode", "%u", mode) < 0) ||
                     (parents && space_kv_add(&kv, "parents", "1") < 0))
-                        http_respond_error(r, 500, "internal", "out of memory");
+                        http_respond_error(r, ERROR_INTERNAL, "out of memory");
                 else
                         start(r, s, "mkdir", path, &kv);
         }
@@ -408,14 +408,14 @@ void api_post_file_move(Request *r, const RouteArgs *a) {
                 return;
         if (body_path(r, o, "from", &from) >= 0 && body_path(r, o, "to", &to) >= 0) {
                 if (streq(from, "/"))
-                        http_respond_error(r, 400, "invalid_path", "refusing to move the sandbox's '/'");
+                        http_respond_error(r, ERROR_INVALID_PATH, "refusing to move the sandbox's '/'");
                 else if (space_kv_add(&kv, "op", "move") < 0 || space_kv_add(&kv, "path", from) < 0 ||
                          space_kv_add(&kv, "to", to) < 0)
-                        http_respond_error(r, 500, "internal", "out of memory");
+                        http_respond_error(r, ERROR_INTERNAL, "out of memory");
                 else if (file_xfer_start(r, s, "move", to, &kv, &x) >= 0)
                         http_suspend(r);
                 else if (!r->responded)
-                        http_respond_error(r, 500, "internal", "cannot start the file operation");
+                        http_respond_error(r, ERROR_INTERNAL, "cannot start the file operation");
         }
         cJSON_Delete(o);
 }
@@ -436,11 +436,11 @@ void api_post_file_symlink(Request *r, const RouteArgs *a) {
         if (body_path(r, o, "path", &path) < 0)
                 ;
         else if (!cJSON_IsString(t) || !t->valuestring[0] || strlen(t->valuestring) > SPACE_FILE_PATH_MAX)
-                http_respond_error(r, 400, "invalid_argument", "target must be a non-empty string of at most %u bytes",
+                http_respond_error(r, ERROR_INVALID_ARGUMENT, "target must be a non-empty string of at most %u bytes",
                                    SPACE_FILE_PATH_MAX);
         else if (body_owner(r, o, &kv) >= 0) {
                 if (space_kv_add(&kv, "target", t->valuestring) < 0)
-                        http_respond_error(r, 500, "internal", "out of memory");
+                        http_respond_error(r, ERROR_INTERNAL, "out of memory");
                 else
                         start(r, s, "symlink", path, &kv);
         }
@@ -466,11 +466,11 @@ void api_post_file_attrs(Request *r, const RouteArgs *a) {
                 ;
         else if (mt && !cJSON_IsNull(mt) &&
                  (!cJSON_IsNumber(mt) || mt->valuedouble != floor(mt->valuedouble) || fabs(mt->valuedouble) > 1e15))
-                http_respond_error(r, 400, "invalid_argument", "mtime must be a whole number of seconds since 1970");
+                http_respond_error(r, ERROR_INVALID_ARGUMENT, "mtime must be a whole number of seconds since 1970");
         else if (body_owner(r, o, &kv) >= 0) {
                 if ((mode_set && space_kv_addf(&kv, "mode", "%u", mode) < 0) ||
                     (mt && cJSON_IsNumber(mt) && space_kv_addf(&kv, "mtime", "%lld", (long long) mt->valuedouble) < 0))
-                        http_respond_error(r, 500, "internal", "out of memory");
+                        http_respond_error(r, ERROR_INTERNAL, "out of memory");
                 else
                         start(r, s, "attrs", path, &kv);
         }
@@ -510,7 +510,7 @@ void api_put_file(Request *r, const RouteArgs *a) {
                                 return;
                         }
                         if (file_xfer_finish_upload(x) < 0) {
-                                http_respond_error(r, 503, "channel_lost", "lost the sandbox's agent during the upload");
+                                http_respond_error(r, ERROR_CHANNEL_LOST, "lost the sandbox's agent during the upload");
                                 return;
                         }
                         http_suspend(r);
@@ -528,13 +528,13 @@ void api_put_file(Request *r, const RouteArgs *a) {
                 return;
         raw = http_query(r, "path");
         if (streq(path, "/") || (raw && raw[0] && raw[strlen(raw) - 1] == '/'))
-                return (void) http_respond_error(r, 400, "is_a_directory",
+                return (void) http_respond_error(r, ERROR_IS_A_DIRECTORY,
                                                  "'%.200s' names a directory (it ends in '/'): name a file to write", raw);
         if ((mode_set && space_kv_addf(&kv, "mode", "%u", mode) < 0) ||
             (mtime_set && space_kv_addf(&kv, "mtime", "%lld", mtime) < 0) ||
             add_owner(&kv, uid_set, (uint64_t) uid, gid_set, (uint64_t) gid) < 0 ||
             (flag_value(http_query(r, "parents")) && space_kv_add(&kv, "parents", "1") < 0))
-                return (void) http_respond_error(r, 500, "internal", "out of memory");
+                return (void) http_respond_error(r, ERROR_INTERNAL, "out of memory");
         start(r, s, "write", path, &kv);
 }
 

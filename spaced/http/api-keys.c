@@ -53,7 +53,7 @@ void api_post_keys(Request *r, const RouteArgs *a) {
         v = cJSON_GetObjectItemCaseSensitive(o, "name");
         if (v && !cJSON_IsNull(v)) {
                 if (!cJSON_IsString(v) || !name_valid(v->valuestring)) {
-                        http_respond_error(r, 400, "invalid_argument",
+                        http_respond_error(r, ERROR_INVALID_ARGUMENT,
                                            "name must be a string of 1 to %d printable characters", API_KEY_NAME_MAX);
                         goto out;
                 }
@@ -62,7 +62,7 @@ void api_post_keys(Request *r, const RouteArgs *a) {
         q = auth_mint(http_auth(r->http), name, key, &k);
         if (q < 0) {
                 log_error_errno(q, "cannot create an API key");
-                http_respond_error(r, 500, "internal", "cannot create an API key: %s", strerror(-q));
+                http_respond_error(r, ERROR_INTERNAL, "cannot create an API key: %s", strerror(-q));
                 goto out;
         }
         log_info("created API key %s%s%s", k->id, name ? " named " : "", name ?: "");
@@ -88,19 +88,19 @@ void api_delete_key(Request *r, const RouteArgs *a) {
         int q;
 
         if (!api_key_id_valid(id)) {
-                http_respond_error(r, 400, "invalid_argument",
+                http_respond_error(r, ERROR_INVALID_ARGUMENT,
                                    "'%s' is not a key id: expected the %d hex digits after 'e2b_' ('spacectl key ls' "
                                    "lists them)", id, API_KEY_ID_LEN);
                 return;
         }
         q = auth_delete(http_auth(r->http), id);
         if (q == -ENOENT) {
-                http_respond_error(r, 404, "key_not_found", "no API key '%s'; 'spacectl key ls' lists them", id);
+                http_respond_error(r, ERROR_KEY_NOT_FOUND, "no API key '%s'; 'spacectl key ls' lists them", id);
                 return;
         }
         if (q < 0) {
                 log_error_errno(q, "cannot delete API key %s", id);
-                http_respond_error(r, 500, "internal", "cannot delete the key: %s", strerror(-q));
+                http_respond_error(r, ERROR_INTERNAL, "cannot delete the key: %s", strerror(-q));
                 return;
         }
         log_info("deleted API key %s", id);

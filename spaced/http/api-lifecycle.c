@@ -13,7 +13,7 @@
 /* POST /v1/sandboxes/{id}/pause|resume|suspend|wake[?wait=SECONDS]: operations, like create. */
 
 static void post_lifecycle(Request *r, const RouteArgs *a, LifecycleKind kind) {
-        OperationError e = {};
+        Error e = {};
         Operation *op;
         Sandbox *s;
         unsigned wait;
@@ -24,7 +24,7 @@ static void post_lifecycle(Request *r, const RouteArgs *a, LifecycleKind kind) {
         q = sandbox_lifecycle_start(http_manager(r->http), s, kind, &op, &e);
         if (q < 0) {
                 respond_operation_error(r, &e, q);
-                operation_error_done(&e);
+                error_done(&e);
                 return;
         }
         start_wait(r, op, WAIT_LIFECYCLE, wait);
@@ -51,7 +51,7 @@ void api_post_wake(Request *r, const RouteArgs *a) {
  * parked, < 0 when it was answered with an error. */
 int api_ensure_awake(Request *r, Sandbox *s) {
         Manager *m = http_manager(r->http);
-        OperationError e = {};
+        Error e = {};
         Operation *op = NULL;
         int q;
 
@@ -63,7 +63,7 @@ int api_ensure_awake(Request *r, Sandbox *s) {
                 q = sandbox_lifecycle_start(m, s, LIFECYCLE_WAKE, &op, &e);
                 if (q < 0) {
                         respond_operation_error(r, &e, q);
-                        operation_error_done(&e);
+                        error_done(&e);
                         return q;
                 }
                 log_info("sandbox %s: waking on demand for %s %s", s->id, r->method, r->url);
@@ -72,13 +72,13 @@ int api_ensure_awake(Request *r, Sandbox *s) {
                         if (streq(i->kind, "wake") && streq(i->sandbox_id, s->id) && i->state == OPERATION_RUNNING)
                                 op = i;
         if (!op) {
-                http_respond_error(r, 409, "sandbox_busy", "sandbox %s is waking up; try again", s->id);
+                http_respond_error(r, ERROR_SANDBOX_BUSY, "sandbox %s is waking up; try again", s->id);
                 return -EBUSY;
         }
         r->rerun = true;
         q = http_wait_on(r, &op->waiters, now_usec_monotonic() + WAKE_ON_DEMAND_WAIT_SEC * 1000000ULL);
         if (q < 0) {
-                http_respond_error(r, 500, "internal", "cannot wait for the wake: %s", strerror(-q));
+                http_respond_error(r, ERROR_INTERNAL, "cannot wait for the wake: %s", strerror(-q));
                 return q;
         }
         return 0;

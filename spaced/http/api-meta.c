@@ -18,7 +18,7 @@ void api_get_openapi(Request *r, const RouteArgs *a) {
 
         resp = MHD_create_response_from_buffer(openapi_json_len, (void *) openapi_json, MHD_RESPMEM_PERSISTENT);
         if (!resp) {
-                http_respond_error(r, 500, "internal", "out of memory");
+                http_respond_error(r, ERROR_INTERNAL, "out of memory");
                 return;
         }
         MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json");
@@ -69,7 +69,7 @@ void api_get_operations(Request *r, const RouteArgs *a) {
 
                 if (len == 0 || len > 64 ||
                     strspn(filter, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-") != len) {
-                        http_respond_error(r, 400, "invalid_argument",
+                        http_respond_error(r, ERROR_INVALID_ARGUMENT,
                                            "sandbox=: expected a sandbox id or name (1 to 64 letters, digits, '.', "
                                            "'_' or '-')");
                         return;
@@ -77,7 +77,7 @@ void api_get_operations(Request *r, const RouteArgs *a) {
                 /* a live sandbox by any reference; a deleted one by its full id */
                 q = sandbox_resolve(m, filter, &s);
                 if (q == -ENOTUNIQ) {
-                        http_respond_error(r, 409, "ambiguous_reference",
+                        http_respond_error(r, ERROR_AMBIGUOUS_REFERENCE,
                                            "'%s' matches more than one sandbox id; give more characters", filter);
                         return;
                 }
@@ -92,7 +92,7 @@ void api_get_operations(Request *r, const RouteArgs *a) {
                         size_t ncap = cap ? cap * 2 : 64;
                         Operation **nv = realloc(v, ncap * sizeof *v);
                         if (!nv) {
-                                http_respond_error(r, 500, "internal", "out of memory");
+                                http_respond_error(r, ERROR_INTERNAL, "out of memory");
                                 return;
                         }
                         v = nv;

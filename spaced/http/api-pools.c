@@ -41,7 +41,7 @@ void api_put_pool(Request *r, const RouteArgs *a) {
         if (!(o = parse_body_object(r, fields)))
                 return;
         if (!cJSON_GetObjectItemCaseSensitive(o, "size")) {
-                http_respond_error(r, 400, "invalid_argument", "size is required (0 to %d; 0 removes the pool)",
+                http_respond_error(r, ERROR_INVALID_ARGUMENT, "size is required (0 to %d; 0 removes the pool)",
                                    POOL_SIZE_MAX);
                 goto out;
         }
@@ -49,9 +49,9 @@ void api_put_pool(Request *r, const RouteArgs *a) {
                 goto out;
         q = pool_set(m, a->arg[0], (unsigned) size, &err);
         if (q == -ENOENT)
-                http_respond_error(r, 404, "template_not_found", "%s; 'spacectl template ls' lists them", err ?: "no such template");
+                http_respond_error(r, ERROR_TEMPLATE_NOT_FOUND, "%s; 'spacectl template ls' lists them", err ?: "no such template");
         else if (q < 0)
-                http_respond_error(r, 500, "internal", "cannot save the pool: %s", strerror(-q));
+                http_respond_error(r, ERROR_INTERNAL, "cannot save the pool: %s", strerror(-q));
         else
                 http_respond_json(r, 200, pool_to_json(m, a->arg[0], (unsigned) size));
 out:

@@ -24,7 +24,7 @@ static int get_bool_field(Request *r, cJSON *o, const char *key, bool *ret) {
         if (!v || cJSON_IsNull(v))
                 return 0;
         if (!cJSON_IsBool(v)) {
-                http_respond_error(r, 400, "invalid_argument", "%s must be true or false", key);
+                http_respond_error(r, ERROR_INVALID_ARGUMENT, "%s must be true or false", key);
                 return -EINVAL;
         }
         *ret = cJSON_IsTrue(v);
@@ -40,7 +40,7 @@ int parse_exec_spec(Request *r, cJSON *o, bool stdin_default, ExecSpec *spec, ch
         *spec = (ExecSpec) { .want_stdin = stdin_default };
         v = cJSON_GetObjectItemCaseSensitive(o, "argv");
         if (!cJSON_IsArray(v) || cJSON_GetArraySize(v) < 1 || cJSON_GetArraySize(v) > ARGV_MAX) {
-                http_respond_error(r, 400, "invalid_argument", "argv must be a non-empty array of strings (at most %d)",
+                http_respond_error(r, ERROR_INVALID_ARGUMENT, "argv must be a non-empty array of strings (at most %d)",
                                    ARGV_MAX);
                 return -EINVAL;
         }
@@ -49,13 +49,13 @@ int parse_exec_spec(Request *r, cJSON *o, bool stdin_default, ExecSpec *spec, ch
                 return -ENOMEM;
         cJSON_ArrayForEach(i, v) {
                 if (!cJSON_IsString(i) || !(argv[n] = strdup(i->valuestring))) {
-                        http_respond_error(r, 400, "invalid_argument", "argv entries must be strings");
+                        http_respond_error(r, ERROR_INVALID_ARGUMENT, "argv entries must be strings");
                         return -EINVAL;
                 }
                 n++;
         }
         if (!*argv[0]) {
-                http_respond_error(r, 400, "invalid_argument", "argv[0] must not be empty");
+                http_respond_error(r, ERROR_INVALID_ARGUMENT, "argv[0] must not be empty");
                 return -EINVAL;
         }
         if (get_env_field(r, o, &env) < 0 || get_uint_field(r, o, "timeout", 0, 365ULL * 86400, &timeout) < 0 ||
@@ -66,7 +66,7 @@ int parse_exec_spec(Request *r, cJSON *o, bool stdin_default, ExecSpec *spec, ch
         v = cJSON_GetObjectItemCaseSensitive(o, "cwd");
         if (v && !cJSON_IsNull(v)) {
                 if (!cJSON_IsString(v) || v->valuestring[0] != '/') {
-                        http_respond_error(r, 400, "invalid_argument", "cwd must be an absolute path");
+                        http_respond_error(r, ERROR_INVALID_ARGUMENT, "cwd must be an absolute path");
                         return -EINVAL;
                 }
                 spec->cwd = v->valuestring;
@@ -74,7 +74,7 @@ int parse_exec_spec(Request *r, cJSON *o, bool stdin_default, ExecSpec *spec, ch
         v = cJSON_GetObjectItemCaseSensitive(o, "user");
         if (v && !cJSON_IsNull(v)) {
                 if (!cJSON_IsString(v) || space_user_spec_parse(v->valuestring, NULL) < 0) {
-                        http_respond_error(r, 400, "invalid_argument",
+                        http_respond_error(r, ERROR_INVALID_ARGUMENT,
                                            "user must be NAME or UID, optionally followed by :GROUP or :GID (at most "
                                            "%d characters of A-Z a-z 0-9 . _ -)%s%.64s%s",
                                            SPACE_USER_SPEC_MAX, cJSON_IsString(v) ? ", not '" : "",
@@ -96,7 +96,7 @@ int parse_exec_spec(Request *r, cJSON *o, bool stdin_default, ExecSpec *spec, ch
 static int require_running(Request *r, Sandbox *s) {
         if (s->state == SANDBOX_RUNNING)
                 return 0;
-        http_respond_error(r, 409, "sandbox_not_running", "sandbox %s is %s, not running%s%s", s->id,
+        http_respond_error(r, ERROR_SANDBOX_NOT_RUNNING, "sandbox %s is %s, not running%s%s", s->id,
                            sandbox_state_to_string(s->state), s->error ? ": " : "", s->error ?: "");
         return -EBUSY;
 }
@@ -120,10 +120,10 @@ void api_post_processes(Request *r, const RouteArgs *a) {
                 if (!spec.user)
                         spec.user = template_default_user(http_manager(r->http), s);
                 if (require_running(r, s) >= 0 && process_exec(r, s, &spec) < 0 && !r->responded)
-                        http_respond_error(r, 500, "internal", "cannot start the process");
+                        http_respond_error(r, ERROR_INTERNAL, "cannot start the process");
         }
         if (!r->responded && !r->suspended)
-                http_respond_error(r, 500, "internal", "cannot start the process");
+                http_respond_error(r, ERROR_INTERNAL, "cannot start the process");
         cJSON_Delete(o);
 }
 
@@ -134,7 +134,7 @@ static int parse_pid(Request *r, const char *s, int *ret) {
         errno = 0;
         v = strtol(s, &end, 10);
         if (errno || end == s || *end || v <= 0 || v > INT_MAX) {
-                http_respond_error(r, 400, "invalid_argument", "'%s' is not a process id", s);
+                http_respond_error(r, ERROR_INVALID_ARGUMENT, "'%s' is not a process id", s);
                 return -EINVAL;
         }
         *ret = (int) v;
@@ -152,7 +152,7 @@ int parse_last_event_id(Request *r, uint64_t *ret) {
         errno = 0;
         n = strtoull(v, &end, 10);
         if (errno || end == v || *end || v[0] == '-') {
-                http_respond_error(r, 400, "invalid_argument", "Last-Event-ID must be an event id (a number), not '%s'",
+                http_respond_error(r, ERROR_INVALID_ARGUMENT, "Last-Event-ID must be an event id (a number), not '%s'",
                                    v);
                 return -EINVAL;
         }
@@ -170,7 +170,7 @@ static Process *route_any(Request *r, const RouteArgs *a, Sandbox **ret_s) {
                 return NULL;
         p = process_get(http_manager(r->http), s, pid);
         if (!p)
-                http_respond_error(r, 404, "process_not_found", "no process %d in sandbox %s", pid, s->id);
+                http_respond_error(r, ERROR_PROCESS_NOT_FOUND, "no process %d in sandbox %s", pid, s->id);
         if (ret_s)
                 *ret_s = s;
         return p;
@@ -187,7 +187,7 @@ static Process *route_live(Request *r, const RouteArgs *a) {
                 return NULL;
         p = process_find_by_pid(s, pid);
         if (!p)
-                http_respond_error(r, 404, "process_not_found", "no running process %d in sandbox %s", pid, s->id);
+                http_respond_error(r, ERROR_PROCESS_NOT_FOUND, "no running process %d in sandbox %s", pid, s->id);
         return p;
 }
 
@@ -202,7 +202,7 @@ void api_get_processes(Request *r, const RouteArgs *a) {
                 return;
         q = store_load_processes(http_manager(r->http)->store, s->id, NULL, &recs, &n);
         if (q < 0) {
-                http_respond_error(r, 500, "internal", "cannot read the process table: %s", strerror(-q));
+                http_respond_error(r, ERROR_INTERNAL, "cannot read the process table: %s", strerror(-q));
                 return;
         }
         o = cJSON_CreateObject();
@@ -231,7 +231,7 @@ void api_get_process_stream(Request *r, const RouteArgs *a) {
         if (parse_last_event_id(r, &after) < 0 || !(p = route_any(r, a, NULL)))
                 return;
         if (process_attach(p, r, after, true, true) < 0 && !r->responded)
-                http_respond_error(r, 500, "internal", "cannot attach");
+                http_respond_error(r, ERROR_INTERNAL, "cannot attach");
         (void) process_maybe_free(p);
 }
 
@@ -244,7 +244,7 @@ void api_get_process_logs(Request *r, const RouteArgs *a) {
         if (parse_last_event_id(r, &after) < 0 || !(p = route_any(r, a, NULL)))
                 return;
         if (process_attach(p, r, after, follow, false) < 0 && !r->responded)
-                http_respond_error(r, 500, "internal", "cannot read the logs");
+                http_respond_error(r, ERROR_INTERNAL, "cannot read the logs");
         (void) process_maybe_free(p);
 }
 
@@ -267,7 +267,7 @@ void api_post_signal(Request *r, const RouteArgs *a) {
                 return;
         if (get_uint_field(r, o, "signal", 1, 64, &sig) >= 0) {
                 if (process_signal(p, (int) sig) < 0)
-                        http_respond_error(r, 409, "process_not_running", "the process is not running (yet)");
+                        http_respond_error(r, ERROR_PROCESS_NOT_RUNNING, "the process is not running (yet)");
                 else
                         http_respond_empty(r, 204);
         }
@@ -284,15 +284,15 @@ void api_post_resize(Request *r, const RouteArgs *a) {
         if (!p || !(o = parse_body_object(r, fields)))
                 return;
         if (!cJSON_GetObjectItemCaseSensitive(o, "rows") || !cJSON_GetObjectItemCaseSensitive(o, "cols"))
-                http_respond_error(r, 400, "invalid_argument", "rows and cols are required");
+                http_respond_error(r, ERROR_INVALID_ARGUMENT, "rows and cols are required");
         else if (get_uint_field(r, o, "rows", 1, PTY_SIZE_MAX, &rows) >= 0 &&
                  get_uint_field(r, o, "cols", 1, PTY_SIZE_MAX, &cols) >= 0) {
                 q = process_resize(p, (unsigned) rows, (unsigned) cols);
                 if (q == -ENOTTY)
-                        http_respond_error(r, 409, "not_a_tty", "process %d has no terminal (start it with pty)",
+                        http_respond_error(r, ERROR_NOT_A_TTY, "process %d has no terminal (start it with pty)",
                                            p->pid);
                 else if (q < 0)
-                        http_respond_error(r, 409, "process_not_running", "the process is not running");
+                        http_respond_error(r, ERROR_PROCESS_NOT_RUNNING, "the process is not running");
                 else
                         http_respond_empty(r, 204);
         }
@@ -334,7 +334,7 @@ size_t api_upload(Request *r, const char *data, size_t n) {
 
 void api_post_stdin(Request *r, const RouteArgs *a) {
         if (r->upload_failed)
-                http_respond_error(r, 409, "stdin_closed",
+                http_respond_error(r, ERROR_STDIN_CLOSED,
                                    "the process is not running or its stdin is closed (was it started with stdin?)");
         else
                 http_respond_empty(r, 204);

@@ -40,10 +40,10 @@ void api_post_sessions(Request *r, const RouteArgs *a) {
                 if (!spec.user)
                         spec.user = template_default_user(http_manager(r->http), s);
                 if (s->state != SANDBOX_RUNNING)
-                        http_respond_error(r, 409, "sandbox_not_running", "sandbox %s is %s, not running", s->id,
+                        http_respond_error(r, ERROR_SANDBOX_NOT_RUNNING, "sandbox %s is %s, not running", s->id,
                                            sandbox_state_to_string(s->state));
                 else if (process_session_create(r, s, &spec) < 0 && !r->responded)
-                        http_respond_error(r, 500, "internal", "cannot create the session");
+                        http_respond_error(r, ERROR_INTERNAL, "cannot create the session");
         }
         cJSON_Delete(o);
 }
@@ -64,12 +64,12 @@ static Process *route_session(Request *r, const RouteArgs *a) {
         if (resolve_sandbox(r, a->arg[0], &s) < 0)
                 return NULL;
         if (!session_id_valid(a->arg[1])) {
-                http_respond_error(r, 400, "invalid_argument", "'%s' is not a session id (ses-<16 hex>)", a->arg[1]);
+                http_respond_error(r, ERROR_INVALID_ARGUMENT, "'%s' is not a session id (ses-<16 hex>)", a->arg[1]);
                 return NULL;
         }
         p = process_get_session(http_manager(r->http), s, a->arg[1]);
         if (!p)
-                http_respond_error(r, 404, "session_not_found", "no session %s in sandbox %s", a->arg[1], s->id);
+                http_respond_error(r, ERROR_SESSION_NOT_FOUND, "no session %s in sandbox %s", a->arg[1], s->id);
         return p;
 }
 
@@ -93,7 +93,7 @@ void api_get_session_stream(Request *r, const RouteArgs *a) {
         int q;
 
         if (!token || !*token) {
-                http_respond_error(r, 401, "unauthorized",
+                http_respond_error(r, ERROR_UNAUTHORIZED,
                                    "attaching needs the session's attach token (Authorization: Bearer TOKEN or "
                                    "?token=TOKEN)");
                 return;
@@ -102,14 +102,14 @@ void api_get_session_stream(Request *r, const RouteArgs *a) {
                 return;
         q = process_check_token(p, token);
         if (q == -EKEYEXPIRED)
-                http_respond_error(r, 401, "token_expired",
+                http_respond_error(r, ERROR_TOKEN_EXPIRED,
                                    "the attach token has expired; get a new one with POST .../sessions/%s/token",
                                    p->session_id);
         else if (q < 0)
-                http_respond_error(r, 401, "invalid_token", "the token is not an attach token of session %s",
+                http_respond_error(r, ERROR_INVALID_TOKEN, "the token is not an attach token of session %s",
                                    p->session_id);
         else if (process_attach(p, r, after, true, true) < 0 && !r->responded)
-                http_respond_error(r, 500, "internal", "cannot attach");
+                http_respond_error(r, ERROR_INTERNAL, "cannot attach");
         (void) process_maybe_free(p);
 }
 
@@ -122,7 +122,7 @@ void api_post_session_token(Request *r, const RouteArgs *a) {
         if (!(p = route_session(r, a)))
                 return;
         if (process_session_token(p, &t) < 0) {
-                http_respond_error(r, 500, "internal", "cannot make an attach token");
+                http_respond_error(r, ERROR_INTERNAL, "cannot make an attach token");
                 return;
         }
         format_rfc3339(t->expires_at, ts);

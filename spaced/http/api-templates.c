@@ -69,14 +69,14 @@ void api_get_templates(Request *r, const RouteArgs *a) {
 
 void api_get_template(Request *r, const RouteArgs *a) {
         Manager *m = http_manager(r->http);
-        OperationError e = {};
+        Error e = {};
         Template *t;
         int q;
 
         q = template_resolve(m, a->arg[0], &t, &e);
         if (q < 0) {
                 respond_operation_error(r, &e, q);
-                operation_error_done(&e);
+                error_done(&e);
                 return;
         }
         http_respond_json(r, 200, template_to_json(m, t));
@@ -86,7 +86,7 @@ void api_post_template_import(Request *r, const RouteArgs *a) {
         static const char *const fields[] = { "source", "tag", "config", NULL };
         Manager *m = http_manager(r->http);
         _cleanup_free_ char *tag = NULL, *msg = NULL;
-        OperationError e = {};
+        Error e = {};
         const char *source = NULL;
         Operation *op;
         unsigned wait;
@@ -100,7 +100,7 @@ void api_post_template_import(Request *r, const RouteArgs *a) {
                 return;
         v = cJSON_GetObjectItemCaseSensitive(o, "source");
         if (!cJSON_IsString(v) || v->valuestring[0] != '/') {
-                http_respond_error(r, 400, "invalid_argument",
+                http_respond_error(r, ERROR_INVALID_ARGUMENT,
                                    "source must be the absolute path of a rootfs tarball, an OCI layout directory or "
                                    "an OCI archive");
                 goto out;
@@ -109,17 +109,17 @@ void api_post_template_import(Request *r, const RouteArgs *a) {
         v = cJSON_GetObjectItemCaseSensitive(o, "tag");
         if (v && !cJSON_IsNull(v)) {
                 if (!cJSON_IsString(v)) {
-                        http_respond_error(r, 400, "invalid_ref", "tag must be a string NAME[:TAG]");
+                        http_respond_error(r, ERROR_INVALID_REF, "tag must be a string NAME[:TAG]");
                         goto out;
                 }
                 if (template_tag_parse(v->valuestring, &tag, &msg) < 0) {
-                        http_respond_error(r, 400, "invalid_ref", "%s", msg ?: "invalid tag");
+                        http_respond_error(r, ERROR_INVALID_REF, "%s", msg ?: "invalid tag");
                         goto out;
                 }
         }
         v = cJSON_GetObjectItemCaseSensitive(o, "config");
         if (v && !cJSON_IsNull(v) && !cJSON_IsObject(v)) {
-                http_respond_error(r, 400, "invalid_argument", "config must be an object");
+                http_respond_error(r, ERROR_INVALID_ARGUMENT, "config must be an object");
                 goto out;
         }
         {
@@ -128,7 +128,7 @@ void api_post_template_import(Request *r, const RouteArgs *a) {
         }
         if (q < 0) {
                 respond_operation_error(r, &e, q);
-                operation_error_done(&e);
+                error_done(&e);
                 goto out;
         }
         start_wait(r, op, WAIT_IMPORT, wait);
@@ -139,7 +139,7 @@ out:
 void api_delete_template(Request *r, const RouteArgs *a) {
         Manager *m = http_manager(r->http);
         _cleanup_free_ char *untagged = NULL;
-        OperationError e = {};
+        Error e = {};
         bool removed;
         uint64_t freed;
         cJSON *o;
@@ -148,7 +148,7 @@ void api_delete_template(Request *r, const RouteArgs *a) {
         q = template_remove(m, a->arg[0], &untagged, &removed, &freed, &e);
         if (q < 0) {
                 respond_operation_error(r, &e, q);
-                operation_error_done(&e);
+                error_done(&e);
                 return;
         }
         o = cJSON_CreateObject();
@@ -165,7 +165,7 @@ void api_post_template_tag(Request *r, const RouteArgs *a) {
         static const char *const fields[] = { "tag", NULL };
         Manager *m = http_manager(r->http);
         _cleanup_free_ char *tag = NULL, *msg = NULL;
-        OperationError e = {};
+        Error e = {};
         Template *t;
         cJSON *o, *v;
         int q;
@@ -175,11 +175,11 @@ void api_post_template_tag(Request *r, const RouteArgs *a) {
                 return;
         v = cJSON_GetObjectItemCaseSensitive(o, "tag");
         if (!cJSON_IsString(v)) {
-                http_respond_error(r, 400, "invalid_ref", "tag must be a string NAME[:TAG]");
+                http_respond_error(r, ERROR_INVALID_REF, "tag must be a string NAME[:TAG]");
                 goto out;
         }
         if (template_tag_parse(v->valuestring, &tag, &msg) < 0) {
-                http_respond_error(r, 400, "invalid_ref", "%s", msg ?: "invalid tag");
+                http_respond_error(r, ERROR_INVALID_REF, "%s", msg ?: "invalid tag");
                 goto out;
         }
         q = template_resolve(m, a->arg[0], &t, &e);
@@ -187,7 +187,7 @@ void api_post_template_tag(Request *r, const RouteArgs *a) {
                 q = template_tag_set(m, t, tag, &e);
         if (q < 0) {
                 respond_operation_error(r, &e, q);
-                operation_error_done(&e);
+                error_done(&e);
                 goto out;
         }
         pool_refill(m); /* a pool of this tag now makes sandboxes of the new image */

@@ -93,38 +93,20 @@ cJSON *operation_to_json(Operation *op) {
                 if (res)
                         cJSON_AddItemToObject(o, "result", res);
         }
-        if (op->error.code) {
+        if (op->error.code != ERROR_NONE) {
                 cJSON *e = cJSON_AddObjectToObject(o, "error");
-                cJSON_AddStringToObject(e, "code", op->error.code);
-                cJSON_AddStringToObject(e, "message", op->error.message ?: op->error.code);
+                cJSON_AddStringToObject(e, "code", error_code_to_string(op->error.code));
+                cJSON_AddStringToObject(e, "message", error_message(&op->error));
         } else
                 cJSON_AddNullToObject(o, "error");
         return o;
 }
 
-unsigned status_for_code(const char *code) {
-        static const struct {
-                const char *code;
-                unsigned status;
-        } table[] = {
-                { "invalid_argument", 400 },     { "template_not_found", 404 }, { "sandbox_not_found", 404 },
-                { "operation_not_found", 404 },  { "process_not_found", 404 },  { "ambiguous_reference", 409 },
-                { "name_in_use", 409 },          { "invalid_state", 409 },       { "no_space", 507 },          { "sandbox_busy", 409 },       { "sandbox_not_running", 409 },
-                { "insufficient_memory", 507 },
-                { "disk_too_small", 400 },
-                { "invalid_ref", 400 },          { "template_in_use", 409 },    { "invalid_source", 400 },
-        };
-        for (size_t i = 0; i < ELEMENTSOF(table); i++)
-                if (streq(table[i].code, code))
-                        return table[i].status;
-        return 500;
-}
-
-void respond_operation_error(Request *r, const OperationError *e, int err) {
-        if (e->code)
-                http_respond_error(r, status_for_code(e->code), e->code, "%s", e->message ?: e->code);
+void respond_operation_error(Request *r, const Error *e, int err) {
+        if (e->code != ERROR_NONE)
+                http_respond_error(r, e->code, "%s", error_message(e));
         else
-                http_respond_error(r, 500, "internal", "%s", strerror(err < 0 ? -err : EIO));
+                http_respond_error(r, ERROR_INTERNAL, "%s", strerror(err < 0 ? -err : EIO));
 }
 
 int parse_wait(Request *r, unsigned *ret) {
@@ -138,7 +120,7 @@ int parse_wait(Request *r, unsigned *ret) {
         errno = 0;
         d = strtod(v, &end);
         if (errno || end == v || *end || !(d >= 0) || d > WAIT_MAX_SEC) {
-                http_respond_error(r, 400, "invalid_argument", "wait=%s: expected seconds from 0 to %d", v, WAIT_MAX_SEC);
+                http_respond_error(r, ERROR_INVALID_ARGUMENT, "wait=%s: expected seconds from 0 to %d", v, WAIT_MAX_SEC);
                 return -EINVAL;
         }
         *ret = (unsigned) ceil(d);
@@ -158,7 +140,7 @@ cJSON *parse_body_object(Request *r, const char *const *allowed) {
                                     ? (size_t) (end - (const char *) r->body.data) : 0;
                 if (at > r->body.len)
                         at = r->body.len;
-                http_respond_error(r, 400, "invalid_argument",
+                http_respond_error(r, ERROR_INVALID_ARGUMENT,
                                    "the request body is not valid JSON: syntax error at byte %zu of %zu%s%.*s%s", at,
                                    r->body.len, at < r->body.len ? " near '" : "",
                                    at < r->body.len ? (int) (r->body.len - at < 16 ? r->body.len - at : 16) : 0,
@@ -167,7 +149,7 @@ cJSON *parse_body_object(Request *r, const char *const *allowed) {
         }
         if (!cJSON_IsObject(o)) {
                 cJSON_Delete(o);
-                http_respond_error(r, 400, "invalid_argument", "the request body must be a JSON object ({...})");
+                http_respond_error(r, ERROR_INVALID_ARGUMENT, "the request body must be a JSON object ({...})");
                 return NULL;
         }
         cJSON_ArrayForEach(i, o) {
@@ -176,7 +158,7 @@ cJSON *parse_body_object(Request *r, const char *const *allowed) {
                         if (i->string && streq(i->string, *a))
                                 ok = true;
                 if (!ok) {
-                        http_respond_error(r, 400, "invalid_argument", "unknown field '%s'", i->string ?: "?");
+                        http_respond_error(r, ERROR_INVALID_ARGUMENT, "unknown field '%s'", i->string ?: "?");
                         cJSON_Delete(o);
                         return NULL;
                 }
@@ -191,7 +173,7 @@ int get_uint_field(Request *r, cJSON *o, const char *key, uint64_t min, uint64_t
                 return 0;
         if (!cJSON_IsNumber(v) || v->valuedouble != floor(v->valuedouble) || v->valuedouble < (double) min ||
             v->valuedouble > (double) max) {
-                http_respond_error(r, 400, "invalid_argument", "%s must be a whole number from %llu to %llu", key,
+                http_respond_error(r, ERROR_INVALID_ARGUMENT, "%s must be a whole number from %llu to %llu", key,
                                    (unsigned long long) min, (unsigned long long) max);
                 return -EINVAL;
         }
@@ -214,7 +196,7 @@ int get_env_field(Request *r, cJSON *o, char ***ret) {
         if (!v || cJSON_IsNull(v))
                 return 0;
         if ((!cJSON_IsObject(v) && !cJSON_IsArray(v)) || cJSON_GetArraySize(v) > SANDBOX_ENV_MAX) {
-                http_respond_error(r, 400, "invalid_argument", "env must be an object of strings (at most %d)",
+                http_respond_error(r, ERROR_INVALID_ARGUMENT, "env must be an object of strings (at most %d)",
                                    SANDBOX_ENV_MAX);
                 return -EINVAL;
         }
@@ -230,7 +212,7 @@ int get_env_field(Request *r, cJSON *o, char ***ret) {
                         e = strdup(i->valuestring);
                 if (!e) {
                         strv_free(env);
-                        http_respond_error(r, 400, "invalid_argument",
+                        http_respond_error(r, ERROR_INVALID_ARGUMENT,
                                            "env entries must be NAME=VALUE with a non-empty NAME");
                         return -EINVAL;
                 }
@@ -245,10 +227,10 @@ int resolve_sandbox(Request *r, const char *ref, Sandbox **ret) {
 
 
         if (q == -ENOTUNIQ)
-                http_respond_error(r, 409, "ambiguous_reference",
+                http_respond_error(r, ERROR_AMBIGUOUS_REFERENCE,
                                    "'%s' matches more than one sandbox id; give more characters", ref);
         else if (q < 0)
-                http_respond_error(r, 404, "sandbox_not_found",
+                http_respond_error(r, ERROR_SANDBOX_NOT_FOUND,
                                    "no sandbox '%s'; 'spacectl ls' lists them", ref);
         return q;
 }

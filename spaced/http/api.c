@@ -183,7 +183,7 @@ static bool args_valid(Request *r, const Route *rt, const RouteArgs *a) {
                         /* template references: the handler says precisely what is wrong with one */
                         if (n < 1 || n > 255 ||
                             strspn(v, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-/:") != n) {
-                                http_respond_error(r, 400, "invalid_ref",
+                                http_respond_error(r, ERROR_INVALID_REF,
                                                    "'%.64s' in the URL is not a template reference: use "
                                                    "NAME[:TAG] or sha256:<hex>", v);
                                 return false;
@@ -196,10 +196,10 @@ static bool args_valid(Request *r, const Route *rt, const RouteArgs *a) {
                 if (!good) {
                         int shown = n > ROUTE_ARG_MAX ? ROUTE_ARG_MAX : (int) n;
                         if (number)
-                                http_respond_error(r, 400, "invalid_argument",
+                                http_respond_error(r, ERROR_INVALID_ARGUMENT,
                                                    "'%.*s' in the URL is not a process id (a number)", shown, v);
                         else
-                                http_respond_error(r, 400, "invalid_argument",
+                                http_respond_error(r, ERROR_INVALID_ARGUMENT,
                                                    "'%.*s%s' in the URL is not a valid {%.*s}: use 1 to %d letters, "
                                                    "digits, '.', '_' or '-'",
                                                    shown, v, n > ROUTE_ARG_MAX ? "..." : "", (int) namelen, name,
@@ -252,7 +252,7 @@ void respond_wait_result(Request *r) {
         cJSON *o;
 
         if (!op) {
-                http_respond_error(r, 404, "operation_not_found", "operation %s is gone", r->wait_op);
+                http_respond_error(r, ERROR_OPERATION_NOT_FOUND, "operation %s is gone", r->wait_op);
                 return;
         }
         done = op->state == OPERATION_SUCCEEDED || op->state == OPERATION_FAILED;
@@ -289,7 +289,7 @@ static void post_sandboxes(Request *r, const RouteArgs *a) {
         static const char *const fields[] = { "template", "name", "vcpu", "memory_mib", "disk_mib", "env",
                                               "metadata", "timeout", "on_timeout", "idle_timeout", NULL };
         _cleanup_strv_free_ char **env = NULL;
-        OperationError e = {};
+        Error e = {};
         const char *tmpl = "minimal", *name = NULL;
         uint64_t vcpu = 0, memory = 0, disk = 0, ttl = 0, idle = 0;
         bool idle_set = false;
@@ -309,7 +309,7 @@ static void post_sandboxes(Request *r, const RouteArgs *a) {
         v = cJSON_GetObjectItemCaseSensitive(o, "template");
         if (v && !cJSON_IsNull(v)) {
                 if (!cJSON_IsString(v) || !*v->valuestring) {
-                        http_respond_error(r, 400, "invalid_argument", "template must be a non-empty string");
+                        http_respond_error(r, ERROR_INVALID_ARGUMENT, "template must be a non-empty string");
                         goto out;
                 }
                 tmpl = v->valuestring;
@@ -317,7 +317,7 @@ static void post_sandboxes(Request *r, const RouteArgs *a) {
         v = cJSON_GetObjectItemCaseSensitive(o, "name");
         if (v && !cJSON_IsNull(v)) {
                 if (!cJSON_IsString(v)) {
-                        http_respond_error(r, 400, "invalid_argument", "name must be a string");
+                        http_respond_error(r, ERROR_INVALID_ARGUMENT, "name must be a string");
                         goto out;
                 }
                 name = v->valuestring;
@@ -334,7 +334,7 @@ static void post_sandboxes(Request *r, const RouteArgs *a) {
         v = cJSON_GetObjectItemCaseSensitive(o, "on_timeout");
         if (v && !cJSON_IsNull(v)) {
                 if (!cJSON_IsString(v) || (!streq(v->valuestring, "remove") && !streq(v->valuestring, "suspend"))) {
-                        http_respond_error(r, 400, "invalid_argument", "on_timeout must be \"remove\" or \"suspend\"");
+                        http_respond_error(r, ERROR_INVALID_ARGUMENT, "on_timeout must be \"remove\" or \"suspend\"");
                         goto out;
                 }
                 on_expiry = streq(v->valuestring, "suspend") ? EXPIRY_SUSPEND : EXPIRY_REMOVE;
@@ -343,7 +343,7 @@ static void post_sandboxes(Request *r, const RouteArgs *a) {
         q = sandbox_create_start(m, tmpl, name, (unsigned) vcpu, memory, disk, env, &op, &s, &e);
         if (q < 0) {
                 respond_operation_error(r, &e, q);
-                operation_error_done(&e);
+                error_done(&e);
                 goto out;
         }
         if (ttl > 0 || idle_set) {
@@ -368,7 +368,7 @@ static void get_sandbox(Request *r, const RouteArgs *a) {
 
 static void delete_sandbox(Request *r, const RouteArgs *a) {
         const char *ref = a->arg[0];
-        OperationError e = {};
+        Error e = {};
         const char *force = http_query(r, "force");
         Operation *op;
         Sandbox *s;
@@ -380,7 +380,7 @@ static void delete_sandbox(Request *r, const RouteArgs *a) {
         q = sandbox_delete_start(http_manager(r->http), s, force && (streq(force, "1") || streq(force, "true")), &op, &e);
         if (q < 0) {
                 respond_operation_error(r, &e, q);
-                operation_error_done(&e);
+                error_done(&e);
                 return;
         }
         start_wait(r, op, WAIT_DELETE, wait);
@@ -394,7 +394,7 @@ static void get_operation(Request *r, const RouteArgs *a) {
         if (parse_wait(r, &wait) < 0)
                 return;
         if (!op) {
-                http_respond_error(r, 404, "operation_not_found", "no operation '%s'", id);
+                http_respond_error(r, ERROR_OPERATION_NOT_FOUND, "no operation '%s'", id);
                 return;
         }
         start_wait(r, op, WAIT_OPERATION, wait);
@@ -413,9 +413,9 @@ void api_route(Request *r) {
         rt = api_find_route(r->method, r->url, &a, &known);
         if (!rt) {
                 if (known)
-                        http_respond_error(r, 405, "method_not_allowed", "%s is not allowed on %s", r->method, r->url);
+                        http_respond_error(r, ERROR_METHOD_NOT_ALLOWED, "%s is not allowed on %s", r->method, r->url);
                 else
-                        http_respond_error(r, 404, "not_found", "no such route: %s %s", r->method, r->url);
+                        http_respond_error(r, ERROR_NOT_FOUND, "no such route: %s %s", r->method, r->url);
                 return;
         }
         if (!args_valid(r, rt, &a))

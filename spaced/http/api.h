@@ -96,8 +96,7 @@ void api_post_checkpoint_fork(Request *r, const RouteArgs *a);
 cJSON *checkpoint_to_json(Checkpoint *c);
 cJSON *sandbox_to_json(Sandbox *s);
 cJSON *operation_to_json(Operation *op);
-unsigned status_for_code(const char *code);
-void respond_operation_error(Request *r, const OperationError *e, int err);
+void respond_operation_error(Request *r, const Error *e, int err);
 int parse_wait(Request *r, unsigned *ret);
 /* Parses the body as a JSON object with only the allowed fields; responds 400 and returns NULL otherwise. */
 cJSON *parse_body_object(Request *r, const char *const *allowed);

@@ -190,7 +190,7 @@ int http_respond_json(Request *r, unsigned status, cJSON *body) {
         return queue(r, status, resp);
 }
 
-int http_respond_error(Request *r, unsigned status, const char *code, const char *fmt, ...) {
+int http_respond_error(Request *r, ErrorCode code, const char *fmt, ...) {
         cJSON *o = cJSON_CreateObject();
         char *msg = NULL;
         va_list ap;
@@ -199,10 +199,10 @@ int http_respond_error(Request *r, unsigned status, const char *code, const char
         if (vasprintf(&msg, fmt, ap) < 0)
                 msg = NULL;
         va_end(ap);
-        cJSON_AddStringToObject(o, "code", code);
-        cJSON_AddStringToObject(o, "message", msg ?: code);
+        cJSON_AddStringToObject(o, "code", error_code_to_string(code));
+        cJSON_AddStringToObject(o, "message", msg ?: error_code_to_string(code));
         free(msg);
-        return http_respond_json(r, status, o);
+        return http_respond_json(r, error_code_http_status(code), o);
 }
 
 static int respond_unauthorized(Request *r, const char *message) {
@@ -298,7 +298,7 @@ static bool body_size_ok(Request *r) {
         n = strtoull(v, &end, 10);
         if (errno == 0 && end != v && *end == 0 && n <= HTTP_BODY_MAX)
                 return true;
-        http_respond_error(r, MHD_HTTP_CONTENT_TOO_LARGE, "payload_too_large",
+        http_respond_error(r, ERROR_PAYLOAD_TOO_LARGE,
                            "request body of %s bytes refused: JSON bodies are limited to %d bytes", v, HTTP_BODY_MAX);
         return false;
 }
@@ -320,7 +320,7 @@ static void request_begin(Listener *l, Request *r) {
         rt = api_find_route(r->method, r->url, &a, NULL);
         if (!l->tcp) {
                 if (!peer_allowed(r)) {
-                        http_respond_error(r, MHD_HTTP_FORBIDDEN, "permission_denied",
+                        http_respond_error(r, ERROR_PERMISSION_DENIED,
                                            "this socket belongs to another user");
                         return;
                 }
@@ -380,7 +380,7 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *connection, c
         if (r->responded || r->suspended)
                 return MHD_YES;
         if (r->body_too_large) {
-                http_respond_error(r, MHD_HTTP_CONTENT_TOO_LARGE, "payload_too_large",
+                http_respond_error(r, ERROR_PAYLOAD_TOO_LARGE,
                                    "request body over %d bytes", HTTP_BODY_MAX);
                 return MHD_YES;
         }

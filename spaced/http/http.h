@@ -8,6 +8,7 @@
 #include <microhttpd.h>
 #include <stdbool.h>
 
+#include "core/error.h"
 #include "core/waiter.h"
 #include "http/auth.h"
 #include "proto.h"
@@ -79,8 +80,8 @@ const char *http_api_url(Http *h);
 void http_set_streaming(Request *r);
 
 int http_respond_json(Request *r, unsigned status, cJSON *body);  /* takes ownership of body */
-int http_respond_error(Request *r, unsigned status, const char *code, const char *fmt, ...)
-        __attribute__((format(printf, 4, 5)));
+/* {"code", "message"} with the code's HTTP status (core/error.h). */
+int http_respond_error(Request *r, ErrorCode code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 int http_respond_empty(Request *r, unsigned status);
 const char *http_query(Request *r, const char *key);
 const char *http_header(Request *r, const char *key);

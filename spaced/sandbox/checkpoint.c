@@ -357,18 +357,18 @@ static void checkpoint_done(Manager *m, void *userdata) {
         }
         /* a fork's operation ends when its children are made, not with the checkpoint */
         if (op && j->fork_count == 0)
-                operation_finish(op, j->r < 0 ? (j->r == -ENOSPC ? "no_space" : "operation_failed") : NULL,
+                operation_finish(op, j->r < 0 ? (j->r == -ENOSPC ? ERROR_NO_SPACE : ERROR_OPERATION_FAILED) : ERROR_NONE,
                                  j->error ?: (j->r < 0 ? strerror(-j->r) : NULL));
 
         if (j->fork_count > 0) {
                 Operation *fork_op = operation_find(m, j->fork_op);
                 if (!c) {
                         if (fork_op)
-                                operation_finish(fork_op, "fork_failed", j->error ?: "the checkpoint failed");
+                                operation_finish(fork_op, ERROR_FORK_FAILED, j->error ?: "the checkpoint failed");
                 } else if (fork_op) {
                         /* the children were announced when the fork began: create them now */
                         for (unsigned i = 0; i < j->fork_count; i++) {
-                                OperationError e = {};
+                                Error e = {};
                                 Operation *child_op;
                                 Sandbox *child;
 
@@ -376,7 +376,7 @@ static void checkpoint_done(Manager *m, void *userdata) {
                                                         c->disk_mib, c->env, c, fork_op->id, &child_op, &child,
                                                         &e) < 0) {
                                         fork_child_done(m, fork_op->id, false, e.message ?: "create failed");
-                                        operation_error_done(&e);
+                                        error_done(&e);
                                 }
                         }
                 }
@@ -385,20 +385,20 @@ static void checkpoint_done(Manager *m, void *userdata) {
 }
 
 static int checkpoint_prepare(Manager *m, Sandbox *s, const char *name, Checkpoint **ret_cp, CheckpointJob **ret_job,
-                              OperationError *reterr) {
+                              Error *reterr) {
         _cleanup_free_ char *dir = NULL;
         CheckpointJob *j;
         Checkpoint *c;
         int r;
 
         if (s->busy)
-                return operation_error_set(reterr, "sandbox_busy", "sandbox %s is %s; try again when that is done",
+                return error_set(reterr, ERROR_SANDBOX_BUSY, "sandbox %s is %s; try again when that is done",
                                            s->id, sandbox_state_to_string(s->state)) ?: -EBUSY;
         if (s->state != SANDBOX_RUNNING && s->state != SANDBOX_PAUSED)
-                return operation_error_set(reterr, "invalid_state", "cannot checkpoint sandbox %s: it is %s", s->id,
+                return error_set(reterr, ERROR_INVALID_STATE, "cannot checkpoint sandbox %s: it is %s", s->id,
                                            sandbox_state_to_string(s->state)) ?: -EINVAL;
         if (name && checkpoint_find(m, name) && streq_ptr(checkpoint_find(m, name)->name, name))
-                return operation_error_set(reterr, "name_in_use", "a checkpoint named '%s' exists already", name) ?: -EEXIST;
+                return error_set(reterr, ERROR_NAME_IN_USE, "a checkpoint named '%s' exists already", name) ?: -EEXIST;
 
         c = calloc(1, sizeof *c);
         j = calloc(1, sizeof *j);
@@ -463,7 +463,7 @@ static int checkpoint_launch(Manager *m, Sandbox *s, Checkpoint *c, CheckpointJo
 }
 
 int checkpoint_create_start(Manager *m, Sandbox *s, const char *name, Operation **ret_op, Checkpoint **ret_cp,
-                            OperationError *reterr) {
+                            Error *reterr) {
         CheckpointJob *j;
         Checkpoint *c;
         Operation *op;
@@ -485,9 +485,9 @@ int checkpoint_create_start(Manager *m, Sandbox *s, const char *name, Operation 
         return 0;
 }
 
-int checkpoint_remove(Manager *m, Checkpoint *c, OperationError *reterr) {
+int checkpoint_remove(Manager *m, Checkpoint *c, Error *reterr) {
         if (!c->ready)
-                return operation_error_set(reterr, "checkpoint_busy", "checkpoint %s is still being taken", c->id) ?: -EBUSY;
+                return error_set(reterr, ERROR_CHECKPOINT_BUSY, "checkpoint %s is still being taken", c->id) ?: -EBUSY;
         (void) checkpoint_delete_row(m, c->id);
         (void) unlink(c->state_path);
         disk_forget(c->disk);
@@ -512,7 +512,7 @@ void fork_child_done(Manager *m, const char *fork_op_id, bool ok, const char *me
         if (!ok) {
                 op->failed++;
                 if (!op->error.code)
-                        (void) operation_error_set(&op->error, "fork_failed", "%s", message ?: "a fork failed");
+                        (void) error_set(&op->error, ERROR_FORK_FAILED, "%s", message ?: "a fork failed");
         }
         if (op->pending == 0) {
                 Checkpoint *c = op->drop_checkpoint ? checkpoint_find(m, op->checkpoint_id) : NULL;
@@ -520,35 +520,35 @@ void fork_child_done(Manager *m, const char *fork_op_id, bool ok, const char *me
                 /* The children restored from it and hold its disk layers through their backing chains: the
                  * unnamed checkpoint a fork of a running sandbox took is of no more use to anyone. */
                 if (c && streq(c->id, op->checkpoint_id)) {
-                        OperationError e = {};
+                        Error e = {};
                         if (checkpoint_remove(m, c, &e) < 0)
                                 log_warning("fork %s: cannot remove its checkpoint %s: %s", op->id, op->checkpoint_id,
                                             e.message ?: "?");
-                        operation_error_done(&e);
+                        error_done(&e);
                 }
                 if (op->failed)
-                        operation_finish(op, "fork_failed", op->error.message);
+                        operation_finish(op, ERROR_FORK_FAILED, op->error.message);
                 else
-                        operation_finish(op, NULL, NULL);
+                        operation_finish(op, ERROR_NONE, NULL);
         }
 }
 
 int fork_start(Manager *m, Sandbox *from_sandbox, Checkpoint *from_checkpoint, unsigned count, Operation **ret_op,
-               char ***ret_sandbox_ids, OperationError *reterr) {
+               char ***ret_sandbox_ids, Error *reterr) {
         _cleanup_strv_free_ char **ids = NULL;
         Operation *op;
         int r;
 
         if (count < 1 || count > 64)
-                return operation_error_set(reterr, "invalid_argument", "count %u is out of range: 1 to 64", count) ?: -EINVAL;
+                return error_set(reterr, ERROR_INVALID_ARGUMENT, "count %u is out of range: 1 to 64", count) ?: -EINVAL;
         if (from_checkpoint && !from_checkpoint->ready)
-                return operation_error_set(reterr, "checkpoint_busy", "checkpoint %s is still being taken",
+                return error_set(reterr, ERROR_CHECKPOINT_BUSY, "checkpoint %s is still being taken",
                                            from_checkpoint->id) ?: -EBUSY;
         {
                 uint64_t need = (uint64_t) count * (from_checkpoint ? from_checkpoint->memory_mib : from_sandbox->memory_mib);
                 uint64_t in_use = manager_memory_in_use(m);
                 if (in_use + need > m->memory_limit_mib)
-                        return operation_error_set(reterr, "insufficient_memory",
+                        return error_set(reterr, ERROR_INSUFFICIENT_MEMORY,
                                                    "not enough memory for %u forks: they need %llu MiB, %llu MiB of "
                                                    "the %llu MiB limit are in use",
                                                    count, (unsigned long long) need, (unsigned long long) in_use,
@@ -561,7 +561,7 @@ int fork_start(Manager *m, Sandbox *from_sandbox, Checkpoint *from_checkpoint, u
                         return -ENOMEM;
                 op->pending = count;
                 for (unsigned i = 0; i < count; i++) {
-                        OperationError e = {};
+                        Error e = {};
                         Operation *child_op;
                         Sandbox *child;
 
@@ -570,7 +570,7 @@ int fork_start(Manager *m, Sandbox *from_sandbox, Checkpoint *from_checkpoint, u
                                                 from_checkpoint->env, from_checkpoint, op->id, &child_op, &child, &e);
                         if (r < 0) {
                                 fork_child_done(m, op->id, false, e.message ?: "create failed");
-                                operation_error_done(&e);
+                                error_done(&e);
                                 continue;
                         }
                         (void) strv_extend(&ids, child->id);
@@ -658,7 +658,7 @@ static void restore_done(Manager *m, void *userdata) {
         }
         (void) layers_gc(m);
         if (op)
-                operation_finish(op, j->r < 0 ? "operation_failed" : NULL, j->error ?: (j->r < 0 ? strerror(-j->r) : NULL));
+                operation_finish(op, j->r < 0 ? ERROR_OPERATION_FAILED : ERROR_NONE, j->error ?: (j->r < 0 ? strerror(-j->r) : NULL));
         restore_job_free(j);
 }
 
@@ -722,23 +722,23 @@ out:
         return NULL;
 }
 
-int sandbox_restore_start(Manager *m, Sandbox *s, Checkpoint *c, Operation **ret_op, OperationError *reterr) {
+int sandbox_restore_start(Manager *m, Sandbox *s, Checkpoint *c, Operation **ret_op, Error *reterr) {
         Template *t;
         RestoreJob *j;
         Operation *op;
         int r;
 
         if (s->busy)
-                return operation_error_set(reterr, "sandbox_busy", "sandbox %s is %s; try again when that is done",
+                return error_set(reterr, ERROR_SANDBOX_BUSY, "sandbox %s is %s; try again when that is done",
                                            s->id, sandbox_state_to_string(s->state)) ?: -EBUSY;
         if (!c->ready)
-                return operation_error_set(reterr, "checkpoint_busy", "checkpoint %s is still being taken", c->id) ?: -EBUSY;
+                return error_set(reterr, ERROR_CHECKPOINT_BUSY, "checkpoint %s is still being taken", c->id) ?: -EBUSY;
         if (s->state == SANDBOX_SUSPENDED || s->state == SANDBOX_CREATING || s->state == SANDBOX_DELETING)
-                return operation_error_set(reterr, "invalid_state", "cannot restore sandbox %s: it is %s", s->id,
+                return error_set(reterr, ERROR_INVALID_STATE, "cannot restore sandbox %s: it is %s", s->id,
                                            sandbox_state_to_string(s->state)) ?: -EINVAL;
         t = template_find_digest(m, c->template_digest);
         if (!t)
-                return operation_error_set(reterr, "template_not_found",
+                return error_set(reterr, ERROR_TEMPLATE_NOT_FOUND,
                                            "checkpoint %s was taken from template %s, which is no longer installed",
                                            c->id, c->template_name) ?: -ENOENT;
         j = calloc(1, sizeof *j);
@@ -782,9 +782,9 @@ int sandbox_restore_start(Manager *m, Sandbox *s, Checkpoint *c, Operation **ret
         r = worker_start(m, restore_worker, j);
         if (r < 0) {
                 s->busy = false;
-                operation_finish(op, "internal", "cannot start a worker thread");
+                operation_finish(op, ERROR_INTERNAL, "cannot start a worker thread");
                 restore_job_free(j);
-                return operation_error_set(reterr, "internal", "cannot start a worker thread") ?: r;
+                return error_set(reterr, ERROR_INTERNAL, "cannot start a worker thread") ?: r;
         }
         *ret_op = op;
         return 0;

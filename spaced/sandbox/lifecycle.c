@@ -210,7 +210,7 @@ static void lifecycle_done(Manager *m, void *userdata) {
 
         if (!s) {
                 if (op)
-                        operation_finish(op, "sandbox_gone", "the sandbox was removed meanwhile");
+                        operation_finish(op, ERROR_SANDBOX_GONE, "the sandbox was removed meanwhile");
                 job_free(j);
                 return;
         }
@@ -256,11 +256,11 @@ static void lifecycle_done(Manager *m, void *userdata) {
         else
                 log_info("sandbox %s: %s done", s->id, kind_names[j->kind]);
         if (op)
-                operation_finish(op, j->r < 0 ? (j->r == -ENOSPC ? "no_space" : "operation_failed") : NULL, msg);
+                operation_finish(op, j->r < 0 ? (j->r == -ENOSPC ? ERROR_NO_SPACE : ERROR_OPERATION_FAILED) : ERROR_NONE, msg);
         job_free(j);
 }
 
-int sandbox_lifecycle_start(Manager *m, Sandbox *s, LifecycleKind kind, Operation **ret_op, OperationError *reterr) {
+int sandbox_lifecycle_start(Manager *m, Sandbox *s, LifecycleKind kind, Operation **ret_op, Error *reterr) {
         static const SandboxState required[] = {
                 [LIFECYCLE_PAUSE] = SANDBOX_RUNNING,
                 [LIFECYCLE_RESUME] = SANDBOX_PAUSED,
@@ -272,16 +272,16 @@ int sandbox_lifecycle_start(Manager *m, Sandbox *s, LifecycleKind kind, Operatio
         int r;
 
         if (s->busy)
-                return operation_error_set(reterr, "sandbox_busy", "sandbox %s is %s; try again when that is done",
+                return error_set(reterr, ERROR_SANDBOX_BUSY, "sandbox %s is %s; try again when that is done",
                                            s->id, sandbox_state_to_string(s->state)) ?: -EBUSY;
         /* suspend also takes a paused sandbox */
         if (s->state != required[kind] && !(kind == LIFECYCLE_SUSPEND && s->state == SANDBOX_PAUSED))
-                return operation_error_set(reterr, "invalid_state", "cannot %s sandbox %s: it is %s", kind_names[kind],
+                return error_set(reterr, ERROR_INVALID_STATE, "cannot %s sandbox %s: it is %s", kind_names[kind],
                                            s->id, sandbox_state_to_string(s->state)) ?: -EINVAL;
         if (kind == LIFECYCLE_WAKE) {
                 uint64_t in_use = manager_memory_in_use(m);
                 if (in_use + s->memory_mib > m->memory_limit_mib)
-                        return operation_error_set(reterr, "insufficient_memory",
+                        return error_set(reterr, ERROR_INSUFFICIENT_MEMORY,
                                                    "not enough memory to wake sandbox %s: it needs %llu MiB, %llu MiB "
                                                    "of the %llu MiB limit are in use",
                                                    s->id, (unsigned long long) s->memory_mib,
@@ -309,7 +309,7 @@ int sandbox_lifecycle_start(Manager *m, Sandbox *s, LifecycleKind kind, Operatio
 
                 if (!t) {
                         job_free(j);
-                        return operation_error_set(reterr, "template_not_found",
+                        return error_set(reterr, ERROR_TEMPLATE_NOT_FOUND,
                                                    "sandbox %s was made from template %s (%s), which is no longer "
                                                    "installed; it cannot be woken",
                                                    s->id, s->template_name, s->template_digest ?: "?") ?: -ENOENT;
@@ -345,9 +345,9 @@ int sandbox_lifecycle_start(Manager *m, Sandbox *s, LifecycleKind kind, Operatio
                 s->busy = false;
                 s->state = required[kind];
                 (void) sandbox_save(s);
-                operation_finish(op, "internal", "cannot start a worker thread");
+                operation_finish(op, ERROR_INTERNAL, "cannot start a worker thread");
                 job_free(j);
-                return operation_error_set(reterr, "internal", "cannot start a worker thread") ?: r;
+                return error_set(reterr, ERROR_INTERNAL, "cannot start a worker thread") ?: r;
         }
         *ret_op = op;
         return 0;
@@ -422,7 +422,7 @@ void lifecycle_tick(Manager *m) {
         Sandbox *s, *next;
 
         for (s = m->sandboxes; s; s = next) {
-                OperationError e = {};
+                Error e = {};
                 Operation *op;
                 int r = 0;
 
@@ -449,6 +449,6 @@ void lifecycle_tick(Manager *m) {
                 }
                 if (r < 0)
                         log_warning("sandbox %s: %s", s->id, e.message ?: strerror(-r));
-                operation_error_done(&e);
+                error_done(&e);
         }
 }

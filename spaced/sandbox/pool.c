@@ -107,7 +107,7 @@ int pool_set(Manager *m, const char *template_name, unsigned size, char **reterr
 
         /* Shrinking: ready members beyond the new size go away now. */
         for (Sandbox *s = m->sandboxes, *next; s; s = next) {
-                OperationError e = {};
+                Error e = {};
                 Operation *op;
 
                 next = s->next;
@@ -115,7 +115,7 @@ int pool_set(Manager *m, const char *template_name, unsigned size, char **reterr
                         break;
                 if (s->pooled && s->state == SANDBOX_POOLED && streq(s->template_name, template_name))
                         (void) sandbox_delete_start(m, s, true, &op, &e);
-                operation_error_done(&e);
+                error_done(&e);
         }
         pool_refill(m);
         return 0;
@@ -131,11 +131,11 @@ void pool_refill(Manager *m) {
                         continue;
                 p = pool_config_find(m, s->template_name);
                 if (!p || pool_count(m, s->template_name, false) > p->size) {
-                        OperationError e = {};
+                        Error e = {};
                         Operation *op;
 
                         (void) sandbox_delete_start(m, s, true, &op, &e);
-                        operation_error_done(&e);
+                        error_done(&e);
                 }
         }
         for (PoolConfig *p = m->pools; p; p = p->next) {
@@ -145,17 +145,17 @@ void pool_refill(Manager *m) {
                         continue;
                 /* the pool's tag moved to another image: its warm sandboxes of the old one go */
                 for (Sandbox *s = m->sandboxes, *next; s; s = next) {
-                        OperationError e = {};
+                        Error e = {};
                         Operation *op;
 
                         next = s->next;
                         if (s->pooled && s->state == SANDBOX_POOLED && streq(s->template_name, p->template_name) &&
                             !streq_ptr(s->template_digest, t->digest))
                                 (void) sandbox_delete_start(m, s, true, &op, &e);
-                        operation_error_done(&e);
+                        error_done(&e);
                 }
                 while (pool_count(m, p->template_name, false) < p->size) {
-                        OperationError e = {};
+                        Error e = {};
                         Operation *op;
                         Sandbox *s;
 
@@ -166,7 +166,7 @@ void pool_refill(Manager *m) {
                         if (sandbox_create_full(m, p->template_name, NULL, t->vcpu, t->memory_mib, 0, NULL, NULL,
                                                 NULL, true, &op, &s, &e) < 0) {
                                 log_warning("pool %s: cannot add a sandbox: %s", t->name, e.message ?: "?");
-                                operation_error_done(&e);
+                                error_done(&e);
                                 break;
                         }
                 }
@@ -229,19 +229,19 @@ static void handout_done(Manager *m, void *userdata) {
                         log_warning("sandbox %s: cannot watch the agent after handout", s->id);
                 (void) sandbox_save(s);
                 if (op)
-                        operation_finish(op, NULL, NULL);
+                        operation_finish(op, ERROR_NONE, NULL);
         } else {
                 if (s) {
-                        OperationError e = {};
+                        Error e = {};
                         Operation *del;
 
                         log_error("sandbox %s: warm handout failed: %s", j->id, j->error ?: strerror(-j->r));
                         s->state = SANDBOX_RUNNING; /* so that delete takes it */
                         (void) sandbox_delete_start(m, s, true, &del, &e);
-                        operation_error_done(&e);
+                        error_done(&e);
                 }
                 if (op)
-                        operation_finish(op, "create_failed", j->error ?: "the warm sandbox did not answer");
+                        operation_finish(op, ERROR_CREATE_FAILED, j->error ?: "the warm sandbox did not answer");
         }
         safe_close(j->fd);
         free(j->run_dir);
@@ -264,7 +264,7 @@ static void *handout_worker(void *userdata) {
 }
 
 int pool_take(Manager *m, const Template *t, const char *name, char **env, Operation **ret_op, Sandbox **ret,
-              OperationError *reterr) {
+              Error *reterr) {
         Sandbox *s = NULL;
         HandoutJob *j;
         Operation *op;
@@ -322,7 +322,7 @@ int pool_take(Manager *m, const Template *t, const char *name, char **env, Opera
                 j->error = strdup("cannot start a worker thread");
                 m->workers_running++;
                 handout_done(m, j);
-                return operation_error_set(reterr, "internal", "cannot start a worker thread") ?: r;
+                return error_set(reterr, ERROR_INTERNAL, "cannot start a worker thread") ?: r;
         }
         *ret_op = op;
         *ret = s;

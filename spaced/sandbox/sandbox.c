@@ -295,14 +295,14 @@ static void create_done(Manager *m, void *userdata) {
                         sandbox_free(s);
                 }
                 if (op)
-                        operation_finish(op, "create_failed", msg);
+                        operation_finish(op, ERROR_CREATE_FAILED, msg);
                 if (j->parent_op[0])
                         fork_child_done(m, j->parent_op, false, msg);
         } else {
                 (void) sandbox_save(s);
                 log_info("sandbox %s running (pid %d)", s->id, (int) s->qemu_pid);
                 if (op)
-                        operation_finish(op, NULL, NULL);
+                        operation_finish(op, ERROR_NONE, NULL);
                 if (j->parent_op[0])
                         fork_child_done(m, j->parent_op, true, NULL);
         }
@@ -371,14 +371,14 @@ fail:
 
 int sandbox_create_start(Manager *m, const char *template_name, const char *name, unsigned vcpu,
                          uint64_t memory_mib, uint64_t disk_mib, char **env, Operation **ret_op,
-                         Sandbox **ret_sandbox, OperationError *reterr) {
+                         Sandbox **ret_sandbox, Error *reterr) {
         return sandbox_create_from(m, template_name, name, vcpu, memory_mib, disk_mib, env, NULL, NULL, ret_op,
                                    ret_sandbox, reterr);
 }
 
 int sandbox_create_from(Manager *m, const char *template_name, const char *name, unsigned vcpu,
                         uint64_t memory_mib, uint64_t disk_mib, char **env, const Checkpoint *source,
-                        const char *parent_op, Operation **ret_op, Sandbox **ret_sandbox, OperationError *reterr) {
+                        const char *parent_op, Operation **ret_op, Sandbox **ret_sandbox, Error *reterr) {
         return sandbox_create_full(m, template_name, name, vcpu, memory_mib, disk_mib, env, source, parent_op,
                                    false, ret_op, ret_sandbox, reterr);
 }
@@ -386,7 +386,7 @@ int sandbox_create_from(Manager *m, const char *template_name, const char *name,
 int sandbox_create_full(Manager *m, const char *template_name, const char *name, unsigned vcpu,
                         uint64_t memory_mib, uint64_t disk_mib, char **env, const Checkpoint *source,
                         const char *parent_op, bool pooled, Operation **ret_op, Sandbox **ret_sandbox,
-                        OperationError *reterr) {
+                        Error *reterr) {
         Template *t;
         Sandbox *s;
         CreateJob *j;
@@ -399,7 +399,7 @@ int sandbox_create_full(Manager *m, const char *template_name, const char *name,
                 /* a fork or restore continues the image the checkpoint was taken from, whatever tags say now */
                 t = template_find_digest(m, source->template_digest);
                 if (!t)
-                        return operation_error_set(reterr, "template_not_found",
+                        return error_set(reterr, ERROR_TEMPLATE_NOT_FOUND,
                                                    "checkpoint %s was taken from template %s (%s), which is no "
                                                    "longer in the store",
                                                    source->id, source->template_name,
@@ -412,18 +412,18 @@ int sandbox_create_full(Manager *m, const char *template_name, const char *name,
         if (name) {
                 Sandbox *other;
                 if (!name_valid(name))
-                        return operation_error_set(reterr, "invalid_argument",
+                        return error_set(reterr, ERROR_INVALID_ARGUMENT,
                                                    "name '%s' is not valid: use 1 to %d letters, digits, '-', '_' or '.'",
                                                    name, SANDBOX_NAME_MAX) ?: -EINVAL;
                 if (sandbox_resolve(m, name, &other) >= 0 && other->name && streq(other->name, name))
-                        return operation_error_set(reterr, "name_in_use", "a sandbox named '%s' exists already (%s)",
+                        return error_set(reterr, ERROR_NAME_IN_USE, "a sandbox named '%s' exists already (%s)",
                                                    name, other->id) ?: -EEXIST;
         }
         /* Template images are small (their content and some slack); a sandbox's disk grows from that to
          * disk_mib at create, and may not be smaller than the image. */
         if (stat(t->rootfs, &image) < 0) {
                 r = -errno;
-                return operation_error_set(reterr, "template_not_found", "template '%s': cannot read its image %s: %s",
+                return error_set(reterr, ERROR_TEMPLATE_NOT_FOUND, "template '%s': cannot read its image %s: %s",
                                            t->name, t->rootfs, strerror(-r)) ?: r;
         }
         min_disk = ((uint64_t) image.st_size + (1 << 20) - 1) >> 20;
@@ -435,11 +435,11 @@ int sandbox_create_full(Manager *m, const char *template_name, const char *name,
         if (disk_mib == 0)
                 disk_mib = default_disk;
         if (vcpu > m->host_cpus)
-                return operation_error_set(reterr, "invalid_argument", "vcpu %u is out of range: 1 to %u (host cores)",
+                return error_set(reterr, ERROR_INVALID_ARGUMENT, "vcpu %u is out of range: 1 to %u (host cores)",
                                            vcpu, m->host_cpus) ?: -EINVAL;
         /* A checkpoint's disk is as large as its sandbox's was, whatever its template's image is now. */
         if (!source && disk_mib < min_disk)
-                return operation_error_set(reterr, "disk_too_small",
+                return error_set(reterr, ERROR_DISK_TOO_SMALL,
                                            "a disk of %llu MiB is too small for template '%s', whose image is %llu "
                                            "MiB: ask for at least %llu MiB (--disk, disk_mib)",
                                            (unsigned long long) disk_mib, t->name, (unsigned long long) min_disk,
@@ -458,17 +458,17 @@ int sandbox_create_full(Manager *m, const char *template_name, const char *name,
                                 in_use -= i->memory_mib;
                 for (Sandbox *i = m->sandboxes, *next; i && manager_memory_in_use(m) + memory_mib > m->memory_limit_mib &&
                                                      in_use + memory_mib <= m->memory_limit_mib; i = next) {
-                        OperationError e = {};
+                        Error e = {};
                         Operation *del;
 
                         next = i->next;
                         if (i->pooled && i->state == SANDBOX_POOLED)
                                 (void) sandbox_delete_start(m, i, true, &del, &e);
-                        operation_error_done(&e);
+                        error_done(&e);
                 }
         }
         if (in_use + memory_mib > m->memory_limit_mib)
-                return operation_error_set(reterr, "insufficient_memory",
+                return error_set(reterr, ERROR_INSUFFICIENT_MEMORY,
                                            "not enough memory for another sandbox: it needs %llu MiB, %llu MiB of "
                                            "the %llu MiB limit are in use; remove a sandbox or raise "
                                            "memory_limit_mib in spaced.conf",
@@ -542,7 +542,7 @@ int sandbox_create_full(Manager *m, const char *template_name, const char *name,
 
         r = store_put_sandbox(m->store, s);
         if (r < 0) {
-                (void) operation_error_set(reterr, "internal", "cannot record the sandbox: %s", strerror(-r));
+                (void) error_set(reterr, ERROR_INTERNAL, "cannot record the sandbox: %s", strerror(-r));
                 goto fail;
         }
         op = operation_new(m, "create", s->id);
@@ -566,12 +566,12 @@ int sandbox_create_full(Manager *m, const char *template_name, const char *name,
 
         r = worker_start(m, create_worker, j);
         if (r < 0) {
-                operation_finish(op, "internal", "cannot start a worker thread");
+                operation_finish(op, ERROR_INTERNAL, "cannot start a worker thread");
                 (void) store_delete_sandbox(m->store, s->id);
                 sandbox_unlink(m, s);
                 sandbox_free(s);
                 create_job_free(j);
-                return operation_error_set(reterr, "internal", "cannot start a worker thread: %s", strerror(-r)) ?: r;
+                return error_set(reterr, ERROR_INTERNAL, "cannot start a worker thread: %s", strerror(-r)) ?: r;
         }
         *ret_op = op;
         *ret_sandbox = s;
@@ -606,7 +606,7 @@ static void delete_done(Manager *m, void *userdata) {
         }
         (void) layers_gc(m);
         if (op)
-                operation_finish(op, NULL, NULL);
+                operation_finish(op, ERROR_NONE, NULL);
         free(j->run_dir);
         free(j->data_dir);
         free(j);
@@ -619,22 +619,22 @@ static void *delete_worker(void *userdata) {
         return NULL;
 }
 
-int sandbox_delete_start(Manager *m, Sandbox *s, bool force, Operation **ret_op, OperationError *reterr) {
+int sandbox_delete_start(Manager *m, Sandbox *s, bool force, Operation **ret_op, Error *reterr) {
         DeleteJob *j;
         Operation *op;
         int r;
 
         if (s->state == SANDBOX_CREATING)
-                return operation_error_set(reterr, "sandbox_busy",
+                return error_set(reterr, ERROR_SANDBOX_BUSY,
                                            "sandbox %s is still being created; wait for it, then remove it", s->id) ?: -EBUSY;
         if (s->state == SANDBOX_DELETING)
-                return operation_error_set(reterr, "sandbox_busy", "sandbox %s is being removed already", s->id) ?: -EBUSY;
+                return error_set(reterr, ERROR_SANDBOX_BUSY, "sandbox %s is being removed already", s->id) ?: -EBUSY;
         if (s->busy)
-                return operation_error_set(reterr, "sandbox_busy",
+                return error_set(reterr, ERROR_SANDBOX_BUSY,
                                            "sandbox %s is %s; wait for that to finish, then remove it", s->id,
                                            sandbox_state_to_string(s->state)) ?: -EBUSY;
         if (!force && s->agent && agent_process_count(s->agent) > 0)
-                return operation_error_set(reterr, "sandbox_busy",
+                return error_set(reterr, ERROR_SANDBOX_BUSY,
                                            "sandbox %s has %u running process(es); use 'spacectl rm -f' to remove "
                                            "it anyway", s->id, agent_process_count(s->agent)) ?: -EBUSY;
 
@@ -749,7 +749,7 @@ int manager_reconcile(Manager *m) {
                 if ((op->state == OPERATION_RUNNING || op->state == OPERATION_PENDING) && !op->progress) {
                         op->state = OPERATION_FAILED;
                         op->finished_at = now_unix();
-                        (void) operation_error_set(&op->error, "interrupted",
+                        (void) error_set(&op->error, ERROR_INTERRUPTED,
                                                    "spaced stopped during this operation; it was rolled back");
                         (void) operation_save(op);
                 }

@@ -94,15 +94,15 @@ int sandbox_save(Sandbox *s);
 uint64_t manager_memory_in_use(Manager *m);
 int sandbox_create_start(Manager *m, const char *template_name, const char *name, unsigned vcpu,
                          uint64_t memory_mib, uint64_t disk_mib, char **env, Operation **ret_op,
-                         Sandbox **ret_sandbox, OperationError *reterr);
+                         Sandbox **ret_sandbox, Error *reterr);
 int sandbox_create_from(Manager *m, const char *template_name, const char *name, unsigned vcpu,
                         uint64_t memory_mib, uint64_t disk_mib, char **env, const Checkpoint *source,
-                        const char *parent_op, Operation **ret_op, Sandbox **ret_sandbox, OperationError *reterr);
+                        const char *parent_op, Operation **ret_op, Sandbox **ret_sandbox, Error *reterr);
 int sandbox_create_full(Manager *m, const char *template_name, const char *name, unsigned vcpu,
                         uint64_t memory_mib, uint64_t disk_mib, char **env, const Checkpoint *source,
                         const char *parent_op, bool pooled, Operation **ret_op, Sandbox **ret_sandbox,
-                        OperationError *reterr);
-int sandbox_delete_start(Manager *m, Sandbox *s, bool force, Operation **ret_op, OperationError *reterr);
+                        Error *reterr);
+int sandbox_delete_start(Manager *m, Sandbox *s, bool force, Operation **ret_op, Error *reterr);
 int manager_reconcile(Manager *m);
 void sandbox_cleanup_vm_files(pid_t pid, const char *run_dir, const char *data_dir);
 bool sandbox_state_holds_memory(SandboxState s);
@@ -111,12 +111,12 @@ bool sandbox_state_holds_memory(SandboxState s);
 Checkpoint *checkpoint_find(Manager *m, const char *ref);   /* id, unique id prefix or name */
 Checkpoint *checkpoint_free(Checkpoint *c);
 int checkpoint_create_start(Manager *m, Sandbox *s, const char *name, Operation **ret_op, Checkpoint **ret_cp,
-                            OperationError *reterr);
-int checkpoint_remove(Manager *m, Checkpoint *c, OperationError *reterr);
-int sandbox_restore_start(Manager *m, Sandbox *s, Checkpoint *c, Operation **ret_op, OperationError *reterr);
+                            Error *reterr);
+int checkpoint_remove(Manager *m, Checkpoint *c, Error *reterr);
+int sandbox_restore_start(Manager *m, Sandbox *s, Checkpoint *c, Operation **ret_op, Error *reterr);
 /* Forks count sandboxes from a checkpoint, or from a running sandbox through a checkpoint taken first. */
 int fork_start(Manager *m, Sandbox *from_sandbox, Checkpoint *from_checkpoint, unsigned count,
-               Operation **ret_op, char ***ret_sandbox_ids, OperationError *reterr);
+               Operation **ret_op, char ***ret_sandbox_ids, Error *reterr);
 int checkpoints_load(Manager *m);
 void fork_child_done(Manager *m, const char *fork_op_id, bool ok, const char *message);
 void checkpoints_free(Manager *m);
@@ -137,7 +137,7 @@ unsigned pool_count(Manager *m, const char *template_name, bool ready_only);
 /* Hands out a ready pooled sandbox for a create with the template's default shape: returns 1 with the
  * sandbox and its create operation, 0 when the pool has none. */
 int pool_take(Manager *m, const Template *t, const char *name, char **env, Operation **ret_op, Sandbox **ret,
-              OperationError *reterr);
+              Error *reterr);
 
 /* lifecycle.c: pause, resume, suspend, wake. */
 typedef enum LifecycleKind {
@@ -146,7 +146,7 @@ typedef enum LifecycleKind {
         LIFECYCLE_SUSPEND,
         LIFECYCLE_WAKE,
 } LifecycleKind;
-int sandbox_lifecycle_start(Manager *m, Sandbox *s, LifecycleKind kind, Operation **ret_op, OperationError *reterr);
+int sandbox_lifecycle_start(Manager *m, Sandbox *s, LifecycleKind kind, Operation **ret_op, Error *reterr);
 int sandbox_reconcile_lifecycle(Sandbox *s);
 void lifecycle_tick(Manager *m);
 

@@ -52,7 +52,7 @@ typedef struct ImportJob {
         unsigned dropped;
         bool existed;
         int r;
-        const char *error_code;
+        ErrorCode error_code;
         char *error;
 } ImportJob;
 
@@ -92,8 +92,8 @@ static void progress_layer(ImportJob *j, unsigned layer, unsigned layers) {
         pthread_mutex_unlock(&j->progress.lock);
 }
 
-static int job_fail(ImportJob *j, const char *code, int r, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
-static int job_fail(ImportJob *j, const char *code, int r, const char *fmt, ...) {
+static int job_fail(ImportJob *j, ErrorCode code, int r, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+static int job_fail(ImportJob *j, ErrorCode code, int r, const char *fmt, ...) {
         va_list ap;
 
         if (!j->error) {
@@ -154,16 +154,16 @@ static int extract_fd(ImportJob *j, int fd, Tree *tree, bool whiteouts, const ch
         archive_read_support_filter_all(a);
         archive_read_support_format_tar(a);
         if (archive_read_open(a, &rd, NULL, reader_read, NULL) != ARCHIVE_OK) {
-                r = job_fail(j, "invalid_source", -EBADMSG, "%s is not a tar archive (plain, gzip, xz or zstd): %s",
+                r = job_fail(j, ERROR_INVALID_SOURCE, -EBADMSG, "%s is not a tar archive (plain, gzip, xz or zstd): %s",
                              what, archive_error_string(a) ?: "unknown format");
                 goto out;
         }
         r = tree_extract(tree, a, whiteouts, &err);
         if (r < 0) {
                 if (r == -ENOSPC || r == -EDQUOT)
-                        r = job_fail(j, "no_space", r, "%s: %s", what, err ?: strerror(-r));
+                        r = job_fail(j, ERROR_NO_SPACE, r, "%s: %s", what, err ?: strerror(-r));
                 else
-                        r = job_fail(j, "invalid_source", r, "%s: %s", what, err ?: strerror(-r));
+                        r = job_fail(j, ERROR_INVALID_SOURCE, r, "%s: %s", what, err ?: strerror(-r));
                 goto out;
         }
         if (expect_hex) {
@@ -174,14 +174,14 @@ static int extract_fd(ImportJob *j, int fd, Tree *tree, bool whiteouts, const ch
                 while ((r = (int) reader_read(a, &rd, &dummy)) > 0)
                         ;
                 if (r < 0) {
-                        r = job_fail(j, "invalid_source", -EIO, "%s: read error", what);
+                        r = job_fail(j, ERROR_INVALID_SOURCE, -EIO, "%s: read error", what);
                         goto out;
                 }
                 EVP_DigestFinal_ex(rd.md, md, NULL);
                 for (unsigned k = 0; k < 32; k++)
                         snprintf(got + 2 * k, 3, "%02x", md[k]);
                 if (!streq(got, expect_hex) || rd.n != expect_size) {
-                        r = job_fail(j, "invalid_source", -EBADMSG,
+                        r = job_fail(j, ERROR_INVALID_SOURCE, -EBADMSG,
                                      "%s does not match its descriptor: sha256:%s, %llu bytes, got sha256:%s, %llu bytes",
                                      what, expect_hex, (unsigned long long) expect_size, got, (unsigned long long) rd.n);
                         goto out;
@@ -220,7 +220,7 @@ static int import_oci(ImportJob *j, int layout_fd, Tree *tree) {
 
         r = oci_image_read(layout_fd, &img, &err);
         if (r < 0)
-                return job_fail(j, "invalid_source", r, "%s: %s", j->source, err ?: strerror(-r));
+                return job_fail(j, ERROR_INVALID_SOURCE, r, "%s: %s", j->source, err ?: strerror(-r));
         for (unsigned i = 0; i < img.n_layers; i++)
                 total += img.layers[i].size;
         progress_phase(j, "layers", total);
@@ -231,7 +231,7 @@ static int import_oci(ImportJob *j, int layout_fd, Tree *tree) {
                 progress_layer(j, i + 1, img.n_layers);
                 r = oci_blob_open(layout_fd, img.layers[i].hex, img.layers[i].size, &fd, &err);
                 if (r < 0) {
-                        r = job_fail(j, "invalid_source", r, "%s: layer %u: %s", j->source, i + 1, err ?: strerror(-r));
+                        r = job_fail(j, ERROR_INVALID_SOURCE, r, "%s: layer %u: %s", j->source, i + 1, err ?: strerror(-r));
                         goto out;
                 }
                 if (asprintf(&what, "layer %u/%u (sha256:%.12s)", i + 1, img.n_layers, img.layers[i].hex) < 0) {
@@ -366,16 +366,16 @@ static int make_image(ImportJob *j, Tree *tree, const char *tmp, const char *roo
                 return -ENOMEM;
         f = fopen(script, "we");
         if (!f)
-                return job_fail(j, "internal", -errno, "cannot write %s: %m", script);
+                return job_fail(j, ERROR_INTERNAL, -errno, "cannot write %s: %m", script);
         r = tree_write_debugfs_script(tree, f);
         if (fclose(f) != 0 && r >= 0)
                 r = -errno;
         if (r < 0)
-                return job_fail(j, r == -ENOSPC ? "no_space" : "internal", r, "cannot write %s: %s", script, strerror(-r));
+                return job_fail(j, r == -ENOSPC ? ERROR_NO_SPACE : ERROR_INTERNAL, r, "cannot write %s: %s", script, strerror(-r));
         {
                 _cleanup_close_ int fd = open(img, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
                 if (fd < 0 || ftruncate(fd, (off_t) (size_mib << 20)) < 0)
-                        return job_fail(j, "internal", -errno, "cannot create %s: %m", img);
+                        return job_fail(j, ERROR_INTERNAL, -errno, "cannot create %s: %m", img);
         }
         {
                 char *argv[] = { "env", "E2FSPROGS_FAKE_TIME=" IMAGE_EPOCH, "mkfs.ext4", "-q", "-F", "-b", "4096",
@@ -384,7 +384,7 @@ static int make_image(ImportJob *j, Tree *tree, const char *tmp, const char *roo
                 rc = run_logged(argv, errlog, j, img);
                 if (rc != 0) {
                         tail = read_tail(errlog, false);
-                        return job_fail(j, rc == 127 ? "internal" : "image_failed", -EIO,
+                        return job_fail(j, rc == 127 ? ERROR_INTERNAL : ERROR_IMAGE_FAILED, -EIO,
                                         "mkfs.ext4 failed (status %d): %s", rc, tail ?: "no message");
                 }
         }
@@ -393,11 +393,11 @@ static int make_image(ImportJob *j, Tree *tree, const char *tmp, const char *roo
                 rc = run_logged(argv, errlog, j, NULL);
                 tail = read_tail(errlog, true);
                 if (rc != 0 || tail)
-                        return job_fail(j, "image_failed", -EIO, "debugfs could not set owners and modes (status %d): %s",
+                        return job_fail(j, ERROR_IMAGE_FAILED, -EIO, "debugfs could not set owners and modes (status %d): %s",
                                         rc, tail ?: "no message");
         }
         if (chmod(img, 0444) < 0)
-                return job_fail(j, "internal", -errno, "chmod %s: %m", img);
+                return job_fail(j, ERROR_INTERNAL, -errno, "chmod %s: %m", img);
         (void) unlink(script);
         (void) unlink(errlog);
         progress_phase(j, "image", content);
@@ -475,20 +475,20 @@ static int import_run(ImportJob *j) {
         if (asprintf(&tmp, "%s/templates/.tmp-XXXXXX", j->state_dir) < 0)
                 return -ENOMEM;
         if (!mkdtemp(tmp))
-                return job_fail(j, errno == ENOSPC ? "no_space" : "internal", -errno, "cannot create %s: %m", tmp);
+                return job_fail(j, errno == ENOSPC ? ERROR_NO_SPACE : ERROR_INTERNAL, -errno, "cannot create %s: %m", tmp);
         if (asprintf(&root, "%s/root", tmp) < 0 || asprintf(&root2, "%s/rootfs", tmp) < 0) {
                 r = -ENOMEM;
                 goto out;
         }
         if (mkdir(root, 0700) < 0 || (r = tree_new(root, &tree)) < 0) {
-                r = job_fail(j, "internal", -errno, "cannot create the staging tree %s: %m", root);
+                r = job_fail(j, ERROR_INTERNAL, -errno, "cannot create the staging tree %s: %m", root);
                 goto out;
         }
         rootfs = tree;
 
         src_fd = open(j->source, O_RDONLY | O_CLOEXEC);
         if (src_fd < 0 || fstat(src_fd, &st) < 0) {
-                r = job_fail(j, "invalid_source", -errno, "cannot open %s: %m", j->source);
+                r = job_fail(j, ERROR_INVALID_SOURCE, -errno, "cannot open %s: %m", j->source);
                 goto out;
         }
         if (S_ISDIR(st.st_mode)) {
@@ -507,7 +507,7 @@ static int import_run(ImportJob *j) {
                         if (a && b && S_ISREG(a->mode) && S_ISREG(b->mode)) {
                                 /* an OCI archive: what we extracted is the layout; its layers make the rootfs */
                                 if (mkdir(root2, 0700) < 0 || (r = tree_new(root2, &tree2)) < 0) {
-                                        r = job_fail(j, "internal", -errno, "cannot create %s: %m", root2);
+                                        r = job_fail(j, ERROR_INTERNAL, -errno, "cannot create %s: %m", root2);
                                         goto out;
                                 }
                                 layout_fd = fcntl(tree_root_fd(tree), F_DUPFD_CLOEXEC, 3);
@@ -522,7 +522,7 @@ static int import_run(ImportJob *j) {
                         }
                 }
         } else {
-                r = job_fail(j, "invalid_source", -EINVAL,
+                r = job_fail(j, ERROR_INVALID_SOURCE, -EINVAL,
                              "%s is neither a file (a rootfs tarball or an OCI archive) nor a directory (an OCI layout)",
                              j->source);
                 goto out;
@@ -530,7 +530,7 @@ static int import_run(ImportJob *j) {
 
         r = apply_request_config(j); /* over the image's config */
         if (r < 0) {
-                r = job_fail(j, "invalid_argument", r, "the config cannot be applied: %s", strerror(-r));
+                r = job_fail(j, ERROR_INVALID_ARGUMENT, r, "the config cannot be applied: %s", strerror(-r));
                 goto out;
         }
         progress_phase(j, "digest", 0);
@@ -556,7 +556,7 @@ static int import_run(ImportJob *j) {
                         keep_disk_at_least_image(j, existing);
                         r = write_config(j, final);
                         if (r < 0)
-                                r = job_fail(j, "internal", r, "cannot write %s/config.json: %s", final, strerror(-r));
+                                r = job_fail(j, ERROR_INTERNAL, r, "cannot write %s/config.json: %s", final, strerror(-r));
                         goto out;
                 }
         }
@@ -565,7 +565,7 @@ static int import_run(ImportJob *j) {
                 goto out;
         r = write_config(j, tmp);
         if (r < 0) {
-                r = job_fail(j, "internal", r, "cannot write config.json: %s", strerror(-r));
+                r = job_fail(j, ERROR_INTERNAL, r, "cannot write config.json: %s", strerror(-r));
                 goto out;
         }
         /* the staging trees are not part of the image */
@@ -583,7 +583,7 @@ static int import_run(ImportJob *j) {
                         r = write_config(j, final);
                         goto out;
                 }
-                r = job_fail(j, "internal", -errno, "cannot move the image to %s: %m", final);
+                r = job_fail(j, ERROR_INTERNAL, -errno, "cannot move the image to %s: %m", final);
                 goto out;
         }
         free(tmp);
@@ -639,7 +639,7 @@ static int import_record(Manager *m, ImportJob *j, Template **ret) {
         if (asprintf(&image, "%s/templates/sha256-%s/rootfs.ext4", j->state_dir, j->t->digest + 7) < 0)
                 return -ENOMEM;
         if (access(image, F_OK) < 0)
-                return job_fail(j, "interrupted", -ENOENT,
+                return job_fail(j, ERROR_INTERRUPTED, -ENOENT,
                                 "the image %s was removed while this import ran; import again", j->t->digest);
         t = TAKE_PTR(j->t);
 
@@ -661,7 +661,7 @@ static void import_done(Manager *m, void *userdata) {
         if (r >= 0) {
                 r = import_record(m, j, &t);
                 if (r < 0)
-                        (void) job_fail(j, "internal", r, "cannot record the template: %s", strerror(-r));
+                        (void) job_fail(j, ERROR_INTERNAL, r, "cannot record the template: %s", strerror(-r));
         }
         if (r >= 0) {
                 cJSON *res = result_json(j, t);
@@ -670,19 +670,19 @@ static void import_done(Manager *m, void *userdata) {
                 if (op) {
                         free(op->result);
                         op->result = res ? cJSON_PrintUnformatted(res) : NULL;
-                        operation_finish(op, NULL, NULL);
+                        operation_finish(op, ERROR_NONE, NULL);
                 }
                 cJSON_Delete(res);
                 pool_refill(m); /* a pool of the tag now makes sandboxes of this image */
         } else {
                 log_warning("import of %s failed: %s", j->source, j->error ?: strerror(-r));
                 if (op)
-                        operation_finish(op, j->error_code ?: "internal", j->error ?: strerror(-r));
+                        operation_finish(op, j->error_code != ERROR_NONE ? j->error_code : ERROR_INTERNAL, j->error ?: strerror(-r));
         }
         job_free(j);
 }
 
-static int job_new(Manager *m, const ImportRequest *req, ImportJob **ret, OperationError *reterr) {
+static int job_new(Manager *m, const ImportRequest *req, ImportJob **ret, Error *reterr) {
         ImportJob *j = calloc(1, sizeof *j);
         _cleanup_free_ char *msg = NULL;
         int r;
@@ -718,7 +718,7 @@ static int job_new(Manager *m, const ImportRequest *req, ImportJob **ret, Operat
                 strv_free(probe.entrypoint);
                 if (r < 0) {
                         job_free(j);
-                        return r == -ENOMEM ? r : operation_error_set(reterr, "invalid_argument", "%s", msg) ?: r;
+                        return r == -ENOMEM ? r : error_set(reterr, ERROR_INVALID_ARGUMENT, "%s", msg) ?: r;
                 }
                 j->request_config = cJSON_Duplicate(req->config, true);
         }
@@ -726,23 +726,23 @@ static int job_new(Manager *m, const ImportRequest *req, ImportJob **ret, Operat
         return 0;
 }
 
-static int validate_source(const char *source, OperationError *reterr) {
+static int validate_source(const char *source, Error *reterr) {
         struct stat st;
 
         if (!source || source[0] != '/')
-                return operation_error_set(reterr, "invalid_argument",
+                return error_set(reterr, ERROR_INVALID_ARGUMENT,
                                            "source must be an absolute path (the daemon does not know your directory)") ?: -EINVAL;
         if (stat(source, &st) < 0)
-                return operation_error_set(reterr, "invalid_argument", "source %s: %s", source, strerror(errno)) ?: -ENOENT;
+                return error_set(reterr, ERROR_INVALID_ARGUMENT, "source %s: %s", source, strerror(errno)) ?: -ENOENT;
         if (!S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode))
-                return operation_error_set(reterr, "invalid_argument",
+                return error_set(reterr, ERROR_INVALID_ARGUMENT,
                                            "source %s is neither a file nor a directory", source) ?: -EINVAL;
         if (access(source, R_OK) < 0)
-                return operation_error_set(reterr, "invalid_argument", "source %s: %s", source, strerror(errno)) ?: -EACCES;
+                return error_set(reterr, ERROR_INVALID_ARGUMENT, "source %s: %s", source, strerror(errno)) ?: -EACCES;
         return 0;
 }
 
-int template_import_start(Manager *m, const ImportRequest *req, Operation **ret_op, OperationError *reterr) {
+int template_import_start(Manager *m, const ImportRequest *req, Operation **ret_op, Error *reterr) {
         ImportJob *j;
         Operation *op;
         int r;
@@ -763,16 +763,16 @@ int template_import_start(Manager *m, const ImportRequest *req, Operation **ret_
         r = worker_start(m, import_worker, j);
         if (r < 0) {
                 op->progress = NULL;
-                operation_finish(op, "internal", "cannot start a worker thread");
+                operation_finish(op, ERROR_INTERNAL, "cannot start a worker thread");
                 job_free(j);
-                return operation_error_set(reterr, "internal", "cannot start a worker thread: %s", strerror(-r)) ?: r;
+                return error_set(reterr, ERROR_INTERNAL, "cannot start a worker thread: %s", strerror(-r)) ?: r;
         }
         *ret_op = op;
         return 0;
 }
 
 int template_import_now(Manager *m, const ImportRequest *req, Template **ret, char **reterr_message) {
-        OperationError e = {};
+        Error e = {};
         ImportJob *j;
         int r;
 
@@ -782,7 +782,7 @@ int template_import_now(Manager *m, const ImportRequest *req, Template **ret, ch
         if (r < 0) {
                 if (reterr_message)
                         *reterr_message = TAKE_PTR(e.message);
-                operation_error_done(&e);
+                error_done(&e);
                 return r;
         }
         r = import_run(j);

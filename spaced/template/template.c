@@ -197,7 +197,7 @@ Template *template_find_digest(Manager *m, const char *digest) {
         return NULL;
 }
 
-int template_resolve(Manager *m, const char *ref, Template **ret, OperationError *reterr) {
+int template_resolve(Manager *m, const char *ref, Template **ret, Error *reterr) {
         _cleanup_free_ char *tag = NULL, *prefix = NULL, *msg = NULL;
         Template *found = NULL;
         unsigned n = 0;
@@ -207,7 +207,7 @@ int template_resolve(Manager *m, const char *ref, Template **ret, OperationError
         if (r == -ENOMEM)
                 return r;
         if (r < 0)
-                return operation_error_set(reterr, "invalid_ref", "%s", msg ?: "invalid template reference") ?: r;
+                return error_set(reterr, ERROR_INVALID_REF, "%s", msg ?: "invalid template reference") ?: r;
         for (Template *t = m->templates; t; t = t->next) {
                 if (tag ? has_tag(t, tag) : strncmp(t->digest + 7, prefix, strlen(prefix)) == 0) {
                         found = t;
@@ -215,22 +215,22 @@ int template_resolve(Manager *m, const char *ref, Template **ret, OperationError
                 }
         }
         if (n == 0)
-                return operation_error_set(reterr, "template_not_found",
+                return error_set(reterr, ERROR_TEMPLATE_NOT_FOUND,
                                            "template '%s' does not exist; 'spacectl template ls' lists them",
                                            ref) ?: -ENOENT;
         if (n > 1)
-                return operation_error_set(reterr, "ambiguous_reference",
+                return error_set(reterr, ERROR_AMBIGUOUS_REFERENCE,
                                            "'%s' matches %u templates; give more digits of the digest", ref, n) ?: -ENOTUNIQ;
         *ret = found;
         return 0;
 }
 
 Template *template_find(Manager *m, const char *ref) {
-        OperationError e = {};
+        Error e = {};
         Template *t = NULL;
 
         (void) template_resolve(m, ref, &t, &e);
-        operation_error_done(&e);
+        error_done(&e);
         return t;
 }
 
@@ -484,11 +484,11 @@ static int tag_remove_from(Template *t, const char *tag) {
         return found;
 }
 
-int template_tag_set(Manager *m, Template *t, const char *tag, OperationError *reterr) {
+int template_tag_set(Manager *m, Template *t, const char *tag, Error *reterr) {
         if (has_tag(t, tag))
                 return 0;
         if (db_exec(m, "INSERT OR REPLACE INTO template_tags (tag, digest) VALUES (?, ?)", tag, t->digest) < 0)
-                return operation_error_set(reterr, "internal", "cannot record tag %s", tag) ?: -EIO;
+                return error_set(reterr, ERROR_INTERNAL, "cannot record tag %s", tag) ?: -EIO;
         for (Template *o = m->templates; o; o = o->next)
                 if (o != t)
                         (void) tag_remove_from(o, tag); /* the old image stays, untagged; gc removes it */
@@ -500,7 +500,7 @@ int template_tag_set(Manager *m, Template *t, const char *tag, OperationError *r
 
 int template_store_add(Manager *m, Template *t, const char *tag, Template **ret) {
         Template *old = template_find_digest(m, t->digest);
-        OperationError e = {};
+        Error e = {};
         int r;
 
         if (old) {
@@ -532,7 +532,7 @@ int template_store_add(Manager *m, Template *t, const char *tag, Template **ret)
                 log_warning_errno(r, "cannot record template %s", t->digest);
         if (tag) {
                 r = template_tag_set(m, t, tag, &e);
-                operation_error_done(&e);
+                error_done(&e);
                 if (r < 0)
                         return r;
         }
@@ -621,7 +621,7 @@ static const char *pool_naming(Manager *m, const char *tag) {
 }
 
 int template_remove(Manager *m, const char *ref, char **ret_untagged, bool *ret_removed_image, uint64_t *ret_freed,
-                    OperationError *reterr) {
+                    Error *reterr) {
         _cleanup_free_ char *tag = NULL, *prefix = NULL, *msg = NULL, *user = NULL;
         Template *t;
         size_t ntags = 0;
@@ -639,13 +639,13 @@ int template_remove(Manager *m, const char *ref, char **ret_untagged, bool *ret_
         if (tag) {
                 const char *pool = pool_naming(m, tag);
                 if (pool)
-                        return operation_error_set(reterr, "template_in_use",
+                        return error_set(reterr, ERROR_TEMPLATE_IN_USE,
                                                    "template %s is in use by pool %s; 'spacectl pool set %s 0' "
                                                    "removes the pool",
                                                    tag, pool, pool) ?: -EBUSY;
                 if (ntags > 1) {
                         if (db_exec(m, "DELETE FROM template_tags WHERE tag = ?", tag, NULL) < 0)
-                                return operation_error_set(reterr, "internal", "cannot remove tag %s", tag) ?: -EIO;
+                                return error_set(reterr, ERROR_INTERNAL, "cannot remove tag %s", tag) ?: -EIO;
                         (void) tag_remove_from(t, tag);
                         *ret_untagged = TAKE_PTR(tag);
                         return 0;
@@ -653,7 +653,7 @@ int template_remove(Manager *m, const char *ref, char **ret_untagged, bool *ret_
         }
         user = template_user(m, t);
         if (user)
-                return operation_error_set(reterr, "template_in_use",
+                return error_set(reterr, ERROR_TEMPLATE_IN_USE,
                                            "template %s (%s) is in use by %s; remove that first", ref, t->digest,
                                            user) ?: -EBUSY;
         if (tag)
@@ -996,7 +996,7 @@ static void builtins_load(Manager *m) {
                                 log_info("builtin template %s imported from %s in %.1f s: %s", tag, tar,
                                          (double) (now_usec_monotonic() - t0) / 1e6, t->digest);
                 } else {
-                        OperationError e = {};
+                        Error e = {};
                         Operation *op;
 
                         r = template_import_start(m, &req, &op, &e);
@@ -1005,7 +1005,7 @@ static void builtins_load(Manager *m) {
                                           e.message ?: strerror(-r));
                         else
                                 log_info("builtin template %s: importing %s in the background (%s)", tag, tar, op->id);
-                        operation_error_done(&e);
+                        error_done(&e);
                 }
                 cJSON_Delete(config);
         }

@@ -42,7 +42,7 @@ Template *template_find(Manager *m, const char *ref);
 /* By full digest "sha256:<hex>": what sandboxes, checkpoints and pools record. */
 Template *template_find_digest(Manager *m, const char *digest);
 /* Resolves a reference with the error a user sees: invalid_ref, template_not_found, ambiguous_reference. */
-int template_resolve(Manager *m, const char *ref, Template **ret, OperationError *reterr);
+int template_resolve(Manager *m, const char *ref, Template **ret, Error *reterr);
 /* The default working directory of commands in s (its template's workdir), NULL for none. */
 const char *template_workdir(Manager *m, const Sandbox *s);
 /* The default user of commands in s (its template's user, lib/user.h), NULL for none (root). */
@@ -69,13 +69,13 @@ Template *template_free(Template *t);
 
 /* Adds (or updates) a finished image and points tag (NULL: none) at it. Takes t. */
 int template_store_add(Manager *m, Template *t, const char *tag, Template **ret);
-int template_tag_set(Manager *m, Template *t, const char *tag, OperationError *reterr);
+int template_tag_set(Manager *m, Template *t, const char *tag, Error *reterr);
 /* What uses t: "sandbox ID", "checkpoint ID", "pool REF"; NULL when nothing does. */
 char *template_user(Manager *m, const Template *t);
 /* rm REF: a tag goes (and the image with its last one, unless something uses it); a digest removes the
  * image and its tags. *ret_removed_image tells whether the image went. */
 int template_remove(Manager *m, const char *ref, char **ret_untagged, bool *ret_removed_image,
-                    uint64_t *ret_freed, OperationError *reterr);
+                    uint64_t *ret_freed, Error *reterr);
 /* Removes untagged unused images and base snapshots of images that are gone or of old guest files. */
 int templates_gc(Manager *m, uint64_t *ret_freed, unsigned *ret_images, unsigned *ret_bases);
 /* Bytes a path takes on disk (allocated blocks), recursively. */
@@ -88,6 +88,6 @@ typedef struct ImportRequest {
         const cJSON *config;     /* overrides, or NULL */
         const char *source_digest; /* builtins: recorded to notice a changed rootfs.tar */
 } ImportRequest;
-int template_import_start(Manager *m, const ImportRequest *req, Operation **ret_op, OperationError *reterr);
+int template_import_start(Manager *m, const ImportRequest *req, Operation **ret_op, Error *reterr);
 /* The same, on the calling thread (builtins at start). */
 int template_import_now(Manager *m, const ImportRequest *req, Template **ret, char **reterr_message);

@@ -58,7 +58,7 @@ static void send_kv(FileXfer *x, uint8_t type, uint8_t fd, const char *const *re
 #define ENTRY "type=file", "mode=420", "size=5", "mtime=86400", "uid=0", "gid=0"
 
 static bool failed_with(FileXfer *x, const char *code) {
-        return x->state == FILE_XFER_FAILED && streq_ptr(x->error_code, code);
+        return x->state == FILE_XFER_FAILED && streq(error_code_to_string(x->error_code), code);
 }
 
 static void test_stat(void) {

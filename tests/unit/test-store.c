@@ -172,7 +172,7 @@ static bool sandbox_equal(const Sandbox *a, const Sandbox *b) {
 static bool operation_equal(const Operation *a, const Operation *b) {
         return streq(a->id, b->id) && streq_ptr(a->kind, b->kind) && a->state == b->state &&
                streq(a->sandbox_id, b->sandbox_id) && a->created_at == b->created_at &&
-               a->finished_at == b->finished_at && streq_ptr(a->error.code, b->error.code) &&
+               a->finished_at == b->finished_at && a->error.code == b->error.code &&
                streq_ptr(a->error.message, b->error.message);
 }
 
@@ -299,7 +299,7 @@ int main(void) {
                              .created_at = 1000 };
         Operation op_fail = { .id = OP_FAIL, .kind = "delete", .state = OPERATION_FAILED, .sandbox_id = ID_B,
                               .created_at = 1100, .finished_at = 1200,
-                              .error = { .code = "INTERNAL", .message = "qemu exited: \"signal 9\"\n" } };
+                              .error = { .code = ERROR_INTERNAL, .message = "qemu exited: \"signal 9\"\n" } };
         Operation op_new = { .id = OP_NEW, .kind = "create", .state = OPERATION_SUCCEEDED, .sandbox_id = ID_A,
                              .created_at = 4000, .finished_at = 5000 };
         Operation op_old = { .id = OP_OLD, .kind = "gc", .state = OPERATION_SUCCEEDED, .created_at = 500,
