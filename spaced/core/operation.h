@@ -30,6 +30,13 @@ typedef struct OperationProgress {
 /* A VmSaveProgress for an OperationProgress: phase "writing memory", bytes written of (written + RAM to go). */
 void operation_progress_save(uint64_t written, uint64_t remaining, void *userdata);
 
+/* Not journaled: a create loaded from the store says neither. */
+typedef enum FromPool {
+        FROM_POOL_UNKNOWN,
+        FROM_POOL_NO,
+        FROM_POOL_YES,
+} FromPool;
+
 struct Operation {
         Manager *manager;
         char id[OPERATION_ID_LEN + 1];
@@ -47,6 +54,7 @@ struct Operation {
         bool drop_checkpoint; /* a fork of a sandbox: checkpoint_id, its own, goes once the children are made */
         OperationProgress *progress; /* while running, when the work reports progress (the worker's) */
         char *result;        /* JSON of what a finished operation made (an import: digest, tags, ...) */
+        FromPool from_pool;  /* a create of this daemon's: whether a warm pool member served it */
         Operation *next;
 };
 

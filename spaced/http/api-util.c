@@ -88,6 +88,8 @@ cJSON *operation_to_json(Operation *op) {
                 cJSON_AddNumberToObject(p, "layers", op->progress->layers);
                 pthread_mutex_unlock(&op->progress->lock);
         }
+        if (op->from_pool != FROM_POOL_UNKNOWN)
+                cJSON_AddBoolToObject(o, "from_pool", op->from_pool == FROM_POOL_YES);
         if (op->result) {
                 cJSON *res = cJSON_Parse(op->result);
                 if (res)

@@ -340,7 +340,15 @@ static void post_sandboxes(Request *r, const RouteArgs *a) {
                 on_expiry = streq(v->valuestring, "suspend") ? EXPIRY_SUSPEND : EXPIRY_REMOVE;
         }
 
-        q = sandbox_create_start(m, tmpl, name, (unsigned) vcpu, memory, disk, env, &op, &s, &e);
+        SandboxSpec spec = {
+                .template_ref = tmpl,
+                .name = name,
+                .vcpu = (unsigned) vcpu,
+                .memory_mib = memory,
+                .disk_mib = disk,
+                .env = env,
+        };
+        q = sandbox_create(m, &spec, &op, &s, &e);
         if (q < 0) {
                 respond_operation_error(r, &e, q);
                 error_done(&e);

@@ -372,9 +372,17 @@ static void checkpoint_done(Manager *m, void *userdata) {
                                 Operation *child_op;
                                 Sandbox *child;
 
-                                if (sandbox_create_from(m, c->template_name, NULL, c->vcpu, c->memory_mib,
-                                                        c->disk_mib, c->env, c, fork_op->id, &child_op, &child,
-                                                        &e) < 0) {
+                                SandboxSpec spec = {
+                                        .template_ref = c->template_name,
+                                        .vcpu = c->vcpu,
+                                        .memory_mib = c->memory_mib,
+                                        .disk_mib = c->disk_mib,
+                                        .env = c->env,
+                                        .source = c,
+                                        .parent_op = fork_op->id,
+                                };
+
+                                if (sandbox_create(m, &spec, &child_op, &child, &e) < 0) {
                                         fork_child_done(m, fork_op->id, false, e.message ?: "create failed");
                                         error_done(&e);
                                 }
@@ -565,9 +573,17 @@ int fork_start(Manager *m, Sandbox *from_sandbox, Checkpoint *from_checkpoint, u
                         Operation *child_op;
                         Sandbox *child;
 
-                        r = sandbox_create_from(m, from_checkpoint->template_name, NULL, from_checkpoint->vcpu,
-                                                from_checkpoint->memory_mib, from_checkpoint->disk_mib,
-                                                from_checkpoint->env, from_checkpoint, op->id, &child_op, &child, &e);
+                        SandboxSpec spec = {
+                                .template_ref = from_checkpoint->template_name,
+                                .vcpu = from_checkpoint->vcpu,
+                                .memory_mib = from_checkpoint->memory_mib,
+                                .disk_mib = from_checkpoint->disk_mib,
+                                .env = from_checkpoint->env,
+                                .source = from_checkpoint,
+                                .parent_op = op->id,
+                        };
+
+                        r = sandbox_create(m, &spec, &child_op, &child, &e);
                         if (r < 0) {
                                 fork_child_done(m, op->id, false, e.message ?: "create failed");
                                 error_done(&e);

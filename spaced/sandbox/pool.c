@@ -163,8 +163,14 @@ void pool_refill(Manager *m) {
                         if (manager_memory_in_use(m) + t->memory_mib > m->memory_limit_mib)
                                 break;
                         /* disk 0: the template's default, which never is below its image's size */
-                        if (sandbox_create_full(m, p->template_name, NULL, t->vcpu, t->memory_mib, 0, NULL, NULL,
-                                                NULL, true, &op, &s, &e) < 0) {
+                        SandboxSpec spec = {
+                                .template_ref = p->template_name,
+                                .vcpu = t->vcpu,
+                                .memory_mib = t->memory_mib,
+                                .pooled = true,
+                        };
+
+                        if (sandbox_create(m, &spec, &op, &s, &e) < 0) {
                                 log_warning("pool %s: cannot add a sandbox: %s", t->name, e.message ?: "?");
                                 error_done(&e);
                                 break;
@@ -315,6 +321,7 @@ int pool_take(Manager *m, const Template *t, const char *name, char **env, Opera
                 free(j);
                 return -ENOMEM;
         }
+        op->from_pool = FROM_POOL_YES;
         memcpy(j->op_id, op->id, sizeof j->op_id);
         r = worker_start(m, handout_worker, j);
         if (r < 0) {
@@ -327,4 +334,33 @@ int pool_take(Manager *m, const Template *t, const char *name, char **env, Opera
         *ret_op = op;
         *ret = s;
         return 1;
+}
+
+int pool_evict_for(Manager *m, uint64_t need_mib, uint64_t *ret_in_use) {
+        uint64_t in_use = manager_memory_in_use(m), warm = 0;
+
+        /* Members still being made give way too, though they cannot be stopped mid-restore. */
+        for (Sandbox *s = m->sandboxes; s; s = s->next)
+                if (s->pooled && s->state == SANDBOX_CREATING)
+                        in_use -= s->memory_mib;
+                else if (s->pooled && s->state == SANDBOX_POOLED)
+                        warm += s->memory_mib;
+        if (in_use + need_mib > m->memory_limit_mib && in_use - warm + need_mib <= m->memory_limit_mib)
+                for (Sandbox *s = m->sandboxes, *next; s && in_use + need_mib > m->memory_limit_mib; s = next) {
+                        uint64_t mib = s->memory_mib;
+                        Error e = {};
+                        Operation *op;
+
+                        next = s->next;
+                        if (!s->pooled || s->state != SANDBOX_POOLED)
+                                continue;
+                        /* A member being deleted still holds its memory, so a recount would not see it go:
+                         * it is counted out here, once it is on its way out. */
+                        if (sandbox_delete_start(m, s, true, &op, &e) >= 0)
+                                in_use -= mib;
+                        error_done(&e);
+                }
+        if (ret_in_use)
+                *ret_in_use = in_use;
+        return in_use + need_mib > m->memory_limit_mib ? -ENOSPC : 0;
 }

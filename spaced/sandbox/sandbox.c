@@ -369,30 +369,21 @@ fail:
         return NULL;
 }
 
-int sandbox_create_start(Manager *m, const char *template_name, const char *name, unsigned vcpu,
-                         uint64_t memory_mib, uint64_t disk_mib, char **env, Operation **ret_op,
-                         Sandbox **ret_sandbox, Error *reterr) {
-        return sandbox_create_from(m, template_name, name, vcpu, memory_mib, disk_mib, env, NULL, NULL, ret_op,
-                                   ret_sandbox, reterr);
-}
+/* A spec with its template found and its defaults filled in. */
+typedef struct CreatePlan {
+        Template *template;
+        unsigned vcpu;
+        uint64_t memory_mib;
+        uint64_t disk_mib;
+        uint64_t default_disk_mib;
+        uint64_t image_bytes;
+} CreatePlan;
 
-int sandbox_create_from(Manager *m, const char *template_name, const char *name, unsigned vcpu,
-                        uint64_t memory_mib, uint64_t disk_mib, char **env, const Checkpoint *source,
-                        const char *parent_op, Operation **ret_op, Sandbox **ret_sandbox, Error *reterr) {
-        return sandbox_create_full(m, template_name, name, vcpu, memory_mib, disk_mib, env, source, parent_op,
-                                   false, ret_op, ret_sandbox, reterr);
-}
-
-int sandbox_create_full(Manager *m, const char *template_name, const char *name, unsigned vcpu,
-                        uint64_t memory_mib, uint64_t disk_mib, char **env, const Checkpoint *source,
-                        const char *parent_op, bool pooled, Operation **ret_op, Sandbox **ret_sandbox,
-                        Error *reterr) {
+static int create_plan(Manager *m, const SandboxSpec *spec, CreatePlan *ret, Error *reterr) {
+        const Checkpoint *source = spec->source;
         Template *t;
-        Sandbox *s;
-        CreateJob *j;
-        Operation *op;
-        uint64_t in_use, min_disk, default_disk;
         struct stat image;
+        uint64_t min_disk;
         int r;
 
         if (source) {
@@ -405,19 +396,19 @@ int sandbox_create_full(Manager *m, const char *template_name, const char *name,
                                                    source->id, source->template_name,
                                                    source->template_digest ?: "?") ?: -ENOENT;
         } else {
-                r = template_resolve(m, template_name, &t, reterr);
+                r = template_resolve(m, spec->template_ref, &t, reterr);
                 if (r < 0)
                         return r;
         }
-        if (name) {
+        if (spec->name) {
                 Sandbox *other;
-                if (!name_valid(name))
+                if (!name_valid(spec->name))
                         return error_set(reterr, ERROR_INVALID_ARGUMENT,
                                                    "name '%s' is not valid: use 1 to %d letters, digits, '-', '_' or '.'",
-                                                   name, SANDBOX_NAME_MAX) ?: -EINVAL;
-                if (sandbox_resolve(m, name, &other) >= 0 && other->name && streq(other->name, name))
+                                                   spec->name, SANDBOX_NAME_MAX) ?: -EINVAL;
+                if (sandbox_resolve(m, spec->name, &other) >= 0 && other->name && streq(other->name, spec->name))
                         return error_set(reterr, ERROR_NAME_IN_USE, "a sandbox named '%s' exists already (%s)",
-                                                   name, other->id) ?: -EEXIST;
+                                                   spec->name, other->id) ?: -EEXIST;
         }
         /* Template images are small (their content and some slack); a sandbox's disk grows from that to
          * disk_mib at create, and may not be smaller than the image. */
@@ -427,118 +418,137 @@ int sandbox_create_full(Manager *m, const char *template_name, const char *name,
                                            t->name, t->rootfs, strerror(-r)) ?: r;
         }
         min_disk = ((uint64_t) image.st_size + (1 << 20) - 1) >> 20;
-        default_disk = t->disk_mib > min_disk ? t->disk_mib : min_disk;
-        if (vcpu == 0)
-                vcpu = t->vcpu;
-        if (memory_mib == 0)
-                memory_mib = t->memory_mib;
-        if (disk_mib == 0)
-                disk_mib = default_disk;
-        if (vcpu > m->host_cpus)
+        *ret = (CreatePlan) {
+                .template = t,
+                .vcpu = spec->vcpu ?: t->vcpu,
+                .memory_mib = spec->memory_mib ?: t->memory_mib,
+                .default_disk_mib = t->disk_mib > min_disk ? t->disk_mib : min_disk,
+                .image_bytes = (uint64_t) image.st_size,
+        };
+        ret->disk_mib = spec->disk_mib ?: ret->default_disk_mib;
+        if (ret->vcpu > m->host_cpus)
                 return error_set(reterr, ERROR_INVALID_ARGUMENT, "vcpu %u is out of range: 1 to %u (host cores)",
-                                           vcpu, m->host_cpus) ?: -EINVAL;
+                                           ret->vcpu, m->host_cpus) ?: -EINVAL;
         /* A checkpoint's disk is as large as its sandbox's was, whatever its template's image is now. */
-        if (!source && disk_mib < min_disk)
+        if (!source && ret->disk_mib < min_disk)
                 return error_set(reterr, ERROR_DISK_TOO_SMALL,
                                            "a disk of %llu MiB is too small for template '%s', whose image is %llu "
                                            "MiB: ask for at least %llu MiB (--disk, disk_mib)",
-                                           (unsigned long long) disk_mib, t->name, (unsigned long long) min_disk,
+                                           (unsigned long long) ret->disk_mib, t->name, (unsigned long long) min_disk,
                                            (unsigned long long) min_disk) ?: -EINVAL;
-        /* A create of the template's default shape takes a warm sandbox when the pool has one. */
-        if (!source && !pooled && vcpu == t->vcpu && memory_mib == t->memory_mib && disk_mib == default_disk) {
-                r = pool_take(m, t, name, env, ret_op, ret_sandbox, reterr);
-                if (r != 0)
-                        return r < 0 ? r : 0;
-        }
-        in_use = manager_memory_in_use(m);
-        if (!pooled) {
-                /* warm pool members give way to a user's create */
-                for (Sandbox *i = m->sandboxes; i; i = i->next)
-                        if (i->pooled && (i->state == SANDBOX_POOLED || i->state == SANDBOX_CREATING))
-                                in_use -= i->memory_mib;
-                for (Sandbox *i = m->sandboxes, *next; i && manager_memory_in_use(m) + memory_mib > m->memory_limit_mib &&
-                                                     in_use + memory_mib <= m->memory_limit_mib; i = next) {
-                        Error e = {};
-                        Operation *del;
+        return 0;
+}
 
-                        next = i->next;
-                        if (i->pooled && i->state == SANDBOX_POOLED)
-                                (void) sandbox_delete_start(m, i, true, &del, &e);
-                        error_done(&e);
-                }
-        }
-        if (in_use + memory_mib > m->memory_limit_mib)
+/* Only the template's default shape is what its warm pool holds. */
+static bool create_poolable(const SandboxSpec *spec, const CreatePlan *p) {
+        return !spec->source && !spec->pooled && p->vcpu == p->template->vcpu &&
+               p->memory_mib == p->template->memory_mib && p->disk_mib == p->default_disk_mib;
+}
+
+static int create_reserve_memory(Manager *m, const SandboxSpec *spec, uint64_t memory_mib, Error *reterr) {
+        uint64_t in_use = manager_memory_in_use(m);
+        int r = 0;
+
+        /* warm pool members give way to a user's create, never to another member */
+        if (!spec->pooled)
+                r = pool_evict_for(m, memory_mib, &in_use);
+        else if (in_use + memory_mib > m->memory_limit_mib)
+                r = -ENOSPC;
+        if (r < 0)
                 return error_set(reterr, ERROR_INSUFFICIENT_MEMORY,
                                            "not enough memory for another sandbox: it needs %llu MiB, %llu MiB of "
                                            "the %llu MiB limit are in use; remove a sandbox or raise "
                                            "memory_limit_mib in spaced.conf",
                                            (unsigned long long) memory_mib, (unsigned long long) in_use,
-                                           (unsigned long long) m->memory_limit_mib) ?: -ENOSPC;
+                                           (unsigned long long) m->memory_limit_mib) ?: r;
+        return 0;
+}
+
+static int create_sandbox_new(Manager *m, const SandboxSpec *spec, const CreatePlan *p, Sandbox **ret) {
+        Sandbox *s;
+        int r;
 
         s = calloc(1, sizeof *s);
-        j = calloc(1, sizeof *j);
-        if (!s || !j) {
-                free(s);
-                free(j);
+        if (!s)
                 return -ENOMEM;
-        }
-        j->agent_fd = -1;
-        j->pooled = pooled;
         s->manager = m;
         r = random_hex(s->id, SANDBOX_ID_LEN);
-        if (r < 0)
-                goto fail;
+        if (r < 0) {
+                sandbox_free(s);
+                return r;
+        }
         s->state = SANDBOX_CREATING;
-        s->pooled = pooled;
-        s->vcpu = vcpu;
-        s->memory_mib = memory_mib;
-        s->disk_mib = disk_mib;
+        s->pooled = spec->pooled;
+        s->vcpu = p->vcpu;
+        s->memory_mib = p->memory_mib;
+        s->disk_mib = p->disk_mib;
         s->created_at = now_unix();
         s->last_active = s->created_at;
         s->idle_timeout = m->config.idle_timeout;
-        s->env = env_merge(NULL, env);
-        s->template_name = strdup(template_name);
-        s->template_digest = strdup(t->digest);
-        if (name)
-                s->name = strdup(name);
+        s->env = env_merge(NULL, spec->env);
+        /* the name the user asked for (or the checkpoint's), not the digest it resolved to */
+        s->template_name = strdup(spec->source ? spec->source->template_name : spec->template_ref);
+        s->template_digest = strdup(p->template->digest);
+        if (spec->name)
+                s->name = strdup(spec->name);
         if (asprintf(&s->run_dir, "%s/sandboxes/%s", m->runtime_dir, s->id) < 0 ||
             asprintf(&s->data_dir, "%s/sandboxes/%s", m->state_dir, s->id) < 0 || !s->env || !s->template_name ||
-            !s->template_digest || (name && !s->name)) {
-                r = -ENOMEM;
-                goto fail;
+            !s->template_digest || (spec->name && !s->name)) {
+                sandbox_free(s);
+                return -ENOMEM;
         }
+        *ret = s;
+        return 0;
+}
 
+static int create_job_new(Manager *m, const SandboxSpec *spec, const CreatePlan *p, const Sandbox *s,
+                          CreateJob **ret) {
+        CreateJob *j;
+        int r;
+
+        j = calloc(1, sizeof *j);
+        if (!j)
+                return -ENOMEM;
+        j->agent_fd = -1;
+        j->pooled = spec->pooled;
         j->manager = m;
         memcpy(j->id, s->id, sizeof j->id);
-        j->disk_mib = disk_mib;
+        j->disk_mib = p->disk_mib;
         /* Only a create from the base grows: a checkpoint's guest already knows its disk's size. */
-        if (!source && (disk_mib << 20) > (uint64_t) image.st_size)
-                j->grow_bytes = disk_mib << 20;
+        if (!spec->source && (p->disk_mib << 20) > p->image_bytes)
+                j->grow_bytes = p->disk_mib << 20;
         j->run_dir = strdup(s->run_dir);
         j->data_dir = strdup(s->data_dir);
-        j->init_env = env_merge(t->env, env);
-        if (pooled) {
+        j->init_env = env_merge(p->template->env, spec->env);
+        if (spec->pooled) {
                 const char *cwd = template_workdir(m, s), *user = template_default_user(m, s);
-                if ((cwd && !(j->warm_cwd = strdup(cwd))) || (user && !(j->warm_user = strdup(user)))) {
-                        r = -ENOMEM;
-                        goto fail;
-                }
+                if ((cwd && !(j->warm_cwd = strdup(cwd))) || (user && !(j->warm_user = strdup(user))))
+                        goto oom;
         }
-        if (source) {
-                j->source_state = strdup(source->state_path);
-                j->source_disk = strdup(source->disk);
-                if (!j->source_state || !j->source_disk) {
-                        r = -ENOMEM;
-                        goto fail;
-                }
+        if (spec->source) {
+                j->source_state = strdup(spec->source->state_path);
+                j->source_disk = strdup(spec->source->disk);
+                if (!j->source_state || !j->source_disk)
+                        goto oom;
         }
-        if (parent_op)
-                snprintf(j->parent_op, sizeof j->parent_op, "%s", parent_op);
-        r = base_request_init(m, t, vcpu, memory_mib, &j->base);
-        if (r < 0 || !j->run_dir || !j->data_dir || !j->init_env) {
-                r = -ENOMEM;
-                goto fail;
-        }
+        if (spec->parent_op)
+                snprintf(j->parent_op, sizeof j->parent_op, "%s", spec->parent_op);
+        r = base_request_init(m, p->template, p->vcpu, p->memory_mib, &j->base);
+        if (r < 0 || !j->run_dir || !j->data_dir || !j->init_env)
+                goto oom;
+        *ret = j;
+        return 0;
+oom:
+        create_job_free(j);
+        return -ENOMEM;
+}
+
+/* Journals sandbox and operation, so that a daemon that dies from here on finds and rolls back the create,
+ * then hands the job to a worker. Takes s and j, also on failure. */
+static int create_journal_and_start(Manager *m, const SandboxSpec *spec, Sandbox *s, CreateJob *j,
+                                    Operation **ret_op, Error *reterr) {
+        Operation *op;
+        int r;
 
         r = store_put_sandbox(m->store, s);
         if (r < 0) {
@@ -551,10 +561,11 @@ int sandbox_create_full(Manager *m, const char *template_name, const char *name,
                 r = -ENOMEM;
                 goto fail;
         }
+        op->from_pool = FROM_POOL_NO;
         crash_point("create-journaled");
         memcpy(j->op_id, op->id, sizeof j->op_id);
-        if (parent_op) {
-                Operation *parent = operation_find(m, parent_op);
+        if (spec->parent_op) {
+                Operation *parent = operation_find(m, spec->parent_op);
                 if (parent)
                         (void) strv_extend(&parent->children, s->id);
         }
@@ -574,12 +585,43 @@ int sandbox_create_full(Manager *m, const char *template_name, const char *name,
                 return error_set(reterr, ERROR_INTERNAL, "cannot start a worker thread: %s", strerror(-r)) ?: r;
         }
         *ret_op = op;
-        *ret_sandbox = s;
         return 0;
 fail:
         sandbox_free(s);
         create_job_free(j);
         return r;
+}
+
+int sandbox_create(Manager *m, const SandboxSpec *spec, Operation **ret_op, Sandbox **ret_sandbox, Error *reterr) {
+        CreatePlan p;
+        Sandbox *s;
+        CreateJob *j;
+        int r;
+
+        r = create_plan(m, spec, &p, reterr);
+        if (r < 0)
+                return r;
+        if (create_poolable(spec, &p)) {
+                r = pool_take(m, p.template, spec->name, spec->env, ret_op, ret_sandbox, reterr);
+                if (r != 0)
+                        return r < 0 ? r : 0;
+        }
+        r = create_reserve_memory(m, spec, p.memory_mib, reterr);
+        if (r < 0)
+                return r;
+        r = create_sandbox_new(m, spec, &p, &s);
+        if (r < 0)
+                return r;
+        r = create_job_new(m, spec, &p, s, &j);
+        if (r < 0) {
+                sandbox_free(s);
+                return r;
+        }
+        r = create_journal_and_start(m, spec, s, j, ret_op, reterr);
+        if (r < 0)
+                return r;
+        *ret_sandbox = s;
+        return 0;
 }
 
 /* ---- delete ---- */

@@ -92,16 +92,23 @@ Sandbox *sandbox_free(Sandbox *s);
 void sandbox_unlink(Manager *m, Sandbox *s);
 int sandbox_save(Sandbox *s);
 uint64_t manager_memory_in_use(Manager *m);
-int sandbox_create_start(Manager *m, const char *template_name, const char *name, unsigned vcpu,
-                         uint64_t memory_mib, uint64_t disk_mib, char **env, Operation **ret_op,
-                         Sandbox **ret_sandbox, Error *reterr);
-int sandbox_create_from(Manager *m, const char *template_name, const char *name, unsigned vcpu,
-                        uint64_t memory_mib, uint64_t disk_mib, char **env, const Checkpoint *source,
-                        const char *parent_op, Operation **ret_op, Sandbox **ret_sandbox, Error *reterr);
-int sandbox_create_full(Manager *m, const char *template_name, const char *name, unsigned vcpu,
-                        uint64_t memory_mib, uint64_t disk_mib, char **env, const Checkpoint *source,
-                        const char *parent_op, bool pooled, Operation **ret_op, Sandbox **ret_sandbox,
-                        Error *reterr);
+/* What a create makes: a sandbox from its template's base snapshot or, with source, from a checkpoint (a
+ * restore or one child of a fork). vcpu, memory_mib, disk_mib 0: the template's default. */
+typedef struct SandboxSpec {
+        const char *template_ref;  /* NAME[:TAG] or digest; with source, the name recorded: the image is the
+                                    * one the checkpoint was taken from */
+        const char *name;          /* NULL: none */
+        unsigned vcpu;
+        uint64_t memory_mib;
+        uint64_t disk_mib;
+        char **env;                /* the user's, on top of the template's */
+        const Checkpoint *source;
+        const char *parent_op;     /* a fork's operation, told when this child is made or fails */
+        bool pooled;               /* a warm pool member: hidden, left paused, never served from a pool */
+} SandboxSpec;
+/* Journals the sandbox and its create operation and starts the worker; a create of the template's default
+ * shape is served from its warm pool when that has a member. */
+int sandbox_create(Manager *m, const SandboxSpec *spec, Operation **ret_op, Sandbox **ret_sandbox, Error *reterr);
 int sandbox_delete_start(Manager *m, Sandbox *s, bool force, Operation **ret_op, Error *reterr);
 int manager_reconcile(Manager *m);
 void sandbox_cleanup_vm_files(pid_t pid, const char *run_dir, const char *data_dir);
@@ -138,6 +145,9 @@ unsigned pool_count(Manager *m, const char *template_name, bool ready_only);
  * sandbox and its create operation, 0 when the pool has none. */
 int pool_take(Manager *m, const Template *t, const char *name, char **env, Operation **ret_op, Sandbox **ret,
               Error *reterr);
+/* Makes room for a user's create of need_mib by removing as few ready members as that takes (none when even
+ * all of them would not do). Returns 0 when it fits, -ENOSPC with what stays in use otherwise. */
+int pool_evict_for(Manager *m, uint64_t need_mib, uint64_t *ret_in_use);
 
 /* lifecycle.c: pause, resume, suspend, wake. */
 typedef enum LifecycleKind {
