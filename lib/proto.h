@@ -2,7 +2,7 @@
 #pragma once
 
 /*
- * The host <-> guest channel (DESIGN.md decision 3).
+ * The host <-> guest channel (ARCHITECTURE.md, decision 3).
  *
  * One virtio-serial port carries a byte stream of frames. Every frame is a fixed 12-byte header followed by
  * at most SPACE_FRAME_PAYLOAD_MAX bytes of payload:

@@ -144,7 +144,7 @@ static int bind_socket(const char *path, int *ret_fd) {
         return 0;
 }
 
-/* The TCP listener (decision 11: loopback only, API keys). A taken port is not fatal: the caller warns and
+/* The TCP listener (ARCHITECTURE.md, decision 11: loopback only, API keys). A taken port is not fatal: the caller warns and
  * keeps serving the unix socket. */
 static int bind_tcp(const char *setting, int *ret_fd) {
         struct sockaddr_storage sa;

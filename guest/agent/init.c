@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 
-/* INIT: the identity a sandbox gets after every boot, restore or fork (DESIGN.md decision 4): hostname,
+/* INIT: the identity a sandbox gets after every boot, restore or fork (ARCHITECTURE.md, decision 4): hostname,
  * clock, RNG reseed, sandbox id, and the default environment for later EXECs; after a create, also the size
  * the root filesystem must grow to (disk.c). */
 

@@ -46,7 +46,7 @@ void api_post_wake(Request *r, const RouteArgs *a) {
         post_lifecycle(r, a, LIFECYCLE_WAKE);
 }
 
-/* A sandbox that is used while suspended is woken first (decision 6): the request is parked on the wake
+/* A sandbox that is used while suspended is woken first (ARCHITECTURE.md, decision 6): the request is parked on the wake
  * operation and routed again when it finishes. Returns 1 when s can be used now, 0 when the request was
  * parked, < 0 when it was answered with an error. */
 int api_ensure_awake(Request *r, Sandbox *s) {

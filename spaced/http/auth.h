@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #pragma once
 
-/* API keys for the TCP listener (decision 11). A key is "e2b_" + 40 lowercase hex (E2B SDKs accept the
+/* API keys for the TCP listener (ARCHITECTURE.md, decision 11). A key is "e2b_" + 40 lowercase hex (E2B SDKs accept the
  * shape); its first 8 hex are the key's id, kept in clear to find the row. The whole key is stored only as a
  * crypt(3) SHA-256 hash ("$5$", libcrypt) and shown once, when minted. */
 

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #pragma once
 
-/* The template store (decision 5): images under $state/templates/sha256-<hex>/ (rootfs.ext4, config.json),
+/* The template store (ARCHITECTURE.md, decision 5): images under $state/templates/sha256-<hex>/ (rootfs.ext4, config.json),
  * their rows and tags in SQLite, references, removal and gc (template.c), and imports (template-import.c). */
 
 #include <cjson/cJSON.h>

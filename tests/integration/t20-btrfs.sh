@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
-# The btrfs disk store (issue 5, DESIGN decision 5): the state dir is a loop-mounted 3 GiB btrfs. Sandboxes'
+# The btrfs disk store (issue 5; ARCHITECTURE.md, decision 5): the state dir is a loop-mounted 3 GiB btrfs. Sandboxes'
 # disks are raw files alone in subvolumes, reflinked from the base snapshot's disk (shared extents, no qcow2
 # anywhere); a checkpoint is a read-only snapshot, forks and restores writable snapshots of it; forks
 # diverge; suspend/wake, --disk growth and ENOSPC work on raw disks; a kill -9 while a checkpoint's snapshot
