@@ -35,8 +35,18 @@ for i in 1 2 3; do
         check_rc "op ls --json --sandbox (sandbox $i)" 0 sc op ls --json --sandbox "$id"
         check_eq "  ... two creates, both succeeded: the pool's and the user's" "create:succeeded create:succeeded" \
                 "$(json "$OUT" '" ".join(o["kind"] + ":" + o["state"] for o in d["operations"])')"
+        check_eq "  ... the pool's create was made, the user's was served from the pool" "False True" \
+                "$(json "$OUT" '" ".join(sorted(str(o.get("from_pool")) for o in d["operations"]))')"
         check_eq "  ... and it is running" running "$(state_of "$id")"
 done
+# Not the template's default shape: made, not served from the pool.
+check_rc "create --memory 320" 0 sc create --memory 320
+BIG=$(cat "$OUT")
+check_rc "op ls --json --sandbox (memory 320)" 0 sc op ls --json --sandbox "$BIG"
+check_eq "  ... one create, not from the pool" "create:False" \
+        "$(json "$OUT" '" ".join(o["kind"] + ":" + str(o.get("from_pool")) for o in d["operations"])')"
+check_eq "  ... and it is not one of the warm members" 0 "$(grep -cw -- "$BIG" <<<"$MEMBERS")"
+check_rc "rm the 320 MiB sandbox" 0 sc rm -f "$BIG"
 seen=""
 for i in 1 2 3; do
         id=${IDS[$((i - 1))]}
