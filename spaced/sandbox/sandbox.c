@@ -593,7 +593,7 @@ fail:
 }
 
 int sandbox_create(Manager *m, const SandboxSpec *spec, Operation **ret_op, Sandbox **ret_sandbox, Error *reterr) {
-        CreatePlan p;
+        CreatePlan p = {};
         Sandbox *s;
         CreateJob *j;
         int r;
