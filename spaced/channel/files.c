@@ -80,6 +80,22 @@ static void protocol_error(FileXfer *x, const char *what) {
         xfer_fail(x, ERROR_PROTOCOL_ERROR, msg ?: what, true);
 }
 
+void file_xfer_detach(FileXfer *x, Request *r) {
+        if (x->request == r)
+                x->request = NULL;
+        if (r->stream.userdata == x)
+                r->stream = (HttpStream) {};
+        xfer_maybe_free(x);
+}
+
+static void xfer_detach(void *userdata, Request *r) {
+        file_xfer_detach(userdata, r);
+}
+
+FileXfer *file_xfer_of(Request *r) {
+        return r->stream.detach == xfer_detach ? r->stream.userdata : NULL;
+}
+
 int file_xfer_start(Request *r, Sandbox *s, const char *op, const char *path, const SpaceBuf *kv, FileXfer **ret) {
         FileXfer *x;
         int q;
@@ -115,18 +131,10 @@ int file_xfer_start(Request *r, Sandbox *s, const char *op, const char *path, co
                                           strerror(-q)) ?: q;
         }
         x->request = r;
-        r->file = x;
+        r->stream = (HttpStream) { .detach = xfer_detach, .userdata = x };
         touch(x);
         *ret = x;
         return 0;
-}
-
-void file_xfer_detach(FileXfer *x, Request *r) {
-        if (x->request == r)
-                x->request = NULL;
-        if (r->file == x)
-                r->file = NULL;
-        xfer_maybe_free(x);
 }
 
 void file_xfer_lost(FileXfer *x, const char *message) {
@@ -586,8 +594,8 @@ int file_xfer_finish_upload(FileXfer *x) {
         return 0;
 }
 
-static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max) {
-        FileXfer *x = cls;
+static ssize_t stream_read(void *userdata, char *buf, size_t max) {
+        FileXfer *x = userdata;
         bool list = streq(x->op, "list");
         size_t n = x->out.len - x->out_off;
 
@@ -618,17 +626,13 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max) {
                 /* a cut-short body: the client sees the transfer fail instead of a truncated file */
                 log_warning("sandbox %s: %s of %s ended early: %s", x->sandbox_id, x->op, x->path,
                             x->error_message ?: "?");
-                return MHD_CONTENT_READER_END_WITH_ERROR;
+                return HTTP_STREAM_ERROR;
         }
-        if (x->eof)
-                return MHD_CONTENT_READER_END_OF_STREAM;
-        if (x->request)
-                http_suspend(x->request);
-        return 0;
+        return x->eof ? HTTP_STREAM_END : 0;
 }
 
-static void stream_done(void *cls) {
-        FileXfer *x = cls;
+static void stream_done(void *userdata) {
+        FileXfer *x = userdata;
 
         x->response_live = false;
         xfer_maybe_free(x);
@@ -636,28 +640,27 @@ static void stream_done(void *cls) {
 
 int file_xfer_respond_stream(FileXfer *x, Request *r) {
         bool list = streq(x->op, "list");
-        struct MHD_Response *resp;
-        enum MHD_Result q;
-        char v[32];
+        const char *headers[7] = { "Content-Type", list ? "application/json" : "application/octet-stream" };
+        char mode[32], mtime[32];
+        int q;
 
-        resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 64 * 1024, stream_read, x, stream_done);
-        if (!resp)
-                return -ENOMEM;
-        x->response_live = true;
-        MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, list ? "application/json" : "application/octet-stream");
         if (!list) {
                 FileEntry e;
 
                 if (file_xfer_reply_entry(x, &e) >= 0) {
-                        snprintf(v, sizeof v, "%04o", e.mode);
-                        MHD_add_response_header(resp, "X-Space-Mode", v);
-                        snprintf(v, sizeof v, "%" PRId64, e.mtime);
-                        MHD_add_response_header(resp, "X-Space-Mtime", v);
+                        snprintf(mode, sizeof mode, "%04o", e.mode);
+                        snprintf(mtime, sizeof mtime, "%" PRId64, e.mtime);
+                        headers[2] = "X-Space-Mode";
+                        headers[3] = mode;
+                        headers[4] = "X-Space-Mtime";
+                        headers[5] = mtime;
                 }
         }
-        q = MHD_queue_response(r->connection, MHD_HTTP_OK, resp);
-        MHD_destroy_response(resp);
-        r->responded = true;
-        http_set_streaming(r);
-        return q == MHD_YES ? 0 : -EIO;
+        r->stream.read = stream_read;
+        r->stream.release = stream_done;
+        x->response_live = true;
+        q = http_respond_stream(r, headers);
+        if (q == -ENOMEM)
+                x->response_live = false; /* no response was made */
+        return q;
 }

@@ -75,9 +75,11 @@ struct FileXfer {
 };
 
 /* Sends FILE with kv (op= and path= among them) on a new stream of s's channel; the transfer serves r
- * (r->file). Responds to r itself when that fails (returns < 0 then). */
+ * (r->stream, detached when r ends). Responds to r itself when that fails (returns < 0 then). */
 int file_xfer_start(Request *r, Sandbox *s, const char *op, const char *path, const SpaceBuf *kv, FileXfer **ret);
-/* The request is done with it (request_free). */
+/* The transfer r serves, or NULL. */
+FileXfer *file_xfer_of(Request *r);
+/* The request is done with it (when r ends, through r->stream). */
 void file_xfer_detach(FileXfer *x, Request *r);
 
 /* From the channel (agent.c). */

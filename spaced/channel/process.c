@@ -8,7 +8,6 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "base64.h"
 #include "core/log.h"
 #include "macro.h"
 #include "paths.h"
@@ -16,6 +15,7 @@
 #include "core/util.h"
 #include "sandbox/sandbox.h"
 #include "channel/channel.h"
+#include "http/sse.h"
 
 /* Processes: events in, credit out, clients reading at their own pace. See process.h. */
 
@@ -397,30 +397,10 @@ static void note_output(Process *p, uint8_t fd, uint32_t n) {
 
 /* ---- clients ---- */
 
+/* Output is binary: base64 in the event; the others are one-line JSON. */
 static int client_format(ProcessClient *c, uint64_t id, uint8_t type, const uint8_t *data, size_t n) {
-        char head[96];
-        int k;
-
-        c->pending.len = 0;
         c->pending_off = 0;
-        k = snprintf(head, sizeof head, "id: %" PRIu64 "\nevent: %s\ndata: ", id, event_type_to_string(type));
-        if (space_buf_append(&c->pending, head, (size_t) k) < 0)
-                return -ENOMEM;
-        if (event_type_is_data(type)) {
-                size_t need = c->pending.len + base64_encoded_len(n) + 2;
-
-                if (need > c->pending.cap) {
-                        uint8_t *d = realloc(c->pending.data, need);
-                        if (!d)
-                                return -ENOMEM;
-                        c->pending.data = d;
-                        c->pending.cap = need;
-                }
-                base64_encode(data, n, (char *) c->pending.data + c->pending.len);
-                c->pending.len += base64_encoded_len(n);
-        } else if (space_buf_append(&c->pending, data, n) < 0)
-                return -ENOMEM;
-        return space_buf_append(&c->pending, "\n\n", 2);
+        return sse_format_event(&c->pending, id, event_type_to_string(type), data, n, event_type_is_data(type));
 }
 
 static void client_took(ProcessClient *c, uint64_t id, uint8_t type, size_t n) {
@@ -502,8 +482,8 @@ static int client_next(ProcessClient *c) {
         return 1;
 }
 
-static ssize_t client_read(void *cls, uint64_t pos, char *buf, size_t max) {
-        ProcessClient *c = cls;
+static ssize_t client_read(void *userdata, char *buf, size_t max) {
+        ProcessClient *c = userdata;
         size_t n = 0;
 
         while (n < max) {
@@ -526,11 +506,7 @@ static ssize_t client_read(void *cls, uint64_t pos, char *buf, size_t max) {
         flow_update(c->process);
         if (n > 0)
                 return (ssize_t) n;
-        if (c->finished)
-                return MHD_CONTENT_READER_END_OF_STREAM;
-        if (c->request)
-                http_suspend(c->request);
-        return 0;
+        return c->finished ? HTTP_STREAM_END : 0;
 }
 
 static void client_free(ProcessClient *c) {
@@ -543,19 +519,19 @@ static void client_free(ProcessClient *c) {
                 }
         if (c->follow)
                 p->n_following--;
-        if (c->request && c->request->stream == p)
-                c->request->stream = NULL;
+        if (c->request && c->request->stream.userdata == c)
+                c->request->stream = (HttpStream) {};
         log_reader_done(&c->reader);
         space_buf_done(&c->pending);
         free(c);
 }
 
 static void process_release(Process *p);
+static void client_detach(void *userdata, Request *r);
 
 int process_attach(Process *p, Request *r, uint64_t after_id, bool follow, bool release) {
-        struct MHD_Response *resp;
         ProcessClient *c;
-        enum MHD_Result q;
+        int q;
 
         c = calloc(1, sizeof *c);
         if (!c)
@@ -565,56 +541,48 @@ int process_attach(Process *p, Request *r, uint64_t after_id, bool follow, bool 
         c->reader = LOG_READER_INIT;
         c->follow = follow && !p->ended;
         c->cursor = after_id > p->last_id && !p->ended ? p->last_id : after_id;
-        resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 64 * 1024, client_read, c, NULL);
-        if (!resp) {
-                free(c);
-                return -ENOMEM;
-        }
         c->next = p->clients;
         p->clients = c;
         if (c->follow)
                 p->n_following++;
-        r->stream = p;
-        MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "text/event-stream");
-        MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
-        q = MHD_queue_response(r->connection, MHD_HTTP_OK, resp);
-        MHD_destroy_response(resp);
-        r->responded = true;
+        r->stream = (HttpStream) { .read = client_read, .detach = client_detach, .userdata = c };
+        q = sse_respond(r);
+        if (q == -ENOMEM) {
+                /* no response was made: nothing will read from the client */
+                client_free(c);
+                return q;
+        }
         if (release && p->state == PROCESS_HELD)
                 process_release(p);
         flow_update(p);
-        return q == MHD_YES ? 0 : -EIO;
+        return q;
 }
 
-void process_detach_stream(Process *p, Request *r) {
-        if (p->creator == r) {
-                /* The client gave up before it learned the session: nobody can attach, so end it. */
-                p->creator = NULL;
-                r->stream = NULL;
-                if (!p->ended) {
-                        (void) process_signal(p, SIGKILL);
-                        if (p->state == PROCESS_STARTING)
-                                end_with_error(p, PROCESS_LOST, ERROR_CANCELLED, "the session's creator went away");
-                }
-                process_maybe_free(p);
-                return;
-        }
-        for (ProcessClient *c = p->clients; c; c = c->next)
-                if (c->request == r) {
-                        c->request = NULL;
-                        client_free(c);
-                        break;
-                }
-        r->stream = NULL;
+/* The request of a stream ended. */
+static void client_detach(void *userdata, Request *r) {
+        ProcessClient *c = userdata;
+        Process *p = c->process;
+
+        c->request = NULL;
+        client_free(c);
         /* The slowest client may be gone: credit may flow again. */
         flow_update(p);
         process_maybe_free(p);
 }
 
-void process_detach_upload(Process *p, Request *r) {
-        if (p->upload == r)
-                p->upload = NULL;
-        r->upload = NULL;
+/* The request of POST /sessions ended. */
+static void creator_detach(void *userdata, Request *r) {
+        Process *p = userdata;
+
+        if (p->creator != r)
+                return;
+        /* The client gave up before it learned the session: nobody can attach, so end it. */
+        p->creator = NULL;
+        if (!p->ended) {
+                (void) process_signal(p, SIGKILL);
+                if (p->state == PROCESS_STARTING)
+                        end_with_error(p, PROCESS_LOST, ERROR_CANCELLED, "the session's creator went away");
+        }
         process_maybe_free(p);
 }
 
@@ -757,7 +725,7 @@ int process_session_create(Request *r, Sandbox *s, const ExecSpec *spec) {
         }
         memcpy(p->session_id, "ses-", 4);
         p->creator = r;
-        r->stream = p;
+        r->stream = (HttpStream) { .detach = creator_detach, .userdata = p };
         http_suspend(r);
         return 0;
 }
@@ -810,30 +778,30 @@ int process_check_token(Process *p, const char *token) {
         return r;
 }
 
-void process_session_reply(Request *r) {
-        Process *p = r->stream;
+bool process_session_reply(Request *r) {
+        Process *p = r->stream.userdata;
         const SessionToken *t;
         char ts[32], url[160];
         cJSON *o;
 
-        if (!p)
-                return;
+        if (r->stream.detach != creator_detach)
+                return false;
         if (p->state == PROCESS_STARTING && !p->ended) {
                 http_suspend(r); /* a spurious wake-up: keep waiting for STARTED */
-                return;
+                return true;
         }
         p->creator = NULL;
-        r->stream = NULL;
+        r->stream = (HttpStream) {};
         if (p->pid <= 0) {
                 ErrorCode code = p->error_code != ERROR_NONE ? p->error_code : ERROR_EXEC_FAILED;
 
                 http_respond_error(r, code, "%s", p->error_message ?: "the process could not be created");
                 process_maybe_free(p);
-                return;
+                return true;
         }
         if (process_session_token(p, &t) < 0) {
                 http_respond_error(r, ERROR_INTERNAL, "cannot make an attach token");
-                return;
+                return true;
         }
         format_rfc3339(t->expires_at, ts);
         snprintf(url, sizeof url, "/v1/sandboxes/%s/sessions/%s/stream", p->sandbox_id, p->session_id);
@@ -844,6 +812,7 @@ void process_session_reply(Request *r) {
         cJSON_AddStringToObject(o, "expires_at", ts);
         cJSON_AddStringToObject(o, "stream_url", url);
         http_respond_json(r, 201, o);
+        return true;
 }
 
 /* ---- lookups ---- */
@@ -1029,7 +998,16 @@ int process_resize(Process *p, unsigned rows, unsigned cols) {
         return agent_send(p->agent, SPACE_F_RESIZE, 0, p->stream, b, 4);
 }
 
-size_t process_upload(Process *p, Request *r, const char *data, size_t n) {
+/* A stdin upload: the process is looked up by pid for every chunk (it may end meanwhile); `waiting` is set
+ * only while the request waits for credit. */
+typedef struct StdinUpload {
+        Manager *manager;
+        char sandbox_id[SANDBOX_ID_LEN + 1];
+        int pid;
+        Process *waiting;
+} StdinUpload;
+
+static size_t process_upload(Process *p, StdinUpload *u, Request *r, const char *data, size_t n) {
         size_t sent = 0;
 
         while (sent < n && p->stdin_credit.available > 0 && !p->ended && p->agent) {
@@ -1051,10 +1029,54 @@ size_t process_upload(Process *p, Request *r, const char *data, size_t n) {
         }
         if (sent < n) {
                 p->upload = r;
-                r->upload = p;
+                u->waiting = p;
                 http_suspend(r);
         }
         return sent;
+}
+
+static size_t stdin_write(void *userdata, Request *r, const char *data, size_t n) {
+        StdinUpload *u = userdata;
+        Sandbox *s;
+        Process *p;
+
+        if (u->waiting) {
+                p = u->waiting;
+                p->upload = NULL;
+                u->waiting = NULL;
+                (void) process_maybe_free(p);
+        }
+        s = sandbox_find_by_id(u->manager, u->sandbox_id);
+        p = s && u->pid > 0 ? process_find_by_pid(s, u->pid) : NULL;
+        if (!p || p->stdin_closed) {
+                r->upload_failed = true;
+                return n;
+        }
+        return process_upload(p, u, r, data, n);
+}
+
+static void stdin_detach(void *userdata, Request *r) {
+        StdinUpload *u = userdata;
+        Process *p = u->waiting;
+
+        free(u);
+        if (!p)
+                return;
+        if (p->upload == r)
+                p->upload = NULL;
+        process_maybe_free(p);
+}
+
+int process_upload_begin(Request *r, Sandbox *s, int pid) {
+        StdinUpload *u = calloc(1, sizeof *u);
+
+        if (!u)
+                return -ENOMEM;
+        u->manager = s->manager;
+        memcpy(u->sandbox_id, s->id, sizeof u->sandbox_id);
+        u->pid = pid;
+        r->upload = (HttpUpload) { .write = stdin_write, .detach = stdin_detach, .userdata = u };
+        return 0;
 }
 
 /* ---- from the channel ---- */

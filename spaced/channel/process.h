@@ -116,10 +116,11 @@ const char *process_state_to_string(ProcessState s);
 
 /* POST /processes: starts the process and answers r with its SSE stream. */
 int process_exec(Request *r, Sandbox *s, const ExecSpec *spec);
-/* POST /sessions: forks the process held; r is suspended until the pid is known (r->stream = process), then
- * the handler runs again and calls process_session_reply(). */
+/* POST /sessions: forks the process held; r is suspended until the pid is known, then the handler runs again
+ * and calls process_session_reply(). */
 int process_session_create(Request *r, Sandbox *s, const ExecSpec *spec);
-void process_session_reply(Request *r);
+/* Answers r if it waits for a session it created: true then (answered, or still waiting). */
+bool process_session_reply(Request *r);
 /* A fresh attach token (kept with the process; the oldest goes when there are too many). */
 int process_session_token(Process *p, const SessionToken **ret);
 /* 0 when token is one of p's and valid; -EKEYEXPIRED, -EACCES otherwise. Constant time per token. */
@@ -141,9 +142,8 @@ cJSON *process_record_to_json(const ProcessRecord *rec);
 int process_signal(Process *p, int sig);
 int process_close_stdin(Process *p);
 int process_resize(Process *p, unsigned rows, unsigned cols);
-size_t process_upload(Process *p, Request *r, const char *data, size_t n);
-void process_detach_stream(Process *p, Request *r);
-void process_detach_upload(Process *p, Request *r);
+/* POST stdin: r's body goes to the stdin of the process pid of s as credit allows (r->upload). */
+int process_upload_begin(Request *r, Sandbox *s, int pid);
 
 /* From the channel (agent.c). */
 void process_on_frame(Process *p, const SpaceFrameHeader *h, const uint8_t *payload);

@@ -202,28 +202,29 @@ static void respond_entry(Request *r, FileXfer *x, const char *path, unsigned st
         http_respond_json(r, status, file_entry_to_json(path, &e));
 }
 
-/* Sends the operation and parks the request until the answer. */
-static void start(Request *r, Sandbox *s, const char *op, const char *path, SpaceBuf *kv) {
+/* Sends the operation and parks the request until the answer; NULL when it answered instead. */
+static FileXfer *start(Request *r, Sandbox *s, const char *op, const char *path, SpaceBuf *kv) {
         FileXfer *x;
 
         if (space_kv_add(kv, "op", op) < 0 || space_kv_add(kv, "path", path) < 0) {
                 http_respond_error(r, ERROR_INTERNAL, "out of memory");
-                return;
+                return NULL;
         }
         if (file_xfer_start(r, s, op, path, kv, &x) < 0) {
                 if (!r->responded)
                         http_respond_error(r, ERROR_INTERNAL, "cannot start the file operation");
-                return;
+                return NULL;
         }
         http_suspend(r);
+        return x;
 }
 
 /* The request was routed again: 1 when its operation has finished (answer it), 0 when it is still waiting
  * (parked again), -1 when there is none yet. */
 static int rerun(Request *r) {
-        if (!r->file)
+        if (!file_xfer_of(r))
                 return -1;
-        if (r->file->state == FILE_XFER_SENT) {
+        if (file_xfer_of(r)->state == FILE_XFER_SENT) {
                 http_suspend(r);
                 return 0;
         }
@@ -238,10 +239,10 @@ static bool answered_entry(Request *r, int status) {
         if (k < 0)
                 return false;
         if (k > 0) {
-                if (r->file->state == FILE_XFER_FAILED)
-                        respond_failed(r, r->file);
+                if (file_xfer_of(r)->state == FILE_XFER_FAILED)
+                        respond_failed(r, file_xfer_of(r));
                 else
-                        respond_entry(r, r->file, r->file->path, status);
+                        respond_entry(r, file_xfer_of(r), file_xfer_of(r)->path, status);
         }
         return true;
 }
@@ -254,13 +255,13 @@ void api_get_file(Request *r, const RouteArgs *a) {
         Sandbox *s;
 
         if (rerun(r) > 0) {
-                if (r->file->state == FILE_XFER_FAILED)
-                        respond_failed(r, r->file);
-                else if (file_xfer_respond_stream(r->file, r) < 0 && !r->responded)
+                if (file_xfer_of(r)->state == FILE_XFER_FAILED)
+                        respond_failed(r, file_xfer_of(r));
+                else if (file_xfer_respond_stream(file_xfer_of(r), r) < 0 && !r->responded)
                         http_respond_error(r, ERROR_INTERNAL, "cannot answer the request");
                 return;
         }
-        if (r->file || !files_sandbox(r, a, &s) || query_path(r, "path", &path) < 0)
+        if (file_xfer_of(r) || !files_sandbox(r, a, &s) || query_path(r, "path", &path) < 0)
                 return;
         start(r, s, "read", path, &kv);
 }
@@ -272,7 +273,7 @@ void api_get_file_stat(Request *r, const RouteArgs *a) {
 
         if (answered_entry(r, 200))
                 return;
-        if (r->file || !files_sandbox(r, a, &s) || query_path(r, "path", &path) < 0)
+        if (file_xfer_of(r) || !files_sandbox(r, a, &s) || query_path(r, "path", &path) < 0)
                 return;
         if (flag_value(http_query(r, "follow")) && space_kv_add(&kv, "follow", "1") < 0)
                 return (void) http_respond_error(r, ERROR_INTERNAL, "out of memory");
@@ -287,13 +288,13 @@ void api_get_file_list(Request *r, const RouteArgs *a) {
         Sandbox *s;
 
         if (rerun(r) > 0) {
-                if (r->file->state == FILE_XFER_FAILED)
-                        respond_failed(r, r->file);
-                else if (file_xfer_respond_stream(r->file, r) < 0 && !r->responded)
+                if (file_xfer_of(r)->state == FILE_XFER_FAILED)
+                        respond_failed(r, file_xfer_of(r));
+                else if (file_xfer_respond_stream(file_xfer_of(r), r) < 0 && !r->responded)
                         http_respond_error(r, ERROR_INTERNAL, "cannot answer the request");
                 return;
         }
-        if (r->file || !files_sandbox(r, a, &s) || query_path(r, "path", &path) < 0 ||
+        if (file_xfer_of(r) || !files_sandbox(r, a, &s) || query_path(r, "path", &path) < 0 ||
             query_number(r, "depth", 1, SPACE_FILE_LIST_DEPTH_MAX, &depth, &set) < 0)
                 return;
         if (space_kv_addf(&kv, "depth", "%lld", depth) < 0)
@@ -309,13 +310,13 @@ void api_delete_file(Request *r, const RouteArgs *a) {
         Sandbox *s;
 
         if (rerun(r) > 0) {
-                if (r->file->state == FILE_XFER_FAILED)
-                        respond_failed(r, r->file);
+                if (file_xfer_of(r)->state == FILE_XFER_FAILED)
+                        respond_failed(r, file_xfer_of(r));
                 else
                         http_respond_empty(r, 204);
                 return;
         }
-        if (r->file || !files_sandbox(r, a, &s) || query_path(r, "path", &path) < 0)
+        if (file_xfer_of(r) || !files_sandbox(r, a, &s) || query_path(r, "path", &path) < 0)
                 return;
         if (streq(path, "/"))
                 return (void) http_respond_error(r, ERROR_INVALID_PATH, "refusing to remove the sandbox's '/'");
@@ -330,7 +331,7 @@ void api_delete_file(Request *r, const RouteArgs *a) {
 static cJSON *json_route(Request *r, const RouteArgs *a, const char *const *fields, Sandbox **ret_s) {
         cJSON *o;
 
-        if (r->file || !files_sandbox(r, a, ret_s) || refuse_escaped_nul(r) < 0)
+        if (file_xfer_of(r) || !files_sandbox(r, a, ret_s) || refuse_escaped_nul(r) < 0)
                 return NULL;
         o = parse_body_object(r, fields);
         return o;
@@ -479,10 +480,22 @@ void api_post_file_attrs(Request *r, const RouteArgs *a) {
 
 /* ---- PUT /files ---- */
 
+/* The body, as it comes (r->upload); the transfer lives as long as r. */
+static size_t upload_write(void *userdata, Request *r, const char *data, size_t n) {
+        FileXfer *x = userdata;
+
+        if (x->state == FILE_XFER_OPEN)
+                return file_xfer_upload(x, r, data, n);
+        /* The write failed while the body came (no_space): the rest is dropped as it comes, which costs the
+         * daemon nothing but reading it, and the answer after the body says what went wrong. */
+        r->drained += n;
+        return n;
+}
+
 /*
  * Routed three times: from the headers (begin: start the write and park until the guest opened its
  * temporary file, or answer its error before any body is read), again from the headers when the guest
- * answered (let the body come: api_files_upload streams it), and after the body (send EOF, park until the
+ * answered (let the body come: upload_write streams it), and after the body (send EOF, park until the
  * guest renamed the file into place, answer with its entry).
  */
 void api_put_file(Request *r, const RouteArgs *a) {
@@ -491,7 +504,7 @@ void api_put_file(Request *r, const RouteArgs *a) {
         long long mtime = 0, uid = 0, gid = 0;
         bool mode_set, mtime_set, uid_set, gid_set;
         unsigned mode = 0;
-        FileXfer *x = r->file;
+        FileXfer *x = file_xfer_of(r);
         const char *raw;
         Sandbox *s;
 
@@ -535,20 +548,11 @@ void api_put_file(Request *r, const RouteArgs *a) {
             add_owner(&kv, uid_set, (uint64_t) uid, gid_set, (uint64_t) gid) < 0 ||
             (flag_value(http_query(r, "parents")) && space_kv_add(&kv, "parents", "1") < 0))
                 return (void) http_respond_error(r, ERROR_INTERNAL, "out of memory");
-        start(r, s, "write", path, &kv);
+        x = start(r, s, "write", path, &kv);
+        if (x)
+                r->upload = (HttpUpload) { .write = upload_write, .userdata = x };
 }
 
 void api_put_file_begin(Request *r, const RouteArgs *a) {
         api_put_file(r, a);
-}
-
-size_t api_files_upload(Request *r, const char *data, size_t n) {
-        FileXfer *x = r->file;
-
-        if (x->state == FILE_XFER_OPEN)
-                return file_xfer_upload(x, r, data, n);
-        /* The write failed while the body came (no_space): the rest is dropped as it comes, which costs the
-         * daemon nothing but reading it, and the answer after the body says what went wrong. */
-        r->drained += n;
-        return n;
 }

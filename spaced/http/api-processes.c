@@ -307,29 +307,8 @@ void api_stdin_begin(Request *r, const RouteArgs *a) {
                 r->upload_failed = true;
                 return;
         }
-        memcpy(r->upload_sandbox, s->id, sizeof r->upload_sandbox);
-        r->upload_pid = atoi(a->arg[1]);
-}
-
-size_t api_upload(Request *r, const char *data, size_t n) {
-        Sandbox *s;
-        Process *p;
-
-        if (r->file)
-                return api_files_upload(r, data, n);
-        if (r->upload) {
-                p = r->upload;
-                p->upload = NULL;
-                r->upload = NULL;
-                (void) process_maybe_free(p);
-        }
-        s = sandbox_find_by_id(http_manager(r->http), r->upload_sandbox);
-        p = s && r->upload_pid > 0 ? process_find_by_pid(s, r->upload_pid) : NULL;
-        if (!p || p->stdin_closed) {
+        if (process_upload_begin(r, s, atoi(a->arg[1])) < 0)
                 r->upload_failed = true;
-                return n;
-        }
-        return process_upload(p, r, data, n);
 }
 
 void api_post_stdin(Request *r, const RouteArgs *a) {

@@ -25,10 +25,8 @@ void api_post_sessions(Request *r, const RouteArgs *a) {
         cJSON *o;
 
         /* Run again once STARTED (or an error) arrived: answer now. */
-        if (r->stream) {
-                process_session_reply(r);
+        if (process_session_reply(r))
                 return;
-        }
         if (resolve_sandbox(r, a->arg[0], &s) < 0 || api_ensure_awake(r, s) <= 0)
                 return;
         o = parse_body_object(r, fields);

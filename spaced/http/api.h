@@ -3,6 +3,8 @@
 
 /* The /v1 API: the route table, and what the handler files share. */
 
+#include <microhttpd.h>
+
 #include "core/operation.h"
 #include "http/http.h"
 
@@ -39,7 +41,7 @@ typedef struct Route {
         const char *method;
         const char *pattern;
         void (*handler)(Request *r, const RouteArgs *a);
-        /* Set for routes whose body is streamed to the handler (api_upload) instead of collected. */
+        /* Set for routes whose body is streamed (the begin sets r->upload) instead of collected. */
         void (*begin)(Request *r, const RouteArgs *a);
         RouteAuth auth;
 } Route;
@@ -133,8 +135,6 @@ void api_post_file_mkdir(Request *r, const RouteArgs *a);
 void api_post_file_move(Request *r, const RouteArgs *a);
 void api_post_file_symlink(Request *r, const RouteArgs *a);
 void api_post_file_attrs(Request *r, const RouteArgs *a);
-/* PUT /files bodies: streamed to the guest (called by api_upload for requests with a file operation). */
-size_t api_files_upload(Request *r, const char *data, size_t n);
 
 /* api-sessions.c */
 void api_post_sessions(Request *r, const RouteArgs *a);

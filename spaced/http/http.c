@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #include <arpa/inet.h>
+#include <assert.h>
 #include <ctype.h>
 #include <errno.h>
 #include <netinet/in.h>
@@ -13,10 +14,8 @@
 
 #include "http/http.h"
 #include "http/api.h"
-#include "channel/files.h"
 #include "core/log.h"
 #include "macro.h"
-#include "channel/process.h"
 #include "core/util.h"
 
 /* MHD takes one listen socket per daemon: one daemon for the unix socket and one for TCP, sharing the
@@ -91,17 +90,34 @@ static int on_io(sd_event_source *s, int fd, uint32_t revents, void *userdata) {
         return 0;
 }
 
+/* A streaming response's link to its request: MHD may let the response go after the request. */
+typedef struct StreamBody {
+        Request *request;            /* NULL once the request is gone */
+        HttpStream stream;
+} StreamBody;
+
+void http_stream_detach(Request *r) {
+        HttpStream s = r->stream;
+
+        r->stream = (HttpStream) {};
+        if (s.detach)
+                s.detach(s.userdata, r);
+}
+
 static void request_free(Request *r) {
+        HttpUpload u;
+
         if (!r)
                 return;
         waiter_unlink(&r->waiter);
         sd_event_source_disable_unref(r->deadline_source);
-        if (r->stream)
-                process_detach_stream(r->stream, r);
-        if (r->upload)
-                process_detach_upload(r->upload, r);
-        if (r->file)
-                file_xfer_detach(r->file, r);
+        if (r->body_reader)
+                r->body_reader->request = NULL;
+        http_stream_detach(r);
+        u = r->upload;
+        r->upload = (HttpUpload) {};
+        if (u.detach)
+                u.detach(u.userdata, r);
         space_buf_done(&r->body);
         free(r);
 }
@@ -226,6 +242,53 @@ static int respond_unauthorized(Request *r, const char *message) {
 
 int http_respond_empty(Request *r, unsigned status) {
         return queue(r, status, MHD_create_response_from_buffer(0, NULL, MHD_RESPMEM_PERSISTENT));
+}
+
+static ssize_t stream_body_read(void *cls, uint64_t pos, char *buf, size_t max) {
+        StreamBody *b = cls;
+        ssize_t n = b->stream.read(b->stream.userdata, buf, max);
+
+        if (n == HTTP_STREAM_END)
+                return MHD_CONTENT_READER_END_OF_STREAM;
+        if (n < 0)
+                return MHD_CONTENT_READER_END_WITH_ERROR;
+        if (n == 0 && b->request)
+                http_suspend(b->request);
+        return n;
+}
+
+static void stream_body_free(void *cls) {
+        StreamBody *b = cls;
+
+        if (b->request)
+                b->request->body_reader = NULL;
+        if (b->stream.release)
+                b->stream.release(b->stream.userdata);
+        free(b);
+}
+
+int http_respond_stream(Request *r, const char *const *headers) {
+        struct MHD_Response *resp;
+        StreamBody *b;
+        int q;
+
+        assert(r->stream.read);
+        b = calloc(1, sizeof *b);
+        if (!b)
+                return -ENOMEM;
+        b->request = r;
+        b->stream = r->stream;
+        resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 64 * 1024, stream_body_read, b, stream_body_free);
+        if (!resp) {
+                free(b);
+                return -ENOMEM;
+        }
+        r->body_reader = b;
+        for (const char *const *h = headers; h && h[0] && h[1]; h += 2)
+                MHD_add_response_header(resp, h[0], h[1]);
+        q = queue(r, MHD_HTTP_OK, resp);
+        http_set_streaming(r);
+        return q;
 }
 
 const char *http_query(Request *r, const char *key) {
@@ -363,7 +426,12 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *connection, c
                         return r->drained > HTTP_DRAIN_MAX ? MHD_NO : MHD_YES;
                 }
                 if (r->kind == REQUEST_UPLOAD && !r->upload_failed) {
-                        size_t took = api_upload(r, upload_data, *upload_data_size);
+                        size_t took = *upload_data_size;
+
+                        if (r->upload.write)
+                                took = r->upload.write(r->upload.userdata, r, upload_data, took);
+                        else
+                                r->upload_failed = true; /* nobody takes it: dropped, the handler says so */
                         *upload_data_size -= took;
                         return MHD_YES;
                 }
@@ -385,8 +453,6 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *connection, c
                 return MHD_YES;
         }
         api_route(r);
-        if (r->stream)
-                http_set_streaming(r);
         return MHD_YES;
 }
 

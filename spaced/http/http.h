@@ -5,8 +5,9 @@
  * whose fd we watch; streaming responses suspend their connection while they have nothing to send. */
 
 #include <cjson/cJSON.h>
-#include <microhttpd.h>
 #include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
 
 #include "core/error.h"
 #include "core/waiter.h"
@@ -29,6 +30,30 @@ typedef enum RequestKind {
 } RequestKind;
 
 typedef struct Request Request;
+
+/* A streaming response body, fed by a subsystem object (a process's SSE client, a file download) that knows
+ * nothing of HTTP beyond Request. */
+#define HTTP_STREAM_END ((ssize_t) -1)   /* the body is complete */
+#define HTTP_STREAM_ERROR ((ssize_t) -2) /* cut short: the client sees the transfer fail, not a truncated body */
+typedef struct HttpStream {
+        /* Up to max bytes into buf: how many, HTTP_STREAM_END or HTTP_STREAM_ERROR; 0 = nothing now, the
+         * request is suspended until the object calls http_resume(). NULL for a request that only waits. */
+        ssize_t (*read)(void *userdata, char *buf, size_t max);
+        /* The request ends (answered, or the client went away): r is not to be used after this. */
+        void (*detach)(void *userdata, Request *r);
+        /* Optional: the response body will not be read again; it may outlive the request. */
+        void (*release)(void *userdata);
+        void *userdata;
+} HttpStream;
+
+/* A request body streamed to a subsystem object as it arrives (process stdin, a file upload). */
+typedef struct HttpUpload {
+        /* Takes body bytes: returns how many (fewer than n: the request is suspended until http_resume()). It
+         * sets r->upload_failed when the rest of the body is to be dropped. */
+        size_t (*write)(void *userdata, Request *r, const char *data, size_t n);
+        void (*detach)(void *userdata, Request *r);
+        void *userdata;
+} HttpUpload;
 
 struct Request {
         Http *http;
@@ -56,16 +81,12 @@ struct Request {
         char wait_op[OPERATION_ID_LEN + 1];
         bool rerun;          /* parked until a sandbox woke up: route it again when resumed */
         int wait_kind;
-        /* REQUEST_UPLOAD: the process whose stdin gets the body, looked up by pid for every chunk; `upload` is
-         * set only while the request waits for credit. */
-        char upload_sandbox[SANDBOX_ID_LEN + 1];
-        int upload_pid;
-        Process *upload;
+        /* REQUEST_UPLOAD: where the body goes; upload_failed: the rest of it is dropped (the handler says why). */
+        HttpUpload upload;
         bool upload_failed;
-        /* Set by process.c for SSE streams so a finished request can detach from its process. */
-        Process *stream;
-        /* A file operation this request runs (files.c). */
-        FileXfer *file;
+        /* What the request serves or waits for (a process stream, a file transfer): detached when it ends. */
+        HttpStream stream;
+        struct StreamBody *body_reader; /* the live streaming response, if any */
 };
 
 /* unix_fd: the API socket (peer credentials); tcp_fd: the TCP listener (API keys), or -1. */
@@ -76,13 +97,17 @@ Auth *http_auth(Http *h);
 /* "http://127.0.0.1:PORT" of the TCP listener, or NULL without one. */
 const char *http_api_url(Http *h);
 /* For long-lived responses (SSE): exempts the connection from the TCP idle timeout. Done automatically for
- * requests that set Request.stream. */
+ * requests answered with http_respond_stream(). */
 void http_set_streaming(Request *r);
 
 int http_respond_json(Request *r, unsigned status, cJSON *body);  /* takes ownership of body */
 /* {"code", "message"} with the code's HTTP status (core/error.h). */
 int http_respond_error(Request *r, ErrorCode code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 int http_respond_empty(Request *r, unsigned status);
+/* Answers 200 with a chunked body read from r->stream (set it first); headers: name, value, ..., NULL. */
+int http_respond_stream(Request *r, const char *const *headers);
+/* Detaches r from what it serves (calls r->stream.detach) and forgets it. */
+void http_stream_detach(Request *r);
 const char *http_query(Request *r, const char *key);
 const char *http_header(Request *r, const char *key);
 
@@ -95,7 +120,6 @@ void http_resume(Request *r);
 
 /* api.c */
 void api_route(Request *r);
-/* Decides, from the URL of a request that has just started, whether its body is streamed. */
+/* Decides, from the URL of a request that has just started, whether its body is streamed (the route's
+ * begin sets r->upload). */
 void api_classify(Request *r);
-/* Uploads: hands body bytes to the process; returns how many it took (0 = suspend until credit). */
-size_t api_upload(Request *r, const char *data, size_t n);

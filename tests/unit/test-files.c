@@ -28,7 +28,6 @@ static FileXfer *xfer(const char *op, const char *path) {
         x->credit_left = SPACE_STREAM_WINDOW;
         space_credit_init(&x->send_credit);
         x->request = &request;
-        request.file = x;
         return x;
 }
 
