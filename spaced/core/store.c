@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "macro.h"
+#include "core/schema.h"
 #include "core/store.h"
 #include "sandbox/sandbox.h"
 
@@ -13,62 +14,7 @@ struct Store {
         sqlite3 *db;
 };
 
-#define SCHEMA_VERSION 1
-
-static const char schema[] =
-        "CREATE TABLE IF NOT EXISTS sandboxes ("
-        "  id TEXT PRIMARY KEY NOT NULL,"
-        "  name TEXT UNIQUE,"
-        "  template TEXT NOT NULL,"
-        "  template_digest TEXT,"
-        "  state TEXT NOT NULL,"
-        "  vcpu INTEGER NOT NULL,"
-        "  memory_mib INTEGER NOT NULL,"
-        "  disk_mib INTEGER NOT NULL,"
-        "  env TEXT NOT NULL DEFAULT '[]',"
-        "  created_at INTEGER NOT NULL,"
-        "  qemu_pid INTEGER NOT NULL DEFAULT 0,"
-        "  run_dir TEXT,"
-        "  data_dir TEXT,"
-        "  error TEXT);"
-        "CREATE TABLE IF NOT EXISTS operations ("
-        "  id TEXT PRIMARY KEY NOT NULL,"
-        "  kind TEXT NOT NULL,"
-        "  state TEXT NOT NULL,"
-        "  sandbox_id TEXT,"
-        "  created_at INTEGER NOT NULL,"
-        "  finished_at INTEGER NOT NULL DEFAULT 0,"
-        "  error_code TEXT,"
-        "  error_message TEXT);"
-        /* API keys (spaced/auth.c): only a crypt(3) hash of each key */
-        "CREATE TABLE IF NOT EXISTS api_keys ("
-        "  id TEXT PRIMARY KEY NOT NULL,"
-        "  name TEXT,"
-        "  hash TEXT NOT NULL,"
-        "  created_at INTEGER NOT NULL,"
-        "  last_used_at INTEGER NOT NULL DEFAULT 0);"
-        /* processes (spaced/store-process.c): what ps and logs show, also after a restart */
-        "CREATE TABLE IF NOT EXISTS processes ("
-        "  sandbox_id TEXT NOT NULL REFERENCES sandboxes(id) ON DELETE CASCADE,"
-        "  pid INTEGER NOT NULL,"
-        "  stream INTEGER NOT NULL,"
-        "  session_id TEXT,"
-        "  argv TEXT NOT NULL DEFAULT '[]',"
-        "  cwd TEXT,"
-        "  pty INTEGER NOT NULL DEFAULT 0,"
-        "  state TEXT NOT NULL,"
-        "  exit_code INTEGER,"
-        "  signal INTEGER,"
-        "  timed_out INTEGER NOT NULL DEFAULT 0,"
-        "  timeout INTEGER NOT NULL DEFAULT 0,"
-        "  started_at INTEGER NOT NULL,"
-        "  exited_at INTEGER,"
-        "  last_event_id INTEGER NOT NULL DEFAULT 0,"
-        "  log_path TEXT,"
-        "  user TEXT,"
-        "  PRIMARY KEY (sandbox_id, pid));";
-
-static int sqlite_to_errno(int rc) {
+int sqlite_to_errno(int rc) {
         switch (rc) {
         case SQLITE_OK:
         case SQLITE_DONE:
@@ -94,9 +40,9 @@ static int sqlite_to_errno(int rc) {
 
 int store_open(const char *path, Store **ret, char **reterr_message) {
         _cleanup_free_ Store *s = calloc(1, sizeof *s);
+        _cleanup_free_ char *msg = NULL;
         char *err = NULL;
-        int rc, version = 0;
-        sqlite3_stmt *st;
+        int rc, r;
 
         if (!s)
                 return -ENOMEM;
@@ -109,36 +55,13 @@ int store_open(const char *path, Store **ret, char **reterr_message) {
                           NULL, NULL, &err);
         if (rc != SQLITE_OK)
                 goto fail;
-        rc = sqlite3_prepare_v2(s->db, "PRAGMA user_version", -1, &st, NULL);
-        if (rc != SQLITE_OK)
-                goto fail;
-        if (sqlite3_step(st) == SQLITE_ROW)
-                version = sqlite3_column_int(st, 0);
-        sqlite3_finalize(st);
-        if (version > SCHEMA_VERSION) {
+        r = schema_migrate(s->db, &msg);
+        if (r < 0) {
                 if (reterr_message)
-                        (void) asprintf(reterr_message,
-                                        "%s was written by a newer spaced (schema %d, this one knows %d)", path,
-                                        version, SCHEMA_VERSION);
+                        (void) asprintf(reterr_message, "%s: %s", path, msg ?: strerror(-r));
                 sqlite3_close(s->db);
-                return -EPROTONOSUPPORT;
+                return r;
         }
-        rc = sqlite3_exec(s->db, schema, NULL, NULL, &err);
-        if (rc != SQLITE_OK)
-                goto fail;
-        /* Columns added after the first release of the table: ADD COLUMN fails harmlessly when present. */
-        (void) sqlite3_exec(s->db, "ALTER TABLE sandboxes ADD COLUMN idle_timeout INTEGER NOT NULL DEFAULT 21600",
-                            NULL, NULL, NULL);
-        (void) sqlite3_exec(s->db, "ALTER TABLE sandboxes ADD COLUMN expires_at INTEGER NOT NULL DEFAULT 0", NULL,
-                            NULL, NULL);
-        (void) sqlite3_exec(s->db, "ALTER TABLE sandboxes ADD COLUMN on_expiry TEXT NOT NULL DEFAULT 'remove'",
-                            NULL, NULL, NULL);
-        (void) sqlite3_exec(s->db, "ALTER TABLE sandboxes ADD COLUMN last_active INTEGER NOT NULL DEFAULT 0", NULL,
-                            NULL, NULL);
-        (void) sqlite3_exec(s->db, "ALTER TABLE processes ADD COLUMN user TEXT", NULL, NULL, NULL);
-        rc = sqlite3_exec(s->db, "PRAGMA user_version = 1", NULL, NULL, &err);
-        if (rc != SQLITE_OK)
-                goto fail;
         *ret = TAKE_PTR(s);
         return 0;
 fail:

@@ -29,22 +29,6 @@
 #define CHECKPOINT_TIMEOUT_MS (600 * 1000)
 #define RESTORE_TIMEOUT_MS (120 * 1000)
 
-static const char schema[] = "CREATE TABLE IF NOT EXISTS checkpoints ("
-                             "  id TEXT PRIMARY KEY NOT NULL,"
-                             "  name TEXT UNIQUE,"
-                             "  sandbox_id TEXT NOT NULL,"
-                             "  template TEXT NOT NULL,"
-                             "  template_digest TEXT,"
-                             "  vcpu INTEGER NOT NULL,"
-                             "  memory_mib INTEGER NOT NULL,"
-                             "  disk_mib INTEGER NOT NULL,"
-                             "  env TEXT NOT NULL DEFAULT '[]',"
-                             "  disk TEXT NOT NULL,"
-                             "  state_path TEXT NOT NULL,"
-                             "  created_at INTEGER NOT NULL,"
-                             "  pause_usec INTEGER NOT NULL DEFAULT 0,"
-                             "  size_bytes INTEGER NOT NULL DEFAULT 0);";
-
 Checkpoint *checkpoint_free(Checkpoint *c) {
         if (!c)
                 return NULL;
@@ -147,9 +131,6 @@ int checkpoints_load(Manager *m) {
         sqlite3_stmt *st = NULL;
         int rc;
 
-        rc = sqlite3_exec(db, schema, NULL, NULL, NULL);
-        if (rc != SQLITE_OK)
-                return -EIO;
         rc = sqlite3_prepare_v2(db,
                                 "SELECT id, name, sandbox_id, template, template_digest, vcpu, memory_mib, disk_mib,"
                                 " env, disk, state_path, created_at, pause_usec, size_bytes FROM checkpoints"

@@ -23,9 +23,6 @@
 
 #define HANDOUT_TIMEOUT_MS 30000
 
-static const char schema[] = "CREATE TABLE IF NOT EXISTS pools (template TEXT PRIMARY KEY NOT NULL,"
-                             " size INTEGER NOT NULL);";
-
 static PoolConfig *pool_config_find(Manager *m, const char *template_name) {
         for (PoolConfig *p = m->pools; p; p = p->next)
                 if (streq(p->template_name, template_name))
@@ -38,8 +35,6 @@ int pools_load(Manager *m) {
         sqlite3_stmt *st = NULL;
         int rc;
 
-        if (sqlite3_exec(db, schema, NULL, NULL, NULL) != SQLITE_OK)
-                return -EIO;
         rc = sqlite3_prepare_v2(db, "SELECT template, size FROM pools", -1, &st, NULL);
         if (rc != SQLITE_OK)
                 return -EIO;

@@ -37,20 +37,6 @@
 
 #define BUILTIN_SYNC_MAX (64ULL << 20) /* builtins up to this size are imported before the daemon serves */
 
-static const char schema[] =
-        "CREATE TABLE IF NOT EXISTS templates ("
-        "  digest TEXT PRIMARY KEY NOT NULL,"
-        "  size_bytes INTEGER NOT NULL DEFAULT 0,"
-        "  image_bytes INTEGER NOT NULL DEFAULT 0,"
-        "  files INTEGER NOT NULL DEFAULT 0,"
-        "  created_at INTEGER NOT NULL,"
-        "  source TEXT,"
-        "  source_digest TEXT,"
-        "  config TEXT NOT NULL DEFAULT '{}');"
-        "CREATE TABLE IF NOT EXISTS template_tags ("
-        "  tag TEXT PRIMARY KEY NOT NULL,"
-        "  digest TEXT NOT NULL);";
-
 Template *template_free(Template *t) {
         if (!t)
                 return NULL;
@@ -1015,8 +1001,6 @@ int templates_load(Manager *m) {
         _cleanup_free_ char *root = NULL;
         int r;
 
-        if (sqlite3_exec(store_db(m->store), schema, NULL, NULL, NULL) != SQLITE_OK)
-                return -EIO;
         r = templates_dir(m, &root);
         if (r < 0)
                 return r;

@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 
-/* spaced/store.c against a real SQLite file: every field of sandboxes and operations survives a round trip
+/* spaced/core/store.c against a real SQLite file: every field of sandboxes and operations survives a round trip
  * and a daemon restart, names are unique unless NULL, pruning keeps running operations, and a database
- * from a newer daemon or a garbage file is refused rather than crashed on. */
+ * from a newer daemon or a garbage file is refused rather than crashed on. The migrations (core/schema.c):
+ * each runs once, a database from before them is completed and keeps its rows, a failure is reported. */
 
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE /* asprintf */
@@ -25,8 +26,12 @@
 #include "sandbox/sandbox.h"
 #include "disk/disk.h"
 #include "template/template.h"
+#include "core/schema.h"
 #include "core/store.h"
 #include "tap.h"
+
+#define STR_(x) #x
+#define STR(x) STR_(x)
 
 #define ID_A "0123456789abcdef0123456789abcdef"
 #define ID_B "11111111111111111111111111111111"
@@ -210,6 +215,70 @@ static long long sql_int(const char *path, const char *sql) {
         return v;
 }
 
+/* The tables of sandboxes and operations as spaced wrote them before the ADD COLUMNs (idle_timeout, expires_at,
+ * on_expiry, last_active, processes.user), with api_keys and processes as first released. */
+static const char old_store_schema[] =
+        "CREATE TABLE sandboxes (id TEXT PRIMARY KEY NOT NULL, name TEXT UNIQUE, template TEXT NOT NULL,"
+        " template_digest TEXT, state TEXT NOT NULL, vcpu INTEGER NOT NULL, memory_mib INTEGER NOT NULL,"
+        " disk_mib INTEGER NOT NULL, env TEXT NOT NULL DEFAULT '[]', created_at INTEGER NOT NULL,"
+        " qemu_pid INTEGER NOT NULL DEFAULT 0, run_dir TEXT, data_dir TEXT, error TEXT);"
+        "CREATE TABLE operations (id TEXT PRIMARY KEY NOT NULL, kind TEXT NOT NULL, state TEXT NOT NULL,"
+        " sandbox_id TEXT, created_at INTEGER NOT NULL, finished_at INTEGER NOT NULL DEFAULT 0, error_code TEXT,"
+        " error_message TEXT);"
+        "CREATE TABLE api_keys (id TEXT PRIMARY KEY NOT NULL, name TEXT, hash TEXT NOT NULL,"
+        " created_at INTEGER NOT NULL, last_used_at INTEGER NOT NULL DEFAULT 0);"
+        "CREATE TABLE processes (sandbox_id TEXT NOT NULL REFERENCES sandboxes(id) ON DELETE CASCADE,"
+        " pid INTEGER NOT NULL, stream INTEGER NOT NULL, session_id TEXT, argv TEXT NOT NULL DEFAULT '[]',"
+        " cwd TEXT, pty INTEGER NOT NULL DEFAULT 0, state TEXT NOT NULL, exit_code INTEGER, signal INTEGER,"
+        " timed_out INTEGER NOT NULL DEFAULT 0, timeout INTEGER NOT NULL DEFAULT 0, started_at INTEGER NOT NULL,"
+        " exited_at INTEGER, last_event_id INTEGER NOT NULL DEFAULT 0, log_path TEXT, PRIMARY KEY (sandbox_id, pid));";
+
+/* The tables that template.c, checkpoint.c and pool.c created themselves, after store_open. */
+static const char old_module_schema[] =
+        "CREATE TABLE templates (digest TEXT PRIMARY KEY NOT NULL, size_bytes INTEGER NOT NULL DEFAULT 0,"
+        " image_bytes INTEGER NOT NULL DEFAULT 0, files INTEGER NOT NULL DEFAULT 0, created_at INTEGER NOT NULL,"
+        " source TEXT, source_digest TEXT, config TEXT NOT NULL DEFAULT '{}');"
+        "CREATE TABLE template_tags (tag TEXT PRIMARY KEY NOT NULL, digest TEXT NOT NULL);"
+        "CREATE TABLE checkpoints (id TEXT PRIMARY KEY NOT NULL, name TEXT UNIQUE, sandbox_id TEXT NOT NULL,"
+        " template TEXT NOT NULL, template_digest TEXT, vcpu INTEGER NOT NULL, memory_mib INTEGER NOT NULL,"
+        " disk_mib INTEGER NOT NULL, env TEXT NOT NULL DEFAULT '[]', disk TEXT NOT NULL, state_path TEXT NOT NULL,"
+        " created_at INTEGER NOT NULL, pause_usec INTEGER NOT NULL DEFAULT 0, size_bytes INTEGER NOT NULL DEFAULT 0);"
+        "CREATE TABLE pools (template TEXT PRIMARY KEY NOT NULL, size INTEGER NOT NULL);";
+
+static int sql_create(const char *path, const char *sql) {
+        sqlite3 *db = NULL;
+        int rc;
+
+        rc = sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL);
+        if (rc == SQLITE_OK)
+                rc = sqlite3_exec(db, sql, NULL, NULL, NULL);
+        sqlite3_close(db);
+        return rc;
+}
+
+static long long count_tables(const char *path) {
+        return sql_int(path, "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name IN ('sandboxes',"
+                             " 'operations', 'api_keys', 'processes', 'templates', 'template_tags', 'checkpoints',"
+                             " 'pools')");
+}
+
+/* store_open on a database that a migration cannot fix: refused with a message holding want, nothing changed. */
+static void check_refused(const char *path, const char *what, const char *want) {
+        Store *s = NULL;
+        char *msg = NULL;
+        int r;
+
+        r = store_open(path, &s, &msg);
+        ok(r < 0 && !s, "%s: refused (r=%d)", what, r);
+        ok(msg && strstr(msg, "migration 2") && strstr(msg, want), "%s: the message names the migration and says "
+           "'%s': %s", what, want, msg ?: "(none)");
+        ok(sql_int(path, "PRAGMA user_version") == 0 &&
+           sql_int(path, "SELECT count(*) FROM sqlite_master WHERE name = 'operations'") == 0,
+           "%s: the migration was rolled back", what);
+        free(msg);
+        store_close(s);
+}
+
 static void rm_dir(const char *dir) {
         _cleanup_closedir_ DIR *d = opendir(dir);
         struct dirent *de;
@@ -224,16 +293,19 @@ static void rm_dir(const char *dir) {
 
 int main(void) {
         char dir[] = "/tmp/test-store-XXXXXX";
-        _cleanup_free_ char *path = NULL, *newer = NULL, *garbage = NULL, *missing = NULL;
+        _cleanup_free_ char *path = NULL, *newer = NULL, *garbage = NULL, *missing = NULL, *old = NULL,
+                            *old1 = NULL, *conflict = NULL, *view = NULL;
         Manager m = {};
         Store *s = NULL;
         char *msg = NULL;
         int r;
 
-        plan(63);
+        plan(85);
 
         if (!mkdtemp(dir) || asprintf(&path, "%s/state.db", dir) < 0 || asprintf(&newer, "%s/newer.db", dir) < 0 ||
-            asprintf(&garbage, "%s/garbage.db", dir) < 0 || asprintf(&missing, "%s/no/such/dir/x.db", dir) < 0) {
+            asprintf(&garbage, "%s/garbage.db", dir) < 0 || asprintf(&missing, "%s/no/such/dir/x.db", dir) < 0 ||
+            asprintf(&old, "%s/old.db", dir) < 0 || asprintf(&old1, "%s/old1.db", dir) < 0 ||
+            asprintf(&conflict, "%s/conflict.db", dir) < 0 || asprintf(&view, "%s/view.db", dir) < 0) {
                 perror("setup");
                 return 99;
         }
@@ -250,7 +322,9 @@ int main(void) {
         m.store = s;
         ok(sql_int(path, "SELECT count(*) FROM sqlite_master WHERE type='table' AND name IN ('sandboxes','operations')") == 2,
            "schema has the sandboxes and operations tables");
-        ok(sql_int(path, "PRAGMA user_version") == 1, "schema version is recorded in user_version");
+        ok(sql_int(path, "PRAGMA user_version") == SCHEMA_VERSION, "schema version %d is recorded in user_version",
+           SCHEMA_VERSION);
+        ok(count_tables(path) == 8, "a new database has all eight tables");
 
         /* Sandboxes. */
         ok(store_put_sandbox(s, &sandbox_a) == 0, "put the full sandbox");
@@ -371,6 +445,77 @@ int main(void) {
         msg = NULL;
         ok(sql_int(newer, "PRAGMA user_version") == 99, "the newer database is left untouched");
         s = store_close(s);
+
+        /* Opening again runs nothing: a table dropped behind the daemon's back is not made again. */
+        ok(sql_exec(newer, "PRAGMA user_version = " STR(SCHEMA_VERSION) "; DROP TABLE pools") == SQLITE_OK,
+           "latest database: drop the pools table with sqlite3");
+        r = store_open(newer, &s, &msg);
+        ok(r == 0 && s, "latest database: opens (r=%d %s)", r, msg ?: "");
+        free(msg);
+        msg = NULL;
+        s = store_close(s);
+        ok(count_tables(newer) == 7, "latest database: no migration ran again");
+
+        /* A database from a daemon before numbered migrations (user_version 0, no later columns) is migrated
+         * and keeps its rows. */
+        ok(sql_create(old, old_store_schema) == SQLITE_OK && sql_exec(old, old_module_schema) == SQLITE_OK &&
+           sql_exec(old, "INSERT INTO sandboxes (id, name, template, state, vcpu, memory_mib, disk_mib, env,"
+                         " created_at, qemu_pid) VALUES ('" ID_D "', 'old', 'base', 'stopped', 2, 512, 2048,"
+                         " '[\"X=1\"]', 1600000000, 0);"
+                         "INSERT INTO processes (sandbox_id, pid, stream, argv, state, started_at)"
+                         " VALUES ('" ID_D "', 7, 1, '[\"sh\"]', 'exited', 1600000001);"
+                         "INSERT INTO pools VALUES ('base', 3)") == SQLITE_OK,
+           "old database: made with the old schema and a sandbox, a process and a pool");
+        r = store_open(old, &s, &msg);
+        ok(r == 0 && s, "old database: opens (r=%d %s)", r, msg ?: "");
+        free(msg);
+        msg = NULL;
+        if (s) {
+                Manager om = { .store = s };
+                Sandbox *d;
+                ProcessRecord pr = {};
+
+                ok(sql_int(old, "PRAGMA user_version") == SCHEMA_VERSION, "old database: user_version is now %d",
+                   SCHEMA_VERSION);
+                ok(store_load_sandboxes(s, &om) == 0 && (d = find_sandbox(&om, ID_D)) && d->name &&
+                   strcmp(d->name, "old") == 0 && d->memory_mib == 512 && d->env && d->env[0] &&
+                   strcmp(d->env[0], "X=1") == 0 && d->idle_timeout == 21600 && d->expires_at == 0 &&
+                   d->on_expiry == EXPIRY_REMOVE && d->last_active == 0,
+                   "old database: the sandbox is kept, the new columns have their defaults");
+                ok(store_get_process(s, ID_D, 7, &pr) == 0 && !pr.user && pr.argv && strstr(pr.argv, "sh"),
+                   "old database: the process is kept, without a user");
+                process_record_done(&pr);
+                ok(sql_int(old, "SELECT size FROM pools WHERE template = 'base'") == 3,
+                   "old database: the pool row is kept");
+                d = &(Sandbox) { .id = ID_D, .template_name = "base", .state = SANDBOX_STOPPED, .vcpu = 1,
+                                 .memory_mib = 1, .disk_mib = 1, .idle_timeout = 60, .on_expiry = EXPIRY_SUSPEND };
+                ok(store_put_sandbox(s, d) == 0, "old database: a sandbox with the new fields can be written");
+                free_sandboxes(&om);
+                s = store_close(s);
+        } else
+                for (int i = 0; i < 5; i++)
+                        ok(false, "old database did not open");
+
+        /* The last daemons before numbered migrations stamped user_version 1 before the template, checkpoint
+         * and pool tables were made: those are made now. */
+        ok(sql_create(old1, old_store_schema) == SQLITE_OK && sql_exec(old1, "PRAGMA user_version = 1") == SQLITE_OK,
+           "user_version 1 database: made with the store's tables only");
+        r = store_open(old1, &s, &msg);
+        ok(r == 0 && s, "user_version 1 database: opens (r=%d %s)", r, msg ?: "");
+        free(msg);
+        msg = NULL;
+        s = store_close(s);
+        ok(count_tables(old1) == 8 && sql_int(old1, "PRAGMA user_version") == SCHEMA_VERSION &&
+           sql_int(old1, "SELECT count(*) FROM pragma_table_info('sandboxes') WHERE name = 'last_active'") == 1,
+           "user_version 1 database: all tables and columns, user_version %d", SCHEMA_VERSION);
+
+        /* A table of a known name that is not ours fails the migration, and says why. */
+        ok(sql_create(conflict, "CREATE TABLE sandboxes (id TEXT PRIMARY KEY NOT NULL, what TEXT)") == SQLITE_OK,
+           "conflicting database: a sandboxes table of another shape");
+        check_refused(conflict, "conflicting table", "table sandboxes has no column name");
+        ok(sql_create(view, "CREATE VIEW sandboxes AS SELECT 1 AS id") == SQLITE_OK,
+           "conflicting database: sandboxes is a view");
+        check_refused(view, "a view", "Cannot add a column to a view");
 
         /* A garbage file gives an error, not a crash. */
         {
