@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 
 /*
- * EXEC streams: start a process, pump its stdio through the channel under per-fd credit, report its exit.
+ * EXEC streams: start a process (the child's side, up to exec, is exec-child.c), pump its stdio through the
+ * channel under per-fd credit, report its exit.
  *
  * Backpressure: a pipe is only polled while its fd has credit and the port's queue is under the high-water
  * mark, so a process that writes faster than the host reads blocks in write(), and nothing here grows
@@ -20,16 +21,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
-#include <sys/resource.h>
-#include <sys/stat.h>
 #include <sys/wait.h>
 #include <termios.h>
 #include <unistd.h>
 
 #include "../../lib/macro.h"
-#include "agent.h"
-
-extern char **environ;
+#include "exec.h"
 
 static Stream **streams;
 static size_t n_streams;
@@ -95,8 +92,8 @@ static int set_nonblock(int fd) {
         return 0;
 }
 
-/* Builds the environment: INIT's defaults, overridden by EXEC's env records, plus PATH/HOME if unset. */
-static int build_env(char ***envp, size_t *n_env, const char *rec) {
+/* Sets one "K=V" record in envp, replacing an earlier K. The strings are not copied. */
+static int env_put(char ***envp, size_t *n_env, const char *rec) {
         const char *eq = strchr(rec, '=');
         size_t kl;
         char **l;
@@ -126,94 +123,242 @@ static bool env_has(char **envp, size_t n, const char *key) {
         return false;
 }
 
-/* What the child reports through the CLOEXEC pipe when it fails before exec. */
-struct exec_failure {
-        int stage; /* 0 chdir, 1 exec, 2 setup, 3 user */
-        int err;
-};
+/* Appends to a NULL-terminated list; the string is not copied. */
+static int list_push(char ***l, size_t *n, const char *s) {
+        char **a = realloc(*l, (*n + 2) * sizeof *a);
 
-/* user: NULL to stay root. cwd_fallback: cwd is the user's home, which we chose: "/" if it cannot be entered. */
-static _Noreturn void child(int fd_in, int fd_out, int fd_err, const char *pty_path, int errpipe, int hold,
-                            const SpaceUser *user, const char *cwd, bool cwd_fallback, char **argv, char **envp) {
-        struct exec_failure f = { .stage = 2 };
-        struct rlimit rl = { 1024, 1024 };
-        sigset_t all;
-
-        sigemptyset(&all);
-        (void) sigprocmask(SIG_SETMASK, &all, NULL);
-        (void) signal(SIGPIPE, SIG_DFL);
-        (void) getrlimit(RLIMIT_NOFILE, &rl);
-        if (rl.rlim_cur > 1024) {
-                rl.rlim_cur = 1024;
-                (void) setrlimit(RLIMIT_NOFILE, &rl);
-        }
-
-        if (setsid() < 0)
-                goto fail;
-
-        if (pty_path) {
-                int t = open(pty_path, O_RDWR);
-                if (t < 0)
-                        goto fail;
-                (void) ioctl(t, TIOCSCTTY, 0);
-                fd_in = fd_out = fd_err = t;
-        }
-
-        if (dup2(fd_in, 0) < 0 || dup2(fd_out, 1) < 0 || dup2(fd_err, 2) < 0)
-                goto fail;
-        umask(022);
-
-        if (user) {
-                int r = user_switch(user);
-                if (r < 0) {
-                        f.stage = 3;
-                        errno = -r;
-                        goto fail;
-                }
-        }
-
-        if (hold >= 0) {
-                char b;
-                ssize_t l;
-
-                /* We may wait long: drop the agent's other fds (CLOEXEC only helps at exec), or we would
-                 * keep other processes' stdin pipes open and their EOF from arriving. */
-                for (int fd = 3; fd < (int) rl.rlim_cur; fd++)
-                        if (fd != hold && fd != errpipe)
-                                (void) close(fd);
-                do
-                        l = read(hold, &b, 1);
-                while (l < 0 && errno == EINTR);
-                if (l != 1)
-                        _exit(127); /* the agent forgot us */
-                (void) close(hold);
-        }
-
-        f.stage = 0;
-        if (chdir(cwd && cwd[0] ? cwd : "/") < 0 && (!cwd_fallback || chdir("/") < 0))
-                goto fail;
-
-        f.stage = 1;
-        environ = envp;
-        execvp(argv[0], argv);
-fail:
-        f.err = errno;
-        (void) !write(errpipe, &f, sizeof f);
-        _exit(127);
+        if (!a)
+                return -ENOMEM;
+        *l = a;
+        a[(*n)++] = (char *) s;
+        a[*n] = NULL;
+        return 0;
 }
 
-static void send_exec_failure(Channel *c, uint32_t id, const struct exec_failure *f, const char *cwd,
-                              const char *argv0) {
+static void exec_spec_done(ExecSpec *s) {
+        free(s->argv);
+        free(s->req_env);
+        *s = (ExecSpec) {};
+}
+
+/* Parses an EXEC payload. On failure, -errno and the message for the host (NULL for ENOMEM). */
+static int exec_spec_parse(const uint8_t *p, size_t n, ExecSpec *ret, const char **ret_message) {
+        _cleanup_(exec_spec_done) ExecSpec s = {};
+        size_t off = 0, klen;
+        const char *k, *v;
+        int r;
+
+        *ret_message = NULL;
+        while ((r = space_kv_next(p, n, &off, &k, &klen, &v)) > 0) {
+#define KEY(x) (klen == sizeof(x) - 1 && memcmp(k, x, klen) == 0)
+                if (KEY("argv")) {
+                        if (list_push(&s.argv, &s.n_argv, v) < 0)
+                                return -ENOMEM;
+                } else if (KEY("env")) {
+                        /* applied by exec_env_build(), after the defaults and the user's HOME, USER, LOGNAME */
+                        if (!strchr(v, '=') || v[0] == '=') {
+                                *ret_message = "env record without KEY=";
+                                return -EINVAL;
+                        }
+                        if (list_push(&s.req_env, &s.n_req_env, v) < 0)
+                                return -ENOMEM;
+                } else if (KEY("user"))
+                        s.user_spec = v;
+                else if (KEY("cwd"))
+                        s.cwd = v;
+                else if (KEY("stdin"))
+                        s.want_stdin = streq(v, "1");
+                else if (KEY("pty"))
+                        s.pty = streq(v, "1");
+                else if (KEY("rows"))
+                        s.rows = (unsigned) strtoul(v, NULL, 10);
+                else if (KEY("cols"))
+                        s.cols = (unsigned) strtoul(v, NULL, 10);
+                else if (KEY("hold"))
+                        s.hold = streq(v, "1");
+#undef KEY
+        }
+        if (r < 0) {
+                *ret_message = "malformed EXEC payload";
+                return -EBADMSG;
+        }
+        if (s.n_argv == 0 || s.argv[0][0] == 0) {
+                *ret_message = "no argv";
+                return -EINVAL;
+        }
+
+        *ret = s;
+        s = (ExecSpec) {};
+        return 0;
+}
+
+/* user=: in the parent, before the fork, so that an unknown user is the answer to this EXEC, held or not.
+ * Without cwd=, the process starts in the user's home, or in "/" if the home is not usable. On failure,
+ * -errno, the error code and the message for the host. */
+static int exec_spec_resolve_user(ExecSpec *s, const char **ret_code, char *msg, size_t msg_size) {
+        int r;
+
+        r = user_resolve(s->user_spec, &s->user, ret_code, msg, msg_size);
+        if (r < 0)
+                return r;
+        if (!s->cwd) {
+                s->cwd = user_home_usable(&s->user) ? s->user.home : "/";
+                s->cwd_chosen = true;
+        }
+        return 0;
+}
+
+/* The environment of the process. envp points into the struct and into the EXEC payload: both live until the
+ * fork. */
+typedef struct ExecEnv {
+        char **envp;
+        size_t n;
+        char home[SPACE_USER_HOME_MAX + 8], user[SPACE_USER_SPEC_MAX + 8], logname[SPACE_USER_SPEC_MAX + 16];
+} ExecEnv;
+
+static void exec_env_done(ExecEnv *e) {
+        free(e->envp);
+        e->envp = NULL;
+}
+
+/* INIT's defaults, then the user's, then the request's: each overrides what came before. Then PATH and HOME
+ * if still unset, and TERM for a pty. */
+static int exec_env_build(ExecEnv *e, const ExecSpec *s) {
+        char **defaults = init_default_env();
+
+        for (size_t i = 0; defaults && defaults[i]; i++)
+                if (env_put(&e->envp, &e->n, defaults[i]) < 0)
+                        return -ENOMEM;
+        if (s->user_spec) {
+                (void) snprintf(e->home, sizeof e->home, "HOME=%s", s->user.home);
+                if (env_put(&e->envp, &e->n, e->home) < 0)
+                        return -ENOMEM;
+                if (s->user.name[0]) {
+                        (void) snprintf(e->user, sizeof e->user, "USER=%s", s->user.name);
+                        (void) snprintf(e->logname, sizeof e->logname, "LOGNAME=%s", s->user.name);
+                        if (env_put(&e->envp, &e->n, e->user) < 0 || env_put(&e->envp, &e->n, e->logname) < 0)
+                                return -ENOMEM;
+                }
+        }
+        for (size_t i = 0; i < s->n_req_env; i++)
+                if (env_put(&e->envp, &e->n, s->req_env[i]) < 0)
+                        return -ENOMEM;
+        if (!env_has(e->envp, e->n, "PATH") && env_put(&e->envp, &e->n, "PATH=" AGENT_DEFAULT_PATH) < 0)
+                return -ENOMEM;
+        if (!env_has(e->envp, e->n, "HOME") && env_put(&e->envp, &e->n, "HOME=/root") < 0)
+                return -ENOMEM;
+        if (s->pty && !env_has(e->envp, e->n, "TERM") && env_put(&e->envp, &e->n, "TERM=xterm-256color") < 0)
+                return -ENOMEM;
+        return 0;
+}
+
+#define EXEC_FDS_NULL                                                                                          \
+        (ExecFds) {                                                                                            \
+                .in_r = -1, .in_w = -1, .out_r = -1, .out_w = -1, .err_r = -1, .err_w = -1, .master = -1,      \
+                .ep_r = -1, .ep_w = -1, .hold_r = -1, .hold_w = -1,                                            \
+        }
+
+static void exec_fds_close(ExecFds *f) {
+        f->in_r = safe_close(f->in_r);
+        f->in_w = safe_close(f->in_w);
+        f->out_r = safe_close(f->out_r);
+        f->out_w = safe_close(f->out_w);
+        f->err_r = safe_close(f->err_r);
+        f->err_w = safe_close(f->err_w);
+        f->master = safe_close(f->master);
+        f->ep_r = safe_close(f->ep_r);
+        f->ep_w = safe_close(f->ep_w);
+        f->hold_r = safe_close(f->hold_r);
+        f->hold_w = safe_close(f->hold_w);
+}
+
+static int exec_pty_open(ExecFds *f, unsigned rows, unsigned cols) {
+        struct winsize ws = { .ws_row = rows ? rows : 24, .ws_col = cols ? cols : 80 };
+        int r;
+
+        f->master = posix_openpt(O_RDWR | O_NOCTTY | O_CLOEXEC);
+        if (f->master < 0 || grantpt(f->master) < 0 || unlockpt(f->master) < 0)
+                return -errno;
+        r = ptsname_r(f->master, f->pty_path, sizeof f->pty_path);
+        if (r != 0)
+                return -r;
+        (void) ioctl(f->master, TIOCSWINSZ, &ws);
+        return 0;
+}
+
+/* Without a pty: a pipe each for stdout and stderr, and for stdin only if the host will write to it. */
+static int exec_pipes_open(ExecFds *f, bool want_stdin) {
+        int pp[2];
+
+        if (pipe2(pp, O_CLOEXEC) < 0)
+                return -errno;
+        f->out_r = pp[0], f->out_w = pp[1];
+        if (pipe2(pp, O_CLOEXEC) < 0)
+                return -errno;
+        f->err_r = pp[0], f->err_w = pp[1];
+        if (want_stdin) {
+                if (pipe2(pp, O_CLOEXEC) < 0)
+                        return -errno;
+                f->in_r = pp[0], f->in_w = pp[1];
+        } else {
+                f->in_r = open("/dev/null", O_RDONLY | O_CLOEXEC);
+                if (f->in_r < 0)
+                        return -errno;
+        }
+        return 0;
+}
+
+static int exec_fds_open(ExecFds *f, const ExecSpec *s) {
+        int pp[2];
+
+        if (pipe2(pp, O_CLOEXEC) < 0)
+                return -errno;
+        f->ep_r = pp[0], f->ep_w = pp[1];
+        if (s->hold) {
+                if (pipe2(pp, O_CLOEXEC) < 0)
+                        return -errno;
+                f->hold_r = pp[0], f->hold_w = pp[1];
+        }
+        if (s->pty)
+                return exec_pty_open(f, s->rows, s->cols);
+        return exec_pipes_open(f, s->want_stdin);
+}
+
+/* After the fork: the child's ends are the child's. Kept open here, they would hold back the EOFs we wait
+ * for. */
+static void exec_fds_close_child_ends(ExecFds *f) {
+        f->ep_w = safe_close(f->ep_w);
+        f->hold_r = safe_close(f->hold_r);
+        f->in_r = safe_close(f->in_r);
+        f->out_w = safe_close(f->out_w);
+        f->err_w = safe_close(f->err_w);
+}
+
+/* Blocks until the child has exec'd (EOF: false) or failed (true, and *ret says how). Short: it ends at the
+ * child's exec or failure, and it keeps EXEC's answer honest. */
+static bool exec_read_failure(int fd, ExecFailure *ret) {
+        ssize_t l;
+
+        do
+                l = read(fd, ret, sizeof *ret);
+        while (l < 0 && errno == EINTR);
+        return l == (ssize_t) sizeof *ret;
+}
+
+static void send_exec_failure(Channel *c, uint32_t id, const ExecFailure *f, const char *cwd, const char *argv0) {
         /* stage= lets the host tell a bad working directory from a missing command */
-        const char *stage = f->stage == 0 ? "chdir" : f->stage == 1 ? "exec" : f->stage == 3 ? "user" : "setup";
+        const char *stage = f->stage == EXEC_STAGE_CHDIR ? "chdir" :
+                            f->stage == EXEC_STAGE_EXEC  ? "exec" :
+                            f->stage == EXEC_STAGE_USER  ? "user" :
+                                                           "setup";
         SpaceBuf kv = {};
         char msg[512];
 
-        if (f->stage == 3)
+        if (f->stage == EXEC_STAGE_USER)
                 (void) snprintf(msg, sizeof msg, "switching to the user: %s", strerror(f->err));
         else
-                (void) snprintf(msg, sizeof msg, "%s %s: %s", stage, f->stage == 0 ? (cwd ? cwd : "/") : argv0,
-                                strerror(f->err));
+                (void) snprintf(msg, sizeof msg, "%s %s: %s", stage,
+                                f->stage == EXEC_STAGE_CHDIR ? (cwd ? cwd : "/") : argv0, strerror(f->err));
         (void) space_kv_addf(&kv, "errno", "%d", f->err);
         (void) space_kv_add(&kv, "message", msg);
         (void) space_kv_add(&kv, "stage", stage);
@@ -232,24 +377,76 @@ static void send_user_error(Channel *c, uint32_t id, int err, const char *code, 
         space_buf_done(&kv);
 }
 
-void exec_start(Channel *c, uint32_t id, const uint8_t *p, size_t n) {
-        _cleanup_free_ char **argv = NULL, **envp = NULL, **req_env = NULL;
-        _cleanup_close_ int in_r = -1, in_w = -1, out_r = -1, out_w = -1, err_r = -1, err_w = -1, ep_r = -1,
-                            ep_w = -1, master = -1, hold_r = -1, hold_w = -1;
-        size_t n_argv = 0, n_env = 0, n_req_env = 0, off = 0, klen;
-        const char *cwd = NULL, *user_spec = NULL, *k, *v;
-        char pty_path[128] = "", msg[512];
-        bool want_stdin = false, pty = false, hold = false, cwd_chosen = false;
-        /* for the environment of a process run as a user: they live until the fork */
-        char home_env[SPACE_USER_HOME_MAX + 8], user_env[SPACE_USER_SPEC_MAX + 8],
-                logname_env[SPACE_USER_SPEC_MAX + 16];
-        SpaceUser user;
-        unsigned rows = 0, cols = 0;
-        struct exec_failure f;
-        char **defaults;
+static void send_setup_error(Channel *c, uint32_t id, int err) {
+        char msg[512];
+
+        (void) snprintf(msg, sizeof msg, "setting up the process: %s", strerror(err));
+        channel_send_error(c, id, err, msg);
+}
+
+static void send_started(Channel *c, uint32_t id, pid_t pid, const ExecSpec *spec) {
+        SpaceBuf kv = {};
+
+        (void) space_kv_addf(&kv, "pid", "%d", (int) pid);
+        if (spec->hold)
+                (void) space_kv_add(&kv, "held", "1");
+        if (spec->cwd_chosen)
+                (void) space_kv_add(&kv, "cwd", spec->cwd); /* the host did not say: tell it where it runs */
+        (void) channel_send_kv(c, SPACE_F_STARTED, id, &kv);
+        space_buf_done(&kv);
+}
+
+/* Registers the started process, taking our ends of its fds. NULL when out of memory (nothing taken). */
+static Stream *stream_add(uint32_t id, pid_t pid, const ExecSpec *spec, ExecFds *fds) {
         Stream *s;
+
+        s = calloc(1, sizeof *s);
+        if (!s)
+                return NULL;
+        *s = (Stream) {
+                .id = id,
+                .pid = pid,
+                .pty = spec->pty,
+                .fd_in = -1,
+                .fd_out = -1,
+                .fd_err = -1,
+                .seq = next_seq++,
+                .hold_fd = -1,
+                .exec_err_fd = -1,
+        };
+        if (spec->hold) {
+                s->hold_fd = TAKE_FD(fds->hold_w);
+                s->exec_err_fd = TAKE_FD(fds->ep_r);
+                s->cwd = spec->cwd ? strdup(spec->cwd) : NULL;
+                s->argv0 = strdup(spec->argv[0]);
+        }
+        space_credit_init(&s->in_credit);
+        for (size_t i = 0; i < ELEMENTSOF(s->out_credit); i++)
+                space_credit_init(&s->out_credit[i]);
+        if (spec->pty) {
+                s->fd_out = TAKE_FD(fds->master);
+                s->fd_in = fcntl(s->fd_out, F_DUPFD_CLOEXEC, 3);
+                (void) set_nonblock(s->fd_out);
+        } else {
+                s->fd_out = TAKE_FD(fds->out_r);
+                s->fd_err = TAKE_FD(fds->err_r);
+                s->fd_in = TAKE_FD(fds->in_w);
+                (void) set_nonblock(s->fd_out);
+                (void) set_nonblock(s->fd_err);
+                if (s->fd_in >= 0)
+                        (void) set_nonblock(s->fd_in);
+        }
+        streams[n_streams++] = s;
+        return s;
+}
+
+void exec_start(Channel *c, uint32_t id, const uint8_t *p, size_t n) {
+        _cleanup_(exec_spec_done) ExecSpec spec = {};
+        _cleanup_(exec_env_done) ExecEnv env = {};
+        _cleanup_(exec_fds_close) ExecFds fds = EXEC_FDS_NULL;
+        const char *message;
+        ExecFailure f;
         pid_t pid;
-        ssize_t l;
         int r;
 
         if (stream_find(id)) {
@@ -261,220 +458,56 @@ void exec_start(Channel *c, uint32_t id, const uint8_t *p, size_t n) {
                 return;
         }
 
-        while ((r = space_kv_next(p, n, &off, &k, &klen, &v)) > 0) {
-#define KEY(s) (klen == sizeof(s) - 1 && memcmp(k, s, klen) == 0)
-                if (KEY("argv")) {
-                        char **a = realloc(argv, (n_argv + 2) * sizeof *a);
-                        if (!a)
-                                goto nomem;
-                        argv = a;
-                        argv[n_argv++] = (char *) v;
-                        argv[n_argv] = NULL;
-                } else if (KEY("env")) {
-                        /* applied below, after the defaults and the user's HOME, USER, LOGNAME */
-                        char **a;
-
-                        if (!strchr(v, '=') || v[0] == '=') {
-                                channel_send_error(c, id, EINVAL, "env record without KEY=");
-                                return;
-                        }
-                        a = realloc(req_env, (n_req_env + 2) * sizeof *a);
-                        if (!a)
-                                goto nomem;
-                        req_env = a;
-                        req_env[n_req_env++] = (char *) v;
-                        req_env[n_req_env] = NULL;
-                } else if (KEY("user"))
-                        user_spec = v;
-                else if (KEY("cwd"))
-                        cwd = v;
-                else if (KEY("stdin"))
-                        want_stdin = streq(v, "1");
-                else if (KEY("pty"))
-                        pty = streq(v, "1");
-                else if (KEY("rows"))
-                        rows = (unsigned) strtoul(v, NULL, 10);
-                else if (KEY("cols"))
-                        cols = (unsigned) strtoul(v, NULL, 10);
-                else if (KEY("hold"))
-                        hold = streq(v, "1");
-#undef KEY
-        }
+        r = exec_spec_parse(p, n, &spec, &message);
         if (r < 0) {
-                channel_send_error(c, id, EBADMSG, "malformed EXEC payload");
-                return;
-        }
-        if (n_argv == 0 || argv[0][0] == 0) {
-                channel_send_error(c, id, EINVAL, "no argv");
+                channel_send_error(c, id, -r, message);
                 return;
         }
 
-        /* Before the fork, so that an unknown user is the answer to this EXEC, held or not. */
-        if (user_spec) {
+        if (spec.user_spec) {
                 const char *code = NULL;
+                char msg[512];
 
-                r = user_resolve(user_spec, &user, &code, msg, sizeof msg);
+                r = exec_spec_resolve_user(&spec, &code, msg, sizeof msg);
                 if (r < 0) {
                         send_user_error(c, id, -r, code, msg);
                         return;
                 }
-                if (!cwd) {
-                        cwd = user_home_usable(&user) ? user.home : "/";
-                        cwd_chosen = true;
-                }
         }
 
-        /* INIT's defaults, then the user's, then the request's: each overrides what came before. */
-        defaults = init_default_env();
-        for (size_t i = 0; defaults && defaults[i]; i++)
-                if (build_env(&envp, &n_env, defaults[i]) < 0)
-                        goto nomem;
-        if (user_spec) {
-                (void) snprintf(home_env, sizeof home_env, "HOME=%s", user.home);
-                if (build_env(&envp, &n_env, home_env) < 0)
-                        goto nomem;
-                if (user.name[0]) {
-                        (void) snprintf(user_env, sizeof user_env, "USER=%s", user.name);
-                        (void) snprintf(logname_env, sizeof logname_env, "LOGNAME=%s", user.name);
-                        if (build_env(&envp, &n_env, user_env) < 0 || build_env(&envp, &n_env, logname_env) < 0)
-                                goto nomem;
-                }
+        if (exec_env_build(&env, &spec) < 0) {
+                channel_send_error(c, id, ENOMEM, NULL);
+                return;
         }
-        for (size_t i = 0; i < n_req_env; i++)
-                if (build_env(&envp, &n_env, req_env[i]) < 0)
-                        goto nomem;
-        if (!env_has(envp, n_env, "PATH") && build_env(&envp, &n_env, "PATH=" AGENT_DEFAULT_PATH) < 0)
-                goto nomem;
-        if (!env_has(envp, n_env, "HOME") && build_env(&envp, &n_env, "HOME=/root") < 0)
-                goto nomem;
-        if (pty && !env_has(envp, n_env, "TERM") && build_env(&envp, &n_env, "TERM=xterm-256color") < 0)
-                goto nomem;
 
-        {
-                int pp[2];
-
-                if (pipe2(pp, O_CLOEXEC) < 0)
-                        goto fail;
-                ep_r = pp[0], ep_w = pp[1];
-                if (hold) {
-                        if (pipe2(pp, O_CLOEXEC) < 0)
-                                goto fail;
-                        hold_r = pp[0], hold_w = pp[1];
-                }
-
-                if (pty) {
-                        struct winsize ws = { .ws_row = rows ? rows : 24, .ws_col = cols ? cols : 80 };
-
-                        master = posix_openpt(O_RDWR | O_NOCTTY | O_CLOEXEC);
-                        if (master < 0 || grantpt(master) < 0 || unlockpt(master) < 0 ||
-                            ptsname_r(master, pty_path, sizeof pty_path) != 0)
-                                goto fail;
-                        (void) ioctl(master, TIOCSWINSZ, &ws);
-                } else {
-                        if (pipe2(pp, O_CLOEXEC) < 0)
-                                goto fail;
-                        out_r = pp[0], out_w = pp[1];
-                        if (pipe2(pp, O_CLOEXEC) < 0)
-                                goto fail;
-                        err_r = pp[0], err_w = pp[1];
-                        if (want_stdin) {
-                                if (pipe2(pp, O_CLOEXEC) < 0)
-                                        goto fail;
-                                in_r = pp[0], in_w = pp[1];
-                        } else {
-                                in_r = open("/dev/null", O_RDONLY | O_CLOEXEC);
-                                if (in_r < 0)
-                                        goto fail;
-                        }
-                }
+        r = exec_fds_open(&fds, &spec);
+        if (r < 0) {
+                send_setup_error(c, id, -r);
+                return;
         }
 
         pid = fork();
-        if (pid < 0)
-                goto fail;
-        if (pid == 0) {
-                hold_w = safe_close(hold_w);
-                child(in_r, out_w, err_w, pty ? pty_path : NULL, ep_w, hold_r, user_spec ? &user : NULL, cwd,
-                      cwd_chosen, argv, envp);
+        if (pid < 0) {
+                send_setup_error(c, id, errno);
+                return;
+        }
+        if (pid == 0)
+                exec_child(&spec, &fds, env.envp);
+
+        exec_fds_close_child_ends(&fds);
+
+        /* A held child has not got to its exec yet: that read happens at RELEASE. */
+        if (!spec.hold && exec_read_failure(fds.ep_r, &f)) {
+                send_exec_failure(c, id, &f, spec.cwd, spec.argv[0]);
+                return; /* the child _exits; the reaper collects it as an orphan */
         }
 
-        ep_w = safe_close(ep_w);
-        hold_r = safe_close(hold_r);
-        in_r = safe_close(in_r);
-        out_w = safe_close(out_w);
-        err_w = safe_close(err_w);
-
-        /* Blocks until the child has exec'd (EOF) or failed: short, and it keeps EXEC's answer honest. A held
-         * child has not got there yet: that read happens at RELEASE. */
-        if (!hold) {
-                do
-                        l = read(ep_r, &f, sizeof f);
-                while (l < 0 && errno == EINTR);
-                if (l == (ssize_t) sizeof f) {
-                        send_exec_failure(c, id, &f, cwd, argv[0]);
-                        return; /* the child _exits; the reaper collects it as an orphan */
-                }
-        }
-
-        s = calloc(1, sizeof *s);
-        if (!s) {
+        if (!stream_add(id, pid, &spec, &fds)) {
                 (void) kill(pid, SIGKILL);
-                goto nomem;
+                channel_send_error(c, id, ENOMEM, NULL);
+                return;
         }
-        *s = (Stream) {
-                .id = id,
-                .pid = pid,
-                .pty = pty,
-                .fd_in = -1,
-                .fd_out = -1,
-                .fd_err = -1,
-                .seq = next_seq++,
-                .hold_fd = -1,
-                .exec_err_fd = -1,
-        };
-        if (hold) {
-                s->hold_fd = TAKE_FD(hold_w);
-                s->exec_err_fd = TAKE_FD(ep_r);
-                s->cwd = cwd ? strdup(cwd) : NULL;
-                s->argv0 = strdup(argv[0]);
-        }
-        space_credit_init(&s->in_credit);
-        for (size_t i = 0; i < ELEMENTSOF(s->out_credit); i++)
-                space_credit_init(&s->out_credit[i]);
-        if (pty) {
-                s->fd_out = TAKE_FD(master);
-                s->fd_in = fcntl(s->fd_out, F_DUPFD_CLOEXEC, 3);
-                (void) set_nonblock(s->fd_out);
-        } else {
-                s->fd_out = TAKE_FD(out_r);
-                s->fd_err = TAKE_FD(err_r);
-                s->fd_in = TAKE_FD(in_w);
-                (void) set_nonblock(s->fd_out);
-                (void) set_nonblock(s->fd_err);
-                if (s->fd_in >= 0)
-                        (void) set_nonblock(s->fd_in);
-        }
-        streams[n_streams++] = s;
-
-        {
-                SpaceBuf kv = {};
-                (void) space_kv_addf(&kv, "pid", "%d", (int) pid);
-                if (hold)
-                        (void) space_kv_add(&kv, "held", "1");
-                if (cwd_chosen)
-                        (void) space_kv_add(&kv, "cwd", cwd); /* the host did not say: tell it where it runs */
-                (void) channel_send_kv(c, SPACE_F_STARTED, id, &kv);
-                space_buf_done(&kv);
-        }
-        return;
-
-fail:
-        r = errno;
-        (void) snprintf(msg, sizeof msg, "setting up the process: %s", strerror(r));
-        channel_send_error(c, id, r, msg);
-        return;
-nomem:
-        channel_send_error(c, id, ENOMEM, NULL);
+        send_started(c, id, pid, &spec);
 }
 
 static void credit_flush(Channel *c, Stream *s) {
@@ -548,19 +581,17 @@ void stream_credit(Stream *s, uint8_t fd, uint32_t n) {
 }
 
 void stream_release(Channel *c, Stream *s) {
-        struct exec_failure f;
-        ssize_t l;
+        ExecFailure f;
+        bool failed;
 
         if (s->hold_fd < 0)
                 return;
         (void) !write(s->hold_fd, "x", 1);
         s->hold_fd = safe_close(s->hold_fd);
-        /* As for an EXEC without hold: short, it ends at the child's exec or failure. */
-        do
-                l = read(s->exec_err_fd, &f, sizeof f);
-        while (l < 0 && errno == EINTR);
+        /* As for an EXEC without hold. */
+        failed = exec_read_failure(s->exec_err_fd, &f);
         s->exec_err_fd = safe_close(s->exec_err_fd);
-        if (l == (ssize_t) sizeof f)
+        if (failed)
                 send_exec_failure(c, s->id, &f, s->cwd, s->argv0 ? s->argv0 : "?");
 }
 
