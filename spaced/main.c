@@ -205,6 +205,7 @@ static unsigned count_cpus(void) {
 int main(int argc, char **argv) {
         _cleanup_free_ char *config_path = NULL, *lock_path = NULL, *pid_path = NULL, *db_path = NULL,
                             *reason = NULL, *errmsg = NULL;
+        _cleanup_(error_done) Error err = {};
         _cleanup_close_ int lock_fd = -1;
         Manager m = { .completion_fd = -1, .config.idle_timeout = IDLE_TIMEOUT_DEFAULT };
         _cleanup_strv_free_ char **fd_names = NULL;
@@ -222,9 +223,9 @@ int main(int argc, char **argv) {
                 log_error("cannot work out where things live: set HOME or XDG_RUNTIME_DIR");
                 return 1;
         }
-        r = config_load(&m.config, config_path, &errmsg);
+        r = config_load(&m.config, config_path, &err);
         if (r < 0) {
-                log_error("bad configuration: %s", errmsg ?: strerror(-r));
+                log_error("bad configuration: %s", err.message ?: strerror(-r));
                 return 1;
         }
         if (dup_or(arg_state_dir ?: m.config.state_dir, space_state_dir, &m.state_dir) < 0) {

@@ -136,7 +136,7 @@ static int connect_retry(const char *path, uint64_t deadline_us, int *ret_fd) {
         }
 }
 
-int agent_wait_hello(const char *socket_path, int timeout_ms, char **reterr_message) {
+int agent_wait_hello(const char *socket_path, int timeout_ms, Error *reterr) {
         uint64_t deadline = now_usec_monotonic() + (uint64_t) timeout_ms * 1000;
         _cleanup_free_ SpaceFrameReader *rd = calloc(1, sizeof *rd);
         _cleanup_free_ uint8_t *pending = malloc(65536);
@@ -150,20 +150,20 @@ int agent_wait_hello(const char *socket_path, int timeout_ms, char **reterr_mess
                 return -ENOMEM;
         r = connect_retry(socket_path, deadline, &fd);
         if (r < 0) {
-                (void) asprintf(reterr_message, "cannot connect to the agent socket %s: %s", socket_path,
-                                strerror(-r));
+                (void) error_set(reterr, ERROR_INTERNAL, "cannot connect to the agent socket %s: %s", socket_path,
+                                 strerror(-r));
                 return r;
         }
         r = wait_frame(fd, rd, SPACE_F_HELLO, 0, deadline, &h, &payload, pending, &pending_len);
         if (r < 0)
-                (void) asprintf(reterr_message, "the guest agent did not say hello within %d s: %s",
-                                timeout_ms / 1000, strerror(-r));
+                (void) error_set(reterr, ERROR_INTERNAL, "the guest agent did not say hello within %d s: %s",
+                                 timeout_ms / 1000, strerror(-r));
         return r;
 }
 
 static int send_identity(int fd, SpaceFrameReader *rd, uint8_t *pending, size_t *pending_len, uint32_t stream,
                          const char *sandbox_id, const char *hostname, char **env, uint64_t disk_bytes,
-                         uint64_t deadline, char **reterr_message) {
+                         uint64_t deadline, Error *reterr) {
         _cleanup_(space_buf_done) SpaceBuf kv = {};
         SpaceFrameHeader h;
         const uint8_t *payload;
@@ -202,14 +202,14 @@ static int send_identity(int fd, SpaceFrameReader *rd, uint8_t *pending, size_t 
                 const char *msg = NULL;
                 if (space_kv_get(payload, h.length, "message", &msg) <= 0)
                         msg = "no reason given";
-                (void) asprintf(reterr_message, "the guest agent refused its identity: %.200s", msg);
+                (void) error_set(reterr, ERROR_INTERNAL, "the guest agent refused its identity: %.200s", msg);
         } else if (r < 0)
-                (void) asprintf(reterr_message, "the guest agent refused its identity: %s", strerror(-r));
+                (void) error_set(reterr, ERROR_INTERNAL, "the guest agent refused its identity: %s", strerror(-r));
         return r;
 }
 
 int agent_handshake(const char *socket_path, const char *sandbox_id, const char *hostname, char **env,
-                    uint64_t disk_bytes, int timeout_ms, int *ret_fd, char **reterr_message) {
+                    uint64_t disk_bytes, int timeout_ms, int *ret_fd, Error *reterr) {
         uint64_t deadline = now_usec_monotonic() + (uint64_t) timeout_ms * 1000;
         _cleanup_free_ SpaceFrameReader *rd = calloc(1, sizeof *rd);
         _cleanup_free_ uint8_t *pending = malloc(65536);
@@ -223,20 +223,20 @@ int agent_handshake(const char *socket_path, const char *sandbox_id, const char 
                 return -ENOMEM;
         r = connect_retry(socket_path, deadline, &fd);
         if (r < 0) {
-                (void) asprintf(reterr_message, "cannot connect to the agent socket %s: %s", socket_path,
-                                strerror(-r));
+                (void) error_set(reterr, ERROR_INTERNAL, "cannot connect to the agent socket %s: %s", socket_path,
+                                 strerror(-r));
                 return r;
         }
         r = send_frame_blocking(fd, SPACE_F_PING, 1, "hs", 2);
         if (r >= 0)
                 r = wait_frame(fd, rd, SPACE_F_PONG, 1, deadline, &h, &payload, pending, &pending_len);
         if (r < 0) {
-                (void) asprintf(reterr_message, "the guest agent did not answer after the restore: %s",
-                                strerror(-r));
+                (void) error_set(reterr, ERROR_INTERNAL, "the guest agent did not answer after the restore: %s",
+                                 strerror(-r));
                 return r;
         }
         r = send_identity(fd, rd, pending, &pending_len, 2, sandbox_id, hostname, env, disk_bytes, deadline,
-                          reterr_message);
+                          reterr);
         if (r < 0)
                 return r;
         *ret_fd = TAKE_FD(fd);
@@ -274,7 +274,7 @@ int agent_run_blocking(int fd, char **argv, char **env, const char *cwd, const c
 }
 
 int agent_reidentify(int fd, const char *sandbox_id, const char *hostname, char **env, int timeout_ms,
-                     char **reterr_message) {
+                     Error *reterr) {
         uint64_t deadline = now_usec_monotonic() + (uint64_t) timeout_ms * 1000;
         _cleanup_free_ SpaceFrameReader *rd = calloc(1, sizeof *rd);
         _cleanup_free_ uint8_t *pending = malloc(65536);
@@ -283,7 +283,7 @@ int agent_reidentify(int fd, const char *sandbox_id, const char *hostname, char 
         if (!rd || !pending)
                 return -ENOMEM;
         return send_identity(fd, rd, pending, &pending_len, 3, sandbox_id, hostname, env, 0, deadline,
-                             reterr_message);
+                             reterr);
 }
 
 /* ---- event loop side ---- */

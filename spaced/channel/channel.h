@@ -13,15 +13,15 @@
 /* Blocking handshake used by workers right after a restore: connects, pings, sends INIT (with disk_bytes
  * when not 0: the guest grows its root filesystem to that). Returns the connected fd. */
 int agent_handshake(const char *socket_path, const char *sandbox_id, const char *hostname, char **env,
-                    uint64_t disk_bytes, int timeout_ms, int *ret_fd, char **reterr_message);
+                    uint64_t disk_bytes, int timeout_ms, int *ret_fd, Error *reterr);
 /* INIT again on a handshaken fd that the event loop does not watch yet (a warm-pool handout). */
 int agent_reidentify(int fd, const char *sandbox_id, const char *hostname, char **env, int timeout_ms,
-                     char **reterr_message);
+                     Error *reterr);
 /* Runs argv to its end on a handshaken fd the event loop does not watch (output is dropped; it must be
  * small); env, cwd and user as an exec's (each may be NULL). */
 int agent_run_blocking(int fd, char **argv, char **env, const char *cwd, const char *user, int timeout_ms);
 /* Waits for the first HELLO after a cold boot. */
-int agent_wait_hello(const char *socket_path, int timeout_ms, char **reterr_message);
+int agent_wait_hello(const char *socket_path, int timeout_ms, Error *reterr);
 int agent_attach(Sandbox *s, int fd);        /* takes over fd in the event loop */
 int agent_connect(Sandbox *s);               /* after a daemon restart: reconnect */
 AgentConn *agent_free(AgentConn *a);         /* its processes wait to be adopted by the next channel */

@@ -131,6 +131,10 @@ void error_done(Error *e) {
 }
 
 void error_move(Error *dst, Error *src) {
+        if (!dst) {
+                error_done(src);
+                return;
+        }
         error_done(dst);
         *dst = *src;
         src->message = NULL;

@@ -6,6 +6,7 @@
  * can fail for a reason worth telling fills an Error (code and message) and returns -errno; callers pass the
  * Error up or answer with it. The strings are API: never rename one. */
 
+#include <errno.h>
 #include <stdarg.h>
 
 typedef enum ErrorCode {
@@ -93,8 +94,12 @@ unsigned error_code_http_status(ErrorCode c);
  * `return error_set(reterr, ERROR_X, "...") ?: -EINVAL;`. */
 int error_set(Error *e, ErrorCode code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 int error_setv(Error *e, ErrorCode code, const char *fmt, va_list ap) __attribute__((format(printf, 3, 0)));
+/* The code for a failure of our own that ended in errno r: ERROR_NO_SPACE for a full disk, else ERROR_INTERNAL. */
+static inline ErrorCode error_code_from_errno(int r) {
+        return r == -ENOSPC || r == -EDQUOT ? ERROR_NO_SPACE : ERROR_INTERNAL;
+}
 /* The message, or the code's name when there is none. */
 const char *error_message(const Error *e);
 void error_done(Error *e);
-/* Moves src into dst (dst is done first); src is left empty. */
+/* Moves src into dst (dst is done first; a NULL dst just drops src); src is left empty. */
 void error_move(Error *dst, Error *src);

@@ -96,7 +96,7 @@ uint64_t host_memory_mib(void) {
         return 0;
 }
 
-int config_load(Config *c, const char *path, char **reterr_message) {
+int config_load(Config *c, const char *path, Error *reterr) {
         _cleanup_fclose_ FILE *f = NULL;
         char line[1024];
         unsigned n = 0;
@@ -176,11 +176,9 @@ int config_load(Config *c, const char *path, char **reterr_message) {
         }
         return 0;
 bad:
-        if (reterr_message && asprintf(reterr_message,
-                                       "%s:%u: expected one of 'accel = auto|kvm|tcg', 'memory_limit_mib = N', "
-                                       "'state_dir = /ABSOLUTE/PATH', 'qemu = PATH', 'idle_timeout = SECONDS', "
-                                       "'tcg_cache_mib = 4..1024', "
-                                       "'listen = 127.0.0.1:PORT|off' (loopback addresses only)", path, n) < 0)
-                *reterr_message = NULL;
-        return -EINVAL;
+        return error_set(reterr, ERROR_INVALID_ARGUMENT,
+                         "%s:%u: expected one of 'accel = auto|kvm|tcg', 'memory_limit_mib = N', "
+                         "'state_dir = /ABSOLUTE/PATH', 'qemu = PATH', 'idle_timeout = SECONDS', "
+                         "'tcg_cache_mib = 4..1024', "
+                         "'listen = 127.0.0.1:PORT|off' (loopback addresses only)", path, n) ?: -EINVAL;
 }

@@ -4,6 +4,7 @@
 #include <stdint.h>
 #include <sys/socket.h>
 
+#include "core/error.h"
 #include "vm/vmm.h"
 
 typedef enum AccelSetting {
@@ -26,8 +27,8 @@ typedef struct Config {
 
 void config_done(Config *c);
 /* Reads `key = value` lines; a missing file is fine (defaults). Unknown keys or bad values: -EINVAL with a
- * message naming the line in *reterr_message. */
-int config_load(Config *c, const char *path, char **reterr_message);
+ * message naming the line in reterr (ERROR_INVALID_ARGUMENT). */
+int config_load(Config *c, const char *path, Error *reterr);
 int accel_setting_from_string(const char *s, AccelSetting *ret);
 uint64_t host_memory_mib(void);
 /* Parses a TCP listen setting: "ADDR:PORT" where ADDR is an IPv4 loopback address, "localhost" or "[::1]"

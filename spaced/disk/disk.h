@@ -23,10 +23,9 @@ DiskBackend disk_backend_detect(const char *state_dir);
 const char *disk_backend_to_string(DiskBackend b);
 const char *disk_format(const char *disk);      /* QEMU's format= for a disk of the store: "qcow2" or "raw" */
 /* The disk a template's base snapshot boots on, in DIR. */
-int disk_base_new(DiskBackend b, const char *rootfs, const char *dir, char **ret_path, char **reterr_message);
+int disk_base_new(DiskBackend b, const char *rootfs, const char *dir, char **ret_path, Error *reterr);
 /* A new writable disk with SOURCE's content (a base snapshot's or a checkpoint's disk), SIZE_MIB large. */
-int disk_clone(const char *state_dir, const char *source, uint64_t size_mib, char **ret_path,
-               char **reterr_message);
+int disk_clone(const char *state_dir, const char *source, uint64_t size_mib, char **ret_path, Error *reterr);
 /* A disk nobody uses any more: deleted now when it cannot be shared, else left to layers_gc. */
 void disk_forget(const char *disk);
 /* A checkpoint's disk: prepare before stopping the VM, take while it is stopped, done in any case. */
@@ -36,9 +35,8 @@ typedef struct DiskCheckpoint {
         char *frozen;        /* the checkpoint's disk, once taken */
 } DiskCheckpoint;
 int disk_checkpoint_prepare(const char *state_dir, const char *data_dir, uint64_t size_mib, DiskCheckpoint *ret,
-                            char **reterr_message);
-int disk_checkpoint_take(Qmp *q, const char *state_dir, const char *data_dir, DiskCheckpoint *c,
-                         char **reterr_message);
+                            Error *reterr);
+int disk_checkpoint_take(Qmp *q, const char *state_dir, const char *data_dir, DiskCheckpoint *c, Error *reterr);
 void disk_checkpoint_done(DiskCheckpoint *c, bool keep);
 int sandbox_disk_set(const char *data_dir, const char *disk);
 int sandbox_disk_get(const char *data_dir, char **ret);

@@ -31,11 +31,11 @@ bool path_on_btrfs(const char *path) {
         return statfs(path, &sf) == 0 && (unsigned long) sf.f_type == (unsigned long) BTRFS_SUPER_MAGIC;
 }
 
-static int btrfs_error(enum btrfs_util_error e, const char *what, const char *path, char **reterr_message) {
+static int btrfs_error(enum btrfs_util_error e, const char *what, const char *path, Error *reterr) {
         int r = errno > 0 ? -errno : -EIO;
 
-        if (reterr_message)
-                (void) asprintf(reterr_message, "%s %s: %s (%s)", what, path, btrfs_util_strerror(e), strerror(-r));
+        (void) error_set(reterr, error_code_from_errno(r), "%s %s: %s (%s)", what, path, btrfs_util_strerror(e),
+                         strerror(-r));
         return r;
 }
 
@@ -66,7 +66,7 @@ static int reflink(const char *src, const char *dst) {
 }
 
 int volume_clone(const char *dir, const char *source_file, bool read_only, uint64_t size, char **ret_disk,
-                 char **reterr_message) {
+                 Error *reterr) {
         _cleanup_free_ char *src_copy = strdup(source_file), *vol = NULL, *disk = NULL;
         enum btrfs_util_error e;
         const char *src_dir;
@@ -78,7 +78,7 @@ int volume_clone(const char *dir, const char *source_file, bool read_only, uint6
         src_dir = dirname(src_copy);
         r = space_mkdir_p(dir, 0700);
         if (r < 0) {
-                (void) asprintf(reterr_message, "cannot create %s: %s", dir, strerror(-r));
+                (void) error_set(reterr, error_code_from_errno(r), "cannot create %s: %s", dir, strerror(-r));
                 return r;
         }
         r = random_volume_path(dir, &vol);
@@ -92,22 +92,23 @@ int volume_clone(const char *dir, const char *source_file, bool read_only, uint6
                 e = btrfs_util_create_snapshot(src_dir, vol, read_only ? BTRFS_UTIL_CREATE_SNAPSHOT_READ_ONLY : 0,
                                                NULL, NULL);
                 if (e != BTRFS_UTIL_OK)
-                        return btrfs_error(e, "cannot snapshot", src_dir, reterr_message);
+                        return btrfs_error(e, "cannot snapshot", src_dir, reterr);
         } else {
                 /* the base snapshot's disk: a new volume with a reflink of it */
                 e = btrfs_util_create_subvolume(vol, 0, NULL, NULL);
                 if (e != BTRFS_UTIL_OK)
-                        return btrfs_error(e, "cannot create the subvolume", vol, reterr_message);
+                        return btrfs_error(e, "cannot create the subvolume", vol, reterr);
                 r = reflink(source_file, disk);
                 if (r < 0) {
-                        (void) asprintf(reterr_message, "cannot reflink %s into %s: %s", source_file, vol, strerror(-r));
+                        (void) error_set(reterr, error_code_from_errno(r), "cannot reflink %s into %s: %s", source_file,
+                                         vol, strerror(-r));
                         (void) volume_delete(vol);
                         return r;
                 }
                 if (read_only) {
                         e = btrfs_util_set_subvolume_read_only(vol, true);
                         if (e != BTRFS_UTIL_OK) {
-                                r = btrfs_error(e, "cannot make read-only", vol, reterr_message);
+                                r = btrfs_error(e, "cannot make read-only", vol, reterr);
                                 (void) volume_delete(vol);
                                 return r;
                         }
@@ -116,8 +117,8 @@ int volume_clone(const char *dir, const char *source_file, bool read_only, uint6
         /* Grow, never shrink: the guest's filesystem may already fill the disk it was given. */
         if (!read_only && stat(disk, &st) == 0 && (uint64_t) st.st_size < size && truncate(disk, (off_t) size) < 0) {
                 r = -errno;
-                (void) asprintf(reterr_message, "cannot extend %s to %llu bytes: %s", disk, (unsigned long long) size,
-                                strerror(-r));
+                (void) error_set(reterr, error_code_from_errno(r), "cannot extend %s to %llu bytes: %s", disk,
+                                 (unsigned long long) size, strerror(-r));
                 (void) volume_delete(vol);
                 return r;
         }

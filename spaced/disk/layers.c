@@ -71,7 +71,7 @@ static bool is_volume_disk(const char *disk) {
 }
 
 static int layer_new(const char *state_dir, const char *backing, const char *backing_format, uint64_t size_mib,
-                     char **ret_path, char **reterr_message) {
+                     char **ret_path, Error *reterr) {
         _cleanup_free_ char *dir = NULL, *path = NULL, *size = NULL;
         char name[17];
         int r;
@@ -88,15 +88,20 @@ static int layer_new(const char *state_dir, const char *backing, const char *bac
         {
                 char *argv[] = { "qemu-img", "create", "-q", "-f", "qcow2", "-F", (char *) backing_format, "-b",
                                  (char *) backing, path, size, NULL };
-                r = run_command(argv, reterr_message);
-                if (r < 0)
+                _cleanup_free_ char *out = NULL;
+
+                r = run_command(argv, &out);
+                if (r < 0) {
+                        if (out)
+                                (void) error_set(reterr, ERROR_INTERNAL, "%s", out);
                         return r;
+                }
         }
         *ret_path = TAKE_PTR(path);
         return 0;
 }
 
-int disk_base_new(DiskBackend b, const char *rootfs, const char *dir, char **ret_path, char **reterr_message) {
+int disk_base_new(DiskBackend b, const char *rootfs, const char *dir, char **ret_path, Error *reterr) {
         _cleanup_free_ char *path = NULL;
         int r;
 
@@ -106,7 +111,8 @@ int disk_base_new(DiskBackend b, const char *rootfs, const char *dir, char **ret
                 /* The template image may live elsewhere (no reflink then): one copy per base snapshot. */
                 r = file_clone_or_copy(rootfs, path);
                 if (r < 0) {
-                        (void) asprintf(reterr_message, "cannot copy %s to %s: %s", rootfs, path, strerror(-r));
+                        (void) error_set(reterr, error_code_from_errno(r), "cannot copy %s to %s: %s", rootfs, path,
+                                         strerror(-r));
                         return r;
                 }
         } else {
@@ -116,7 +122,7 @@ int disk_base_new(DiskBackend b, const char *rootfs, const char *dir, char **ret
 
                 r = run_command(argv, &out);
                 if (r < 0) {
-                        (void) asprintf(reterr_message, "qemu-img create failed: %s", out ?: "?");
+                        (void) error_set(reterr, ERROR_INTERNAL, "qemu-img create failed: %s", out ?: "?");
                         free(out);
                         return r;
                 }
@@ -125,14 +131,14 @@ int disk_base_new(DiskBackend b, const char *rootfs, const char *dir, char **ret
         return 0;
 }
 
-int disk_clone(const char *state_dir, const char *source, uint64_t size_mib, char **ret_path, char **reterr_message) {
+int disk_clone(const char *state_dir, const char *source, uint64_t size_mib, char **ret_path, Error *reterr) {
         _cleanup_free_ char *dir = NULL;
 
         if (streq(disk_format(source), "qcow2"))
-                return layer_new(state_dir, source, "qcow2", size_mib, ret_path, reterr_message);
+                return layer_new(state_dir, source, "qcow2", size_mib, ret_path, reterr);
         if (volumes_dir(state_dir, &dir) < 0)
                 return -ENOMEM;
-        return volume_clone(dir, source, false, size_mib << 20, ret_path, reterr_message);
+        return volume_clone(dir, source, false, size_mib << 20, ret_path, reterr);
 }
 
 void disk_forget(const char *disk) {
@@ -145,18 +151,18 @@ void disk_forget(const char *disk) {
 }
 
 int disk_checkpoint_prepare(const char *state_dir, const char *data_dir, uint64_t size_mib, DiskCheckpoint *ret,
-                            char **reterr_message) {
+                            Error *reterr) {
         _cleanup_free_ char *top = NULL, *next = NULL;
         int r;
 
         r = sandbox_disk_get(data_dir, &top);
         if (r < 0) {
-                (void) asprintf(reterr_message, "the sandbox's disk is missing: %s", strerror(-r));
+                (void) error_set(reterr, ERROR_INTERNAL, "the sandbox's disk is missing: %s", strerror(-r));
                 return r;
         }
         /* qcow2: the layer the sandbox goes on in is made now, so it costs nothing while the guest is stopped */
         if (streq(disk_format(top), "qcow2")) {
-                r = layer_new(state_dir, top, "qcow2", size_mib, &next, reterr_message);
+                r = layer_new(state_dir, top, "qcow2", size_mib, &next, reterr);
                 if (r < 0)
                         return r;
         }
@@ -164,7 +170,7 @@ int disk_checkpoint_prepare(const char *state_dir, const char *data_dir, uint64_
         return 0;
 }
 
-static int checkpoint_qcow2(Qmp *q, const char *data_dir, DiskCheckpoint *c, char **reterr_message) {
+static int checkpoint_qcow2(Qmp *q, const char *data_dir, DiskCheckpoint *c, Error *reterr) {
         _cleanup_free_ char *args = NULL;
         cJSON *o = cJSON_CreateObject();
         int r;
@@ -180,11 +186,11 @@ static int checkpoint_qcow2(Qmp *q, const char *data_dir, DiskCheckpoint *c, cha
          * writes, which reads the same; the other order could leave the link on a layer QEMU left. */
         r = sandbox_disk_set(data_dir, c->next_top);
         if (r < 0) {
-                (void) asprintf(reterr_message, "cannot switch the sandbox's disk: %s", strerror(-r));
+                (void) error_set(reterr, ERROR_INTERNAL, "cannot switch the sandbox's disk: %s", strerror(-r));
                 return r;
         }
         crash_point("checkpoint-layer-switched");
-        r = qmp_execute(q, "blockdev-snapshot-sync", args, -1, 10000, NULL, reterr_message);
+        r = qmp_execute(q, "blockdev-snapshot-sync", args, -1, 10000, NULL, reterr);
         if (r < 0) {
                 (void) sandbox_disk_set(data_dir, c->top);
                 return r;
@@ -195,17 +201,17 @@ static int checkpoint_qcow2(Qmp *q, const char *data_dir, DiskCheckpoint *c, cha
 }
 
 int disk_checkpoint_take(Qmp *q, const char *state_dir, const char *data_dir, DiskCheckpoint *c,
-                         char **reterr_message) {
+                         Error *reterr) {
         _cleanup_free_ char *dir = NULL;
         int r;
 
         if (c->next_top)
-                return checkpoint_qcow2(q, data_dir, c, reterr_message);
+                return checkpoint_qcow2(q, data_dir, c, reterr);
         /* btrfs: a read-only snapshot of the sandbox's volume; QEMU's stop has drained and flushed its I/O
          * (cache=none writes bypass the page cache), and the VM goes on writing its own volume. */
         if (volumes_dir(state_dir, &dir) < 0)
                 return -ENOMEM;
-        r = volume_clone(dir, c->top, true, 0, &c->frozen, reterr_message);
+        r = volume_clone(dir, c->top, true, 0, &c->frozen, reterr);
         if (r < 0)
                 return r;
         crash_point("checkpoint-snapshotted");

@@ -6,6 +6,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "core/error.h"
+
 #define VOLUME_DISK_NAME "disk.raw"
 
 /* Is PATH on btrfs? */
@@ -15,7 +17,7 @@ bool path_on_btrfs(const char *path);
  * is itself a volume's disk, a snapshot of that volume (READ_ONLY for a checkpoint). The disk is then
  * extended to SIZE bytes if it is smaller. Returns the disk's path. */
 int volume_clone(const char *dir, const char *source_file, bool read_only, uint64_t size, char **ret_disk,
-                 char **reterr_message);
+                 Error *reterr);
 /* Deletes the volume at PATH (a subvolume), read-only or not. */
 int volume_delete(const char *path);
 /* Is PATH a subvolume, and when was it made? */

@@ -33,7 +33,7 @@ void api_get_pools(Request *r, const RouteArgs *a) {
 void api_put_pool(Request *r, const RouteArgs *a) {
         static const char *const fields[] = { "size", NULL };
         Manager *m = http_manager(r->http);
-        _cleanup_free_ char *err = NULL;
+        _cleanup_(error_done) Error err = {};
         uint64_t size = 0;
         cJSON *o;
         int q;
@@ -49,7 +49,7 @@ void api_put_pool(Request *r, const RouteArgs *a) {
                 goto out;
         q = pool_set(m, a->arg[0], (unsigned) size, &err);
         if (q == -ENOENT)
-                http_respond_error(r, ERROR_TEMPLATE_NOT_FOUND, "%s; 'spacectl template ls' lists them", err ?: "no such template");
+                http_respond_error(r, ERROR_TEMPLATE_NOT_FOUND, "%s; 'spacectl template ls' lists them", err.message ?: "no such template");
         else if (q < 0)
                 http_respond_error(r, ERROR_INTERNAL, "cannot save the pool: %s", strerror(-q));
         else

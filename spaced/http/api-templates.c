@@ -85,7 +85,8 @@ void api_get_template(Request *r, const RouteArgs *a) {
 void api_post_template_import(Request *r, const RouteArgs *a) {
         static const char *const fields[] = { "source", "tag", "config", NULL };
         Manager *m = http_manager(r->http);
-        _cleanup_free_ char *tag = NULL, *msg = NULL;
+        _cleanup_free_ char *tag = NULL;
+        _cleanup_(error_done) Error msg = {};
         Error e = {};
         const char *source = NULL;
         Operation *op;
@@ -113,7 +114,7 @@ void api_post_template_import(Request *r, const RouteArgs *a) {
                         goto out;
                 }
                 if (template_tag_parse(v->valuestring, &tag, &msg) < 0) {
-                        http_respond_error(r, ERROR_INVALID_REF, "%s", msg ?: "invalid tag");
+                        http_respond_error(r, ERROR_INVALID_REF, "%s", msg.message ?: "invalid tag");
                         goto out;
                 }
         }
@@ -164,7 +165,8 @@ void api_delete_template(Request *r, const RouteArgs *a) {
 void api_post_template_tag(Request *r, const RouteArgs *a) {
         static const char *const fields[] = { "tag", NULL };
         Manager *m = http_manager(r->http);
-        _cleanup_free_ char *tag = NULL, *msg = NULL;
+        _cleanup_free_ char *tag = NULL;
+        _cleanup_(error_done) Error msg = {};
         Error e = {};
         Template *t;
         cJSON *o, *v;
@@ -179,7 +181,7 @@ void api_post_template_tag(Request *r, const RouteArgs *a) {
                 goto out;
         }
         if (template_tag_parse(v->valuestring, &tag, &msg) < 0) {
-                http_respond_error(r, ERROR_INVALID_REF, "%s", msg ?: "invalid tag");
+                http_respond_error(r, ERROR_INVALID_REF, "%s", msg.message ?: "invalid tag");
                 goto out;
         }
         q = template_resolve(m, a->arg[0], &t, &e);

@@ -124,7 +124,7 @@ static int short_digest(const char *digest, char out[13]) {
         return 0;
 }
 
-int base_snapshot_ensure(Manager *m, const BaseRequest *req, BaseSnapshot *ret, char **reterr_message) {
+int base_snapshot_ensure(Manager *m, const BaseRequest *req, BaseSnapshot *ret, Error *reterr) {
         _cleanup_free_ char *kernel = NULL, *initrd = NULL, *kd = NULL, *id = NULL, *dir = NULL, *ready = NULL,
                             *run_dir = NULL, *agent_sock = NULL;
         BaseSnapshot b = {};
@@ -138,13 +138,13 @@ int base_snapshot_ensure(Manager *m, const BaseRequest *req, BaseSnapshot *ret, 
                 return r;
         r = file_digest(kernel, &kd);
         if (r < 0) {
-                (void) asprintf(reterr_message, "guest kernel %s: %s (build it with 'make', or set SPACE_LIB_DIR)",
-                                kernel, strerror(-r));
+                (void) error_set(reterr, ERROR_INTERNAL, "guest kernel %s: %s (build it with 'make', or set SPACE_LIB_DIR)",
+                                 kernel, strerror(-r));
                 return r;
         }
         r = file_digest(initrd, &id);
         if (r < 0) {
-                (void) asprintf(reterr_message, "guest initramfs %s: %s", initrd, strerror(-r));
+                (void) error_set(reterr, ERROR_INTERNAL, "guest initramfs %s: %s", initrd, strerror(-r));
                 return r;
         }
         if (short_digest(kd, ks) < 0 || short_digest(id, is) < 0 || short_digest(req->template_digest, ts) < 0)
@@ -187,7 +187,7 @@ int base_snapshot_ensure(Manager *m, const BaseRequest *req, BaseSnapshot *ret, 
                 goto fail_msg;
         {
                 _cleanup_free_ char *disk = NULL;
-                r = disk_base_new(req->disk_backend, req->rootfs, b.dir, &disk, reterr_message);
+                r = disk_base_new(req->disk_backend, req->rootfs, b.dir, &disk, reterr);
                 if (r < 0)
                         goto fail;
                 if (!streq(disk, b.disk_path)) {
@@ -211,7 +211,7 @@ int base_snapshot_ensure(Manager *m, const BaseRequest *req, BaseSnapshot *ret, 
                 .tsc_khz = req->tsc_khz,
                 .tcg_cache_mib = req->tcg_cache_mib,
         };
-        r = vm_start(&c, 10000, &pid, &q, reterr_message);
+        r = vm_start(&c, 10000, &pid, &q, reterr);
         if (r < 0)
                 goto fail;
         if (asprintf(&agent_sock, "%s/agent.sock", run_dir) < 0) {
@@ -219,13 +219,13 @@ int base_snapshot_ensure(Manager *m, const BaseRequest *req, BaseSnapshot *ret, 
                 goto fail;
         }
         crash_point("base-booting");
-        r = agent_wait_hello(agent_sock, BASE_BOOT_TIMEOUT_MS, reterr_message);
+        r = agent_wait_hello(agent_sock, BASE_BOOT_TIMEOUT_MS, reterr);
         if (r < 0) {
                 /* what the guest printed is the best clue to why it never said hello */
-                _cleanup_free_ char *console = NULL, *msg = TAKE_PTR(*reterr_message);
+                _cleanup_free_ char *console = NULL, *msg = reterr ? TAKE_PTR(reterr->message) : NULL;
                 (void) vm_console_read(q, 2000, &console, NULL);
-                (void) asprintf(reterr_message, "%s; guest console: %s", msg ?: "no hello",
-                                console && *console ? console : "(empty)");
+                (void) error_set(reterr, ERROR_INTERNAL, "%s; guest console: %s", msg ?: "no hello",
+                                 console && *console ? console : "(empty)");
                 goto fail;
         }
         {
@@ -234,7 +234,7 @@ int base_snapshot_ensure(Manager *m, const BaseRequest *req, BaseSnapshot *ret, 
                         r = -errno;
                         goto fail_msg;
                 }
-                r = vm_save_state(q, fd, 120000, NULL, NULL, reterr_message);
+                r = vm_save_state(q, fd, 120000, NULL, NULL, reterr);
                 if (r < 0)
                         goto fail;
                 if (fsync(fd) < 0) {
@@ -252,8 +252,9 @@ int base_snapshot_ensure(Manager *m, const BaseRequest *req, BaseSnapshot *ret, 
                 _cleanup_close_ int mfd = open(b.mem_path, O_RDWR | O_CLOEXEC);
                 if (mfd < 0 || fallocate(mfd, 0, 0, (off_t) (req->memory_mib << 20)) < 0) {
                         r = -errno;
-                        (void) asprintf(reterr_message, "cannot allocate the base memory file %s (%llu MiB): %m",
-                                        b.mem_path, (unsigned long long) req->memory_mib);
+                        (void) error_set(reterr, error_code_from_errno(r),
+                                         "cannot allocate the base memory file %s (%llu MiB): %s", b.mem_path,
+                                         (unsigned long long) req->memory_mib, strerror(-r));
                         goto fail;
                 }
         }
@@ -268,8 +269,8 @@ int base_snapshot_ensure(Manager *m, const BaseRequest *req, BaseSnapshot *ret, 
         return 0;
 
 fail_msg:
-        if (reterr_message && !*reterr_message)
-                (void) asprintf(reterr_message, "building the base snapshot in %s: %s", b.dir, strerror(-r));
+        if (reterr && !reterr->message)
+                (void) error_set(reterr, error_code_from_errno(r), "building the base snapshot in %s: %s", b.dir, strerror(-r));
 fail:
         q = qmp_close(q);
         if (pid > 0)

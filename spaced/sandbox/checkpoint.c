@@ -217,7 +217,7 @@ typedef struct CheckpointJob {
         char fork_op[OPERATION_ID_LEN + 1];
         /* results */
         int r;
-        char *error;
+        Error error;
         char *frozen_layer;
         uint64_t pause_usec;
         uint64_t disk_usec;   /* of the pause: stop and the disk's snapshot */
@@ -231,7 +231,7 @@ static void checkpoint_job_free(CheckpointJob *j) {
         free(j->data_dir);
         free(j->state_dir);
         free(j->state_path);
-        free(j->error);
+        error_done(&j->error);
         free(j->frozen_layer);
         free(j);
 }
@@ -258,7 +258,7 @@ static void *checkpoint_worker(void *userdata) {
         fd = open(j->state_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
         if (fd < 0) {
                 r = -errno;
-                (void) asprintf(&j->error, "cannot create %s: %m", j->state_path);
+                (void) error_set(&j->error, error_code_from_errno(-errno), "cannot create %s: %m", j->state_path);
                 goto out;
         }
         crash_point("checkpoint-prepared");
@@ -288,7 +288,7 @@ out:
          * the disk. */
         if (r >= 0 && fsync(fd) < 0) {
                 r = -errno;
-                (void) asprintf(&j->error, "writing %s: %m", j->state_path);
+                (void) error_set(&j->error, error_code_from_errno(-errno), "writing %s: %m", j->state_path);
         }
         if (r >= 0) {
                 struct stat st;
@@ -339,13 +339,13 @@ static void checkpoint_done(Manager *m, void *userdata) {
         /* a fork's operation ends when its children are made, not with the checkpoint */
         if (op && j->fork_count == 0)
                 operation_finish(op, j->r < 0 ? (j->r == -ENOSPC ? ERROR_NO_SPACE : ERROR_OPERATION_FAILED) : ERROR_NONE,
-                                 j->error ?: (j->r < 0 ? strerror(-j->r) : NULL));
+                                 j->error.message ?: (j->r < 0 ? strerror(-j->r) : NULL));
 
         if (j->fork_count > 0) {
                 Operation *fork_op = operation_find(m, j->fork_op);
                 if (!c) {
                         if (fork_op)
-                                operation_finish(fork_op, ERROR_FORK_FAILED, j->error ?: "the checkpoint failed");
+                                operation_finish(fork_op, ERROR_FORK_FAILED, j->error.message ?: "the checkpoint failed");
                 } else if (fork_op) {
                         /* the children were announced when the fork began: create them now */
                         for (unsigned i = 0; i < j->fork_count; i++) {
@@ -444,7 +444,7 @@ static int checkpoint_launch(Manager *m, Sandbox *s, Checkpoint *c, CheckpointJo
         r = worker_start(m, checkpoint_worker, j);
         if (r < 0) {
                 j->r = r;
-                j->error = strdup("cannot start a worker thread");
+                (void) error_set(&j->error, ERROR_INTERNAL, "cannot start a worker thread");
                 m->workers_running++;
                 checkpoint_done(m, j);
         }
@@ -614,7 +614,7 @@ typedef struct RestoreJob {
         BaseRequest base;
         char **init_env;
         int r;
-        char *error;
+        Error error;
         pid_t new_pid;
         int agent_fd;
 } RestoreJob;
@@ -626,7 +626,7 @@ static void restore_job_free(RestoreJob *j) {
         free(j->frozen_disk);
         base_request_done(&j->base);
         strv_free(j->init_env);
-        free(j->error);
+        error_done(&j->error);
         safe_close(j->agent_fd);
         free(j);
 }
@@ -649,13 +649,13 @@ static void restore_done(Manager *m, void *userdata) {
                         s->qemu_pid = 0;
                         s->state = SANDBOX_STOPPED;
                         free(s->error);
-                        s->error = strdup(j->error ?: "restore failed");
+                        s->error = strdup(j->error.message ?: "restore failed");
                 }
                 (void) sandbox_save(s);
         }
         (void) layers_gc(m);
         if (op)
-                operation_finish(op, j->r < 0 ? ERROR_OPERATION_FAILED : ERROR_NONE, j->error ?: (j->r < 0 ? strerror(-j->r) : NULL));
+                operation_finish(op, j->r < 0 ? ERROR_OPERATION_FAILED : ERROR_NONE, j->error.message ?: (j->r < 0 ? strerror(-j->r) : NULL));
         restore_job_free(j);
 }
 
@@ -695,7 +695,7 @@ static void *restore_worker(void *userdata) {
         fd = open(j->state_path, O_RDONLY | O_CLOEXEC);
         if (fd < 0) {
                 r = -errno;
-                (void) asprintf(&j->error, "cannot open %s: %m", j->state_path);
+                (void) error_set(&j->error, error_code_from_errno(-errno), "cannot open %s: %m", j->state_path);
                 goto out;
         }
         VmConfig c = base_restore_config(&b, &j->base, j->run_dir, layer);

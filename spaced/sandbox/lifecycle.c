@@ -37,7 +37,7 @@ typedef struct LifecycleJob {
         char **init_env;
         /* results */
         int r;
-        char *error;
+        Error error;
         pid_t new_pid;
         int agent_fd;
         OperationProgress progress; /* suspend: the operation's, while it runs */
@@ -56,7 +56,7 @@ static void job_free(LifecycleJob *j) {
         free(j->data_dir);
         base_request_done(&j->base);
         strv_free(j->init_env);
-        free(j->error);
+        error_done(&j->error);
         safe_close(j->agent_fd);
         free(j);
 }
@@ -82,7 +82,7 @@ static int do_suspend(LifecycleJob *j) {
         (void) unlink(done);
         fd = open(state, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
         if (fd < 0) {
-                (void) asprintf(&j->error, "cannot create %s: %m", state);
+                (void) error_set(&j->error, error_code_from_errno(-errno), "cannot create %s: %m", state);
                 return -errno;
         }
         crash_point("suspend-journaled");
@@ -94,7 +94,7 @@ static int do_suspend(LifecycleJob *j) {
         r = vm_save_state(q, fd, SUSPEND_TIMEOUT_MS, operation_progress_save, &j->progress, &j->error);
         if (r >= 0 && fsync(fd) < 0) {
                 r = -errno;
-                (void) asprintf(&j->error, "writing %s: %m", state);
+                (void) error_set(&j->error, error_code_from_errno(-errno), "writing %s: %m", state);
         }
         if (r < 0) {
                 /* Disk full or the like: the sandbox keeps running as it was. */
@@ -109,7 +109,7 @@ static int do_suspend(LifecycleJob *j) {
         if (r < 0) {
                 (void) vm_qmp_simple(j->run_dir, "cont", NULL);
                 (void) unlink(state);
-                (void) asprintf(&j->error, "cannot record the suspend: %s", strerror(-r));
+                (void) error_set(&j->error, error_code_from_errno(r), "cannot record the suspend: %s", strerror(-r));
                 return r;
         }
         crash_point("suspend-marked");
@@ -126,7 +126,7 @@ static int do_wake(LifecycleJob *j) {
 
         r = sandbox_disk_get(j->data_dir, &disk);
         if (r < 0) {
-                (void) asprintf(&j->error, "the sandbox's disk is missing: %s", strerror(-r));
+                (void) error_set(&j->error, error_code_from_errno(r), "the sandbox's disk is missing: %s", strerror(-r));
                 return r;
         }
         if (suspend_paths(j->data_dir, &state, &done) < 0 || asprintf(&agent_path, "%s/agent.sock", j->run_dir) < 0 || asprintf(&hostname, "sb-%.12s", j->id) < 0)
@@ -141,7 +141,7 @@ static int do_wake(LifecycleJob *j) {
         fd = open(state, O_RDONLY | O_CLOEXEC);
         if (fd < 0) {
                 r = -errno;
-                (void) asprintf(&j->error, "the suspended state %s is missing: %m", state);
+                (void) error_set(&j->error, error_code_from_errno(-errno), "the suspended state %s is missing: %m", state);
                 goto out;
         }
         VmConfig c = base_restore_config(&b, &j->base, j->run_dir, disk);
@@ -203,7 +203,7 @@ static void lifecycle_done(Manager *m, void *userdata) {
         crash_point(j->kind == LIFECYCLE_SUSPEND ? "suspend-before-done" : j->kind == LIFECYCLE_WAKE ? "wake-before-done" : "lifecycle-before-done");
         Sandbox *s = sandbox_find_by_id(m, j->id);
         Operation *op = operation_find(m, j->op_id);
-        const char *msg = j->error ?: (j->r < 0 ? strerror(-j->r) : NULL);
+        const char *msg = j->error.message ?: (j->r < 0 ? strerror(-j->r) : NULL);
 
         if (op)
                 op->progress = NULL;

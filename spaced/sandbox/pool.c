@@ -67,13 +67,13 @@ unsigned pool_count(Manager *m, const char *template_name, bool ready_only) {
         return n;
 }
 
-int pool_set(Manager *m, const char *template_name, unsigned size, char **reterr_message) {
+int pool_set(Manager *m, const char *template_name, unsigned size, Error *reterr) {
         PoolConfig *p = pool_config_find(m, template_name);
         sqlite3_stmt *st = NULL;
         int rc;
 
         if (!template_find(m, template_name)) {
-                (void) asprintf(reterr_message, "template '%s' does not exist", template_name);
+                (void) error_set(reterr, ERROR_TEMPLATE_NOT_FOUND, "template '%s' does not exist", template_name);
                 return -ENOENT;
         }
         rc = sqlite3_prepare_v2(store_db(m->store),
@@ -213,7 +213,7 @@ typedef struct HandoutJob {
         char **env;
         int fd;
         int r;
-        char *error;
+        Error error;
 } HandoutJob;
 
 static void handout_done(Manager *m, void *userdata) {
@@ -236,18 +236,18 @@ static void handout_done(Manager *m, void *userdata) {
                         Error e = {};
                         Operation *del;
 
-                        log_error("sandbox %s: warm handout failed: %s", j->id, j->error ?: strerror(-j->r));
+                        log_error("sandbox %s: warm handout failed: %s", j->id, j->error.message ?: strerror(-j->r));
                         s->state = SANDBOX_RUNNING; /* so that delete takes it */
                         (void) sandbox_delete_start(m, s, true, &del, &e);
                         error_done(&e);
                 }
                 if (op)
-                        operation_finish(op, ERROR_CREATE_FAILED, j->error ?: "the warm sandbox did not answer");
+                        operation_finish(op, ERROR_CREATE_FAILED, j->error.message ?: "the warm sandbox did not answer");
         }
         safe_close(j->fd);
         free(j->run_dir);
         strv_free(j->env);
-        free(j->error);
+        error_done(&j->error);
         free(j);
         pool_refill_later(m);
 }
@@ -321,7 +321,7 @@ int pool_take(Manager *m, const Template *t, const char *name, char **env, Opera
         r = worker_start(m, handout_worker, j);
         if (r < 0) {
                 j->r = r;
-                j->error = strdup("cannot start a worker thread");
+                (void) error_set(&j->error, ERROR_INTERNAL, "cannot start a worker thread");
                 m->workers_running++;
                 handout_done(m, j);
                 return error_set(reterr, ERROR_INTERNAL, "cannot start a worker thread") ?: r;

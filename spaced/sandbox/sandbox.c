@@ -142,7 +142,7 @@ typedef struct CreateJob {
         char *warm_user;
         /* results */
         int r;
-        char *error;
+        Error error;
         pid_t pid;
         int agent_fd;
 } CreateJob;
@@ -156,7 +156,7 @@ static void create_job_free(CreateJob *j) {
         free(j->source_disk);
         free(j->warm_cwd);
         free(j->warm_user);
-        free(j->error);
+        error_done(&j->error);
         safe_close(j->agent_fd);
         free(j);
 }
@@ -181,7 +181,7 @@ static void *create_worker(void *userdata) {
         if (r >= 0)
                 r = space_mkdir_p(j->data_dir, 0700);
         if (r < 0) {
-                (void) asprintf(&j->error, "cannot create the sandbox's directories: %s", strerror(-r));
+                (void) error_set(&j->error, error_code_from_errno(r), "cannot create the sandbox's directories: %s", strerror(-r));
                 goto finish;
         }
         /* The writable disk: a copy-on-write clone of the disk the restored memory was saved with (the base
@@ -191,7 +191,7 @@ static void *create_worker(void *userdata) {
                 goto finish;
         r = sandbox_disk_set(j->data_dir, disk);
         if (r < 0) {
-                (void) asprintf(&j->error, "cannot link the sandbox's disk: %s", strerror(-r));
+                (void) error_set(&j->error, error_code_from_errno(r), "cannot link the sandbox's disk: %s", strerror(-r));
                 disk_forget(disk);
                 goto finish;
         }
@@ -206,7 +206,7 @@ static void *create_worker(void *userdata) {
                 _cleanup_close_ int fd = open(state, O_RDONLY | O_CLOEXEC);
                 if (fd < 0) {
                         r = -errno;
-                        (void) asprintf(&j->error, "cannot open %s: %m", state);
+                        (void) error_set(&j->error, error_code_from_errno(-errno), "cannot open %s: %m", state);
                         goto finish;
                 }
                 r = vm_restore_state(q, fd, RESTORE_TIMEOUT_MS, &j->error);
@@ -279,11 +279,11 @@ static void create_done(Manager *m, void *userdata) {
                 s->state = SANDBOX_RUNNING;
                 if (agent_attach(s, TAKE_FD(j->agent_fd)) < 0) {
                         j->r = -EIO;
-                        (void) asprintf(&j->error, "cannot watch the agent channel");
+                        (void) error_set(&j->error, ERROR_INTERNAL, "cannot watch the agent channel");
                 }
         }
         if (j->r < 0 || !s || (s->state != SANDBOX_RUNNING && s->state != SANDBOX_POOLED)) {
-                const char *msg = j->error ? j->error : strerror(-j->r);
+                const char *msg = j->error.message ? j->error.message : strerror(-j->r);
 
                 if (j->r < 0)
                         log_error("sandbox %s: create failed: %s", j->id, msg);

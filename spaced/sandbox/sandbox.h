@@ -135,7 +135,7 @@ typedef struct PoolConfig {
         struct PoolConfig *next;
 } PoolConfig;
 int pools_load(Manager *m);
-int pool_set(Manager *m, const char *template_name, unsigned size, char **reterr_message);
+int pool_set(Manager *m, const char *template_name, unsigned size, Error *reterr);
 void pool_refill(Manager *m);
 /* Refills once the machine has been free of handouts and creates for a moment: the new member's restore
  * would otherwise take the CPU from the first commands of the sandbox just handed out. */
@@ -187,7 +187,7 @@ typedef struct BaseRequest {
 void base_request_done(BaseRequest *r);
 int base_request_init(Manager *m, const Template *t, unsigned vcpu, uint64_t memory_mib, BaseRequest *ret);
 void base_snapshot_done(BaseSnapshot *b);
-int base_snapshot_ensure(Manager *m, const BaseRequest *req, BaseSnapshot *ret, char **reterr_message);
+int base_snapshot_ensure(Manager *m, const BaseRequest *req, BaseSnapshot *ret, Error *reterr);
 /* At start: kills the QEMU of a base snapshot build that a dead daemon left, and removes its run dir. */
 void base_cleanup_stale(const char *runtime_dir);
 /* The command line of a VM restored from a snapshot of this base (a sandbox, a wake, a checkpoint). */

@@ -69,17 +69,17 @@ static bool hex64(const char *s) {
 }
 
 /* "sha256:<hex>" of a descriptor, checked: the hex is a file name below blobs/sha256/. */
-static int descriptor_digest(const cJSON *desc, const char **ret_hex, uint64_t *ret_size, char **reterr, const char *what) {
+static int descriptor_digest(const cJSON *desc, const char **ret_hex, uint64_t *ret_size, Error *reterr, const char *what) {
         const cJSON *d = cJSON_GetObjectItemCaseSensitive(desc, "digest");
         const cJSON *s = cJSON_GetObjectItemCaseSensitive(desc, "size");
 
         if (!cJSON_IsString(d) || strncmp(d->valuestring, "sha256:", 7) != 0 || !hex64(d->valuestring + 7)) {
-                (void) asprintf(reterr, "the %s descriptor has no valid sha256 digest (only sha256 is supported)", what);
+                (void) error_set(reterr, ERROR_INVALID_SOURCE, "the %s descriptor has no valid sha256 digest (only sha256 is supported)", what);
                 return -EBADMSG;
         }
         if (!cJSON_IsNumber(s) || s->valuedouble < 0 || s->valuedouble > 1e15 ||
             s->valuedouble != (double) (uint64_t) s->valuedouble) {
-                (void) asprintf(reterr, "the %s descriptor %s has no valid size", what, d->valuestring);
+                (void) error_set(reterr, ERROR_INVALID_SOURCE, "the %s descriptor %s has no valid size", what, d->valuestring);
                 return -EBADMSG;
         }
         *ret_hex = d->valuestring + 7;
@@ -87,7 +87,7 @@ static int descriptor_digest(const cJSON *desc, const char **ret_hex, uint64_t *
         return 0;
 }
 
-int oci_blob_open(int layout_fd, const char *hex, uint64_t size, int *ret_fd, char **reterr_message) {
+int oci_blob_open(int layout_fd, const char *hex, uint64_t size, int *ret_fd, Error *reterr) {
         _cleanup_free_ char *path = NULL;
         _cleanup_close_ int fd = -1;
         struct stat st;
@@ -99,17 +99,17 @@ int oci_blob_open(int layout_fd, const char *hex, uint64_t size, int *ret_fd, ch
                 return -ENOMEM;
         r = open_below(layout_fd, path, &fd);
         if (r < 0) {
-                (void) asprintf(reterr_message, "blob sha256:%s: %s", hex,
-                                r == -ENOENT ? "missing from blobs/sha256/" :
-                                r == -EMLINK || r == -ENOTDIR ? "reached through a symlink (refused)" :
-                                r == -EBADF ? "not a regular file" : strerror(-r));
+                (void) error_set(reterr, ERROR_INVALID_SOURCE, "blob sha256:%s: %s", hex,
+                                 r == -ENOENT ? "missing from blobs/sha256/" :
+                                 r == -EMLINK || r == -ENOTDIR ? "reached through a symlink (refused)" :
+                                 r == -EBADF ? "not a regular file" : strerror(-r));
                 return r;
         }
         if (fstat(fd, &st) < 0)
                 return -errno;
         if ((uint64_t) st.st_size != size) {
-                (void) asprintf(reterr_message, "blob sha256:%s has %llu bytes, its descriptor says %llu", hex,
-                                (unsigned long long) st.st_size, (unsigned long long) size);
+                (void) error_set(reterr, ERROR_INVALID_SOURCE, "blob sha256:%s has %llu bytes, its descriptor says %llu", hex,
+                                 (unsigned long long) st.st_size, (unsigned long long) size);
                 return -EBADMSG;
         }
         *ret_fd = TAKE_FD(fd);
@@ -141,7 +141,7 @@ static int read_all(int fd, size_t max, char **ret, size_t *ret_len) {
         return 0;
 }
 
-static cJSON *blob_json(int layout_fd, const cJSON *desc, const char *what, char **reterr) {
+static cJSON *blob_json(int layout_fd, const cJSON *desc, const char *what, Error *reterr) {
         _cleanup_free_ char *data = NULL;
         _cleanup_close_ int fd = -1;
         const char *hex;
@@ -154,28 +154,28 @@ static cJSON *blob_json(int layout_fd, const cJSON *desc, const char *what, char
         if (descriptor_digest(desc, &hex, &size, reterr, what) < 0)
                 return NULL;
         if (size > OCI_JSON_MAX) {
-                (void) asprintf(reterr, "the %s sha256:%s is %llu bytes: more than the %u MiB allowed", what, hex,
-                                (unsigned long long) size, OCI_JSON_MAX >> 20);
+                (void) error_set(reterr, ERROR_INVALID_SOURCE, "the %s sha256:%s is %llu bytes: more than the %u MiB allowed", what, hex,
+                                 (unsigned long long) size, OCI_JSON_MAX >> 20);
                 return NULL;
         }
         if (oci_blob_open(layout_fd, hex, size, &fd, reterr) < 0)
                 return NULL;
         if (read_all(fd, OCI_JSON_MAX, &data, &len) < 0 || len != size) {
-                (void) asprintf(reterr, "cannot read the %s sha256:%s", what, hex);
+                (void) error_set(reterr, ERROR_INVALID_SOURCE, "cannot read the %s sha256:%s", what, hex);
                 return NULL;
         }
         EVP_Digest(data, len, md, NULL, EVP_sha256(), NULL);
         for (unsigned k = 0; k < 32; k++)
                 snprintf(got + 2 * k, 3, "%02x", md[k]);
         if (!streq(got, hex)) {
-                (void) asprintf(reterr, "the %s blob does not match its digest: expected sha256:%s, got sha256:%s", what,
-                                hex, got);
+                (void) error_set(reterr, ERROR_INVALID_SOURCE, "the %s blob does not match its digest: expected sha256:%s, got sha256:%s", what,
+                                 hex, got);
                 return NULL;
         }
         o = cJSON_ParseWithLength(data, len);
         if (!cJSON_IsObject(o)) {
                 cJSON_Delete(o);
-                (void) asprintf(reterr, "the %s sha256:%s is not a JSON object", what, hex);
+                (void) error_set(reterr, ERROR_INVALID_SOURCE, "the %s sha256:%s is not a JSON object", what, hex);
                 return NULL;
         }
         return o;
@@ -193,13 +193,13 @@ static bool is_index_type(const char *t) {
 
 /* Picks the descriptor for linux/amd64 among an index's manifests, or the only one. Attestation manifests
  * (platform unknown/unknown, as BuildKit writes) do not count. */
-static const cJSON *pick_manifest(const cJSON *index, char **reterr) {
+static const cJSON *pick_manifest(const cJSON *index, Error *reterr) {
         const cJSON *list = cJSON_GetObjectItemCaseSensitive(index, "manifests"), *d, *only = NULL, *amd64 = NULL;
         _cleanup_free_ char *seen = NULL;
         unsigned n = 0;
 
         if (!cJSON_IsArray(list) || cJSON_GetArraySize(list) == 0) {
-                (void) asprintf(reterr, "the index lists no manifests");
+                (void) error_set(reterr, ERROR_INVALID_SOURCE, "the index lists no manifests");
                 return NULL;
         }
         cJSON_ArrayForEach(d, list) {
@@ -226,7 +226,7 @@ static const cJSON *pick_manifest(const cJSON *index, char **reterr) {
                 return amd64;
         if (n == 1)
                 return only;
-        (void) asprintf(reterr, "the image has %u manifests and none for linux/amd64 (platforms: %s)", n, seen ?: "none");
+        (void) error_set(reterr, ERROR_INVALID_SOURCE, "the image has %u manifests and none for linux/amd64 (platforms: %s)", n, seen ?: "none");
         return NULL;
 }
 
@@ -238,8 +238,9 @@ static int strv_from_array(const cJSON *a, char ***l) {
         return 0;
 }
 
-int oci_image_read(int layout_fd, OciImage *ret, char **reterr_message) {
-        _cleanup_free_ char *data = NULL, *err = NULL;
+int oci_image_read(int layout_fd, OciImage *ret, Error *reterr) {
+        _cleanup_free_ char *data = NULL;
+        _cleanup_(error_done) Error err = {};
         _cleanup_close_ int fd = -1;
         cJSON *index = NULL, *manifest = NULL, *config = NULL;
         const cJSON *desc, *layers, *l, *c;
@@ -249,8 +250,8 @@ int oci_image_read(int layout_fd, OciImage *ret, char **reterr_message) {
 
         r = open_below(layout_fd, "oci-layout", &fd);
         if (r < 0) {
-                (void) asprintf(reterr_message, "not an OCI image layout: oci-layout %s",
-                                r == -ENOENT ? "is missing" : "is not a regular file");
+                (void) error_set(reterr, ERROR_INVALID_SOURCE, "not an OCI image layout: oci-layout %s",
+                                 r == -ENOENT ? "is missing" : "is not a regular file");
                 return -EMEDIUMTYPE;
         }
         fd = safe_close(fd);
@@ -258,12 +259,12 @@ int oci_image_read(int layout_fd, OciImage *ret, char **reterr_message) {
         if (r >= 0)
                 r = read_all(fd, OCI_JSON_MAX, &data, &len);
         if (r < 0) {
-                (void) asprintf(reterr_message, "the OCI layout's index.json cannot be read: %s", strerror(-r));
+                (void) error_set(reterr, ERROR_INVALID_SOURCE, "the OCI layout's index.json cannot be read: %s", strerror(-r));
                 return -EBADMSG;
         }
         index = cJSON_ParseWithLength(data, len);
         if (!cJSON_IsObject(index)) {
-                (void) asprintf(reterr_message, "the OCI layout's index.json is not a JSON object");
+                (void) error_set(reterr, ERROR_INVALID_SOURCE, "the OCI layout's index.json is not a JSON object");
                 r = -EBADMSG;
                 goto out;
         }
@@ -283,7 +284,7 @@ int oci_image_read(int layout_fd, OciImage *ret, char **reterr_message) {
                     !cJSON_GetObjectItemCaseSensitive(manifest, "manifests"))
                         break;
                 if (depth + 1 >= OCI_INDEX_DEPTH_MAX) {
-                        err = strdup("indexes nest too deep");
+                        (void) error_set(&err, ERROR_INVALID_SOURCE, "indexes nest too deep");
                         r = -EBADMSG;
                         goto fail;
                 }
@@ -295,14 +296,16 @@ int oci_image_read(int layout_fd, OciImage *ret, char **reterr_message) {
         c = cJSON_GetObjectItemCaseSensitive(manifest, "config");
         config = cJSON_IsObject(c) ? blob_json(layout_fd, c, "image config", &err) : NULL;
         if (!config) {
-                if (!err)
-                        err = strdup("the manifest has no config descriptor");
+                if (!err.message)
+                        (void) error_set(&err, ERROR_INVALID_SOURCE, "the manifest has no config descriptor");
                 r = -EBADMSG;
                 goto fail;
         }
         layers = cJSON_GetObjectItemCaseSensitive(manifest, "layers");
         if (!cJSON_IsArray(layers) || cJSON_GetArraySize(layers) > OCI_LAYERS_MAX) {
-                err = strdup(cJSON_IsArray(layers) ? "the manifest has more than 512 layers" : "the manifest has no layers list");
+                (void) error_set(&err, ERROR_INVALID_SOURCE, "%s",
+                                 cJSON_IsArray(layers) ? "the manifest has more than 512 layers" :
+                                 "the manifest has no layers list");
                 r = -EBADMSG;
                 goto fail;
         }
@@ -320,7 +323,7 @@ int oci_image_read(int layout_fd, OciImage *ret, char **reterr_message) {
                 if (r < 0)
                         goto fail;
                 if (strstr(mt, "nondistributable") || strstr(mt, "foreign")) {
-                        (void) asprintf(&err, "layer sha256:%s is %s: foreign layers are not in the layout", hex, mt);
+                        (void) error_set(&err, ERROR_INVALID_SOURCE, "layer sha256:%s is %s: foreign layers are not in the layout", hex, mt);
                         r = -EBADMSG;
                         goto fail;
                 }
@@ -354,7 +357,7 @@ nomem:
         r = -ENOMEM;
         goto out;
 fail:
-        (void) asprintf(reterr_message, "OCI image: %s", err ?: "not valid");
+        (void) error_set(reterr, ERROR_INVALID_SOURCE, "OCI image: %s", err.message ?: "not valid");
 out:
         oci_image_done(&img);
         cJSON_Delete(index);

@@ -6,6 +6,8 @@
 
 #include <stdint.h>
 
+#include "core/error.h"
+
 typedef struct OciLayer {
         char hex[65];        /* sha256 of the blob */
         uint64_t size;
@@ -24,6 +26,6 @@ typedef struct OciImage {
 
 void oci_image_done(OciImage *img);
 /* layout_fd: the layout's directory. Reads and verifies index.json, the manifest and the config. */
-int oci_image_read(int layout_fd, OciImage *ret, char **reterr_message);
+int oci_image_read(int layout_fd, OciImage *ret, Error *reterr);
 /* Opens a blob by its hex digest (never following symlinks) and checks its size. */
-int oci_blob_open(int layout_fd, const char *hex, uint64_t size, int *ret_fd, char **reterr_message);
+int oci_blob_open(int layout_fd, const char *hex, uint64_t size, int *ret_fd, Error *reterr);

@@ -141,7 +141,7 @@ static int extract_fd(ImportJob *j, int fd, Tree *tree, bool whiteouts, const ch
                       const char *what) {
         struct archive *a = archive_read_new();
         Reader rd = { .job = j, .fd = fd };
-        _cleanup_free_ char *err = NULL;
+        _cleanup_(error_done) Error err = {};
         int r;
 
         rd.buf = malloc(READ_BUF);
@@ -161,9 +161,9 @@ static int extract_fd(ImportJob *j, int fd, Tree *tree, bool whiteouts, const ch
         r = tree_extract(tree, a, whiteouts, &err);
         if (r < 0) {
                 if (r == -ENOSPC || r == -EDQUOT)
-                        r = job_fail(j, ERROR_NO_SPACE, r, "%s: %s", what, err ?: strerror(-r));
+                        r = job_fail(j, ERROR_NO_SPACE, r, "%s: %s", what, err.message ?: strerror(-r));
                 else
-                        r = job_fail(j, ERROR_INVALID_SOURCE, r, "%s: %s", what, err ?: strerror(-r));
+                        r = job_fail(j, ERROR_INVALID_SOURCE, r, "%s: %s", what, err.message ?: strerror(-r));
                 goto out;
         }
         if (expect_hex) {
@@ -213,14 +213,14 @@ static int strv_set_kv(char ***l, const char *kv) {
 }
 
 static int import_oci(ImportJob *j, int layout_fd, Tree *tree) {
-        _cleanup_free_ char *err = NULL;
+        _cleanup_(error_done) Error err = {};
         OciImage img = {};
         uint64_t total = 0;
         int r;
 
         r = oci_image_read(layout_fd, &img, &err);
         if (r < 0)
-                return job_fail(j, ERROR_INVALID_SOURCE, r, "%s: %s", j->source, err ?: strerror(-r));
+                return job_fail(j, ERROR_INVALID_SOURCE, r, "%s: %s", j->source, err.message ?: strerror(-r));
         for (unsigned i = 0; i < img.n_layers; i++)
                 total += img.layers[i].size;
         progress_phase(j, "layers", total);
@@ -231,7 +231,8 @@ static int import_oci(ImportJob *j, int layout_fd, Tree *tree) {
                 progress_layer(j, i + 1, img.n_layers);
                 r = oci_blob_open(layout_fd, img.layers[i].hex, img.layers[i].size, &fd, &err);
                 if (r < 0) {
-                        r = job_fail(j, ERROR_INVALID_SOURCE, r, "%s: layer %u: %s", j->source, i + 1, err ?: strerror(-r));
+                        r = job_fail(j, ERROR_INVALID_SOURCE, r, "%s: layer %u: %s", j->source, i + 1,
+                                     err.message ?: strerror(-r));
                         goto out;
                 }
                 if (asprintf(&what, "layer %u/%u (sha256:%.12s)", i + 1, img.n_layers, img.layers[i].hex) < 0) {
@@ -431,7 +432,6 @@ static int write_config(ImportJob *j, const char *dir) {
 
 /* The request's config goes over the image's: env by key, everything else field by field. */
 static int apply_request_config(ImportJob *j) {
-        _cleanup_free_ char *msg = NULL;
         cJSON *c;
         const cJSON *env;
         int r;
@@ -451,7 +451,7 @@ static int apply_request_config(ImportJob *j) {
                         }
                 cJSON_DeleteItemFromObjectCaseSensitive(c, "env");
         }
-        r = template_config_apply(j->t, c, &msg);
+        r = template_config_apply(j->t, c, NULL);
         cJSON_Delete(c);
         return r;
 }
@@ -684,7 +684,7 @@ static void import_done(Manager *m, void *userdata) {
 
 static int job_new(Manager *m, const ImportRequest *req, ImportJob **ret, Error *reterr) {
         ImportJob *j = calloc(1, sizeof *j);
-        _cleanup_free_ char *msg = NULL;
+        _cleanup_(error_done) Error msg = {};
         int r;
 
         if (!j)
@@ -718,7 +718,9 @@ static int job_new(Manager *m, const ImportRequest *req, ImportJob **ret, Error 
                 strv_free(probe.entrypoint);
                 if (r < 0) {
                         job_free(j);
-                        return r == -ENOMEM ? r : error_set(reterr, ERROR_INVALID_ARGUMENT, "%s", msg) ?: r;
+                        if (r != -ENOMEM)
+                                error_move(reterr, &msg);
+                        return r;
                 }
                 j->request_config = cJSON_Duplicate(req->config, true);
         }
@@ -771,7 +773,7 @@ int template_import_start(Manager *m, const ImportRequest *req, Operation **ret_
         return 0;
 }
 
-int template_import_now(Manager *m, const ImportRequest *req, Template **ret, char **reterr_message) {
+int template_import_now(Manager *m, const ImportRequest *req, Template **ret, Error *reterr) {
         Error e = {};
         ImportJob *j;
         int r;
@@ -780,16 +782,14 @@ int template_import_now(Manager *m, const ImportRequest *req, Template **ret, ch
         if (r >= 0)
                 r = job_new(m, req, &j, &e);
         if (r < 0) {
-                if (reterr_message)
-                        *reterr_message = TAKE_PTR(e.message);
-                error_done(&e);
+                error_move(reterr, &e);
                 return r;
         }
         r = import_run(j);
         if (r >= 0)
                 r = import_record(m, j, ret);
-        if (r < 0 && reterr_message)
-                *reterr_message = j->error ? strdup(j->error) : NULL;
+        if (r < 0 && j->error)
+                (void) error_set(reterr, j->error_code != ERROR_NONE ? j->error_code : ERROR_INTERNAL, "%s", j->error);
         job_free(j);
         return r;
 }

@@ -195,8 +195,8 @@ int rm_rf_at(int parent_fd, const char *name) {
 
 /* ---- paths ---- */
 
-static int fail(char **reterr, int r, const char *entry, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
-static int fail(char **reterr, int r, const char *entry, const char *fmt, ...) {
+static int fail(Error *reterr, int r, const char *entry, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+static int fail(Error *reterr, int r, const char *entry, const char *fmt, ...) {
         _cleanup_free_ char *why = NULL;
         va_list ap;
 
@@ -204,9 +204,10 @@ static int fail(char **reterr, int r, const char *entry, const char *fmt, ...) {
         if (vasprintf(&why, fmt, ap) < 0)
                 why = NULL;
         va_end(ap);
-        if (reterr && !*reterr)
-                (void) asprintf(reterr, "entry '%.200s%s': %s", entry, strlen(entry) > 200 ? "..." : "",
-                                why ?: "refused");
+        /* a full disk is ours to report; anything else the archive asked for and cannot have */
+        if (reterr && !reterr->message)
+                (void) error_set(reterr, r == -ENOSPC || r == -EDQUOT ? ERROR_NO_SPACE : ERROR_INVALID_SOURCE,
+                                 "entry '%.200s%s': %s", entry, strlen(entry) > 200 ? "..." : "", why ?: "refused");
         return r;
 }
 
@@ -259,7 +260,7 @@ static int path_normalize(const char *in, char **ret, const char **ret_why) {
 /* Opens the directory that holds path's last component, one component at a time without following
  * symlinks, so that nothing can lead outside the root. create: make missing directories (recorded as
  * implied ones). Returns the fd and points *ret_base into path. */
-static int open_parent(Tree *t, const char *path, bool create, int *ret_fd, const char **ret_base, char **reterr,
+static int open_parent(Tree *t, const char *path, bool create, int *ret_fd, const char **ret_base, Error *reterr,
                        const char *entry) {
         _cleanup_free_ char *copy = strdup(path);
         _cleanup_close_ int fd = -1;
@@ -360,7 +361,7 @@ static int cmp_depth_desc(const void *a, const void *b) {
 /* OCI whiteouts hide what lower layers put there: path itself (include_self) and everything below it
  * written by a layer before the current one. Deepest first, so that a directory still holding this layer's
  * files stays (and then counts as this layer's). */
-static int remove_lower(Tree *t, const char *path, bool include_self, char **reterr, const char *entry) {
+static int remove_lower(Tree *t, const char *path, bool include_self, Error *reterr, const char *entry) {
         _cleanup_free_ TreeEntry **victims = NULL;
         size_t n = 0;
 
@@ -415,7 +416,7 @@ static int remove_lower(Tree *t, const char *path, bool include_self, char **ret
 }
 
 static int write_data(Tree *t, struct archive *a, int fd, int64_t declared, TreeEntry *e, const char *entry,
-                      char **reterr) {
+                      Error *reterr) {
         static const uint8_t zeros[65536];
         EVP_MD_CTX *ctx = EVP_MD_CTX_new();
         int64_t off = 0;
@@ -488,7 +489,7 @@ static void entry_meta(TreeEntry *e, struct archive_entry *ae, mode_t type) {
         e->mtime = archive_entry_mtime_is_set(ae) ? (int64_t) archive_entry_mtime(ae) : 0;
 }
 
-static int extract_one(Tree *t, struct archive *a, struct archive_entry *ae, bool whiteouts, char **reterr) {
+static int extract_one(Tree *t, struct archive *a, struct archive_entry *ae, bool whiteouts, Error *reterr) {
         const char *raw = archive_entry_pathname(ae) ?: "", *why = NULL, *base, *hl = archive_entry_hardlink(ae);
         _cleanup_free_ char *path = NULL;
         _cleanup_close_ int pfd = -1;
@@ -646,7 +647,7 @@ static int extract_one(Tree *t, struct archive *a, struct archive_entry *ae, boo
         }
 }
 
-int tree_extract(Tree *t, struct archive *a, bool whiteouts, char **reterr_message) {
+int tree_extract(Tree *t, struct archive *a, bool whiteouts, Error *reterr) {
         struct archive_entry *ae;
         unsigned n = 0;
         int r;
@@ -656,12 +657,12 @@ int tree_extract(Tree *t, struct archive *a, bool whiteouts, char **reterr_messa
                 if (ar == ARCHIVE_EOF)
                         break;
                 if (ar < ARCHIVE_WARN) {
-                        if (reterr_message && !*reterr_message)
-                                (void) asprintf(reterr_message, "%s after %u entries",
-                                                archive_error_string(a) ?: "the archive cannot be read", n);
+                        if (reterr && !reterr->message)
+                                (void) error_set(reterr, ERROR_INVALID_SOURCE, "%s after %u entries",
+                                                 archive_error_string(a) ?: "the archive cannot be read", n);
                         return -EBADMSG;
                 }
-                r = extract_one(t, a, ae, whiteouts, reterr_message);
+                r = extract_one(t, a, ae, whiteouts, reterr);
                 if (r < 0)
                         return r;
                 n++;

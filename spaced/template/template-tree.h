@@ -10,6 +10,8 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "core/error.h"
+
 struct archive;
 
 typedef struct TreeEntry {
@@ -40,7 +42,7 @@ int tree_root_fd(Tree *t);
  * entry (absolute paths, '..', entries through a symlink, hard links to anything but a regular file
  * extracted before); device nodes, fifos and sockets are dropped and counted. whiteouts: OCI layer
  * semantics for .wh.NAME and .wh..wh..opq. */
-int tree_extract(Tree *t, struct archive *a, bool whiteouts, char **reterr_message);
+int tree_extract(Tree *t, struct archive *a, bool whiteouts, Error *reterr);
 
 /* A live entry, or NULL. */
 const TreeEntry *tree_lookup(Tree *t, const char *path);

@@ -91,29 +91,29 @@ static bool name_component_valid(const char *s, size_t n) {
 static const char ref_help[] = "use NAME[:TAG] (lowercase letters, digits and . _ -, with / between parts, e.g. "
                                "team/python:3.12) or sha256:<12 to 64 hex digits>";
 
-int template_ref_parse(const char *ref, char **ret_tag, char **ret_digest_prefix, char **reterr_message) {
+int template_ref_parse(const char *ref, char **ret_tag, char **ret_digest_prefix, Error *reterr) {
         const char *colon, *tag = "latest";
         size_t n = strlen(ref), name_len;
 
         *ret_tag = NULL;
         *ret_digest_prefix = NULL;
         if (n == 0) {
-                (void) asprintf(reterr_message, "the template reference is empty; %s", ref_help);
+                (void) error_set(reterr, ERROR_INVALID_REF, "the template reference is empty; %s", ref_help);
                 return -EINVAL;
         }
         if (n > TEMPLATE_TAG_MAX) {
-                (void) asprintf(reterr_message, "template reference '%.64s...' is longer than %d characters", ref,
-                                TEMPLATE_TAG_MAX);
+                (void) error_set(reterr, ERROR_INVALID_REF, "template reference '%.64s...' is longer than %d characters", ref,
+                                 TEMPLATE_TAG_MAX);
                 return -EINVAL;
         }
         if (strncmp(ref, "sha256:", 7) == 0) {
                 const char *hex = ref + 7;
                 size_t k = strlen(hex);
                 if (k < TEMPLATE_DIGEST_PREFIX_MIN || k > 64 || strspn(hex, "0123456789abcdef") != k) {
-                        (void) asprintf(reterr_message,
-                                        "'%s' is not a valid digest reference: sha256: takes %d to 64 lowercase hex "
-                                        "digits",
-                                        ref, TEMPLATE_DIGEST_PREFIX_MIN);
+                        (void) error_set(reterr, ERROR_INVALID_REF,
+                                         "'%s' is not a valid digest reference: sha256: takes %d to 64 lowercase hex "
+                                         "digits",
+                                         ref, TEMPLATE_DIGEST_PREFIX_MIN);
                         return -EINVAL;
                 }
                 *ret_digest_prefix = strdup(hex);
@@ -126,10 +126,10 @@ int template_ref_parse(const char *ref, char **ret_tag, char **ret_digest_prefix
                 size_t k = strlen(tag);
                 if (k == 0 || k > 128 || !(isalnum((unsigned char) tag[0]) || tag[0] == '_') ||
                     strspn(tag, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-") != k) {
-                        (void) asprintf(reterr_message,
-                                        "'%s' has an invalid tag '%s': a tag is 1 to 128 letters, digits, '_', '.' "
-                                        "or '-', not starting with '.' or '-'; %s",
-                                        ref, tag, ref_help);
+                        (void) error_set(reterr, ERROR_INVALID_REF,
+                                         "'%s' has an invalid tag '%s': a tag is 1 to 128 letters, digits, '_', '.' "
+                                         "or '-', not starting with '.' or '-'; %s",
+                                         ref, tag, ref_help);
                         return -EINVAL;
                 }
         }
@@ -140,13 +140,13 @@ int template_ref_parse(const char *ref, char **ret_tag, char **ret_digest_prefix
                         bool upper = false;
                         for (size_t i = 0; i < name_len; i++)
                                 upper = upper || isupper((unsigned char) ref[i]);
-                        (void) asprintf(reterr_message, "'%s' is not a valid template reference%s; %s", ref,
-                                        upper ? " (names are lowercase)" : "", ref_help);
+                        (void) error_set(reterr, ERROR_INVALID_REF, "'%s' is not a valid template reference%s; %s", ref,
+                                         upper ? " (names are lowercase)" : "", ref_help);
                         return -EINVAL;
                 }
                 p += k + (slash ? 1 : 0);
                 if (slash && p == ref + name_len) {
-                        (void) asprintf(reterr_message, "'%s' is not a valid template reference; %s", ref, ref_help);
+                        (void) error_set(reterr, ERROR_INVALID_REF, "'%s' is not a valid template reference; %s", ref, ref_help);
                         return -EINVAL;
                 }
         }
@@ -155,13 +155,13 @@ int template_ref_parse(const char *ref, char **ret_tag, char **ret_digest_prefix
         return 0;
 }
 
-int template_tag_parse(const char *ref, char **ret_tag, char **reterr_message) {
+int template_tag_parse(const char *ref, char **ret_tag, Error *reterr) {
         _cleanup_free_ char *prefix = NULL;
-        int r = template_ref_parse(ref, ret_tag, &prefix, reterr_message);
+        int r = template_ref_parse(ref, ret_tag, &prefix, reterr);
         if (r < 0)
                 return r;
         if (prefix) {
-                (void) asprintf(reterr_message, "'%s' is a digest; a tag is NAME[:TAG], e.g. team/python:3.12", ref);
+                (void) error_set(reterr, ERROR_INVALID_REF, "'%s' is a digest; a tag is NAME[:TAG], e.g. team/python:3.12", ref);
                 return -EINVAL;
         }
         return 0;
@@ -184,7 +184,8 @@ Template *template_find_digest(Manager *m, const char *digest) {
 }
 
 int template_resolve(Manager *m, const char *ref, Template **ret, Error *reterr) {
-        _cleanup_free_ char *tag = NULL, *prefix = NULL, *msg = NULL;
+        _cleanup_free_ char *tag = NULL, *prefix = NULL;
+        _cleanup_(error_done) Error msg = {};
         Template *found = NULL;
         unsigned n = 0;
         int r;
@@ -193,7 +194,7 @@ int template_resolve(Manager *m, const char *ref, Template **ret, Error *reterr)
         if (r == -ENOMEM)
                 return r;
         if (r < 0)
-                return error_set(reterr, ERROR_INVALID_REF, "%s", msg ?: "invalid template reference") ?: r;
+                return error_set(reterr, ERROR_INVALID_REF, "%s", msg.message ?: "invalid template reference") ?: r;
         for (Template *t = m->templates; t; t = t->next) {
                 if (tag ? has_tag(t, tag) : strncmp(t->digest + 7, prefix, strlen(prefix)) == 0) {
                         found = t;
@@ -259,13 +260,13 @@ static int set_str(char **field, const cJSON *v) {
         return 0;
 }
 
-int template_config_apply(Template *t, const cJSON *config, char **reterr_message) {
+int template_config_apply(Template *t, const cJSON *config, Error *reterr) {
         const cJSON *v;
 
         if (!config || cJSON_IsNull(config))
                 return 0;
         if (!cJSON_IsObject(config)) {
-                (void) asprintf(reterr_message, "config must be an object");
+                (void) error_set(reterr, ERROR_INVALID_ARGUMENT, "config must be an object");
                 return -EINVAL;
         }
         cJSON_ArrayForEach(v, config) {
@@ -299,27 +300,27 @@ int template_config_apply(Template *t, const cJSON *config, char **reterr_messag
                         for (size_t i = 0; i < ELEMENTSOF(known); i++)
                                 is_known = is_known || streq(known[i], k);
                         if (!is_known)
-                                (void) asprintf(reterr_message,
-                                                "config has an unknown field '%s'; known: description, env, user, "
-                                                "workdir, entrypoint, vcpu, memory_mib, disk_mib",
-                                                k);
+                                (void) error_set(reterr, ERROR_INVALID_ARGUMENT,
+                                                 "config has an unknown field '%s'; known: description, env, user, "
+                                                 "workdir, entrypoint, vcpu, memory_mib, disk_mib",
+                                                 k);
                         else
-                                (void) asprintf(reterr_message,
-                                                "config.%s is not valid: %s", k,
-                                                streq(k, "env") ? "a list of \"K=V\" strings" :
-                                                streq(k, "entrypoint") ? "a non-empty list of strings" :
-                                                streq(k, "workdir") ? "an absolute path" :
-                                                streq(k, "vcpu") ? "a whole number from 1 to 64" :
-                                                streq(k, "memory_mib") ? "a whole number from 64 to 65536" :
-                                                streq(k, "disk_mib") ? "a whole number from 64 to 1048576" :
-                                                streq(k, "user") ? "NAME or UID, optionally :GROUP or :GID "
-                                                                   "(at most 64 of A-Z a-z 0-9 . _ -)" :
-                                                "a non-empty string");
+                                (void) error_set(reterr, ERROR_INVALID_ARGUMENT,
+                                                 "config.%s is not valid: %s", k,
+                                                 streq(k, "env") ? "a list of \"K=V\" strings" :
+                                                 streq(k, "entrypoint") ? "a non-empty list of strings" :
+                                                 streq(k, "workdir") ? "an absolute path" :
+                                                 streq(k, "vcpu") ? "a whole number from 1 to 64" :
+                                                 streq(k, "memory_mib") ? "a whole number from 64 to 65536" :
+                                                 streq(k, "disk_mib") ? "a whole number from 64 to 1048576" :
+                                                 streq(k, "user") ? "NAME or UID, optionally :GROUP or :GID "
+                                                                    "(at most 64 of A-Z a-z 0-9 . _ -)" :
+                                                 "a non-empty string");
                         return -EINVAL;
                 }
                 if (r == -EINVAL) {
-                        (void) asprintf(reterr_message, "config.%s is not valid: %s", k,
-                                        streq(k, "env") ? "a list of \"K=V\" strings" : "a list of strings");
+                        (void) error_set(reterr, ERROR_INVALID_ARGUMENT, "config.%s is not valid: %s", k,
+                                         streq(k, "env") ? "a list of \"K=V\" strings" : "a list of strings");
                         return r;
                 }
                 if (r < 0)
@@ -598,8 +599,8 @@ static uint64_t image_remove(Manager *m, Template *t) {
 
 static const char *pool_naming(Manager *m, const char *tag) {
         for (PoolConfig *p = m->pools; p; p = p->next) {
-                _cleanup_free_ char *ptag = NULL, *prefix = NULL, *msg = NULL;
-                if (p->size > 0 && template_ref_parse(p->template_name, &ptag, &prefix, &msg) >= 0 && ptag &&
+                _cleanup_free_ char *ptag = NULL, *prefix = NULL;
+                if (p->size > 0 && template_ref_parse(p->template_name, &ptag, &prefix, NULL) >= 0 && ptag &&
                     streq(ptag, tag))
                         return p->template_name;
         }
@@ -608,7 +609,7 @@ static const char *pool_naming(Manager *m, const char *tag) {
 
 int template_remove(Manager *m, const char *ref, char **ret_untagged, bool *ret_removed_image, uint64_t *ret_freed,
                     Error *reterr) {
-        _cleanup_free_ char *tag = NULL, *prefix = NULL, *msg = NULL, *user = NULL;
+        _cleanup_free_ char *tag = NULL, *prefix = NULL, *user = NULL;
         Template *t;
         size_t ntags = 0;
         int r;
@@ -619,7 +620,7 @@ int template_remove(Manager *m, const char *ref, char **ret_untagged, bool *ret_
         r = template_resolve(m, ref, &t, reterr);
         if (r < 0)
                 return r;
-        (void) template_ref_parse(ref, &tag, &prefix, &msg);
+        (void) template_ref_parse(ref, &tag, &prefix, NULL);
         for (char **i = t->tags; i && *i; i++)
                 ntags++;
         if (tag) {
@@ -797,7 +798,8 @@ static int load_rows(Manager *m) {
         if (rc != SQLITE_OK)
                 return -EIO;
         while (sqlite3_step(st) == SQLITE_ROW) {
-                _cleanup_free_ char *config_text = NULL, *msg = NULL;
+                _cleanup_free_ char *config_text = NULL;
+                _cleanup_(error_done) Error msg = {};
                 Template *t = calloc(1, sizeof *t);
                 cJSON *config;
                 struct stat sb;
@@ -823,7 +825,7 @@ static int load_rows(Manager *m) {
                 config = config_text ? cJSON_Parse(config_text) : NULL;
                 if (template_config_apply(t, config, &msg) < 0)
                         log_warning("template %s: its recorded config is not valid (%s); using defaults", t->digest,
-                                    msg ?: "?");
+                                    msg.message ?: "?");
                 cJSON_Delete(config);
                 if (stat(t->rootfs, &sb) < 0) {
                         log_warning("template %s: %s is missing; forgetting the template", t->digest, t->rootfs);
@@ -863,7 +865,7 @@ static int load_rows(Manager *m) {
 /* template.conf: "key = value" lines (name, description, vcpu, memory_mib, disk_mib, env (repeated), workdir,
  * user) as a config object. */
 static int builtin_conf(const char *path, const char *dirname, char **ret_name, cJSON **ret_config,
-                        char **reterr_message) {
+                        Error *reterr) {
         _cleanup_fclose_ FILE *f = fopen(path, "re");
         cJSON *c = cJSON_CreateObject(), *env = cJSON_CreateArray();
         _cleanup_free_ char *name = NULL;
@@ -874,7 +876,7 @@ static int builtin_conf(const char *path, const char *dirname, char **ret_name, 
                 int r = f ? -ENOMEM : -errno;
                 cJSON_Delete(c);
                 cJSON_Delete(env);
-                (void) asprintf(reterr_message, "%s: %s", path, strerror(-r));
+                (void) error_set(reterr, ERROR_INTERNAL, "%s: %s", path, strerror(-r));
                 return r;
         }
         while (fgets(line, sizeof line, f)) {
@@ -885,7 +887,7 @@ static int builtin_conf(const char *path, const char *dirname, char **ret_name, 
                         continue;
                 eq = strchr(k, '=');
                 if (!eq) {
-                        (void) asprintf(reterr_message, "%s line %u: expected key = value", path, n);
+                        (void) error_set(reterr, ERROR_INVALID_ARGUMENT, "%s line %u: expected key = value", path, n);
                         cJSON_Delete(c);
                         cJSON_Delete(env);
                         return -EINVAL;
@@ -902,7 +904,7 @@ static int builtin_conf(const char *path, const char *dirname, char **ret_name, 
                         char *end;
                         double d = strtod(v, &end);
                         if (end == v || *end) {
-                                (void) asprintf(reterr_message, "%s line %u: %s must be a number", path, n, k);
+                                (void) error_set(reterr, ERROR_INVALID_ARGUMENT, "%s line %u: %s must be a number", path, n, k);
                                 cJSON_Delete(c);
                                 cJSON_Delete(env);
                                 return -EINVAL;
@@ -938,7 +940,8 @@ static void builtins_load(Manager *m) {
                 return;
         }
         while ((de = readdir(d))) {
-                _cleanup_free_ char *conf = NULL, *tar = NULL, *digest = NULL, *name = NULL, *tag = NULL, *msg = NULL;
+                _cleanup_free_ char *conf = NULL, *tar = NULL, *digest = NULL, *name = NULL, *tag = NULL;
+                _cleanup_(error_done) Error msg = {};
                 cJSON *config = NULL;
                 struct stat st;
                 int r;
@@ -964,20 +967,20 @@ static void builtins_load(Manager *m) {
                 if (r >= 0 && template_tag_parse(name, &tag, &msg) < 0)
                         r = -EINVAL;
                 if (r < 0) {
-                        log_warning("builtin template %s: %s, skipping it", de->d_name, msg ?: strerror(-r));
+                        log_warning("builtin template %s: %s, skipping it", de->d_name, msg.message ?: strerror(-r));
                         cJSON_Delete(config);
                         continue;
                 }
                 ImportRequest req = { .source = tar, .tag = tag, .config = config, .source_digest = digest };
                 if ((uint64_t) st.st_size <= BUILTIN_SYNC_MAX) {
-                        _cleanup_free_ char *err = NULL;
+                        _cleanup_(error_done) Error err = {};
                         Template *t;
                         uint64_t t0 = now_usec_monotonic();
 
                         r = template_import_now(m, &req, &t, &err);
                         if (r < 0)
                                 log_error("builtin template %s: import of %s failed: %s", name, tar,
-                                          err ?: strerror(-r));
+                                          err.message ?: strerror(-r));
                         else
                                 log_info("builtin template %s imported from %s in %.1f s: %s", tag, tar,
                                          (double) (now_usec_monotonic() - t0) / 1e6, t->digest);

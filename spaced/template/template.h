@@ -57,14 +57,14 @@ void templates_free(Manager *m);
 /* A reference: NAME[:TAG] (lowercase, '/'-separated components; TAG defaults to latest) gives
  * *ret_tag = "name:tag"; sha256:<hex> (12 to 64 hex digits) gives *ret_digest_prefix = "<hex>". -EINVAL with a
  * message saying what is wrong. */
-int template_ref_parse(const char *ref, char **ret_tag, char **ret_digest_prefix, char **reterr_message);
+int template_ref_parse(const char *ref, char **ret_tag, char **ret_digest_prefix, Error *reterr);
 /* Only the NAME[:TAG] form (what import and tag accept). */
-int template_tag_parse(const char *ref, char **ret_tag, char **reterr_message);
+int template_tag_parse(const char *ref, char **ret_tag, Error *reterr);
 
 /* A template's defaults as JSON (config.json) and back. */
 cJSON *template_config_to_json(const Template *t);
 /* Validates and applies the fields of a config object onto t; -EINVAL with a message naming the field. */
-int template_config_apply(Template *t, const cJSON *config, char **reterr_message);
+int template_config_apply(Template *t, const cJSON *config, Error *reterr);
 Template *template_free(Template *t);
 
 /* Adds (or updates) a finished image and points tag (NULL: none) at it. Takes t. */
@@ -90,4 +90,4 @@ typedef struct ImportRequest {
 } ImportRequest;
 int template_import_start(Manager *m, const ImportRequest *req, Operation **ret_op, Error *reterr);
 /* The same, on the calling thread (builtins at start). */
-int template_import_now(Manager *m, const ImportRequest *req, Template **ret, char **reterr_message);
+int template_import_now(Manager *m, const ImportRequest *req, Template **ret, Error *reterr);

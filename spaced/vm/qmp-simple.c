@@ -11,7 +11,7 @@
 #include "macro.h"
 #include "vm/vmm.h"
 
-int vm_qmp_simple(const char *run_dir, const char *cmd, char **reterr) {
+int vm_qmp_simple(const char *run_dir, const char *cmd, Error *reterr) {
         _cleanup_free_ char *path = NULL;
         Qmp *q = NULL;
         int r;

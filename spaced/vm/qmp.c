@@ -152,22 +152,22 @@ static int qmp_send(Qmp *q, const char *data, size_t n, int pass_fd, int64_t dea
 }
 
 /* Waits for the reply carrying our id; events and replies to older (timed-out) commands are dropped. */
-static int qmp_wait_reply(Qmp *q, const char *id, int64_t deadline, cJSON **ret, char **reterr_message) {
+static int qmp_wait_reply(Qmp *q, const char *id, int64_t deadline, cJSON **ret, Error *reterr) {
         for (;;) {
                 _cleanup_free_ char *m = NULL;
                 int r = qmp_read_message(q, deadline, &m);
                 if (r < 0) {
-                        set_error(reterr_message, "QMP: %s",
-                                  r == -ECONNRESET ? "QEMU closed the monitor connection" :
-                                  r == -EMSGSIZE   ? "oversized message" :
-                                  r == -ETIMEDOUT  ? "timed out waiting for a reply" : strerror(-r));
+                        (void) error_set(reterr, ERROR_INTERNAL, "QMP: %s",
+                                         r == -ECONNRESET ? "QEMU closed the monitor connection" :
+                                         r == -EMSGSIZE   ? "oversized message" :
+                                         r == -ETIMEDOUT  ? "timed out waiting for a reply" : strerror(-r));
                         return r;
                 }
 
                 cJSON *j = cJSON_Parse(m);
                 if (!j || !cJSON_IsObject(j)) {
                         cJSON_Delete(j);
-                        set_error(reterr_message, "QMP: unparsable message");
+                        (void) error_set(reterr, ERROR_INTERNAL, "QMP: unparsable message");
                         return -EBADMSG;
                 }
                 if (cJSON_GetObjectItemCaseSensitive(j, "event")) {
@@ -190,7 +190,7 @@ static int qmp_wait_reply(Qmp *q, const char *id, int64_t deadline, cJSON **ret,
 }
 
 int qmp_execute(Qmp *q, const char *cmd, const char *args_json, int pass_fd, int timeout_ms,
-                char **ret_return_json, char **reterr_message) {
+                char **ret_return_json, Error *reterr) {
         _cleanup_cjson_ cJSON *req = NULL, *reply = NULL;
         _cleanup_free_ char *text = NULL;
         char id[32];
@@ -207,7 +207,7 @@ int qmp_execute(Qmp *q, const char *cmd, const char *args_json, int pass_fd, int
                 cJSON *args = cJSON_Parse(args_json);
                 if (!args || !cJSON_IsObject(args)) {
                         cJSON_Delete(args);
-                        set_error(reterr_message, "QMP: invalid arguments for %s", cmd);
+                        (void) error_set(reterr, ERROR_INTERNAL, "QMP: invalid arguments for %s", cmd);
                         return -EINVAL;
                 }
                 cJSON_AddItemToObject(req, "arguments", args);
@@ -229,24 +229,24 @@ int qmp_execute(Qmp *q, const char *cmd, const char *args_json, int pass_fd, int
 
         r = qmp_send(q, text, n, pass_fd, deadline);
         if (r < 0) {
-                set_error(reterr_message, "QMP: sending %s: %s", cmd, strerror(-r));
+                (void) error_set(reterr, ERROR_INTERNAL, "QMP: sending %s: %s", cmd, strerror(-r));
                 return r;
         }
 
-        r = qmp_wait_reply(q, id, deadline, &reply, reterr_message);
+        r = qmp_wait_reply(q, id, deadline, &reply, reterr);
         if (r < 0)
                 return r;
 
         const cJSON *err = cJSON_GetObjectItemCaseSensitive(reply, "error");
         if (err) {
                 const cJSON *desc = cJSON_GetObjectItemCaseSensitive(err, "desc");
-                set_error(reterr_message, "QMP %s: %s", cmd,
-                          cJSON_IsString(desc) ? desc->valuestring : "error without description");
+                (void) error_set(reterr, ERROR_INTERNAL, "QMP %s: %s", cmd,
+                                 cJSON_IsString(desc) ? desc->valuestring : "error without description");
                 return -EIO;
         }
         const cJSON *ret = cJSON_GetObjectItemCaseSensitive(reply, "return");
         if (!ret) {
-                set_error(reterr_message, "QMP %s: reply without return", cmd);
+                (void) error_set(reterr, ERROR_INTERNAL, "QMP %s: reply without return", cmd);
                 return -EBADMSG;
         }
         if (ret_return_json) {
@@ -278,7 +278,7 @@ static int connect_unix(const char *path, int *ret_fd) {
         return 0;
 }
 
-int qmp_open(const char *path, int timeout_ms, Qmp **ret, char **reterr_message) {
+int qmp_open(const char *path, int timeout_ms, Qmp **ret, Error *reterr) {
         int64_t deadline = now_ms() + (timeout_ms < 0 ? 0 : timeout_ms);
         _cleanup_close_ int fd = -1;
         cJSON *greeting = NULL;
@@ -294,7 +294,7 @@ int qmp_open(const char *path, int timeout_ms, Qmp **ret, char **reterr_message)
                         break;
                 bool retry = r == -ENOENT || r == -ECONNREFUSED || r == -EAGAIN;
                 if (!retry || remaining_ms(deadline) == 0) {
-                        set_error(reterr_message, "QMP: cannot connect to %s: %s", path, strerror(-r));
+                        (void) error_set(reterr, ERROR_INTERNAL, "QMP: cannot connect to %s: %s", path, strerror(-r));
                         return retry ? -ETIMEDOUT : r;
                 }
                 (void) usleep(1000);
@@ -305,18 +305,18 @@ int qmp_open(const char *path, int timeout_ms, Qmp **ret, char **reterr_message)
                 return -ENOMEM;
         q->fd = TAKE_FD(fd);
 
-        r = qmp_wait_reply(q, NULL, deadline, &greeting, reterr_message);
+        r = qmp_wait_reply(q, NULL, deadline, &greeting, reterr);
         if (r < 0)
                 goto fail;
         bool is_greeting = cJSON_GetObjectItemCaseSensitive(greeting, "QMP") != NULL;
         cJSON_Delete(greeting);
         if (!is_greeting) {
-                set_error(reterr_message, "QMP: no greeting from %s", path);
+                (void) error_set(reterr, ERROR_INTERNAL, "QMP: no greeting from %s", path);
                 r = -EPROTO;
                 goto fail;
         }
 
-        r = qmp_execute(q, "qmp_capabilities", NULL, -1, remaining_ms(deadline), NULL, reterr_message);
+        r = qmp_execute(q, "qmp_capabilities", NULL, -1, remaining_ms(deadline), NULL, reterr);
         if (r < 0)
                 goto fail;
 
@@ -328,7 +328,7 @@ fail:
 }
 
 int qmp_wait_status_change(Qmp *q, const char *while_status, int timeout_ms, char **ret_status,
-                           char **reterr_message) {
+                           Error *reterr) {
         int64_t deadline = now_ms() + (timeout_ms < 0 ? 0 : timeout_ms);
 
         for (;;) {
@@ -336,13 +336,13 @@ int qmp_wait_status_change(Qmp *q, const char *while_status, int timeout_ms, cha
                 _cleanup_cjson_ cJSON *j = NULL;
                 int r;
 
-                r = qmp_execute(q, "query-status", NULL, -1, remaining_ms(deadline), &reply, reterr_message);
+                r = qmp_execute(q, "query-status", NULL, -1, remaining_ms(deadline), &reply, reterr);
                 if (r < 0)
                         return r;
                 j = cJSON_Parse(reply);
                 const cJSON *s = cJSON_GetObjectItemCaseSensitive(j, "status");
                 if (!cJSON_IsString(s)) {
-                        set_error(reterr_message, "QMP query-status: no status");
+                        (void) error_set(reterr, ERROR_INTERNAL, "QMP query-status: no status");
                         return -EBADMSG;
                 }
                 if (!streq_ptr(s->valuestring, while_status)) {
@@ -355,7 +355,7 @@ int qmp_wait_status_change(Qmp *q, const char *while_status, int timeout_ms, cha
                         return 0;
                 }
                 if (remaining_ms(deadline) == 0) {
-                        set_error(reterr_message, "timed out while the VM was still '%s'", while_status);
+                        (void) error_set(reterr, ERROR_INTERNAL, "timed out while the VM was still '%s'", while_status);
                         return -ETIMEDOUT;
                 }
                 (void) usleep(1000);

@@ -1,28 +1,10 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #pragma once
 
-/* Helpers the VMM driver's two files (vmm-qemu.c, qmp.c) share: deadlines and error messages. */
+/* Helpers the VMM driver's two files (vmm-qemu.c, qmp.c) share: deadlines. */
 
-#include <stdarg.h>
 #include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
 #include <time.h>
-
-static inline void set_error(char **reterr_message, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static inline void set_error(char **reterr_message, const char *fmt, ...) {
-        va_list ap;
-        char *m = NULL;
-
-        if (!reterr_message)
-                return;
-        va_start(ap, fmt);
-        if (vasprintf(&m, fmt, ap) < 0)
-                m = NULL;
-        va_end(ap);
-        free(*reterr_message);
-        *reterr_message = m;
-}
 
 static inline int64_t now_ms(void) {
         struct timespec ts;

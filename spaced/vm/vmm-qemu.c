@@ -549,7 +549,7 @@ _Noreturn static void exec_qemu(const char *binary, char **argv, int null_fd, in
         _exit(127);
 }
 
-int vm_spawn(const VmConfig *c, pid_t *ret_pid, char **reterr_message) {
+int vm_spawn(const VmConfig *c, pid_t *ret_pid, Error *reterr) {
         _cleanup_strv_free_ char **argv = NULL;
         _cleanup_free_ char *binary = NULL, *log_path = NULL, *qmp_path = NULL;
         _cleanup_close_ int null_fd = -1, log_fd = -1, rfd = -1, wfd = -1;
@@ -560,19 +560,19 @@ int vm_spawn(const VmConfig *c, pid_t *ret_pid, char **reterr_message) {
                 return -EINVAL;
         r = vm_build_argv(c, &argv);
         if (r < 0) {
-                set_error(reterr_message, "invalid VM configuration");
+                (void) error_set(reterr, ERROR_INTERNAL, "invalid VM configuration");
                 return r;
         }
         r = find_binary(argv[0], &binary);
         if (r < 0) {
-                set_error(reterr_message, "cannot find %s: %s", argv[0], strerror(-r));
+                (void) error_set(reterr, ERROR_INTERNAL, "cannot find %s: %s", argv[0], strerror(-r));
                 return r;
         }
 
         /* Two QEMUs on one run dir would fight over its sockets. */
         pid_t old;
         if (vm_read_pidfile(c->run_dir, &old) >= 0 && vm_pid_alive(old, c->run_dir)) {
-                set_error(reterr_message, "QEMU %d still runs in %s", (int) old, c->run_dir);
+                (void) error_set(reterr, ERROR_INTERNAL, "QEMU %d still runs in %s", (int) old, c->run_dir);
                 return -EBUSY;
         }
 
@@ -594,7 +594,7 @@ int vm_spawn(const VmConfig *c, pid_t *ret_pid, char **reterr_message) {
         log_fd = open(log_path, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC | O_NOCTTY, 0600);
         if (log_fd < 0) {
                 r = -errno;
-                set_error(reterr_message, "cannot open %s: %s", log_path, strerror(errno));
+                (void) error_set(reterr, ERROR_INTERNAL, "cannot open %s: %s", log_path, strerror(errno));
                 return r;
         }
         null_fd = open("/dev/null", O_RDONLY | O_CLOEXEC | O_NOCTTY);
@@ -640,7 +640,7 @@ int vm_spawn(const VmConfig *c, pid_t *ret_pid, char **reterr_message) {
                         exec_errno = m.value ?: EIO;
         }
         if (exec_errno || qemu <= 0) {
-                set_error(reterr_message, "cannot start %s: %s", binary, strerror(exec_errno ?: EIO));
+                (void) error_set(reterr, ERROR_INTERNAL, "cannot start %s: %s", binary, strerror(exec_errno ?: EIO));
                 return -(exec_errno ?: EIO);
         }
 
@@ -653,14 +653,14 @@ int vm_spawn(const VmConfig *c, pid_t *ret_pid, char **reterr_message) {
                 if (!pid_running(qemu)) {
                         _cleanup_free_ char *tail = NULL;
                         (void) vm_log_tail(c->run_dir, VM_LOG_TAIL_MAX, &tail);
-                        set_error(reterr_message, "QEMU exited at start: %s", tail && *tail ? tail : "(no output)");
+                        (void) error_set(reterr, ERROR_INTERNAL, "QEMU exited at start: %s", tail && *tail ? tail : "(no output)");
                         return -ECHILD;
                 }
                 if (stat(qmp_path, &st) == 0 && S_ISSOCK(st.st_mode))
                         break;
                 if (remaining_ms(deadline) == 0) {
                         (void) vm_kill(qemu, c->run_dir, 1000);
-                        set_error(reterr_message, "QEMU did not create %s in time", qmp_path);
+                        (void) error_set(reterr, ERROR_INTERNAL, "QEMU did not create %s in time", qmp_path);
                         return -ETIMEDOUT;
                 }
                 (void) usleep(i < 100 ? 500 : 5000);
@@ -670,7 +670,7 @@ int vm_spawn(const VmConfig *c, pid_t *ret_pid, char **reterr_message) {
         return 0;
 }
 
-int vm_start(const VmConfig *c, int timeout_ms, pid_t *ret_pid, Qmp **ret_qmp, char **reterr_message) {
+int vm_start(const VmConfig *c, int timeout_ms, pid_t *ret_pid, Qmp **ret_qmp, Error *reterr) {
         _cleanup_free_ char *qmp_path = NULL;
         int64_t deadline = now_ms() + (timeout_ms < 0 ? 0 : timeout_ms);
         pid_t pid;
@@ -678,7 +678,7 @@ int vm_start(const VmConfig *c, int timeout_ms, pid_t *ret_pid, Qmp **ret_qmp, c
 
         if (!c || !ret_pid || !ret_qmp)
                 return -EINVAL;
-        r = vm_spawn(c, &pid, reterr_message);
+        r = vm_spawn(c, &pid, reterr);
         if (r < 0)
                 return r;
         qmp_path = run_file(c->run_dir, "qmp.sock");
@@ -688,7 +688,7 @@ int vm_start(const VmConfig *c, int timeout_ms, pid_t *ret_pid, Qmp **ret_qmp, c
         }
 
         for (;;) {
-                _cleanup_free_ char *err = NULL;
+                _cleanup_(error_done) Error err = {};
                 Qmp *q = NULL;
                 int left = remaining_ms(deadline);
 
@@ -701,12 +701,12 @@ int vm_start(const VmConfig *c, int timeout_ms, pid_t *ret_pid, Qmp **ret_qmp, c
                 if (!pid_running(pid)) {
                         _cleanup_free_ char *tail = NULL;
                         (void) vm_log_tail(c->run_dir, VM_LOG_TAIL_MAX, &tail);
-                        set_error(reterr_message, "QEMU exited at start: %s", tail && *tail ? tail : "(no output)");
+                        (void) error_set(reterr, ERROR_INTERNAL, "QEMU exited at start: %s", tail && *tail ? tail : "(no output)");
                         return -ECHILD;
                 }
                 if (remaining_ms(deadline) == 0) {
                         (void) vm_kill(pid, c->run_dir, 1000);
-                        set_error(reterr_message, "%s", err ?: "QMP did not come up in time");
+                        (void) error_set(reterr, ERROR_INTERNAL, "%s", err.message ?: "QMP did not come up in time");
                         return r;
                 }
                 (void) usleep(2000);
@@ -715,18 +715,18 @@ int vm_start(const VmConfig *c, int timeout_ms, pid_t *ret_pid, Qmp **ret_qmp, c
 
 /* ---- snapshots ---- */
 
-static int set_ignore_shared(Qmp *q, int64_t deadline, char **reterr_message) {
+static int set_ignore_shared(Qmp *q, int64_t deadline, Error *reterr) {
         return qmp_execute(q, "migrate-set-capabilities",
                            "{\"capabilities\":[{\"capability\":\"x-ignore-shared\",\"state\":true}]}", -1,
-                           remaining_ms(deadline), NULL, reterr_message);
+                           remaining_ms(deadline), NULL, reterr);
 }
 
 static int wait_migration(Qmp *q, int64_t deadline, VmSaveProgress progress, void *userdata,
-                          char **reterr_message) {
+                          Error *reterr) {
         for (;;) {
                 _cleanup_free_ char *reply = NULL;
                 _cleanup_cjson_ cJSON *j = NULL;
-                int r = qmp_execute(q, "query-migrate", NULL, -1, remaining_ms(deadline), &reply, reterr_message);
+                int r = qmp_execute(q, "query-migrate", NULL, -1, remaining_ms(deadline), &reply, reterr);
                 if (r < 0)
                         return r;
                 j = cJSON_Parse(reply);
@@ -743,12 +743,12 @@ static int wait_migration(Qmp *q, int64_t deadline, VmSaveProgress progress, voi
                 }
                 if (streq(s, "failed") || streq(s, "cancelled")) {
                         const cJSON *d = cJSON_GetObjectItemCaseSensitive(j, "error-desc");
-                        set_error(reterr_message, "migration %s: %s", s,
-                                  cJSON_IsString(d) ? d->valuestring : "no reason given");
+                        (void) error_set(reterr, ERROR_INTERNAL, "migration %s: %s", s,
+                                         cJSON_IsString(d) ? d->valuestring : "no reason given");
                         return -EIO;
                 }
                 if (remaining_ms(deadline) == 0) {
-                        set_error(reterr_message, "migration still '%s' at the timeout", s);
+                        (void) error_set(reterr, ERROR_INTERNAL, "migration still '%s' at the timeout", s);
                         return -ETIMEDOUT;
                 }
                 (void) usleep(1000);
@@ -756,35 +756,35 @@ static int wait_migration(Qmp *q, int64_t deadline, VmSaveProgress progress, voi
 }
 
 int vm_save_state(Qmp *q, int state_fd, int timeout_ms, VmSaveProgress progress, void *userdata,
-                  char **reterr_message) {
+                  Error *reterr) {
         int64_t deadline = now_ms() + (timeout_ms < 0 ? 0 : timeout_ms);
         int r;
 
         if (!q || state_fd < 0)
                 return -EINVAL;
         r = qmp_execute(q, "migrate-set-parameters", "{\"max-bandwidth\":" VM_MIGRATE_MAX_BANDWIDTH "}", -1,
-                        remaining_ms(deadline), NULL, reterr_message);
+                        remaining_ms(deadline), NULL, reterr);
         if (r < 0)
                 return r;
         /* Guest RAM stays in the memory-backend-file; only device state goes to the fd. */
-        r = set_ignore_shared(q, deadline, reterr_message);
+        r = set_ignore_shared(q, deadline, reterr);
         if (r < 0)
                 return r;
-        r = qmp_execute(q, "stop", NULL, -1, remaining_ms(deadline), NULL, reterr_message);
+        r = qmp_execute(q, "stop", NULL, -1, remaining_ms(deadline), NULL, reterr);
         if (r < 0)
                 return r;
         /* fd: rather than exec:, which -sandbox spawn=deny answers with SIGSYS. */
         r = qmp_execute(q, "getfd", "{\"fdname\":\"state\"}", state_fd, remaining_ms(deadline), NULL,
-                        reterr_message);
+                        reterr);
         if (r < 0)
                 return r;
-        r = qmp_execute(q, "migrate", "{\"uri\":\"fd:state\"}", -1, remaining_ms(deadline), NULL, reterr_message);
+        r = qmp_execute(q, "migrate", "{\"uri\":\"fd:state\"}", -1, remaining_ms(deadline), NULL, reterr);
         if (r < 0)
                 return r;
-        return wait_migration(q, deadline, progress, userdata, reterr_message);
+        return wait_migration(q, deadline, progress, userdata, reterr);
 }
 
-int vm_restore_state(Qmp *q, int state_fd, int timeout_ms, char **reterr_message) {
+int vm_restore_state(Qmp *q, int state_fd, int timeout_ms, Error *reterr) {
         int64_t deadline = now_ms() + (timeout_ms < 0 ? 0 : timeout_ms);
         _cleanup_free_ char *status = NULL;
         int r;
@@ -792,31 +792,31 @@ int vm_restore_state(Qmp *q, int state_fd, int timeout_ms, char **reterr_message
         if (!q || state_fd < 0)
                 return -EINVAL;
         /* Must match the source, or QEMU expects RAM pages in the stream. */
-        r = set_ignore_shared(q, deadline, reterr_message);
+        r = set_ignore_shared(q, deadline, reterr);
         if (r < 0)
                 return r;
         r = qmp_execute(q, "getfd", "{\"fdname\":\"state\"}", state_fd, remaining_ms(deadline), NULL,
-                        reterr_message);
+                        reterr);
         if (r < 0)
                 return r;
         r = qmp_execute(q, "migrate-incoming", "{\"uri\":\"fd:state\"}", -1, remaining_ms(deadline), NULL,
-                        reterr_message);
+                        reterr);
         if (r < 0)
                 return r;
         /* A failed incoming migration makes QEMU 7.2 exit, which shows up here as a closed connection. */
-        r = qmp_wait_status_change(q, "inmigrate", remaining_ms(deadline), &status, reterr_message);
+        r = qmp_wait_status_change(q, "inmigrate", remaining_ms(deadline), &status, reterr);
         if (r == -ECONNRESET)
-                set_error(reterr_message, "QEMU exited while loading the snapshot (see qemu.log)");
+                (void) error_set(reterr, ERROR_INTERNAL, "QEMU exited while loading the snapshot (see qemu.log)");
         if (r < 0)
                 return r;
         if (!streq(status, "paused") && !streq(status, "running")) {
-                set_error(reterr_message, "VM is '%s' after loading the snapshot", status);
+                (void) error_set(reterr, ERROR_INTERNAL, "VM is '%s' after loading the snapshot", status);
                 return -EIO;
         }
         return 0;
 }
 
-int vm_console_read(Qmp *q, int timeout_ms, char **ret_text, char **reterr_message) {
+int vm_console_read(Qmp *q, int timeout_ms, char **ret_text, Error *reterr) {
         _cleanup_free_ char *reply = NULL;
         int r;
 
@@ -826,7 +826,7 @@ int vm_console_read(Qmp *q, int timeout_ms, char **ret_text, char **reterr_messa
          * caller, but a console is for humans: take utf8 and scrub control characters here. */
         r = qmp_execute(q, "ringbuf-read",
                         "{\"device\":\"con0\",\"size\":131072,\"format\":\"utf8\"}", -1, timeout_ms,
-                        &reply, reterr_message);
+                        &reply, reterr);
         if (r < 0)
                 return r;
         _cleanup_cjson_ cJSON *j = cJSON_Parse(reply);

@@ -4,8 +4,8 @@
 /*
  * The VMM driver (DESIGN.md decisions 1, 4, 7, 12): QEMU -M microvm, one process per sandbox, driven over QMP.
  * Everything here is blocking and meant to be called from an operation's worker thread, never from the event
- * loop. Functions return 0 or -errno; when reterr_message is non-NULL a failure also stores a malloc'd
- * human-readable reason (QMP's "desc", QEMU's stderr tail, ...) there.
+ * loop. Functions return 0 or -errno; when reterr is non-NULL a failure also fills it with
+ * ERROR_INTERNAL and a human-readable reason (QMP's "desc", QEMU's stderr tail, ...).
  *
  * A VM's runtime files live in one directory (VmConfig.run_dir):
  *   qmp.sock    QMP monitor (QEMU is the server)
@@ -21,6 +21,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
+
+#include "core/error.h"
 
 typedef enum VmAccel {
         VM_ACCEL_TCG,
@@ -62,22 +64,22 @@ int vm_build_argv(const VmConfig *c, char ***ret_argv);
 
 /* Starts QEMU detached from the daemon (own session via double fork, stdin /dev/null, stderr to
  * run_dir/qemu.log) so it outlives spaced. Returns QEMU's pid (the real one, from the pidfile or the fork). */
-int vm_spawn(const VmConfig *c, pid_t *ret_pid, char **reterr_message);
+int vm_spawn(const VmConfig *c, pid_t *ret_pid, Error *reterr);
 
 /* QMP client: connect (retrying until timeout_ms while the socket appears), read the greeting, send
  * qmp_capabilities. */
 typedef struct Qmp Qmp;
-int qmp_open(const char *path, int timeout_ms, Qmp **ret, char **reterr_message);
+int qmp_open(const char *path, int timeout_ms, Qmp **ret, Error *reterr);
 Qmp *qmp_close(Qmp *q);
 /* Sends {"execute": cmd, "arguments": args_json (may be NULL)} and waits for the matching return/error,
  * skipping events. *ret_return_json (optional) gets the "return" value as JSON text. An error reply gives
- * -EIO and its desc in reterr_message. An fd >= 0 is passed with SCM_RIGHTS along with the command
+ * -EIO and its desc in reterr. An fd >= 0 is passed with SCM_RIGHTS along with the command
  * (for getfd). */
 int qmp_execute(Qmp *q, const char *cmd, const char *args_json, int pass_fd, int timeout_ms,
-                char **ret_return_json, char **reterr_message);
+                char **ret_return_json, Error *reterr);
 /* Polls query-status until "status" is no longer `while_status`; returns the new status in *ret_status. */
 int qmp_wait_status_change(Qmp *q, const char *while_status, int timeout_ms, char **ret_status,
-                           char **reterr_message);
+                           Error *reterr);
 
 /* Snapshot save with x-ignore-shared (RAM stays in the memory-backend-file): stop, migrate to state_fd via
  * getfd + "fd:", wait for completion. The VM is left stopped (status "postmigrate"; "cont" resumes it, disks
@@ -86,21 +88,21 @@ int qmp_wait_status_change(Qmp *q, const char *while_status, int timeout_ms, cha
 /* Called from vm_save_state() as the migration goes: bytes written so far, RAM bytes still to go. */
 typedef void (*VmSaveProgress)(uint64_t written, uint64_t remaining, void *userdata);
 int vm_save_state(Qmp *q, int state_fd, int timeout_ms, VmSaveProgress progress, void *userdata,
-                  char **reterr_message);
+                  Error *reterr);
 /* Restore into a QEMU started with incoming: sets x-ignore-shared, getfd + migrate-incoming fd:NAME, waits for
  * the migration to finish; leaves the VM paused (caller sends "cont"). */
-int vm_restore_state(Qmp *q, int state_fd, int timeout_ms, char **reterr_message);
+int vm_restore_state(Qmp *q, int state_fd, int timeout_ms, Error *reterr);
 
 /* vm_spawn() + qmp_open() while watching the process: a QEMU that exits before QMP answers is reported with
  * the tail of qemu.log at once, not after the timeout. On failure QEMU is killed. */
-int vm_start(const VmConfig *c, int timeout_ms, pid_t *ret_pid, Qmp **ret_qmp, char **reterr_message);
+int vm_start(const VmConfig *c, int timeout_ms, pid_t *ret_pid, Qmp **ret_qmp, Error *reterr);
 /* Last <= max bytes of run_dir/qemu.log, non-printable bytes replaced, trailing newlines dropped. */
 int vm_log_tail(const char *run_dir, size_t max, char **ret);
 /* Truncates run_dir/qemu.log to empty when it is larger than max_bytes (call now and then for long-lived VMs). */
 int vm_log_trim(const char *run_dir, uint64_t max_bytes);
 /* Drains the guest console ring buffer (what the guest wrote to hvc0 since the last read), control
  * characters scrubbed. */
-int vm_console_read(Qmp *q, int timeout_ms, char **ret_text, char **reterr_message);
+int vm_console_read(Qmp *q, int timeout_ms, char **ret_text, Error *reterr);
 
 /* Process helpers. */
 /* The pid QEMU wrote to run_dir/qemu.pid (for adopting VMs after a daemon restart; check it with
@@ -110,6 +112,6 @@ bool vm_pid_alive(pid_t pid, const char *run_dir);   /* pid is alive and is our 
 int vm_kill(pid_t pid, const char *run_dir, int timeout_ms); /* SIGTERM, then SIGKILL; waits for it to go */
 
 /* One QMP command on a short connection to the sandbox's monitor in run_dir. */
-int vm_qmp_simple(const char *run_dir, const char *cmd, char **reterr);
+int vm_qmp_simple(const char *run_dir, const char *cmd, Error *reterr);
 /* Resumes the VM in run_dir when its CPUs are stopped (a restore leaves them so). */
 void vm_cont_if_stopped(const char *run_dir);

@@ -311,13 +311,13 @@ int main(int argc, char **argv) {
                 .tsc_khz = tsc_khz,
                 .kernel_args = kargs,
         };
-        _cleanup_free_ char *err = NULL;
+        _cleanup_(error_done) Error err = {};
         Qmp *q = NULL;
         pid_t pid;
         double t0 = now_ms();
         r = vm_start(&base, 30000, &pid, &q, &err);
         if (r < 0)
-                die("starting the base VM", r, err);
+                die("starting the base VM", r, err.message);
         vms[n_vms++] = (Vm) { .pid = pid };
         snprintf(vms[n_vms - 1].run_dir, sizeof(vms[0].run_dir), "%s", base_run);
         double t_qmp = now_ms();
@@ -342,7 +342,7 @@ int main(int argc, char **argv) {
         double t_save0 = now_ms();
         r = vm_save_state(q, sfd, 60000, NULL, NULL, &err);
         if (r < 0)
-                die("saving the base state", r, err);
+                die("saving the base state", r, err.message);
         double t_saved = now_ms();
         if (fsync(sfd) < 0)
                 die("fsync state", errno, NULL);
@@ -389,7 +389,7 @@ int main(int argc, char **argv) {
                 double s0 = now_ms();
                 r = vm_start(&c, 30000, &pid, &q, &err);
                 if (r < 0)
-                        die("starting a sandbox", r, err);
+                        die("starting a sandbox", r, err.message);
                 vms[n_vms] = (Vm) { .pid = pid };
                 snprintf(vms[n_vms].run_dir, sizeof(vms[0].run_dir), "%s", run);
                 n_vms++;
@@ -400,7 +400,7 @@ int main(int argc, char **argv) {
                         _cleanup_free_ char *tail = NULL;
                         (void) vm_log_tail(run, 2048, &tail);
                         fprintf(stderr, "--- qemu.log ---\n%s\n---\n", tail ?: "");
-                        die("restoring a sandbox", r, err);
+                        die("restoring a sandbox", r, err.message);
                 }
                 spawn_restored[i] = now_ms() - s0;
 
@@ -410,7 +410,7 @@ int main(int argc, char **argv) {
                         die("connecting to a sandbox agent socket", r, NULL);
                 r = qmp_execute(q, "cont", NULL, -1, 5000, NULL, &err);
                 if (r < 0)
-                        die("cont", r, err);
+                        die("cont", r, err.message);
                 static SpaceFrameReader srd;
                 memset(&srd, 0, sizeof(srd));
                 r = send_ping(a, 7);

@@ -29,11 +29,13 @@ static char *tmp;
 /* ---- references ---- */
 
 static void ref(const char *in, const char *want_tag, const char *want_prefix) {
-        _cleanup_free_ char *tag = NULL, *prefix = NULL, *msg = NULL;
+        _cleanup_free_ char *tag = NULL, *prefix = NULL;
+        _cleanup_(error_done) Error msg = {};
         int r = template_ref_parse(in, &tag, &prefix, &msg);
 
         if (!want_tag && !want_prefix)
-                ok(r == -EINVAL && msg, "'%s' is refused (%s)", in, msg ?: "no message");
+                ok(r == -EINVAL && msg.message && msg.code == ERROR_INVALID_REF, "'%s' is refused (%s)", in,
+                   msg.message ?: "no message");
         else
                 ok(r == 0 && streq_ptr(tag, want_tag) && streq_ptr(prefix, want_prefix), "'%s' -> %s%s", in,
                    tag ?: "", prefix ?: "");
@@ -110,7 +112,7 @@ out:
 
 /* Extracts the archives in order (a layer each when whiteouts) into a fresh root; returns the tree. */
 static int extract(const char *name, const char *const *archives, bool whiteouts, Tree **ret, char **ret_root,
-                   char **reterr) {
+                   Error *reterr) {
         _cleanup_free_ char *root = NULL;
         Tree *t;
         int r;
@@ -144,14 +146,15 @@ static int extract(const char *name, const char *const *archives, bool whiteouts
 }
 
 static char *digest_of(const char *name, const Entry *entries, int format, int filter) {
-        _cleanup_free_ char *path = NULL, *err = NULL;
+        _cleanup_free_ char *path = NULL;
+        _cleanup_(error_done) Error err = {};
         char *digest = NULL;
         Tree *t;
 
         if (asprintf(&path, "%s/%s.archive", tmp, name) < 0 || write_archive(path, entries, format, filter) < 0)
                 return NULL;
         if (extract(name, (const char *const[]) { path, NULL }, false, &t, NULL, &err) < 0) {
-                diag("%s: %s", name, err ?: "?");
+                diag("%s: %s", name, err.message ?: "?");
                 return NULL;
         }
         (void) tree_digest(t, &digest);
@@ -166,7 +169,8 @@ static bool exists_at(const char *root, const char *rel) {
 }
 
 static void hostile(const char *name, const Entry *entries, const char *want_in_message) {
-        _cleanup_free_ char *path = NULL, *err = NULL;
+        _cleanup_free_ char *path = NULL;
+        _cleanup_(error_done) Error err = {};
         Tree *t = NULL;
         int r;
 
@@ -176,7 +180,8 @@ static void hostile(const char *name, const Entry *entries, const char *want_in_
                 return;
         }
         r = extract(name, (const char *const[]) { path, NULL }, false, &t, NULL, &err);
-        ok(r < 0 && err && strstr(err, want_in_message), "%s is refused: %s", name, err ?: "(no message)");
+        ok(r < 0 && err.message && strstr(err.message, want_in_message), "%s is refused: %s", name,
+           err.message ?: "(no message)");
         tree_free(t);
 }
 
@@ -244,7 +249,8 @@ int main(void) {
 
         /* the tree on disk, and its manifest */
         {
-                _cleanup_free_ char *path = NULL, *root = NULL, *err = NULL, *manifest = NULL, *script = NULL;
+                _cleanup_free_ char *path = NULL, *root = NULL, *manifest = NULL, *script = NULL;
+                _cleanup_(error_done) Error err = {};
                 size_t len = 0, slen = 0;
                 Tree *t = NULL;
                 FILE *f;
@@ -295,7 +301,8 @@ int main(void) {
                         { "opt/.wh.never-there", AE_IFREG, 0644, 0, 0, 2, "", 0 },
                         { NULL },
                 };
-                _cleanup_free_ char *p1 = NULL, *p2 = NULL, *root = NULL, *err = NULL;
+                _cleanup_free_ char *p1 = NULL, *p2 = NULL, *root = NULL;
+                _cleanup_(error_done) Error err = {};
                 Tree *t = NULL;
 
                 if (asprintf(&p1, "%s/l1.tar", tmp) < 0 || asprintf(&p2, "%s/l2.tar", tmp) < 0 ||
@@ -303,7 +310,7 @@ int main(void) {
                     write_archive(p2, l2, ARCHIVE_FORMAT_TAR_PAX_RESTRICTED, ARCHIVE_FILTER_GZIP) < 0)
                         return 1;
                 ok(extract("layers", (const char *const[]) { p1, p2, NULL }, true, &t, &root, &err) == 0,
-                   "two layers apply (%s)", err ?: "ok");
+                   "two layers apply (%s)", err.message ?: "ok");
                 ok(t && tree_lookup(t, "opt/keep") && exists_at(root, "opt/keep"), "untouched lower files stay");
                 ok(t && !tree_lookup(t, "opt/gone") && !exists_at(root, "opt/gone"), ".wh.NAME removes a file");
                 ok(t && !tree_lookup(t, "opt/gonedir/x") && !exists_at(root, "opt/gonedir"), ".wh.NAME removes a directory");
@@ -366,7 +373,8 @@ int main(void) {
                         { "dev/fifo", AE_IFIFO, 0644, 0, 0, 1, NULL, 0 },
                         { NULL },
                 };
-                _cleanup_free_ char *p = NULL, *root = NULL, *err = NULL;
+                _cleanup_free_ char *p = NULL, *root = NULL;
+                _cleanup_(error_done) Error err = {};
                 Tree *t = NULL;
 
                 if (asprintf(&p, "%s/devs.tar", tmp) < 0 ||
