@@ -204,7 +204,7 @@ static unsigned count_cpus(void) {
 
 int main(int argc, char **argv) {
         _cleanup_free_ char *config_path = NULL, *lock_path = NULL, *pid_path = NULL, *db_path = NULL,
-                            *reason = NULL, *errmsg = NULL;
+                            *reason = NULL;
         _cleanup_(error_done) Error err = {};
         _cleanup_close_ int lock_fd = -1;
         Manager m = { .completion_fd = -1, .config.idle_timeout = IDLE_TIMEOUT_DEFAULT };
@@ -330,9 +330,9 @@ int main(int argc, char **argv) {
 
         if (asprintf(&db_path, "%s/space.db", m.state_dir) < 0)
                 return 1;
-        r = store_open(db_path, &m.store, &errmsg);
+        r = store_open(db_path, &m.store, &err);
         if (r < 0) {
-                log_error("cannot open the state database: %s", errmsg ?: strerror(-r));
+                log_error("cannot open the state database: %s", err.message ?: strerror(-r));
                 return 1;
         }
         (void) store_prune_operations(m.store, now_unix() - 7 * 86400);

@@ -38,7 +38,7 @@ int sqlite_to_errno(int rc) {
         }
 }
 
-int store_open(const char *path, Store **ret, char **reterr_message) {
+int store_open(const char *path, Store **ret, Error *reterr) {
         _cleanup_free_ Store *s = calloc(1, sizeof *s);
         _cleanup_free_ char *msg = NULL;
         char *err = NULL;
@@ -57,16 +57,14 @@ int store_open(const char *path, Store **ret, char **reterr_message) {
                 goto fail;
         r = schema_migrate(s->db, &msg);
         if (r < 0) {
-                if (reterr_message)
-                        (void) asprintf(reterr_message, "%s: %s", path, msg ?: strerror(-r));
+                (void) error_set(reterr, ERROR_INTERNAL, "%s: %s", path, msg ?: strerror(-r));
                 sqlite3_close(s->db);
                 return r;
         }
         *ret = TAKE_PTR(s);
         return 0;
 fail:
-        if (reterr_message)
-                (void) asprintf(reterr_message, "%s: %s", path, err ? err : sqlite3_errmsg(s->db));
+        (void) error_set(reterr, ERROR_INTERNAL, "%s: %s", path, err ? err : sqlite3_errmsg(s->db));
         sqlite3_free(err);
         sqlite3_close(s->db);
         return sqlite_to_errno(rc) ?: -EIO;

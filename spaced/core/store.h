@@ -4,9 +4,10 @@
 /* SQLite state: the desired and observed state of sandboxes, and operations. One file, WAL mode; written
  * from the event loop thread only. */
 
+#include "core/error.h"
 #include "core/manager.h"
 
-int store_open(const char *path, Store **ret, char **reterr_message);
+int store_open(const char *path, Store **ret, Error *reterr);
 Store *store_close(Store *s);
 /* For the store-*.c files that keep their own tables. */
 struct sqlite3;

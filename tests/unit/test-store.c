@@ -265,17 +265,17 @@ static long long count_tables(const char *path) {
 /* store_open on a database that a migration cannot fix: refused with a message holding want, nothing changed. */
 static void check_refused(const char *path, const char *what, const char *want) {
         Store *s = NULL;
-        char *msg = NULL;
+        Error msg = {};
         int r;
 
         r = store_open(path, &s, &msg);
         ok(r < 0 && !s, "%s: refused (r=%d)", what, r);
-        ok(msg && strstr(msg, "migration 2") && strstr(msg, want), "%s: the message names the migration and says "
-           "'%s': %s", what, want, msg ?: "(none)");
+        ok(msg.message && strstr(msg.message, "migration 2") && strstr(msg.message, want), "%s: the message names the migration and says "
+           "'%s': %s", what, want, msg.message ?: "(none)");
         ok(sql_int(path, "PRAGMA user_version") == 0 &&
            sql_int(path, "SELECT count(*) FROM sqlite_master WHERE name = 'operations'") == 0,
            "%s: the migration was rolled back", what);
-        free(msg);
+        error_done(&msg);
         store_close(s);
 }
 
@@ -297,7 +297,7 @@ int main(void) {
                             *old1 = NULL, *conflict = NULL, *view = NULL;
         Manager m = {};
         Store *s = NULL;
-        char *msg = NULL;
+        Error msg = {};
         int r;
 
         plan(85);
@@ -312,9 +312,8 @@ int main(void) {
 
         /* Open creates the schema. */
         r = store_open(path, &s, &msg);
-        ok(r == 0 && s, "open creates a new database (r=%d %s)", r, msg ?: "");
-        free(msg);
-        msg = NULL;
+        ok(r == 0 && s, "open creates a new database (r=%d %s)", r, msg.message ?: "");
+        error_done(&msg);
         if (!s) {
                 rm_dir(dir);
                 return done();
@@ -418,9 +417,8 @@ int main(void) {
         s = store_close(s);
         ok(!s, "close returns NULL");
         r = store_open(path, &s, &msg);
-        ok(r == 0 && s, "reopen the same file (r=%d %s)", r, msg ?: "");
-        free(msg);
-        msg = NULL;
+        ok(r == 0 && s, "reopen the same file (r=%d %s)", r, msg.message ?: "");
+        error_done(&msg);
         if (s) {
                 m.store = s;
                 reload(s, &m);
@@ -440,9 +438,8 @@ int main(void) {
         ok(sql_exec(newer, "PRAGMA user_version = 99") == SQLITE_OK, "set user_version = 99 with sqlite3");
         r = store_open(newer, &s, &msg);
         ok(r == -EPROTONOSUPPORT && !s, "a newer schema is refused with -EPROTONOSUPPORT (r=%d)", r);
-        ok(msg && strstr(msg, "99"), "with a message naming the version: %s", msg ?: "(none)");
-        free(msg);
-        msg = NULL;
+        ok(msg.message && strstr(msg.message, "99"), "with a message naming the version: %s", msg.message ?: "(none)");
+        error_done(&msg);
         ok(sql_int(newer, "PRAGMA user_version") == 99, "the newer database is left untouched");
         s = store_close(s);
 
@@ -450,9 +447,8 @@ int main(void) {
         ok(sql_exec(newer, "PRAGMA user_version = " STR(SCHEMA_VERSION) "; DROP TABLE pools") == SQLITE_OK,
            "latest database: drop the pools table with sqlite3");
         r = store_open(newer, &s, &msg);
-        ok(r == 0 && s, "latest database: opens (r=%d %s)", r, msg ?: "");
-        free(msg);
-        msg = NULL;
+        ok(r == 0 && s, "latest database: opens (r=%d %s)", r, msg.message ?: "");
+        error_done(&msg);
         s = store_close(s);
         ok(count_tables(newer) == 7, "latest database: no migration ran again");
 
@@ -467,9 +463,8 @@ int main(void) {
                          "INSERT INTO pools VALUES ('base', 3)") == SQLITE_OK,
            "old database: made with the old schema and a sandbox, a process and a pool");
         r = store_open(old, &s, &msg);
-        ok(r == 0 && s, "old database: opens (r=%d %s)", r, msg ?: "");
-        free(msg);
-        msg = NULL;
+        ok(r == 0 && s, "old database: opens (r=%d %s)", r, msg.message ?: "");
+        error_done(&msg);
         if (s) {
                 Manager om = { .store = s };
                 Sandbox *d;
@@ -501,9 +496,8 @@ int main(void) {
         ok(sql_create(old1, old_store_schema) == SQLITE_OK && sql_exec(old1, "PRAGMA user_version = 1") == SQLITE_OK,
            "user_version 1 database: made with the store's tables only");
         r = store_open(old1, &s, &msg);
-        ok(r == 0 && s, "user_version 1 database: opens (r=%d %s)", r, msg ?: "");
-        free(msg);
-        msg = NULL;
+        ok(r == 0 && s, "user_version 1 database: opens (r=%d %s)", r, msg.message ?: "");
+        error_done(&msg);
         s = store_close(s);
         ok(count_tables(old1) == 8 && sql_int(old1, "PRAGMA user_version") == SCHEMA_VERSION &&
            sql_int(old1, "SELECT count(*) FROM pragma_table_info('sandboxes') WHERE name = 'last_active'") == 1,
@@ -535,14 +529,13 @@ int main(void) {
         }
         r = store_open(garbage, &s, &msg);
         ok(r < 0 && !s, "a garbage file is refused (r=%d)", r);
-        ok(msg && *msg, "with a message: %s", msg ?: "(none)");
-        free(msg);
-        msg = NULL;
+        ok(msg.message && *msg.message, "with a message: %s", msg.message ?: "(none)");
+        error_done(&msg);
         s = store_close(s);
 
         r = store_open(missing, &s, &msg);
-        ok(r < 0 && !s, "a path in a missing directory is refused (r=%d %s)", r, msg ?: "");
-        free(msg);
+        ok(r < 0 && !s, "a path in a missing directory is refused (r=%d %s)", r, msg.message ?: "");
+        error_done(&msg);
         s = store_close(s);
 
         rm_dir(dir);
