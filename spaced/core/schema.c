@@ -120,22 +120,23 @@ static const struct {
         { "processes", "user", "TEXT" },
 };
 
-static void set_error(char **reterr_message, const char *what, sqlite3 *db) {
-        if (reterr_message && !*reterr_message)
-                (void) asprintf(reterr_message, "%s: %s", what, sqlite3_errmsg(db));
+/* The first failure is the one worth telling: later ones are often its consequences. */
+static void set_error(Error *reterr, const char *what, sqlite3 *db) {
+        if (reterr && !reterr->message)
+                (void) error_set(reterr, ERROR_INTERNAL, "%s: %s", what, sqlite3_errmsg(db));
 }
 
-static int exec(sqlite3 *db, const char *sql, char **reterr_message) {
+static int exec(sqlite3 *db, const char *sql, Error *reterr) {
         int rc = sqlite3_exec(db, sql, NULL, NULL, NULL);
 
         if (rc != SQLITE_OK) {
-                set_error(reterr_message, sql, db);
+                set_error(reterr, sql, db);
                 return sqlite_to_errno(rc) ?: -EIO;
         }
         return 0;
 }
 
-static int has_column(sqlite3 *db, const char *table, const char *column, bool *ret, char **reterr_message) {
+static int has_column(sqlite3 *db, const char *table, const char *column, bool *ret, Error *reterr) {
         _cleanup_free_ char *sql = NULL;
         sqlite3_stmt *st = NULL;
         bool found = false;
@@ -145,7 +146,7 @@ static int has_column(sqlite3 *db, const char *table, const char *column, bool *
                 return -ENOMEM;
         rc = sqlite3_prepare_v2(db, sql, -1, &st, NULL);
         if (rc != SQLITE_OK) {
-                set_error(reterr_message, sql, db);
+                set_error(reterr, sql, db);
                 return sqlite_to_errno(rc) ?: -EIO;
         }
         while (!found && (rc = sqlite3_step(st)) == SQLITE_ROW) {
@@ -153,7 +154,7 @@ static int has_column(sqlite3 *db, const char *table, const char *column, bool *
                 found = name && strcmp(name, column) == 0;
         }
         if (!found && rc != SQLITE_DONE) {
-                set_error(reterr_message, sql, db);
+                set_error(reterr, sql, db);
                 sqlite3_finalize(st);
                 return sqlite_to_errno(rc) ?: -EIO;
         }
@@ -164,7 +165,7 @@ static int has_column(sqlite3 *db, const char *table, const char *column, bool *
 
 /* Every column of every table in tables_v2 must be there now: a table of the same name made by something
  * else would otherwise fail later, in the middle of serving. The reference is tables_v2 made in memory. */
-static int check_columns(sqlite3 *db, char **reterr_message) {
+static int check_columns(sqlite3 *db, Error *reterr) {
         sqlite3 *ref = NULL;
         sqlite3_stmt *st = NULL;
         int rc, r = 0;
@@ -178,7 +179,7 @@ static int check_columns(sqlite3 *db, char **reterr_message) {
                                         " WHERE m.type = 'table' ORDER BY m.name, c.cid",
                                         -1, &st, NULL);
         if (rc != SQLITE_OK) {
-                set_error(reterr_message, "the reference schema", ref);
+                set_error(reterr, "the reference schema", ref);
                 r = sqlite_to_errno(rc) ?: -EIO;
                 goto finish;
         }
@@ -187,21 +188,20 @@ static int check_columns(sqlite3 *db, char **reterr_message) {
                 const char *column = (const char *) sqlite3_column_text(st, 1);
                 bool found;
 
-                r = has_column(db, table, column, &found, reterr_message);
+                r = has_column(db, table, column, &found, reterr);
                 if (r < 0)
                         goto finish;
                 if (!found) {
-                        if (reterr_message)
-                                (void) asprintf(reterr_message,
-                                                "table %s has no column %s, and no migration adds it (a table of "
-                                                "the same name made by something else?)",
-                                                table, column);
+                        (void) error_set(reterr, ERROR_INTERNAL,
+                                         "table %s has no column %s, and no migration adds it (a table of "
+                                         "the same name made by something else?)",
+                                         table, column);
                         r = -EUCLEAN;
                         goto finish;
                 }
         }
         if (rc != SQLITE_DONE) {
-                set_error(reterr_message, "the reference schema", ref);
+                set_error(reterr, "the reference schema", ref);
                 r = sqlite_to_errno(rc) ?: -EIO;
         }
 finish:
@@ -210,17 +210,17 @@ finish:
         return r;
 }
 
-static int migrate_v2(sqlite3 *db, char **reterr_message) {
+static int migrate_v2(sqlite3 *db, Error *reterr) {
         int r;
 
-        r = exec(db, tables_v2, reterr_message);
+        r = exec(db, tables_v2, reterr);
         if (r < 0)
                 return r;
         for (size_t i = 0; i < ELEMENTSOF(late_columns); i++) {
                 _cleanup_free_ char *sql = NULL;
                 bool found;
 
-                r = has_column(db, late_columns[i].table, late_columns[i].column, &found, reterr_message);
+                r = has_column(db, late_columns[i].table, late_columns[i].column, &found, reterr);
                 if (r < 0)
                         return r;
                 if (found)
@@ -228,24 +228,24 @@ static int migrate_v2(sqlite3 *db, char **reterr_message) {
                 if (asprintf(&sql, "ALTER TABLE %s ADD COLUMN %s %s", late_columns[i].table, late_columns[i].column,
                              late_columns[i].definition) < 0)
                         return -ENOMEM;
-                r = exec(db, sql, reterr_message);
+                r = exec(db, sql, reterr);
                 if (r < 0)
                         return r;
         }
-        return check_columns(db, reterr_message);
+        return check_columns(db, reterr);
 }
 
 typedef struct Migration {
         int version; /* the user_version it leaves behind */
         const char *name;
-        int (*run)(sqlite3 *db, char **reterr_message);
+        int (*run)(sqlite3 *db, Error *reterr);
 } Migration;
 
 static const Migration migrations[] = {
         { 2, "the whole schema, completing databases from before numbered migrations", migrate_v2 },
 };
 
-static int read_version(sqlite3 *db, int *ret, char **reterr_message) {
+static int read_version(sqlite3 *db, int *ret, Error *reterr) {
         sqlite3_stmt *st = NULL;
         int rc;
 
@@ -258,24 +258,24 @@ static int read_version(sqlite3 *db, int *ret, char **reterr_message) {
                 }
         }
         if (rc != SQLITE_OK)
-                set_error(reterr_message, "PRAGMA user_version", db);
+                set_error(reterr, "PRAGMA user_version", db);
         sqlite3_finalize(st);
         return rc == SQLITE_OK ? 0 : sqlite_to_errno(rc) ?: -EIO;
 }
 
-static int refuse_newer(int version, char **reterr_message) {
-        if (reterr_message)
-                (void) asprintf(reterr_message,
-                                "written by a newer spaced (schema %d, this one knows up to %d); start that spaced "
-                                "again, or move the database aside",
-                                version, SCHEMA_VERSION);
+static int refuse_newer(int version, Error *reterr) {
+        (void) error_set(reterr, ERROR_INTERNAL,
+                         "written by a newer spaced (schema %d, this one knows up to %d); start that spaced "
+                         "again, or move the database aside",
+                         version, SCHEMA_VERSION);
         return -EPROTONOSUPPORT;
 }
 
 /* Runs m in a transaction if the database still needs it: another daemon on the same file may have run it
  * while this one waited for the lock. */
-static int run_one(sqlite3 *db, const Migration *m, char **reterr_message) {
-        _cleanup_free_ char *msg = NULL, *set = NULL;
+static int run_one(sqlite3 *db, const Migration *m, Error *reterr) {
+        _cleanup_free_ char *set = NULL;
+        _cleanup_(error_done) Error msg = {};
         int version, r;
 
         r = exec(db, "BEGIN IMMEDIATE", &msg);
@@ -299,28 +299,26 @@ static int run_one(sqlite3 *db, const Migration *m, char **reterr_message) {
                 return 0;
         (void) sqlite3_exec(db, "ROLLBACK", NULL, NULL, NULL);
 fail:
-        if (reterr_message) {
-                if (r == -EPROTONOSUPPORT)
-                        *reterr_message = TAKE_PTR(msg);
-                else
-                        (void) asprintf(reterr_message, "migration %d (%s) failed: %s", m->version, m->name,
-                                        msg ?: strerror(-r));
-        }
+        if (r == -EPROTONOSUPPORT)
+                error_move(reterr, &msg);
+        else
+                (void) error_set(reterr, ERROR_INTERNAL, "migration %d (%s) failed: %s", m->version, m->name,
+                                 msg.message ?: strerror(-r));
         return r;
 }
 
-int schema_migrate(sqlite3 *db, char **reterr_message) {
+int schema_migrate(sqlite3 *db, Error *reterr) {
         int version, r;
 
-        r = read_version(db, &version, reterr_message);
+        r = read_version(db, &version, reterr);
         if (r < 0)
                 return r;
         if (version > SCHEMA_VERSION)
-                return refuse_newer(version, reterr_message);
+                return refuse_newer(version, reterr);
         for (size_t i = 0; i < ELEMENTSOF(migrations); i++) {
                 if (migrations[i].version <= version)
                         continue;
-                r = run_one(db, &migrations[i], reterr_message);
+                r = run_one(db, &migrations[i], reterr);
                 if (r < 0)
                         return r;
         }

@@ -40,7 +40,7 @@ int sqlite_to_errno(int rc) {
 
 int store_open(const char *path, Store **ret, Error *reterr) {
         _cleanup_free_ Store *s = calloc(1, sizeof *s);
-        _cleanup_free_ char *msg = NULL;
+        _cleanup_(error_done) Error msg = {};
         char *err = NULL;
         int rc, r;
 
@@ -57,7 +57,7 @@ int store_open(const char *path, Store **ret, Error *reterr) {
                 goto fail;
         r = schema_migrate(s->db, &msg);
         if (r < 0) {
-                (void) error_set(reterr, ERROR_INTERNAL, "%s: %s", path, msg ?: strerror(-r));
+                (void) error_set(reterr, ERROR_INTERNAL, "%s: %s", path, msg.message ?: strerror(-r));
                 sqlite3_close(s->db);
                 return r;
         }
