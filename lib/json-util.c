@@ -43,3 +43,26 @@ int json_array_to_strv(const cJSON *a, char ***ret) {
         *ret = TAKE_PTR(l);
         return 0;
 }
+
+char *strv_to_json_text(char *const *l) {
+        cJSON *a = json_array_from_strv(l);
+        char *s = a ? cJSON_PrintUnformatted(a) : NULL;
+
+        cJSON_Delete(a);
+        return s;
+}
+
+char **strv_from_json_text(const char *s) {
+        cJSON *a = cJSON_Parse(s && *s ? s : "[]");
+        const cJSON *i;
+        char **l;
+        size_t n = 0;
+
+        l = calloc((size_t) (cJSON_IsArray(a) ? cJSON_GetArraySize(a) : 0) + 1, sizeof(char *));
+        if (l && cJSON_IsArray(a))
+                cJSON_ArrayForEach(i, a)
+                        if (cJSON_IsString(i) && (l[n] = strdup(i->valuestring)))
+                                n++;
+        cJSON_Delete(a);
+        return l;
+}

@@ -11,3 +11,10 @@ cJSON *json_array_from_strv(char *const *l);
 /* A new list with a copy of each element of a. -EINVAL when a is not an array or an element is not a string,
  * -ENOMEM; *ret is untouched then. An empty array gives an empty list, not NULL. */
 int json_array_to_strv(const cJSON *a, char ***ret);
+
+/* l as the text of a JSON array, for a database column. NULL when out of memory. */
+char *strv_to_json_text(char *const *l);
+/* The strings of the JSON array in s (NULL or "": none). What is not a string is skipped and text that is not
+ * an array gives an empty list: the columns this reads were written by strv_to_json_text(). NULL when out of
+ * memory. */
+char **strv_from_json_text(const char *s);

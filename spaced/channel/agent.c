@@ -14,6 +14,7 @@
 
 #include "channel/files.h"
 #include "core/log.h"
+#include "io-util.h"
 #include "macro.h"
 #include "channel/process.h"
 #include "core/util.h"
@@ -56,26 +57,10 @@ static int unix_connect(const char *path, bool nonblock, int *ret_fd) {
 
 /* ---- blocking helpers for workers ---- */
 
-static int write_all(int fd, const void *p, size_t n) {
-        const uint8_t *b = p;
-
-        while (n > 0) {
-                ssize_t k = write(fd, b, n);
-                if (k < 0) {
-                        if (errno == EINTR)
-                                continue;
-                        return -errno;
-                }
-                b += k;
-                n -= (size_t) k;
-        }
-        return 0;
-}
-
 static int send_frame_blocking(int fd, uint8_t type, uint32_t stream, const void *payload, size_t n) {
         _cleanup_(space_buf_done) SpaceBuf b = {};
         int r = space_frame_append(&b, type, 0, stream, payload, n);
-        return r < 0 ? r : write_all(fd, b.data, b.len);
+        return r < 0 ? r : loop_write(fd, b.data, b.len);
 }
 
 /* Reads frames until one of `type` on `stream` arrives (stream 0 matches any for HELLO). */
@@ -172,7 +157,7 @@ static int send_identity(int fd, SpaceFrameReader *rd, uint8_t *pending, size_t 
         struct timespec ts;
         int r;
 
-        /* A fresh identity for every restored VM (decision 4): clock, RNG seed, hostname, sandbox id. */
+        /* A fresh identity for every restored VM (ARCHITECTURE.md, decision 4): clock, RNG seed, hostname, sandbox id. */
         if (getrandom(seed, sizeof seed, 0) != sizeof seed)
                 return -EIO;
         for (size_t i = 0; i < sizeof seed; i++)

@@ -9,7 +9,9 @@
 #include <sys/stat.h>
 
 #include "core/log.h"
+#include "json-util.h"
 #include "macro.h"
+#include "string-util.h"
 #include "paths.h"
 #include "channel/process.h"
 #include "core/util.h"
@@ -77,31 +79,6 @@ static void client_free(ProcessClient *c);
 
 /* ---- the table ---- */
 
-static char *argv_to_json(char **argv) {
-        cJSON *a = cJSON_CreateArray();
-        char *s;
-
-        for (char **i = argv; i && *i; i++)
-                cJSON_AddItemToArray(a, cJSON_CreateString(*i));
-        s = cJSON_PrintUnformatted(a);
-        cJSON_Delete(a);
-        return s;
-}
-
-static char **argv_from_json(const char *s) {
-        cJSON *a = cJSON_Parse(s ?: "[]"), *i;
-        char **l;
-        size_t n = 0;
-
-        l = calloc((size_t) (cJSON_IsArray(a) ? cJSON_GetArraySize(a) : 0) + 1, sizeof(char *));
-        if (l && cJSON_IsArray(a))
-                cJSON_ArrayForEach(i, a)
-                        if (cJSON_IsString(i) && (l[n] = strdup(i->valuestring)))
-                                n++;
-        cJSON_Delete(a);
-        return l;
-}
-
 static void process_save(Process *p) {
         _cleanup_free_ char *argv = NULL;
         ProcessRecord rec;
@@ -109,7 +86,7 @@ static void process_save(Process *p) {
 
         if (p->pid <= 0 || !process_sandbox(p))
                 return;
-        argv = argv_to_json(p->argv);
+        argv = strv_to_json_text(p->argv);
         rec = (ProcessRecord) {
                 .pid = p->pid,
                 .stream = p->stream,
@@ -754,14 +731,6 @@ int process_session_token(Process *p, const SessionToken **ret) {
         return 0;
 }
 
-static bool ct_equal(const char *a, const char *b, size_t n) {
-        unsigned char d = 0;
-
-        for (size_t i = 0; i < n; i++)
-                d |= (unsigned char) (a[i] ^ b[i]);
-        return d == 0;
-}
-
 int process_check_token(Process *p, const char *token) {
         int64_t now = now_unix();
         int r = -EACCES;
@@ -770,7 +739,7 @@ int process_check_token(Process *p, const char *token) {
                 return -EACCES;
         /* Compare with every slot, always: the time taken does not depend on which one matches. */
         for (size_t i = 0; i < SESSION_TOKENS_MAX; i++) {
-                bool match = p->tokens[i].token[0] && ct_equal(p->tokens[i].token, token, SESSION_TOKEN_LEN);
+                bool match = p->tokens[i].token[0] && memeq_const_time(p->tokens[i].token, token, SESSION_TOKEN_LEN);
 
                 if (match)
                         r = p->tokens[i].expires_at > now ? 0 : (r == 0 ? 0 : -EKEYEXPIRED);
@@ -852,7 +821,7 @@ static Process *process_from_record(Manager *m, Sandbox *s, const ProcessRecord 
         p->stream = rec->stream;
         if (rec->session_id && strlen(rec->session_id) == SESSION_ID_LEN)
                 memcpy(p->session_id, rec->session_id, SESSION_ID_LEN + 1);
-        p->argv = argv_from_json(rec->argv);
+        p->argv = strv_from_json_text(rec->argv);
         p->cwd = rec->cwd ? strdup(rec->cwd) : NULL;
         p->user = rec->user ? strdup(rec->user) : NULL;
         p->pty = rec->pty;

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #pragma once
 
-/* Operations (DESIGN decision 6 in ARCHITECTURE.md): slow changes journaled in SQLite, reported by GET and
+/* Operations (ARCHITECTURE.md, decision 6): slow changes journaled in SQLite, reported by GET and
  * long polls, finished or rolled back by the next daemon after a crash. */
 
 #include <pthread.h>

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "json-util.h"
 #include "macro.h"
 #include "core/schema.h"
 #include "core/store.h"
@@ -88,44 +89,13 @@ static void finalizep(sqlite3_stmt **st) {
 }
 #define _cleanup_finalize_ _cleanup_(finalizep)
 
-static char *env_to_json(char **env) {
-        cJSON *a = cJSON_CreateArray();
-        char *s;
-
-        if (!a)
-                return NULL;
-        for (char **e = env; e && *e; e++)
-                cJSON_AddItemToArray(a, cJSON_CreateString(*e));
-        s = cJSON_PrintUnformatted(a);
-        cJSON_Delete(a);
-        return s;
-}
-
-static char **env_from_json(const char *s) {
-        cJSON *a = cJSON_Parse(s ? s : "[]"), *i;
-        char **env;
-        size_t n = 0;
-
-        if (!cJSON_IsArray(a)) {
-                cJSON_Delete(a);
-                return calloc(1, sizeof(char *));
-        }
-        env = calloc(cJSON_GetArraySize(a) + 1, sizeof(char *));
-        if (env)
-                cJSON_ArrayForEach(i, a)
-                        if (cJSON_IsString(i) && (env[n] = strdup(i->valuestring)))
-                                n++;
-        cJSON_Delete(a);
-        return env;
-}
-
 static int bind_text(sqlite3_stmt *st, int i, const char *v) {
         return v ? sqlite3_bind_text(st, i, v, -1, SQLITE_TRANSIENT) : sqlite3_bind_null(st, i);
 }
 
 int store_put_sandbox(Store *s, const Sandbox *sb) {
         _cleanup_finalize_ sqlite3_stmt *st = NULL;
-        _cleanup_free_ char *env = env_to_json(sb->env);
+        _cleanup_free_ char *env = strv_to_json_text(sb->env);
         int rc;
 
         if (!env)
@@ -216,7 +186,7 @@ int store_load_sandboxes(Store *s, Manager *m) {
                 sb->vcpu = (unsigned) sqlite3_column_int(st, 5);
                 sb->memory_mib = (uint64_t) sqlite3_column_int64(st, 6);
                 sb->disk_mib = (uint64_t) sqlite3_column_int64(st, 7);
-                sb->env = env_from_json((const char *) sqlite3_column_text(st, 8));
+                sb->env = strv_from_json_text((const char *) sqlite3_column_text(st, 8));
                 sb->created_at = sqlite3_column_int64(st, 9);
                 sb->qemu_pid = (pid_t) sqlite3_column_int64(st, 10);
                 sb->run_dir = col_strdup(st, 11);

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #pragma once
 
-/* The disk store (DESIGN decision 5 in ARCHITECTURE.md): a sandbox's writable layer is a btrfs subvolume
+/* The disk store (ARCHITECTURE.md, decision 5): a sandbox's writable layer is a btrfs subvolume
  * snapshot or reflink when $state is on btrfs, a qcow2 overlay otherwise. */
 
 #include <stdbool.h>
@@ -17,7 +17,7 @@ typedef enum DiskBackend {
 } DiskBackend;
 
 
-/* layers.c, layers-btrfs.c: the disk store (decision 5); btrfs volumes when $state is on btrfs, qcow2
+/* layers.c, layers-btrfs.c: the disk store (ARCHITECTURE.md, decision 5); btrfs volumes when $state is on btrfs, qcow2
  * overlays otherwise. */
 DiskBackend disk_backend_detect(const char *state_dir);
 const char *disk_backend_to_string(DiskBackend b);

@@ -19,7 +19,7 @@
 #include "paths.h"
 #include "core/util.h"
 
-/* The btrfs backend of the disk store (decision 5): each writable disk is a raw file alone in its own
+/* The btrfs backend of the disk store (ARCHITECTURE.md, decision 5): each writable disk is a raw file alone in its own
  * subvolume under $state/volumes. A sandbox's first disk is a reflink of its base snapshot's disk; a
  * checkpoint is a read-only snapshot of the sandbox's volume, and restore and fork take writable snapshots
  * of that. No volume is ever shared, so nothing needs reference counting: whoever stops using one deletes

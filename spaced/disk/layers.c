@@ -22,7 +22,7 @@
 #include "core/util.h"
 #include "sandbox/sandbox.h"
 
-/* The disk store (decision 5). A sandbox's data_dir/disk is a symlink to its writable disk; QEMU is always
+/* The disk store (ARCHITECTURE.md, decision 5). A sandbox's data_dir/disk is a symlink to its writable disk; QEMU is always
  * given the real path, because qcow2 records its backing file by the name it was opened with.
  *
  * The backend is chosen once, for the base snapshot's disk, by the filesystem $state is on: on btrfs a raw

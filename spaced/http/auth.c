@@ -6,6 +6,7 @@
 
 #include "http/auth.h"
 #include "macro.h"
+#include "string-util.h"
 #include "core/util.h"
 
 struct Auth {
@@ -25,32 +26,20 @@ static ApiKey *api_key_free(ApiKey *k) {
         return NULL;
 }
 
-static bool is_lower_hex(const char *s, size_t n) {
-        for (size_t i = 0; i < n; i++)
-                if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f')))
-                        return false;
-        return true;
-}
-
 bool api_key_syntax_valid(const char *key) {
         return key && strlen(key) == API_KEY_LEN && strncmp(key, API_KEY_PREFIX, strlen(API_KEY_PREFIX)) == 0 &&
-               is_lower_hex(key + strlen(API_KEY_PREFIX), API_KEY_HEX);
+               string_is_hex(key + strlen(API_KEY_PREFIX), API_KEY_HEX);
 }
 
 bool api_key_id_valid(const char *id) {
-        return id && strlen(id) == API_KEY_ID_LEN && is_lower_hex(id, API_KEY_ID_LEN);
+        return id && strlen(id) == API_KEY_ID_LEN && string_is_hex(id, API_KEY_ID_LEN);
 }
 
 /* Compares without leaking where the first difference is. */
 static bool secret_equal(const char *a, const char *b) {
         size_t n = strlen(a);
-        unsigned char d = 0;
 
-        if (n != strlen(b))
-                return false;
-        for (size_t i = 0; i < n; i++)
-                d |= (unsigned char) (a[i] ^ b[i]);
-        return d == 0;
+        return n == strlen(b) && memeq_const_time(a, b, n);
 }
 
 static ApiKey *find(Auth *a, const char *id) {

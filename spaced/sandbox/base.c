@@ -10,12 +10,13 @@
 
 #include "core/log.h"
 #include "macro.h"
+#include "string-util.h"
 #include "paths.h"
 #include "core/util.h"
 #include "sandbox/sandbox.h"
 #include "channel/channel.h"
 
-/* A template's base snapshot (decision 4): boot once, wait for the agent, save the device state with guest
+/* A template's base snapshot (ARCHITECTURE.md, decision 4): boot once, wait for the agent, save the device state with guest
  * RAM left in a memory-backend-file. Sandboxes restore from it with share=off. Its directory name holds every
  * input, so a changed kernel, initramfs (agent), template or VM shape gets a new one; `ready` is written
  * last, so a half-built one is never used. */
@@ -149,8 +150,8 @@ int base_snapshot_ensure(Manager *m, const BaseRequest *req, BaseSnapshot *ret, 
         }
         if (short_digest(kd, ks) < 0 || short_digest(id, is) < 0 || short_digest(req->template_digest, ts) < 0)
                 return -EINVAL;
-        /* Named by the template's digest (not a tag, which moves): templates_gc() parses this name. A btrfs
-         * store's base has a raw disk, which a qcow2 store's sandboxes could not use, and vice versa. */
+        /* Named by the template's digest (not a tag, which moves): base_name_parse() reads this name back. A
+         * btrfs store's base has a raw disk, which a qcow2 store's sandboxes could not use, and vice versa. */
         if (asprintf(&dir, "%s/base/%s-k%s-i%s-m%llu-c%u-%s%s", req->state_dir, ts, ks, is,
                      (unsigned long long) req->memory_mib, req->vcpu, req->accel == VM_ACCEL_KVM ? "kvm" : "tcg",
                      req->disk_backend == DISK_BACKEND_BTRFS ? "-btrfs" : "") < 0)
@@ -313,7 +314,7 @@ void base_cleanup_stale(const char *runtime_dir) {
         _cleanup_closedir_ DIR *d = opendir(runtime_dir);
         struct dirent *de;
 
-        /* A base snapshot being built when the daemon died: its QEMU outlives us (decision 7) and nothing else
+        /* A base snapshot being built when the daemon died: its QEMU outlives us (ARCHITECTURE.md, decision 7) and nothing else
          * knows of it. The lock on the runtime dir says no other daemon is building one now. */
         while (d && (de = readdir(d))) {
                 _cleanup_free_ char *dir = NULL;
@@ -327,4 +328,31 @@ void base_cleanup_stale(const char *runtime_dir) {
                 }
                 (void) rm_rf(dir);
         }
+}
+
+/* Copies the 12 characters at s into d and says whether they are lowercase hex digits. */
+static bool short_digest_at(const char *s, char d[static 13]) {
+        memcpy(d, s, 12);
+        d[12] = 0;
+        return string_is_hex(d, 12);
+}
+
+int base_name_parse(const char *name, BaseName *ret) {
+        size_t n = strlen(name);
+
+        /* The first "-k" with 12 hex digits before it and "<12 hex>-i<12 hex>" after it: an older name's
+         * template part may hold "-k" too. */
+        for (const char *k = strstr(name, "-k"); k; k = strstr(k + 2, "-k")) {
+                size_t at = (size_t) (k - name);
+                BaseName b;
+
+                if (at < 12 || n < at + 2 + 12 + 2 + 12 || strncmp(k + 14, "-i", 2) != 0)
+                        continue;
+                if (!short_digest_at(k - 12, b.template_digest) || !short_digest_at(k + 2, b.kernel_digest) ||
+                    !short_digest_at(k + 16, b.initramfs_digest))
+                        continue;
+                *ret = b;
+                return 0;
+        }
+        return -EINVAL;
 }

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "core/log.h"
+#include "json-util.h"
 #include "macro.h"
 #include "string-util.h"
 #include "paths.h"
@@ -21,7 +22,7 @@
 #include "channel/channel.h"
 #include "core/store.h"
 
-/* Checkpoints, restore and fork (DESIGN.md decision 6). A checkpoint stops the sandbox, freezes its disk
+/* Checkpoints, restore and fork (ARCHITECTURE.md, decision 6). A checkpoint stops the sandbox, freezes its disk
  * (layers.c: a qcow2 layer the VM leaves for a new one on top, or a read-only btrfs snapshot), writes memory
  * and device state, and lets it run again: the pause is mostly the state write. Restore and fork are creates whose source is the
  * checkpoint instead of the template's base snapshot. */
@@ -71,14 +72,9 @@ Checkpoint *checkpoint_find(Manager *m, const char *ref) {
 static int checkpoint_save(Manager *m, const Checkpoint *c) {
         sqlite3 *db = store_db(m->store);
         sqlite3_stmt *st = NULL;
-        cJSON *env = cJSON_CreateArray();
-        char *env_json;
+        char *env_json = strv_to_json_text(c->env);
         int rc;
 
-        for (char **e = c->env; e && *e; e++)
-                cJSON_AddItemToArray(env, cJSON_CreateString(*e));
-        env_json = cJSON_PrintUnformatted(env);
-        cJSON_Delete(env);
         if (!env_json)
                 return -ENOMEM;
         rc = sqlite3_prepare_v2(db,
@@ -142,7 +138,6 @@ int checkpoints_load(Manager *m) {
                 const char *id = (const char *) sqlite3_column_text(st, 0);
                 const char *sid = (const char *) sqlite3_column_text(st, 2);
                 Checkpoint *c;
-                cJSON *env, *i;
 
                 if (!id || strlen(id) != CHECKPOINT_ID_LEN || !sid || strlen(sid) != SANDBOX_ID_LEN)
                         continue;
@@ -157,12 +152,7 @@ int checkpoints_load(Manager *m) {
                 c->vcpu = (unsigned) sqlite3_column_int(st, 5);
                 c->memory_mib = (uint64_t) sqlite3_column_int64(st, 6);
                 c->disk_mib = (uint64_t) sqlite3_column_int64(st, 7);
-                env = cJSON_Parse((const char *) sqlite3_column_text(st, 8) ?: "[]");
-                c->env = calloc(1, sizeof(char *));
-                cJSON_ArrayForEach(i, env)
-                        if (cJSON_IsString(i))
-                                (void) strv_extend(&c->env, i->valuestring);
-                cJSON_Delete(env);
+                c->env = strv_from_json_text((const char *) sqlite3_column_text(st, 8));
                 c->disk = col(st, 9);
                 c->state_path = col(st, 10);
                 c->created_at = sqlite3_column_int64(st, 11);

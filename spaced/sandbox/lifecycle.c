@@ -18,7 +18,7 @@
 #include "template/template.h"
 #include "channel/channel.h"
 
-/* Pause, resume, suspend and wake (DESIGN.md decision 6). Each is an operation run on a worker; the states
+/* Pause, resume, suspend and wake (ARCHITECTURE.md, decision 6). Each is an operation run on a worker; the states
  * SUSPENDING and WAKING are journaled before the work starts so a daemon killed in the middle knows, on start,
  * which way to finish (sandbox_reconcile_lifecycle). */
 

@@ -15,7 +15,7 @@
 #include "channel/channel.h"
 #include "core/store.h"
 
-/* Warm pools (decision 4): N sandboxes per template, restored, handshaken and paused, so a create of the
+/* Warm pools (ARCHITECTURE.md, decision 4): N sandboxes per template, restored, handshaken and paused, so a create of the
  * template's default shape is a QMP cont and one INIT with the new identity away. Pool members are ordinary
  * sandboxes that users cannot see until handed out; the pool refills in the background and never takes
  * memory a user's create needs (it only fills up to the memory limit, and members are not persisted: a

@@ -185,7 +185,7 @@ static void *create_worker(void *userdata) {
                 goto finish;
         }
         /* The writable disk: a copy-on-write clone of the disk the restored memory was saved with (the base
-         * snapshot's, or a checkpoint's), so disk and memory match exactly (decision 5). */
+         * snapshot's, or a checkpoint's), so disk and memory match exactly (ARCHITECTURE.md, decision 5). */
         r = disk_clone(j->base.state_dir, j->source_disk ?: b.disk_path, j->disk_mib, &disk, &j->error);
         if (r < 0)
                 goto finish;

@@ -128,7 +128,7 @@ int checkpoints_load(Manager *m);
 void fork_child_done(Manager *m, const char *fork_op_id, bool ok, const char *message);
 void checkpoints_free(Manager *m);
 
-/* pool.c: warm pools (decision 4) */
+/* pool.c: warm pools (ARCHITECTURE.md, decision 4) */
 typedef struct PoolConfig {
         char *template_name;
         unsigned size;
@@ -160,7 +160,7 @@ int sandbox_lifecycle_start(Manager *m, Sandbox *s, LifecycleKind kind, Operatio
 int sandbox_reconcile_lifecycle(Sandbox *s);
 void lifecycle_tick(Manager *m);
 
-/* base.c: the template's base snapshot (decision 4). Blocking; call from a worker. */
+/* base.c: the template's base snapshot (ARCHITECTURE.md, decision 4). Blocking; call from a worker. */
 typedef struct BaseSnapshot {
         char *dir;
         char *mem_path;
@@ -188,6 +188,15 @@ void base_request_done(BaseRequest *r);
 int base_request_init(Manager *m, const Template *t, unsigned vcpu, uint64_t memory_mib, BaseRequest *ret);
 void base_snapshot_done(BaseSnapshot *b);
 int base_snapshot_ensure(Manager *m, const BaseRequest *req, BaseSnapshot *ret, Error *reterr);
+/* A base snapshot's directory is named <template12>-k<kernel12>-i<initramfs12>-m<MiB>-c<vcpu>-<accel>[-btrfs]
+ * (the short digests of what it was made from; older daemons put the template's name first). */
+typedef struct BaseName {
+        char template_digest[13];
+        char kernel_digest[13];
+        char initramfs_digest[13];
+} BaseName;
+/* -EINVAL when name is not a base snapshot's directory name. */
+int base_name_parse(const char *name, BaseName *ret);
 /* At start: kills the QEMU of a base snapshot build that a dead daemon left, and removes its run dir. */
 void base_cleanup_stale(const char *runtime_dir);
 /* The command line of a VM restored from a snapshot of this base (a sandbox, a wake, a checkpoint). */

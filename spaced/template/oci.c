@@ -65,7 +65,7 @@ static int open_below(int layout_fd, const char *path, int *ret_fd) {
 }
 
 static bool hex64(const char *s) {
-        return strlen(s) == 64 && strspn(s, "0123456789abcdef") == 64;
+        return string_is_hex(s, 64);
 }
 
 /* "sha256:<hex>" of a descriptor, checked: the hex is a file name below blobs/sha256/. */

@@ -20,7 +20,7 @@
 #include "core/util.h"
 #include "sandbox/sandbox.h"
 
-/* The template store (decision 5). Every template is an immutable image in $state/templates/sha256-<hex>/
+/* The template store (ARCHITECTURE.md, decision 5). Every template is an immutable image in $state/templates/sha256-<hex>/
  * (rootfs.ext4 mode 0444, config.json), named by the digest of its root filesystem tree (template-tree.c);
  * SQLite keeps a row per image (size, source, config) and a row per tag ("name:tag" -> digest). Imports
  * work in $state/templates/.tmp-* and rename into place, so an interrupted one leaves only a .tmp-* directory
@@ -109,7 +109,7 @@ int template_ref_parse(const char *ref, char **ret_tag, char **ret_digest_prefix
         if (strncmp(ref, "sha256:", 7) == 0) {
                 const char *hex = ref + 7;
                 size_t k = strlen(hex);
-                if (k < TEMPLATE_DIGEST_PREFIX_MIN || k > 64 || strspn(hex, "0123456789abcdef") != k) {
+                if (k < TEMPLATE_DIGEST_PREFIX_MIN || k > 64 || !string_is_hex(hex, k)) {
                         (void) error_set(reterr, ERROR_INVALID_REF,
                                          "'%s' is not a valid digest reference: sha256: takes %d to 64 lowercase hex "
                                          "digits",
@@ -650,10 +650,6 @@ int template_remove(Manager *m, const char *ref, char **ret_untagged, bool *ret_
         return 0;
 }
 
-static bool short_hex(const char *s, size_t n) {
-        return strspn(s, "0123456789abcdef") >= n;
-}
-
 static bool base_in_use(Manager *m, const char *shortd) {
         for (Sandbox *s = m->sandboxes; s; s = s->next)
                 if (s->template_digest && strncmp(s->template_digest + 7, shortd, 12) == 0)
@@ -664,8 +660,7 @@ static bool base_in_use(Manager *m, const char *shortd) {
         return false;
 }
 
-/* Base snapshot directories are named <digest12>-k<kernel12>-i<initramfs12>-m<MiB>-c<vcpu>-<accel> (older
- * daemons put the template name first). */
+/* Base snapshot directories are named by what they were made from (base_name_parse()). */
 static uint64_t bases_remove(Manager *m, const char *only, unsigned *ret_count) {
         _cleanup_free_ char *dir = NULL, *kernel = NULL, *initrd = NULL, *kd = NULL, *id = NULL;
         _cleanup_closedir_ DIR *d = NULL;
@@ -685,20 +680,13 @@ static uint64_t bases_remove(Manager *m, const char *only, unsigned *ret_count) 
         }
         d = opendir(dir);
         while (d && (de = readdir(d))) {
-                const char *k = strstr(de->d_name, "-k"), *i;
-                char shortd[13];
+                const char *shortd;
+                BaseName bn;
                 bool stale;
 
-                if (de->d_name[0] == '.')
+                if (de->d_name[0] == '.' || base_name_parse(de->d_name, &bn) < 0)
                         continue;
-                /* the 12 hex before "-k" are the template's short digest */
-                while (k && !(k - de->d_name >= 12 && short_hex(k - 12, 12) && strncmp(k + 2 + 12, "-i", 2) == 0))
-                        k = strstr(k + 2, "-k");
-                if (!k)
-                        continue;
-                memcpy(shortd, k - 12, 12);
-                shortd[12] = 0;
-                i = k + 14;
+                shortd = bn.template_digest;
                 if (only) {
                         if (!streq(shortd, only))
                                 continue;
@@ -706,8 +694,8 @@ static uint64_t bases_remove(Manager *m, const char *only, unsigned *ret_count) 
                         bool known = false;
                         for (Template *t = m->templates; t && !known; t = t->next)
                                 known = strncmp(t->digest + 7, shortd, 12) == 0;
-                        stale = !known || (kd && strncmp(k + 2, kd + 7, 12) != 0) ||
-                                (id && strncmp(i + 2, id + 7, 12) != 0);
+                        stale = !known || (kd && strncmp(bn.kernel_digest, kd + 7, 12) != 0) ||
+                                (id && strncmp(bn.initramfs_digest, id + 7, 12) != 0);
                         if (!stale)
                                 continue;
                 }

@@ -2,7 +2,7 @@
 #pragma once
 
 /*
- * The VMM driver (DESIGN.md decisions 1, 4, 7, 12): QEMU -M microvm, one process per sandbox, driven over QMP.
+ * The VMM driver (ARCHITECTURE.md, decisions 1, 4, 7, 12): QEMU -M microvm, one process per sandbox, driven over QMP.
  * Everything here is blocking and meant to be called from an operation's worker thread, never from the event
  * loop. Functions return 0 or -errno; when reterr is non-NULL a failure also fills it with
  * ERROR_INTERNAL and a human-readable reason (QMP's "desc", QEMU's stderr tail, ...).

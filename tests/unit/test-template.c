@@ -23,6 +23,7 @@
 #include "template/template.h"
 #include "tap.h"
 #include "core/util.h"
+#include "sandbox/sandbox.h"
 
 static char *tmp;
 
@@ -390,6 +391,22 @@ int main(void) {
         {
                 char *argv[] = { "rm", "-rf", tmp, NULL };
                 (void) run_command(argv, NULL);
+        }
+        /* Base snapshot directory names (sandbox/base.c), which templates_gc() reads back. */
+        {
+                BaseName bn;
+
+                ok(base_name_parse("0123456789ab-kaaaaaaaaaaaa-ibbbbbbbbbbbb-m256-c1-tcg", &bn) == 0 &&
+                   streq(bn.template_digest, "0123456789ab") && streq(bn.kernel_digest, "aaaaaaaaaaaa") &&
+                   streq(bn.initramfs_digest, "bbbbbbbbbbbb"), "a base name gives its three short digests");
+                ok(base_name_parse("my-kind-0123456789ab-kaaaaaaaaaaaa-ibbbbbbbbbbbb-m256-c1-kvm-btrfs", &bn) == 0 &&
+                   streq(bn.template_digest, "0123456789ab"), "an older name with the template's name first too");
+                ok(base_name_parse("0123456789ab-kaaaaaaaaaaaa-ibbbbbbbbbb", &bn) == -EINVAL,
+                   "a cut-off name is refused");
+                ok(base_name_parse("0123456789aB-kaaaaaaaaaaaa-ibbbbbbbbbbbb-m256", &bn) == -EINVAL,
+                   "upper case is no digest");
+                ok(base_name_parse("-k", &bn) == -EINVAL && base_name_parse("", &bn) == -EINVAL,
+                   "short names are refused without reading past their end");
         }
         return done();
 }
