@@ -10,7 +10,7 @@
 #include <stdint.h>
 #include <systemd/sd-event.h>
 
-#include "core/settings.h"
+#include "core/config.h"
 #include "disk/disk.h"
 #include "vm/vmm.h"
 

@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/settings.h"
+#include "core/config.h"
 #include "macro.h"
 #include "string-util.h"
 
