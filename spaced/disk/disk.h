@@ -17,7 +17,7 @@ typedef enum DiskBackend {
 } DiskBackend;
 
 
-/* layers.c, layers-btrfs.c: the disk store (ARCHITECTURE.md, decision 5); btrfs volumes when $state is on btrfs, qcow2
+/* disk.c, btrfs.c: the disk store (ARCHITECTURE.md, decision 5); btrfs volumes when $state is on btrfs, qcow2
  * overlays otherwise. */
 DiskBackend disk_backend_detect(const char *state_dir);
 const char *disk_backend_to_string(DiskBackend b);

@@ -23,7 +23,7 @@
 #include "core/store.h"
 
 /* Checkpoints, restore and fork (ARCHITECTURE.md, decision 6). A checkpoint stops the sandbox, freezes its disk
- * (layers.c: a qcow2 layer the VM leaves for a new one on top, or a read-only btrfs snapshot), writes memory
+ * (disk/disk.c: a qcow2 layer the VM leaves for a new one on top, or a read-only btrfs snapshot), writes memory
  * and device state, and lets it run again: the pause is mostly the state write. Restore and fork are creates whose source is the
  * checkpoint instead of the template's base snapshot. */
 

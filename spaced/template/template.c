@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "disk/disk.h"
 #include "core/log.h"
 #include "macro.h"
 #include "paths.h"
@@ -548,34 +549,6 @@ char *template_user(Manager *m, const Template *t) {
                         return asprintf(&s, "checkpoint %s%s%s%s", c->id, c->name ? " (" : "", c->name ?: "",
                                         c->name ? ")" : "") < 0 ? NULL : s;
         return NULL;
-}
-
-static uint64_t usage_at(int parent_fd, const char *name) {
-        struct stat st;
-        uint64_t n;
-
-        if (fstatat(parent_fd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
-                return 0;
-        n = (uint64_t) st.st_blocks * 512;
-        if (S_ISDIR(st.st_mode)) {
-                int fd = openat(parent_fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-                DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
-                struct dirent *de;
-
-                if (!d) {
-                        safe_close(fd);
-                        return n;
-                }
-                while ((de = readdir(d)))
-                        if (!streq(de->d_name, ".") && !streq(de->d_name, ".."))
-                                n += usage_at(dirfd(d), de->d_name);
-                closedir(d);
-        }
-        return n;
-}
-
-uint64_t disk_usage(const char *path) {
-        return usage_at(AT_FDCWD, path);
 }
 
 /* Removes the base snapshots (base.c) whose directory names start with the 12-hex short digest, or all

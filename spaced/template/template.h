@@ -78,8 +78,6 @@ int template_remove(Manager *m, const char *ref, char **ret_untagged, bool *ret_
                     uint64_t *ret_freed, Error *reterr);
 /* Removes untagged unused images and base snapshots of images that are gone or of old guest files. */
 int templates_gc(Manager *m, uint64_t *ret_freed, unsigned *ret_images, unsigned *ret_bases);
-/* Bytes a path takes on disk (allocated blocks), recursively. */
-uint64_t disk_usage(const char *path);
 
 /* template-import.c */
 typedef struct ImportRequest {

@@ -14,7 +14,7 @@
 #include <unistd.h>
 
 #include "disk/disk.h"
-#include "disk/layers.h"
+#include "disk/btrfs.h"
 #include "core/log.h"
 #include "macro.h"
 #include "string-util.h"
@@ -26,7 +26,7 @@
  * given the real path, because qcow2 records its backing file by the name it was opened with.
  *
  * The backend is chosen once, for the base snapshot's disk, by the filesystem $state is on: on btrfs a raw
- * file that sandboxes get reflinks and subvolume snapshots of (layers-btrfs.c); elsewhere a qcow2 overlay
+ * file that sandboxes get reflinks and subvolume snapshots of (btrfs.c); elsewhere a qcow2 overlay
  * on the template image, and qcow2 overlays on top of that. Every later disk is made from an earlier one and
  * follows its format (disk_format() reads it from the name), so nothing else needs to know which backend
  * is in use.
@@ -416,4 +416,32 @@ int layers_gc(Manager *m) {
         int a = layers_gc_qcow2(m, grace), b = layers_gc_volumes(m, grace);
 
         return a < 0 ? a : b < 0 ? b : a + b;
+}
+
+static uint64_t usage_at(int parent_fd, const char *name) {
+        struct stat st;
+        uint64_t n;
+
+        if (fstatat(parent_fd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+                return 0;
+        n = (uint64_t) st.st_blocks * 512;
+        if (S_ISDIR(st.st_mode)) {
+                int fd = openat(parent_fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+                DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+                struct dirent *de;
+
+                if (!d) {
+                        safe_close(fd);
+                        return n;
+                }
+                while ((de = readdir(d)))
+                        if (!streq(de->d_name, ".") && !streq(de->d_name, ".."))
+                                n += usage_at(dirfd(d), de->d_name);
+                closedir(d);
+        }
+        return n;
+}
+
+uint64_t disk_usage(const char *path) {
+        return usage_at(AT_FDCWD, path);
 }

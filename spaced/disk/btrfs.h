@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #pragma once
 
-/* What layers.c (the disk store's interface and its qcow2 backend) and layers-btrfs.c share. */
+/* The btrfs backend (btrfs.c), as the disk store's interface and qcow2 backend (disk.c) use it. */
 
 #include <stdbool.h>
 #include <stdint.h>

@@ -14,7 +14,7 @@
 #include <unistd.h>
 
 #include "disk/disk.h"
-#include "disk/layers.h"
+#include "disk/btrfs.h"
 #include "macro.h"
 #include "paths.h"
 #include "core/util.h"
