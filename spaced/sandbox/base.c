@@ -15,6 +15,7 @@
 #include "core/util.h"
 #include "sandbox/sandbox.h"
 #include "channel/channel.h"
+#include "template/template.h"
 
 /* A template's base snapshot (ARCHITECTURE.md, decision 4): boot once, wait for the agent, save the device state with guest
  * RAM left in a memory-backend-file. Sandboxes restore from it with share=off. Its directory name holds every
@@ -32,6 +33,30 @@ void base_request_done(BaseRequest *r) {
         free(r->rootfs);
         free(r->template_digest);
         memset(r, 0, sizeof *r);
+}
+
+int base_request_init(Manager *m, const Template *t, unsigned vcpu, uint64_t memory_mib, BaseRequest *ret) {
+        *ret = (BaseRequest) {
+                .lib_dir = strdup(m->lib_dir),
+                .state_dir = strdup(m->state_dir),
+                .runtime_dir = strdup(m->runtime_dir),
+                .qemu_binary = m->config.qemu_binary ? strdup(m->config.qemu_binary) : NULL,
+                .template_name = strdup(t->name),
+                .rootfs = strdup(t->rootfs),
+                .template_digest = strdup(t->digest),
+                .vcpu = vcpu,
+                .memory_mib = memory_mib,
+                .accel = m->accel,
+                .tsc_khz = m->tsc_khz,
+                .tcg_cache_mib = m->config.tcg_cache_mib,
+                .disk_backend = m->disk_backend,
+        };
+        if (!ret->lib_dir || !ret->state_dir || !ret->runtime_dir || !ret->template_name || !ret->rootfs ||
+            !ret->template_digest || (m->config.qemu_binary && !ret->qemu_binary)) {
+                base_request_done(ret);
+                return -ENOMEM;
+        }
+        return 0;
 }
 
 void base_snapshot_done(BaseSnapshot *b) {

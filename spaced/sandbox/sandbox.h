@@ -110,9 +110,12 @@ typedef struct SandboxSpec {
  * shape is served from its warm pool when that has a member. */
 int sandbox_create(Manager *m, const SandboxSpec *spec, Operation **ret_op, Sandbox **ret_sandbox, Error *reterr);
 int sandbox_delete_start(Manager *m, Sandbox *s, bool force, Operation **ret_op, Error *reterr);
-int manager_reconcile(Manager *m);
 void sandbox_cleanup_vm_files(pid_t pid, const char *run_dir, const char *data_dir);
 bool sandbox_state_holds_memory(SandboxState s);
+
+/* reconcile.c: at start, brings sandboxes and operations in line with what runs (ARCHITECTURE.md, "What
+ * survives a daemon crash"). */
+int manager_reconcile(Manager *m);
 
 /* checkpoint.c */
 Checkpoint *checkpoint_find(Manager *m, const char *ref);   /* id, unique id prefix or name */
