@@ -202,100 +202,135 @@ static unsigned count_cpus(void) {
         return n > 0 ? (unsigned) n : 1;
 }
 
-int main(int argc, char **argv) {
-        _cleanup_free_ char *config_path = NULL, *lock_path = NULL, *pid_path = NULL, *db_path = NULL,
-                            *reason = NULL;
-        _cleanup_(error_done) Error err = {};
-        _cleanup_close_ int lock_fd = -1;
-        Manager m = { .completion_fd = -1, .config.idle_timeout = IDLE_TIMEOUT_DEFAULT };
-        _cleanup_strv_free_ char **fd_names = NULL;
-        const char *listen_setting;
-        int listen_fd = -1, tcp_fd = -1, r, n;
-        sigset_t mask;
-
-        r = parse_args(argc, argv);
-        if (r <= 0)
-                return r < 0 ? 2 : 0;
-        signal(SIGPIPE, SIG_IGN);
-
-        if (dup_or(arg_socket, space_socket_path, &m.socket_path) < 0 ||
-            dup_or(arg_lib_dir, space_lib_dir, &m.lib_dir) < 0 || dup_or(arg_config, space_config_path, &config_path) < 0) {
+/* Where things live, from the arguments and the environment: the API socket, the guest files and the
+ * configuration file. The state directory waits for the configuration, which may name it. */
+static int resolve_paths(Manager *m, char **ret_config_path) {
+        if (dup_or(arg_socket, space_socket_path, &m->socket_path) < 0 ||
+            dup_or(arg_lib_dir, space_lib_dir, &m->lib_dir) < 0 ||
+            dup_or(arg_config, space_config_path, ret_config_path) < 0) {
                 log_error("cannot work out where things live: set HOME or XDG_RUNTIME_DIR");
-                return 1;
+                return -ENOENT;
         }
-        r = config_load(&m.config, config_path, &err);
+        return 0;
+}
+
+static int load_config(Manager *m, const char *config_path) {
+        _cleanup_(error_done) Error err = {};
+        int r;
+
+        r = config_load(&m->config, config_path, &err);
         if (r < 0) {
                 log_error("bad configuration: %s", err.message ?: strerror(-r));
-                return 1;
+                return r;
         }
-        if (dup_or(arg_state_dir ?: m.config.state_dir, space_state_dir, &m.state_dir) < 0) {
+        return 0;
+}
+
+/* The state directory (--state-dir, the configuration, then XDG) and the runtime directory (--runtime-dir,
+ * the directory of --socket, then XDG). */
+static int resolve_dirs(Manager *m) {
+        if (dup_or(arg_state_dir ?: m->config.state_dir, space_state_dir, &m->state_dir) < 0) {
                 log_error("cannot work out the state directory: set HOME or --state-dir");
-                return 1;
+                return -ENOENT;
         }
         if (arg_runtime_dir)
-                m.runtime_dir = strdup(arg_runtime_dir);
+                m->runtime_dir = strdup(arg_runtime_dir);
         else if (arg_socket) {
-                m.runtime_dir = strdup(arg_socket);
-                char *slash = strrchr(m.runtime_dir, '/');
-                if (slash && slash != m.runtime_dir)
+                m->runtime_dir = strdup(arg_socket);
+                char *slash = strrchr(m->runtime_dir, '/');
+                if (slash && slash != m->runtime_dir)
                         *slash = 0;
-        } else if (space_runtime_dir(&m.runtime_dir) < 0)
-                m.runtime_dir = NULL;
-        if (!m.runtime_dir) {
+        } else if (space_runtime_dir(&m->runtime_dir) < 0)
+                m->runtime_dir = NULL;
+        if (!m->runtime_dir) {
                 log_error("cannot work out the runtime directory");
-                return 1;
+                return -ENOENT;
         }
+        return 0;
+}
 
-        if (arg_accel && accel_setting_from_string(arg_accel, &m.config.accel) < 0) {
+/* --accel overrides the configuration; checked after it is read, so a bad --accel is a usage error (exit 2). */
+static int apply_accel_arg(Manager *m) {
+        if (arg_accel && accel_setting_from_string(arg_accel, &m->config.accel) < 0) {
                 log_error("--accel %s: expected auto, kvm or tcg", arg_accel);
-                return 2;
+                return -EINVAL;
         }
+        return 0;
+}
 
-        r = space_mkdir_p(m.runtime_dir, 0700);
+static int make_dirs(const Manager *m) {
+        int r;
+
+        r = space_mkdir_p(m->runtime_dir, 0700);
         if (r >= 0)
-                r = space_mkdir_p(m.state_dir, 0700);
-        if (r < 0) {
-                log_error_errno(r, "cannot create %s or %s", m.runtime_dir, m.state_dir);
-                return 1;
-        }
+                r = space_mkdir_p(m->state_dir, 0700);
+        if (r < 0)
+                return log_error_errno(r, "cannot create %s or %s", m->runtime_dir, m->state_dir);
+        return 0;
+}
 
-        /* One daemon per user: concurrent spacectl calls may each start one; the losers leave quietly. */
-        if (asprintf(&lock_path, "%s/spaced.lock", m.runtime_dir) < 0)
-                return 1;
-        lock_fd = open(lock_path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-        if (lock_fd < 0 || flock(lock_fd, LOCK_EX | LOCK_NB) < 0) {
-                if (errno == EWOULDBLOCK) {
-                        log_info("another spaced is running for %s; exiting", m.runtime_dir);
-                        return 0;
+/* One daemon per user: concurrent spacectl calls may each start one; the losers leave quietly. -EWOULDBLOCK
+ * when another spaced holds the lock. */
+static int take_lock(const char *runtime_dir, int *ret_fd) {
+        _cleanup_free_ char *lock_path = NULL;
+        _cleanup_close_ int fd = -1;
+        int r;
+
+        if (asprintf(&lock_path, "%s/spaced.lock", runtime_dir) < 0)
+                return -ENOMEM;
+        fd = open(lock_path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+        if (fd < 0 || flock(fd, LOCK_EX | LOCK_NB) < 0) {
+                r = -errno;
+                if (r == -EWOULDBLOCK) {
+                        log_info("another spaced is running for %s; exiting", runtime_dir);
+                        return r;
                 }
                 log_error("cannot lock %s: %m", lock_path);
-                return 1;
+                return r;
         }
+        *ret_fd = TAKE_FD(fd);
+        return 0;
+}
 
-        /* Socket activation: the unix socket is named "api" (or unnamed), the TCP listener "http". */
+/* Socket activation: the unix socket is named "api" (or unnamed), the TCP listener "http". Leaves a slot
+ * at -1 when systemd passed no such socket. */
+static int listeners_from_systemd(int *unix_fd, int *tcp_fd) {
+        _cleanup_strv_free_ char **fd_names = NULL;
+        int n;
+
         n = sd_listen_fds_with_names(1, &fd_names);
         for (int i = 0; i < n; i++) {
                 const char *name = fd_names && fd_names[i] ? fd_names[i] : "unknown";
-                int *slot = streq(name, "http") ? &tcp_fd : &listen_fd;
+                int *slot = streq(name, "http") ? tcp_fd : unix_fd;
 
                 if (*slot >= 0) {
                         log_error("systemd passed more than one '%s' socket; expected 'api' (unix) and 'http' (TCP)",
                                   name);
-                        return 1;
+                        return -EEXIST;
                 }
                 *slot = SD_LISTEN_FDS_START + i;
         }
-        if (listen_fd < 0) {
-                r = bind_socket(m.socket_path, &listen_fd);
-                if (r < 0) {
-                        log_error_errno(r, "cannot listen on %s", m.socket_path);
-                        return 1;
-                }
+        return 0;
+}
+
+/* The listeners systemd passed, else our own: the unix socket must work, the TCP one may not (a taken port
+ * only warns; ret_tcp_fd stays -1). */
+static int setup_listeners(const Manager *m, const char *config_path, int *ret_unix_fd, int *ret_tcp_fd) {
+        const char *listen_setting;
+        int r;
+
+        r = listeners_from_systemd(ret_unix_fd, ret_tcp_fd);
+        if (r < 0)
+                return r;
+        if (*ret_unix_fd < 0) {
+                r = bind_socket(m->socket_path, ret_unix_fd);
+                if (r < 0)
+                        return log_error_errno(r, "cannot listen on %s", m->socket_path);
         }
 
-        listen_setting = arg_listen ?: m.config.listen ?: LISTEN_DEFAULT;
-        if (tcp_fd < 0 && !streq(listen_setting, "off")) {
-                r = bind_tcp(listen_setting, &tcp_fd);
+        listen_setting = arg_listen ?: m->config.listen ?: LISTEN_DEFAULT;
+        if (*ret_tcp_fd < 0 && !streq(listen_setting, "off")) {
+                r = bind_tcp(listen_setting, ret_tcp_fd);
                 if (r == -EADDRINUSE)
                         log_warning("cannot listen on %s: the port is taken (another spaced?); serving only the unix "
                                     "socket. Set 'listen = 127.0.0.1:PORT' in %s or pass --listen", listen_setting,
@@ -303,96 +338,187 @@ int main(int argc, char **argv) {
                 else if (r < 0)
                         log_warning_errno(r, "cannot listen on %s; serving only the unix socket", listen_setting);
         }
+        return 0;
+}
 
-        if (asprintf(&pid_path, "%s/spaced.pid", m.runtime_dir) >= 0) {
-                char buf[32];
-                snprintf(buf, sizeof buf, "%d\n", (int) getpid());
-                (void) write_file_atomic(pid_path, buf);
+/* Best effort: *ret_path stays NULL when there is none to remove at exit. */
+static void write_pid_file(const char *runtime_dir, char **ret_path) {
+        char buf[32];
+
+        if (asprintf(ret_path, "%s/spaced.pid", runtime_dir) < 0) {
+                *ret_path = NULL;
+                return;
         }
+        snprintf(buf, sizeof buf, "%d\n", (int) getpid());
+        (void) write_file_atomic(*ret_path, buf);
+}
 
-        switch (m.config.accel) {
+/* The accelerator (from the configuration, or KVM when usable), the host's TSC, CPUs and the memory budget. */
+static void detect_host(Manager *m) {
+        _cleanup_free_ char *reason = NULL;
+
+        switch (m->config.accel) {
         case ACCEL_KVM:
-                m.accel = VM_ACCEL_KVM;
+                m->accel = VM_ACCEL_KVM;
                 break;
         case ACCEL_TCG:
-                m.accel = VM_ACCEL_TCG;
+                m->accel = VM_ACCEL_TCG;
                 break;
         default:
-                m.accel = vm_accel_detect(&reason);
-                if (m.accel == VM_ACCEL_TCG)
+                m->accel = vm_accel_detect(&reason);
+                if (m->accel == VM_ACCEL_TCG)
                         log_warning("using TCG (software emulation): %s", reason ?: "KVM is not usable");
         }
-        m.tsc_khz = vm_host_tsc_khz();
-        m.host_cpus = count_cpus();
-        m.memory_limit_mib = m.config.memory_limit_mib ?: host_memory_mib() * 8 / 10;
-        pthread_mutex_init(&m.completions_lock, NULL);
-        pthread_mutex_init(&m.base_lock, NULL);
+        m->tsc_khz = vm_host_tsc_khz();
+        m->host_cpus = count_cpus();
+        m->memory_limit_mib = m->config.memory_limit_mib ?: host_memory_mib() * 8 / 10;
+}
 
-        if (asprintf(&db_path, "%s/space.db", m.state_dir) < 0)
-                return 1;
-        r = store_open(db_path, &m.store, &err);
+/* The state database, with the sandboxes and operations it journals. */
+static int open_store(Manager *m) {
+        _cleanup_(error_done) Error err = {};
+        _cleanup_free_ char *db_path = NULL;
+        int r;
+
+        if (asprintf(&db_path, "%s/space.db", m->state_dir) < 0)
+                return -ENOMEM;
+        r = store_open(db_path, &m->store, &err);
         if (r < 0) {
                 log_error("cannot open the state database: %s", err.message ?: strerror(-r));
-                return 1;
+                return r;
         }
-        (void) store_prune_operations(m.store, now_unix() - 7 * 86400);
-        r = store_load_sandboxes(m.store, &m);
+        (void) store_prune_operations(m->store, now_unix() - 7 * 86400);
+        r = store_load_sandboxes(m->store, m);
         if (r >= 0)
-                r = store_load_operations(m.store, &m);
-        if (r < 0) {
-                log_error_errno(r, "cannot read the state database %s", db_path);
-                return 1;
-        }
-        r = checkpoints_load(&m);
+                r = store_load_operations(m->store, m);
+        if (r < 0)
+                return log_error_errno(r, "cannot read the state database %s", db_path);
+        return 0;
+}
+
+/* Checkpoints, templates and warm pools: the daemon serves without any of them, so failures only warn. */
+static void load_objects(Manager *m) {
+        int r;
+
+        r = checkpoints_load(m);
         if (r < 0)
                 log_warning_errno(r, "cannot read checkpoints from the state database");
-        r = templates_load(&m);
-        if (r >= 0 && pools_load(&m) < 0)
+        r = templates_load(m);
+        if (r >= 0 && pools_load(m) < 0)
                 log_warning("cannot read the warm pool settings");
         if (r < 0)
-                log_warning_errno(r, "cannot load templates from %s", m.lib_dir);
+                log_warning_errno(r, "cannot load templates from %s", m->lib_dir);
+}
 
-        r = sd_event_default(&m.event);
+/* The sd-event loop with SIGTERM/SIGINT, worker completions and the periodic timers. */
+static int setup_event_loop(Manager *m) {
+        sigset_t mask;
+        int r;
+
+        r = sd_event_default(&m->event);
         if (r < 0)
-                return log_error_errno(r, "sd_event_default"), 1;
+                return log_error_errno(r, "sd_event_default");
         sigemptyset(&mask);
         sigaddset(&mask, SIGTERM);
         sigaddset(&mask, SIGINT);
         sigprocmask(SIG_BLOCK, &mask, NULL);
-        (void) sd_event_add_signal(m.event, NULL, SIGTERM, on_signal, NULL);
-        (void) sd_event_add_signal(m.event, NULL, SIGINT, on_signal, NULL);
-        r = completions_setup(&m);
+        (void) sd_event_add_signal(m->event, NULL, SIGTERM, on_signal, NULL);
+        (void) sd_event_add_signal(m->event, NULL, SIGINT, on_signal, NULL);
+        r = completions_setup(m);
         if (r < 0)
-                return log_error_errno(r, "cannot set up worker completions"), 1;
+                return log_error_errno(r, "cannot set up worker completions");
 
-        (void) sd_event_add_time_relative(m.event, NULL, CLOCK_MONOTONIC, HOUSEKEEPING_USEC, 0, on_housekeeping, &m);
-        (void) sd_event_add_time_relative(m.event, NULL, CLOCK_MONOTONIC, 1000000ULL, 100000, on_lifecycle_tick, &m);
-        base_cleanup_stale(m.runtime_dir);
-        r = manager_reconcile(&m);
+        (void) sd_event_add_time_relative(m->event, NULL, CLOCK_MONOTONIC, HOUSEKEEPING_USEC, 0, on_housekeeping, m);
+        (void) sd_event_add_time_relative(m->event, NULL, CLOCK_MONOTONIC, 1000000ULL, 100000, on_lifecycle_tick, m);
+        return 0;
+}
+
+/* What a previous daemon left: stale base snapshot builds, and sandboxes and operations to adopt, finish or
+ * roll back. */
+static void reconcile(Manager *m) {
+        int r;
+
+        base_cleanup_stale(m->runtime_dir);
+        r = manager_reconcile(m);
         if (r < 0)
                 log_warning_errno(r, "reconciling state failed");
-        m.disk_backend = disk_backend_detect(m.state_dir);
-        log_info("disk store in %s: %s", m.state_dir,
-                 m.disk_backend == DISK_BACKEND_BTRFS ? "btrfs subvolumes and reflinks" : "qcow2 overlays");
-        (void) layers_gc(&m); /* what interrupted creates and removals left */
-        pool_refill(&m);
+}
 
-        r = http_new(&m, listen_fd, tcp_fd, &m.http);
+static void detect_disk_backend(Manager *m) {
+        m->disk_backend = disk_backend_detect(m->state_dir);
+        log_info("disk store in %s: %s", m->state_dir,
+                 m->disk_backend == DISK_BACKEND_BTRFS ? "btrfs subvolumes and reflinks" : "qcow2 overlays");
+}
+
+static int setup_http(Manager *m, int unix_fd, int tcp_fd) {
+        int r;
+
+        r = http_new(m, unix_fd, tcp_fd, &m->http);
         if (r < 0)
-                return log_error_errno(r, "cannot start the HTTP server"), 1;
+                return log_error_errno(r, "cannot start the HTTP server");
+        return 0;
+}
 
+/* Tells systemd and the log that we serve, and runs until SIGTERM or SIGINT. */
+static int run(Manager *m) {
         log_info("spaced %s listening on %s%s%s (state %s, accel %s, memory limit %llu MiB)", PACKAGE_VERSION,
-                 m.socket_path, http_api_url(m.http) ? " and " : "", http_api_url(m.http) ?: "", m.state_dir, m.accel == VM_ACCEL_KVM ? "kvm" : "tcg",
-                 (unsigned long long) m.memory_limit_mib);
+                 m->socket_path, http_api_url(m->http) ? " and " : "", http_api_url(m->http) ?: "", m->state_dir,
+                 m->accel == VM_ACCEL_KVM ? "kvm" : "tcg", (unsigned long long) m->memory_limit_mib);
         (void) sd_notify(0, "READY=1");
-        r = sd_event_loop(m.event);
+        return sd_event_loop(m->event);
+}
 
-        /* Workers may still run (a create mid-restore): VMs outlive us by design, so just go. The next start
-         * reconciles whatever they left. */
+/* Workers may still run (a create mid-restore): VMs outlive us by design, so just go. The next start
+ * reconciles whatever they left. */
+static void finish(Manager *m, const char *pid_path) {
         if (pid_path)
                 (void) unlink(pid_path);
+        store_close(m->store);
+}
+
+int main(int argc, char **argv) {
+        _cleanup_free_ char *config_path = NULL, *pid_path = NULL;
+        _cleanup_close_ int lock_fd = -1;
+        Manager m = { .completion_fd = -1, .config.idle_timeout = IDLE_TIMEOUT_DEFAULT };
+        int listen_fd = -1, tcp_fd = -1, r;
+
+        r = parse_args(argc, argv);
+        if (r <= 0)
+                return r < 0 ? 2 : 0;
+        signal(SIGPIPE, SIG_IGN);
+
+        if (resolve_paths(&m, &config_path) < 0 || load_config(&m, config_path) < 0 || resolve_dirs(&m) < 0)
+                return 1;
+        if (apply_accel_arg(&m) < 0)
+                return 2;
+        if (make_dirs(&m) < 0)
+                return 1;
+        r = take_lock(m.runtime_dir, &lock_fd);
+        if (r < 0)
+                return r == -EWOULDBLOCK ? 0 : 1;
+        if (setup_listeners(&m, config_path, &listen_fd, &tcp_fd) < 0)
+                return 1;
+        write_pid_file(m.runtime_dir, &pid_path);
+
+        detect_host(&m);
+        pthread_mutex_init(&m.completions_lock, NULL);
+        pthread_mutex_init(&m.base_lock, NULL);
+        if (open_store(&m) < 0)
+                return 1;
+        load_objects(&m);
+
+        if (setup_event_loop(&m) < 0)
+                return 1;
+        reconcile(&m);
+        detect_disk_backend(&m);
+        (void) layers_gc(&m); /* what interrupted creates and removals left */
+        pool_refill(&m);
+        if (setup_http(&m, listen_fd, tcp_fd) < 0)
+                return 1;
+
+        r = run(&m);
+        finish(&m, pid_path);
         /* Worker threads may still hold pieces of the model; the OS takes it all back. exit() rather than
          * return keeps the model reachable for LeakSanitizer, which would otherwise report all of it. */
-        store_close(m.store);
         exit(r < 0 ? 1 : 0);
 }
