@@ -104,13 +104,35 @@ void cli_log_transport_error(SpaceHttp *h, int r);
 int cli_call(const char *method, const char *path, const cJSON *body, SpaceHttpReply *ret);
 /* "/v1/sandboxes/<escaped ref><suffix>" */
 int cli_sandbox_path(const char *ref, const char *suffix, char **ret);
-/* Waits for an Operation to finish (up to 600 s): returns 0 when it succeeded, else prints its error and
- * returns < 0. *ret_op (optional) gets the final Operation. */
-int cli_wait_operation(const cJSON *op, cJSON **ret_op);
-
 /* JSON accessors that tolerate missing or mistyped members. */
 const char *json_str(const cJSON *o, const char *key);
 bool json_num(const cJSON *o, const char *key, double *ret);
+
+/* ---- operation.c: following an Operation (GET /v1/operations/ID?wait=N) ---- */
+
+typedef struct OperationWait {
+        const char *id;
+        const cJSON *op;                /* its state as the daemon last gave it (optional): finished, nothing is asked */
+        unsigned long timeout;          /* seconds, 0: as long as it takes */
+        long poll_sec;                  /* the ?wait= of each request (at most timeout's rest); 0: plain GETs */
+        bool quiet_interrupt;           /* a request cut short by a signal prints nothing: the caller says more */
+        /* Before each request, with the last answer (NULL before the first): may draw, sleep and change the
+         * request's wait; < 0 ends the wait with that (the callback printed why). */
+        int (*progress)(const cJSON *op, long *wait_sec, void *userdata);
+        /* Before anything is printed: take what progress drew off the line. */
+        void (*wipe)(void *userdata);
+        void *userdata;
+} OperationWait;
+
+/* The one loop that follows an operation. 0 when it finished, succeeded or failed, with *ret_op the
+ * finished Operation; -ETIMEDOUT (not printed) with *ret_op its last state; else the failure, printed, and
+ * *ret_op NULL. */
+int cli_operation_wait(const OperationWait *w, cJSON **ret_op);
+/* 0 for an operation that did not fail; else prints its error and returns -EIO. */
+int cli_operation_check(const cJSON *op);
+/* Waits for an Operation to finish (up to 600 s): returns 0 when it succeeded, else prints its error and
+ * returns < 0. *ret_op (optional) gets the final Operation, a failed one too. */
+int cli_wait_operation(const cJSON *op, cJSON **ret_op);
 
 /* ---- autostart.c ---- */
 

@@ -117,15 +117,14 @@ oom:
         return EXIT_FAIL;
 }
 
-static int op_get(const char *id, long wait, SpaceHttpReply *ret) {
+static int op_get(const char *id, SpaceHttpReply *ret) {
         _cleanup_free_ char *esc = NULL, *path = NULL;
 
         int r;
 
         r = space_http_escape(id, &esc);
         if (r >= 0)
-                r = wait > 0 ? asprintf(&path, "/v1/operations/%s?wait=%ld", esc, wait) :
-                               asprintf(&path, "/v1/operations/%s", esc);
+                r = asprintf(&path, "/v1/operations/%s", esc);
         if (r < 0) {
                 log_error("out of memory");
                 return -ENOMEM;
@@ -158,7 +157,7 @@ static int op_show(int argc, char *argv[]) {
         }
         if (argc - optind != 1 || !*argv[optind])
                 return cli_usage_error("op show needs exactly one OP");
-        if (op_get(argv[optind], 0, &reply) < 0)
+        if (op_get(argv[optind], &reply) < 0)
                 return EXIT_FAIL;
         if (json)
                 r = cli_print_json(reply.json);
@@ -170,6 +169,15 @@ static int op_show(int argc, char *argv[]) {
         return r < 0 || fflush(stdout) != 0 ? EXIT_FAIL : 0;
 }
 
+/* An answer without a state is no operation this spacectl understands: stop rather than poll it forever. */
+static int op_wait_check_state(const cJSON *op, long *wait_sec, void *userdata) {
+        if (op && !json_str(op, "state")) {
+                log_error("the daemon's answer for operation %s has no state", (const char *) userdata);
+                return -EBADMSG;
+        }
+        return 0;
+}
+
 static int op_wait(int argc, char *argv[]) {
         static const struct option options[] = {
                 { "help", no_argument, NULL, 'h' },
@@ -177,9 +185,10 @@ static int op_wait(int argc, char *argv[]) {
                 {}
         };
         unsigned long timeout = 0;
-        struct timespec start, now;
+        const cJSON *err;
         const char *id;
-        int c;
+        cJSON *op;
+        int c, r;
 
         opterr = 0;
         while ((c = getopt_long(argc, argv, ":h", options, NULL)) >= 0) {
@@ -205,47 +214,25 @@ static int op_wait(int argc, char *argv[]) {
         if (cli_signals_install() < 0)
                 return EXIT_FAIL;
 
-        clock_gettime(CLOCK_MONOTONIC, &start);
-        for (;;) {
-                SpaceHttpReply reply = {};
-                const char *state;
-                long wait = OP_POLL_SEC;
-
-                if (timeout > 0) {
-                        clock_gettime(CLOCK_MONOTONIC, &now);
-                        long left = (long) timeout - (now.tv_sec - start.tv_sec);
-                        wait = left < wait ? left : wait;
-                        if (wait < 1)
-                                wait = 1;
-                }
-                if (op_get(id, wait, &reply) < 0)
-                        return cli_signal_received ? 128 + cli_signal_received : EXIT_FAIL;
-                state = json_str(reply.json, "state");
-                if (streq_ptr(state, "succeeded")) {
-                        space_http_reply_done(&reply);
-                        return 0;
-                }
-                if (streq_ptr(state, "failed")) {
-                        const cJSON *err = cJSON_GetObjectItemCaseSensitive(reply.json, "error");
-
-                        log_error("operation %s failed: %s", id,
-                                  json_str(err, "message") ?: json_str(err, "code") ?: "no reason given");
-                        space_http_reply_done(&reply);
-                        return EXIT_FAIL;
-                }
-                if (!state) {
-                        log_error("the daemon's answer for operation %s has no state", id);
-                        space_http_reply_done(&reply);
-                        return EXIT_FAIL;
-                }
-                clock_gettime(CLOCK_MONOTONIC, &now);
-                if (timeout > 0 && (unsigned long) (now.tv_sec - start.tv_sec) >= timeout) {
-                        log_error("operation %s is still %s after %lu s", id, state, timeout);
-                        space_http_reply_done(&reply);
-                        return EXIT_TIMEDOUT;
-                }
-                space_http_reply_done(&reply);
+        r = cli_operation_wait(&(OperationWait) { .id = id, .timeout = timeout, .poll_sec = OP_POLL_SEC,
+                                                  .progress = op_wait_check_state, .userdata = (void *) id },
+                               &op);
+        if (r == -ETIMEDOUT) {
+                log_error("operation %s is still %s after %lu s", id, json_str(op, "state"), timeout);
+                cJSON_Delete(op);
+                return EXIT_TIMEDOUT;
         }
+        if (r < 0)
+                return cli_signal_received ? 128 + cli_signal_received : EXIT_FAIL;
+        if (streq_ptr(json_str(op, "state"), "failed")) {
+                err = cJSON_GetObjectItemCaseSensitive(op, "error");
+                log_error("operation %s failed: %s", id,
+                          json_str(err, "message") ?: json_str(err, "code") ?: "no reason given");
+                cJSON_Delete(op);
+                return EXIT_FAIL;
+        }
+        cJSON_Delete(op);
+        return 0;
 }
 
 static const SubVerb op_verbs[] = {

@@ -75,11 +75,6 @@ int cli_checkpoint_path(const char *ref, const char *suffix, char **ret) {
         return 0;
 }
 
-static bool finished(const cJSON *op) {
-        const char *state = json_str(op, "state");
-        return streq_ptr(state, "succeeded") || streq_ptr(state, "failed");
-}
-
 static double elapsed_sec(const struct timespec *start) {
         struct timespec now;
 
@@ -87,88 +82,58 @@ static double elapsed_sec(const struct timespec *start) {
         return (double) (now.tv_sec - start->tv_sec) + (double) (now.tv_nsec - start->tv_nsec) / 1e9;
 }
 
-/* Follows op with short long-polls, drawing "⠋ suspending SB… 3 s" on stderr from the first second on. */
-static int wait_with_spinner(const cJSON *op, const char *label, cJSON **ret_op) {
-        static const char *const frames[] = { "|", "/", "-", "\\" };
-        _cleanup_free_ char *eid = NULL;
-        cJSON *cur = cJSON_Duplicate(op, true);
-        SpaceHttp *h = cli_http();
+typedef struct Spinner {
+        const char *label;
         struct timespec start;
-        bool drawn = false;
-        unsigned tick = 0;
-        int r = 0;
+        bool drawn;
+        unsigned tick;
+} Spinner;
 
-        if (!cur || !h) {
-                cJSON_Delete(cur);
-                return cur ? -ENOTCONN : -ENOMEM;
+static void spinner_wipe(void *userdata) {
+        Spinner *s = userdata;
+
+        if (s->drawn)
+                fputs("\r\033[K", stderr); /* the message starts on a clean line */
+        s->drawn = false;
+}
+
+/* "⠋ suspending SB… 3 s" on stderr from the first second on; until then long polls of a second. */
+static int spinner_draw(const cJSON *op, long *wait_sec, void *userdata) {
+        static const char *const frames[] = { "|", "/", "-", "\\" };
+        Spinner *s = userdata;
+        double t = elapsed_sec(&s->start);
+
+        if (t >= 1.0) {
+                char written[96];
+
+                format_written(op, t, written, sizeof written);
+                fprintf(stderr, "\r%s %s... %.0f s%s\033[K", frames[s->tick++ % ELEMENTSOF(frames)], s->label, t,
+                        written);
+                fflush(stderr);
+                if (s->drawn)
+                        (void) usleep(SPIN_REDRAW_MS * 1000);
+                s->drawn = true;
         }
-        if (!json_str(op, "id") || space_http_escape(json_str(op, "id"), &eid) < 0) {
-                cJSON_Delete(cur);
-                log_error("the daemon answered with an operation without an id");
-                return -EBADMSG;
-        }
-        clock_gettime(CLOCK_MONOTONIC, &start);
+        *wait_sec = s->drawn ? 0 : SPIN_POLL_SEC;
+        return 0;
+}
 
-        while (!finished(cur)) {
-                _cleanup_free_ char *path = NULL;
-                SpaceHttpReply reply = {};
-                double t = elapsed_sec(&start);
+/* Follows op with the spinner; no limit but the daemon's own. */
+static int wait_with_spinner(const cJSON *op, const char *label, cJSON **ret_op) {
+        Spinner s = { .label = label };
+        cJSON *cur = NULL;
+        int r;
 
-                if (t >= 1.0) {
-                        char written[96];
-
-                        format_written(cur, t, written, sizeof written);
-                        fprintf(stderr, "\r%s %s... %.0f s%s\033[K", frames[tick++ % ELEMENTSOF(frames)], label, t,
-                                written);
-                        fflush(stderr);
-                        if (drawn)
-                                (void) usleep(SPIN_REDRAW_MS * 1000);
-                        drawn = true;
-                }
-                if ((drawn ? asprintf(&path, "/v1/operations/%s", eid)
-                           : asprintf(&path, "/v1/operations/%s?wait=%d", eid, SPIN_POLL_SEC)) < 0) {
-                        r = -ENOMEM;
-                        break;
-                }
-                r = space_http_call(h, "GET", path, NULL, &reply);
-                if (drawn && (r < 0 || !space_http_reply_ok(&reply))) {
-                        fputs("\r\033[K", stderr); /* the message starts on a clean line */
-                        drawn = false;
-                }
-                if (r < 0) {
-                        if (r == -ENOMEM)
-                                log_error("out of memory");
-                        else
-                                cli_log_transport_error(h, r);
-                        break;
-                }
-                if (!space_http_reply_ok(&reply)) {
-                        log_error("%s", reply.error_message);
-                        space_http_reply_done(&reply);
-                        r = -EBADMSG;
-                        break;
-                }
-                if (!cJSON_IsObject(reply.json)) {
-                        log_error("the daemon answered GET %s with something that is not an operation", path);
-                        space_http_reply_done(&reply);
-                        r = -EBADMSG;
-                        break;
-                }
-                cJSON_Delete(cur);
-                cur = TAKE_PTR(reply.json);
-                space_http_reply_done(&reply);
-        }
-        if (drawn)
-                fputs("\r\033[K", stderr);
+        clock_gettime(CLOCK_MONOTONIC, &s.start);
+        r = cli_operation_wait(&(OperationWait) { .id = json_str(op, "id"), .op = op, .poll_sec = SPIN_POLL_SEC,
+                                                  .progress = spinner_draw, .wipe = spinner_wipe, .userdata = &s },
+                               &cur);
+        spinner_wipe(&s);
+        if (r >= 0)
+                r = cli_operation_check(cur);
         if (r < 0) {
                 cJSON_Delete(cur);
                 return r;
-        }
-        if (streq_ptr(json_str(cur, "state"), "failed")) {
-                const cJSON *err = cJSON_GetObjectItemCaseSensitive(cur, "error");
-                log_error("%s", json_str(err, "message") ?: "the operation failed without saying why; see spaced's log");
-                cJSON_Delete(cur);
-                return -EIO;
         }
         if (ret_op)
                 *ret_op = cur;

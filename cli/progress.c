@@ -73,73 +73,50 @@ static void draw(const char *label, const cJSON *op, double started, Rate *rate)
         fflush(stderr);
 }
 
-int cli_operation_wait_progress(const char *op_id, const char *label, bool quiet, cJSON **ret_result) {
-        _cleanup_free_ char *eid = NULL;
-        bool show = !quiet && isatty(STDERR_FILENO), drawn = false;
-        double started = now_sec();
-        Rate rate = {};
-        SpaceHttp *h = cli_http();
-        cJSON *cur = NULL;
-        int r = 0;
+typedef struct Progress {
+        const char *label;
+        bool show, drawn;
+        double started;
+        Rate rate;
+} Progress;
 
-        if (!h)
-                return -ENOTCONN;
-        if (!op_id || space_http_escape(op_id, &eid) < 0) {
-                log_error("the daemon answered with an operation without an id");
-                return -EBADMSG;
-        }
-        for (;;) {
-                _cleanup_free_ char *path = NULL;
-                SpaceHttpReply reply = {};
-                const char *state;
+static void progress_wipe(void *userdata) {
+        Progress *p = userdata;
 
-                /* drawing: short polls; otherwise long-polls, which answer as soon as it ends */
-                if (asprintf(&path, show ? "/v1/operations/%s" : "/v1/operations/%s?wait=%d", eid, LONG_POLL_SEC) < 0) {
-                        r = -ENOMEM;
-                        break;
-                }
-                r = space_http_call(h, "GET", path, NULL, &reply);
-                if (r < 0) {
-                        if (drawn)
-                                fputs("\r\033[K", stderr);
-                        drawn = false;
-                        if (r != -EINTR)
-                                cli_log_transport_error(h, r);
-                        break;
-                }
-                if (!space_http_reply_ok(&reply) || !cJSON_IsObject(reply.json)) {
-                        if (drawn)
-                                fputs("\r\033[K", stderr);
-                        drawn = false;
-                        log_error("%s", reply.error_message ?: "the daemon's answer is not an operation");
-                        space_http_reply_done(&reply);
-                        r = -EBADMSG;
-                        break;
-                }
-                cJSON_Delete(cur);
-                cur = TAKE_PTR(reply.json);
-                space_http_reply_done(&reply);
-                state = json_str(cur, "state");
-                if (streq_ptr(state, "succeeded") || streq_ptr(state, "failed"))
-                        break;
-                if (show) {
-                        draw(label, cur, started, &rate);
-                        drawn = true;
-                        usleep(DRAW_INTERVAL_MS * 1000);
-                }
-                if (cli_signal_received) {
-                        r = -EINTR;
-                        break;
-                }
-        }
-        if (drawn)
+        if (p->drawn)
                 fputs("\r\033[K", stderr);
+        p->drawn = false;
+}
+
+/* After each answer that shows the operation still running: redraw, then give the user's signal its say. */
+static int progress_draw(const cJSON *op, long *wait_sec, void *userdata) {
+        Progress *p = userdata;
+
+        if (!op)
+                return 0;
+        if (p->show) {
+                draw(p->label, op, p->started, &p->rate);
+                p->drawn = true;
+                usleep(DRAW_INTERVAL_MS * 1000);
+        }
+        return cli_signal_received ? -EINTR : 0;
+}
+
+int cli_operation_wait_progress(const char *op_id, const char *label, bool quiet, cJSON **ret_result) {
+        Progress p = { .label = label, .show = !quiet && isatty(STDERR_FILENO), .started = now_sec() };
+        cJSON *cur = NULL;
+        int r;
+
+        /* drawing: short polls; otherwise long-polls, which answer as soon as it ends */
+        r = cli_operation_wait(&(OperationWait) { .id = op_id, .poll_sec = p.show ? 0 : LONG_POLL_SEC,
+                                                  .quiet_interrupt = true, .progress = progress_draw,
+                                                  .wipe = progress_wipe, .userdata = &p },
+                               &cur);
+        progress_wipe(&p);
         fflush(stderr);
-        if (r >= 0 && streq_ptr(json_str(cur, "state"), "failed")) {
-                const cJSON *err = cJSON_GetObjectItemCaseSensitive(cur, "error");
-                log_error("%s", json_str(err, "message") ?: "the operation failed without saying why; see spaced's log");
-                r = -EIO;
-        } else if (r == -EINTR)
+        if (r >= 0)
+                r = cli_operation_check(cur);
+        else if (r == -EINTR)
                 log_error("interrupted; operation %s goes on ('spacectl op show %s' follows it)", op_id, op_id);
         if (r >= 0 && ret_result) {
                 cJSON *res = cJSON_GetObjectItemCaseSensitive(cur, "result");

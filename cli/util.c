@@ -9,15 +9,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "cli.h"
 #include "macro.h"
-
-/* How long create and rm wait for their operation, as the issue asks (wait=600). */
-#define OPERATION_WAIT_SEC 600
-/* Per long-poll request, so a daemon restart or a lost reply costs at most this. */
-#define OPERATION_POLL_SEC 60
 
 const Verb *cli_verb = NULL;
 static SpaceHttp *cli_http_handle = NULL;
@@ -249,81 +243,6 @@ bool json_num(const cJSON *o, const char *key, double *ret) {
                 return false;
         *ret = v->valuedouble;
         return true;
-}
-
-static bool operation_finished(const cJSON *op) {
-        const char *state = json_str(op, "state");
-        return streq_ptr(state, "succeeded") || streq_ptr(state, "failed");
-}
-
-int cli_wait_operation(const cJSON *op, cJSON **ret_op) {
-        cJSON *cur = cJSON_Duplicate(op, true);
-        _cleanup_free_ char *id = NULL;
-        struct timespec start, now;
-        int r;
-
-        if (!cur)
-                return -ENOMEM;
-        if (json_str(op, "id") && !(id = strdup(json_str(op, "id")))) {
-                cJSON_Delete(cur);
-                return -ENOMEM;
-        }
-        clock_gettime(CLOCK_MONOTONIC, &start);
-
-        while (!operation_finished(cur)) {
-                _cleanup_free_ char *path = NULL, *eid = NULL;
-                SpaceHttpReply reply = {};
-                long left;
-
-                if (!id) {
-                        log_error("the daemon answered with an operation without an id");
-                        cJSON_Delete(cur);
-                        return -EBADMSG;
-                }
-                clock_gettime(CLOCK_MONOTONIC, &now);
-                left = OPERATION_WAIT_SEC - (now.tv_sec - start.tv_sec);
-                if (left <= 0) {
-                        log_error("operation %s is still %s after %d s; check later with 'spacectl ls'", id,
-                                  json_str(cur, "state") ?: "running", OPERATION_WAIT_SEC);
-                        cJSON_Delete(cur);
-                        return -ETIMEDOUT;
-                }
-                r = space_http_escape(id, &eid);
-                if (r < 0 || asprintf(&path, "/v1/operations/%s?wait=%ld", eid,
-                                      left < OPERATION_POLL_SEC ? left : OPERATION_POLL_SEC) < 0) {
-                        cJSON_Delete(cur);
-                        return -ENOMEM;
-                }
-                r = cli_call("GET", path, NULL, &reply);
-                if (r < 0) {
-                        cJSON_Delete(cur);
-                        return r;
-                }
-                if (!cJSON_IsObject(reply.json)) {
-                        log_error("the daemon answered GET %s with something that is not an operation", path);
-                        space_http_reply_done(&reply);
-                        cJSON_Delete(cur);
-                        return -EBADMSG;
-                }
-                cJSON_Delete(cur);
-                cur = TAKE_PTR(reply.json);
-                space_http_reply_done(&reply);
-        }
-
-        if (streq_ptr(json_str(cur, "state"), "failed")) {
-                const cJSON *err = cJSON_GetObjectItemCaseSensitive(cur, "error");
-                const char *msg = json_str(err, "message");
-
-                log_error("%s", msg ?: "the operation failed without saying why; see spaced's log");
-                r = -EIO;
-        } else
-                r = 0;
-
-        if (ret_op)
-                *ret_op = cur;
-        else
-                cJSON_Delete(cur);
-        return r;
 }
 
 /* The options of every list verb (ls, template ls, key ls): -h, --json, -q and no arguments. Returns -1
