@@ -1,5 +1,4 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-#include <cjson/cJSON.h>
 #include <errno.h>
 #include <sqlite3.h>
 #include <stdlib.h>

@@ -13,7 +13,6 @@
 #include <sys/vfs.h>
 #include <unistd.h>
 
-#include "disk/disk.h"
 #include "disk/btrfs.h"
 #include "macro.h"
 #include "paths.h"
