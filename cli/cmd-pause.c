@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #include "cli.h"
 
-/* pause and resume: QMP stop and cont; the sandbox's RAM stays where it is. */
+/* pause: QMP stop; the sandbox's RAM stays where it is (resume, in cmd-resume.c, lets it go on). */
 
 const CliHelp cmd_pause_help = {
         .synopsis = "pause [--async] SANDBOX...",
@@ -16,21 +16,6 @@ const CliHelp cmd_pause_help = {
         "when any of them failed.\n",
 };
 
-const CliHelp cmd_resume_help = {
-        .synopsis = "resume [--async] SANDBOX...",
-        .summary = "Let paused sandboxes run again",
-        .options =
-        "Options:\n"
-        "      --async   print the id of each resume operation instead of waiting for it\n"
-        "  -h, --help    show this help\n"
-        "\n"
-        "Prints the id of each sandbox resumed. The exit status is 1 when any of them failed.\n",
-};
-
 int cmd_pause(int argc, char *argv[]) {
         return cli_lifecycle_verb(argc, argv, "pause", NULL);
-}
-
-int cmd_resume(int argc, char *argv[]) {
-        return cli_lifecycle_verb(argc, argv, "resume", NULL);
 }

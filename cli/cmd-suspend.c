@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #include "cli.h"
 
-/* suspend and wake: memory and device state go to the store and QEMU exits; wake restores them. */
+/* suspend: memory and device state go to the store and QEMU exits; wake (cmd-wake.c) restores them. */
 
 const CliHelp cmd_suspend_help = {
         .synopsis = "suspend [--async] [-q] SANDBOX...",
@@ -19,23 +19,6 @@ const CliHelp cmd_suspend_help = {
         "when any of them failed.\n",
 };
 
-const CliHelp cmd_wake_help = {
-        .synopsis = "wake [--async] [-q] SANDBOX...",
-        .summary = "Bring suspended sandboxes back where they were",
-        .options =
-        "Options:\n"
-        "      --async   print the id of each wake operation instead of waiting for it\n"
-        "  -q, --quiet   no progress on the terminal\n"
-        "  -h, --help    show this help\n"
-        "\n"
-        "Prints the id of each sandbox woken. Its processes go on running and its clock is set to now. The\n"
-        "exit status is 1 when any of them failed.\n",
-};
-
 int cmd_suspend(int argc, char *argv[]) {
         return cli_lifecycle_verb(argc, argv, "suspend", "suspending");
-}
-
-int cmd_wake(int argc, char *argv[]) {
-        return cli_lifecycle_verb(argc, argv, "wake", "waking");
 }
