@@ -49,12 +49,13 @@ typedef struct Verb {
 
 /* A verb's sub-verbs (key create, op wait, ...). */
 typedef struct SubVerb {
-        const char *name;
+        const char *name;       /* NULL: the verb's own action, for anything that names no sub-verb */
         int (*run)(int argc, char *argv[]);
 } SubVerb;
 
-/* Runs the sub-verb argv[1] names with argv + 1; -h/--help prints the verb's help; a missing or unknown one
- * is a usage error listing the sub-verbs. */
+/* Runs the sub-verb argv[1] names with argv + 1; -h/--help prints the verb's help. Anything else goes with
+ * the whole argv to the table's NULL entry (checkpoint SANDBOX) or, without one, is a usage error listing the
+ * sub-verbs. */
 int cli_run_sub_verb(const SubVerb *table, size_t n, int argc, char *argv[]);
 
 /* Long-only option codes shared by verbs. */

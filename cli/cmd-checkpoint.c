@@ -284,10 +284,12 @@ static int checkpoint_rm(int argc, char *argv[]) {
         return failed ? EXIT_FAIL : 0;
 }
 
+static const SubVerb checkpoint_verbs[] = {
+        { "ls", checkpoint_ls },
+        { "rm", checkpoint_rm },
+        { NULL, checkpoint_take }, /* checkpoint [OPTIONS] SANDBOX */
+};
+
 int cmd_checkpoint(int argc, char *argv[]) {
-        if (argc >= 2 && streq(argv[1], "ls"))
-                return checkpoint_ls(argc - 1, argv + 1);
-        if (argc >= 2 && streq(argv[1], "rm"))
-                return checkpoint_rm(argc - 1, argv + 1);
-        return checkpoint_take(argc, argv);
+        return cli_run_sub_verb(checkpoint_verbs, ELEMENTSOF(checkpoint_verbs), argc, argv);
 }

@@ -320,8 +320,11 @@ int cli_run_sub_verb(const SubVerb *table, size_t n, int argc, char *argv[]) {
                 return 0;
         }
         for (size_t i = 0; argc >= 2 && i < n; i++)
-                if (streq(argv[1], table[i].name))
+                if (table[i].name && streq(argv[1], table[i].name))
                         return table[i].run(argc - 1, argv + 1);
+        for (size_t i = 0; i < n; i++)
+                if (!table[i].name)
+                        return table[i].run(argc, argv);
         /* "create, ls or rm" */
         for (size_t i = 0; i < n && len < sizeof names; i++)
                 len += (size_t) snprintf(names + len, sizeof names - len, "%s%s", i == 0 ? "" : i + 1 == n ? " or " : ", ",
