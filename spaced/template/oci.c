@@ -64,16 +64,12 @@ static int open_below(int layout_fd, const char *path, int *ret_fd) {
         return 0;
 }
 
-static bool hex64(const char *s) {
-        return string_is_hex(s, 64);
-}
-
 /* "sha256:<hex>" of a descriptor, checked: the hex is a file name below blobs/sha256/. */
 static int descriptor_digest(const cJSON *desc, const char **ret_hex, uint64_t *ret_size, Error *reterr, const char *what) {
         const cJSON *d = cJSON_GetObjectItemCaseSensitive(desc, "digest");
         const cJSON *s = cJSON_GetObjectItemCaseSensitive(desc, "size");
 
-        if (!cJSON_IsString(d) || strncmp(d->valuestring, "sha256:", 7) != 0 || !hex64(d->valuestring + 7)) {
+        if (!cJSON_IsString(d) || strncmp(d->valuestring, "sha256:", 7) != 0 || !string_is_hex(d->valuestring + 7, 64)) {
                 (void) error_set(reterr, ERROR_INVALID_SOURCE, "the %s descriptor has no valid sha256 digest (only sha256 is supported)", what);
                 return -EBADMSG;
         }
@@ -93,7 +89,7 @@ int oci_blob_open(int layout_fd, const char *hex, uint64_t size, int *ret_fd, Er
         struct stat st;
         int r;
 
-        if (!hex64(hex))
+        if (!string_is_hex(hex, 64))
                 return -EINVAL;
         if (asprintf(&path, "blobs/sha256/%s", hex) < 0)
                 return -ENOMEM;

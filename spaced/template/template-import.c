@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "core/log.h"
+#include "json-util.h"
 #include "macro.h"
 #include "string-util.h"
 #include "template/oci.h"
@@ -615,12 +616,10 @@ static void *import_worker(void *userdata) {
 }
 
 static cJSON *result_json(ImportJob *j, const Template *t) {
-        cJSON *o = cJSON_CreateObject(), *tags;
+        cJSON *o = cJSON_CreateObject();
 
         cJSON_AddStringToObject(o, "digest", t->digest);
-        tags = cJSON_AddArrayToObject(o, "tags");
-        for (char **i = t->tags; i && *i; i++)
-                cJSON_AddItemToArray(tags, cJSON_CreateString(*i));
+        cJSON_AddItemToObject(o, "tags", json_array_from_strv(t->tags));
         cJSON_AddNumberToObject(o, "size_bytes", (double) t->size_bytes);
         cJSON_AddNumberToObject(o, "image_bytes", (double) t->image_bytes);
         cJSON_AddNumberToObject(o, "files", (double) t->files);

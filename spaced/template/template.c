@@ -10,6 +10,7 @@
 
 #include "disk/disk.h"
 #include "core/log.h"
+#include "json-util.h"
 #include "macro.h"
 #include "paths.h"
 #include "string-util.h"
@@ -233,18 +234,17 @@ const char *template_default_user(Manager *m, const Sandbox *s) {
 
 /* ---- config ---- */
 
+/* A JSON array of strings as a list; kv: each must be K=V with a non-empty K (env). */
 static int strv_from_json(const cJSON *a, bool kv, char ***ret) {
-        _cleanup_strv_free_ char **l = calloc(1, sizeof(char *));
-        const cJSON *i;
+        _cleanup_strv_free_ char **l = NULL;
+        int r;
 
-        if (!l || !cJSON_IsArray(a))
-                return l ? -EINVAL : -ENOMEM;
-        cJSON_ArrayForEach(i, a) {
-                if (!cJSON_IsString(i) || (kv && (!strchr(i->valuestring, '=') || i->valuestring[0] == '=')))
+        r = json_array_to_strv(a, &l);
+        if (r < 0)
+                return r;
+        for (char **i = l; kv && *i; i++)
+                if (!strchr(*i, '=') || (*i)[0] == '=')
                         return -EINVAL;
-                if (strv_extend(&l, i->valuestring) < 0)
-                        return -ENOMEM;
-        }
         strv_free(*ret);
         *ret = TAKE_PTR(l);
         return 0;
@@ -328,26 +328,19 @@ int template_config_apply(Template *t, const cJSON *config, Error *reterr) {
         return 0;
 }
 
-static cJSON *strv_to_json(char **l) {
-        cJSON *a = cJSON_CreateArray();
-        for (char **i = l; a && i && *i; i++)
-                cJSON_AddItemToArray(a, cJSON_CreateString(*i));
-        return a;
-}
-
 cJSON *template_config_to_json(const Template *t) {
         cJSON *o = cJSON_CreateObject();
 
         if (!o)
                 return NULL;
         cJSON_AddStringToObject(o, "description", t->description ?: "");
-        cJSON_AddItemToObject(o, "env", strv_to_json(t->env));
+        cJSON_AddItemToObject(o, "env", json_array_from_strv(t->env));
         if (t->user)
                 cJSON_AddStringToObject(o, "user", t->user);
         if (t->workdir)
                 cJSON_AddStringToObject(o, "workdir", t->workdir);
         if (t->entrypoint)
-                cJSON_AddItemToObject(o, "entrypoint", strv_to_json(t->entrypoint));
+                cJSON_AddItemToObject(o, "entrypoint", json_array_from_strv(t->entrypoint));
         else
                 cJSON_AddNullToObject(o, "entrypoint");
         cJSON_AddNumberToObject(o, "vcpu", t->vcpu);
