@@ -64,4 +64,30 @@ check_rc "pool ls --json" 0 sc pool ls --json
 check_eq "the pool is gone" 0 "$(json "$OUT" 'len(d["pools"])')"
 check_fails "pool set of an unknown template fails" sc pool set no-such-template 2
 for id in "${IDS[@]}"; do sc rm -f "$id" >/dev/null 2>&1; done
+
+# Eviction takes what a create needs, no more: with 1024 MiB for all and 3 members of 256 MiB, a 512 MiB
+# create evicts one member. Members being deleted still hold memory, which once made it evict all three.
+members_ready() {
+        pool_ready 3 && run sc op ls --json &&
+                [ "$(json "$OUT" 'sum(1 for o in d["operations"] if o["state"] in ("pending", "running"))')" = 0 ]
+}
+deletes() {
+        run sc op ls --json
+        json "$OUT" 'sum(1 for o in d["operations"] if o["kind"] == "delete")'
+}
+check_eq "every sandbox is gone before the restart" 0 "$(sandbox_count)"
+OLD=$(daemon_pid)
+kill -TERM "$OLD"
+wait_for 20 pid_gone "$OLD" || fail "spaced stopped on SIGTERM"
+write_config "memory_limit_mib = 1024"
+start_daemon
+check_rc "pool set minimal 3 (1024 MiB for all)" 0 sc pool set minimal 3
+if wait_for 180 members_ready; then pass "3 members of 256 MiB are ready"; else fail "3 members are ready" "$(cat "$OUT")"; fi
+D0=$(deletes)
+check_rc "create --memory 512 makes room" 0 sc create --memory 512
+BIG=$(cat "$OUT")
+check_eq "  ... by evicting one member, not more" 1 "$(($(deletes) - D0))"
+check_eq "  ... and it runs" running "$(state_of "$BIG")"
+check_rc "pool set minimal 0" 0 sc pool set minimal 0
+check_rc "rm the 512 MiB sandbox" 0 sc rm -f "$BIG"
 done_testing
