@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 
-/* spaced/openapi.json (compiled into the daemon) against the route table in spaced/api.c, both ways: every
+/* spaced/http/openapi.json (compiled into the daemon) against the route table in spaced/http/api.c, both ways: every
  * (method, pattern) the daemon serves is described, and everything described is served. Also: the document
  * parses, path parameters are declared, every $ref resolves, the core schemas exist, and only public routes
  * opt out of authentication. */

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 
-/* Template references (spaced/template.c) and the staging tree (spaced/template-tree.c) on real files:
+/* Template references (spaced/template/template.c) and the staging tree (spaced/template/template-tree.c) on real files:
  * which references parse and to what; one tree written as tar, pax, gzip and xz gives one digest (and a
  * changed mode, owner, mtime, content or symlink target gives another); whiteouts and opaque directories of
  * OCI layers; hostile entries are refused and write nothing outside the root; device nodes are dropped. */
