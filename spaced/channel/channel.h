@@ -5,9 +5,29 @@
  * and what runs over it: processes (channel/process.h) and file transfers (channel/files.h). */
 
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "core/manager.h"
 #include "proto.h"
+
+/* Someone (an HTTP request) waiting on a channel object for something that comes later: a process's start, its
+ * output, stdin credit, a file transfer's answer or data. The object calls wake each time that may have
+ * happened and knows nothing of who waits (ARCHITECTURE.md, "Layers"). Unlike core/waiter.h's one-shot
+ * Waiter it stays until withdrawn: wake may come many times, and when nothing waits right then. */
+typedef struct ChannelWaiter {
+        void (*wake)(void *userdata);    /* NULL: nobody waits */
+        void *userdata;
+} ChannelWaiter;
+
+static inline void channel_waiter_wake(const ChannelWaiter *w) {
+        if (w->wake)
+                w->wake(w->userdata);
+}
+
+/* What a channel object's read function returns besides a byte count; 0 means nothing now (its waiter is
+ * woken when there is more). */
+#define CHANNEL_READ_END ((ssize_t) -1)     /* all was read */
+#define CHANNEL_READ_ERROR ((ssize_t) -2)   /* cut short: what was read is incomplete */
 
 /* agent.c: the host side of the channel. */
 /* Blocking handshake used by workers right after a restore: connects, pings, sends INIT (with disk_bytes

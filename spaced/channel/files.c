@@ -1,6 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #include <errno.h>
-#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,8 +30,7 @@ static void touch(FileXfer *x) {
 }
 
 static void wake_request(FileXfer *x) {
-        if (x->request)
-                http_resume(x->request);
+        channel_waiter_wake(&x->waiter);
 }
 
 /* Forgets the stream on our side; close: tell the guest to forget it too (it has not finished). */
@@ -54,7 +52,7 @@ static void xfer_free(FileXfer *x) {
 }
 
 static void xfer_maybe_free(FileXfer *x) {
-        if (!x->request && !x->response_live)
+        if (!x->waiter.wake && !x->reader_open)
                 xfer_free(x);
 }
 
@@ -80,32 +78,22 @@ static void protocol_error(FileXfer *x, const char *what) {
         xfer_fail(x, ERROR_PROTOCOL_ERROR, msg ?: what, true);
 }
 
-void file_xfer_detach(FileXfer *x, Request *r) {
-        if (x->request == r)
-                x->request = NULL;
-        if (r->stream.userdata == x)
-                r->stream = (HttpStream) {};
+void file_xfer_detach(FileXfer *x) {
+        x->waiter = (ChannelWaiter) {};
         xfer_maybe_free(x);
 }
 
-static void xfer_detach(void *userdata, Request *r) {
-        file_xfer_detach(userdata, r);
-}
-
-FileXfer *file_xfer_of(Request *r) {
-        return r->stream.detach == xfer_detach ? r->stream.userdata : NULL;
-}
-
-int file_xfer_start(Request *r, Sandbox *s, const char *op, const char *path, const SpaceBuf *kv, FileXfer **ret) {
+int file_xfer_start(Sandbox *s, const char *op, const char *path, const SpaceBuf *kv, const ChannelWaiter *waiter,
+                    FileXfer **ret, Error *reterr) {
         FileXfer *x;
         int q;
 
         if (!s->agent)
-                return http_respond_error(r, ERROR_SANDBOX_NOT_RUNNING,
-                                          "sandbox %s is not connected to its agent (state %s)", s->id,
-                                          sandbox_state_to_string(s->state)) ?: -ENOTCONN;
+                return error_set(reterr, ERROR_SANDBOX_NOT_RUNNING,
+                                 "sandbox %s is not connected to its agent (state %s)", s->id,
+                                 sandbox_state_to_string(s->state)) ?: -ENOTCONN;
         if (kv->len > SPACE_FRAME_PAYLOAD_MAX)
-                return http_respond_error(r, ERROR_INVALID_PATH, "the paths of this request are too long") ?: -E2BIG;
+                return error_set(reterr, ERROR_INVALID_PATH, "the paths of this request are too long") ?: -E2BIG;
         x = calloc(1, sizeof *x);
         if (!x || !(x->path = strdup(path))) {
                 free(x);
@@ -119,19 +107,18 @@ int file_xfer_start(Request *r, Sandbox *s, const char *op, const char *path, co
         q = agent_register_file(s->agent, x);
         if (q < 0) {
                 xfer_free(x);
-                return http_respond_error(r, ERROR_TOO_MANY_TRANSFERS,
-                                          "sandbox %s has %u file transfers running; try again when one ended", s->id,
-                                          SPACE_FILE_XFERS_MAX) ?: q;
+                return error_set(reterr, ERROR_TOO_MANY_TRANSFERS,
+                                 "sandbox %s has %u file transfers running; try again when one ended", s->id,
+                                 SPACE_FILE_XFERS_MAX) ?: q;
         }
         q = agent_send(x->agent, SPACE_F_FILE, 0, x->stream, kv->data, kv->len);
         if (q < 0) {
                 agent_unregister_file(x->agent, x);
                 xfer_free(x);
-                return http_respond_error(r, ERROR_SANDBOX_BUSY, "cannot send to the sandbox's agent: %s",
-                                          strerror(-q)) ?: q;
+                return error_set(reterr, ERROR_SANDBOX_BUSY, "cannot send to the sandbox's agent: %s",
+                                 strerror(-q)) ?: q;
         }
-        x->request = r;
-        r->stream = (HttpStream) { .detach = xfer_detach, .userdata = x };
+        x->waiter = *waiter;
         touch(x);
         *ret = x;
         return 0;
@@ -550,9 +537,9 @@ void file_xfer_on_frame(FileXfer *x, const SpaceFrameHeader *h, const uint8_t *p
         }
 }
 
-/* ---- the HTTP side ---- */
+/* ---- the reader's and writer's side ---- */
 
-size_t file_xfer_upload(FileXfer *x, Request *r, const char *data, size_t n) {
+size_t file_xfer_upload(FileXfer *x, const char *data, size_t n) {
         size_t sent = 0;
 
         if (x->state != FILE_XFER_OPEN || x->eof_sent || !x->agent)
@@ -575,8 +562,6 @@ size_t file_xfer_upload(FileXfer *x, Request *r, const char *data, size_t n) {
                 x->sent += chunk;
         }
         touch(x);
-        if (sent < n)
-                http_suspend(r);
         return sent;
 }
 
@@ -594,8 +579,7 @@ int file_xfer_finish_upload(FileXfer *x) {
         return 0;
 }
 
-static ssize_t stream_read(void *userdata, char *buf, size_t max) {
-        FileXfer *x = userdata;
+ssize_t file_xfer_read(FileXfer *x, char *buf, size_t max) {
         bool list = streq(x->op, "list");
         size_t n = x->out.len - x->out_off;
 
@@ -626,41 +610,16 @@ static ssize_t stream_read(void *userdata, char *buf, size_t max) {
                 /* a cut-short body: the client sees the transfer fail instead of a truncated file */
                 log_warning("sandbox %s: %s of %s ended early: %s", x->sandbox_id, x->op, x->path,
                             x->error_message ?: "?");
-                return HTTP_STREAM_ERROR;
+                return CHANNEL_READ_ERROR;
         }
-        return x->eof ? HTTP_STREAM_END : 0;
+        return x->eof ? CHANNEL_READ_END : 0;
 }
 
-static void stream_done(void *userdata) {
-        FileXfer *x = userdata;
+void file_xfer_open_reader(FileXfer *x) {
+        x->reader_open = true;
+}
 
-        x->response_live = false;
+void file_xfer_close_reader(FileXfer *x) {
+        x->reader_open = false;
         xfer_maybe_free(x);
-}
-
-int file_xfer_respond_stream(FileXfer *x, Request *r) {
-        bool list = streq(x->op, "list");
-        const char *headers[7] = { "Content-Type", list ? "application/json" : "application/octet-stream" };
-        char mode[32], mtime[32];
-        int q;
-
-        if (!list) {
-                FileEntry e;
-
-                if (file_xfer_reply_entry(x, &e) >= 0) {
-                        snprintf(mode, sizeof mode, "%04o", e.mode);
-                        snprintf(mtime, sizeof mtime, "%" PRId64, e.mtime);
-                        headers[2] = "X-Space-Mode";
-                        headers[3] = mode;
-                        headers[4] = "X-Space-Mtime";
-                        headers[5] = mtime;
-                }
-        }
-        r->stream.read = stream_read;
-        r->stream.release = stream_done;
-        x->response_live = true;
-        q = http_respond_stream(r, headers);
-        if (q == -ENOMEM)
-                x->response_live = false; /* no response was made */
-        return q;
 }

@@ -3,7 +3,8 @@
 
 /*
  * File operations in a sandbox, the channel side (lib/proto.h, FILE): one FileXfer per HTTP request, on a
- * stream of its own, answered by the guest with OK or ERROR and, for reads and lists, DATA under credit.
+ * stream of its own, answered by the guest with OK or ERROR and, for reads and lists, DATA under credit. The
+ * request waits through a ChannelWaiter and reads or writes through the functions below; http answers it.
  *
  * Everything the guest sends is checked here: frames must fit the operation and its state, DATA must stay
  * within the credit we gave, entries must have a known type, numbers in range, names without '/' or NUL
@@ -15,7 +16,8 @@
 
 #include <cjson/cJSON.h>
 
-#include "http/http.h"
+#include "channel/channel.h"
+#include "core/error.h"
 #include "core/manager.h"
 
 typedef enum FileXferState {
@@ -54,8 +56,8 @@ struct FileXfer {
         SpaceBuf reply;              /* the last OK's payload */
         ErrorCode error_code;         /* FILE_XFER_FAILED: why */
         char *error_message;
-        Request *request;            /* the HTTP request it serves; NULL once that is gone */
-        bool response_live;          /* a streaming response still reads from it */
+        ChannelWaiter waiter;        /* the request it serves, woken on news; cleared once that is gone */
+        bool reader_open;            /* a reader (a streaming response) still reads from it */
         bool passed_headers;         /* PUT: the handler let the body come */
 
         /* read and list: DATA on fd 1, turned into what the client reads (bytes, or JSON for a list) */
@@ -74,13 +76,13 @@ struct FileXfer {
         FileXfer *agent_next;        /* AgentConn's list */
 };
 
-/* Sends FILE with kv (op= and path= among them) on a new stream of s's channel; the transfer serves r
- * (r->stream, detached when r ends). Responds to r itself when that fails (returns < 0 then). */
-int file_xfer_start(Request *r, Sandbox *s, const char *op, const char *path, const SpaceBuf *kv, FileXfer **ret);
-/* The transfer r serves, or NULL. */
-FileXfer *file_xfer_of(Request *r);
-/* The request is done with it (when r ends, through r->stream). */
-void file_xfer_detach(FileXfer *x, Request *r);
+/* Sends FILE with kv (op= and path= among them) on a new stream of s's channel; waiter is woken whenever the
+ * transfer moves on (an answer, data, credit, a failure). On failure reterr says why, unless it is out of
+ * memory. */
+int file_xfer_start(Sandbox *s, const char *op, const char *path, const SpaceBuf *kv, const ChannelWaiter *waiter,
+                    FileXfer **ret, Error *reterr);
+/* The waiter is gone (its request ended): the transfer is freed unless a reader still reads from it. */
+void file_xfer_detach(FileXfer *x);
 
 /* From the channel (agent.c). */
 void file_xfer_on_frame(FileXfer *x, const SpaceFrameHeader *h, const uint8_t *payload);
@@ -93,11 +95,15 @@ int file_xfer_reply_entry(FileXfer *x, FileEntry *ret);
 /* A JSON object for an entry at path. */
 cJSON *file_entry_to_json(const char *path, const FileEntry *e);
 
-/* Upload (PUT): hands body bytes to the guest as credit allows; returns how many it took (0 with the
- * request suspended until credit comes back). */
-size_t file_xfer_upload(FileXfer *x, Request *r, const char *data, size_t n);
+/* Upload (PUT): hands body bytes to the guest as credit allows; returns how many it took (fewer than n: the
+ * waiter is woken when credit comes back). All of them when the transfer failed: the rest is dropped. */
+size_t file_xfer_upload(FileXfer *x, const char *data, size_t n);
 /* Sends EOF after the body: the guest renames the file into place and answers. */
 int file_xfer_finish_upload(FileXfer *x);
-/* Download (read, list): answers r with a streaming (chunked) response fed by the transfer; for a read the
- * headers carry the file's mode and mtime from the OK. */
-int file_xfer_respond_stream(FileXfer *x, Request *r);
+/* Download (read, list): a reader takes the file's bytes (or a list's JSON) as they come. Open it before the
+ * first read; close it when it will not read again (it may outlive the waiter). */
+void file_xfer_open_reader(FileXfer *x);
+void file_xfer_close_reader(FileXfer *x);
+/* Up to max bytes: how many, 0 (nothing now: the waiter is woken when there is), CHANNEL_READ_END, or
+ * CHANNEL_READ_ERROR when the transfer failed on the way. */
+ssize_t file_xfer_read(FileXfer *x, char *buf, size_t max);

@@ -17,17 +17,17 @@
 #include "core/util.h"
 #include "sandbox/sandbox.h"
 #include "channel/channel.h"
-#include "http/sse.h"
 
 /* Processes: events in, credit out, clients reading at their own pace. See process.h. */
 
 struct ProcessClient {
         Process *process;
-        Request *request;
+        ChannelWaiter waiter;
+        ProcessEventFormat format;
         uint64_t cursor;             /* last event id handed to the client */
         bool follow;
         bool finished;               /* the last thing is in pending: end after it */
-        SpaceBuf pending;            /* SSE text of the event being sent */
+        SpaceBuf pending;            /* the event being sent, formatted */
         size_t pending_off;
         LogReader reader;            /* for events no longer in the ring */
         ProcessClient *next;
@@ -142,8 +142,7 @@ static void ring_free(Process *p) {
 
 static void wake_clients(Process *p) {
         for (ProcessClient *c = p->clients; c; c = c->next)
-                if (c->request)
-                        http_resume(c->request);
+                channel_waiter_wake(&c->waiter);
 }
 
 static int append_event(Process *p, uint8_t type, const void *data, size_t n) {
@@ -192,10 +191,8 @@ static void process_end(Process *p) {
         process_save(p);
         p->log = process_log_free(p->log);
         p->n_blocks = 0;
-        if (p->upload)
-                http_resume(p->upload);
-        if (p->creator)
-                http_resume(p->creator);
+        channel_waiter_wake(&p->upload);
+        channel_waiter_wake(&p->creator);
         wake_clients(p);
 }
 
@@ -278,7 +275,7 @@ static void process_free(Process *p) {
 /* A process is freed once it ended and nothing refers to it (clients, a waiting creator, an upload, a
  * session token someone may still attach with). */
 Process *process_maybe_free(Process *p) {
-        if (!p->ended || p->clients || p->creator || p->upload)
+        if (!p->ended || p->clients || p->creator.wake || p->upload.wake)
                 return p;
         ring_free(p); /* only the log is read from now on */
         if (p->pid > 0 && p->log_path && tokens_alive(p) && process_sandbox(p))
@@ -377,7 +374,7 @@ static void note_output(Process *p, uint8_t fd, uint32_t n) {
 /* Output is binary: base64 in the event; the others are one-line JSON. */
 static int client_format(ProcessClient *c, uint64_t id, uint8_t type, const uint8_t *data, size_t n) {
         c->pending_off = 0;
-        return sse_format_event(&c->pending, id, event_type_to_string(type), data, n, event_type_is_data(type));
+        return c->format(&c->pending, id, event_type_to_string(type), data, n, event_type_is_data(type));
 }
 
 static void client_took(ProcessClient *c, uint64_t id, uint8_t type, size_t n) {
@@ -459,8 +456,7 @@ static int client_next(ProcessClient *c) {
         return 1;
 }
 
-static ssize_t client_read(void *userdata, char *buf, size_t max) {
-        ProcessClient *c = userdata;
+ssize_t process_client_read(ProcessClient *c, char *buf, size_t max) {
         size_t n = 0;
 
         while (n < max) {
@@ -483,7 +479,7 @@ static ssize_t client_read(void *userdata, char *buf, size_t max) {
         flow_update(c->process);
         if (n > 0)
                 return (ssize_t) n;
-        return c->finished ? HTTP_STREAM_END : 0;
+        return c->finished ? CHANNEL_READ_END : 0;
 }
 
 static void client_free(ProcessClient *c) {
@@ -496,25 +492,23 @@ static void client_free(ProcessClient *c) {
                 }
         if (c->follow)
                 p->n_following--;
-        if (c->request && c->request->stream.userdata == c)
-                c->request->stream = (HttpStream) {};
         log_reader_done(&c->reader);
         space_buf_done(&c->pending);
         free(c);
 }
 
 static void process_release(Process *p);
-static void client_detach(void *userdata, Request *r);
 
-int process_attach(Process *p, Request *r, uint64_t after_id, bool follow, bool release) {
+int process_client_new(Process *p, uint64_t after_id, bool follow, ProcessEventFormat format,
+                       const ChannelWaiter *waiter, ProcessClient **ret) {
         ProcessClient *c;
-        int q;
 
         c = calloc(1, sizeof *c);
         if (!c)
                 return -ENOMEM;
         c->process = p;
-        c->request = r;
+        c->waiter = *waiter;
+        c->format = format;
         c->reader = LOG_READER_INIT;
         c->follow = follow && !p->ended;
         c->cursor = after_id > p->last_id && !p->ended ? p->last_id : after_id;
@@ -522,39 +516,39 @@ int process_attach(Process *p, Request *r, uint64_t after_id, bool follow, bool 
         p->clients = c;
         if (c->follow)
                 p->n_following++;
-        r->stream = (HttpStream) { .read = client_read, .detach = client_detach, .userdata = c };
-        q = sse_respond(r);
-        if (q == -ENOMEM) {
-                /* no response was made: nothing will read from the client */
-                client_free(c);
-                return q;
-        }
+        *ret = c;
+        return 0;
+}
+
+void process_client_start(ProcessClient *c, bool release) {
+        Process *p = c->process;
+
         if (release && p->state == PROCESS_HELD)
                 process_release(p);
         flow_update(p);
-        return q;
 }
 
-/* The request of a stream ended. */
-static void client_detach(void *userdata, Request *r) {
-        ProcessClient *c = userdata;
+void process_client_free(ProcessClient *c) {
+        client_free(c);
+}
+
+void process_client_close(ProcessClient *c) {
         Process *p = c->process;
 
-        c->request = NULL;
         client_free(c);
         /* The slowest client may be gone: credit may flow again. */
         flow_update(p);
         process_maybe_free(p);
 }
 
-/* The request of POST /sessions ended. */
-static void creator_detach(void *userdata, Request *r) {
-        Process *p = userdata;
+void process_creator_done(Process *p) {
+        p->creator = (ChannelWaiter) {};
+}
 
-        if (p->creator != r)
+void process_creator_gone(Process *p) {
+        if (!p->creator.wake)
                 return;
-        /* The client gave up before it learned the session: nobody can attach, so end it. */
-        p->creator = NULL;
+        p->creator = (ChannelWaiter) {};
         if (!p->ended) {
                 (void) process_signal(p, SIGKILL);
                 if (p->state == PROCESS_STARTING)
@@ -595,21 +589,16 @@ static void process_release(Process *p) {
         process_save(p);
 }
 
-static int build_exec(const ExecSpec *spec, bool hold, SpaceBuf *kv, const char **ret_err) {
+static int build_exec(const ExecSpec *spec, bool hold, SpaceBuf *kv, Error *reterr) {
         for (char **a = spec->argv; *a; a++)
-                if (space_kv_add(kv, "argv", *a) < 0) {
-                        *ret_err = "argv contains a value that cannot be passed";
-                        return -EINVAL;
-                }
+                if (space_kv_add(kv, "argv", *a) < 0)
+                        return error_set(reterr, ERROR_INVALID_ARGUMENT,
+                                         "argv contains a value that cannot be passed") ?: -EINVAL;
         for (char **e = spec->env; e && *e; e++)
-                if (space_kv_add(kv, "env", *e) < 0) {
-                        *ret_err = "bad env entry";
-                        return -EINVAL;
-                }
-        if (spec->cwd && space_kv_add(kv, "cwd", spec->cwd) < 0) {
-                *ret_err = "bad cwd";
-                return -EINVAL;
-        }
+                if (space_kv_add(kv, "env", *e) < 0)
+                        return error_set(reterr, ERROR_INVALID_ARGUMENT, "bad env entry") ?: -EINVAL;
+        if (spec->cwd && space_kv_add(kv, "cwd", spec->cwd) < 0)
+                return error_set(reterr, ERROR_INVALID_ARGUMENT, "bad cwd") ?: -EINVAL;
         if (spec->user && space_kv_add(kv, "user", spec->user) < 0)
                 return -ENOMEM;
         if (space_kv_add(kv, "stdin", spec->want_stdin ? "1" : "0") < 0 ||
@@ -618,27 +607,24 @@ static int build_exec(const ExecSpec *spec, bool hold, SpaceBuf *kv, const char 
         if (spec->pty && (space_kv_add(kv, "pty", "1") < 0 || space_kv_addf(kv, "rows", "%u", spec->rows ?: 24) < 0 ||
                           space_kv_addf(kv, "cols", "%u", spec->cols ?: 80) < 0))
                 return -ENOMEM;
-        if (kv->len > SPACE_FRAME_PAYLOAD_MAX) {
-                *ret_err = "argv, env and cwd together are too long";
-                return -E2BIG;
-        }
+        if (kv->len > SPACE_FRAME_PAYLOAD_MAX)
+                return error_set(reterr, ERROR_INVALID_ARGUMENT, "argv, env and cwd together are too long") ?: -E2BIG;
         return 0;
 }
 
-/* Creates the process and sends EXEC; responds with an error itself on failure (returns < 0 then). */
-static int start(Request *r, Sandbox *s, const ExecSpec *spec, bool hold, Process **ret) {
+/* Creates the process and sends EXEC. */
+static int start(Sandbox *s, const ExecSpec *spec, bool hold, Process **ret, Error *reterr) {
         _cleanup_(space_buf_done) SpaceBuf kv = {};
-        const char *err = NULL;
         Process *p;
         int q;
 
         if (!s->agent)
-                return http_respond_error(r, ERROR_SANDBOX_NOT_RUNNING,
-                                          "sandbox %s is not connected to its agent (state %s)", s->id,
-                                          sandbox_state_to_string(s->state)) ?: -ENOTCONN;
-        q = build_exec(spec, hold, &kv, &err);
+                return error_set(reterr, ERROR_SANDBOX_NOT_RUNNING,
+                                 "sandbox %s is not connected to its agent (state %s)", s->id,
+                                 sandbox_state_to_string(s->state)) ?: -ENOTCONN;
+        q = build_exec(spec, hold, &kv, reterr);
         if (q < 0)
-                return err ? http_respond_error(r, ERROR_INVALID_ARGUMENT, "%s", err) ?: q : q;
+                return q;
 
         p = process_new(s->manager, s);
         if (!p)
@@ -662,38 +648,30 @@ static int start(Request *r, Sandbox *s, const ExecSpec *spec, bool hold, Proces
         if (q < 0) {
                 p->ended = true;
                 process_maybe_free(p);
-                return http_respond_error(r, ERROR_TOO_MANY_PROCESSES,
-                                          "sandbox %s has too many processes with open streams (limit %u)", s->id,
-                                          SPACE_STREAMS_MAX) ?: -EMFILE;
+                return error_set(reterr, ERROR_TOO_MANY_PROCESSES,
+                                 "sandbox %s has too many processes with open streams (limit %u)", s->id,
+                                 SPACE_STREAMS_MAX) ?: -EMFILE;
         }
         q = agent_send(p->agent, SPACE_F_EXEC, 0, p->stream, kv.data, kv.len);
         if (q < 0) {
                 p->ended = true;
                 process_maybe_free(p);
-                return http_respond_error(r, ERROR_INTERNAL, "cannot send to the agent: %s", strerror(-q)) ?: q;
+                return error_set(reterr, ERROR_INTERNAL, "cannot send to the agent: %s", strerror(-q)) ?: q;
         }
         *ret = p;
         return 0;
 }
 
-int process_exec(Request *r, Sandbox *s, const ExecSpec *spec) {
-        Process *p;
-        int q;
-
-        q = start(r, s, spec, false, &p);
-        if (q < 0)
-                return q;
-        q = process_attach(p, r, 0, true, false);
-        if (q < 0)
-                process_fail(p, ERROR_INTERNAL, "cannot answer the request");
-        return q;
+int process_exec(Sandbox *s, const ExecSpec *spec, Process **ret, Error *reterr) {
+        return start(s, spec, false, ret, reterr);
 }
 
-int process_session_create(Request *r, Sandbox *s, const ExecSpec *spec) {
+int process_session_create(Sandbox *s, const ExecSpec *spec, const ChannelWaiter *creator, Process **ret,
+                           Error *reterr) {
         Process *p;
         int q;
 
-        q = start(r, s, spec, true, &p);
+        q = start(s, spec, true, &p, reterr);
         if (q < 0)
                 return q;
         if (random_hex(p->session_id + 4, 16) < 0) {
@@ -701,9 +679,8 @@ int process_session_create(Request *r, Sandbox *s, const ExecSpec *spec) {
                 return -EIO;
         }
         memcpy(p->session_id, "ses-", 4);
-        p->creator = r;
-        r->stream = (HttpStream) { .detach = creator_detach, .userdata = p };
-        http_suspend(r);
+        p->creator = *creator;
+        *ret = p;
         return 0;
 }
 
@@ -745,43 +722,6 @@ int process_check_token(Process *p, const char *token) {
                         r = p->tokens[i].expires_at > now ? 0 : (r == 0 ? 0 : -EKEYEXPIRED);
         }
         return r;
-}
-
-bool process_session_reply(Request *r) {
-        Process *p = r->stream.userdata;
-        const SessionToken *t;
-        char ts[32], url[160];
-        cJSON *o;
-
-        if (r->stream.detach != creator_detach)
-                return false;
-        if (p->state == PROCESS_STARTING && !p->ended) {
-                http_suspend(r); /* a spurious wake-up: keep waiting for STARTED */
-                return true;
-        }
-        p->creator = NULL;
-        r->stream = (HttpStream) {};
-        if (p->pid <= 0) {
-                ErrorCode code = p->error_code != ERROR_NONE ? p->error_code : ERROR_EXEC_FAILED;
-
-                http_respond_error(r, code, "%s", p->error_message ?: "the process could not be created");
-                process_maybe_free(p);
-                return true;
-        }
-        if (process_session_token(p, &t) < 0) {
-                http_respond_error(r, ERROR_INTERNAL, "cannot make an attach token");
-                return true;
-        }
-        format_rfc3339(t->expires_at, ts);
-        snprintf(url, sizeof url, "/v1/sandboxes/%s/sessions/%s/stream", p->sandbox_id, p->session_id);
-        o = cJSON_CreateObject();
-        cJSON_AddStringToObject(o, "session_id", p->session_id);
-        cJSON_AddNumberToObject(o, "pid", p->pid);
-        cJSON_AddStringToObject(o, "attach_token", t->token);
-        cJSON_AddStringToObject(o, "expires_at", ts);
-        cJSON_AddStringToObject(o, "stream_url", url);
-        http_respond_json(r, 201, o);
-        return true;
 }
 
 /* ---- lookups ---- */
@@ -967,16 +907,7 @@ int process_resize(Process *p, unsigned rows, unsigned cols) {
         return agent_send(p->agent, SPACE_F_RESIZE, 0, p->stream, b, 4);
 }
 
-/* A stdin upload: the process is looked up by pid for every chunk (it may end meanwhile); `waiting` is set
- * only while the request waits for credit. */
-typedef struct StdinUpload {
-        Manager *manager;
-        char sandbox_id[SANDBOX_ID_LEN + 1];
-        int pid;
-        Process *waiting;
-} StdinUpload;
-
-static size_t process_upload(Process *p, StdinUpload *u, Request *r, const char *data, size_t n) {
+ssize_t process_write_stdin(Process *p, const char *data, size_t n, const ChannelWaiter *waiter) {
         size_t sent = 0;
 
         while (sent < n && p->stdin_credit.available > 0 && !p->ended && p->agent) {
@@ -991,61 +922,17 @@ static size_t process_upload(Process *p, StdinUpload *u, Request *r, const char 
                 (void) space_credit_take(&p->stdin_credit, chunk);
                 sent += chunk;
         }
-        if (p->ended) {
-                /* The process is gone: swallow the rest, the response says what happened. */
-                r->upload_failed = true;
-                return n;
-        }
-        if (sent < n) {
-                p->upload = r;
-                u->waiting = p;
-                http_suspend(r);
-        }
-        return sent;
+        if (p->ended)
+                return -EPIPE;
+        if (sent < n)
+                p->upload = *waiter;
+        return (ssize_t) sent;
 }
 
-static size_t stdin_write(void *userdata, Request *r, const char *data, size_t n) {
-        StdinUpload *u = userdata;
-        Sandbox *s;
-        Process *p;
-
-        if (u->waiting) {
-                p = u->waiting;
-                p->upload = NULL;
-                u->waiting = NULL;
-                (void) process_maybe_free(p);
-        }
-        s = sandbox_find_by_id(u->manager, u->sandbox_id);
-        p = s && u->pid > 0 ? process_find_by_pid(s, u->pid) : NULL;
-        if (!p || p->stdin_closed) {
-                r->upload_failed = true;
-                return n;
-        }
-        return process_upload(p, u, r, data, n);
-}
-
-static void stdin_detach(void *userdata, Request *r) {
-        StdinUpload *u = userdata;
-        Process *p = u->waiting;
-
-        free(u);
-        if (!p)
-                return;
-        if (p->upload == r)
-                p->upload = NULL;
+void process_stdin_unwait(Process *p, const ChannelWaiter *waiter) {
+        if (p->upload.wake == waiter->wake && p->upload.userdata == waiter->userdata)
+                p->upload = (ChannelWaiter) {};
         process_maybe_free(p);
-}
-
-int process_upload_begin(Request *r, Sandbox *s, int pid) {
-        StdinUpload *u = calloc(1, sizeof *u);
-
-        if (!u)
-                return -ENOMEM;
-        u->manager = s->manager;
-        memcpy(u->sandbox_id, s->id, sizeof u->sandbox_id);
-        u->pid = pid;
-        r->upload = (HttpUpload) { .write = stdin_write, .detach = stdin_detach, .userdata = u };
-        return 0;
 }
 
 /* ---- from the channel ---- */
@@ -1135,8 +1022,7 @@ static void on_started(Process *p, const uint8_t *payload, size_t n) {
         arm_timeout(p);
         process_save(p);
         prune_finished(p);
-        if (p->creator)
-                http_resume(p->creator);
+        channel_waiter_wake(&p->creator);
 }
 
 static void on_exit_frame(Process *p, const uint8_t *payload, size_t n) {
@@ -1249,8 +1135,7 @@ void process_on_frame(Process *p, const SpaceFrameHeader *h, const uint8_t *payl
                 }
                 /* clamped: after an adoption the guest may return credit from before it */
                 space_credit_give_clamp(&p->stdin_credit, space_get_le32(payload));
-                if (p->upload)
-                        http_resume(p->upload);
+                channel_waiter_wake(&p->upload);
                 break;
         case SPACE_F_ERROR:
                 on_error_frame(p, payload, h->length);
@@ -1277,8 +1162,8 @@ void process_orphan(Process *p) {
         if (p->state == PROCESS_STARTING)
                 /* EXEC went out and no answer came: we cannot know its stream's fate */
                 process_fail(p, ERROR_CHANNEL_LOST, "lost the channel to the sandbox's agent while starting the process");
-        else if (p->upload)
-                http_resume(p->upload);
+        else
+                channel_waiter_wake(&p->upload);
 }
 
 static void adopt_one(AgentConn *a, Process *p) {

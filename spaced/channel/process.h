@@ -3,7 +3,8 @@
 
 /*
  * A process in a sandbox (API.md, "Processes and command sessions"): its channel stream on one side, its
- * events (process-log.h) in the middle, and any number of SSE clients on the other, each with its own cursor.
+ * events (process-log.h) in the middle, and any number of clients (ProcessClient: an SSE stream, for http) on
+ * the other, each with its own cursor. Nothing here answers a request: http turns results into responses.
  *
  * Flow control: output credit goes back to the guest once the bytes are in the log and every following
  * client has taken them, so a stalled client pauses only its own process. With no following client the
@@ -11,7 +12,9 @@
  * dropped). Memory per process is bounded by the ring cap, per client by one formatted event.
  */
 
-#include "http/http.h"
+#include <cjson/cJSON.h>
+
+#include "channel/channel.h"
 #include "core/manager.h"
 #include "channel/process-log.h"
 #include "core/store.h"
@@ -85,7 +88,7 @@ struct Process {
 
         ProcessClient *clients;
         unsigned n_following;
-        Request *creator;            /* POST /sessions waiting for STARTED */
+        ChannelWaiter creator;       /* POST /sessions waiting for STARTED */
 
         uint64_t credit_left[3];     /* what the guest may still send on fd 1, 2 */
         CreditBlock blocks[CREDIT_BLOCKS_MAX];
@@ -94,7 +97,7 @@ struct Process {
         uint64_t unread_bytes;       /* output after read_mark */
 
         SpaceCredit stdin_credit;    /* what we may still send on fd 0 */
-        Request *upload;             /* a stdin upload waiting for credit */
+        ChannelWaiter upload;        /* a stdin upload waiting for credit */
 
         sd_event_source *timeout_source;
         Process *agent_next;         /* AgentConn's list */
@@ -114,13 +117,16 @@ typedef struct ExecSpec {
 
 const char *process_state_to_string(ProcessState s);
 
-/* POST /processes: starts the process and answers r with its SSE stream. */
-int process_exec(Request *r, Sandbox *s, const ExecSpec *spec);
-/* POST /sessions: forks the process held; r is suspended until the pid is known, then the handler runs again
- * and calls process_session_reply(). */
-int process_session_create(Request *r, Sandbox *s, const ExecSpec *spec);
-/* Answers r if it waits for a session it created: true then (answered, or still waiting). */
-bool process_session_reply(Request *r);
+/* Starts a process (POST /processes). On failure reterr says why, unless it is out of memory. */
+int process_exec(Sandbox *s, const ExecSpec *spec, Process **ret, Error *reterr);
+/* Forks a process held, with a session id (POST /sessions); creator is woken once it has a pid or failed
+ * (state no longer PROCESS_STARTING, or ended: then pid <= 0 and error_* say why). */
+int process_session_create(Sandbox *s, const ExecSpec *spec, const ChannelWaiter *creator, Process **ret,
+                           Error *reterr);
+/* The creator has its answer and waits no more. */
+void process_creator_done(Process *p);
+/* The creator went away before it learned the session: nobody can attach, so the process ends. */
+void process_creator_gone(Process *p);
 /* A fresh attach token (kept with the process; the oldest goes when there are too many). */
 int process_session_token(Process *p, const SessionToken **ret);
 /* 0 when token is one of p's and valid; -EKEYEXPIRED, -EACCES otherwise. Constant time per token. */
@@ -132,9 +138,23 @@ Process *process_get_session(Manager *m, Sandbox *s, const char *session_id);
 /* Live only (stdin, signals): a process whose guest side still runs. */
 Process *process_find_by_pid(Sandbox *s, int pid);
 
-/* Answers r with an SSE stream of p's events after after_id. follow: live events until the end, and the
- * client counts for flow control; release: start a held process. */
-int process_attach(Process *p, Request *r, uint64_t after_id, bool follow, bool release);
+/* A client formats each event it hands out with this (http: SSE framing), replacing what buf holds. binary:
+ * data is output bytes; otherwise it is one line of JSON. */
+typedef int (*ProcessEventFormat)(SpaceBuf *buf, uint64_t id, const char *name, const void *data, size_t n,
+                                  bool binary);
+/* A reader of p's events after after_id; waiter is woken when there may be more. follow: live events until
+ * the end, and the client counts for flow control. */
+int process_client_new(Process *p, uint64_t after_id, bool follow, ProcessEventFormat format,
+                       const ChannelWaiter *waiter, ProcessClient **ret);
+/* The client's reader is set up: release starts a held process; credit may flow. */
+void process_client_start(ProcessClient *c, bool release);
+/* Up to max bytes of formatted events: how many, 0 (nothing now: the waiter is woken when there is) or
+ * CHANNEL_READ_END. */
+ssize_t process_client_read(ProcessClient *c, char *buf, size_t max);
+/* Forgets a client that was never read from. */
+void process_client_free(ProcessClient *c);
+/* The client's reader went away: credit may flow again; the process is freed if nothing else needs it. */
+void process_client_close(ProcessClient *c);
 
 cJSON *process_to_json(Process *p);
 cJSON *process_record_to_json(const ProcessRecord *rec);
@@ -142,8 +162,11 @@ cJSON *process_record_to_json(const ProcessRecord *rec);
 int process_signal(Process *p, int sig);
 int process_close_stdin(Process *p);
 int process_resize(Process *p, unsigned rows, unsigned cols);
-/* POST stdin: r's body goes to the stdin of the process pid of s as credit allows (r->upload). */
-int process_upload_begin(Request *r, Sandbox *s, int pid);
+/* Sends what stdin credit allows of data: how many bytes went (fewer than n: waiter is woken when credit comes
+ * back, until process_stdin_unwait()), or -EPIPE when the process ended (the rest is to be dropped). */
+ssize_t process_write_stdin(Process *p, const char *data, size_t n, const ChannelWaiter *waiter);
+/* waiter no longer waits for stdin credit; the process is freed if nothing else needs it. */
+void process_stdin_unwait(Process *p, const ChannelWaiter *waiter);
 
 /* From the channel (agent.c). */
 void process_on_frame(Process *p, const SpaceFrameHeader *h, const uint8_t *payload);

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #include <errno.h>
+#include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -202,29 +203,84 @@ static void respond_entry(Request *r, FileXfer *x, const char *path, unsigned st
         http_respond_json(r, status, file_entry_to_json(path, &e));
 }
 
-/* Sends the operation and parks the request until the answer; NULL when it answered instead. */
-static FileXfer *start(Request *r, Sandbox *s, const char *op, const char *path, SpaceBuf *kv) {
+/* The request ended: the transfer it served is done with it. */
+static void xfer_detach(void *userdata, Request *r) {
+        file_xfer_detach(userdata);
+}
+
+/* The transfer r serves, or NULL. */
+static FileXfer *xfer_of(Request *r) {
+        return r->stream.detach == xfer_detach ? r->stream.userdata : NULL;
+}
+
+/* Sends FILE with kv (op= and path= among them; path is what the transfer reports) and parks the request
+ * until the answer; NULL when it answered instead. */
+static FileXfer *send_op(Request *r, Sandbox *s, const char *op, const char *path, const SpaceBuf *kv) {
+        _cleanup_(error_done) Error err = {};
+        ChannelWaiter w = api_request_waiter(r);
         FileXfer *x;
 
+        if (file_xfer_start(s, op, path, kv, &w, &x, &err) < 0) {
+                respond_error_or(r, &err, "cannot start the file operation");
+                return NULL;
+        }
+        r->stream = (HttpStream) { .detach = xfer_detach, .userdata = x };
+        http_suspend(r);
+        return x;
+}
+
+/* Adds op= and path= to kv, then as send_op(). */
+static FileXfer *start(Request *r, Sandbox *s, const char *op, const char *path, SpaceBuf *kv) {
         if (space_kv_add(kv, "op", op) < 0 || space_kv_add(kv, "path", path) < 0) {
                 http_respond_error(r, ERROR_INTERNAL, "out of memory");
                 return NULL;
         }
-        if (file_xfer_start(r, s, op, path, kv, &x) < 0) {
-                if (!r->responded)
-                        http_respond_error(r, ERROR_INTERNAL, "cannot start the file operation");
-                return NULL;
+        return send_op(r, s, op, path, kv);
+}
+
+static ssize_t xfer_read(void *userdata, char *buf, size_t max) {
+        return api_stream_result(file_xfer_read(userdata, buf, max));
+}
+
+static void xfer_release(void *userdata) {
+        file_xfer_close_reader(userdata);
+}
+
+/* Answers a read or list with a streaming (chunked) response fed by the transfer; for a read the headers carry
+ * the file's mode and mtime from the OK. */
+static int respond_stream(Request *r, FileXfer *x) {
+        bool list = streq(x->op, "list");
+        const char *headers[7] = { "Content-Type", list ? "application/json" : "application/octet-stream" };
+        char mode[32], mtime[32];
+        int q;
+
+        if (!list) {
+                FileEntry e;
+
+                if (file_xfer_reply_entry(x, &e) >= 0) {
+                        snprintf(mode, sizeof mode, "%04o", e.mode);
+                        snprintf(mtime, sizeof mtime, "%" PRId64, e.mtime);
+                        headers[2] = "X-Space-Mode";
+                        headers[3] = mode;
+                        headers[4] = "X-Space-Mtime";
+                        headers[5] = mtime;
+                }
         }
-        http_suspend(r);
-        return x;
+        r->stream.read = xfer_read;
+        r->stream.release = xfer_release;
+        file_xfer_open_reader(x);
+        q = http_respond_stream(r, headers);
+        if (q == -ENOMEM)
+                file_xfer_close_reader(x); /* no response was made; the request still holds the transfer */
+        return q;
 }
 
 /* The request was routed again: 1 when its operation has finished (answer it), 0 when it is still waiting
  * (parked again), -1 when there is none yet. */
 static int rerun(Request *r) {
-        if (!file_xfer_of(r))
+        if (!xfer_of(r))
                 return -1;
-        if (file_xfer_of(r)->state == FILE_XFER_SENT) {
+        if (xfer_of(r)->state == FILE_XFER_SENT) {
                 http_suspend(r);
                 return 0;
         }
@@ -239,10 +295,10 @@ static bool answered_entry(Request *r, int status) {
         if (k < 0)
                 return false;
         if (k > 0) {
-                if (file_xfer_of(r)->state == FILE_XFER_FAILED)
-                        respond_failed(r, file_xfer_of(r));
+                if (xfer_of(r)->state == FILE_XFER_FAILED)
+                        respond_failed(r, xfer_of(r));
                 else
-                        respond_entry(r, file_xfer_of(r), file_xfer_of(r)->path, status);
+                        respond_entry(r, xfer_of(r), xfer_of(r)->path, status);
         }
         return true;
 }
@@ -255,13 +311,13 @@ void api_get_file(Request *r, const RouteArgs *a) {
         Sandbox *s;
 
         if (rerun(r) > 0) {
-                if (file_xfer_of(r)->state == FILE_XFER_FAILED)
-                        respond_failed(r, file_xfer_of(r));
-                else if (file_xfer_respond_stream(file_xfer_of(r), r) < 0 && !r->responded)
+                if (xfer_of(r)->state == FILE_XFER_FAILED)
+                        respond_failed(r, xfer_of(r));
+                else if (respond_stream(r, xfer_of(r)) < 0 && !r->responded)
                         http_respond_error(r, ERROR_INTERNAL, "cannot answer the request");
                 return;
         }
-        if (file_xfer_of(r) || !files_sandbox(r, a, &s) || query_path(r, "path", &path) < 0)
+        if (xfer_of(r) || !files_sandbox(r, a, &s) || query_path(r, "path", &path) < 0)
                 return;
         start(r, s, "read", path, &kv);
 }
@@ -273,7 +329,7 @@ void api_get_file_stat(Request *r, const RouteArgs *a) {
 
         if (answered_entry(r, 200))
                 return;
-        if (file_xfer_of(r) || !files_sandbox(r, a, &s) || query_path(r, "path", &path) < 0)
+        if (xfer_of(r) || !files_sandbox(r, a, &s) || query_path(r, "path", &path) < 0)
                 return;
         if (flag_value(http_query(r, "follow")) && space_kv_add(&kv, "follow", "1") < 0)
                 return (void) http_respond_error(r, ERROR_INTERNAL, "out of memory");
@@ -288,13 +344,13 @@ void api_get_file_list(Request *r, const RouteArgs *a) {
         Sandbox *s;
 
         if (rerun(r) > 0) {
-                if (file_xfer_of(r)->state == FILE_XFER_FAILED)
-                        respond_failed(r, file_xfer_of(r));
-                else if (file_xfer_respond_stream(file_xfer_of(r), r) < 0 && !r->responded)
+                if (xfer_of(r)->state == FILE_XFER_FAILED)
+                        respond_failed(r, xfer_of(r));
+                else if (respond_stream(r, xfer_of(r)) < 0 && !r->responded)
                         http_respond_error(r, ERROR_INTERNAL, "cannot answer the request");
                 return;
         }
-        if (file_xfer_of(r) || !files_sandbox(r, a, &s) || query_path(r, "path", &path) < 0 ||
+        if (xfer_of(r) || !files_sandbox(r, a, &s) || query_path(r, "path", &path) < 0 ||
             query_number(r, "depth", 1, SPACE_FILE_LIST_DEPTH_MAX, &depth, &set) < 0)
                 return;
         if (space_kv_addf(&kv, "depth", "%lld", depth) < 0)
@@ -310,13 +366,13 @@ void api_delete_file(Request *r, const RouteArgs *a) {
         Sandbox *s;
 
         if (rerun(r) > 0) {
-                if (file_xfer_of(r)->state == FILE_XFER_FAILED)
-                        respond_failed(r, file_xfer_of(r));
+                if (xfer_of(r)->state == FILE_XFER_FAILED)
+                        respond_failed(r, xfer_of(r));
                 else
                         http_respond_empty(r, 204);
                 return;
         }
-        if (file_xfer_of(r) || !files_sandbox(r, a, &s) || query_path(r, "path", &path) < 0)
+        if (xfer_of(r) || !files_sandbox(r, a, &s) || query_path(r, "path", &path) < 0)
                 return;
         if (streq(path, "/"))
                 return (void) http_respond_error(r, ERROR_INVALID_PATH, "refusing to remove the sandbox's '/'");
@@ -331,7 +387,7 @@ void api_delete_file(Request *r, const RouteArgs *a) {
 static cJSON *json_route(Request *r, const RouteArgs *a, const char *const *fields, Sandbox **ret_s) {
         cJSON *o;
 
-        if (file_xfer_of(r) || !files_sandbox(r, a, ret_s) || refuse_escaped_nul(r) < 0)
+        if (xfer_of(r) || !files_sandbox(r, a, ret_s) || refuse_escaped_nul(r) < 0)
                 return NULL;
         o = parse_body_object(r, fields);
         return o;
@@ -397,7 +453,6 @@ void api_post_file_move(Request *r, const RouteArgs *a) {
         static const char *const fields[] = { "from", "to", NULL };
         _cleanup_(space_buf_done) SpaceBuf kv = {};
         _cleanup_free_ char *from = NULL, *to = NULL;
-        FileXfer *x;
         Sandbox *s;
         cJSON *o;
 
@@ -413,10 +468,8 @@ void api_post_file_move(Request *r, const RouteArgs *a) {
                 else if (space_kv_add(&kv, "op", "move") < 0 || space_kv_add(&kv, "path", from) < 0 ||
                          space_kv_add(&kv, "to", to) < 0)
                         http_respond_error(r, ERROR_INTERNAL, "out of memory");
-                else if (file_xfer_start(r, s, "move", to, &kv, &x) >= 0)
-                        http_suspend(r);
-                else if (!r->responded)
-                        http_respond_error(r, ERROR_INTERNAL, "cannot start the file operation");
+                else
+                        send_op(r, s, "move", to, &kv);
         }
         cJSON_Delete(o);
 }
@@ -484,8 +537,14 @@ void api_post_file_attrs(Request *r, const RouteArgs *a) {
 static size_t upload_write(void *userdata, Request *r, const char *data, size_t n) {
         FileXfer *x = userdata;
 
-        if (x->state == FILE_XFER_OPEN)
-                return file_xfer_upload(x, r, data, n);
+        size_t took;
+
+        if (x->state == FILE_XFER_OPEN) {
+                took = file_xfer_upload(x, data, n);
+                if (took < n)
+                        http_suspend(r); /* until credit comes back */
+                return took;
+        }
         /* The write failed while the body came (no_space): the rest is dropped as it comes, which costs the
          * daemon nothing but reading it, and the answer after the body says what went wrong. */
         r->drained += n;
@@ -504,7 +563,7 @@ void api_put_file(Request *r, const RouteArgs *a) {
         long long mtime = 0, uid = 0, gid = 0;
         bool mode_set, mtime_set, uid_set, gid_set;
         unsigned mode = 0;
-        FileXfer *x = file_xfer_of(r);
+        FileXfer *x = xfer_of(r);
         const char *raw;
         Sandbox *s;
 

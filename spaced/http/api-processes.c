@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "http/api.h"
+#include "http/sse.h"
 #include "macro.h"
 #include "channel/process.h"
 #include "user.h"
@@ -101,6 +102,52 @@ static int require_running(Request *r, Sandbox *s) {
         return -EBUSY;
 }
 
+static ssize_t client_read(void *userdata, char *buf, size_t max) {
+        return api_stream_result(process_client_read(userdata, buf, max));
+}
+
+/* The request of a stream ended. */
+static void client_detach(void *userdata, Request *r) {
+        process_client_close(userdata);
+}
+
+int api_process_attach(Request *r, Process *p, uint64_t after_id, bool follow, bool release) {
+        ChannelWaiter w = api_request_waiter(r);
+        ProcessClient *c;
+        int q;
+
+        q = process_client_new(p, after_id, follow, sse_format_event, &w, &c);
+        if (q < 0)
+                return q;
+        r->stream = (HttpStream) { .read = client_read, .detach = client_detach, .userdata = c };
+        q = sse_respond(r);
+        if (q == -ENOMEM) {
+                /* no response was made: nothing will read from the client */
+                r->stream = (HttpStream) {};
+                process_client_free(c);
+                return q;
+        }
+        process_client_start(c, release);
+        return q;
+}
+
+/* Starts the process and answers with its SSE stream. */
+static int exec_process(Request *r, Sandbox *s, const ExecSpec *spec) {
+        _cleanup_(error_done) Error err = {};
+        Process *p;
+        int q;
+
+        q = process_exec(s, spec, &p, &err);
+        if (q < 0) {
+                respond_error_or(r, &err, "cannot start the process");
+                return q;
+        }
+        q = api_process_attach(r, p, 0, true, false);
+        if (q < 0)
+                process_fail(p, ERROR_INTERNAL, "cannot answer the request");
+        return q;
+}
+
 void api_post_processes(Request *r, const RouteArgs *a) {
         static const char *const fields[] = { "argv", "env", "cwd", "stdin", "timeout", "pty", "rows", "cols", "user",
                                               NULL };
@@ -119,7 +166,7 @@ void api_post_processes(Request *r, const RouteArgs *a) {
                         spec.cwd = template_workdir(http_manager(r->http), s); /* the template's default */
                 if (!spec.user)
                         spec.user = template_default_user(http_manager(r->http), s);
-                if (require_running(r, s) >= 0 && process_exec(r, s, &spec) < 0 && !r->responded)
+                if (require_running(r, s) >= 0 && exec_process(r, s, &spec) < 0 && !r->responded)
                         http_respond_error(r, ERROR_INTERNAL, "cannot start the process");
         }
         if (!r->responded && !r->suspended)
@@ -230,7 +277,7 @@ void api_get_process_stream(Request *r, const RouteArgs *a) {
 
         if (parse_last_event_id(r, &after) < 0 || !(p = route_any(r, a, NULL)))
                 return;
-        if (process_attach(p, r, after, true, true) < 0 && !r->responded)
+        if (api_process_attach(r, p, after, true, true) < 0 && !r->responded)
                 http_respond_error(r, ERROR_INTERNAL, "cannot attach");
         (void) process_maybe_free(p);
 }
@@ -243,7 +290,7 @@ void api_get_process_logs(Request *r, const RouteArgs *a) {
 
         if (parse_last_event_id(r, &after) < 0 || !(p = route_any(r, a, NULL)))
                 return;
-        if (process_attach(p, r, after, follow, false) < 0 && !r->responded)
+        if (api_process_attach(r, p, after, follow, false) < 0 && !r->responded)
                 http_respond_error(r, ERROR_INTERNAL, "cannot read the logs");
         (void) process_maybe_free(p);
 }
@@ -299,6 +346,65 @@ void api_post_resize(Request *r, const RouteArgs *a) {
         cJSON_Delete(o);
 }
 
+/* A stdin upload: the process is looked up by pid for every chunk (it may end meanwhile); `waiting` is set
+ * only while the request waits for credit. */
+typedef struct StdinUpload {
+        Manager *manager;
+        char sandbox_id[SANDBOX_ID_LEN + 1];
+        int pid;
+        Process *waiting;
+        ChannelWaiter waiter;
+} StdinUpload;
+
+static size_t stdin_write(void *userdata, Request *r, const char *data, size_t n) {
+        StdinUpload *u = userdata;
+        Sandbox *s;
+        Process *p;
+        ssize_t k;
+
+        if (u->waiting)
+                process_stdin_unwait(TAKE_PTR(u->waiting), &u->waiter);
+        s = sandbox_find_by_id(u->manager, u->sandbox_id);
+        p = s && u->pid > 0 ? process_find_by_pid(s, u->pid) : NULL;
+        if (!p || p->stdin_closed) {
+                r->upload_failed = true;
+                return n;
+        }
+        k = process_write_stdin(p, data, n, &u->waiter);
+        if (k < 0) {
+                /* The process is gone: swallow the rest, the response says what happened. */
+                r->upload_failed = true;
+                return n;
+        }
+        if ((size_t) k < n) {
+                u->waiting = p;
+                http_suspend(r);
+        }
+        return (size_t) k;
+}
+
+static void stdin_detach(void *userdata, Request *r) {
+        StdinUpload *u = userdata;
+
+        if (u->waiting)
+                process_stdin_unwait(u->waiting, &u->waiter);
+        free(u);
+}
+
+/* r's body goes to the stdin of the process pid of s as credit allows. */
+static int stdin_upload_begin(Request *r, Sandbox *s, int pid) {
+        StdinUpload *u = calloc(1, sizeof *u);
+
+        if (!u)
+                return -ENOMEM;
+        u->manager = s->manager;
+        memcpy(u->sandbox_id, s->id, sizeof u->sandbox_id);
+        u->pid = pid;
+        u->waiter = api_request_waiter(r);
+        r->upload = (HttpUpload) { .write = stdin_write, .detach = stdin_detach, .userdata = u };
+        return 0;
+}
+
 /* Called when the request starts, before its body: stdin uploads stream, so find the process now. */
 void api_stdin_begin(Request *r, const RouteArgs *a) {
         Sandbox *s;
@@ -307,7 +413,7 @@ void api_stdin_begin(Request *r, const RouteArgs *a) {
                 r->upload_failed = true;
                 return;
         }
-        if (process_upload_begin(r, s, atoi(a->arg[1])) < 0)
+        if (stdin_upload_begin(r, s, atoi(a->arg[1])) < 0)
                 r->upload_failed = true;
 }
 

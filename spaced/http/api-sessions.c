@@ -16,6 +16,72 @@
  * The stream route runs without an API key (ROUTE_AUTH_TOKEN): the token is checked here, on every
  * transport. */
 
+/* The request of POST /sessions ended. */
+static void creator_detach(void *userdata, Request *r) {
+        process_creator_gone(userdata);
+}
+
+/* The 201 answer: the session, with a fresh attach token. */
+static void respond_session(Request *r, Process *p) {
+        const SessionToken *t;
+        char ts[32], url[160];
+        cJSON *o;
+
+        if (process_session_token(p, &t) < 0) {
+                http_respond_error(r, ERROR_INTERNAL, "cannot make an attach token");
+                return;
+        }
+        format_rfc3339(t->expires_at, ts);
+        snprintf(url, sizeof url, "/v1/sandboxes/%s/sessions/%s/stream", p->sandbox_id, p->session_id);
+        o = cJSON_CreateObject();
+        cJSON_AddStringToObject(o, "session_id", p->session_id);
+        cJSON_AddNumberToObject(o, "pid", p->pid);
+        cJSON_AddStringToObject(o, "attach_token", t->token);
+        cJSON_AddStringToObject(o, "expires_at", ts);
+        cJSON_AddStringToObject(o, "stream_url", url);
+        http_respond_json(r, 201, o);
+}
+
+/* Answers r if it waits for a session it created: true then (answered, or still waiting). */
+static bool session_reply(Request *r) {
+        Process *p = r->stream.userdata;
+
+        if (r->stream.detach != creator_detach)
+                return false;
+        if (p->state == PROCESS_STARTING && !p->ended) {
+                http_suspend(r); /* a spurious wake-up: keep waiting for STARTED */
+                return true;
+        }
+        process_creator_done(p);
+        r->stream = (HttpStream) {};
+        if (p->pid <= 0) {
+                ErrorCode code = p->error_code != ERROR_NONE ? p->error_code : ERROR_EXEC_FAILED;
+
+                http_respond_error(r, code, "%s", p->error_message ?: "the process could not be created");
+                process_maybe_free(p);
+                return true;
+        }
+        respond_session(r, p);
+        return true;
+}
+
+/* Forks the process held; r waits until it has a pid, then the handler runs again and answers. */
+static int create_session(Request *r, Sandbox *s, const ExecSpec *spec) {
+        _cleanup_(error_done) Error err = {};
+        ChannelWaiter w = api_request_waiter(r);
+        Process *p;
+        int q;
+
+        q = process_session_create(s, spec, &w, &p, &err);
+        if (q < 0) {
+                respond_error_or(r, &err, "cannot create the session");
+                return q;
+        }
+        r->stream = (HttpStream) { .detach = creator_detach, .userdata = p };
+        http_suspend(r);
+        return 0;
+}
+
 void api_post_sessions(Request *r, const RouteArgs *a) {
         static const char *const fields[] = { "argv", "env", "cwd", "stdin", "timeout", "pty", "rows", "cols", "user",
                                               NULL };
@@ -25,7 +91,7 @@ void api_post_sessions(Request *r, const RouteArgs *a) {
         cJSON *o;
 
         /* Run again once STARTED (or an error) arrived: answer now. */
-        if (process_session_reply(r))
+        if (session_reply(r))
                 return;
         if (resolve_sandbox(r, a->arg[0], &s) < 0 || api_ensure_awake(r, s) <= 0)
                 return;
@@ -40,8 +106,8 @@ void api_post_sessions(Request *r, const RouteArgs *a) {
                 if (s->state != SANDBOX_RUNNING)
                         http_respond_error(r, ERROR_SANDBOX_NOT_RUNNING, "sandbox %s is %s, not running", s->id,
                                            sandbox_state_to_string(s->state));
-                else if (process_session_create(r, s, &spec) < 0 && !r->responded)
-                        http_respond_error(r, ERROR_INTERNAL, "cannot create the session");
+                else
+                        (void) create_session(r, s, &spec);
         }
         cJSON_Delete(o);
 }
@@ -106,7 +172,7 @@ void api_get_session_stream(Request *r, const RouteArgs *a) {
         else if (q < 0)
                 http_respond_error(r, ERROR_INVALID_TOKEN, "the token is not an attach token of session %s",
                                    p->session_id);
-        else if (process_attach(p, r, after, true, true) < 0 && !r->responded)
+        else if (api_process_attach(r, p, after, true, true) < 0 && !r->responded)
                 http_respond_error(r, ERROR_INTERNAL, "cannot attach");
         (void) process_maybe_free(p);
 }

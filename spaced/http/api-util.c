@@ -111,6 +111,29 @@ void respond_operation_error(Request *r, const Error *e, int err) {
                 http_respond_error(r, ERROR_INTERNAL, "%s", strerror(err < 0 ? -err : EIO));
 }
 
+void respond_error_or(Request *r, const Error *e, const char *fallback) {
+        if (e->code != ERROR_NONE)
+                http_respond_error(r, e->code, "%s", error_message(e));
+        else
+                http_respond_error(r, ERROR_INTERNAL, "%s", fallback);
+}
+
+static void resume_request(void *userdata) {
+        http_resume(userdata);
+}
+
+ChannelWaiter api_request_waiter(Request *r) {
+        return (ChannelWaiter) { .wake = resume_request, .userdata = r };
+}
+
+ssize_t api_stream_result(ssize_t n) {
+        if (n == CHANNEL_READ_END)
+                return HTTP_STREAM_END;
+        if (n == CHANNEL_READ_ERROR)
+                return HTTP_STREAM_ERROR;
+        return n;
+}
+
 int parse_wait(Request *r, unsigned *ret) {
         const char *v = http_query(r, "wait");
         char *end;

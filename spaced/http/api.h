@@ -5,6 +5,7 @@
 
 #include <microhttpd.h>
 
+#include "channel/channel.h"
 #include "core/operation.h"
 #include "http/http.h"
 
@@ -99,6 +100,12 @@ cJSON *checkpoint_to_json(Checkpoint *c);
 cJSON *sandbox_to_json(Sandbox *s);
 cJSON *operation_to_json(Operation *op);
 void respond_operation_error(Request *r, const Error *e, int err);
+/* Answers with e; with ERROR_INTERNAL and fallback when e is empty (we ran out of memory). */
+void respond_error_or(Request *r, const Error *e, const char *fallback);
+/* A ChannelWaiter that resumes r: the channel wakes it, the route handler (or the body's reader) runs again. */
+ChannelWaiter api_request_waiter(Request *r);
+/* A channel read function's result as an HttpStream read's. */
+ssize_t api_stream_result(ssize_t n);
 int parse_wait(Request *r, unsigned *ret);
 /* Parses the body as a JSON object with only the allowed fields; responds 400 and returns NULL otherwise. */
 cJSON *parse_body_object(Request *r, const char *const *allowed);
@@ -123,6 +130,9 @@ typedef struct ExecSpec ExecSpec;
 int parse_exec_spec(Request *r, cJSON *o, bool stdin_default, ExecSpec *spec, char ***ret_argv, char ***ret_env);
 /* Last-Event-ID (header, or ?last_event_id=): 0 when absent. Responds 400 itself. */
 int parse_last_event_id(Request *r, uint64_t *ret);
+/* Answers r with an SSE stream of p's events after after_id. follow: live events until the end, and the
+ * client counts for flow control; release: start a held process. */
+int api_process_attach(Request *r, Process *p, uint64_t after_id, bool follow, bool release);
 
 /* api-files.c */
 void api_get_file(Request *r, const RouteArgs *a);

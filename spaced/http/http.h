@@ -31,13 +31,14 @@ typedef enum RequestKind {
 
 typedef struct Request Request;
 
-/* A streaming response body, fed by a subsystem object (a process's SSE client, a file download) that knows
- * nothing of HTTP beyond Request. */
+/* A streaming response body, fed by a subsystem object (a process's SSE client, a file download) through the
+ * route handler's adapter: the object knows nothing of HTTP. */
 #define HTTP_STREAM_END ((ssize_t) -1)   /* the body is complete */
 #define HTTP_STREAM_ERROR ((ssize_t) -2) /* cut short: the client sees the transfer fail, not a truncated body */
 typedef struct HttpStream {
         /* Up to max bytes into buf: how many, HTTP_STREAM_END or HTTP_STREAM_ERROR; 0 = nothing now, the
-         * request is suspended until the object calls http_resume(). NULL for a request that only waits. */
+         * request is suspended until http_resume() (the object wakes the waiter the handler gave it). NULL for
+         * a request that only waits. */
         ssize_t (*read)(void *userdata, char *buf, size_t max);
         /* The request ends (answered, or the client went away): r is not to be used after this. */
         void (*detach)(void *userdata, Request *r);
