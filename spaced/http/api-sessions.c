@@ -66,20 +66,17 @@ static bool session_reply(Request *r) {
 }
 
 /* Forks the process held; r waits until it has a pid, then the handler runs again and answers. */
-static int create_session(Request *r, Sandbox *s, const ExecSpec *spec) {
+static void create_session(Request *r, Sandbox *s, const ExecSpec *spec) {
         _cleanup_(error_done) Error err = {};
         ChannelWaiter w = api_request_waiter(r);
         Process *p;
-        int q;
 
-        q = process_session_create(s, spec, &w, &p, &err);
-        if (q < 0) {
+        if (process_session_create(s, spec, &w, &p, &err) < 0) {
                 respond_error_or(r, &err, "cannot create the session");
-                return q;
+                return;
         }
         r->stream = (HttpStream) { .detach = creator_detach, .userdata = p };
         http_suspend(r);
-        return 0;
 }
 
 void api_post_sessions(Request *r, const RouteArgs *a) {
@@ -107,7 +104,7 @@ void api_post_sessions(Request *r, const RouteArgs *a) {
                         http_respond_error(r, ERROR_SANDBOX_NOT_RUNNING, "sandbox %s is %s, not running", s->id,
                                            sandbox_state_to_string(s->state));
                 else
-                        (void) create_session(r, s, &spec);
+                        create_session(r, s, &spec);
         }
         cJSON_Delete(o);
 }

@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 
-/* spaced/files.c against a hostile guest: frames that do not fit the operation or its state, data beyond the
- * credit given, entries with unknown types, numbers out of range, names with '/', "." or "..", and bytes that
- * are not UTF-8 must fail the transfer (protocol_error) or be cleaned, never be trusted. Then random frames,
- * for ASan to watch. No channel and no HTTP: the transfer is made by hand, with nobody waiting on it. */
+/* spaced/channel/files.c against a hostile guest: frames that do not fit the operation or its state, data
+ * beyond the credit given, entries with unknown types, numbers out of range, names with '/', "." or "..", and
+ * bytes that are not UTF-8 must fail the transfer (protocol_error) or be cleaned, never be trusted. Then random
+ * frames, for ASan to watch. No channel and no HTTP: the transfer is made by hand, with nobody waiting on it. */
 
 #include <cjson/cJSON.h>
 #include <stdlib.h>
