@@ -827,11 +827,8 @@ static cJSON *json_common(int pid, const char *session_id, char **argv, const ch
         if (argv_json) {
                 a = cJSON_Parse(argv_json);
                 cJSON_AddItemToObject(o, "argv", cJSON_IsArray(a) ? a : (cJSON_Delete(a), cJSON_CreateArray()));
-        } else {
-                a = cJSON_AddArrayToObject(o, "argv");
-                for (char **i = argv; i && *i; i++)
-                        cJSON_AddItemToArray(a, cJSON_CreateString(*i));
-        }
+        } else
+                cJSON_AddItemToObject(o, "argv", json_array_from_strv(argv));
         cJSON_AddStringToObject(o, "cwd", cwd ?: "/");
         cJSON_AddStringToObject(o, "user", user ?: "root");
         cJSON_AddBoolToObject(o, "pty", pty);

@@ -9,6 +9,7 @@
 
 #include "http/api.h"
 #include "http/sse.h"
+#include "json-util.h"
 #include "macro.h"
 #include "channel/process.h"
 #include "user.h"
@@ -35,8 +36,8 @@ static int get_bool_field(Request *r, cJSON *o, const char *key, bool *ret) {
 int parse_exec_spec(Request *r, cJSON *o, bool stdin_default, ExecSpec *spec, char ***ret_argv, char ***ret_env) {
         _cleanup_strv_free_ char **env = NULL, **argv = NULL;
         uint64_t timeout = 0, rows = 0, cols = 0;
-        cJSON *v, *i;
-        size_t n = 0;
+        cJSON *v;
+        int q;
 
         *spec = (ExecSpec) { .want_stdin = stdin_default };
         v = cJSON_GetObjectItemCaseSensitive(o, "argv");
@@ -45,15 +46,12 @@ int parse_exec_spec(Request *r, cJSON *o, bool stdin_default, ExecSpec *spec, ch
                                    ARGV_MAX);
                 return -EINVAL;
         }
-        argv = calloc((size_t) cJSON_GetArraySize(v) + 1, sizeof(char *));
-        if (!argv)
-                return -ENOMEM;
-        cJSON_ArrayForEach(i, v) {
-                if (!cJSON_IsString(i) || !(argv[n] = strdup(i->valuestring))) {
-                        http_respond_error(r, ERROR_INVALID_ARGUMENT, "argv entries must be strings");
-                        return -EINVAL;
-                }
-                n++;
+        q = json_array_to_strv(v, &argv);
+        if (q == -ENOMEM)
+                return q;
+        if (q < 0) {
+                http_respond_error(r, ERROR_INVALID_ARGUMENT, "argv entries must be strings");
+                return -EINVAL;
         }
         if (!*argv[0]) {
                 http_respond_error(r, ERROR_INVALID_ARGUMENT, "argv[0] must not be empty");

@@ -6,6 +6,7 @@
 #include <strings.h>
 
 #include "http/api.h"
+#include "string-util.h"
 #include "macro.h"
 #include "channel/process.h"
 #include "core/util.h"
@@ -110,12 +111,7 @@ void api_post_sessions(Request *r, const RouteArgs *a) {
 }
 
 static bool session_id_valid(const char *sid) {
-        if (strlen(sid) != SESSION_ID_LEN || strncmp(sid, "ses-", 4) != 0)
-                return false;
-        for (const char *c = sid + 4; *c; c++)
-                if (!((*c >= '0' && *c <= '9') || (*c >= 'a' && *c <= 'f')))
-                        return false;
-        return true;
+        return strncmp(sid, "ses-", 4) == 0 && string_is_hex(sid + 4, SESSION_ID_LEN - 4);
 }
 
 static Process *route_session(Request *r, const RouteArgs *a) {

@@ -6,6 +6,7 @@
 
 #include "http/api.h"
 #include "core/log.h"
+#include "json-util.h"
 #include "macro.h"
 #include "template/template.h"
 #include "core/util.h"
@@ -20,7 +21,7 @@
  *   POST   /v1/templates/{ref}/tag     {"tag": "NAME:TAG"} points a tag at ref's image */
 
 cJSON *template_to_json(Manager *m, Template *t) {
-        cJSON *o = cJSON_CreateObject(), *tags;
+        cJSON *o = cJSON_CreateObject();
         _cleanup_free_ char *user = template_user(m, t);
         char when[32];
 
@@ -34,9 +35,7 @@ cJSON *template_to_json(Manager *m, Template *t) {
                 cJSON_AddStringToObject(o, "name", repo ?: t->tags[0]);
         } else
                 cJSON_AddNullToObject(o, "name");
-        tags = cJSON_AddArrayToObject(o, "tags");
-        for (char **i = t->tags; i && *i; i++)
-                cJSON_AddItemToArray(tags, cJSON_CreateString(*i));
+        cJSON_AddItemToObject(o, "tags", json_array_from_strv(t->tags));
         cJSON_AddNumberToObject(o, "size_bytes", (double) t->size_bytes);
         cJSON_AddNumberToObject(o, "image_bytes", (double) t->image_bytes);
         cJSON_AddNumberToObject(o, "files", (double) t->files);

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "http/api.h"
+#include "json-util.h"
 #include "macro.h"
 #include "core/util.h"
 #include "sandbox/sandbox.h"
@@ -73,11 +74,8 @@ cJSON *operation_to_json(Operation *op) {
                 cJSON_AddNullToObject(o, "finished_at");
         if (op->checkpoint_id[0])
                 cJSON_AddStringToObject(o, "checkpoint_id", op->checkpoint_id);
-        if (op->children) {
-                cJSON *ids = cJSON_AddArrayToObject(o, "sandbox_ids");
-                for (char **c = op->children; *c; c++)
-                        cJSON_AddItemToArray(ids, cJSON_CreateString(*c));
-        }
+        if (op->children)
+                cJSON_AddItemToObject(o, "sandbox_ids", json_array_from_strv(op->children));
         if (op->progress) {
                 cJSON *p = cJSON_AddObjectToObject(o, "progress");
                 pthread_mutex_lock(&op->progress->lock);

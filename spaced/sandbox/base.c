@@ -79,15 +79,6 @@ int guest_kernel_path(const char *lib_dir, char **ret_kernel, char **ret_initrd)
         return 0;
 }
 
-static bool is_hex_digest(const char *s) {
-        if (strlen(s) != 64)
-                return false;
-        for (; *s; s++)
-                if (!((*s >= '0' && *s <= '9') || (*s >= 'a' && *s <= 'f')))
-                        return false;
-        return true;
-}
-
 int file_digest(const char *path, char **ret) {
         _cleanup_free_ char *sidecar = NULL, *line = NULL, *out = NULL;
         struct stat st, sst;
@@ -100,7 +91,7 @@ int file_digest(const char *path, char **ret) {
                 return -ENOMEM;
         if (stat(sidecar, &sst) == 0 && sst.st_mtime >= st.st_mtime && read_first_line(sidecar, &line) >= 0) {
                 line[strcspn(line, " \t")] = 0;
-                if (is_hex_digest(line))
+                if (string_is_hex(line, 64))
                         return asprintf(ret, "sha256:%s", line) < 0 ? -ENOMEM : 0;
         }
         /* Otherwise hash it now (once per file change) and leave the sidecar if we can. */
@@ -129,7 +120,7 @@ int file_digest(const char *path, char **ret) {
                 if (n < 64)
                         return -EIO;
                 buf[64] = 0;
-                if (!is_hex_digest(buf))
+                if (!string_is_hex(buf, 64))
                         return -EIO;
                 {
                         _cleanup_free_ char *content = NULL;
