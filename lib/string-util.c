@@ -52,3 +52,42 @@ bool memeq_const_time(const void *a, const void *b, size_t n) {
                 d |= x[i] ^ y[i];
         return d == 0;
 }
+
+/* How many bytes at p are one control character: 0 for none, 1, or 2 for a C1 control in UTF-8. */
+static size_t control_at(const unsigned char *p) {
+        if (*p < 0x20 || *p == 0x7f)
+                return 1;
+        /* p[1] is there: p[0] is not the end of the string */
+        if (*p == 0xc2 && p[1] >= 0x80 && p[1] <= 0x9f)
+                return 2;
+        return 0;
+}
+
+char *string_escape_control(const char *s) {
+        static const char hex[] = "0123456789abcdef";
+        const unsigned char *p;
+        size_t n = 0, k;
+        char *r, *q;
+
+        for (p = (const unsigned char *) s; *p; p += k ?: 1) {
+                k = control_at(p);
+                n += k ? 4 * k : 1;
+        }
+        r = malloc(n + 1);
+        if (!r)
+                return NULL;
+        q = r;
+        for (p = (const unsigned char *) s; *p; p += k ?: 1) {
+                k = control_at(p);
+                if (k == 0)
+                        *q++ = (char) *p;
+                for (size_t i = 0; i < k; i++) {
+                        *q++ = '\\';
+                        *q++ = 'x';
+                        *q++ = hex[p[i] >> 4];
+                        *q++ = hex[p[i] & 15];
+                }
+        }
+        *q = 0;
+        return r;
+}

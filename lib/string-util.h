@@ -16,3 +16,8 @@ bool string_is_hex(const char *s, size_t n);
 /* Whether the n bytes at a and b are equal, in a time that does not depend on where they differ: for
  * comparing secrets (API keys, attach tokens) with what a client sent. */
 bool memeq_const_time(const void *a, const void *b, size_t n);
+/* A copy of s with every control character written as \xNN: bytes below 0x20, 0x7f, and the C1 controls
+ * U+0080..U+009F in UTF-8 (both bytes). For text from a guest (file names, messages that carry them) that is
+ * printed on a terminal, where an ESC could move the cursor, set the title or hide what came before. Other
+ * bytes, valid UTF-8 or not, stay as they are. NULL: out of memory. */
+char *string_escape_control(const char *s);

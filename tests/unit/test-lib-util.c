@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 
 /* Unit tests for the small helpers of lib/: loop_write (io-util.c), the string lists as JSON arrays
- * (json-util.c), string_is_hex and memeq_const_time (string-util.c). */
+ * (json-util.c), string_is_hex, memeq_const_time and string_escape_control (string-util.c). */
 
 #define _GNU_SOURCE 1
 #include <errno.h>
@@ -195,6 +195,31 @@ static void test_memeq(void) {
         ok(memeq_const_time(a, b, 63), "memeq_const_time: only n bytes are compared");
 }
 
+static void test_escape_control(void) {
+        static const struct {
+                const char *in, *out;
+        } cases[] = {
+                { "", "" },
+                { "plain name.txt", "plain name.txt" },
+                { "naïve ü – file", "naïve ü – file" },  /* UTF-8 is not a control character */
+                { "\033[31mred", "\\x1b[31mred" },
+                { "\033]0;title\007", "\\x1b]0;title\\x07" },
+                { "a\tb\nc\rd", "a\\x09b\\x0ac\\x0dd" },
+                { "\001\037\177", "\\x01\\x1f\\x7f" },
+                { "x\xc2\x9b" "2J", "x\\xc2\\x9b2J" },  /* CSI as a C1 control */
+                { "\xc2\xa0nbsp", "\xc2\xa0nbsp" },  /* U+00A0 is printable */
+                { "trail\xc2", "trail\xc2" },  /* a cut sequence is no control */
+                { "\\x1b", "\\x1b" },  /* a backslash stays */
+        };
+
+        for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
+                _cleanup_free_ char *e = string_escape_control(cases[i].in);
+
+                ok(e && streq(e, cases[i].out), "string_escape_control: case %zu gives '%s' (got '%s')", i,
+                   cases[i].out, e ?: "(null)");
+        }
+}
+
 int main(void) {
         (void) signal(SIGPIPE, SIG_IGN);
         plan(0);
@@ -202,5 +227,6 @@ int main(void) {
         test_json_strv();
         test_hex();
         test_memeq();
+        test_escape_control();
         return done();
 }
