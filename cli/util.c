@@ -12,6 +12,7 @@
 
 #include "cli.h"
 #include "macro.h"
+#include "string-util.h"
 
 const Verb *cli_verb = NULL;
 static SpaceHttp *cli_http_handle = NULL;
@@ -22,14 +23,22 @@ static void http_cleanup(void) {
 }
 
 void log_error(const char *fmt, ...) {
+        _cleanup_free_ char *m = NULL, *e = NULL;
+        int saved_errno = errno;
         va_list ap;
+        int n;
 
         fflush(stdout);
-        fputs("spacectl: ", stderr);
+        errno = saved_errno; /* for %m */
         va_start(ap, fmt);
-        vfprintf(stderr, fmt, ap);
+        n = vasprintf(&m, fmt, ap);
         va_end(ap);
-        fputc('\n', stderr);
+        /* Messages carry text from guests (file names, the daemon's errors about them): a raw ESC there would
+         * reach the user's terminal, so every control character is printed escaped. */
+        if (n >= 0)
+                e = string_escape_control(m);
+        fprintf(stderr, "spacectl: %s\n", e ?: "out of memory (a message was lost)");
+        errno = saved_errno; /* callers return -errno after printing it */
 }
 
 int cli_failure_status(void) {
