@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "cp.h"
@@ -24,17 +25,47 @@ const CliHelp cmd_cp_help = {
         "sandbox's /). A local path with a ':' in it needs a '/' before the colon (./a:b).\n"
         "Like docker cp: a file copied to an existing directory goes into it; a directory is copied into an\n"
         "existing directory, or becomes DST when that does not exist; SRC/. copies the contents of SRC.\n"
-        "Modes, symlinks and modification times are kept; symlinks are copied, not followed.\n"
+        "Modes, symlinks and modification times are kept; symlinks are copied, not followed. Files copied out\n"
+        "without -a lose setuid, setgid and sticky bits and get your umask; a directory that exists here already\n"
+        "keeps its own mode and owner.\n"
         "'-' as SRC extracts a tar stream from stdin into the sandbox's directory DIR; '-' as DST writes a tar\n"
         "stream of SANDBOX:PATH to stdout.\n"
         "\n"
         "Options:\n"
-        "  -a, --archive       keep owners (uid/gid) too; without it files copied into a sandbox belong to\n"
-        "                      root, and files copied out to you\n"
+        "  -a, --archive       keep owners (uid/gid) and modes as they are (setuid, setgid, sticky; no umask);\n"
+        "                      without it files copied into a sandbox belong to root, and files copied out\n"
+        "                      to you\n"
         "  -L, --follow-link   if SRC is a symlink, copy what it points to\n"
         "  -q, --quiet         no progress on a terminal\n"
+        "      --max-bytes N   copying out, stop with an error once the files' contents would pass N bytes\n"
+        "                      (K, M, G, T: powers of 1024; 0: no limit; default: 32G)\n"
         "  -h, --help          show this help\n",
 };
+
+/* A byte count: digits with an optional K, M, G or T (powers of 1024, "KiB" and "KB" too). */
+static int parse_bytes(const char *s, uint64_t *ret) {
+        unsigned long long v;
+        unsigned shift = 0;
+        char *end;
+
+        if (*s < '0' || *s > '9')
+                return -EINVAL;
+        errno = 0;
+        v = strtoull(s, &end, 10);
+        if (errno != 0)
+                return -ERANGE;
+        if (*end) {
+                const char *units = "KMGT", *u = strchr(units, *end);
+
+                if (!u || !(streq(end + 1, "") || streq(end + 1, "iB") || streq(end + 1, "B")))
+                        return -EINVAL;
+                shift = 10 * (unsigned) (u - units + 1);
+        }
+        if (v > (UINT64_MAX >> shift))
+                return -ERANGE;
+        *ret = (uint64_t) v << shift;
+        return 0;
+}
 
 /* "SANDBOX:PATH": 1 with the parts; 0 for a local path (or "-"); < 0 (usage error printed) when malformed. */
 static int parse_remote(const char *arg, char **ret_ref, char **ret_path) {
@@ -66,10 +97,11 @@ int cmd_cp(int argc, char *argv[]) {
                 { "archive", no_argument, NULL, 'a' },
                 { "follow-link", no_argument, NULL, 'L' },
                 { "quiet", no_argument, NULL, 'q' },
+                { "max-bytes", required_argument, NULL, 'M' },
                 {}
         };
         _cleanup_free_ char *src_ref = NULL, *src_path = NULL, *dst_ref = NULL, *dst_path = NULL;
-        CpContext c = {};
+        CpContext c = { .max_bytes = CP_MAX_BYTES_DEFAULT };
         const char *src, *dst;
         int k, r, rs, rd;
 
@@ -87,6 +119,10 @@ int cmd_cp(int argc, char *argv[]) {
                         break;
                 case 'q':
                         c.quiet = true;
+                        break;
+                case 'M':
+                        if (parse_bytes(optarg, &c.max_bytes) < 0)
+                                return cli_usage_error("--max-bytes: '%s' is not a byte count like 512M or 2G", optarg);
                         break;
                 default:
                         return cli_bad_option(k, argv);
@@ -113,6 +149,9 @@ int cmd_cp(int argc, char *argv[]) {
         (void) setlocale(LC_CTYPE, "C.UTF-8");
 
         c.ref = rs ? src_ref : dst_ref;
+        /* read it the only way there is, and put it back */
+        c.user_umask = umask(0);
+        (void) umask(c.user_umask);
         c.progress = !c.quiet && isatty(STDERR_FILENO);
         if (cli_sandbox_path(c.ref, "/files", &c.files_path) < 0) {
                 log_error("out of memory");

@@ -26,6 +26,9 @@
  * SECURE_NOABSOLUTEPATHS, anything that would land outside the destination or go through a symlink on the way.
  * A symlink from the sandbox (evil -> /etc) is written as a symlink and never followed; an existing symlink
  * where a file goes is replaced, not written through. A file whose transfer breaks off is removed.
+ * What comes out is the user's, like tar's extract as a user: without -a no setuid, setgid or sticky bit and
+ * the umask applied; a directory that exists already is left as it is (never chmod'ed or chown'ed, even with
+ * -a). A file may not bring more than the size it had when it was listed, nor the copy more than --max-bytes.
  */
 
 typedef struct Download {
@@ -33,7 +36,9 @@ typedef struct Download {
         struct archive *w;
         bool tar;                /* a tar stream on stdout */
         const char *name;        /* the local name being written, for messages */
-        bool truncated;          /* tar: the file grew past the size in its header */
+        const char *rpath;       /* and the sandbox's */
+        uint64_t size;           /* what the sandbox said it has */
+        uint64_t got;            /* what came so far */
         bool owner_warned;
         char *partial;           /* disk: the file a failed transfer was writing, removed at the end */
 } Download;
@@ -42,7 +47,15 @@ static int write_data(const void *p, size_t n, void *userdata) {
         Download *d = userdata;
         size_t off = 0;
 
-        while (off < n && !d->truncated) {
+        /* The guest's stat is all the size there is (the daemon does not bound a transfer), and the budget was
+         * checked against it: a file that brings more is changing or lying, and is not copied. */
+        if (n > d->size - d->got) {
+                log_error("cp: %s in sandbox '%s' sent more than the %" PRIu64 " bytes it had when the copy started "
+                          "(it is changing?): not copied", d->rpath, d->c->ref, d->size);
+                return -EFBIG;
+        }
+        d->got += n;
+        while (off < n) {
                 la_ssize_t k = archive_write_data(d->w, (const char *) p + off, n - off);
 
                 if (k < 0) {
@@ -50,11 +63,8 @@ static int write_data(const void *p, size_t n, void *userdata) {
                         return -ECANCELED;
                 }
                 if (k == 0) {
-                        if (!d->tar) {
-                                log_error("cp: writing %s: nothing was written", d->name);
-                                return -ECANCELED;
-                        }
-                        d->truncated = true; /* the header said less: the rest is dropped */
+                        log_error("cp: writing %s: nothing was written", d->name);
+                        return -ECANCELED;
                 }
                 off += (size_t) k;
         }
@@ -68,22 +78,41 @@ static bool name_valid(const char *n) {
         return l > 0 && l <= 255 && !strchr(n, '/') && !streq(n, ".") && !streq(n, "..");
 }
 
+/* The mode an entry gets here: without -a, the user's like any file they make (a tar stream is an archive,
+ * and whoever extracts it applies their own rules). */
+static unsigned local_mode(const Download *d, const CpEntry *e) {
+        if (d->tar || d->c->archive)
+                return e->mode & 07777;
+        return e->mode & 0777 & ~(unsigned) d->c->user_umask;
+}
+
 /* Writes one entry (and for a file its content, fetched from rpath) under the local name lname. */
 static int emit(Download *d, const char *lname, const char *rpath, const CpEntry *e) {
         CpContext *c = d->c;
         struct archive_entry *a;
-        uint64_t got = 0;
+        struct stat st;
         int r;
 
         if (e->type == CP_OTHER) {
                 cp_note_skipped(c, rpath);
                 return 0;
         }
+        /* An existing directory is the user's: libarchive would set its mode, owner and times. A symlink in
+         * its place is not a directory here, and libarchive replaces it. */
+        if (!d->tar && e->type == CP_DIR && lstat(lname, &st) >= 0 && S_ISDIR(st.st_mode))
+                return 0;
+        if (e->type == CP_FILE && c->max_bytes > 0 &&
+            (c->bytes > c->max_bytes || e->size > c->max_bytes - c->bytes)) {
+                log_error("cp: %s in sandbox '%s' has %" PRIu64 " bytes: the copy would go past --max-bytes "
+                          "(%" PRIu64 " bytes in all, %" PRIu64 " copied)", rpath, c->ref, e->size, c->max_bytes,
+                          c->bytes);
+                return -EFBIG;
+        }
         a = archive_entry_new();
         if (!a)
                 return -ENOMEM;
         archive_entry_set_pathname(a, lname);
-        archive_entry_set_perm(a, e->mode & 07777);
+        archive_entry_set_perm(a, local_mode(d, e));
         archive_entry_set_mtime(a, e->mtime, 0);
         /* a tar stream carries the owners; on disk they are ours unless -a */
         archive_entry_set_uid(a, d->tar || c->archive ? e->uid : getuid());
@@ -118,16 +147,18 @@ static int emit(Download *d, const char *lname, const char *rpath, const CpEntry
         }
 
         d->name = lname;
-        d->truncated = false;
-        r = cp_remote_get(c, rpath, write_data, d, &got);
+        d->rpath = rpath;
+        d->size = e->size;
+        d->got = 0;
+        r = cp_remote_get(c, rpath, write_data, d, NULL);
         if (r < 0) {
                 if (!d->tar)
                         d->partial = strdup(lname);
                 return r;
         }
-        if (d->tar && (got != e->size || d->truncated))
-                log_error("cp: warning: %s changed size while it was copied (%" PRIu64 " bytes, then %" PRIu64
-                          "): the tar stream has %" PRIu64, rpath, e->size, got, e->size);
+        if (d->tar && d->got != e->size)
+                log_error("cp: warning: %s shrank while it was copied (%" PRIu64 " bytes, then %" PRIu64
+                          "): the tar stream has it padded with zeros to %" PRIu64, rpath, e->size, d->got, e->size);
         r = archive_write_finish_entry(d->w);
         if (r < ARCHIVE_WARN) {
                 log_error("cp: writing %s: %s", lname, archive_error_string(d->w));
@@ -303,6 +334,9 @@ int cp_download(CpContext *c, const char *src, const char *dst) {
         if (r >= 0 && e.type == CP_DIR)
                 r = walk(&d, clean, top);
 out:
+        /* a tar stream cut short must not end like a whole one (libarchive pads and closes it otherwise) */
+        if (d.w && d.tar && r < 0)
+                (void) archive_write_fail(d.w);
         if (d.w) {
                 /* closing sets the directories' modes and times, deepest first, and ends a tar stream */
                 k = archive_write_close(d.w);
@@ -311,14 +345,6 @@ out:
                         r = -EIO;
                 }
                 archive_write_free(d.w);
-        }
-        /* SRC/. into an existing directory: libarchive drops a "." entry, so its mode and times are set here */
-        if (r >= 0 && !d.tar && streq(top, ".")) {
-                struct timespec ts[2] = { { .tv_sec = (time_t) e.mtime }, { .tv_sec = (time_t) e.mtime } };
-
-                if ((c->archive && lchown(".", e.uid, e.gid) < 0) || chmod(".", e.mode & 07777) < 0 ||
-                    utimensat(AT_FDCWD, ".", ts, 0) < 0)
-                        log_error("cp: warning: setting the mode and times of %s: %m", dst);
         }
         /* libarchive has no way to drop an entry it is writing: remove what a broken transfer left */
         if (d.partial && unlink(d.partial) < 0 && errno != ENOENT)

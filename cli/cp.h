@@ -9,8 +9,13 @@
  * callbacks straight from or into libarchive.
  */
 
+/* What a download may bring without --max-bytes: more than a sandbox's disk usually holds, far less than a
+ * sparse file can claim. */
+#define CP_MAX_BYTES_DEFAULT (UINT64_C(32) << 30)
+
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "cli.h"
 
@@ -40,10 +45,12 @@ typedef struct CpContext {
         SpaceHttp *http;
         const char *ref;          /* the sandbox as the user named it */
         char *files_path;         /* /v1/sandboxes/<ref>/files */
-        bool archive;             /* -a: owners too */
+        bool archive;             /* -a: owners and the modes as they are (setuid, setgid, sticky; no umask) */
         bool follow;              /* -L: follow a symlink given as SRC */
         bool quiet;
         bool progress;            /* stderr is a terminal and not quiet */
+        mode_t user_umask;        /* applied to what comes out without -a */
+        uint64_t max_bytes;       /* --max-bytes: file contents a download may bring in all; 0: no limit */
         uint64_t files, bytes;    /* copied so far */
         uint64_t skipped;         /* special files left out */
         char *first_skipped;

@@ -52,7 +52,7 @@ _spacectl() {
         fi
         if [[ $word == -* ]]; then
             case $word in
-                -n|--name|--vcpu|-m|--memory|--disk|-e|--env|-w|--workdir|-u|--user|--timeout|--detach-keys|-s|--signal|--sandbox|--idle-timeout|--ttl|--on-timeout|--count) ((i++)) ;;
+                -n|--name|--vcpu|-m|--memory|--disk|-e|--env|-w|--workdir|-u|--user|--timeout|--detach-keys|-s|--signal|--sandbox|--idle-timeout|--ttl|--on-timeout|--count|--max-bytes) ((i++)) ;;
             esac
             continue
         fi
@@ -77,7 +77,7 @@ _spacectl() {
         --on-timeout)
             COMPREPLY=($(compgen -W "remove suspend" -- "$cur"))
             return ;;
-        -n|--name|--vcpu|-m|--memory|--disk|-w|--workdir|--timeout|--idle-timeout|--ttl|--count)
+        -n|--name|--vcpu|-m|--memory|--disk|-w|--workdir|--timeout|--idle-timeout|--ttl|--count|--max-bytes)
             COMPREPLY=()
             return ;;
         -u|--user)
@@ -115,7 +115,7 @@ _spacectl() {
         cp)
             # SANDBOX:PATH or a local path; the ':' is a word break, so sandboxes are offered with it
             if [[ $cur == -* ]]; then
-                COMPREPLY=($(compgen -W "--archive --follow-link --quiet --help" -- "$cur"))
+                COMPREPLY=($(compgen -W "--archive --follow-link --quiet --max-bytes --help" -- "$cur"))
             elif [[ $npos -lt 2 && $prev != : ]]; then
                 compopt -o default -o nospace 2>/dev/null
                 COMPREPLY=($(compgen -W "$(_spacectl_sandboxes | sed 's/$/:/')" -- "$cur"))

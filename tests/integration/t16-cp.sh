@@ -4,7 +4,9 @@
 # directories, mtimes and a name with spaces and unicode goes in and comes out byte for byte, also as a tar
 # stream both ways; docker's destination rules in both directions; -L and -a; a hostile tree from the sandbox
 # (evil -> /etc) comes out as symlinks and nothing is written through one; 1 GiB in and out with the sha256
-# equal and the daemon's memory growth bounded.
+# equal and the daemon's memory growth bounded. Issue 10: what comes out without -a has no setuid, setgid or
+# sticky bit and the umask applied (with -a the modes as they are); an existing directory is never chmod'ed; a
+# file that grows while it is copied and --max-bytes stop the copy; guest names are printed escaped.
 . "$(dirname "$0")/lib.sh"
 
 space_env_setup
@@ -58,6 +60,8 @@ touch -h -d '2001-02-03 04:05:06' "$T/plain" "$T/rel-link" "$T/sub/deep/random.b
 touch -h -d '2010-10-10 10:10:10' "$T/dangling" "$T/dir with space/naïve ü – file.txt"
 touch -d '2005-05-05 05:05:05' "$T/sub/deep" "$T/sub" "$T/empty" "$T/dir with space" "$T"
 host_listing "$T" >"$TEST_TMP/src.list"
+# what comes out without -a: no setuid, setgid or sticky bits (the umask, 022 here, changes nothing else)
+sed 's/|4755|/|755|/' "$TEST_TMP/src.list" >"$TEST_TMP/out.list"
 check_match "the source tree is listed" 'naïve' "$(cat "$TEST_TMP/src.list")"
 
 # ---- in and out
@@ -69,7 +73,10 @@ check_eq "  ... the sandbox has it byte for byte (modes, mtimes, symlinks, sha25
 check_eq "  ... owned by root" "0 0" "$(in_guest 'stat -c "%u %g" /root/tree/plain')"
 mkdir -p "$TEST_TMP/back"
 check_rc "cp it out again" 0 sc cp "$S:/root/tree" "$TEST_TMP/back"
-check_eq "  ... byte for byte" "$(cat "$TEST_TMP/src.list")" "$(host_listing "$TEST_TMP/back/tree")"
+check_eq "  ... byte for byte, without the setuid bit" "$(cat "$TEST_TMP/out.list")" "$(host_listing "$TEST_TMP/back/tree")"
+mkdir -p "$TEST_TMP/back-a"
+check_rc "cp -a out" 0 sc cp -a "$S:/root/tree" "$TEST_TMP/back-a"
+check_eq "  ... byte for byte, with it" "$(cat "$TEST_TMP/src.list")" "$(host_listing "$TEST_TMP/back-a/tree")"
 check_eq "  ... owned by the user" "$(id -u)" "$(stat -c %u "$TEST_TMP/back/tree/plain")"
 
 # ---- tar streams
@@ -128,9 +135,10 @@ check_eq "  ... goes into it" plain "$(cat "$O/dir/plain")"
 check_rc "file to a new local name" 0 sc cp "$S:/root/tree/secret" "$O/newname"
 check_eq "  ... keeps its mode and mtime" "600 $(stat -c %Y "$T/secret")" "$(stat -c '%a %Y' "$O/newname")"
 check_rc "directory to a new local name" 0 sc cp "$S:/root/tree" "$O/copy"
-check_eq "  ... becomes it" "$(cat "$TEST_TMP/src.list")" "$(host_listing "$O/copy")"
+check_eq "  ... becomes it" "$(cat "$TEST_TMP/out.list")" "$(host_listing "$O/copy")"
 check_rc "SANDBOX:DIR/. to an existing directory" 0 sc cp "$S:/root/tree/." "$O/contents"
-check_eq "  ... copies the contents" "$(cat "$TEST_TMP/src.list")" "$(host_listing "$O/contents")"
+check_eq "  ... copies the contents (the directory itself is left as it was)" \
+        "$(tail -n +2 "$TEST_TMP/out.list")" "$(host_listing "$O/contents" | tail -n +2)"
 check_rc "directory to an existing local file" 1 sc cp "$S:/root/tree" "$O/newname"
 check_rc "a missing file in the sandbox" 1 sc cp "$S:/nope" "$O"
 check_eq "  ... is named" "spacectl: cp: sandbox '$S' has no /nope: No such file or directory" "$(cat "$ERR")"
@@ -172,6 +180,69 @@ check_eq "  ... the file replaced the symlink that was in its way" "payload orig
 if [ ! -L "$TEST_TMP/h/hostile/passwd" ]; then pass "  ... (it is a regular file now)"; else fail "  ... (it is a regular file now)"; fi
 check_eq "  ... the directory too, and nothing went through the old symlink" "inner " \
         "$(cat "$TEST_TMP/h/hostile/sub/f") $(ls -A "$TEST_TMP/victimdir")"
+
+# ---- issue 10: what leaves a sandbox is the user's. Without -a no setuid, setgid or sticky bit and the umask
+# applied; with -a the modes as they were; an existing directory keeps its own mode either way.
+in_guest 'mkdir -p /out/sticky && echo s >/out/suid && chmod 4755 /out/suid && echo g >/out/sgid &&
+        chmod 2755 /out/sgid && chmod 1777 /out/sticky && echo w >/out/world && chmod 0666 /out/world &&
+        chmod 0777 /out' >/dev/null
+modes() { (cd "$1" && stat -c '%n %a' . suid sgid sticky world | tr '\n' ' ' | sed 's/ $//'); }
+mkdir -m 0755 "$TEST_TMP/d" "$TEST_TMP/da"
+run sh -c "umask 027 && exec timeout 120 spacectl cp '$S:/out/.' '$TEST_TMP/d'"
+check_eq "cp SANDBOX:DIR/. out as root, umask 027" 0 "$RC" || last_diag
+check_eq "  ... no s or t bits, the umask applied, the existing directory still 0755" \
+        ". 755 suid 750 sgid 750 sticky 750 world 640" "$(modes "$TEST_TMP/d")"
+run sh -c "umask 027 && exec timeout 120 spacectl cp -a '$S:/out/.' '$TEST_TMP/da'"
+check_eq "cp -a SANDBOX:DIR/. out" 0 "$RC" || last_diag
+check_eq "  ... keeps the modes, and the existing directory still 0755" \
+        ". 755 suid 4755 sgid 2755 sticky 1777 world 666" "$(modes "$TEST_TMP/da")"
+run sh -c "umask 077 && exec timeout 60 spacectl cp '$S:/out/suid' '$TEST_TMP/suid-file'"
+check_eq "a setuid file out on its own, umask 077" "0 700" "$RC $(stat -c %a "$TEST_TMP/suid-file" 2>&1)"
+mkdir -m 0700 "$TEST_TMP/d2"
+check_rc "cp SANDBOX:DIR into an existing directory" 0 sc cp "$S:/out" "$TEST_TMP/d2"
+mkdir -m 0711 "$TEST_TMP/d2/again"
+check_rc "  ... and SANDBOX:DIR/. into an existing one below" 0 sc cp "$S:/out/." "$TEST_TMP/d2/again"
+check_eq "  ... neither existing directory changed mode; the new one got 0777 less the umask" "700 711 755" \
+        "$(stat -c %a "$TEST_TMP/d2" "$TEST_TMP/d2/again" "$TEST_TMP/d2/out" | tr '\n' ' ' | sed 's/ $//')"
+
+# ---- sizes: a per-copy limit, and a file may not bring more than the size the sandbox announced
+in_guest 'mkdir -p /lim && head -c 2097152 /dev/zero >/lim/two-mib && head -c 700000 /dev/zero >/lim/a &&
+        head -c 700000 /dev/zero >/lim/b' >/dev/null
+check_rc "--max-bytes 1M and a 2 MiB file" 1 sc cp --max-bytes 1M "$S:/lim/two-mib" "$TEST_TMP/lim1"
+check_contains "  ... says which limit" "--max-bytes" "$ERR"
+[ ! -e "$TEST_TMP/lim1" ] && pass "  ... and leaves no file" || fail "  ... and leaves no file"
+mkdir "$TEST_TMP/lim2"
+in_guest 'rm /lim/two-mib' >/dev/null
+check_rc "--max-bytes 1M and two files of 700 kB" 1 sc cp --max-bytes 1M "$S:/lim" "$TEST_TMP/lim2"
+check_contains "  ... stops at the second" "--max-bytes" "$ERR"
+check_rc "--max-bytes 2M lets them through" 0 sc cp --max-bytes 2M "$S:/lim" "$TEST_TMP/lim2"
+check_rc "--max-bytes 0 is no limit" 0 sc cp --max-bytes 0 "$S:/lim/a" "$TEST_TMP/lim3"
+check_rc "--max-bytes with garbage" 2 sc cp --max-bytes lots "$S:/lim/a" "$TEST_TMP/lim4"
+# A file that grows after the stat: a loop in the guest appends to it for up to 60 s.
+in_guest 'mkdir -p /grow && head -c 4194304 /dev/zero >/grow/f && printf "x" >/grow/t &&
+        (timeout 60 sh -c "while :; do echo grow >>/grow/f; echo grow >>/grow/t; done" </dev/null >/dev/null 2>&1 &)' >/dev/null
+if wait_for 20 in_guest 'a=$(stat -c %s /grow/f); sleep 0.5; [ "$(stat -c %s /grow/f)" -gt "$a" ]'; then
+        pass "a file in the sandbox is growing"
+else fail "a file in the sandbox is growing"; fi
+check_rc "cp of a file that grows while it is copied" 1 sc cp "$S:/grow/f" "$TEST_TMP/grown"
+check_contains "  ... says so" "more than the" "$ERR" && diag "$(cat "$ERR")"
+[ ! -e "$TEST_TMP/grown" ] && pass "  ... and leaves no file" || fail "  ... and leaves no file"
+run sh -c "timeout 60 spacectl cp '$S:/grow/f' - >'$TEST_TMP/grown.tar'"
+check_eq "  ... into a tar stream too" 1 "$RC" || last_diag
+in_guest 'pkill -f "echo grow"; true' >/dev/null
+
+# ---- guest names with control characters are printed escaped
+in_guest 'mkdir -p /esc && mkfifo "/esc/$(printf "\033")[31mred" && head -c 2097152 /dev/zero >"/esc/$(printf "\033")]0;title$(printf "\007")"' >/dev/null
+check_rc "cp a tree with an ESC in a FIFO's name" 0 sc cp "$S:/esc" "$TEST_TMP/esc"
+check_contains "  ... the warning names it escaped" '/esc/\x1b[31mred' "$ERR"
+no_raw_control() {
+        if ! grep -q "$(printf '[\033\007]')" "$ERR"; then pass "  ... no raw control character on stderr"
+        else fail "  ... no raw control character on stderr" "$(cat -v "$ERR")"; fi
+}
+no_raw_control
+check_rc "cp --max-bytes 1M of a file with ESC and BEL in its name" 1 sc cp --max-bytes 1M "$S:/esc" "$TEST_TMP/esc2"
+check_contains "  ... the error names it escaped" '/esc/\x1b]0;title\x07' "$ERR" && diag "$(cat "$ERR")"
+no_raw_control
 
 # ---- 1 GiB in and out: sha256 equal, the daemon's memory bounded
 head -c 1073741824 /dev/urandom >"$TEST_TMP/big"
