@@ -141,8 +141,11 @@ static void ring_free(Process *p) {
 }
 
 static void wake_clients(Process *p) {
-        for (ProcessClient *c = p->clients; c; c = c->next)
+        /* the successor first: a waiter may let its client go */
+        for (ProcessClient *c = p->clients, *next; c; c = next) {
+                next = c->next;
                 channel_waiter_wake(&c->waiter);
+        }
 }
 
 static int append_event(Process *p, uint8_t type, const void *data, size_t n) {
@@ -1008,10 +1011,13 @@ static void on_started(Process *p, const uint8_t *payload, size_t n) {
         p->pid = (int) pid;
         p->state = held ? PROCESS_HELD : PROCESS_RUNNING;
         p->started_at = now_unix();
-        /* a pid the guest reused: the new process takes the row and the log name */
-        for (Process *q = processes; q; q = q->next)
+        /* a pid the guest reused: the new process takes the row and the log name. process_fail() may free q
+         * (nobody follows it), so its successor is taken first. */
+        for (Process *q = processes, *next; q; q = next) {
+                next = q->next;
                 if (q != p && q->pid == p->pid && streq(q->sandbox_id, p->sandbox_id) && !q->ended)
                         process_fail(q, ERROR_PROCESS_LOST, "the guest reused this process id");
+        }
         open_log(p);
         o = cJSON_CreateObject();
         cJSON_AddNumberToObject(o, "pid", (double) pid);
