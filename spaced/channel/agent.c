@@ -24,6 +24,29 @@
 
 #define AGENT_OUT_MAX (8U * 1024U * 1024U)
 
+/* A guest that breaks the framing loses its channel. Reconnects back off so that a guest which does it again at
+ * once costs a connect now and then, not a busy loop; a channel that stays up a while starts over from the
+ * shortest wait. So many protocol errors within the window and the sandbox is marked failed for good. */
+#define AGENT_BACKOFF_MIN_USEC (100ULL * 1000)
+#define AGENT_BACKOFF_MAX_USEC (30ULL * 1000000)
+#define AGENT_BACKOFF_RESET_USEC (60ULL * 1000000)
+#define AGENT_ABUSE_MAX 8U
+#define AGENT_ABUSE_WINDOW_USEC (600ULL * 1000000)
+#define AGENT_WARN_INTERVAL_USEC (10ULL * 1000000)   /* one warning per sandbox per interval */
+
+/* What outlives one connection of a sandbox's channel: the backoff, the recent protocol errors and the warning
+ * rate limit. Owned by the sandbox (sandbox_free frees it). */
+struct AgentHealth {
+        Sandbox *sandbox;
+        sd_event_source *timer;      /* the next reconnect */
+        uint64_t delay;              /* before the next reconnect */
+        uint64_t connected_at;       /* monotonic, of the current connection */
+        uint64_t faults[AGENT_ABUSE_MAX];   /* when the last protocol errors happened, a ring */
+        unsigned n_faults;
+        uint64_t warned_at;
+        unsigned suppressed;
+};
+
 struct AgentConn {
         Sandbox *sandbox;
         int fd;
@@ -272,7 +295,99 @@ int agent_reidentify(int fd, const char *sandbox_id, const char *hostname, char 
 
 /* ---- event loop side ---- */
 
-static void agent_disconnected(AgentConn *a, const char *why);
+static void agent_disconnected(AgentConn *a, const char *why, bool protocol_error);
+
+static AgentHealth *health_get(Sandbox *s) {
+        if (!s->agent_health) {
+                s->agent_health = calloc(1, sizeof *s->agent_health);
+                if (s->agent_health) {
+                        s->agent_health->sandbox = s;
+                        s->agent_health->delay = AGENT_BACKOFF_MIN_USEC;
+                }
+        }
+        return s->agent_health;
+}
+
+AgentHealth *agent_health_free(AgentHealth *h) {
+        if (!h)
+                return NULL;
+        sd_event_source_disable_unref(h->timer);
+        free(h);
+        return NULL;
+}
+
+/* A guest can make these as often as it likes: at most one per interval reaches the log, with a count of the
+ * ones left out. */
+static void health_warn(AgentHealth *h, const char *id, const char *msg) {
+        uint64_t now = now_usec_monotonic();
+
+        if (h && h->warned_at != 0 && now - h->warned_at < AGENT_WARN_INTERVAL_USEC) {
+                h->suppressed++;
+                return;
+        }
+        if (h && h->suppressed > 0)
+                log_warning("sandbox %s: %s (%u similar messages suppressed)", id, msg, h->suppressed);
+        else
+                log_warning("sandbox %s: %s", id, msg);
+        if (h) {
+                h->warned_at = now;
+                h->suppressed = 0;
+        }
+}
+
+/* Records a protocol error; true when there were too many within the window. */
+static bool health_fault(AgentHealth *h) {
+        uint64_t now = now_usec_monotonic();
+        uint64_t oldest;
+
+        h->faults[h->n_faults++ % AGENT_ABUSE_MAX] = now;
+        if (h->n_faults < AGENT_ABUSE_MAX)
+                return false;
+        oldest = h->faults[h->n_faults % AGENT_ABUSE_MAX];   /* the slot written AGENT_ABUSE_MAX - 1 faults ago */
+        return now - oldest <= AGENT_ABUSE_WINDOW_USEC;
+}
+
+static int on_reconnect(sd_event_source *src, uint64_t usec, void *userdata);
+
+static void schedule_reconnect(AgentHealth *h) {
+        uint64_t now = now_usec_monotonic();
+
+        if (h->connected_at != 0 && now - h->connected_at >= AGENT_BACKOFF_RESET_USEC)
+                h->delay = AGENT_BACKOFF_MIN_USEC;
+        h->connected_at = 0;
+        h->timer = sd_event_source_disable_unref(h->timer);
+        if (sd_event_add_time_relative(h->sandbox->manager->event, &h->timer, CLOCK_MONOTONIC, h->delay, 1000,
+                                       on_reconnect, h) < 0)
+                log_warning("sandbox %s: cannot arm the reconnect timer; its channel stays down", h->sandbox->id);
+        h->delay = h->delay * 2 > AGENT_BACKOFF_MAX_USEC ? AGENT_BACKOFF_MAX_USEC : h->delay * 2;
+}
+
+static int on_reconnect(sd_event_source *src, uint64_t usec, void *userdata) {
+        AgentHealth *h = userdata;
+        Sandbox *s = h->sandbox;
+        int r;
+
+        h->timer = sd_event_source_disable_unref(h->timer);
+        /* something else connected it meanwhile (a wake), or it is failed or going */
+        if (s->agent || s->state == SANDBOX_ERROR || s->state == SANDBOX_DELETING || s->state == SANDBOX_STOPPED)
+                return 0;
+        if (s->qemu_pid <= 0 || !vm_pid_alive(s->qemu_pid, s->run_dir))
+                return 0;
+        r = agent_connect(s);
+        if (r < 0) {
+                _cleanup_free_ char *msg = NULL;
+
+                if (asprintf(&msg, "cannot reconnect to its agent: %s; trying again in %.1f s", strerror(-r),
+                             (double) h->delay / 1e6) >= 0)
+                        health_warn(h, s->id, msg);
+                schedule_reconnect(h);
+        }
+        return 0;
+}
+
+uint64_t agent_health_next_delay(Sandbox *s) {
+        return s->agent_health ? s->agent_health->delay : AGENT_BACKOFF_MIN_USEC;
+}
 
 static int agent_flush(AgentConn *a) {
         while (a->out.len > 0) {
@@ -436,7 +551,7 @@ static int on_agent_io(sd_event_source *s, int fd, uint32_t revents, void *userd
         if (revents & EPOLLOUT) {
                 int r = agent_flush(a);
                 if (r < 0) {
-                        agent_disconnected(a, strerror(-r));
+                        agent_disconnected(a, strerror(-r), false);
                         return 0;
                 }
         }
@@ -447,7 +562,7 @@ static int on_agent_io(sd_event_source *s, int fd, uint32_t revents, void *userd
                 if (n < 0 && (errno == EAGAIN || errno == EINTR))
                         return 0;
                 if (n <= 0) {
-                        agent_disconnected(a, n == 0 ? "the channel closed" : strerror(errno));
+                        agent_disconnected(a, n == 0 ? "the channel closed" : strerror(errno), false);
                         return 0;
                 }
                 while (off < (size_t) n) {
@@ -458,9 +573,7 @@ static int on_agent_io(sd_event_source *s, int fd, uint32_t revents, void *userd
 
                         off += used;
                         if (r < 0) {
-                                log_warning("sandbox %s: malformed frame from the guest, dropping the channel",
-                                            a->sandbox->id);
-                                agent_disconnected(a, "malformed frame from the guest");
+                                agent_disconnected(a, "malformed frame from the guest", true);
                                 return 0;
                         }
                         if (r == 0)
@@ -499,6 +612,8 @@ static int agent_setup(Sandbox *s, int fd) {
                 return r;
         }
         s->agent = a;
+        if (health_get(s))
+                s->agent_health->connected_at = now_usec_monotonic();
         /* Processes that ran before a restart, a reconnect or a suspend: take them over again. */
         process_adopt_all(a, s);
         return 0;
@@ -567,14 +682,27 @@ AgentConn *agent_free(AgentConn *a) {
         return NULL;
 }
 
-static void agent_disconnected(AgentConn *a, const char *why) {
+static void agent_disconnected(AgentConn *a, const char *why, bool protocol_error) {
         Sandbox *s = a->sandbox;
+        AgentHealth *h = health_get(s);
         bool alive = s->qemu_pid > 0 && vm_pid_alive(s->qemu_pid, s->run_dir);
-        _cleanup_free_ char *msg = NULL;
+        _cleanup_free_ char *msg = NULL, *reason = NULL;
 
+        if (protocol_error && h && !s->busy && health_fault(h)) {
+                /* Abuse: the channel is not taken back, the sandbox is failed and says why. */
+                if (asprintf(&reason, "the guest broke the channel protocol %u times within %llu s (last: %s); its "
+                             "channel was closed for good; remove the sandbox with 'spacectl rm'",
+                             AGENT_ABUSE_MAX, (unsigned long long) (AGENT_ABUSE_WINDOW_USEC / 1000000), why) < 0)
+                        reason = NULL;
+                release_all(a, ERROR_CHANNEL_LOST, reason ?: why);
+                agent_free(a);
+                h->timer = sd_event_source_disable_unref(h->timer);
+                sandbox_mark_failed(s, reason ?: why);
+                return;
+        }
         (void) asprintf(&msg, "lost the channel to the sandbox's agent (%s)%s", why,
                         alive ? "" : "; QEMU is no longer running");
-        log_warning("sandbox %s: %s", s->id, msg ?: why);
+        health_warn(h, s->id, msg ?: why);
         /* With QEMU alive the processes still run: reconnect and adopt them. During a lifecycle operation
          * (suspend, restore) QEMU goes away on purpose: they wait for the channel that comes after it. */
         release_all(a, alive || s->busy ? ERROR_NONE : ERROR_CHANNEL_LOST, msg ?: why);
@@ -584,6 +712,9 @@ static void agent_disconnected(AgentConn *a, const char *why) {
                 free(s->error);
                 s->error = strdup("QEMU exited; remove the sandbox with 'spacectl rm'");
                 (void) sandbox_save(s);
-        } else if (alive)
-                (void) agent_connect(s); /* QEMU is the chardev server: it takes us back */
+        } else if (alive && h)
+                /* QEMU is the chardev server: it takes us back, after a wait that grows while it goes wrong */
+                schedule_reconnect(h);
+        else if (alive)
+                (void) agent_connect(s);
 }

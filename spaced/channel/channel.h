@@ -10,6 +10,8 @@
 #include "core/manager.h"
 #include "proto.h"
 
+typedef struct AgentHealth AgentHealth;
+
 /* Someone (an HTTP request) waiting on a channel object for something that comes later: a process's start, its
  * output, stdin credit, a file transfer's answer or data. The object calls wake each time that may have
  * happened and knows nothing of who waits (ARCHITECTURE.md, "Layers"). Unlike core/waiter.h's one-shot
@@ -53,4 +55,7 @@ void agent_unregister_process(AgentConn *a, Process *p);
 int agent_register_file(AgentConn *a, FileXfer *x);      /* a new stream for a file operation (files.c) */
 void agent_unregister_file(AgentConn *a, FileXfer *x);
 unsigned agent_process_count(AgentConn *a);
+/* A sandbox's channel health across reconnects (backoff, protocol errors); freed with the sandbox. */
+AgentHealth *agent_health_free(AgentHealth *h);
+uint64_t agent_health_next_delay(Sandbox *s);   /* usec before the next reconnect would be tried */
 

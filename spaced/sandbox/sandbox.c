@@ -55,6 +55,7 @@ Sandbox *sandbox_free(Sandbox *s) {
         if (!s)
                 return NULL;
         agent_free(s->agent);
+        agent_health_free(s->agent_health);
         if (s->has_pool_fd)
                 safe_close(s->pool_fd);
         free(s->name);
@@ -66,6 +67,14 @@ Sandbox *sandbox_free(Sandbox *s) {
         free(s->error);
         free(s);
         return NULL;
+}
+
+void sandbox_mark_failed(Sandbox *s, const char *reason) {
+        log_error("sandbox %s: marked failed: %s", s->id, reason);
+        s->state = SANDBOX_ERROR;
+        free(s->error);
+        s->error = strdup(reason);
+        (void) sandbox_save(s);
 }
 
 void sandbox_unlink(Manager *m, Sandbox *s) {

@@ -58,6 +58,7 @@ struct Sandbox {
         bool has_pool_fd;
         int pool_fd;         /* pooled: the handshaken agent channel, watched only after handout */
         AgentConn *agent;
+        struct AgentHealth *agent_health;   /* backoff and protocol errors of its channel, across reconnects */
         Sandbox *next;
 };
 
@@ -91,6 +92,8 @@ int sandbox_resolve(Manager *m, const char *ref, Sandbox **ret);
 Sandbox *sandbox_free(Sandbox *s);
 void sandbox_unlink(Manager *m, Sandbox *s);
 int sandbox_save(Sandbox *s);
+/* The sandbox cannot be used any more (its guest abused the channel): state error with reason, saved. */
+void sandbox_mark_failed(Sandbox *s, const char *reason);
 uint64_t manager_memory_in_use(Manager *m);
 /* What a create makes: a sandbox from its template's base snapshot or, with source, from a checkpoint (a
  * restore or one child of a fork). vcpu, memory_mib, disk_mib 0: the template's default. */

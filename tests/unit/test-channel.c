@@ -8,6 +8,7 @@
  *  - under a flood of frames the event loop still answers its timers (p99 printed). */
 
 #include <errno.h>
+#include <inttypes.h>
 #include <fcntl.h>
 #include <math.h>
 #include <poll.h>
@@ -136,6 +137,175 @@ static void test_started_reused_pid(void) {
         safe_close(sv[1]);
 }
 
+
+/* ---- the fake QEMU: agent.sock, accepted by hand ---- */
+
+static int listener = -1;
+
+static void listener_open(void) {
+        struct sockaddr_un sa = { .sun_family = AF_UNIX };
+
+        snprintf(sa.sun_path, sizeof sa.sun_path, "%s/run/agent.sock", tmpdir);
+        listener = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+        ASSERT(listener >= 0);
+        ASSERT(bind(listener, (struct sockaddr *) &sa, sizeof sa) >= 0);
+        ASSERT(listen(listener, 16) >= 0);
+}
+
+/* Runs the loop until the daemon connects (the guest's end) or the time is up (-1). */
+static int accept_within(uint64_t usec) {
+        uint64_t end = now_usec_monotonic() + usec;
+
+        while (now_usec_monotonic() < end) {
+                int fd = accept4(listener, NULL, NULL, SOCK_CLOEXEC);
+
+                if (fd >= 0)
+                        return fd;
+                (void) sd_event_run(manager.event, 5000);
+        }
+        return -1;
+}
+
+/* Runs the loop until the host closes fd (true) or the time is up. */
+static bool closed_within(int fd, uint64_t usec) {
+        uint64_t end = now_usec_monotonic() + usec;
+        uint8_t buf[4096];
+
+        while (now_usec_monotonic() < end) {
+                ssize_t n = recv(fd, buf, sizeof buf, MSG_DONTWAIT);
+
+                if (n == 0 || (n < 0 && errno != EAGAIN))
+                        return true;
+                if (n < 0)
+                        (void) sd_event_run(manager.event, 5000);
+        }
+        return false;
+}
+
+static const uint8_t garbage[12] = { 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff };
+
+static void test_garbage_backoff_failed(void) {
+        Sandbox *s = sandbox_make("00000000000000000000000000000002");
+        uint64_t dropped = 0, gaps[32];
+        unsigned n_conn = 0, n_gaps = 0;
+        bool grows = true;
+        int g;
+
+        ASSERT(agent_connect(s) >= 0);
+        g = accept_within(1000000);
+        ok(g >= 0, "garbage: the daemon connects to agent.sock");
+        while (g >= 0 && n_conn < 32) {
+                n_conn++;
+                if (dropped)
+                        gaps[n_gaps++] = now_usec_monotonic() - dropped;
+                ASSERT(loop_write(g, garbage, sizeof garbage) >= 0);
+                if (!closed_within(g, 2000000))
+                        break;
+                dropped = now_usec_monotonic();
+                safe_close(g);
+                if (n_conn == 1)
+                        ok(!s->agent, "garbage: a malformed frame drops the channel");
+                if (s->state == SANDBOX_ERROR)
+                        break;
+                g = accept_within(40000000);
+        }
+        for (unsigned i = 0; i < n_gaps; i++) {
+                diag("reconnect %u after %.3f s", i + 1, (double) gaps[i] / 1e6);
+                if (gaps[i] < 90000 || (i > 0 && gaps[i] < gaps[i - 1] * 3 / 2))
+                        grows = false;
+        }
+        ok(n_gaps >= 3 && grows, "garbage: reconnects back off (%u of them, from 0.1 s, each about twice the last)",
+           n_gaps);
+        ok(s->state == SANDBOX_ERROR && s->error && strstr(s->error, "broke the channel protocol") && !s->agent,
+           "garbage: after %u connections with garbage the sandbox is failed: %s", n_conn, s->error ?: "(none)");
+        g = accept_within(3000000);
+        ok(g < 0, "garbage: the failed sandbox's channel is not reconnected");
+        safe_close(g);
+}
+
+/* ---- a flood while the loop must keep its timers ---- */
+
+static volatile bool flood_stop;
+
+static void *flood_thread(void *userdata) {
+        static uint8_t junk[SPACE_FRAME_PAYLOAD_MAX];
+        unsigned *n_conn = userdata;
+        uint8_t sink[65536];
+
+        while (!flood_stop) {
+                struct pollfd pl = { .fd = listener, .events = POLLIN };
+                uint64_t until;
+                int g;
+
+                if (poll(&pl, 1, 100) <= 0)
+                        continue;
+                g = accept4(listener, NULL, NULL, SOCK_CLOEXEC);
+                if (g < 0)
+                        continue;
+                (*n_conn)++;
+                /* frames the host must read and answer (output on streams it does not know), then garbage */
+                until = now_usec_monotonic() + 4000000;
+                while (!flood_stop && now_usec_monotonic() < until) {
+                        _cleanup_(space_buf_done) SpaceBuf b = {};
+
+                        (void) space_frame_append(&b, SPACE_F_DATA, 1, 5, junk, sizeof junk);
+                        (void) space_frame_append(&b, SPACE_F_HELLO, 0, 0, "x=y", 4);
+                        if (loop_write(g, b.data, b.len) < 0)
+                                break;
+                        while (recv(g, sink, sizeof sink, MSG_DONTWAIT) > 0)
+                                ;
+                }
+                (void) write(g, garbage, sizeof garbage);
+                safe_close(g);
+        }
+        return NULL;
+}
+
+static int on_tick(sd_event_source *src, uint64_t usec, void *userdata) {
+        uint64_t *lat = userdata;
+        uint64_t now = now_usec_monotonic();
+
+        lat[++lat[0]] = now > usec ? now - usec : 0;
+        if (lat[0] < 100000)
+                (void) sd_event_source_set_time(src, now + 10000);
+        return 0;
+}
+
+static int cmp_u64(const void *a, const void *b) {
+        uint64_t x = *(const uint64_t *) a, y = *(const uint64_t *) b;
+        return x < y ? -1 : x > y;
+}
+
+static void test_flood_responsive(void) {
+        Sandbox *s = sandbox_make("00000000000000000000000000000003");
+        const char *env = getenv("SPACE_TEST_FLOOD_SEC");
+        unsigned sec = env ? (unsigned) atoi(env) : 30, n_conn = 0;
+        _cleanup_free_ uint64_t *lat = calloc(100001, sizeof *lat);
+        sd_event_source *tick = NULL;
+        pthread_t t;
+        uint64_t p50, p99, max;
+
+        ASSERT(pthread_create(&t, NULL, flood_thread, &n_conn) == 0);
+        ASSERT(agent_connect(s) >= 0);
+        ASSERT(sd_event_add_time(manager.event, &tick, CLOCK_MONOTONIC, now_usec_monotonic() + 10000, 0, on_tick,
+                                 lat) >= 0);
+        ASSERT(sd_event_source_set_enabled(tick, SD_EVENT_ON) >= 0);
+        loop_for((uint64_t) sec * 1000000);
+        flood_stop = true;
+        pthread_join(t, NULL);
+        sd_event_source_disable_unref(tick);
+        qsort(lat + 1, lat[0], sizeof *lat, cmp_u64);
+        p50 = lat[1 + lat[0] / 2];
+        p99 = lat[1 + lat[0] * 99 / 100];
+        max = lat[lat[0]];
+        diag("flood for %u s: %u connections, sandbox %s; a 10 ms timer fired %" PRIu64 " times, lateness p50 %.1f ms, "
+             "p99 %.1f ms, max %.1f ms", sec, n_conn, sandbox_state_to_string(s->state), lat[0], p50 / 1e3,
+             p99 / 1e3, max / 1e3);
+        ok(lat[0] > (uint64_t) sec * 50 && p99 < 250000,
+           "flood: the loop keeps answering its timers (p99 lateness %.1f ms)", p99 / 1e3);
+        s->agent = agent_free(s->agent);
+}
+
 int main(void) {
         Error err = {};
         _cleanup_free_ char *db = NULL, *run = NULL, *arg = NULL;
@@ -167,6 +337,9 @@ int main(void) {
         usleep(100000);
 
         test_started_reused_pid();
+        listener_open();
+        test_garbage_backoff_failed();
+        test_flood_responsive();
 
         kill(fake_qemu, SIGKILL);
         (void) waitpid(fake_qemu, NULL, 0);
