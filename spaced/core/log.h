@@ -1,13 +1,19 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #pragma once
 
-/* Program-side logging: one line to stderr (the journal when run as a service). Only spaced/ logs. */
+/* Program-side logging: one line to stderr (the journal when run as a service, else a file that is kept
+ * bounded). Only spaced/ logs. */
 
 #include <errno.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
 extern int log_max_level;
+/* A log file on stderr is renamed to NAME.1 past this many bytes and started afresh (core/log.c); so it and
+ * its one predecessor hold at most twice this. */
+#define LOG_FILE_MAX (16ULL * 1024 * 1024)
+extern uint64_t log_file_max;
 
 void log_emit(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
