@@ -197,26 +197,26 @@ static void test_memeq(void) {
 
 static void test_escape_control(void) {
         static const struct {
-                const char *in, *out;
+                const char *what, *in, *out;
         } cases[] = {
-                { "", "" },
-                { "plain name.txt", "plain name.txt" },
-                { "naïve ü – file", "naïve ü – file" },  /* UTF-8 is not a control character */
-                { "\033[31mred", "\\x1b[31mred" },
-                { "\033]0;title\007", "\\x1b]0;title\\x07" },
-                { "a\tb\nc\rd", "a\\x09b\\x0ac\\x0dd" },
-                { "\001\037\177", "\\x01\\x1f\\x7f" },
-                { "x\xc2\x9b" "2J", "x\\xc2\\x9b2J" },  /* CSI as a C1 control */
-                { "\xc2\xa0nbsp", "\xc2\xa0nbsp" },  /* U+00A0 is printable */
-                { "trail\xc2", "trail\xc2" },  /* a cut sequence is no control */
-                { "\\x1b", "\\x1b" },  /* a backslash stays */
+                { "the empty string", "", "" },
+                { "plain ASCII stays", "plain name.txt", "plain name.txt" },
+                { "UTF-8 stays", "naïve ü – file", "naïve ü – file" },
+                { "ESC (a colour)", "\033[31mred", "\\x1b[31mred" },
+                { "ESC and BEL (a title)", "\033]0;title\007", "\\x1b]0;title\\x07" },
+                { "tab, newline, carriage return", "a\tb\nc\rd", "a\\x09b\\x0ac\\x0dd" },
+                { "0x01, 0x1f and DEL", "\001\037\177", "\\x01\\x1f\\x7f" },
+                { "CSI as a C1 control in UTF-8, both bytes", "x\xc2\x9b" "2J", "x\\xc2\\x9b2J" },
+                { "U+00A0 is no control", "\xc2\xa0nbsp", "\xc2\xa0nbsp" },
+                { "a cut sequence at the end is no control", "trail\xc2", "trail\xc2" },
+                { "a backslash stays", "\\x1b", "\\x1b" },
         };
 
+        /* the descriptions name the case: the strings themselves would put raw bytes into the TAP output */
         for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
                 _cleanup_free_ char *e = string_escape_control(cases[i].in);
 
-                ok(e && streq(e, cases[i].out), "string_escape_control: case %zu gives '%s' (got '%s')", i,
-                   cases[i].out, e ?: "(null)");
+                ok(e && streq(e, cases[i].out), "string_escape_control: %s", cases[i].what);
         }
 }
 
