@@ -16,9 +16,9 @@
 #include "macro.h"
 
 const CliHelp cmd_cp_help = {
-        .synopsis = "cp [-a] [-L] [-q] SRC DST\n"
+        .synopsis = "cp [-a] [-L] [-q] [--max-bytes N] SRC DST\n"
                     "cp [-a] [-L] [-q] - SANDBOX:DIR\n"
-                    "cp [-a] [-L] [-q] SANDBOX:PATH -",
+                    "cp [-a] [-L] [-q] [--max-bytes N] SANDBOX:PATH -",
         .summary = "Copy files and directories between the host and a sandbox",
         .options =
         "Exactly one of SRC and DST is SANDBOX:PATH (a sandbox's name or id; a relative PATH is taken from the\n"
