@@ -1,5 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
+#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <limits.h>
 #include <signal.h>
@@ -505,7 +507,14 @@ static void process_release(Process *p);
 int process_client_new(Process *p, uint64_t after_id, bool follow, ProcessEventFormat format,
                        const ChannelWaiter *waiter, ProcessClient **ret) {
         ProcessClient *c;
+        unsigned n = 0;
 
+        for (Process *q = processes; q; q = q->next)
+                if (streq(q->sandbox_id, p->sandbox_id))
+                        for (c = q->clients; c; c = c->next)
+                                n++;
+        if (n >= PROCESS_CLIENTS_MAX)
+                return -EMFILE;
         c = calloc(1, sizeof *c);
         if (!c)
                 return -ENOMEM;
@@ -615,6 +624,69 @@ static int build_exec(const ExecSpec *spec, bool hold, SpaceBuf *kv, Error *rete
         return 0;
 }
 
+static Process *find_live(const char *sandbox_id, int pid, const char *session_id);
+
+/* Keeps the sandbox's process logs under PROCESS_LOGS_MAX: the oldest of ended processes are removed (their
+ * events are then reported lost to a reader); what running ones hold cannot go, so then no new process. */
+static int logs_make_room(Sandbox *s, Error *reterr) {
+        _cleanup_free_ char *dir = NULL;
+        struct { char name[32]; uint64_t size; int64_t mtime; } *files = NULL;
+        size_t n = 0, cap = 0;
+        uint64_t total = 0, running = 0;
+        struct dirent *de;
+        DIR *d;
+        int r = 0;
+
+        if (!s->data_dir || asprintf(&dir, "%s/processes", s->data_dir) < 0)
+                return 0;
+        d = opendir(dir);
+        if (!d)
+                return 0;
+        while ((de = readdir(d))) {
+                struct stat st;
+                int pid;
+                Process *live;
+
+                if (strlen(de->d_name) >= sizeof files->name || sscanf(de->d_name, "%d.log", &pid) != 1 || fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0 ||
+                    !S_ISREG(st.st_mode))
+                        continue;
+                total += (uint64_t) st.st_size;
+                live = find_live(s->id, pid, NULL);
+                if (live && !live->ended) {
+                        running += (uint64_t) st.st_size;
+                        continue;
+                }
+                if (n == cap) {
+                        void *m = realloc(files, (cap = cap ? cap * 2 : 64) * sizeof *files);
+                        if (!m)
+                                break;
+                        files = m;
+                }
+                strcpy(files[n].name, de->d_name);   /* length checked above */
+                files[n].size = (uint64_t) st.st_size;
+                files[n].mtime = st.st_mtim.tv_sec;
+                n++;
+        }
+        while (total > PROCESS_LOGS_MAX && n > 0) {
+                size_t oldest = 0;
+
+                for (size_t i = 1; i < n; i++)
+                        if (files[i].mtime < files[oldest].mtime)
+                                oldest = i;
+                if (unlinkat(dirfd(d), files[oldest].name, 0) >= 0)
+                        total -= files[oldest].size;
+                files[oldest] = files[--n];
+        }
+        if (total > PROCESS_LOGS_MAX)
+                r = error_set(reterr, ERROR_TOO_MANY_PROCESSES,
+                              "sandbox %s: the logs of its running processes take %llu MiB, over the limit of %llu MiB "
+                              "per sandbox; end some of them first", s->id,
+                              (unsigned long long) (running >> 20), (unsigned long long) (PROCESS_LOGS_MAX >> 20)) ?: -ENOSPC;
+        closedir(d);
+        free(files);
+        return r;
+}
+
 /* Creates the process and sends EXEC. */
 static int start(Sandbox *s, const ExecSpec *spec, bool hold, Process **ret, Error *reterr) {
         _cleanup_(space_buf_done) SpaceBuf kv = {};
@@ -626,6 +698,9 @@ static int start(Sandbox *s, const ExecSpec *spec, bool hold, Process **ret, Err
                                  "sandbox %s is not connected to its agent (state %s)", s->id,
                                  sandbox_state_to_string(s->state)) ?: -ENOTCONN;
         q = build_exec(spec, hold, &kv, reterr);
+        if (q < 0)
+                return q;
+        q = logs_make_room(s, reterr);
         if (q < 0)
                 return q;
 

@@ -25,6 +25,11 @@
 /* Rotation keeps at least half the cap: that much unread output can wait without any of it being lost. */
 #define PROCESS_UNREAD_MAX (PROCESS_LOG_CAP / 2 - 2 * SPACE_STREAM_WINDOW)
 #define PROCESS_KEEP_FINISHED 1000U                   /* finished processes listed per sandbox */
+/* Per sandbox, whatever its guest does: event streams open at once (attach, logs; ERROR_TOO_MANY_STREAMS) and
+ * bytes of process logs on disk (the oldest logs of ended processes go first; a new process is refused while
+ * those of running ones alone hold more). Running and held processes are bounded by SPACE_STREAMS_MAX. */
+#define PROCESS_CLIENTS_MAX 128U
+#define PROCESS_LOGS_MAX (2ULL * 1024 * 1024 * 1024)
 #define SESSION_ID_LEN 20                             /* "ses-" + 16 hex */
 #define SESSION_TOKEN_LEN 64
 #define SESSION_TOKENS_MAX 8
@@ -143,7 +148,7 @@ Process *process_find_by_pid(Sandbox *s, int pid);
 typedef int (*ProcessEventFormat)(SpaceBuf *buf, uint64_t id, const char *name, const void *data, size_t n,
                                   bool binary);
 /* A reader of p's events after after_id; waiter is woken when there may be more. follow: live events until
- * the end, and the client counts for flow control. */
+ * the end, and the client counts for flow control. -EMFILE: the sandbox has PROCESS_CLIENTS_MAX already. */
 int process_client_new(Process *p, uint64_t after_id, bool follow, ProcessEventFormat format,
                        const ChannelWaiter *waiter, ProcessClient **ret);
 /* The client's reader is set up: release starts a held process; credit may flow. */

@@ -73,6 +73,7 @@ typedef enum ErrorCode {
         ERROR_CHANNEL_LOST,
         ERROR_TOO_MANY_TRANSFERS,
         ERROR_TOO_MANY_PROCESSES,
+        ERROR_TOO_MANY_STREAMS,      /* event streams (attach, logs) open on one sandbox */
         /* out of room: 507 */
         ERROR_INSUFFICIENT_MEMORY,
         ERROR_NO_SPACE,

@@ -115,6 +115,10 @@ int api_process_attach(Request *r, Process *p, uint64_t after_id, bool follow, b
         int q;
 
         q = process_client_new(p, after_id, follow, sse_format_event, &w, &c);
+        if (q == -EMFILE)
+                http_respond_error(r, ERROR_TOO_MANY_STREAMS,
+                                   "sandbox %s has %u event streams open (attach, logs), the limit; close one first",
+                                   p->sandbox_id, PROCESS_CLIENTS_MAX);
         if (q < 0)
                 return q;
         r->stream = (HttpStream) { .read = client_read, .detach = client_detach, .userdata = c };

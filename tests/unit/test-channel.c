@@ -306,6 +306,76 @@ static void test_flood_responsive(void) {
         s->agent = agent_free(s->agent);
 }
 
+/* ---- per-sandbox bounds ---- */
+
+static int fmt_event(SpaceBuf *buf, uint64_t id, const char *name, const void *data, size_t n, bool binary) {
+        buf->len = 0;
+        return space_buf_append(buf, name, strlen(name));
+}
+
+static void big_file(const char *dir, const char *name, uint64_t size) {
+        _cleanup_free_ char *path = NULL;
+        int fd;
+
+        ASSERT(asprintf(&path, "%s/%s", dir, name) >= 0);
+        fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
+        ASSERT(fd >= 0);
+        ASSERT(ftruncate(fd, (off_t) size) >= 0);   /* sparse: the bound counts what the logs claim */
+        close(fd);
+}
+
+static void test_bounds(void) {
+        Sandbox *s = sandbox_make("00000000000000000000000000000004");
+        ExecSpec spec = { .argv = (char *[]) { (char *) "sh", NULL } };
+        _cleanup_free_ SpaceFrameReader *rd = calloc(1, sizeof *rd);
+        _cleanup_free_ char *dir = NULL, *old = NULL;
+        ProcessClient *clients[PROCESS_CLIENTS_MAX + 1];
+        ChannelWaiter w = {};
+        Error err = {};
+        Process *p, *q;
+        unsigned n = 0;
+        uint32_t st;
+        int sv[2], r;
+
+        ASSERT(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) >= 0);
+        ASSERT(agent_attach(s, sv[0]) >= 0);
+        ASSERT(process_exec(s, &spec, &p, NULL) >= 0);
+        st = expect_frame(sv[1], rd, SPACE_F_EXEC);
+        send_frame(sv[1], SPACE_F_STARTED, 0, st, "pid=7", 6);
+        loop_for(50000);
+        ASSERT(p->state == PROCESS_RUNNING);
+
+        /* streams: as many readers as the bound, then a clear refusal */
+        while (n <= PROCESS_CLIENTS_MAX && process_client_new(p, 0, true, fmt_event, &w, &clients[n]) == 0)
+                n++;
+        ok(n == PROCESS_CLIENTS_MAX && process_client_new(p, 0, false, fmt_event, &w, &clients[n]) == -EMFILE,
+           "streams: %u readers of one sandbox's processes, then -EMFILE (too_many_streams)", n);
+        while (n > 0)
+                process_client_close(clients[--n]);
+
+        /* log bytes: an ended process's big log goes; a running one's is kept and refuses new processes */
+        ASSERT(asprintf(&dir, "%s/processes", s->data_dir) >= 0);
+        big_file(dir, "3.log", PROCESS_LOGS_MAX);
+        big_file(dir, "3.log.1", 1024);
+        ASSERT(asprintf(&old, "%s/3.log", dir) >= 0);
+        r = process_exec(s, &spec, &q, &err);
+        ok(r >= 0 && access(old, F_OK) < 0, "logs: over the bound, the ended process's log is removed to make room");
+        if (r >= 0) {
+                st = expect_frame(sv[1], rd, SPACE_F_EXEC);
+                send_frame(sv[1], SPACE_F_EXIT, 0, st, "code=0", 7);
+        }
+        big_file(dir, "7.log", PROCESS_LOGS_MAX + 1);
+        r = process_exec(s, &spec, &q, &err);
+        ok(r < 0 && err.code == ERROR_TOO_MANY_PROCESSES && strstr(err.message, "logs of its running processes"),
+           "logs: a running process's log over the bound refuses new ones: %s", err.message ?: "(none)");
+        error_done(&err);
+
+        send_frame(sv[1], SPACE_F_EXIT, 0, p->stream, "code=0", 7);
+        loop_for(50000);
+        s->agent = agent_free(s->agent);
+        safe_close(sv[1]);
+}
+
 int main(void) {
         Error err = {};
         _cleanup_free_ char *db = NULL, *run = NULL, *arg = NULL;
@@ -337,6 +407,7 @@ int main(void) {
         usleep(100000);
 
         test_started_reused_pid();
+        test_bounds();
         listener_open();
         test_garbage_backoff_failed();
         test_flood_responsive();

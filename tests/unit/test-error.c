@@ -35,6 +35,7 @@ int main(void) {
                 { "template_in_use", 409 },      { "invalid_state", 409 },        { "payload_too_large", 413 },
                 { "internal", 500 },             { "protocol_error", 502 },       { "channel_lost", 503 },
                 { "too_many_transfers", 503 },   { "insufficient_memory", 507 },  { "no_space", 507 },
+                { "too_many_processes", 503 },   { "too_many_streams", 503 },
         };
         Error e = {};
         ErrorCode c;
