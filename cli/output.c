@@ -11,6 +11,7 @@
 
 #include "cli.h"
 #include "macro.h"
+#include "string-util.h"
 
 int cli_print_json(const cJSON *j) {
         _cleanup_free_ char *s = cJSON_Print(j);
@@ -37,9 +38,12 @@ static void print_value(const char *prefix, const cJSON *v) {
         }
 
         printf("%s: ", prefix);
-        if (cJSON_IsString(v))
-                fputs(v->valuestring, stdout);
-        else if (cJSON_IsNull(v))
+        if (cJSON_IsString(v)) {
+                /* values may be a guest's (an error, a path): no raw control sequence reaches the terminal */
+                _cleanup_free_ char *e = string_escape_control(v->valuestring);
+
+                fputs(e ?: "?", stdout);
+        } else if (cJSON_IsNull(v))
                 fputs("-", stdout);
         else if (cJSON_IsTrue(v))
                 fputs("true", stdout);
@@ -150,7 +154,8 @@ int table_add(Table *t, const char *const *cells) {
                 return -ENOMEM;
         t->cells = c;
         for (size_t i = 0; i < t->n_columns; i++) {
-                c[t->n_rows * t->n_columns + i] = strdup(cells[i] ?: "-");
+                /* escaped: a cell may be a guest's text, and a tab or newline would break the columns anyway */
+                c[t->n_rows * t->n_columns + i] = string_escape_control(cells[i] ?: "-");
                 if (!c[t->n_rows * t->n_columns + i]) {
                         for (size_t j = 0; j < i; j++)
                                 free(c[t->n_rows * t->n_columns + j]);
