@@ -96,6 +96,40 @@ uint64_t host_memory_mib(void) {
         return 0;
 }
 
+ImportLimits config_import_limits(const Config *c) {
+        ImportLimits l = c->import;
+
+        l.max_bytes = l.max_bytes ?: IMPORT_MAX_BYTES_DEFAULT;
+        l.max_disk_bytes = l.max_disk_bytes ?: IMPORT_MAX_DISK_BYTES_DEFAULT;
+        l.max_entries = l.max_entries ?: IMPORT_MAX_ENTRIES_DEFAULT;
+        l.max_entry_bytes = l.max_entry_bytes ?: IMPORT_MAX_ENTRY_BYTES_DEFAULT;
+        l.max_path = l.max_path ?: IMPORT_MAX_PATH_DEFAULT;
+        l.max_layers = l.max_layers ?: IMPORT_MAX_LAYERS_DEFAULT;
+        return l;
+}
+
+/* A positive count, with an optional K, M, G or T suffix (powers of 1024). */
+static int parse_size(const char *s, uint64_t *ret) {
+        unsigned long long v;
+        unsigned shift = 0;
+        char *end;
+
+        errno = 0;
+        v = strtoull(s, &end, 10);
+        if (errno || end == s || !isdigit((unsigned char) *s))
+                return -EINVAL;
+        if (*end) {
+                const char *units = "KMGT", *u = strchr(units, toupper((unsigned char) *end));
+                if (!u || end[1])
+                        return -EINVAL;
+                shift = 10 * (unsigned) (u - units + 1);
+        }
+        if (v == 0 || v > (UINT64_MAX >> shift))
+                return -EINVAL;
+        *ret = (uint64_t) v << shift;
+        return 0;
+}
+
 int config_load(Config *c, const char *path, Error *reterr) {
         _cleanup_fclose_ FILE *f = NULL;
         char line[1024];
@@ -149,6 +183,24 @@ int config_load(Config *c, const char *path, Error *reterr) {
                         if (errno || *end || end == value || v < 4 || v > 1024)
                                 goto bad;
                         c->tcg_cache_mib = (unsigned) v;
+                } else if (streq(key, "import_max_bytes")) {
+                        if (parse_size(value, &c->import.max_bytes) < 0)
+                                goto bad;
+                } else if (streq(key, "import_max_disk_bytes")) {
+                        if (parse_size(value, &c->import.max_disk_bytes) < 0)
+                                goto bad;
+                } else if (streq(key, "import_max_entries")) {
+                        if (parse_size(value, &c->import.max_entries) < 0)
+                                goto bad;
+                } else if (streq(key, "import_max_entry_bytes")) {
+                        if (parse_size(value, &c->import.max_entry_bytes) < 0)
+                                goto bad;
+                } else if (streq(key, "import_max_path")) {
+                        if (parse_size(value, &c->import.max_path) < 0 || c->import.max_path > 65535)
+                                goto bad;
+                } else if (streq(key, "import_max_layers")) {
+                        if (parse_size(value, &c->import.max_layers) < 0 || c->import.max_layers > 100000)
+                                goto bad;
                 } else if (streq(key, "state_dir")) {
                         if (value[0] != '/')
                                 goto bad;
@@ -180,5 +232,7 @@ bad:
                          "%s:%u: expected one of 'accel = auto|kvm|tcg', 'memory_limit_mib = N', "
                          "'state_dir = /ABSOLUTE/PATH', 'qemu = PATH', 'idle_timeout = SECONDS', "
                          "'tcg_cache_mib = 4..1024', "
+                         "'import_max_bytes|import_max_disk_bytes|import_max_entry_bytes = N[K|M|G|T]', "
+                         "'import_max_entries|import_max_path|import_max_layers = N', "
                          "'listen = 127.0.0.1:PORT|off' (loopback addresses only)", path, n) ?: -EINVAL;
 }

@@ -13,6 +13,24 @@ typedef enum AccelSetting {
         ACCEL_TCG,
 } AccelSetting;
 
+/* What one template import may cost (template/template-tree.h enforces it): safe defaults, raised in
+ * spaced.conf for big images. */
+typedef struct ImportLimits {
+        uint64_t max_bytes;          /* import_max_bytes: sum of the entries' sizes, sparse files in full */
+        uint64_t max_disk_bytes;     /* import_max_disk_bytes: data written to disk (an upload, the tree) */
+        uint64_t max_entries;        /* import_max_entries */
+        uint64_t max_entry_bytes;    /* import_max_entry_bytes: one file */
+        uint64_t max_path;           /* import_max_path: bytes of a path */
+        uint64_t max_layers;         /* import_max_layers: of an OCI image */
+} ImportLimits;
+
+#define IMPORT_MAX_BYTES_DEFAULT (4ULL << 30)
+#define IMPORT_MAX_DISK_BYTES_DEFAULT (4ULL << 30)
+#define IMPORT_MAX_ENTRIES_DEFAULT 500000ULL
+#define IMPORT_MAX_ENTRY_BYTES_DEFAULT (2ULL << 30)
+#define IMPORT_MAX_PATH_DEFAULT 4095ULL
+#define IMPORT_MAX_LAYERS_DEFAULT 128ULL
+
 typedef struct Config {
         AccelSetting accel;
         uint64_t memory_limit_mib;  /* sum of guest memory of live sandboxes; 0 = 80% of MemTotal */
@@ -21,6 +39,7 @@ typedef struct Config {
         char *listen;               /* TCP listener "ADDR:PORT" or "off"; NULL = LISTEN_DEFAULT */
         int64_t idle_timeout;       /* default for new sandboxes, seconds; 0 = never suspend when idle */
         unsigned tcg_cache_mib;     /* TCG's translation cache per VM; 0 = VM_TCG_CACHE_MIB_DEFAULT */
+        ImportLimits import;        /* 0 fields: the IMPORT_MAX_* defaults (config_import_limits) */
 } Config;
 
 #define LISTEN_DEFAULT "127.0.0.1:7070"
@@ -30,6 +49,8 @@ void config_done(Config *c);
  * message naming the line in reterr (ERROR_INVALID_ARGUMENT). */
 int config_load(Config *c, const char *path, Error *reterr);
 int accel_setting_from_string(const char *s, AccelSetting *ret);
+/* c's import limits with the defaults filled in. */
+ImportLimits config_import_limits(const Config *c);
 uint64_t host_memory_mib(void);
 /* Parses a TCP listen setting: "ADDR:PORT" where ADDR is an IPv4 loopback address, "localhost" or "[::1]"
  * (port 0 = any free port), or "off" (returns 0 with *ret_len = 0). -EINVAL when malformed, -EADDRNOTAVAIL

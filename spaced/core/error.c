@@ -52,6 +52,7 @@ static const struct {
         [ERROR_EXISTS] = { "exists", 409 },
         [ERROR_NOT_EMPTY] = { "not_empty", 409 },
         [ERROR_PAYLOAD_TOO_LARGE] = { "payload_too_large", 413 },
+        [ERROR_LIMIT_EXCEEDED] = { "limit_exceeded", 413 },
         [ERROR_INTERNAL] = { "internal", 500 },
         [ERROR_IO_ERROR] = { "io_error", 500 },
         [ERROR_CREATE_FAILED] = { "create_failed", 500 },

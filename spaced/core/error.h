@@ -55,6 +55,7 @@ typedef enum ErrorCode {
         ERROR_EXISTS,
         ERROR_NOT_EMPTY,
         ERROR_PAYLOAD_TOO_LARGE,     /* 413 */
+        ERROR_LIMIT_EXCEEDED,        /* 413: over a configured limit (an import's size, entries, ...) */
         /* it failed on our side: 500 */
         ERROR_INTERNAL,
         ERROR_IO_ERROR,

@@ -74,6 +74,18 @@ void operation_finish(Operation *op, ErrorCode code, const char *message) {
         waiters_wake(&op->waiters);
 }
 
+int operation_cancel(Operation *op, Error *reterr) {
+        if (op->state == OPERATION_SUCCEEDED || op->state == OPERATION_FAILED)
+                return error_set(reterr, ERROR_INVALID_STATE, "operation %s has already %s: there is nothing to cancel",
+                                 op->id, op->state == OPERATION_SUCCEEDED ? "succeeded" : "failed") ?: -EALREADY;
+        if (!op->progress || !op->progress->cancellable)
+                return error_set(reterr, ERROR_INVALID_STATE,
+                                 "operation %s (%s) cannot be cancelled: only imports can; wait for it to finish",
+                                 op->id, op->kind) ?: -EOPNOTSUPP;
+        atomic_store(&op->progress->cancel, true);
+        return 0;
+}
+
 void operations_free(Manager *m) {
         while (m->operations) {
                 Operation *op = m->operations;

@@ -5,6 +5,8 @@
  * long polls, finished or rolled back by the next daemon after a crash. */
 
 #include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
 
 #include "core/error.h"
 #include "core/manager.h"
@@ -26,6 +28,10 @@ typedef struct OperationProgress {
         uint64_t bytes_total;
         unsigned layer;
         unsigned layers;
+        /* Set by the worker before it starts when its work can stop early (imports): DELETE on the operation
+         * sets cancel, which the worker reads between blocks, without the lock. */
+        bool cancellable;
+        atomic_bool cancel;
 } OperationProgress;
 /* A VmSaveProgress for an OperationProgress: phase "writing memory", bytes written of (written + RAM to go). */
 void operation_progress_save(uint64_t written, uint64_t remaining, void *userdata);
@@ -65,6 +71,9 @@ Operation *operation_new(Manager *m, const char *kind, const char *sandbox_id);
 Operation *operation_find(Manager *m, const char *id);
 /* Finishes op: succeeded with ERROR_NONE, else failed with code and message. */
 void operation_finish(Operation *op, ErrorCode code, const char *message);
+/* Asks a running operation to stop (it then ends failed with ERROR_CANCELLED): -EALREADY when it finished,
+ * -EOPNOTSUPP when its kind cannot stop early; either with a message in reterr (ERROR_INVALID_STATE). */
+int operation_cancel(Operation *op, Error *reterr);
 int operation_save(Operation *op);
 void operations_free(Manager *m);
 

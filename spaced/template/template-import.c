@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -48,6 +49,8 @@ typedef struct ImportJob {
         cJSON *request_config;
         OperationProgress progress;
         bool progress_init;
+        TreeBudget budget;   /* the limits of spaced.conf; its cancel is progress.cancel */
+        uint64_t max_layers;
         /* results */
         Template *t;
         unsigned dropped;
@@ -94,6 +97,10 @@ static void progress_layer(ImportJob *j, unsigned layer, unsigned layers) {
 }
 
 static int job_fail(ImportJob *j, ErrorCode code, int r, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+static bool job_cancelled(ImportJob *j) {
+        return atomic_load_explicit(&j->progress.cancel, memory_order_relaxed);
+}
+
 static int job_fail(ImportJob *j, ErrorCode code, int r, const char *fmt, ...) {
         va_list ap;
 
@@ -121,6 +128,10 @@ static la_ssize_t reader_read(struct archive *a, void *userdata, const void **re
         Reader *rd = userdata;
         ssize_t n;
 
+        if (job_cancelled(rd->job)) {
+                archive_set_error(a, ECANCELED, "cancelled");
+                return -1;
+        }
         do
                 n = read(rd->fd, rd->buf, READ_BUF);
         while (n < 0 && errno == EINTR);
@@ -155,13 +166,21 @@ static int extract_fd(ImportJob *j, int fd, Tree *tree, bool whiteouts, const ch
         archive_read_support_filter_all(a);
         archive_read_support_format_tar(a);
         if (archive_read_open(a, &rd, NULL, reader_read, NULL) != ARCHIVE_OK) {
-                r = job_fail(j, ERROR_INVALID_SOURCE, -EBADMSG, "%s is not a tar archive (plain, gzip, xz or zstd): %s",
-                             what, archive_error_string(a) ?: "unknown format");
+                if (job_cancelled(j))
+                        r = job_fail(j, ERROR_CANCELLED, -ECANCELED, "the import was cancelled");
+                else
+                        r = job_fail(j, ERROR_INVALID_SOURCE, -EBADMSG,
+                                     "%s is not a tar archive (plain, gzip, xz or zstd): %s", what,
+                                     archive_error_string(a) ?: "unknown format");
                 goto out;
         }
         r = tree_extract(tree, a, whiteouts, &err);
         if (r < 0) {
-                if (r == -ENOSPC || r == -EDQUOT)
+                if (job_cancelled(j))
+                        r = job_fail(j, ERROR_CANCELLED, -ECANCELED, "the import was cancelled");
+                else if (err.code == ERROR_LIMIT_EXCEEDED)
+                        r = job_fail(j, ERROR_LIMIT_EXCEEDED, r, "%s: %s", what, err.message ?: strerror(-r));
+                else if (r == -ENOSPC || r == -EDQUOT)
                         r = job_fail(j, ERROR_NO_SPACE, r, "%s: %s", what, err.message ?: strerror(-r));
                 else
                         r = job_fail(j, ERROR_INVALID_SOURCE, r, "%s: %s", what, err.message ?: strerror(-r));
@@ -174,6 +193,10 @@ static int extract_fd(ImportJob *j, int fd, Tree *tree, bool whiteouts, const ch
 
                 while ((r = (int) reader_read(a, &rd, &dummy)) > 0)
                         ;
+                if (r < 0 && job_cancelled(j)) {
+                        r = job_fail(j, ERROR_CANCELLED, -ECANCELED, "the import was cancelled");
+                        goto out;
+                }
                 if (r < 0) {
                         r = job_fail(j, ERROR_INVALID_SOURCE, -EIO, "%s: read error", what);
                         goto out;
@@ -222,6 +245,12 @@ static int import_oci(ImportJob *j, int layout_fd, Tree *tree) {
         r = oci_image_read(layout_fd, &img, &err);
         if (r < 0)
                 return job_fail(j, ERROR_INVALID_SOURCE, r, "%s: %s", j->source, err.message ?: strerror(-r));
+        if (j->max_layers > 0 && img.n_layers > j->max_layers) {
+                r = job_fail(j, ERROR_LIMIT_EXCEEDED, -EFBIG,
+                             "%s: the image has %u layers, over the import limit of %llu (import_max_layers in spaced.conf)",
+                             j->source, img.n_layers, (unsigned long long) j->max_layers);
+                goto out;
+        }
         for (unsigned i = 0; i < img.n_layers; i++)
                 total += img.layers[i].size;
         progress_phase(j, "layers", total);
@@ -277,7 +306,7 @@ out:
 
 /* Runs argv with stdout to /dev/null and stderr to err_path; returns the exit status (or -errno). While it
  * runs, watch (optional) is stat()ed every 100 ms and its allocated bytes reported as the phase's progress:
- * mkfs.ext4 -d says nothing itself, but the image it writes grows. */
+ * mkfs.ext4 -d says nothing itself, but the image it writes grows. A cancel kills it: -ECANCELED. */
 static int run_logged(char *const argv[], const char *err_path, ImportJob *j, const char *watch) {
         pid_t pid = fork();
         int status;
@@ -297,21 +326,27 @@ static int run_logged(char *const argv[], const char *err_path, ImportJob *j, co
                 _exit(127);
         }
         for (;;) {
-                pid_t w = waitpid(pid, &status, watch ? WNOHANG : 0);
+                pid_t w = waitpid(pid, &status, WNOHANG);
                 struct stat st;
 
                 if (w < 0 && errno != EINTR)
                         return -errno;
                 if (w == pid)
                         break;
-                if (watch && w == 0) {
-                        if (stat(watch, &st) >= 0) {
+                if (w == 0 && job_cancelled(j)) {
+                        (void) kill(pid, SIGKILL);
+                        while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+                                ;
+                        return -ECANCELED;
+                }
+                if (w == 0) {
+                        if (watch && stat(watch, &st) >= 0) {
                                 pthread_mutex_lock(&j->progress.lock);
                                 uint64_t b = (uint64_t) st.st_blocks * 512;
                                 j->progress.bytes_done = b < j->progress.bytes_total ? b : j->progress.bytes_total;
                                 pthread_mutex_unlock(&j->progress.lock);
                         }
-                        (void) usleep(100 * 1000);
+                        (void) usleep(watch ? 100 * 1000 : 20 * 1000);
                 }
         }
         return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
@@ -384,6 +419,8 @@ static int make_image(ImportJob *j, Tree *tree, const char *tmp, const char *roo
                                  "-N", inodes, "-d", (char *) root, "-L", "root", "-U", uuid, "-E", eopt, img, size,
                                  NULL };
                 rc = run_logged(argv, errlog, j, img);
+                if (rc == -ECANCELED)
+                        return job_fail(j, ERROR_CANCELLED, rc, "the import was cancelled");
                 if (rc != 0) {
                         tail = read_tail(errlog, false);
                         return job_fail(j, rc == 127 ? ERROR_INTERNAL : ERROR_IMAGE_FAILED, -EIO,
@@ -393,6 +430,8 @@ static int make_image(ImportJob *j, Tree *tree, const char *tmp, const char *roo
         {
                 char *argv[] = { "env", "E2FSPROGS_FAKE_TIME=" IMAGE_EPOCH, "debugfs", "-w", "-f", script, img, NULL };
                 rc = run_logged(argv, errlog, j, NULL);
+                if (rc == -ECANCELED)
+                        return job_fail(j, ERROR_CANCELLED, rc, "the import was cancelled");
                 tail = read_tail(errlog, true);
                 if (rc != 0 || tail)
                         return job_fail(j, ERROR_IMAGE_FAILED, -EIO, "debugfs could not set owners and modes (status %d): %s",
@@ -485,6 +524,7 @@ static int import_run(ImportJob *j) {
                 r = job_fail(j, ERROR_INTERNAL, -errno, "cannot create the staging tree %s: %m", root);
                 goto out;
         }
+        tree_set_budget(tree, &j->budget);
         rootfs = tree;
 
         src_fd = open(j->source, O_RDONLY | O_CLOEXEC);
@@ -511,6 +551,7 @@ static int import_run(ImportJob *j) {
                                         r = job_fail(j, ERROR_INTERNAL, -errno, "cannot create %s: %m", root2);
                                         goto out;
                                 }
+                                tree_set_budget(tree2, &j->budget);
                                 layout_fd = fcntl(tree_root_fd(tree), F_DUPFD_CLOEXEC, 3);
                                 if (layout_fd < 0) {
                                         r = -errno;
@@ -529,6 +570,10 @@ static int import_run(ImportJob *j) {
                 goto out;
         }
 
+        if (job_cancelled(j)) {
+                r = job_fail(j, ERROR_CANCELLED, -ECANCELED, "the import was cancelled");
+                goto out;
+        }
         r = apply_request_config(j); /* over the image's config */
         if (r < 0) {
                 r = job_fail(j, ERROR_INVALID_ARGUMENT, r, "the config cannot be applied: %s", strerror(-r));
@@ -575,6 +620,10 @@ static int import_run(ImportJob *j) {
         (void) rm_rf(root);
         (void) rm_rf(root2);
         crash_point("import-before-rename");
+        if (job_cancelled(j)) { /* the last moment a cancel can win */
+                r = job_fail(j, ERROR_CANCELLED, -ECANCELED, "the import was cancelled");
+                goto out;
+        }
         if (rename(tmp, final) < 0) {
                 if (errno == EEXIST || errno == ENOTEMPTY) {
                         _cleanup_free_ char *existing = NULL;
@@ -692,6 +741,15 @@ static int job_new(Manager *m, const ImportRequest *req, ImportJob **ret, Error 
         pthread_mutex_init(&j->progress.lock, NULL);
         j->progress_init = true;
         j->progress.phase = "reading";
+        j->progress.cancellable = true;
+        atomic_init(&j->progress.cancel, false);
+        {
+                ImportLimits l = config_import_limits(&m->config);
+                j->budget = (TreeBudget) { .max_bytes = l.max_bytes, .max_disk_bytes = l.max_disk_bytes,
+                                           .max_entries = l.max_entries, .max_entry_bytes = l.max_entry_bytes,
+                                           .max_path = l.max_path, .cancel = &j->progress.cancel };
+                j->max_layers = l.max_layers;
+        }
         j->state_dir = strdup(m->state_dir);
         j->source = strdup(req->source);
         j->t = calloc(1, sizeof *j->t);

@@ -44,6 +44,7 @@ struct Tree {
         unsigned dropped;
         tree_progress_fn progress;
         void *progress_userdata;
+        TreeBudget *budget;  /* NULL: no limits */
 };
 
 static uint64_t hash_path(const char *s) {
@@ -88,6 +89,10 @@ void tree_set_layer(Tree *t, unsigned layer) {
 void tree_set_progress(Tree *t, tree_progress_fn fn, void *userdata) {
         t->progress = fn;
         t->progress_userdata = userdata;
+}
+
+void tree_set_budget(Tree *t, TreeBudget *budget) {
+        t->budget = budget;
 }
 
 int tree_root_fd(Tree *t) {
@@ -195,9 +200,28 @@ int rm_rf_at(int parent_fd, const char *name) {
 
 /* ---- paths ---- */
 
+/* An entry's name for a message: at most 200 bytes of it, control characters as \xNN, so that a hostile name
+ * cannot write to the terminal of whoever reads the error. */
+static char *shown_name(const char *entry) {
+        size_t n = strlen(entry), max = n > 200 ? 200 : n;
+        char *out = malloc(max * 4 + 4), *o = out;
+
+        if (!out)
+                return NULL;
+        for (size_t i = 0; i < max; i++) {
+                unsigned char c = (unsigned char) entry[i];
+                if (c < 0x20 || c == 0x7f || c == '\\')
+                        o += sprintf(o, "\\x%02x", c);
+                else
+                        *o++ = (char) c;
+        }
+        strcpy(o, n > max ? "..." : "");
+        return out;
+}
+
 static int fail(Error *reterr, int r, const char *entry, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
 static int fail(Error *reterr, int r, const char *entry, const char *fmt, ...) {
-        _cleanup_free_ char *why = NULL;
+        _cleanup_free_ char *why = NULL, *name = shown_name(entry);
         va_list ap;
 
         va_start(ap, fmt);
@@ -207,8 +231,53 @@ static int fail(Error *reterr, int r, const char *entry, const char *fmt, ...) {
         /* a full disk is ours to report; anything else the archive asked for and cannot have */
         if (reterr && !reterr->message)
                 (void) error_set(reterr, r == -ENOSPC || r == -EDQUOT ? ERROR_NO_SPACE : ERROR_INVALID_SOURCE,
-                                 "entry '%.200s%s': %s", entry, strlen(entry) > 200 ? "..." : "", why ?: "refused");
+                                 "entry '%s': %s", name ?: "?", why ?: "refused");
         return r;
+}
+
+static bool cancelled(Tree *t) {
+        return t->budget && t->budget->cancel && atomic_load_explicit(t->budget->cancel, memory_order_relaxed);
+}
+
+static int fail_cancelled(Error *reterr) {
+        if (reterr && !reterr->message)
+                (void) error_set(reterr, ERROR_CANCELLED, "the import was cancelled");
+        return -ECANCELED;
+}
+
+static void format_size(uint64_t n, char *buf, size_t size) {
+        static const char *const units[] = { "bytes", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB" };
+        double v = (double) n;
+        unsigned u = 0;
+
+        while (v >= 1024 && u + 1 < ELEMENTSOF(units)) {
+                v /= 1024;
+                u++;
+        }
+        if (u == 0)
+                snprintf(buf, size, "%llu bytes", (unsigned long long) n);
+        else
+                snprintf(buf, size, "%.1f %s", v, units[u]);
+}
+
+/* Over a limit of the budget: the message names the limit and the setting that raises it. */
+static int fail_limit(Error *reterr, const char *entry, const char *what, uint64_t have, uint64_t limit,
+                      const char *key, bool sizes) {
+        _cleanup_free_ char *name = shown_name(entry);
+        char h[32], l[32];
+
+        if (sizes) {
+                format_size(have, h, sizeof h);
+                format_size(limit, l, sizeof l);
+        } else {
+                snprintf(h, sizeof h, "%llu", (unsigned long long) have);
+                snprintf(l, sizeof l, "%llu", (unsigned long long) limit);
+        }
+        if (reterr && !reterr->message)
+                (void) error_set(reterr, ERROR_LIMIT_EXCEEDED,
+                                 "entry '%s': %s (%s) is over the import limit of %s (%s in spaced.conf)",
+                                 name ?: "?", what, h, l, key);
+        return -EFBIG;
 }
 
 /* "./a//b/" -> "a/b"; refuses what could leave the root or what the image cannot hold. */
@@ -238,10 +307,16 @@ static int path_normalize(const char *in, char **ret, const char **ret_why) {
                         *ret_why = "a name is longer than 255 bytes";
                         return -ENAMETOOLONG;
                 }
-                if (memchr(p, '\n', k) || memchr(p, '\r', k)) {
-                        *ret_why = "names with line breaks are refused";
-                        return -EINVAL;
-                }
+                /* Every path goes into a debugfs script (tree_write_debugfs_script), one command a line, whose
+                 * quoting knows no escapes: a line break would end the command there and the rest would run
+                 * as one of its own. Other control characters have no business in a file name either. */
+                for (size_t i = 0; i < k; i++)
+                        if ((unsigned char) p[i] < 0x20 || p[i] == 0x7f) {
+                                *ret_why = p[i] == '\n' || p[i] == '\r'
+                                                   ? "names with line breaks are refused (no debugfs command can carry them)"
+                                                   : "names with control characters are refused (no debugfs command can carry them)";
+                                return -EINVAL;
+                        }
                 if (k > 0 && !(k == 1 && p[0] == '.')) {
                         if (n > 0)
                                 out[n++] = '/';
@@ -415,10 +490,32 @@ static int remove_lower(Tree *t, const char *path, bool include_self, Error *ret
         return 0;
 }
 
+/* What libarchive decompressed so far may not run ahead of what the entries declared (plus their headers):
+ * counted, not trusted from the headers alone. */
+static int check_decompressed(Tree *t, struct archive *a, const char *entry, Error *reterr) {
+        TreeBudget *b = t->budget;
+        la_int64_t n;
+
+        if (!b || b->max_bytes == 0)
+                return 0;
+        n = archive_filter_bytes(a, 0);
+        /* headers, pax records and padding: a block per entry is plenty, and 64 MiB of slack for the rest */
+        if (n > 0 && (uint64_t) n > b->max_bytes + b->entries * 1024 + (64ULL << 20))
+                return fail_limit(reterr, entry, "the archive's decompressed size", (uint64_t) n, b->max_bytes,
+                                  "import_max_bytes", true);
+        return 0;
+}
+
+static bool all_zero(const void *p, size_t n) {
+        const uint8_t *c = p;
+        return n == 0 || (c[0] == 0 && memcmp(c, c + 1, n - 1) == 0);
+}
+
 static int write_data(Tree *t, struct archive *a, int fd, int64_t declared, TreeEntry *e, const char *entry,
                       Error *reterr) {
         static const uint8_t zeros[65536];
         EVP_MD_CTX *ctx = EVP_MD_CTX_new();
+        TreeBudget *b = t->budget;
         int64_t off = 0;
         int r = 0;
 
@@ -442,10 +539,42 @@ static int write_data(Tree *t, struct archive *a, int fd, int64_t declared, Tree
                         r = fail(reterr, -EINVAL, entry, "its data blocks go backwards");
                         goto out;
                 }
+                if (cancelled(t)) {
+                        r = fail_cancelled(reterr);
+                        goto out;
+                }
+                if (b && b->max_entry_bytes > 0 && (uint64_t) offset + size > b->max_entry_bytes) {
+                        r = fail_limit(reterr, entry, "its size", (uint64_t) offset + size, b->max_entry_bytes,
+                                       "import_max_entry_bytes", true);
+                        goto out;
+                }
+                r = check_decompressed(t, a, entry, reterr);
+                if (r < 0)
+                        goto out;
                 while (off < offset) { /* a hole of a sparse file: zeros in the digest, a hole on disk */
                         size_t k = (size_t) (offset - off) < sizeof zeros ? (size_t) (offset - off) : sizeof zeros;
                         EVP_DigestUpdate(ctx, zeros, k);
                         off += (int64_t) k;
+                        if ((off & ((1 << 26) - 1)) == 0 && cancelled(t)) {
+                                r = fail_cancelled(reterr);
+                                goto out;
+                        }
+                }
+                if (all_zero(buf, size)) {
+                        /* left as a hole: a compressed run of zeros costs no disk (mkfs -d keeps holes) */
+                        EVP_DigestUpdate(ctx, buf, size);
+                        off += (int64_t) size;
+                        if (t->progress)
+                                t->progress(t->progress_userdata);
+                        continue;
+                }
+                if (b) {
+                        b->disk_bytes += size;
+                        if (b->max_disk_bytes > 0 && b->disk_bytes > b->max_disk_bytes) {
+                                r = fail_limit(reterr, entry, "the data written so far", b->disk_bytes,
+                                               b->max_disk_bytes, "import_max_disk_bytes", true);
+                                goto out;
+                        }
                 }
                 for (size_t done = 0; done < size;) {
                         ssize_t w = pwrite(fd, (const char *) buf + done, size - done, offset + (off_t) done);
@@ -461,15 +590,20 @@ static int write_data(Tree *t, struct archive *a, int fd, int64_t declared, Tree
                         t->progress(t->progress_userdata);
         }
         if (declared > off) {
-                if (ftruncate(fd, declared) < 0) {
-                        r = fail(reterr, -errno, entry, "cannot write it: %m");
-                        goto out;
-                }
                 while (off < declared) {
                         size_t k = (size_t) (declared - off) < sizeof zeros ? (size_t) (declared - off) : sizeof zeros;
                         EVP_DigestUpdate(ctx, zeros, k);
                         off += (int64_t) k;
+                        if ((off & ((1 << 26) - 1)) == 0 && cancelled(t)) {
+                                r = fail_cancelled(reterr);
+                                goto out;
+                        }
                 }
+        }
+        /* the length, whatever holes (a sparse entry's, or skipped zeros) end it */
+        if (ftruncate(fd, off) < 0) {
+                r = fail(reterr, -errno, entry, "cannot write it: %m");
+                goto out;
         }
         e->size = (uint64_t) off;
         EVP_DigestFinal_ex(ctx, e->sha256, NULL);
@@ -496,6 +630,31 @@ static int extract_one(Tree *t, struct archive *a, struct archive_entry *ae, boo
         mode_t type = archive_entry_filetype(ae);
         TreeEntry *e;
         int r;
+
+        if (t->budget) {
+                TreeBudget *b = t->budget;
+                uint64_t size = type == AE_IFREG && !hl && archive_entry_size_is_set(ae) && archive_entry_size(ae) > 0
+                                        ? (uint64_t) archive_entry_size(ae) : 0;
+
+                /* all from the header, before any of the entry's data is read */
+                b->entries++;
+                if (b->max_entries > 0 && b->entries > b->max_entries)
+                        return fail_limit(reterr, raw, "the number of entries", b->entries, b->max_entries,
+                                          "import_max_entries", false);
+                if (b->max_path > 0 && strlen(raw) > b->max_path)
+                        return fail_limit(reterr, raw, "its path's length in bytes", strlen(raw), b->max_path,
+                                          "import_max_path", false);
+                if (b->max_entry_bytes > 0 && size > b->max_entry_bytes)
+                        return fail_limit(reterr, raw, "its size", size, b->max_entry_bytes, "import_max_entry_bytes",
+                                          true);
+                b->bytes += size;
+                if (b->max_bytes > 0 && b->bytes > b->max_bytes)
+                        return fail_limit(reterr, raw, "the sum of the entries' sizes", b->bytes, b->max_bytes,
+                                          "import_max_bytes", true);
+                r = check_decompressed(t, a, raw, reterr);
+                if (r < 0)
+                        return r;
+        }
 
         r = path_normalize(raw, &path, &why);
         if (r == -ENOMEM)
@@ -653,7 +812,11 @@ int tree_extract(Tree *t, struct archive *a, bool whiteouts, Error *reterr) {
         int r;
 
         for (;;) {
-                int ar = archive_read_next_header(a, &ae);
+                int ar;
+
+                if (cancelled(t))
+                        return fail_cancelled(reterr);
+                ar = archive_read_next_header(a, &ae);
                 if (ar == ARCHIVE_EOF)
                         break;
                 if (ar < ARCHIVE_WARN) {

@@ -6,6 +6,7 @@
  * modes never touch the host: the staging tree is written with our own uid and safe modes, and the table is
  * applied inside the ext4 image (template-image.c). Nothing here logs. */
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -28,6 +29,24 @@ typedef struct TreeEntry {
 
 typedef struct Tree Tree;
 
+/* What one import may cost, shared by every tree it extracts (an OCI archive's layout and its rootfs), so that
+ * a hostile archive fails fast with ERROR_LIMIT_EXCEEDED naming the limit instead of filling the disk or
+ * hashing zeros for hours. Sizes are checked from each header before its data is read, and the bytes
+ * libarchive actually decompressed are counted too. A zero limit is no limit. cancel, when set, stops the
+ * extraction with ERROR_CANCELLED at the next block. */
+typedef struct TreeBudget {
+        uint64_t max_bytes;        /* logical: sum of the entries' sizes (a sparse file counts in full) */
+        uint64_t max_disk_bytes;   /* data actually written to the staging trees */
+        uint64_t max_entries;
+        uint64_t max_entry_bytes;  /* one file's size */
+        uint64_t max_path;         /* bytes of an entry's path */
+        const atomic_bool *cancel;
+        /* spent so far */
+        uint64_t bytes;
+        uint64_t disk_bytes;
+        uint64_t entries;
+} TreeBudget;
+
 /* Progress: bytes read from the source so far; the extraction calls it between entries. */
 typedef void (*tree_progress_fn)(void *userdata);
 
@@ -37,11 +56,14 @@ Tree *tree_free(Tree *t);
 void tree_set_layer(Tree *t, unsigned layer);
 void tree_set_progress(Tree *t, tree_progress_fn fn, void *userdata);
 int tree_root_fd(Tree *t);
+/* budget (may be NULL: no limits) must outlive t. */
+void tree_set_budget(Tree *t, TreeBudget *budget);
 
 /* Extracts every entry of an open archive into the tree. Hostile input is refused with a message naming the
  * entry (absolute paths, '..', entries through a symlink, hard links to anything but a regular file
- * extracted before); device nodes, fifos and sockets are dropped and counted. whiteouts: OCI layer
- * semantics for .wh.NAME and .wh..wh..opq. */
+ * extracted before, names with control characters, which no debugfs command can carry); device nodes, fifos
+ * and sockets are dropped and counted. whiteouts: OCI layer semantics for .wh.NAME and .wh..wh..opq. Over
+ * the budget: -EFBIG, ERROR_LIMIT_EXCEEDED; cancelled: -ECANCELED, ERROR_CANCELLED. */
 int tree_extract(Tree *t, struct archive *a, bool whiteouts, Error *reterr);
 
 /* A live entry, or NULL. */

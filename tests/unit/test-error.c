@@ -33,6 +33,7 @@ int main(void) {
                 { "method_not_allowed", 405 },   { "ambiguous_reference", 409 },  { "name_in_use", 409 },
                 { "sandbox_busy", 409 },         { "sandbox_not_running", 409 },  { "checkpoint_busy", 409 },
                 { "template_in_use", 409 },      { "invalid_state", 409 },        { "payload_too_large", 413 },
+                { "limit_exceeded", 413 },
                 { "internal", 500 },             { "protocol_error", 502 },       { "channel_lost", 503 },
                 { "too_many_transfers", 503 },   { "insufficient_memory", 507 },  { "no_space", 507 },
                 { "too_many_processes", 503 },   { "too_many_streams", 503 },

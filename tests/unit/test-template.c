@@ -12,6 +12,7 @@
 #include <archive.h>
 #include <archive_entry.h>
 #include <errno.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,6 +27,7 @@
 #include "sandbox/sandbox.h"
 
 static char *tmp;
+static TreeBudget *budget; /* given to the trees extract() makes */
 
 /* ---- references ---- */
 
@@ -123,6 +125,7 @@ static int extract(const char *name, const char *const *archives, bool whiteouts
         r = tree_new(root, &t);
         if (r < 0)
                 return r;
+        tree_set_budget(t, budget);
         for (unsigned i = 0; archives[i]; i++) {
                 struct archive *a = archive_read_new();
                 archive_read_support_filter_all(a);
@@ -182,6 +185,110 @@ static void hostile(const char *name, const Entry *entries, const char *want_in_
         }
         r = extract(name, (const char *const[]) { path, NULL }, false, &t, NULL, &err);
         ok(r < 0 && err.message && strstr(err.message, want_in_message), "%s is refused: %s", name,
+           err.message ?: "(no message)");
+        tree_free(t);
+}
+
+/* ---- hand-made archives: what libarchive's writer will not make ---- */
+
+static void tar_header(uint8_t h[512], const char *name, char type, uint64_t size) {
+        unsigned sum = 0;
+
+        memset(h, 0, 512);
+        snprintf((char *) h, 100, "%s", name);
+        memcpy(h + 100, "0000644", 8);
+        memcpy(h + 108, "0000000", 8);
+        memcpy(h + 116, "0000000", 8);
+        snprintf((char *) h + 124, 12, "%011llo", (unsigned long long) size);
+        memcpy(h + 136, "00000000001", 12);
+        h[156] = (uint8_t) type;
+        memcpy(h + 257, "ustar", 6);
+        memcpy(h + 263, "00", 2);
+        memset(h + 148, ' ', 8);
+        for (unsigned i = 0; i < 512; i++)
+                sum += h[i];
+        snprintf((char *) h + 148, 8, "%06o", sum);
+}
+
+/* One file of 512 bytes of data that its pax (GNU sparse 0.1) header says is `logical` bytes long: the attack
+ * of a 10 KB archive that declares a 1 TiB file. */
+static int write_sparse(const char *path, uint64_t logical) {
+        char records[512], rec[128];
+        uint8_t h[512], data[512];
+        size_t n = 0;
+        FILE *f = fopen(path, "we");
+
+        if (!f)
+                return -errno;
+        records[0] = 0;
+        for (unsigned i = 0; i < 2; i++) {
+                char kv[96];
+                int len;
+                if (i == 0)
+                        snprintf(kv, sizeof kv, "GNU.sparse.size=%llu\n", (unsigned long long) logical);
+                else
+                        snprintf(kv, sizeof kv, "GNU.sparse.map=0,512\n");
+                /* the record's length counts its own digits */
+                len = (int) strlen(kv) + 3;
+                if (len >= 100)
+                        len++;
+                snprintf(rec, sizeof rec, "%d %s", len, kv);
+                strcat(records, rec);
+        }
+        n = strlen(records);
+        tar_header(h, "PaxHeaders/big", 'x', n);
+        fwrite(h, 1, 512, f);
+        memset(data, 0, sizeof data);
+        memcpy(data, records, n);
+        fwrite(data, 1, 512, f);
+        tar_header(h, "big", '0', 512);
+        fwrite(h, 1, 512, f);
+        memset(data, 'A', sizeof data);
+        fwrite(data, 1, 512, f);
+        memset(data, 0, sizeof data);
+        fwrite(data, 1, 512, f);
+        fwrite(data, 1, 512, f);
+        return fclose(f) == 0 ? 0 : -errno;
+}
+
+/* A gzip bomb: one file of n zero bytes. */
+static int write_zeros(const char *path, const char *name, uint64_t n, int filter) {
+        struct archive *a = archive_write_new();
+        struct archive_entry *ae = archive_entry_new();
+        static const char zeros[65536];
+        int r = -EIO;
+
+        archive_write_set_format_pax_restricted(a);
+        archive_write_add_filter(a, filter);
+        if (archive_write_open_filename(a, path) != ARCHIVE_OK)
+                goto out;
+        archive_entry_set_pathname(ae, name);
+        archive_entry_set_filetype(ae, AE_IFREG);
+        archive_entry_set_perm(ae, 0644);
+        archive_entry_set_size(ae, (la_int64_t) n);
+        if (archive_write_header(a, ae) != ARCHIVE_OK)
+                goto out;
+        for (uint64_t done = 0; done < n; done += sizeof zeros)
+                archive_write_data(a, zeros, n - done < sizeof zeros ? n - done : sizeof zeros);
+        r = 0;
+out:
+        archive_entry_free(ae);
+        archive_write_close(a);
+        archive_write_free(a);
+        return r;
+}
+
+/* Extracts path with the budget b; ok when it fails with want_code and want_in_message. */
+static void over_budget(const char *name, const char *path, TreeBudget *b, ErrorCode want_code,
+                        const char *want_in_message) {
+        _cleanup_(error_done) Error err = {};
+        Tree *t = NULL;
+        int r;
+
+        budget = b;
+        r = extract(name, (const char *const[]) { path, NULL }, false, &t, NULL, &err);
+        budget = NULL;
+        ok(r < 0 && err.code == want_code && err.message && strstr(err.message, want_in_message), "%s: %s", name,
            err.message ?: "(no message)");
         tree_free(t);
 }
@@ -386,6 +493,92 @@ int main(void) {
                            tree_lookup(t, "dev"),
                    "device nodes and fifos are dropped and counted (%u)", t ? tree_dropped(t) : 0);
                 tree_free(t);
+        }
+
+        /* names no debugfs command can carry are refused, and shown escaped */
+        {
+                Entry e_tab[] = { { "etc/a\tb", AE_IFREG, 0644, 0, 0, 1, "x", 0 }, { NULL } };
+                Entry e_nl[] = { { "etc/a\nsif /bin/sh mode 04777", AE_IFREG, 0644, 0, 0, 1, "x", 0 }, { NULL } };
+                Entry e_esc[] = { { "etc/\033[2Jx", AE_IFREG, 0644, 0, 0, 1, "x", 0 }, { NULL } };
+                Entry e_del[] = { { "dir\x7f/x", AE_IFREG, 0644, 0, 0, 1, "x", 0 }, { NULL } };
+                hostile("tab", e_tab, "'etc/a\\x09b': names with control characters are refused");
+                hostile("newline", e_nl, "'etc/a\\x0asif /bin/sh mode 04777': names with line breaks are refused");
+                hostile("escape", e_esc, "'etc/\\x1b[2Jx': names with control characters are refused");
+                hostile("delete", e_del, "names with control characters are refused");
+        }
+
+        /* the budget: limits from the headers before any data, bytes counted as they come, cancel */
+        {
+                _cleanup_free_ char *sparse = NULL, *bomb = NULL, *zst = NULL, *many = NULL, *deep = NULL, *small = NULL;
+                static const Entry e_many[] = {
+                        { "a", AE_IFREG, 0644, 0, 0, 1, "1", 0 }, { "b", AE_IFREG, 0644, 0, 0, 1, "2", 0 },
+                        { "c", AE_IFREG, 0644, 0, 0, 1, "3", 0 }, { "d", AE_IFREG, 0644, 0, 0, 1, "4", 0 },
+                        { NULL },
+                };
+                static const Entry e_deep[] = {
+                        { "aaaaaaaaaa/bbbbbbbbbb/cccccccccc/dddddddddd/eeeeeeeeee", AE_IFREG, 0644, 0, 0, 1, "x", 0 },
+                        { NULL },
+                };
+                TreeBudget b;
+                atomic_bool cancel;
+                uint64_t t0;
+
+                if (asprintf(&sparse, "%s/sparse.tar", tmp) < 0 || asprintf(&bomb, "%s/bomb.tar.gz", tmp) < 0 ||
+                    asprintf(&zst, "%s/bomb.tar.zst", tmp) < 0 || asprintf(&many, "%s/many.tar", tmp) < 0 ||
+                    asprintf(&deep, "%s/deep.tar", tmp) < 0 || asprintf(&small, "%s/small.tar.gz", tmp) < 0 ||
+                    write_sparse(sparse, 1ULL << 40) < 0 || write_zeros(bomb, "zeros", 64ULL << 20, ARCHIVE_FILTER_GZIP) < 0 ||
+                    write_zeros(zst, "zeros", 64ULL << 20, ARCHIVE_FILTER_ZSTD) < 0 ||
+                    write_zeros(small, "zeros", 4ULL << 20, ARCHIVE_FILTER_GZIP) < 0 ||
+                    write_archive(many, e_many, ARCHIVE_FORMAT_TAR_PAX_RESTRICTED, ARCHIVE_FILTER_NONE) < 0 ||
+                    write_archive(deep, e_deep, ARCHIVE_FORMAT_TAR_PAX_RESTRICTED, ARCHIVE_FILTER_NONE) < 0)
+                        return 1;
+
+                t0 = now_usec_monotonic();
+                b = (TreeBudget) { .max_bytes = 4ULL << 30, .max_entry_bytes = 2ULL << 30 };
+                over_budget("a sparse file of 1 TiB", sparse, &b, ERROR_LIMIT_EXCEEDED,
+                            "'big': its size (1.0 TiB) is over the import limit of 2.0 GiB (import_max_entry_bytes");
+                ok(now_usec_monotonic() - t0 < 2000000, "... refused from its header, at once");
+                b = (TreeBudget) { .max_bytes = 16ULL << 20 };
+                over_budget("a gzip bomb", bomb, &b, ERROR_LIMIT_EXCEEDED,
+                            "the sum of the entries' sizes (64.0 MiB) is over the import limit of 16.0 MiB (import_max_bytes");
+                b = (TreeBudget) { .max_entry_bytes = 1ULL << 20 };
+                over_budget("a zstd bomb", zst, &b, ERROR_LIMIT_EXCEEDED, "import_max_entry_bytes");
+                b = (TreeBudget) { .max_entries = 3 };
+                over_budget("four entries", many, &b, ERROR_LIMIT_EXCEEDED,
+                            "'d': the number of entries (4) is over the import limit of 3 (import_max_entries");
+                b = (TreeBudget) { .max_path = 32 };
+                over_budget("a long path", deep, &b, ERROR_LIMIT_EXCEEDED, "import_max_path");
+                {
+                        _cleanup_free_ char *ustar = NULL;
+                        if (asprintf(&ustar, "%s/ustar-none.archive", tmp) < 0)
+                                return 1;
+                        b = (TreeBudget) { .max_disk_bytes = 16 };
+                        over_budget("data over the disk limit", ustar, &b, ERROR_LIMIT_EXCEEDED,
+                                    "'./etc/passwd': the data written so far (26 bytes) is over the import limit of "
+                                    "16 bytes (import_max_disk_bytes");
+                }
+                atomic_init(&cancel, true);
+                b = (TreeBudget) { .cancel = &cancel };
+                over_budget("a cancelled extraction", bomb, &b, ERROR_CANCELLED, "cancelled");
+                {
+                        _cleanup_free_ char *root = NULL, *zpath = NULL;
+                        _cleanup_(error_done) Error err = {};
+                        struct stat st = {};
+                        Tree *t = NULL;
+                        bool hole;
+
+                        b = (TreeBudget) { .max_bytes = 16ULL << 20, .max_disk_bytes = 4096 };
+                        budget = &b;
+                        ok(extract("zeros", (const char *const[]) { small, NULL }, false, &t, &root, &err) == 0 &&
+                                   tree_lookup(t, "zeros") && tree_lookup(t, "zeros")->size == 4ULL << 20,
+                           "4 MiB of zeros fit a budget of 16 MiB logical and 4 KiB on disk (%s)", err.message ?: "ok");
+                        budget = NULL;
+                        hole = root && asprintf(&zpath, "%s/zeros", root) >= 0 && stat(zpath, &st) == 0 &&
+                               st.st_size == 4LL << 20 && st.st_blocks == 0;
+                        ok(hole, "... as a hole: %lld bytes allocated", (long long) st.st_blocks * 512);
+                        ok(b.bytes == 4ULL << 20 && b.entries == 1 && b.disk_bytes == 0, "... and counted as such");
+                        tree_free(t);
+                }
         }
 
         {

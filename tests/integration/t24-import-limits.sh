@@ -1,0 +1,115 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+# Hostile imports (issue 10): a sparse tar that declares 1 TiB and a zstd bomb fail within seconds with
+# limit_exceeded naming the limit; names no debugfs command can carry are refused; the limits of spaced.conf
+# apply; no staging directory is left behind. No VM is started.
+. "$(dirname "$0")/lib.sh"
+
+space_env_setup
+tcp_config
+start_daemon_tcp
+IMG=$TEST_TMP/img
+mkdir -p "$IMG"
+
+# no_staging: nothing but finished images under $state/templates (no .tmp-* import or upload left)
+no_staging() {
+        [ -z "$(ls -A "$SPACE_STATE_DIR/templates" | grep -v '^sha256-')" ]
+}
+
+# import_wait FILE: POST /v1/templates/import over the unix socket with the host path, waiting up to 60 s
+import_wait() {
+        ureq POST "/v1/templates/import?wait=60" -H 'Content-Type: application/json' \
+                -d "{\"source\": \"$1\", \"tag\": \"t24/x:1\"}"
+}
+
+# ---- a 10 KB tar whose one file declares 1 TiB (pax GNU sparse 0.1: 512 bytes of data, a map, a size)
+python3 - "$IMG/sparse.tar" <<'EOF' || bail_out "cannot make the sparse tar"
+import io, sys, tarfile
+ti = tarfile.TarInfo("big")
+ti.size = 512
+ti.pax_headers = {"GNU.sparse.size": str(1 << 40), "GNU.sparse.map": "0,512", "GNU.sparse.name": "big"}
+with tarfile.open(sys.argv[1], "w", format=tarfile.PAX_FORMAT) as t:
+    t.addfile(ti, io.BytesIO(b"A" * 512))
+EOF
+T0=$(now_ms)
+import_wait "$IMG/sparse.tar"
+ELAPSED=$(($(now_ms) - T0))
+check_status "a sparse tar declaring 1 TiB: 413 limit_exceeded" 413 limit_exceeded
+check_contains "... the message names the entry and the limit" "'big': its size (1.0 TiB) is over the import limit of 2.0 GiB (import_max_entry_bytes" "$OUT"
+check "... within 5 s (took ${ELAPSED} ms)" test "$ELAPSED" -lt 5000
+check "... no staging directory is left" no_staging
+
+# ---- a zstd bomb: a tar of one file of 4 GiB of zeros, compressed on the fly (about 140 KB)
+python3 - "$IMG/bomb-header" <<'EOF' || bail_out "cannot make the bomb's header"
+import sys, tarfile
+ti = tarfile.TarInfo("zeros")
+ti.size = 4 << 30
+open(sys.argv[1], "wb").write(ti.tobuf(format=tarfile.GNU_FORMAT))
+EOF
+{ cat "$IMG/bomb-header"; head -c 4G /dev/zero; head -c 1024 /dev/zero; } | zstd -q -1 -T2 >"$IMG/bomb.tar.zst" ||
+        bail_out "cannot make the zstd bomb"
+diag "the zstd bomb: $(stat -c %s "$IMG/bomb.tar.zst") bytes"
+T0=$(now_ms)
+import_wait "$IMG/bomb.tar.zst"
+ELAPSED=$(($(now_ms) - T0))
+check_status "a zstd bomb of 4 GiB: 413 limit_exceeded" 413 limit_exceeded
+check_contains "... the message names the limit" "import_max_entry_bytes" "$OUT"
+check "... within 5 s (took ${ELAPSED} ms)" test "$ELAPSED" -lt 5000
+check "... no staging directory is left" no_staging
+
+# ---- names no debugfs command can carry
+for kind in newline escape tab; do
+        python3 - "$IMG/name-$kind.tar" "$kind" <<'EOF' || bail_out "cannot make the $kind tar"
+import io, sys, tarfile
+name = {"newline": "etc/x\nsif /etc/passwd mode 0100666", "escape": "etc/\x1b]0;owned\x07", "tab": "etc/a\tb"}[sys.argv[2]]
+with tarfile.open(sys.argv[1], "w", format=tarfile.PAX_FORMAT) as t:
+    for n in ("etc/passwd", name):
+        ti = tarfile.TarInfo(n)
+        ti.size = 2
+        t.addfile(ti, io.BytesIO(b"x\n"))
+EOF
+        import_wait "$IMG/name-$kind.tar"
+        check_status "a name with a $kind: 400 invalid_source" 400 invalid_source
+        check_contains "... the message names the entry, escaped" "entry 'etc/" "$OUT"
+        check_eq "... and no raw control character reaches the message" "" \
+                "$(json "$OUT" 'd["message"]' | tr -d '[:print:]')"
+done
+check "no staging directory is left" no_staging
+
+# ---- the limits of spaced.conf: two files of 200 MiB of zeros against import_max_bytes = 256M
+{
+        python3 - <<'EOF'
+import sys, tarfile
+ti = tarfile.TarInfo("a")
+ti.size = 200 << 20
+sys.stdout.buffer.write(ti.tobuf(format=tarfile.GNU_FORMAT))
+EOF
+        head -c 200M /dev/zero
+        python3 - <<'EOF'
+import sys, tarfile
+ti = tarfile.TarInfo("b")
+ti.size = 200 << 20
+sys.stdout.buffer.write(ti.tobuf(format=tarfile.GNU_FORMAT))
+EOF
+        head -c 200M /dev/zero
+        head -c 1024 /dev/zero
+} | gzip -1 >"$IMG/two.tar.gz" || bail_out "cannot make two.tar.gz"
+kill "$(daemon_pid)" && wait_for 30 pid_gone "$DAEMON_PID" || bail_out "spaced did not stop"
+write_config "listen = 127.0.0.1:$API_PORT" "import_max_bytes = 256M" "import_max_entries = 100"
+start_daemon_tcp
+import_wait "$IMG/two.tar.gz"
+check_status "import_max_bytes = 256M: 400 MiB of entries are refused with 413 limit_exceeded" 413 limit_exceeded
+check_contains "... naming import_max_bytes" "(400.0 MiB) is over the import limit of 256.0 MiB (import_max_bytes" "$OUT"
+python3 - "$IMG/many.tar" <<'EOF' || bail_out "cannot make many.tar"
+import io, sys, tarfile
+with tarfile.open(sys.argv[1], "w") as t:
+    for i in range(150):
+        ti = tarfile.TarInfo("f%d" % i)
+        t.addfile(ti, io.BytesIO(b""))
+EOF
+import_wait "$IMG/many.tar"
+check_status "import_max_entries = 100: 150 entries are refused" 413 limit_exceeded
+check_contains "... naming import_max_entries" "import_max_entries" "$OUT"
+check "no staging directory is left" no_staging
+
+done_testing
