@@ -226,6 +226,7 @@ static void test_garbage_backoff_failed(void) {
 /* ---- a flood while the loop must keep its timers ---- */
 
 static volatile bool flood_stop;
+static uint64_t flood_bytes;
 
 static void *flood_thread(void *userdata) {
         static uint8_t junk[SPACE_FRAME_PAYLOAD_MAX];
@@ -252,6 +253,7 @@ static void *flood_thread(void *userdata) {
                         (void) space_frame_append(&b, SPACE_F_HELLO, 0, 0, "x=y", 4);
                         if (loop_write(g, b.data, b.len) < 0)
                                 break;
+                        flood_bytes += b.len;
                         while (recv(g, sink, sizeof sink, MSG_DONTWAIT) > 0)
                                 ;
                 }
@@ -298,6 +300,8 @@ static void test_flood_responsive(void) {
         p50 = lat[1 + lat[0] / 2];
         p99 = lat[1 + lat[0] * 99 / 100];
         max = lat[lat[0]];
+        diag("flood for %u s: %" PRIu64 " MiB of frames the host must parse and answer, then garbage, over %u "
+             "connections", sec, flood_bytes >> 20, n_conn);
         diag("flood for %u s: %u connections, sandbox %s; a 10 ms timer fired %" PRIu64 " times, lateness p50 %.1f ms, "
              "p99 %.1f ms, max %.1f ms", sec, n_conn, sandbox_state_to_string(s->state), lat[0], p50 / 1e3,
              p99 / 1e3, max / 1e3);
@@ -379,9 +383,11 @@ static void test_bounds(void) {
 int main(void) {
         Error err = {};
         _cleanup_free_ char *db = NULL, *run = NULL, *arg = NULL;
+        int hold[2];
 
         plan(0);
         log_max_level = LOG_ERR_LEVEL;
+        (void) signal(SIGPIPE, SIG_IGN);   /* as spaced does: a guest that hangs up is an EPIPE, not a death */
         ASSERT(mkdtemp(tmpdir));
         (void) asprintf(&db, "%s/state.db", tmpdir);
         (void) asprintf(&run, "%s/run", tmpdir);
@@ -391,19 +397,22 @@ int main(void) {
         ASSERT(store_open(db, &manager.store, &err) >= 0);
         manager.state_dir = tmpdir;
 
-        /* a stand-in for QEMU: vm_pid_alive() looks for "RUN/" in its command line */
+        /* A stand-in for QEMU: vm_pid_alive() looks for "RUN/" in its command line. One shell, no children,
+         * blocked reading a pipe only we write to: it goes when we do, however we end. */
+        ASSERT(pipe2(hold, O_CLOEXEC) >= 0);
         fake_qemu = fork();
         ASSERT(fake_qemu >= 0);
         if (fake_qemu == 0) {
-                /* not holding the test's output open (the TAP driver waits for it), and gone with the test */
                 int null = open("/dev/null", O_RDWR | O_CLOEXEC);
 
-                (void) dup2(null, STDOUT_FILENO);
+                (void) dup2(hold[0], STDIN_FILENO);
+                (void) dup2(null, STDOUT_FILENO);   /* not holding the TAP driver's pipe open */
                 (void) dup2(null, STDERR_FILENO);
                 (void) prctl(PR_SET_PDEATHSIG, SIGKILL);
-                execl("/bin/sh", "sh", "-c", "sleep 600; :", arg, (char *) NULL);
+                execl("/bin/sh", "sh", "-c", "read x", arg, (char *) NULL);
                 _exit(127);
         }
+        close(hold[0]);
         usleep(100000);
 
         test_started_reused_pid();
