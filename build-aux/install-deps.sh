@@ -22,6 +22,8 @@ PACKAGES=(
         systemd util-linux socat curl jq tmux python3
         # the docs test (t23): the shells that parse our completions, and man to render the pages
         zsh fish man-db bsdextrautils
+        # the fuzz targets (tests/fuzz, make fuzz, t24): clang with libFuzzer, ASan and UBSan
+        clang libclang-rt-14-dev
 )
 
 if [ "${1:-}" = --print ]; then

@@ -1,0 +1,288 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
+"""Writes the seed corpus of every fuzz target into tests/fuzz/corpus/<target>/: a handful of small valid inputs
+and edge cases per parser, in each target's input format (see the comment at the top of tests/fuzz/<target>.c).
+The files are committed; run this again after changing a format, then commit what changed.
+
+Usage: tests/fuzz/make-corpus.py [OUTDIR]   (default: corpus/ next to this script)"""
+
+import gzip
+import hashlib
+import io
+import json
+import lzma
+import os
+import shutil
+import struct
+import sys
+import tarfile
+
+OUT = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(os.path.abspath(__file__)), "corpus")
+
+# lib/proto.h
+HELLO, PING, PONG, INIT, OK, ERROR, EXEC, STARTED, DATA, EOF, CREDIT, SIGNAL, RESIZE, EXIT, CLOSE, RELEASE, ADOPT, FILE = range(1, 19)
+WINDOW = 256 * 1024
+
+
+def frame(ftype, stream=0, fd=0, payload=b""):
+    return struct.pack("<IIBBH", len(payload), stream, ftype, fd, 0) + payload
+
+
+def kv(*recs):
+    return b"".join(r.encode() if isinstance(r, str) else r for r in recs for r in (r, b"\0"))
+
+
+def write(target, name, data):
+    d = os.path.join(OUT, target)
+    os.makedirs(d, exist_ok=True)
+    with open(os.path.join(d, name), "wb") as f:
+        f.write(data)
+
+
+def frames_corpus():
+    t = "fuzz-frames"
+    write(t, "hello", b"\x00" + frame(HELLO, 0, 0, kv("version=2", "agent=space-agent")))
+    write(t, "exec-session", b"\x03" + frame(STARTED, 1, 0, kv("pid=42", "cwd=/root")) +
+          frame(DATA, 1, 1, b"hello\n") + frame(DATA, 1, 2, b"oops\n") + frame(CREDIT, 1, 0, struct.pack("<I", 5)) +
+          frame(EOF, 1, 1) + frame(EOF, 1, 2) + frame(EXIT, 1, 0, kv("code=0")) + frame(CLOSE, 1))
+    write(t, "error", b"\x10" + frame(ERROR, 2, 0, kv("errno=2", "message=no such file", "stage=exec", "code=x")))
+    write(t, "pong", b"\xff" + frame(PONG, 3, 0, b"x" * 64))
+    write(t, "data-big", b"\x01" + frame(DATA, 5, 1, b"\0" * 4096) + frame(DATA, 5, 1, b"\1" * 4096))
+    write(t, "credit-lie", b"\x02" + frame(CREDIT, 6, 0, struct.pack("<I", 0xffffffff)) + frame(CREDIT, 6, 1, b"\1\2"))
+    write(t, "bad-length", b"\x00" + struct.pack("<IIBBH", 65537, 1, DATA, 1, 0))
+    write(t, "bad-type", b"\x00" + struct.pack("<IIBBH", 0, 1, 99, 0, 0))
+    write(t, "bad-fd", b"\x00" + struct.pack("<IIBBH", 0, 1, DATA, 3, 0))
+    write(t, "reserved", b"\x00" + struct.pack("<IIBBH", 0, 1, EOF, 1, 1))
+    write(t, "kv-edge", b"\x07" + frame(STARTED, 9, 0, b"pid=1\0=x\0novalue\0k=\0unterminated"))
+    write(t, "kv-many", b"\x05" + frame(EXEC, 9, 0, b"a=b\0" * 1000))
+    write(t, "guest-stream", b"\x04" + frame(DATA, 0x80000001, 1, b"x") + frame(CLOSE, 0x80000001))
+
+
+ENTRY = ("type=file", "mode=420", "size=5", "mtime=86400", "uid=0", "gid=0")
+OPS = ["stat", "list", "read", "write", "remove", "mkdir", "move", "symlink", "attrs"]
+
+
+def file_input(op, frames, eof_after=0, read_size=3, root=False):
+    return bytes([OPS.index(op) | (0x80 if root else 0), (eof_after << 4) | read_size]) + b"".join(frames)
+
+
+def file_corpus():
+    t = "fuzz-file-protocol"
+    s = 7
+    write(t, "stat", file_input("stat", [frame(OK, s, 0, kv(*ENTRY))]))
+    write(t, "stat-symlink", file_input("stat", [frame(OK, s, 0, kv("type=symlink", "mode=511", "size=3", "mtime=1",
+                                                                     "uid=0", "gid=0", b"target=/\xff\xfeetc"))]))
+    write(t, "stat-bad", file_input("stat", [frame(OK, s, 0, kv("type=fifo", "mode=8192", "size=-5", "mtime=1x",
+                                                                 "uid=4294967296"))]))
+    write(t, "error", file_input("stat", [frame(ERROR, s, 0, kv("errno=2", "message=a\nb\x1b[31mc"))]))
+    write(t, "error-limit", file_input("list", [frame(ERROR, s, 0, kv("errno=7", "code=too_many_entries"))]))
+    write(t, "list", file_input("list", [frame(OK, s, 0, kv("count=3")),
+                                         frame(DATA, s, 1, kv("rel=a", *ENTRY, "rel=b", "type=dir", "mode=493", "size=0",
+                                                              "mtime=1", "uid=0", "gid=0")),
+                                         frame(DATA, s, 1, kv("rel=b/c d", *ENTRY, "extra=ignored")),
+                                         frame(EOF, s, 1)]))
+    write(t, "list-root", file_input("list", [frame(OK, s, 0, kv("count=1")), frame(DATA, s, 1, kv("rel=etc", *ENTRY)),
+                                              frame(EOF, s, 1)], root=True))
+    write(t, "list-bad-names", file_input("list", [frame(OK, s, 0, kv("count=2")),
+                                                   frame(DATA, s, 1, kv("rel=..", *ENTRY, "rel=a//b", *ENTRY))]))
+    write(t, "read", file_input("read", [frame(OK, s, 0, kv(*ENTRY)), frame(DATA, s, 1, b"hello"), frame(EOF, s, 1)]))
+    write(t, "read-chunks", file_input("read", [frame(OK, s, 0, kv(*ENTRY))] +
+                                       [frame(DATA, s, 1, b"\0" * 4096) for _ in range(3)], read_size=0))
+    write(t, "read-early-data", file_input("read", [frame(DATA, s, 1, b"abc"), frame(OK, s, 0, kv(*ENTRY))]))
+    write(t, "write", file_input("write", [frame(OK, s, 0, b""), frame(CREDIT, s, 0, struct.pack("<I", 1000)),
+                                           frame(OK, s, 0, kv(*ENTRY))], eof_after=2))
+    write(t, "write-early", file_input("write", [frame(OK, s, 0, b""), frame(OK, s, 0, kv(*ENTRY))]))
+    write(t, "mkdir", file_input("mkdir", [frame(OK, s, 0, kv("type=dir", "mode=493", "size=0", "mtime=1", "uid=0",
+                                                              "gid=0"))]))
+    write(t, "remove", file_input("remove", [frame(OK, s, 0, b"")]))
+
+
+def fnv1a(h, data):
+    for c in data:
+        h = ((h ^ c) * 16777619) & 0xffffffff
+    return h
+
+
+def plog_record(rid, rtype, payload, check=None):
+    if check is None:
+        check = fnv1a(fnv1a(2166136261, bytes([rtype]) + struct.pack("<Q", rid)), payload)
+    return struct.pack("<IB3xQI", len(payload), rtype, rid, check) + payload
+
+
+def plog_file(first, records):
+    return b"SPACELOG" + struct.pack("<Q", first) + b"".join(records)
+
+
+def plog_corpus():
+    t = "fuzz-process-log"
+    started = b'{"pid":1,"argv":["sh"]}'
+    recs = [plog_record(1, 1, started), plog_record(2, 2, b"hello\n"), plog_record(3, 3, b"oops\n"),
+            plog_record(4, 4, b'{"code":0}')]
+    write(t, "one-file", plog_file(1, recs))
+    write(t, "empty-log", plog_file(1, []))
+    write(t, "torn-tail", plog_file(1, recs)[:-3])
+    write(t, "bad-check", plog_file(1, recs[:2] + [plog_record(3, 2, b"x", check=1)]))
+    write(t, "rotated", plog_file(3, [plog_record(3, 2, b"c"), plog_record(4, 2, b"d")]) + b"\n--OLD--\n" +
+          plog_file(1, [plog_record(1, 1, started), plog_record(2, 2, b"b")]))
+    write(t, "gap", plog_file(9, [plog_record(9, 2, b"x")]) + b"\n--OLD--\n" + plog_file(1, [plog_record(1, 2, b"a")]))
+    write(t, "only-old", b"garbage" + b"\n--OLD--\n" + plog_file(5, [plog_record(5, 5, b'{"message":"x"}')]))
+    write(t, "huge-ids", plog_file(0xffffffffffffffff, [plog_record(0xffffffffffffffff, 2, b"x")]))
+    write(t, "big-length", plog_file(1, [struct.pack("<IB3xQI", 65537, 2, 1, 0)]))
+    write(t, "not-a-log", b"SPACELOX" + b"\0" * 8)
+
+
+def json_corpus():
+    t = "fuzz-json-body"
+    bodies = {
+        "exec": {"argv": ["sh", "-c", "echo hi"], "env": {"A": "1"}, "cwd": "/root", "user": "1000:1000",
+                 "stdin": True, "timeout": 30, "pty": True, "rows": 24, "cols": 80},
+        "exec-env-array": {"argv": ["ls"], "env": ["A=1", "B=2=3"]},
+        "exec-bad": {"argv": [""], "env": {"": "x"}, "cwd": "rel", "user": "a:b:c", "rows": 0, "cols": 1e99},
+        "exec-nul": {"argv": ["a\u0000b"], "env": {"K\u0000": "v"}},
+        "create": {"template": "minimal", "name": "x", "vcpu": 2, "memory_mib": 512, "disk_mib": 2048,
+                   "env": {"PATH": "/bin"}, "metadata": {"k": "v"}, "timeout": 600, "on_timeout": "pause",
+                   "idle_timeout": 60},
+        "create-float": {"vcpu": 1.5, "memory_mib": -1, "timeout": 1e308},
+        "import": {"source": "/tmp/x.tar", "tag": "t:1", "config": {"env": ["A=1"], "entrypoint": ["sh"]}},
+        "unknown-field": {"argv": ["x"], "nope": 1},
+    }
+    for name, o in bodies.items():
+        write(t, name, json.dumps(o).encode())
+    write(t, "empty", b"")
+    write(t, "not-object", b"[1,2,3]")
+    write(t, "syntax-error", b'{"argv": ["sh",}')
+    write(t, "deep", b"[" * 2000 + b"]" * 2000)
+    write(t, "trailing", b'{"argv":["a"]} x')
+    write(t, "dup-keys", b'{"argv":["a"],"argv":5}')
+    write(t, "utf8", b'{"argv":["\\u00e9\\ud83d\\ude00\\udc00"], "cwd":"/\xff\xfe"}')
+
+
+def recipe_corpus():
+    t = "fuzz-recipe"
+    src = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "templates")
+    for name in ("minimal", "seed"):
+        p = os.path.join(src, name, "template.conf")
+        if os.path.exists(p):
+            with open(p, "rb") as f:
+                data = f.read()
+            # tree.sh is not in the scratch recipe directory: name the build.sh the harness makes
+            write(t, name, data.replace(b"build = tree.sh", b"build = build.sh"))
+    write(t, "scratch", b"from = scratch\nbuild = build.sh\nname = a/b.c\nfile = files/motd /etc/motd 0644\n"
+                        b"entrypoint = /bin/sh -l\nrun = echo hi\n")
+    write(t, "debian", b"# c\nfrom = debian:bookworm\npackages = bash, coreutils:amd64=9.1-1 libc6\n"
+                       b"env = PATH=/bin\nuser = nobody:nogroup\nworkdir = /srv\nvcpu = 2\nmemory_mib = 512\n"
+                       b"disk_mib = 4096\ndescription = x\n")
+    write(t, "errors", b"from = debian\nname = Bad Name\nfile = ../x /etc\nbuild = /abs\nvcpu = 0x10\n")
+    write(t, "twice", b"from = scratch\nfrom = debian:sid\n")
+    write(t, "long-line", b"description = " + b"x" * 5000 + b"\nfrom = scratch\n")
+    write(t, "nul", b"from = scratch\0junk\nbuild = build.sh\n")
+    write(t, "no-eq", b"from scratch\n")
+
+
+def sha(b):
+    return "sha256:" + hashlib.sha256(b).hexdigest()
+
+
+def oci_corpus():
+    t = "fuzz-oci"
+    sep = b"\n--BLOB--\n"
+    layer = "sha256:" + "ab" * 32
+    index = json.dumps({"schemaVersion": 2, "manifests": [
+        {"mediaType": "application/vnd.oci.image.manifest.v1+json", "digest": "@D1@", "size": 0,
+         "platform": {"os": "linux", "architecture": "amd64"}}]}).replace('"size": 0', '"size": @S1@').encode()
+    manifest = json.dumps({"schemaVersion": 2, "mediaType": "application/vnd.oci.image.manifest.v1+json",
+                           "config": {"mediaType": "application/vnd.oci.image.config.v1+json", "digest": "@D2@",
+                                      "size": 0},
+                           "layers": [{"mediaType": "application/vnd.oci.image.layer.v1.tar+gzip", "digest": layer,
+                                       "size": 123}]}).replace('"size": 0', '"size": @S2@').encode()
+    config = json.dumps({"architecture": "amd64", "os": "linux",
+                         "config": {"Env": ["PATH=/bin"], "User": "1000", "WorkingDir": "/app",
+                                    "Entrypoint": ["/bin/sh"], "Cmd": ["-c", "true"]}}).encode()
+    write(t, "image", index + sep + manifest + sep + config)
+    # a nested index: index -> index (blob 1) -> manifest (blob 2) -> config (blob 3)
+    nested = json.dumps({"schemaVersion": 2, "mediaType": "application/vnd.oci.image.index.v1+json", "manifests": [
+        {"mediaType": "application/vnd.oci.image.manifest.v1+json", "digest": "@D2@", "size": 0,
+         "platform": {"os": "linux", "architecture": "amd64"}},
+        {"digest": "sha256:" + "00" * 32, "size": 1, "platform": {"os": "unknown", "architecture": "unknown"}}]}
+    ).replace('"size": 0', '"size": @S2@').encode()
+    index_of_index = index.replace(b"application/vnd.oci.image.manifest.v1+json",
+                                   b"application/vnd.oci.image.index.v1+json")
+    write(t, "nested", index_of_index + sep + nested + sep + manifest.replace(b"@D2@", b"@D3@").replace(b"@S2@", b"@S3@") +
+          sep + config)
+    multi = json.dumps({"manifests": [
+        {"digest": "@D1@", "size": 1, "platform": {"os": "linux", "architecture": "arm64"}},
+        {"digest": "@D1@", "size": 1, "platform": {"os": "windows", "architecture": "amd64"}}]}).encode()
+    write(t, "no-amd64", multi + sep + manifest + sep + config)
+    write(t, "bad-digest", json.dumps({"manifests": [{"digest": "sha256:xyz", "size": -1}]}).encode())
+    write(t, "foreign-layer", index + sep + manifest.replace(b"tar+gzip", b"tar.nondistributable") + sep + config)
+    write(t, "not-json", b"{" + sep + b"[]")
+    write(t, "empty", b"")
+
+
+def tar_bytes(entries, fmt=tarfile.PAX_FORMAT):
+    bio = io.BytesIO()
+    with tarfile.open(fileobj=bio, mode="w", format=fmt) as tf:
+        for e in entries:
+            ti = tarfile.TarInfo(e["name"])
+            ti.type = e.get("type", tarfile.REGTYPE)
+            ti.mode = e.get("mode", 0o644)
+            ti.uid = e.get("uid", 0)
+            ti.gid = e.get("gid", 0)
+            ti.mtime = e.get("mtime", 86400)
+            ti.linkname = e.get("link", "")
+            data = e.get("data", b"")
+            if ti.type == tarfile.REGTYPE:
+                ti.size = len(data)
+                tf.addfile(ti, io.BytesIO(data))
+            else:
+                tf.addfile(ti)
+    return bio.getvalue()
+
+
+def tar_corpus():
+    t = "fuzz-tar"
+    D, S, L, C, F = tarfile.DIRTYPE, tarfile.SYMTYPE, tarfile.LNKTYPE, tarfile.CHRTYPE, tarfile.FIFOTYPE
+    rootfs = [{"name": "./", "type": D, "mode": 0o755}, {"name": "etc", "type": D, "mode": 0o755},
+              {"name": "etc/passwd", "data": b"root:x:0:0::/root:/bin/sh\n"},
+              {"name": "bin", "type": D}, {"name": "bin/sh", "mode": 0o4755, "data": b"\x7fELF"},
+              {"name": "bin/ash", "type": L, "link": "bin/sh"}, {"name": "usr/bin/env", "data": b"#!"},
+              {"name": "lib", "type": S, "link": "usr/lib"}, {"name": "dev/null", "type": C},
+              {"name": "run/fifo", "type": F}]
+    plain = tar_bytes(rootfs)
+    write(t, "rootfs", b"\x00" + plain)
+    write(t, "rootfs-gnu", b"\x00" + tar_bytes(rootfs, tarfile.GNU_FORMAT))
+    write(t, "rootfs-gz", b"\x00" + gzip.compress(plain, mtime=0))
+    write(t, "rootfs-xz", b"\x00" + lzma.compress(plain))
+    write(t, "whiteouts", b"\x01" + tar_bytes([{"name": "etc/.wh.passwd"}, {"name": "usr/.wh..wh..opq"},
+                                               {"name": "usr/new", "data": b"n"}]))
+    write(t, "hostile", b"\x00" + tar_bytes([{"name": "/etc/abs", "data": b"x"}, {"name": "../up", "data": b"x"},
+                                             {"name": "a/../../b", "data": b"x"}]))
+    write(t, "through-symlink", b"\x00" + tar_bytes([{"name": "l", "type": S, "link": "/"},
+                                                     {"name": "l/etc/evil", "data": b"x"},
+                                                     {"name": "m", "type": S, "link": "../.."},
+                                                     {"name": "m/evil", "data": b"x"}]))
+    write(t, "hardlink-bad", b"\x00" + tar_bytes([{"name": "d", "type": D}, {"name": "h", "type": L, "link": "d"},
+                                                  {"name": "h2", "type": L, "link": "nowhere"}]))
+    write(t, "replace", b"\x00" + tar_bytes([{"name": "x", "type": D}, {"name": "x/y", "data": b"y"},
+                                             {"name": "x", "data": b"file now"}, {"name": "x", "type": S, "link": "z"}]))
+    write(t, "control-chars", b"\x00" + tar_bytes([{"name": "a\nb", "data": b"x"}, {"name": "c\x1b[1m", "data": b""}]))
+    write(t, "long-name", b"\x00" + tar_bytes([{"name": "d/" * 60 + "f" * 200, "data": b"x"}]))
+    write(t, "truncated", b"\x00" + plain[:700])
+    write(t, "empty", b"\x00")
+
+
+def main():
+    if os.path.isdir(OUT):
+        shutil.rmtree(OUT)
+    frames_corpus()
+    file_corpus()
+    plog_corpus()
+    json_corpus()
+    recipe_corpus()
+    oci_corpus()
+    tar_corpus()
+    for d in sorted(os.listdir(OUT)):
+        print(f"{d}: {len(os.listdir(os.path.join(OUT, d)))} inputs")
+
+
+main()
