@@ -20,7 +20,8 @@
 const CliHelp cmd_op_help = {
         .synopsis = "op ls [--json] [--sandbox SANDBOX]\n"
                     "op show OP [--json]\n"
-                    "op wait OP [--timeout SECS]",
+                    "op wait OP [--timeout SECS]\n"
+                    "op cancel OP",
         .summary = "Follow operations: the slow lifecycle changes that --async starts",
         .options =
         "Sub-verbs:\n"
@@ -28,6 +29,8 @@ const CliHelp cmd_op_help = {
         "  show OP       show one operation\n"
         "  wait OP       wait until it finished: exit 0 when it succeeded, 1 (with its message) when it\n"
         "                failed, 124 when --timeout passed first\n"
+        "  cancel OP     cancel a running import (template import or build) and wait until it stopped: exit 0\n"
+        "                when it ended cancelled, 1 when it had finished or cannot be cancelled\n"
         "\n"
         "Options:\n"
         "      --json             print the daemon's JSON (ls: {\"operations\": [...]}, show: the operation)\n"
@@ -235,10 +238,69 @@ static int op_wait(int argc, char *argv[]) {
         return 0;
 }
 
+static int op_cancel(int argc, char *argv[]) {
+        static const struct option options[] = { { "help", no_argument, NULL, 'h' }, {} };
+        _cleanup_free_ char *esc = NULL, *path = NULL;
+        SpaceHttpReply reply = {};
+        const cJSON *err;
+        const char *id;
+        cJSON *op = NULL;
+        int c, r;
+
+        opterr = 0;
+        while ((c = getopt_long(argc, argv, ":h", options, NULL)) >= 0) {
+                if (c == 'h') {
+                        cli_print_help(cli_verb, stdout);
+                        return 0;
+                }
+                return cli_bad_option(c, argv);
+        }
+        if (argc - optind != 1 || !*argv[optind])
+                return cli_usage_error("op cancel needs exactly one OP");
+        id = argv[optind];
+        if (space_http_escape(id, &esc) < 0 || asprintf(&path, "/v1/operations/%s?wait=%d", esc, OP_POLL_SEC) < 0) {
+                log_error("out of memory");
+                return EXIT_FAIL;
+        }
+        if (cli_call("DELETE", path, NULL, &reply) < 0)
+                return EXIT_FAIL;
+        op = cJSON_Duplicate(reply.json, true);
+        space_http_reply_done(&reply);
+        if (op && !streq_ptr(json_str(op, "state"), "succeeded") && !streq_ptr(json_str(op, "state"), "failed")) {
+                /* still stopping after a long poll: keep waiting */
+                cJSON_Delete(op);
+                op = NULL;
+                if (!cli_http())
+                        return EXIT_FAIL;
+                space_http_set_cancel(cli_http(), &cli_signal_received);
+                if (cli_signals_install() < 0)
+                        return EXIT_FAIL;
+                r = cli_operation_wait(&(OperationWait) { .id = id, .poll_sec = OP_POLL_SEC,
+                                                          .progress = op_wait_check_state, .userdata = (void *) id },
+                                       &op);
+                if (r < 0)
+                        return cli_signal_received ? 128 + cli_signal_received : EXIT_FAIL;
+        }
+        err = cJSON_GetObjectItemCaseSensitive(op, "error");
+        if (streq_ptr(json_str(err, "code"), "cancelled")) {
+                printf("cancelled %s\n", id);
+                cJSON_Delete(op);
+                return fflush(stdout) == 0 ? 0 : EXIT_FAIL;
+        }
+        if (streq_ptr(json_str(op, "state"), "failed"))
+                log_error("operation %s failed before the cancel took effect: %s", id,
+                          json_str(err, "message") ?: json_str(err, "code") ?: "no reason given");
+        else
+                log_error("operation %s finished before the cancel took effect", id);
+        cJSON_Delete(op);
+        return EXIT_FAIL;
+}
+
 static const SubVerb op_verbs[] = {
         { "ls", op_ls },
         { "show", op_show },
         { "wait", op_wait },
+        { "cancel", op_cancel },
 };
 
 int cmd_op(int argc, char *argv[]) {

@@ -128,14 +128,15 @@ _spacectl() {
             fi ;;
         op)
             if [[ $npos -eq 0 && $cur != -* ]]; then
-                COMPREPLY=($(compgen -W "ls show wait" -- "$cur"))
+                COMPREPLY=($(compgen -W "ls show wait cancel" -- "$cur"))
             elif [[ $cur == -* ]]; then
                 case $sandbox in
                     ls) COMPREPLY=($(compgen -W "--json --sandbox --help" -- "$cur")) ;;
                     show) COMPREPLY=($(compgen -W "--json --help" -- "$cur")) ;;
                     wait) COMPREPLY=($(compgen -W "--timeout --help" -- "$cur")) ;;
+                    cancel) COMPREPLY=($(compgen -W "--help" -- "$cur")) ;;
                 esac
-            elif [[ $npos -eq 1 && ( $sandbox == show || $sandbox == wait ) ]]; then
+            elif [[ $npos -eq 1 && ( $sandbox == show || $sandbox == wait || $sandbox == cancel ) ]]; then
                 COMPREPLY=($(compgen -W "$(_spacectl_ops)" -- "$cur"))
             fi ;;
         info)

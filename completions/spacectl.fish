@@ -128,7 +128,7 @@ complete -c spacectl -n "not __fish_seen_subcommand_from $verbs" -a ps -d 'List 
 complete -c spacectl -n "not __fish_seen_subcommand_from $verbs" -a kill -d 'Send a signal to a process'
 complete -c spacectl -n "not __fish_seen_subcommand_from $verbs" -a logs -d 'Print the output of a process'
 complete -c spacectl -n "not __fish_seen_subcommand_from $verbs" -a cp -d 'Copy files between the host and a sandbox'
-complete -c spacectl -n "not __fish_seen_subcommand_from $verbs" -a op -d 'List, show and wait for operations'
+complete -c spacectl -n "not __fish_seen_subcommand_from $verbs" -a op -d 'List, show, wait for and cancel operations'
 complete -c spacectl -n "not __fish_seen_subcommand_from $verbs" -a info -d 'Show the daemon'
 complete -c spacectl -n "not __fish_seen_subcommand_from $verbs" -a key -d 'Create, list and revoke API keys'
 complete -c spacectl -n "not __fish_seen_subcommand_from $verbs" -a template -d 'Work with templates'
@@ -187,14 +187,15 @@ complete -c spacectl -n "__fish_seen_subcommand_from cp" -l max-bytes -x -d 'Cop
 complete -c spacectl -n "__fish_seen_subcommand_from cp" -F
 complete -c spacectl -n "__fish_seen_subcommand_from cp" -a '(__spacectl_sandboxes | string replace -r \'$\' :)' -d 'Sandbox'
 
-# op ls|show|wait
-complete -c spacectl -n "__fish_seen_subcommand_from op; and not __fish_seen_subcommand_from ls show wait" -a ls -d 'List operations'
-complete -c spacectl -n "__fish_seen_subcommand_from op; and not __fish_seen_subcommand_from ls show wait" -a show -d 'Show one operation'
-complete -c spacectl -n "__fish_seen_subcommand_from op; and not __fish_seen_subcommand_from ls show wait" -a wait -d 'Wait for an operation'
+# op ls|show|wait|cancel
+complete -c spacectl -n "__fish_seen_subcommand_from op; and not __fish_seen_subcommand_from ls show wait cancel" -a ls -d 'List operations'
+complete -c spacectl -n "__fish_seen_subcommand_from op; and not __fish_seen_subcommand_from ls show wait cancel" -a show -d 'Show one operation'
+complete -c spacectl -n "__fish_seen_subcommand_from op; and not __fish_seen_subcommand_from ls show wait cancel" -a wait -d 'Wait for an operation'
+complete -c spacectl -n "__fish_seen_subcommand_from op; and not __fish_seen_subcommand_from ls show wait cancel" -a cancel -d 'Cancel a running import'
 complete -c spacectl -n "__fish_seen_subcommand_from op; and __fish_seen_subcommand_from ls show" -l json -d 'Print JSON'
 complete -c spacectl -n "__fish_seen_subcommand_from op; and __fish_seen_subcommand_from ls" -l sandbox -x -a '(__spacectl_sandboxes)' -d 'Only this sandbox'
 complete -c spacectl -n "__fish_seen_subcommand_from op; and __fish_seen_subcommand_from wait" -l timeout -x -d 'Give up after SECONDS'
-complete -c spacectl -n "__fish_seen_subcommand_from op; and __fish_seen_subcommand_from show wait" -a '(__spacectl_ops)' -d 'Operation'
+complete -c spacectl -n "__fish_seen_subcommand_from op; and __fish_seen_subcommand_from show wait cancel" -a '(__spacectl_ops)' -d 'Operation'
 
 # info
 complete -c spacectl -n "__fish_seen_subcommand_from info" -l json -d 'Print JSON'

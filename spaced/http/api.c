@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "http/api.h"
+#include "core/log.h"
 #include "macro.h"
 #include "core/util.h"
 #include "sandbox/sandbox.h"
@@ -22,6 +23,7 @@ static void post_sandboxes(Request *r, const RouteArgs *a);
 static void get_sandbox(Request *r, const RouteArgs *a);
 static void delete_sandbox(Request *r, const RouteArgs *a);
 static void get_operation(Request *r, const RouteArgs *a);
+static void delete_operation(Request *r, const RouteArgs *a);
 
 /* Every route the daemon serves; tests/unit/test-openapi.c checks this table against openapi.json. */
 const Route api_routes[] = {
@@ -37,6 +39,7 @@ const Route api_routes[] = {
         { "GET", "/v1/sandboxes/{id}", get_sandbox },
         { "DELETE", "/v1/sandboxes/{id}", delete_sandbox },
         { "GET", "/v1/operations/{op}", get_operation },
+        { "DELETE", "/v1/operations/{op}", delete_operation },
         { "POST", "/v1/sandboxes/{id}/pause", api_post_pause },
         { "POST", "/v1/sandboxes/{id}/resume", api_post_resume },
         { "POST", "/v1/sandboxes/{id}/suspend", api_post_suspend },
@@ -406,6 +409,32 @@ static void get_operation(Request *r, const RouteArgs *a) {
                 return;
         }
         start_wait(r, op, WAIT_OPERATION, wait);
+}
+
+/* Cancel: the worker stops at its next block and the operation ends failed with `cancelled`; ?wait= waits for
+ * that. A finished operation, or one that cannot stop early, is a 409. */
+static void delete_operation(Request *r, const RouteArgs *a) {
+        const char *id = a->arg[0];
+        Operation *op = operation_find(http_manager(r->http), id);
+        _cleanup_(error_done) Error e = {};
+        unsigned wait;
+
+        if (parse_wait(r, &wait) < 0)
+                return;
+        if (!op) {
+                http_respond_error(r, ERROR_OPERATION_NOT_FOUND, "no operation '%s'", id);
+                return;
+        }
+        if (operation_cancel(op, &e) < 0) {
+                http_respond_error(r, e.code, "%s", error_message(&e));
+                return;
+        }
+        log_info("operation %s (%s): cancel requested", op->id, op->kind);
+        if (wait > 0) {
+                start_wait(r, op, WAIT_OPERATION, wait);
+                return;
+        }
+        http_respond_json(r, 202, operation_to_json(op));
 }
 
 void api_route(Request *r) {

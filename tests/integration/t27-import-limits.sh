@@ -76,6 +76,39 @@ EOF
 done
 check "no staging directory is left" no_staging
 
+# ---- cancel: a long import (60000 entries: extraction, mkfs and debugfs take a while) stops within seconds
+python3 - "$IMG/long.tar" <<'EOF' || bail_out "cannot make long.tar"
+import io, sys, tarfile
+with tarfile.open(sys.argv[1], "w") as t:
+    for i in range(60000):
+        ti = tarfile.TarInfo("d%03d/file-with-a-longer-name-%06d" % (i % 500, i))
+        ti.size = 3
+        t.addfile(ti, io.BytesIO(b"%02d\n" % (i % 100)))
+EOF
+ureq POST /v1/templates/import -H 'Content-Type: application/json' -d "{\"source\": \"$IMG/long.tar\", \"tag\": \"t24/long:1\"}"
+check_status "a long import starts: 202" 202
+OP=$(json "$OUT" 'd["operation"]["id"]')
+sleep 2
+ureq GET "/v1/operations/$OP"
+check_eq "... it is still running after 2 s" running "$(json "$OUT" 'd["state"]')"
+T0=$(now_ms)
+check_rc "spacectl op cancel exits 0" 0 sc op cancel "$OP"
+ELAPSED=$(($(now_ms) - T0))
+check_contains "... and says so" "cancelled $OP" "$OUT"
+check "... within 10 s (took ${ELAPSED} ms)" test "$ELAPSED" -lt 10000
+ureq GET "/v1/operations/$OP"
+check_eq "the operation ended failed with code cancelled" "failed cancelled" \
+        "$(json "$OUT" 'd["state"]') $(json "$OUT" 'd["error"]["code"]')"
+check "... no staging directory is left" no_staging
+check_fails "... and no template was made" sc template inspect t24/long:1
+ureq DELETE "/v1/operations/$OP"
+check_status "cancelling a finished operation: 409 invalid_state" 409 invalid_state
+check_contains "... saying it has finished" "has already failed" "$OUT"
+check_fails "spacectl op cancel of a finished operation fails" sc op cancel "$OP"
+check_contains "... with the daemon's reason" "nothing to cancel" "$ERR"
+ureq DELETE "/v1/operations/op-0000000000000000"
+check_status "cancelling an unknown operation: 404 operation_not_found" 404 operation_not_found
+
 # ---- the limits of spaced.conf: two files of 200 MiB of zeros against import_max_bytes = 256M
 {
         python3 - <<'EOF'
