@@ -2,6 +2,7 @@
 #include "config.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdarg.h>
 #include <limits.h>
 #include <stdio.h>
@@ -116,5 +117,24 @@ int space_mkdir_p(const char *path, unsigned mode) {
         }
         if (mkdir(buf, mode) < 0 && errno != EEXIST)
                 return -errno;
+        return 0;
+}
+
+int space_private_dir_check(const char *path, struct stat *ret_st) {
+        _cleanup_close_ int fd = -1;
+        struct stat st;
+
+        /* O_NOFOLLOW: a symlink planted in /tmp would point us at a directory someone else can swap. */
+        fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (fd < 0)
+                return errno == ENOTDIR && lstat(path, &st) == 0 && S_ISLNK(st.st_mode) ? -ELOOP : -errno;
+        if (fstat(fd, &st) < 0)
+                return -errno;
+        if (ret_st)
+                *ret_st = st;
+        if (st.st_uid != geteuid())
+                return -EPERM;
+        if (st.st_mode & 0077)
+                return -EACCES;
         return 0;
 }

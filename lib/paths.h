@@ -17,5 +17,10 @@ int space_config_path(char **ret);
 /* $SPACE_LIB_DIR, else the compiled-in SPACE_PKGLIBDIR ($prefix/lib/space): vmlinux, initramfs.cpio,
  * templates/NAME/{rootfs.ext4,template.conf}. */
 int space_lib_dir(char **ret);
+/* Is path a directory only its owner, us, can enter (a neighbour on the machine can neither plant files nor
+ * symlinks there)? 0, or -ELOOP (a symlink), -ENOTDIR, -EPERM (someone else owns it), -EACCES (group or others
+ * have access: the mode must be 0700), or open()'s -errno. ret_st (may be NULL) gets its stat once known. */
+struct stat;
+int space_private_dir_check(const char *path, struct stat *ret_st);
 /* mkdir -p with the given mode for the last component and 0755 for parents. */
 int space_mkdir_p(const char *path, unsigned mode);

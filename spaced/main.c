@@ -144,8 +144,7 @@ static int bind_socket(const char *path, int *ret_fd) {
         return 0;
 }
 
-/* The TCP listener (ARCHITECTURE.md, decision 11: loopback only, API keys). A taken port is not fatal: the caller warns and
- * keeps serving the unix socket. */
+/* The TCP listener (ARCHITECTURE.md, decision 11: loopback only, API keys). */
 static int bind_tcp(const char *setting, int *ret_fd) {
         struct sockaddr_storage sa;
         socklen_t len;
@@ -258,7 +257,39 @@ static int apply_accel_arg(Manager *m) {
         return 0;
 }
 
+/* The runtime directory holds the API socket, the lock, the pid file and every QEMU's sockets: a neighbour
+ * who owns it or can write to it (/tmp/space-UID created first by someone else) could plant symlinks or
+ * listen in our place, so we refuse to start rather than fix it (it may be theirs to fix). */
+static int check_private_dir(const char *path, const char *what) {
+        struct stat st = {};
+        int r;
+
+        r = space_private_dir_check(path, &st);
+        switch (r) {
+        case 0:
+                return 0;
+        case -ELOOP:
+                log_error("the %s %s is a symlink; refusing to use it (someone may have planted it): remove it, "
+                          "or point SPACE_RUNTIME_DIR or XDG_RUNTIME_DIR at a directory of your own", what, path);
+                break;
+        case -EPERM:
+                log_error("the %s %s belongs to uid %u, not to us (uid %u); refusing to use it: remove it, or "
+                          "point SPACE_RUNTIME_DIR or XDG_RUNTIME_DIR at a directory of your own with mode 0700",
+                          what, path, (unsigned) st.st_uid, (unsigned) geteuid());
+                break;
+        case -EACCES:
+                log_error("the %s %s has mode %04o: group and others can get in, refusing to use it; it must be "
+                          "0700 (chmod 0700 %s)", what, path, (unsigned) (st.st_mode & 07777), path);
+                break;
+        default:
+                log_error_errno(r, "cannot check the %s %s", what, path);
+        }
+        return r;
+}
+
 static int make_dirs(const Manager *m) {
+        _cleanup_free_ char *socket_dir = NULL;
+        char *slash;
         int r;
 
         r = space_mkdir_p(m->runtime_dir, 0700);
@@ -266,7 +297,23 @@ static int make_dirs(const Manager *m) {
                 r = space_mkdir_p(m->state_dir, 0700);
         if (r < 0)
                 return log_error_errno(r, "cannot create %s or %s", m->runtime_dir, m->state_dir);
-        return 0;
+        r = check_private_dir(m->runtime_dir, "runtime directory");
+        if (r < 0)
+                return r;
+        /* The socket may live elsewhere (--socket, SPACE_SOCKET): its directory must be as private. */
+        socket_dir = strdup(m->socket_path);
+        if (!socket_dir)
+                return log_error_errno(-ENOMEM, "cannot check the socket's directory");
+        slash = strrchr(socket_dir, '/');
+        if (!slash || slash == socket_dir)
+                return 0;
+        *slash = 0;
+        if (streq(socket_dir, m->runtime_dir))
+                return 0;
+        r = space_mkdir_p(socket_dir, 0700);
+        if (r < 0)
+                return log_error_errno(r, "cannot create %s", socket_dir);
+        return check_private_dir(socket_dir, "socket's directory");
 }
 
 /* One daemon per user: concurrent spacectl calls may each start one; the losers leave quietly. -EWOULDBLOCK
@@ -278,14 +325,18 @@ static int take_lock(const char *runtime_dir, int *ret_fd) {
 
         if (asprintf(&lock_path, "%s/spaced.lock", runtime_dir) < 0)
                 return -ENOMEM;
-        fd = open(lock_path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+        fd = open(lock_path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY, 0600);
         if (fd < 0 || flock(fd, LOCK_EX | LOCK_NB) < 0) {
                 r = -errno;
                 if (r == -EWOULDBLOCK) {
                         log_info("another spaced is running for %s; exiting", runtime_dir);
                         return r;
                 }
-                log_error("cannot lock %s: %m", lock_path);
+                if (r == -ELOOP)
+                        log_error("cannot lock %s: it is a symlink, which we do not follow (someone may have planted "
+                                  "it); remove it", lock_path);
+                else
+                        log_error("cannot lock %s: %m", lock_path);
                 return r;
         }
         *ret_fd = TAKE_FD(fd);
@@ -313,8 +364,9 @@ static int listeners_from_systemd(int *unix_fd, int *tcp_fd) {
         return 0;
 }
 
-/* The listeners systemd passed, else our own: the unix socket must work, the TCP one may not (a taken port
- * only warns; ret_tcp_fd stays -1). */
+/* The listeners systemd passed, else our own. Both must work: a TCP port someone else holds would leave the
+ * clients configured for it (SDKs, scripts with an API key) talking to that process, handing it their key,
+ * so a daemon that cannot bind refuses to start at all (with "listen = off" it binds none). */
 static int setup_listeners(const Manager *m, const char *config_path, int *ret_unix_fd, int *ret_tcp_fd) {
         const char *listen_setting;
         int r;
@@ -322,21 +374,25 @@ static int setup_listeners(const Manager *m, const char *config_path, int *ret_u
         r = listeners_from_systemd(ret_unix_fd, ret_tcp_fd);
         if (r < 0)
                 return r;
-        if (*ret_unix_fd < 0) {
-                r = bind_socket(m->socket_path, ret_unix_fd);
-                if (r < 0)
-                        return log_error_errno(r, "cannot listen on %s", m->socket_path);
-        }
 
+        /* TCP first: a daemon that gives up on it leaves no socket behind that spacectl would find dead. */
         listen_setting = arg_listen ?: m->config.listen ?: LISTEN_DEFAULT;
         if (*ret_tcp_fd < 0 && !streq(listen_setting, "off")) {
                 r = bind_tcp(listen_setting, ret_tcp_fd);
                 if (r == -EADDRINUSE)
-                        log_warning("cannot listen on %s: the port is taken (another spaced?); serving only the unix "
-                                    "socket. Set 'listen = 127.0.0.1:PORT' in %s or pass --listen", listen_setting,
-                                    config_path);
-                else if (r < 0)
-                        log_warning_errno(r, "cannot listen on %s; serving only the unix socket", listen_setting);
+                        return log_error_errno(r, "cannot listen on %s: the port is taken by another process (another "
+                                               "user's spaced?); refusing to start, so that no client talks to it "
+                                               "instead. Set 'listen = 127.0.0.1:OTHER_PORT' or 'listen = off' in %s, "
+                                               "or pass --listen", listen_setting, config_path);
+                if (r < 0)
+                        return log_error_errno(r, "cannot listen on %s (the 'listen =' setting in %s, or --listen); "
+                                               "refusing to start", listen_setting, config_path);
+        }
+
+        if (*ret_unix_fd < 0) {
+                r = bind_socket(m->socket_path, ret_unix_fd);
+                if (r < 0)
+                        return log_error_errno(r, "cannot listen on %s", m->socket_path);
         }
         return 0;
 }

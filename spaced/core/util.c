@@ -112,11 +112,16 @@ int run_command(char *const argv[], char **reterr_output) {
 }
 
 int read_first_line(const char *path, char **ret) {
-        _cleanup_fclose_ FILE *f = fopen(path, "re");
+        _cleanup_close_ int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY);
+        _cleanup_fclose_ FILE *f = NULL;
         char line[4096];
 
+        if (fd < 0)
+                return -errno;
+        f = fdopen(fd, "re");
         if (!f)
                 return -errno;
+        fd = -1; /* f owns it now */
         if (!fgets(line, sizeof line, f))
                 return -ENODATA;
         line[strcspn(line, "\r\n")] = 0;
@@ -131,7 +136,10 @@ int write_file_atomic(const char *path, const char *content) {
 
         if (asprintf(&tmp, "%s.tmp.%d", path, (int) getpid()) < 0)
                 return -ENOMEM;
-        fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+        /* A fresh file, never what was at that name (a planted symlink would send the write elsewhere); the
+         * rename then replaces whatever is at path itself, a symlink included, without following it. */
+        (void) unlink(tmp);
+        fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY, 0600);
         if (fd < 0)
                 return -errno;
         if (write(fd, content, n) != (ssize_t) n || fsync(fd) < 0) {

@@ -411,7 +411,7 @@ int vm_log_tail(const char *run_dir, size_t max, char **ret) {
                 return -EINVAL;
         if (asprintf(&path, "%s/qemu.log", run_dir) < 0)
                 return -ENOMEM;
-        _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+        _cleanup_close_ int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY);
         if (fd < 0)
                 return -errno;
         if (fstat(fd, &st) < 0)
@@ -442,10 +442,12 @@ int vm_log_trim(const char *run_dir, uint64_t max_bytes) {
 
         if (asprintf(&path, "%s/qemu.log", run_dir) < 0)
                 return -ENOMEM;
-        if (stat(path, &st) < 0)
+        /* Through an fd opened without following symlinks: truncate(path) would cut whatever one points at. */
+        _cleanup_close_ int fd = open(path, O_WRONLY | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY);
+        if (fd < 0 || fstat(fd, &st) < 0)
                 return -errno;
         /* QEMU holds it O_APPEND, so truncating is safe: its next write lands at the new end. */
-        if ((uint64_t) st.st_size > max_bytes && truncate(path, 0) < 0)
+        if (S_ISREG(st.st_mode) && (uint64_t) st.st_size > max_bytes && ftruncate(fd, 0) < 0)
                 return -errno;
         return 0;
 }
@@ -458,7 +460,7 @@ int vm_read_pidfile(const char *run_dir, pid_t *ret_pid) {
                 return -EINVAL;
         if (asprintf(&path, "%s/qemu.pid", run_dir) < 0)
                 return -ENOMEM;
-        _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+        _cleanup_close_ int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY);
         if (fd < 0)
                 return -errno;
         ssize_t n = read(fd, buf, sizeof(buf) - 1);
@@ -590,7 +592,7 @@ int vm_spawn(const VmConfig *c, pid_t *ret_pid, Error *reterr) {
         if (!log_path || !qmp_path)
                 return -ENOMEM;
         /* O_APPEND so vm_log_trim() can truncate it under QEMU's feet. */
-        log_fd = open(log_path, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC | O_NOCTTY, 0600);
+        log_fd = open(log_path, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY, 0600);
         if (log_fd < 0) {
                 r = -errno;
                 (void) error_set(reterr, ERROR_INTERNAL, "cannot open %s: %s", log_path, strerror(errno));
