@@ -25,8 +25,9 @@
 #define SYSTEMD_WAIT_MS 2000
 #define PROBE_INTERVAL_MS 50
 
-/* 0 when something accepts connections at path, else -errno of connect(). */
-static int probe(const char *path) {
+/* 0 when a process of ours accepts connections at path, -EPERM when another user's does (ret_uid, may be
+ * NULL, says whose), else -errno of connect(). */
+static int probe(const char *path, uid_t *ret_uid) {
         struct sockaddr_un sa = { .sun_family = AF_UNIX };
         _cleanup_close_ int fd = -1;
 
@@ -38,14 +39,14 @@ static int probe(const char *path) {
                 return -errno;
         if (connect(fd, (struct sockaddr *) &sa, sizeof sa) < 0)
                 return errno == ENOTDIR ? -ENOENT : -errno;
-        return 0;
+        return space_socket_peer_check(fd, ret_uid);
 }
 
 static int wait_listening(const char *path, int timeout_ms) {
         int r = -ENOENT;
 
         for (int waited = 0; waited < timeout_ms; waited += PROBE_INTERVAL_MS) {
-                r = probe(path);
+                r = probe(path, NULL);
                 if (!space_http_error_is_unreachable(r))
                         return r;
                 (void) nanosleep(&(struct timespec) { 0, PROBE_INTERVAL_MS * 1000000L }, NULL);
@@ -215,14 +216,19 @@ static int spawn_spaced(const char *binary, const char *log_path) {
 int cli_ensure_daemon(SpaceHttp *h) {
         const char *sock = space_http_socket_path(h);
         _cleanup_free_ char *binary = NULL, *state = NULL, *log_path = NULL;
+        uid_t peer = 0;
         int r;
 
         if (!sock)
                 return 0; /* TCP: a remote daemon is not ours to start */
 
-        r = probe(sock);
+        r = probe(sock, &peer);
         if (r == 0)
                 return 0;
+        if (r == -EPERM) {
+                cli_log_foreign_socket(sock, peer);
+                return r;
+        }
         if (!space_http_error_is_unreachable(r)) {
                 log_error("cannot connect to spaced at %s: %s", sock, strerror(-r));
                 return r;

@@ -100,6 +100,8 @@ int cli_parse_env(const char *option, const char *kv, cJSON **env);
 SpaceHttp *cli_http(void);
 /* Prints a transport failure of h with what to do about it. */
 void cli_log_transport_error(SpaceHttp *h, int r);
+/* Prints why we do not talk to the socket sock, whose listener runs as another user (peer). */
+void cli_log_foreign_socket(const char *sock, uid_t peer);
 /* A request that must succeed: returns 0 with a 2xx reply, else prints the daemon's message or the
  * transport failure and returns < 0 (-EBADMSG when the daemon answered with an error). */
 int cli_call(const char *method, const char *path, const cJSON *body, SpaceHttpReply *ret);

@@ -152,6 +152,13 @@ int cli_find_dashdash(int argc, char *argv[]) {
         return argc;
 }
 
+void cli_log_foreign_socket(const char *sock, uid_t peer) {
+        log_error("refusing to talk to %s: the process listening there runs as uid %u, not as you (uid %u), and "
+                  "would see everything sent to spaced; someone else may have taken its path. Remove it, or point "
+                  "SPACE_SOCKET or XDG_RUNTIME_DIR at a directory of your own", sock, (unsigned) peer,
+                  (unsigned) geteuid());
+}
+
 void cli_log_transport_error(SpaceHttp *h, int r) {
         const char *detail = space_http_last_error(h);
         const char *sock = space_http_socket_path(h);
@@ -160,6 +167,8 @@ void cli_log_transport_error(SpaceHttp *h, int r) {
                 detail = strerror(-r);
         if (r == -EINTR)
                 log_error("interrupted");
+        else if (r == -EPERM && sock)
+                cli_log_foreign_socket(sock, space_http_peer_uid(h));
         else if (space_http_error_is_unreachable(r) && sock)
                 log_error("cannot reach spaced at %s: %s; is it installed? see spaced(8)", sock, strerror(-r));
         else if (space_http_error_is_unreachable(r) || r == -EHOSTUNREACH)

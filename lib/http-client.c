@@ -10,6 +10,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <curl/curl.h>
 
@@ -24,6 +26,12 @@ typedef struct Buf {
         size_t len, cap;
 } Buf;
 
+/* What the check of a connection's peer needs: the handle to report to, and the transfer whose socket it is. */
+typedef struct PeerCheck {
+        struct SpaceHttp *http;
+        curl_socket_t fd;       /* the transfer's connection, as libcurl made it */
+} PeerCheck;
+
 struct SpaceHttp {
         CURL *easy;             /* reused by space_http_call*() so the connection stays open */
         char *socket_path;      /* NULL: TCP */
@@ -31,6 +39,9 @@ struct SpaceHttp {
         char *auth_header;
         char errbuf[CURL_ERROR_SIZE];
         volatile sig_atomic_t *cancel;
+        int peer_error;         /* the unix socket's peer was refused: -EPERM (peer_uid says who it is) */
+        uid_t peer_uid;
+        PeerCheck peer_check;   /* of easy */
 };
 
 /* ---- small helpers ---- */
@@ -73,9 +84,18 @@ static char *strdup_printf(const char *fmt, ...) {
         return r < 0 ? NULL : s;
 }
 
-static int curl_to_errno(CURL *e, CURLcode c, int write_error) {
+static int curl_to_errno(SpaceHttp *h, CURL *e, CURLcode c, int write_error) {
         long os_errno = 0;
 
+        if (c != CURLE_OK && h->peer_error < 0) {
+                if (h->peer_error == -EPERM)
+                        snprintf(h->errbuf, sizeof h->errbuf, "the process listening there runs as uid %u, not as us",
+                                 (unsigned) h->peer_uid);
+                else
+                        snprintf(h->errbuf, sizeof h->errbuf, "cannot tell who listens there: %s",
+                                 strerror(-h->peer_error));
+                return h->peer_error;
+        }
         switch (c) {
         case CURLE_OK:
                 return 0;
@@ -191,6 +211,10 @@ const char *space_http_last_error(const SpaceHttp *h) {
         return h->errbuf;
 }
 
+uid_t space_http_peer_uid(const SpaceHttp *h) {
+        return h->peer_uid;
+}
+
 void space_http_set_cancel(SpaceHttp *h, volatile sig_atomic_t *flag) {
         h->cancel = flag;
 }
@@ -202,8 +226,41 @@ static int xferinfo_cb(void *userdata, curl_off_t dltotal, curl_off_t dlnow, cur
         return h->cancel && *h->cancel ? 1 : 0;
 }
 
+int space_socket_peer_check(int fd, uid_t *ret_uid) {
+        struct ucred cred;
+        socklen_t len = sizeof cred;
+
+        if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0)
+                return -errno;
+        if (ret_uid)
+                *ret_uid = cred.uid;
+        /* root could read our files anyway; anyone else is a neighbour in the socket's place */
+        return cred.uid == geteuid() || cred.uid == 0 ? 0 : -EPERM;
+}
+
+/* libcurl made a socket for a new connection: which one, for unix_prereq_cb(). */
+static int unix_sockopt_cb(void *userdata, curl_socket_t fd, curlsocktype purpose) {
+        PeerCheck *pc = userdata;
+
+        if (purpose == CURLSOCKTYPE_IPCXN)
+                pc->fd = fd;
+        return CURL_SOCKOPT_OK;
+}
+
+/* Runs once libcurl is connected, before each request is sent: the peer checked is the one the request goes
+ * to (a probe of our own would race with a swap of the socket). */
+static int unix_prereq_cb(void *userdata, char *conn_primary_ip, char *conn_local_ip, int conn_primary_port,
+                          int conn_local_port) {
+        PeerCheck *pc = userdata;
+
+        pc->http->peer_error = space_socket_peer_check(pc->fd, &pc->http->peer_uid);
+        if (pc->http->peer_error < 0)
+                return CURL_PREREQFUNC_ABORT; /* not even ENOTCONN: we cannot tell who it is */
+        return CURL_PREREQFUNC_OK;
+}
+
 /* Everything but the body callbacks: URL, transport, method, headers. */
-static int setup_easy(SpaceHttp *h, CURL *e, char *errbuf, const char *method, const char *path,
+static int setup_easy(SpaceHttp *h, CURL *e, PeerCheck *pc, char *errbuf, const char *method, const char *path,
                       const char *content_type, const void *body, size_t len, const char *auth_header,
                       bool expect_continue, struct curl_slist **ret_headers) {
         _cleanup_free_ char *url = NULL;
@@ -219,8 +276,16 @@ static int setup_easy(SpaceHttp *h, CURL *e, char *errbuf, const char *method, c
         errbuf[0] = 0;
         curl_easy_setopt(e, CURLOPT_ERRORBUFFER, errbuf);
         curl_easy_setopt(e, CURLOPT_URL, url); /* libcurl copies strings */
-        if (h->socket_path)
+        if (h->socket_path) {
                 curl_easy_setopt(e, CURLOPT_UNIX_SOCKET_PATH, h->socket_path);
+                if (pc->http != h)
+                        *pc = (PeerCheck) { .http = h, .fd = CURL_SOCKET_BAD };
+                curl_easy_setopt(e, CURLOPT_SOCKOPTFUNCTION, unix_sockopt_cb);
+                curl_easy_setopt(e, CURLOPT_SOCKOPTDATA, pc);
+                curl_easy_setopt(e, CURLOPT_PREREQFUNCTION, unix_prereq_cb);
+                curl_easy_setopt(e, CURLOPT_PREREQDATA, pc);
+        }
+        h->peer_error = 0;
         curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https");
         curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
         curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT, 15L);
@@ -335,7 +400,8 @@ int space_http_call_raw(SpaceHttp *h, const char *method, const char *path, cons
         int r;
 
         curl_easy_reset(h->easy);
-        r = setup_easy(h, h->easy, h->errbuf, method, path, content_type, body, len, NULL, false, &hdr);
+        r = setup_easy(h, h->easy, &h->peer_check, h->errbuf, method, path, content_type, body, len, NULL, false,
+                       &hdr);
         if (r < 0)
                 return r;
         curl_easy_setopt(h->easy, CURLOPT_WRITEFUNCTION, body_write_cb);
@@ -344,7 +410,7 @@ int space_http_call_raw(SpaceHttp *h, const char *method, const char *path, cons
         c = curl_easy_perform(h->easy);
         curl_easy_setopt(h->easy, CURLOPT_HTTPHEADER, NULL);
         curl_slist_free_all(hdr);
-        r = curl_to_errno(h->easy, c, sink.error);
+        r = curl_to_errno(h, h->easy, c, sink.error);
         if (r < 0) {
                 if (!h->errbuf[0])
                         snprintf(h->errbuf, sizeof h->errbuf, "%s", curl_easy_strerror(c));
@@ -469,7 +535,7 @@ static int perform_streamed(SpaceHttp *h, struct curl_slist *hdr, Download *d, i
         c = curl_easy_perform(h->easy);
         curl_easy_setopt(h->easy, CURLOPT_HTTPHEADER, NULL);
         curl_slist_free_all(hdr);
-        r = curl_to_errno(h->easy, c, d->error ?: d->error_body.error);
+        r = curl_to_errno(h, h->easy, c, d->error ?: d->error_body.error);
         if (r == -EINTR && upload && read_error_of(upload) < 0)
                 r = read_error_of(upload);
         if (r < 0) {
@@ -496,10 +562,14 @@ int space_http_upload(SpaceHttp *h, const char *method, const char *path, int64_
         int r;
 
         curl_easy_reset(h->easy);
-        r = setup_easy(h, h->easy, h->errbuf, method, path, "application/octet-stream", NULL, 0, NULL, true, &hdr);
+        r = setup_easy(h, h->easy, &h->peer_check, h->errbuf, method, path, "application/octet-stream", NULL, 0,
+                       NULL, true, &hdr);
         if (r < 0)
                 return r;
         curl_easy_setopt(h->easy, CURLOPT_UPLOAD, 1L);
+        /* CURLOPT_UPLOAD means PUT to curl; a POST (a template import) names its method */
+        if (!streq(method, "PUT"))
+                curl_easy_setopt(h->easy, CURLOPT_CUSTOMREQUEST, method);
         curl_easy_setopt(h->easy, CURLOPT_READFUNCTION, upload_read_cb);
         curl_easy_setopt(h->easy, CURLOPT_READDATA, &u);
         /* without a size, curl sends the body chunked */
@@ -517,7 +587,7 @@ int space_http_download(SpaceHttp *h, const char *path, SpaceHttpHeaderFn on_hea
         int r;
 
         curl_easy_reset(h->easy);
-        r = setup_easy(h, h->easy, h->errbuf, "GET", path, NULL, NULL, 0, NULL, false, &hdr);
+        r = setup_easy(h, h->easy, &h->peer_check, h->errbuf, "GET", path, NULL, NULL, 0, NULL, false, &hdr);
         if (r < 0)
                 return r;
         return perform_streamed(h, hdr, &d, NULL, NULL, ret);
@@ -684,6 +754,7 @@ typedef struct Request {
         void *userdata;
         bool added;
         char errbuf[CURL_ERROR_SIZE];
+        PeerCheck peer_check;
         struct Request *next;
 } Request;
 
@@ -733,8 +804,8 @@ static int request_new(SpaceStream *s, const char *method, const char *path, con
                 free(q);
                 return -ENOMEM;
         }
-        r = setup_easy(s->http, q->easy, q->errbuf, method, path, content_type, body, len, auth_header, false,
-                       &q->headers);
+        r = setup_easy(s->http, q->easy, &q->peer_check, q->errbuf, method, path, content_type, body, len,
+                       auth_header, false, &q->headers);
         if (r < 0) {
                 request_free(s, q);
                 return r;
@@ -943,7 +1014,7 @@ static void stream_finish_request(SpaceStream *s, Request *q, CURLcode c) {
         if (*pp)
                 *pp = q->next;
 
-        r = curl_to_errno(q->easy, c, q->sink.error);
+        r = curl_to_errno(s->http, q->easy, c, q->sink.error);
         if (r >= 0) {
                 (void) curl_easy_getinfo(q->easy, CURLINFO_RESPONSE_CODE, &status);
                 r = reply_fill(&reply, status, q->sink.buf.data ?: "", q->sink.buf.len);
@@ -1034,7 +1105,7 @@ int space_stream_run(SpaceStream *s, SpaceHttpReply *ret) {
                         return s->stop;
         }
 
-        r = curl_to_errno(s->main->easy, main_result, s->write_error ?: s->main->sink.error);
+        r = curl_to_errno(s->http, s->main->easy, main_result, s->write_error ?: s->main->sink.error);
         if (r < 0) {
                 snprintf(s->http->errbuf, sizeof s->http->errbuf, "%s",
                          s->main->errbuf[0] ? s->main->errbuf : curl_easy_strerror(main_result));

@@ -8,7 +8,8 @@
  * requests at once (stdin chunks, signals) on one curl multi handle.
  *
  * Nothing here prints. Functions return 0 or -errno; transport failures map to -ENOENT / -ECONNREFUSED
- * (nobody listening), -ETIMEDOUT, -EINTR (cancelled), -EPROTO (anything else; see space_http_last_error()).
+ * (nobody listening), -ETIMEDOUT, -EINTR (cancelled), -EPERM (another user listens on the unix socket; see
+ * space_http_peer_uid()), -EPROTO (anything else; see space_http_last_error()).
  */
 
 #include <signal.h>
@@ -41,6 +42,13 @@ const char *space_http_socket_path(const SpaceHttp *h);
 const char *space_http_endpoint(const SpaceHttp *h);
 /* libcurl's description of the last transport failure, "" if none. */
 const char *space_http_last_error(const SpaceHttp *h);
+/* After -EPERM: the unix socket's peer (the process that listens there) runs as this uid, neither ours nor
+ * root's. Every connection over the unix socket is checked so: a neighbour who got the socket's path first
+ * would otherwise receive our requests and make up the answers. */
+uid_t space_http_peer_uid(const SpaceHttp *h);
+/* 0 when the peer of the connected unix socket fd is our own user or root, -EPERM when it is someone else
+ * (ret_uid, may be NULL, gets who), or getsockopt's -errno. */
+int space_socket_peer_check(int fd, uid_t *ret_uid);
 /* Any transfer of this handle (and of its streams) aborts with -EINTR once *flag is non-zero. */
 void space_http_set_cancel(SpaceHttp *h, volatile sig_atomic_t *flag);
 /* True for the errors that mean "no daemon is listening there". */
