@@ -28,6 +28,7 @@ static const struct {
         [ERROR_INVALID_TOKEN] = { "invalid_token", 401 },
         [ERROR_TOKEN_EXPIRED] = { "token_expired", 401 },
         [ERROR_PERMISSION_DENIED] = { "permission_denied", 403 },
+        [ERROR_INVALID_HOST] = { "invalid_host", 421 },
         [ERROR_NOT_FOUND] = { "not_found", 404 },
         [ERROR_SANDBOX_NOT_FOUND] = { "sandbox_not_found", 404 },
         [ERROR_TEMPLATE_NOT_FOUND] = { "template_not_found", 404 },

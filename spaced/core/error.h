@@ -24,11 +24,12 @@ typedef enum ErrorCode {
         ERROR_IS_A_DIRECTORY,
         ERROR_NOT_A_DIRECTORY,
         ERROR_TOO_MANY_ENTRIES,
-        /* who asked: 401, 403 */
+        /* who asked: 401, 403, 421 */
         ERROR_UNAUTHORIZED,
         ERROR_INVALID_TOKEN,
         ERROR_TOKEN_EXPIRED,
         ERROR_PERMISSION_DENIED,
+        ERROR_INVALID_HOST,  /* a TCP request named a Host that is not this listener (DNS rebinding) */
         /* what was named does not exist: 404 */
         ERROR_NOT_FOUND,
         ERROR_SANDBOX_NOT_FOUND,

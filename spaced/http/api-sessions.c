@@ -143,6 +143,23 @@ static const char *request_token(Request *r) {
         return http_query(r, "token");
 }
 
+/* Over TCP without an API key the token is all the caller has: an unknown sandbox, an unknown session and a
+ * wrong token get this same answer, so that guessing tells nothing about what exists. */
+static void respond_bad_token(Request *r) {
+        http_respond_error(r, ERROR_INVALID_TOKEN, "the token is not an attach token of this session");
+}
+
+static Process *route_session_quiet(Request *r, const RouteArgs *a) {
+        Sandbox *s;
+        Process *p = NULL;
+
+        if (sandbox_resolve(http_manager(r->http), a->arg[0], &s) >= 0 && session_id_valid(a->arg[1]))
+                p = process_get_session(http_manager(r->http), s, a->arg[1]);
+        if (!p)
+                respond_bad_token(r);
+        return p;
+}
+
 void api_get_session_stream(Request *r, const RouteArgs *a) {
         const char *token = request_token(r);
         uint64_t after;
@@ -155,13 +172,18 @@ void api_get_session_stream(Request *r, const RouteArgs *a) {
                                    "?token=TOKEN)");
                 return;
         }
-        if (parse_last_event_id(r, &after) < 0 || !(p = route_session(r, a)))
+        if (parse_last_event_id(r, &after) < 0)
+                return;
+        p = r->authenticated ? route_session(r, a) : route_session_quiet(r, a);
+        if (!p)
                 return;
         q = process_check_token(p, token);
         if (q == -EKEYEXPIRED)
                 http_respond_error(r, ERROR_TOKEN_EXPIRED,
                                    "the attach token has expired; get a new one with POST .../sessions/%s/token",
                                    p->session_id);
+        else if (q < 0 && !r->authenticated)
+                respond_bad_token(r);
         else if (q < 0)
                 http_respond_error(r, ERROR_INVALID_TOKEN, "the token is not an attach token of session %s",
                                    p->session_id);

@@ -12,6 +12,9 @@
 struct Auth {
         Store *store;
         ApiKey *keys;  /* newest first */
+        /* A hash of no key, made like every real one: a key whose id is unknown is checked against it, so that
+         * the time an answer takes does not tell which key ids exist. */
+        char *dummy_hash;
 };
 
 static ApiKey *api_key_free(ApiKey *k) {
@@ -75,6 +78,19 @@ static int load_one(void *userdata, const char *id, const char *name, const char
         return 0;
 }
 
+static char *hash_key(const char *key) {
+        _cleanup_free_ struct crypt_data *cd = calloc(1, sizeof *cd);
+        char salt[CRYPT_GENSALT_OUTPUT_SIZE];
+        const char *h;
+
+        if (!cd || !crypt_gensalt_rn("$5$", 0, NULL, 0, salt, sizeof salt))
+                return NULL;
+        h = crypt_rn(key, salt, cd, sizeof *cd);
+        if (!h || h[0] == '*')
+                return NULL;
+        return strdup(h);
+}
+
 int auth_new(Store *store, Auth **ret) {
         _cleanup_free_ Auth *a = calloc(1, sizeof *a);
         int r;
@@ -82,6 +98,11 @@ int auth_new(Store *store, Auth **ret) {
         if (!a)
                 return -ENOMEM;
         a->store = store;
+        a->dummy_hash = hash_key(API_KEY_PREFIX "dummy");
+        if (!a->dummy_hash) {
+                auth_free(TAKE_PTR(a));
+                return -ENOMEM;
+        }
         r = store_load_keys(store, load_one, a);
         if (r < 0) {
                 auth_free(TAKE_PTR(a));
@@ -99,6 +120,7 @@ Auth *auth_free(Auth *a) {
                 a->keys = k->next;
                 api_key_free(k);
         }
+        free(a->dummy_hash);
         free(a);
         return NULL;
 }
@@ -107,18 +129,6 @@ ApiKey *auth_keys(Auth *a) {
         return a->keys;
 }
 
-static char *hash_key(const char *key) {
-        _cleanup_free_ struct crypt_data *cd = calloc(1, sizeof *cd);
-        char salt[CRYPT_GENSALT_OUTPUT_SIZE];
-        const char *h;
-
-        if (!cd || !crypt_gensalt_rn("$5$", 0, NULL, 0, salt, sizeof salt))
-                return NULL;
-        h = crypt_rn(key, salt, cd, sizeof *cd);
-        if (!h || h[0] == '*')
-                return NULL;
-        return strdup(h);
-}
 
 int auth_mint(Auth *a, const char *name, char *ret_key, ApiKey **ret) {
         char key[API_KEY_LEN + 1];
@@ -175,16 +185,16 @@ int auth_verify(Auth *a, const char *key, int64_t now, ApiKey **ret) {
         memcpy(id, key + strlen(API_KEY_PREFIX), API_KEY_ID_LEN);
         id[API_KEY_ID_LEN] = 0;
         k = find(a, id);
-        if (!k)
-                return -EACCES;
-        if (!k->verified || !secret_equal(k->verified, key)) {
+        /* An unknown id costs the same crypt as a known one with a wrong secret; it fails all the same. */
+        if (!k || !k->verified || !secret_equal(k->verified, key)) {
                 _cleanup_free_ struct crypt_data *cd = calloc(1, sizeof *cd);
+                const char *want = k ? k->hash : a->dummy_hash;
                 const char *h;
 
                 if (!cd)
                         return -ENOMEM;
-                h = crypt_rn(key, k->hash, cd, sizeof *cd);
-                if (!h || h[0] == '*' || !secret_equal(h, k->hash))
+                h = crypt_rn(key, want, cd, sizeof *cd);
+                if (!k || !h || h[0] == '*' || !secret_equal(h, want))
                         return -EACCES;
                 free(k->verified);
                 k->verified = strdup(key); /* NULL is fine: the next check runs crypt again */

@@ -26,6 +26,9 @@ typedef struct Listener {
         sd_event_source *io;
         sd_event_source *timer;
         bool tcp;
+        /* TCP: the address and port it is bound to, for the Host check */
+        char host[INET6_ADDRSTRLEN];
+        unsigned port;
 } Listener;
 
 struct Http {
@@ -327,7 +330,9 @@ static const char *request_api_key(Request *r) {
         return *v ? v : NULL;
 }
 
-/* Decides, before any body is read, whether a TCP request may go on. */
+/* Decides, before any body is read and before anything is looked up, whether a TCP request may go on. The
+ * answer depends only on the key: an unknown path, an unknown sandbox and a known one get the same 401, so
+ * that no one without a key learns what exists. */
 static bool authenticate_tcp(Request *r, const Route *rt) {
         const char *key = request_api_key(r);
         ApiKey *k;
@@ -338,7 +343,7 @@ static bool authenticate_tcp(Request *r, const Route *rt) {
                 return true;
         }
         if (rt && rt->auth != ROUTE_AUTH_KEY)
-                return true; /* public, or the handler checks its own token */
+                return true; /* public, or the handler checks its own token (and says as little) */
         if (key)
                 log_info("refused a TCP request for %s %s: unknown or revoked API key", r->method, r->url);
         respond_unauthorized(r, key ? "the API key is not valid (unknown, revoked or malformed); create one with "
@@ -346,6 +351,70 @@ static bool authenticate_tcp(Request *r, const Route *rt) {
                                       "'X-API-Key: KEY'"
                                     : "this request needs an API key: create one with 'spacectl key create' and "
                                       "send it as 'Authorization: Bearer KEY' or 'X-API-Key: KEY'");
+        return false;
+}
+
+/* Compares host[0..n) with want, ASCII case-insensitively (host names are). */
+static bool host_is(const char *host, size_t n, const char *want) {
+        return strlen(want) == n && strncasecmp(host, want, n) == 0;
+}
+
+bool http_host_allowed(const char *host, const char *listen_host, unsigned port) {
+        const char *colon;
+        size_t name_len;
+        bool v6 = listen_host && strchr(listen_host, ':');
+
+        if (!host || !*host)
+                return false;
+        /* NAME[:PORT], where NAME may be a bracketed IPv6 address */
+        if (host[0] == '[') {
+                const char *close = strchr(host, ']');
+                if (!close)
+                        return false;
+                name_len = (size_t) (close - host) + 1;
+                colon = close[1] == ':' ? close + 1 : NULL;
+                if (!colon && close[1])
+                        return false;
+        } else {
+                colon = strchr(host, ':');
+                name_len = colon ? (size_t) (colon - host) : strlen(host);
+        }
+        if (colon) {
+                char *end;
+                unsigned long p;
+
+                if (colon[1] < '0' || colon[1] > '9')
+                        return false; /* strtoul would take blanks and signs */
+                errno = 0;
+                p = strtoul(colon + 1, &end, 10);
+                if (errno || *end || p != port)
+                        return false;
+        } else if (port != 80)
+                return false; /* a browser names any other port */
+
+        if (host_is(host, name_len, "localhost") || host_is(host, name_len, "127.0.0.1") ||
+            host_is(host, name_len, "[::1]"))
+                return true;
+        if (listen_host && !v6 && host_is(host, name_len, listen_host))
+                return true;
+        if (listen_host && v6 && name_len == strlen(listen_host) + 2 && host[0] == '[' &&
+            strncasecmp(host + 1, listen_host, name_len - 2) == 0)
+                return true;
+        /* The E2B facade will route {port}-{sandboxID}.{domain} here. */
+        return false;
+}
+
+/* A browser page from anywhere may make its name resolve to 127.0.0.1 (DNS rebinding) and then talk to us
+ * as a same-origin site; it cannot make the Host header name us. The unix socket has no such neighbours. */
+static bool host_ok(Listener *l, Request *r) {
+        const char *host = http_header(r, MHD_HTTP_HEADER_HOST);
+
+        if (http_host_allowed(host, l->host, l->port))
+                return true;
+        http_respond_error(r, ERROR_INVALID_HOST,
+                           "this listener answers only to the names of its address (localhost:%u, 127.0.0.1:%u, "
+                           "[::1]:%u or %s:%u), not to the Host header sent", l->port, l->port, l->port, l->host,
+                           l->port);
         return false;
 }
 
@@ -388,7 +457,7 @@ static void request_begin(Listener *l, Request *r) {
                         return;
                 }
                 r->authenticated = true;
-        } else if (!authenticate_tcp(r, rt))
+        } else if (!host_ok(l, r) || !authenticate_tcp(r, rt))
                 return;
         if (!rt) {
                 api_route(r); /* 404 or 405, without reading a body */
@@ -494,24 +563,26 @@ static void listener_stop(Listener *l) {
         l->daemon = NULL;
 }
 
-static int format_api_url(int fd, char **ret) {
+/* The TCP listener's bound address into l (for the Host check) and its URL into ret. */
+static int listener_address(Listener *l, int fd, char **ret) {
         struct sockaddr_storage sa;
         socklen_t len = sizeof sa;
-        char host[INET6_ADDRSTRLEN];
 
         if (getsockname(fd, (struct sockaddr *) &sa, &len) < 0)
                 return -errno;
         if (sa.ss_family == AF_INET) {
                 struct sockaddr_in *in = (struct sockaddr_in *) &sa;
-                if (!inet_ntop(AF_INET, &in->sin_addr, host, sizeof host))
+                if (!inet_ntop(AF_INET, &in->sin_addr, l->host, sizeof l->host))
                         return -errno;
-                return asprintf(ret, "http://%s:%u", host, ntohs(in->sin_port)) < 0 ? -ENOMEM : 0;
+                l->port = ntohs(in->sin_port);
+                return asprintf(ret, "http://%s:%u", l->host, l->port) < 0 ? -ENOMEM : 0;
         }
         if (sa.ss_family == AF_INET6) {
                 struct sockaddr_in6 *in6 = (struct sockaddr_in6 *) &sa;
-                if (!inet_ntop(AF_INET6, &in6->sin6_addr, host, sizeof host))
+                if (!inet_ntop(AF_INET6, &in6->sin6_addr, l->host, sizeof l->host))
                         return -errno;
-                return asprintf(ret, "http://[%s]:%u", host, ntohs(in6->sin6_port)) < 0 ? -ENOMEM : 0;
+                l->port = ntohs(in6->sin6_port);
+                return asprintf(ret, "http://[%s]:%u", l->host, l->port) < 0 ? -ENOMEM : 0;
         }
         return -EAFNOSUPPORT;
 }
@@ -531,9 +602,11 @@ int http_new(Manager *m, int unix_fd, int tcp_fd, Http **ret) {
                 r = listener_start(h, &h->listeners[h->n_listeners++], unix_fd, false);
         }
         if (r >= 0 && tcp_fd >= 0) {
-                r = format_api_url(tcp_fd, &h->api_url);
+                Listener *l = &h->listeners[h->n_listeners++];
+
+                r = listener_address(l, tcp_fd, &h->api_url);
                 if (r >= 0)
-                        r = listener_start(h, &h->listeners[h->n_listeners++], tcp_fd, true);
+                        r = listener_start(h, l, tcp_fd, true);
         }
         if (r < 0) {
                 http_free(h);

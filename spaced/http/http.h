@@ -97,6 +97,10 @@ Manager *http_manager(Http *h);
 Auth *http_auth(Http *h);
 /* "http://127.0.0.1:PORT" of the TCP listener, or NULL without one. */
 const char *http_api_url(Http *h);
+/* Whether a TCP request's Host header (NAME[:PORT]) names the listener bound to listen_host (numeric, as
+ * inet_ntop gives it) and port: localhost, 127.0.0.1, [::1] or listen_host, with the port (which only port 80
+ * may leave out). The one place that decides which names a listener answers to. */
+bool http_host_allowed(const char *host, const char *listen_host, unsigned port);
 /* For long-lived responses (SSE): exempts the connection from the TCP idle timeout. Done automatically for
  * requests answered with http_respond_stream(). */
 void http_set_streaming(Request *r);

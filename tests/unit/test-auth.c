@@ -1,0 +1,137 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+
+/* Who may talk over TCP (spaced/http/auth.c, spaced/http/http.c): a key check takes as long whether or not the
+ * key's id exists (else the time of a 401 tells which ids do), and a request is served only when its Host
+ * header names the listener (else a web page could rebind its own name to 127.0.0.1 and talk to us). */
+
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE /* asprintf */
+#endif
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "../../lib/macro.h"
+#include "core/store.h"
+#include "http/auth.h"
+#include "http/http.h"
+#include "tap.h"
+
+#define ROUNDS 9
+
+static uint64_t now_ns(void) {
+        struct timespec ts;
+
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (uint64_t) ts.tv_sec * 1000000000ULL + (uint64_t) ts.tv_nsec;
+}
+
+static int cmp_u64(const void *a, const void *b) {
+        uint64_t x = *(const uint64_t *) a, y = *(const uint64_t *) b;
+        return x < y ? -1 : x > y;
+}
+
+/* The median time of ROUNDS checks of key, which must all fail. */
+static uint64_t median_refusal_ns(Auth *a, const char *key, bool *all_refused) {
+        uint64_t t[ROUNDS];
+
+        for (unsigned i = 0; i < ROUNDS; i++) {
+                uint64_t start = now_ns();
+                if (auth_verify(a, key, 0, NULL) != -EACCES)
+                        *all_refused = false;
+                t[i] = now_ns() - start;
+        }
+        qsort(t, ROUNDS, sizeof t[0], cmp_u64);
+        return t[ROUNDS / 2];
+}
+
+static void test_key_timing(const char *dir) {
+        _cleanup_free_ char *path = NULL;
+        char key[API_KEY_LEN + 1], wrong_secret[API_KEY_LEN + 1], unknown_id[API_KEY_LEN + 1];
+        Store *s = NULL;
+        Error e = {};
+        Auth *a = NULL;
+        bool refused = true;
+        uint64_t t_wrong, t_unknown;
+        size_t id_at = strlen(API_KEY_PREFIX);
+
+        if (asprintf(&path, "%s/state.db", dir) < 0 || store_open(path, &s, &e) < 0 || auth_new(s, &a) < 0 ||
+            auth_mint(a, "t", key, NULL) < 0) {
+                ok(false, "set up a store with one key (%s)", e.message ?: "");
+                error_done(&e);
+                return;
+        }
+        ok(auth_verify(a, key, 0, NULL) == 0, "the minted key is accepted");
+
+        /* Same id, wrong secret: crypt runs and fails. Another id: found nowhere. */
+        memcpy(wrong_secret, key, sizeof key);
+        wrong_secret[API_KEY_LEN - 1] = key[API_KEY_LEN - 1] == '0' ? '1' : '0';
+        memcpy(unknown_id, key, sizeof key);
+        unknown_id[id_at] = key[id_at] == '0' ? '1' : '0';
+
+        t_wrong = median_refusal_ns(a, wrong_secret, &refused);
+        t_unknown = median_refusal_ns(a, unknown_id, &refused);
+        ok(refused, "a wrong secret and an unknown id are refused");
+        diag("median refusal: known id with a wrong secret %.3f ms, unknown id %.3f ms", t_wrong / 1e6,
+             t_unknown / 1e6);
+        /* Without the dummy hash an unknown id answers in about a microsecond, a thousand times sooner. */
+        ok(t_unknown * 4 >= t_wrong, "an unknown key id takes about as long as a known one (%.3f vs %.3f ms)",
+           t_unknown / 1e6, t_wrong / 1e6);
+
+        auth_free(a);
+        store_close(s);
+        unlink(path);
+}
+
+static void test_hosts(void) {
+        static const struct {
+                const char *host, *listen;
+                unsigned port;
+                bool allowed;
+        } cases[] = {
+                { "127.0.0.1:7070", "127.0.0.1", 7070, true },
+                { "localhost:7070", "127.0.0.1", 7070, true },
+                { "LocalHost:7070", "127.0.0.1", 7070, true },
+                { "[::1]:7070", "127.0.0.1", 7070, true },
+                { "127.0.0.5:7070", "127.0.0.5", 7070, true },   /* the listen address itself */
+                { "[::1]:7070", "::1", 7070, true },
+                { "localhost", "127.0.0.1", 80, true },          /* port 80 may go unnamed */
+                { "localhost", "127.0.0.1", 7070, false },       /* any other must be named */
+                { "localhost:7071", "127.0.0.1", 7070, false },  /* another port */
+                { "localhost:7070x", "127.0.0.1", 7070, false },
+                { "localhost:", "127.0.0.1", 7070, false },
+                { "localhost:+7070", "127.0.0.1", 7070, false },
+                { "localhost: 7070", "127.0.0.1", 7070, false },
+                { "127.0.0.5:7070", "127.0.0.1", 7070, false },  /* another loopback address */
+                { "evil.example:7070", "127.0.0.1", 7070, false },
+                { "localhost.evil.example:7070", "127.0.0.1", 7070, false },
+                { "127.0.0.1.nip.io:7070", "127.0.0.1", 7070, false },
+                { "[::1]x:7070", "::1", 7070, false },
+                { "[::1", "::1", 7070, false },
+                { "", "127.0.0.1", 7070, false },
+                { NULL, "127.0.0.1", 7070, false },              /* no Host at all (HTTP/1.0) */
+        };
+
+        for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+                ok(http_host_allowed(cases[i].host, cases[i].listen, cases[i].port) == cases[i].allowed,
+                   "Host '%s' on %s:%u: %s", cases[i].host ?: "(none)", cases[i].listen, cases[i].port,
+                   cases[i].allowed ? "served" : "refused");
+}
+
+int main(void) {
+        char dir[] = "/tmp/test-auth-XXXXXX";
+
+        plan(0);
+        if (!mkdtemp(dir)) {
+                perror("mkdtemp");
+                return 99;
+        }
+        test_key_timing(dir);
+        test_hosts();
+        (void) rmdir(dir);
+        return done();
+}
