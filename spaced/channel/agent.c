@@ -694,6 +694,9 @@ static void agent_disconnected(AgentConn *a, const char *why, bool protocol_erro
                              "channel was closed for good; remove the sandbox with 'spacectl rm'",
                              AGENT_ABUSE_MAX, (unsigned long long) (AGENT_ABUSE_WINDOW_USEC / 1000000), why) < 0)
                         reason = NULL;
+                if (h->suppressed > 0)
+                        log_warning("sandbox %s: %u similar messages suppressed", s->id, h->suppressed);
+                h->suppressed = 0;
                 release_all(a, ERROR_CHANNEL_LOST, reason ?: why);
                 agent_free(a);
                 h->timer = sd_event_source_disable_unref(h->timer);

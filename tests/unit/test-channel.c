@@ -51,6 +51,8 @@ static Sandbox *sandbox_make(const char *id) {
         s->manager = &manager;
         snprintf(s->id, sizeof s->id, "%s", id);
         s->state = SANDBOX_RUNNING;
+        s->template_name = strdup("minimal");
+        s->template_digest = strdup("0123456789abcdef");
         s->qemu_pid = fake_qemu;
         (void) asprintf(&s->run_dir, "%s/run", tmpdir);
         (void) asprintf(&s->data_dir, "%s/data-%s", tmpdir, id);
@@ -187,9 +189,22 @@ static const uint8_t garbage[12] = { 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0
 static void test_garbage_backoff_failed(void) {
         Sandbox *s = sandbox_make("00000000000000000000000000000002");
         uint64_t dropped = 0, gaps[32];
-        unsigned n_conn = 0, n_gaps = 0;
+        unsigned n_conn = 0, n_gaps = 0, n_warn = 0, n_suppressed_notes = 0;
         bool grows = true;
-        int g;
+        _cleanup_free_ char *warn_path = NULL;
+        char line[1024];
+        FILE *f;
+        int g, saved_err, wfd;
+
+        /* the daemon's warnings, to count them */
+        ASSERT(asprintf(&warn_path, "%s/warnings.log", tmpdir) >= 0);
+        fflush(stderr);
+        saved_err = dup(STDERR_FILENO);
+        wfd = open(warn_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+        ASSERT(saved_err >= 0 && wfd >= 0);
+        (void) dup2(wfd, STDERR_FILENO);
+        close(wfd);
+        log_max_level = LOG_WARNING_LEVEL;
 
         ASSERT(agent_connect(s) >= 0);
         g = accept_within(1000000);
@@ -209,6 +224,21 @@ static void test_garbage_backoff_failed(void) {
                         break;
                 g = accept_within(40000000);
         }
+        fflush(stderr);
+        (void) dup2(saved_err, STDERR_FILENO);
+        close(saved_err);
+        log_max_level = LOG_ERR_LEVEL;
+        f = fopen(warn_path, "re");
+        while (f && fgets(line, sizeof line, f))
+                if (strstr(line, s->id) && strstr(line, "warning: ")) {
+                        n_warn++;
+                        n_suppressed_notes += !!strstr(line, "similar messages suppressed");
+                }
+        if (f)
+                fclose(f);
+        ok(n_warn >= 1 && n_warn <= 3 && n_suppressed_notes >= 1,
+           "garbage: %u channel losses gave %u warnings (one per 10 s), %u of them counting those left out",
+           n_conn, n_warn, n_suppressed_notes);
         for (unsigned i = 0; i < n_gaps; i++) {
                 diag("reconnect %u after %.3f s", i + 1, (double) gaps[i] / 1e6);
                 if (gaps[i] < 90000 || (i > 0 && gaps[i] < gaps[i - 1] * 3 / 2))
@@ -221,6 +251,21 @@ static void test_garbage_backoff_failed(void) {
         g = accept_within(3000000);
         ok(g < 0, "garbage: the failed sandbox's channel is not reconnected");
         safe_close(g);
+        {
+                /* what a restarted daemon (and spacectl inspect) would see */
+                Manager m2 = { .store = manager.store };
+                Sandbox *t;
+
+                ASSERT(store_load_sandboxes(manager.store, &m2) >= 0);
+                t = sandbox_find_by_id(&m2, s->id);
+                ok(t && t->state == SANDBOX_ERROR && t->error && streq(t->error, s->error),
+                   "garbage: the failed state and its reason are saved");
+                while (m2.sandboxes) {
+                        t = m2.sandboxes;
+                        m2.sandboxes = t->next;
+                        sandbox_free(t);
+                }
+        }
 }
 
 /* ---- a flood while the loop must keep its timers ---- */
