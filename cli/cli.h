@@ -337,6 +337,9 @@ int cmd_inspect(int argc, char *argv[]);
 int cmd_rm(int argc, char *argv[]);
 int cmd_template(int argc, char *argv[]);
 int template_build(int argc, char *argv[]);   /* `template build`, in template-build.c */
+/* POST /v1/templates/import: the path over the unix socket, the file's bytes over TCP (which takes no host
+ * path); tag and config (may be NULL) as the JSON form has them. Errors are logged. In cmd-template.c. */
+int cli_template_import_post(const char *file, const char *tag, const cJSON *config, SpaceHttpReply *ret);
 int cmd_version(int argc, char *argv[]);
 int cmd_attach(int argc, char *argv[]);
 int cmd_ps(int argc, char *argv[]);

@@ -4,12 +4,15 @@
 #endif
 
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "cli.h"
 #include "macro.h"
@@ -155,6 +158,75 @@ enum {
         OPT_DESCRIPTION = 0x200,
 };
 
+static ssize_t read_fd(void *buf, size_t max, void *userdata) {
+        ssize_t n;
+
+        do
+                n = read(*(int *) userdata, buf, max);
+        while (n < 0 && errno == EINTR);
+        return n < 0 ? -errno : n;
+}
+
+/* Over TCP the daemon takes no host path: the file's bytes go as the body, tag and config in the query. */
+static int import_upload(const char *file, const char *tag, const cJSON *config, SpaceHttpReply *ret) {
+        _cleanup_free_ char *etag = NULL, *cfg = NULL, *ecfg = NULL, *path = NULL;
+        _cleanup_close_ int fd = -1;
+        SpaceHttpReply reply = {};
+        struct stat st;
+        int r;
+
+        fd = open(file, O_RDONLY | O_CLOEXEC);
+        if (fd < 0 || fstat(fd, &st) < 0) {
+                log_error("%s: %m", file);
+                return -errno;
+        }
+        if (!S_ISREG(st.st_mode)) {
+                log_error("%s is not a file: over TCP (SPACE_API_URL) an import uploads a file; pack an OCI layout "
+                          "directory as an OCI archive (tar) first", file);
+                return -EINVAL;
+        }
+        cfg = config ? cJSON_PrintUnformatted(config) : strdup("{}");
+        if (!cfg || space_http_escape(tag ?: "", &etag) < 0 || space_http_escape(cfg, &ecfg) < 0 ||
+            asprintf(&path, "/v1/templates/import?tag=%s&config=%s", etag, ecfg) < 0) {
+                log_error("out of memory");
+                return -ENOMEM;
+        }
+        if (!cli_http())
+                return -ENOTCONN;
+        r = space_http_upload(cli_http(), "POST", path, (int64_t) st.st_size, read_fd, &fd, &reply);
+        if (r < 0) {
+                cli_log_transport_error(cli_http(), r);
+                return r;
+        }
+        if (!space_http_reply_ok(&reply)) {
+                log_error("%s", reply.error_message);
+                space_http_reply_done(&reply);
+                return -EBADMSG;
+        }
+        *ret = reply;
+        return 0;
+}
+
+int cli_template_import_post(const char *file, const char *tag, const cJSON *config, SpaceHttpReply *ret) {
+        cJSON *body;
+        int r;
+
+        if (!cli_http())
+                return -ENOTCONN;
+        if (!space_http_socket_path(cli_http()))
+                return import_upload(file, tag, config, ret);
+        body = cJSON_CreateObject();
+        if (!body || !cJSON_AddStringToObject(body, "source", file) || (tag && !cJSON_AddStringToObject(body, "tag", tag)) ||
+            (config && !cJSON_AddItemToObject(body, "config", cJSON_Duplicate(config, true)))) {
+                cJSON_Delete(body);
+                log_error("out of memory");
+                return -ENOMEM;
+        }
+        r = cli_call("POST", "/v1/templates/import", body, ret);
+        cJSON_Delete(body);
+        return r;
+}
+
 static int template_import(int argc, char *argv[]) {
         static const struct option options[] = {
                 { "help", no_argument, NULL, 'h' },
@@ -267,7 +339,7 @@ static int template_import(int argc, char *argv[]) {
         (void) cli_signals_install();
         if (cli_http())
                 space_http_set_cancel(cli_http(), &cli_signal_received);
-        if (cli_call("POST", "/v1/templates/import", body, &reply) < 0)
+        if (cli_template_import_post(source, tag, cJSON_GetObjectItemCaseSensitive(body, "config"), &reply) < 0)
                 goto out;
         op_id = json_str(cJSON_GetObjectItemCaseSensitive(reply.json, "operation"), "id");
         if (asprintf(&label, "importing %s", tag) < 0) {

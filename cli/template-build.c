@@ -139,7 +139,8 @@ static int import_tarball(const Recipe *r, const char *tarball, const char *tag,
         }
         if (cli_http())
                 space_http_set_cancel(cli_http(), &cli_signal_received);
-        k = cli_call("POST", "/v1/templates/import", body, &reply);
+        /* over TCP the tarball's bytes go, not its path */
+        k = cli_template_import_post(tarball, tag, cJSON_GetObjectItemCaseSensitive(body, "config"), &reply);
         cJSON_Delete(body);
         if (k < 0)
                 return cli_signal_received ? -EINTR : k;

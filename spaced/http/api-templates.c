@@ -1,8 +1,11 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
+#include <unistd.h>
 
 #include "http/api.h"
 #include "core/log.h"
@@ -14,7 +17,8 @@
 
 /* /v1/templates: the store (template.c) and imports (template-import.c).
  *   GET    /v1/templates               every image with its tags
- *   POST   /v1/templates/import        {"source", "tag", "config"} -> an operation
+ *   POST   /v1/templates/import        {"source", "tag", "config"} (unix socket only) or the archive as the
+ *                                      body with ?tag=&config= (any listener) -> an operation
  *   POST   /v1/templates/gc            untagged unused images and stale base snapshots go
  *   GET    /v1/templates/{ref}         one image (ref: NAME[:TAG] or sha256:<hex>; its '/' may be raw or %2F)
  *   DELETE /v1/templates/{ref}         a tag goes (and the image with its last one) or, by digest, the image
@@ -81,6 +85,172 @@ void api_get_template(Request *r, const RouteArgs *a) {
         http_respond_json(r, 200, template_to_json(m, t));
 }
 
+/* ---- the archive as the body: streamed to an unnamed file in the state directory, bounded ---- */
+
+typedef struct ImportUpload {
+        Manager *manager;
+        int fd;
+        uint64_t received;
+        uint64_t max;        /* import_max_disk_bytes */
+        bool over;           /* the body went over max: the rest is dropped, the answer says so */
+        uint64_t dropped;
+        char *tag;
+        cJSON *config;
+} ImportUpload;
+
+static void upload_free(ImportUpload *u) {
+        if (!u)
+                return;
+        safe_close(u->fd);
+        free(u->tag);
+        cJSON_Delete(u->config);
+        free(u);
+}
+
+static void upload_detach(void *userdata, Request *r) {
+        upload_free(userdata);
+}
+
+static void respond_over(Request *r, ImportUpload *u) {
+        http_respond_error(r, ERROR_LIMIT_EXCEEDED,
+                           "the uploaded archive is over the import limit of %llu bytes (import_max_disk_bytes in "
+                           "spaced.conf)", (unsigned long long) u->max);
+}
+
+static size_t upload_write(void *userdata, Request *r, const char *data, size_t n) {
+        ImportUpload *u = userdata;
+
+        if (u->over || u->received + n > u->max) {
+                /* Never written: the rest is read and dropped so that the client gets the answer after its body,
+                 * up to HTTP_DRAIN_MAX; a client that sends more is answered now and cut off. */
+                u->over = true;
+                u->dropped += n;
+                if (u->dropped > HTTP_DRAIN_MAX)
+                        respond_over(r, u);
+                return n;
+        }
+        for (size_t done = 0; done < n;) {
+                ssize_t w = write(u->fd, data + done, n - done);
+                if (w < 0 && errno == EINTR)
+                        continue;
+                if (w < 0) {
+                        int e = errno;
+                        http_respond_error(r, error_code_from_errno(-e), "cannot store the uploaded archive: %s",
+                                           strerror(e));
+                        return n;
+                }
+                done += (size_t) w;
+        }
+        u->received += n;
+        return n;
+}
+
+/* An archive body: any of these; everything else is the JSON form. */
+static bool is_archive_type(const char *ct) {
+        static const char *const types[] = { "application/octet-stream", "application/x-tar", "application/gzip",
+                                             "application/x-gzip", "application/zstd", "application/x-xz", NULL };
+        if (!ct)
+                return false;
+        for (const char *const *t = types; *t; t++) {
+                size_t n = strlen(*t);
+                if (strncasecmp(ct, *t, n) == 0 && (ct[n] == 0 || ct[n] == ';' || ct[n] == ' '))
+                        return true;
+        }
+        return false;
+}
+
+/* From the headers, before any body is read: a JSON import over TCP is refused (it names a host path, which
+ * only the unix socket's user may; the answer is the same whether or not the path exists, since none is
+ * looked at), an archive body gets its file and its limit. */
+void api_post_template_import_begin(Request *r, const RouteArgs *a) {
+        Manager *m = http_manager(r->http);
+        ImportLimits limits = config_import_limits(&m->config);
+        _cleanup_(error_done) Error msg = {};
+        const char *ct = http_header(r, "Content-Type"), *v;
+        ImportUpload *u;
+        int q;
+
+        if (!is_archive_type(ct)) {
+                r->kind = REQUEST_JSON;
+                if (r->tcp)
+                        http_respond_error(r, ERROR_PERMISSION_DENIED,
+                                           "over TCP an import takes the archive itself as the request body "
+                                           "(Content-Type: application/octet-stream, ?tag=NAME:TAG, optional "
+                                           "?config=JSON); a host path (\"source\") is accepted on the unix socket only");
+                return;
+        }
+        v = http_header(r, "Content-Length");
+        if (v) {
+                char *end;
+                unsigned long long n;
+
+                errno = 0;
+                n = strtoull(v, &end, 10);
+                if (errno == 0 && end != v && *end == 0 && n > limits.max_disk_bytes)
+                        return (void) http_respond_error(r, ERROR_LIMIT_EXCEEDED,
+                                                         "an archive of %llu bytes is over the import limit of %llu "
+                                                         "bytes (import_max_disk_bytes in spaced.conf)",
+                                                         n, (unsigned long long) limits.max_disk_bytes);
+        }
+        u = calloc(1, sizeof *u);
+        if (!u)
+                return (void) http_respond_error(r, ERROR_INTERNAL, "out of memory");
+        u->manager = m;
+        u->fd = -1;
+        u->max = limits.max_disk_bytes;
+        v = http_query(r, "tag");
+        if (v && *v && template_tag_parse(v, &u->tag, &msg) < 0) {
+                upload_free(u);
+                return (void) http_respond_error(r, ERROR_INVALID_REF, "%s", msg.message ?: "invalid tag");
+        }
+        v = http_query(r, "config");
+        if (v && *v) {
+                u->config = cJSON_Parse(v);
+                if (!cJSON_IsObject(u->config)) {
+                        upload_free(u);
+                        return (void) http_respond_error(r, ERROR_INVALID_ARGUMENT, "config must be a JSON object");
+                }
+        }
+        q = template_import_tmpfile(m, &u->fd);
+        if (q < 0) {
+                upload_free(u);
+                return (void) http_respond_error(r, error_code_from_errno(q), "cannot store the upload: %s",
+                                                 strerror(-q));
+        }
+        r->upload = (HttpUpload) { .write = upload_write, .detach = upload_detach, .userdata = u };
+}
+
+/* After the body: the file holds the whole archive. */
+static void import_uploaded(Request *r) {
+        ImportUpload *u = r->upload.userdata;
+        Error e = {};
+        Operation *op;
+        unsigned wait;
+        int q;
+
+        if (!u || r->upload_failed)
+                return (void) http_respond_error(r, ERROR_INTERNAL, "the upload was not stored");
+        if (u->over)
+                return respond_over(r, u);
+        if (parse_wait(r, &wait) < 0)
+                return;
+        if (u->received == 0)
+                return (void) http_respond_error(r, ERROR_INVALID_SOURCE,
+                                                 "the request body is empty: send the archive (a rootfs tarball, plain "
+                                                 "or compressed, or an OCI archive)");
+        {
+                ImportRequest req = { .source = "upload", .has_fd = true, .fd = u->fd, .tag = u->tag,
+                                      .config = u->config };
+                q = template_import_start(u->manager, &req, &op, &e);
+        }
+        if (q < 0) {
+                respond_operation_error(r, &e, q);
+                error_done(&e);
+                return;
+        }
+        start_wait(r, op, WAIT_IMPORT, wait);
+}
+
 void api_post_template_import(Request *r, const RouteArgs *a) {
         static const char *const fields[] = { "source", "tag", "config", NULL };
         Manager *m = http_manager(r->http);
@@ -93,6 +263,11 @@ void api_post_template_import(Request *r, const RouteArgs *a) {
         cJSON *o, *v;
         int q;
 
+        if (r->kind == REQUEST_UPLOAD)
+                return import_uploaded(r);
+        if (r->tcp) /* refused from the headers already (begin); never a host path over TCP */
+                return (void) http_respond_error(r, ERROR_PERMISSION_DENIED,
+                                                 "a host path (\"source\") is accepted on the unix socket only");
         if (parse_wait(r, &wait) < 0)
                 return;
         o = parse_body_object(r, fields);

@@ -29,7 +29,7 @@ static void delete_operation(Request *r, const RouteArgs *a);
 const Route api_routes[] = {
         { "GET", "/v1/version", get_version },
         { "GET", "/v1/templates", api_get_templates },
-        { "POST", "/v1/templates/import", api_post_template_import },
+        { "POST", "/v1/templates/import", api_post_template_import, .begin = api_post_template_import_begin },
         { "POST", "/v1/templates/gc", api_post_templates_gc },
         { "GET", "/v1/templates/{ref}", api_get_template },
         { "DELETE", "/v1/templates/{ref}", api_delete_template },

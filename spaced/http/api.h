@@ -78,6 +78,7 @@ cJSON *template_to_json(Manager *m, Template *t);
 void api_get_templates(Request *r, const RouteArgs *a);
 void api_get_template(Request *r, const RouteArgs *a);
 void api_post_template_import(Request *r, const RouteArgs *a);
+void api_post_template_import_begin(Request *r, const RouteArgs *a);
 void api_delete_template(Request *r, const RouteArgs *a);
 void api_post_template_tag(Request *r, const RouteArgs *a);
 void api_post_templates_gc(Request *r, const RouteArgs *a);

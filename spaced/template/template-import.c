@@ -44,6 +44,7 @@ typedef struct ImportJob {
         char op_id[OPERATION_ID_LEN + 1];
         char *state_dir;
         char *source;
+        int source_fd;       /* an upload's archive, or -1: open source */
         char *tag;
         char *source_digest;
         cJSON *request_config;
@@ -65,6 +66,7 @@ static void job_free(ImportJob *j) {
                 return;
         free(j->state_dir);
         free(j->source);
+        safe_close(j->source_fd);
         free(j->tag);
         free(j->source_digest);
         cJSON_Delete(j->request_config);
@@ -527,7 +529,14 @@ static int import_run(ImportJob *j) {
         tree_set_budget(tree, &j->budget);
         rootfs = tree;
 
-        src_fd = open(j->source, O_RDONLY | O_CLOEXEC);
+        if (j->source_fd >= 0) {
+                src_fd = TAKE_FD(j->source_fd);
+                if (lseek(src_fd, 0, SEEK_SET) < 0) {
+                        r = job_fail(j, ERROR_INTERNAL, -errno, "cannot read the uploaded archive: %m");
+                        goto out;
+                }
+        } else
+                src_fd = open(j->source, O_RDONLY | O_CLOEXEC);
         if (src_fd < 0 || fstat(src_fd, &st) < 0) {
                 r = job_fail(j, ERROR_INVALID_SOURCE, -errno, "cannot open %s: %m", j->source);
                 goto out;
@@ -738,6 +747,7 @@ static int job_new(Manager *m, const ImportRequest *req, ImportJob **ret, Error 
         if (!j)
                 return -ENOMEM;
         j->manager = m;
+        j->source_fd = -1;
         pthread_mutex_init(&j->progress.lock, NULL);
         j->progress_init = true;
         j->progress.phase = "reading";
@@ -752,6 +762,13 @@ static int job_new(Manager *m, const ImportRequest *req, ImportJob **ret, Error 
         }
         j->state_dir = strdup(m->state_dir);
         j->source = strdup(req->source);
+        if (req->has_fd) {
+                j->source_fd = fcntl(req->fd, F_DUPFD_CLOEXEC, 3);
+                if (j->source_fd < 0) {
+                        job_free(j);
+                        return -errno;
+                }
+        }
         j->t = calloc(1, sizeof *j->t);
         if (!j->state_dir || !j->source || !j->t || (req->tag && !(j->tag = strdup(req->tag))) ||
             (req->source_digest && !(j->source_digest = strdup(req->source_digest)))) {
@@ -801,12 +818,36 @@ static int validate_source(const char *source, Error *reterr) {
         return 0;
 }
 
+int template_import_tmpfile(Manager *m, int *ret_fd) {
+        _cleanup_free_ char *dir = NULL, *path = NULL;
+        int fd;
+
+        if (asprintf(&dir, "%s/templates", m->state_dir) < 0)
+                return -ENOMEM;
+        fd = open(dir, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+        if (fd >= 0) {
+                *ret_fd = fd;
+                return 0;
+        }
+        if (errno != EOPNOTSUPP && errno != EISDIR)
+                return -errno;
+        /* no O_TMPFILE here: a named file, gone at once (a crash in between leaves a .tmp-*, removed at start) */
+        if (asprintf(&path, "%s/.tmp-upload-XXXXXX", dir) < 0)
+                return -ENOMEM;
+        fd = mkostemp(path, O_CLOEXEC);
+        if (fd < 0)
+                return -errno;
+        (void) unlink(path);
+        *ret_fd = fd;
+        return 0;
+}
+
 int template_import_start(Manager *m, const ImportRequest *req, Operation **ret_op, Error *reterr) {
         ImportJob *j;
         Operation *op;
         int r;
 
-        r = validate_source(req->source, reterr);
+        r = req->has_fd ? 0 : validate_source(req->source, reterr);
         if (r < 0)
                 return r;
         r = job_new(m, req, &j, reterr);

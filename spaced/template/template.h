@@ -81,11 +81,16 @@ int templates_gc(Manager *m, uint64_t *ret_freed, unsigned *ret_images, unsigned
 
 /* template-import.c */
 typedef struct ImportRequest {
-        const char *source;      /* absolute path: a rootfs tarball, an OCI layout directory or its tar */
+        const char *source;      /* absolute path: a rootfs tarball, an OCI layout directory or its tar; with
+                                  * has_fd only a label for messages */
+        bool has_fd;             /* the archive is fd (an upload, template_import_tmpfile), not a host path */
+        int fd;
         const char *tag;         /* "name:tag" or NULL */
         const cJSON *config;     /* overrides, or NULL */
         const char *source_digest; /* builtins: recorded to notice a changed rootfs.tar */
 } ImportRequest;
+/* An unnamed file in $state/templates for an uploaded archive (O_TMPFILE: nothing to clean up after a crash). */
+int template_import_tmpfile(Manager *m, int *ret_fd);
 int template_import_start(Manager *m, const ImportRequest *req, Operation **ret_op, Error *reterr);
 /* The same, on the calling thread (builtins at start). */
 int template_import_now(Manager *m, const ImportRequest *req, Template **ret, Error *reterr);

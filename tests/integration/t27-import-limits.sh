@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
 # Hostile imports (issue 10): a sparse tar that declares 1 TiB and a zstd bomb fail within seconds with
-# limit_exceeded naming the limit; names no debugfs command can carry are refused; the limits of spaced.conf
-# apply; no staging directory is left behind. No VM is started.
+# limit_exceeded naming the limit; names no debugfs command can carry are refused; over TCP a host path is
+# refused (the same answer whether it exists or not) and the archive comes as the body; a long import is
+# cancelled; the limits of spaced.conf apply; no staging directory is left behind. No VM is started.
 . "$(dirname "$0")/lib.sh"
 
 space_env_setup
@@ -76,6 +77,47 @@ EOF
 done
 check "no staging directory is left" no_staging
 
+# ---- over TCP: never a host path; the archive comes as the body
+API_KEY=$(mint_key t27) || bail_out "cannot mint an API key"
+echo secret >"$TEST_TMP/secret.tar"
+kreq POST /v1/templates/import -H 'Content-Type: application/json' \
+        -d "{\"source\": \"$TEST_TMP/secret.tar\", \"tag\": \"t27/secret:1\"}"
+check_status "over TCP, a host path that exists: 403 permission_denied" 403 permission_denied
+cp "$OUT" "$TEST_TMP/answer-existing"
+kreq POST /v1/templates/import -H 'Content-Type: application/json' \
+        -d "{\"source\": \"$TEST_TMP/no-such.tar\", \"tag\": \"t27/secret:1\"}"
+check_status "over TCP, a host path that does not exist: 403 permission_denied" 403 permission_denied
+check_eq "... the same answer for both: nothing tells whether the path exists" "$(cat "$TEST_TMP/answer-existing")" "$(cat "$OUT")"
+check_contains "... and it says how to import over TCP" "request body" "$OUT"
+kreq POST /v1/templates/import -d "{\"source\": \"$TEST_TMP/secret.tar\"}"
+check_status "over TCP, a host path without a Content-Type: 403" 403 permission_denied
+check_fails "no template was made from the host path" sc template inspect t27/secret:1
+
+python3 - "$IMG/small.tar" <<'EOF' || bail_out "cannot make small.tar"
+import io, sys, tarfile
+with tarfile.open(sys.argv[1], "w") as t:
+    for n, data in (("etc/hostname", b"t27\n"), ("etc/motd", b"uploaded over TCP\n")):
+        ti = tarfile.TarInfo(n)
+        ti.size = len(data)
+        t.addfile(ti, io.BytesIO(data))
+EOF
+kreq POST "/v1/templates/import?tag=t27/up:1&wait=60" -H 'Content-Type: application/octet-stream' --data-binary "@$IMG/small.tar"
+check_match "over TCP, the archive as the body is imported (HTTP $STATUS)" '^20[01]$' "$STATUS"
+sc template inspect t27/up:1 >"$TEST_TMP/up1.json"
+check_eq "... the template exists with its source 'upload'" upload "$(json "$TEST_TMP/up1.json" 'd["source"]')"
+check_rc "spacectl template import over TCP (SPACE_API_URL) uploads the file" 0 \
+        env SPACE_SOCKET="$TEST_TMP/no-socket" SPACE_API_URL="$API_URL" SPACE_API_KEY="$API_KEY" \
+        timeout 120 spacectl template import "$IMG/small.tar" --tag t27/up:2 --env T27=1
+check_match "... and prints the digest" '^sha256:[0-9a-f]{64}$' "$(cat "$OUT")"
+sc template inspect t27/up:2 >"$TEST_TMP/up2.json"
+check_eq "... with its config" '["T27=1"]' "$(json "$TEST_TMP/up2.json" 'd["config"]["env"]')"
+T0=$(now_ms)
+kreq POST "/v1/templates/import?tag=t27/up:3&wait=60" -H 'Content-Type: application/x-tar' --data-binary "@$IMG/sparse.tar"
+ELAPSED=$(($(now_ms) - T0))
+check_status "over TCP, the 1 TiB sparse tar as the body: 413 limit_exceeded" 413 limit_exceeded
+check "... within 5 s (took ${ELAPSED} ms)" test "$ELAPSED" -lt 5000
+check "no upload or staging file is left" no_staging
+
 # ---- cancel: a long import (60000 entries: extraction, mkfs and debugfs take a while) stops within seconds
 python3 - "$IMG/long.tar" <<'EOF' || bail_out "cannot make long.tar"
 import io, sys, tarfile
@@ -128,8 +170,17 @@ EOF
         head -c 1024 /dev/zero
 } | gzip -1 >"$IMG/two.tar.gz" || bail_out "cannot make two.tar.gz"
 kill "$(daemon_pid)" && wait_for 30 pid_gone "$DAEMON_PID" || bail_out "spaced did not stop"
-write_config "listen = 127.0.0.1:$API_PORT" "import_max_bytes = 256M" "import_max_entries = 100"
+write_config "listen = 127.0.0.1:$API_PORT" "import_max_bytes = 256M" "import_max_entries = 100" \
+        "import_max_disk_bytes = 8M"
 start_daemon_tcp
+head -c 20M /dev/urandom >"$IMG/big.bin"
+kreq POST "/v1/templates/import?tag=t27/big:1" -H 'Content-Type: application/octet-stream' -H 'Expect:' \
+        --data-binary "@$IMG/big.bin"
+check_status "import_max_disk_bytes = 8M: a 20 MiB upload is refused from its Content-Length" 413 limit_exceeded
+check_contains "... naming import_max_disk_bytes" "import_max_disk_bytes" "$OUT"
+kreq POST "/v1/templates/import?tag=t27/big:1" -H 'Content-Type: application/octet-stream' -H 'Expect:' \
+        -H 'Transfer-Encoding: chunked' --data-binary @- <"$IMG/big.bin"
+check_status "... and chunked, without a length, once 8 MiB came" 413 limit_exceeded
 import_wait "$IMG/two.tar.gz"
 check_status "import_max_bytes = 256M: 400 MiB of entries are refused with 413 limit_exceeded" 413 limit_exceeded
 check_contains "... naming import_max_bytes" "(400.0 MiB) is over the import limit of 256.0 MiB (import_max_bytes" "$OUT"
