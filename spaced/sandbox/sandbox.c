@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -71,6 +72,12 @@ Sandbox *sandbox_free(Sandbox *s) {
 
 void sandbox_mark_failed(Sandbox *s, const char *reason) {
         log_error("sandbox %s: marked failed: %s", s->id, reason);
+        /* Nothing may run for a failed sandbox (as reconcile has it at start): its guest stops using the CPU
+         * now. SIGKILL and no wait, this is the event loop; QEMU is not our child (vm_spawn forks twice). The
+         * disk stays until rm. */
+        if (s->qemu_pid > 0 && vm_pid_alive(s->qemu_pid, s->run_dir) && kill(s->qemu_pid, SIGKILL) < 0 &&
+            errno != ESRCH)
+                log_warning_errno(-errno, "sandbox %s: cannot stop QEMU (pid %d)", s->id, (int) s->qemu_pid);
         s->state = SANDBOX_ERROR;
         free(s->error);
         s->error = strdup(reason);

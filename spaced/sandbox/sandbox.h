@@ -92,7 +92,8 @@ int sandbox_resolve(Manager *m, const char *ref, Sandbox **ret);
 Sandbox *sandbox_free(Sandbox *s);
 void sandbox_unlink(Manager *m, Sandbox *s);
 int sandbox_save(Sandbox *s);
-/* The sandbox cannot be used any more (its guest abused the channel): state error with reason, saved. */
+/* The sandbox cannot be used any more (its guest abused the channel): QEMU is killed, state error with reason,
+ * saved; the disk stays until rm. */
 void sandbox_mark_failed(Sandbox *s, const char *reason);
 uint64_t manager_memory_in_use(Manager *m);
 /* What a create makes: a sandbox from its template's base snapshot or, with source, from a checkpoint (a

@@ -19,6 +19,7 @@
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/time.h>
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -45,6 +46,29 @@ static Manager manager;
 static char tmpdir[] = "/tmp/test-channel-XXXXXX";
 static pid_t fake_qemu;
 
+static int hold[2] = { -1, -1 };
+static char *fake_arg;
+
+/* A stand-in for QEMU: vm_pid_alive() looks for "RUN/" in its command line. One shell, no children, blocked
+ * reading a pipe only we write to: it goes when we do, however we end. */
+static pid_t fake_qemu_spawn(void) {
+        pid_t pid = fork();
+
+        ASSERT(pid >= 0);
+        if (pid == 0) {
+                int null = open("/dev/null", O_RDWR | O_CLOEXEC);
+
+                (void) dup2(hold[0], STDIN_FILENO);
+                (void) dup2(null, STDOUT_FILENO);   /* not holding the TAP driver's pipe open */
+                (void) dup2(null, STDERR_FILENO);
+                (void) prctl(PR_SET_PDEATHSIG, SIGKILL);
+                execl("/bin/sh", "sh", "-c", "read x", fake_arg, (char *) NULL);
+                _exit(127);
+        }
+        usleep(50000);
+        return pid;
+}
+
 static Sandbox *sandbox_make(const char *id) {
         Sandbox *s = calloc(1, sizeof *s);
 
@@ -53,7 +77,7 @@ static Sandbox *sandbox_make(const char *id) {
         s->state = SANDBOX_RUNNING;
         s->template_name = strdup("minimal");
         s->template_digest = strdup("0123456789abcdef");
-        s->qemu_pid = fake_qemu;
+        s->qemu_pid = fake_qemu = fake_qemu_spawn();
         (void) asprintf(&s->run_dir, "%s/run", tmpdir);
         (void) asprintf(&s->data_dir, "%s/data-%s", tmpdir, id);
         (void) mkdir(s->data_dir, 0700);
@@ -250,6 +274,8 @@ static void test_garbage_backoff_failed(void) {
            "garbage: after %u connections with garbage the sandbox is failed: %s", n_conn, s->error ?: "(none)");
         g = accept_within(3000000);
         ok(g < 0, "garbage: the failed sandbox's channel is not reconnected");
+        ok(waitpid(s->qemu_pid, NULL, WNOHANG) == s->qemu_pid || kill(s->qemu_pid, 0) < 0,
+           "garbage: the failed sandbox's QEMU was stopped");
         safe_close(g);
         {
                 /* what a restarted daemon (and spacectl inspect) would see */
@@ -270,7 +296,7 @@ static void test_garbage_backoff_failed(void) {
 
 /* ---- a flood while the loop must keep its timers ---- */
 
-static volatile bool flood_stop;
+static volatile bool flood_stop, flood_done;
 static uint64_t flood_bytes;
 
 static void *flood_thread(void *userdata) {
@@ -289,6 +315,9 @@ static void *flood_thread(void *userdata) {
                 if (g < 0)
                         continue;
                 (*n_conn)++;
+                /* never blocked for good on a host that stopped reading (the test's loop ends first) */
+                (void) setsockopt(g, SOL_SOCKET, SO_SNDTIMEO, &(struct timeval) { .tv_usec = 200000 },
+                                  sizeof(struct timeval));
                 /* frames the host must read and answer (output on streams it does not know), then garbage */
                 until = now_usec_monotonic() + 4000000;
                 while (!flood_stop && now_usec_monotonic() < until) {
@@ -305,6 +334,7 @@ static void *flood_thread(void *userdata) {
                 (void) write(g, garbage, sizeof garbage);
                 safe_close(g);
         }
+        flood_done = true;
         return NULL;
 }
 
@@ -339,6 +369,8 @@ static void test_flood_responsive(void) {
         ASSERT(sd_event_source_set_enabled(tick, SD_EVENT_ON) >= 0);
         loop_for((uint64_t) sec * 1000000);
         flood_stop = true;
+        while (!flood_done)   /* the host keeps reading until the guest has stopped writing */
+                (void) sd_event_run(manager.event, 10000);
         pthread_join(t, NULL);
         sd_event_source_disable_unref(tick);
         qsort(lat + 1, lat[0], sizeof *lat, cmp_u64);
@@ -428,7 +460,6 @@ static void test_bounds(void) {
 int main(void) {
         Error err = {};
         _cleanup_free_ char *db = NULL, *run = NULL, *arg = NULL;
-        int hold[2];
 
         plan(0);
         log_max_level = LOG_ERR_LEVEL;
@@ -442,32 +473,18 @@ int main(void) {
         ASSERT(store_open(db, &manager.store, &err) >= 0);
         manager.state_dir = tmpdir;
 
-        /* A stand-in for QEMU: vm_pid_alive() looks for "RUN/" in its command line. One shell, no children,
-         * blocked reading a pipe only we write to: it goes when we do, however we end. */
         ASSERT(pipe2(hold, O_CLOEXEC) >= 0);
-        fake_qemu = fork();
-        ASSERT(fake_qemu >= 0);
-        if (fake_qemu == 0) {
-                int null = open("/dev/null", O_RDWR | O_CLOEXEC);
-
-                (void) dup2(hold[0], STDIN_FILENO);
-                (void) dup2(null, STDOUT_FILENO);   /* not holding the TAP driver's pipe open */
-                (void) dup2(null, STDERR_FILENO);
-                (void) prctl(PR_SET_PDEATHSIG, SIGKILL);
-                execl("/bin/sh", "sh", "-c", "read x", arg, (char *) NULL);
-                _exit(127);
-        }
-        close(hold[0]);
-        usleep(100000);
-
+        fake_arg = strdup(arg);
         test_started_reused_pid();
         test_bounds();
         listener_open();
         test_garbage_backoff_failed();
         test_flood_responsive();
 
-        kill(fake_qemu, SIGKILL);
-        (void) waitpid(fake_qemu, NULL, 0);
+        close(hold[1]);   /* every stand-in reads EOF and exits */
+        while (waitpid(-1, NULL, 0) > 0)
+                ;
+        free(fake_arg);
         {
                 _cleanup_free_ char *cmd = NULL;
                 (void) asprintf(&cmd, "rm -rf %s", tmpdir);
