@@ -29,7 +29,8 @@ typedef struct Buf {
 /* What the check of a connection's peer needs: the handle to report to, and the transfer whose socket it is. */
 typedef struct PeerCheck {
         struct SpaceHttp *http;
-        curl_socket_t fd;       /* the transfer's connection, as libcurl made it */
+        CURL *easy;             /* the transfer */
+        curl_socket_t fd;       /* the connection libcurl made for it, if it made one */
 } PeerCheck;
 
 struct SpaceHttp {
@@ -42,6 +43,7 @@ struct SpaceHttp {
         int peer_error;         /* the unix socket's peer was refused: -EPERM (peer_uid says who it is) */
         uid_t peer_uid;
         PeerCheck peer_check;   /* of easy */
+        bool peer_refused;      /* some connection's peer was refused: kept-alive ones are not trusted either */
 };
 
 /* ---- small helpers ---- */
@@ -252,11 +254,19 @@ static int unix_sockopt_cb(void *userdata, curl_socket_t fd, curlsocktype purpos
 static int unix_prereq_cb(void *userdata, char *conn_primary_ip, char *conn_local_ip, int conn_primary_port,
                           int conn_local_port) {
         PeerCheck *pc = userdata;
+        curl_socket_t fd = CURL_SOCKET_BAD;
 
-        pc->http->peer_error = space_socket_peer_check(pc->fd, &pc->http->peer_uid);
-        if (pc->http->peer_error < 0)
-                return CURL_PREREQFUNC_ABORT; /* not even ENOTCONN: we cannot tell who it is */
-        return CURL_PREREQFUNC_OK;
+        if (curl_easy_getinfo(pc->easy, CURLINFO_ACTIVESOCKET, &fd) != CURLE_OK || fd == CURL_SOCKET_BAD)
+                fd = pc->fd;
+        /* No socket of its own and none libcurl names: the transfer reuses a kept-alive connection, which the
+         * transfer that made it checked here. Once any peer was refused, none is taken on trust. */
+        if (fd == CURL_SOCKET_BAD && !pc->http->peer_refused)
+                return CURL_PREREQFUNC_OK;
+        pc->http->peer_error = space_socket_peer_check(fd, &pc->http->peer_uid);
+        if (pc->http->peer_error >= 0)
+                return CURL_PREREQFUNC_OK;
+        pc->http->peer_refused = true;
+        return CURL_PREREQFUNC_ABORT; /* not even ENOTCONN: we cannot tell who it is */
 }
 
 /* Everything but the body callbacks: URL, transport, method, headers. */
@@ -278,8 +288,7 @@ static int setup_easy(SpaceHttp *h, CURL *e, PeerCheck *pc, char *errbuf, const 
         curl_easy_setopt(e, CURLOPT_URL, url); /* libcurl copies strings */
         if (h->socket_path) {
                 curl_easy_setopt(e, CURLOPT_UNIX_SOCKET_PATH, h->socket_path);
-                if (pc->http != h)
-                        *pc = (PeerCheck) { .http = h, .fd = CURL_SOCKET_BAD };
+                *pc = (PeerCheck) { .http = h, .easy = e, .fd = CURL_SOCKET_BAD };
                 curl_easy_setopt(e, CURLOPT_SOCKOPTFUNCTION, unix_sockopt_cb);
                 curl_easy_setopt(e, CURLOPT_SOCKOPTDATA, pc);
                 curl_easy_setopt(e, CURLOPT_PREREQFUNCTION, unix_prereq_cb);
