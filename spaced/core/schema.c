@@ -8,6 +8,7 @@
 
 #include "macro.h"
 #include "core/schema.h"
+#include "core/store-sqlite.h"
 
 /* Every table of the state database, and how a database gets there. PRAGMA user_version records the last
  * migration that committed; each one runs once, in its own transaction together with the new user_version,

@@ -13,6 +13,3 @@ struct sqlite3;
 /* Brings the database to SCHEMA_VERSION, each pending migration in a transaction of its own. -EPROTONOSUPPORT
  * for a database from a newer daemon; on any failure reterr (ERROR_INTERNAL) says which migration and why. */
 int schema_migrate(struct sqlite3 *db, Error *reterr);
-
-/* store.c */
-int sqlite_to_errno(int rc);

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "macro.h"
+#include "core/store-sqlite.h"
 #include "core/store.h"
 
 /* The processes table: one row per guest pid of a sandbox (a reused pid replaces the older row). */
@@ -12,30 +13,6 @@
 #define PROCESS_COLUMNS                                                                                        \
         "sandbox_id, pid, stream, session_id, argv, cwd, pty, state, exit_code, signal, timed_out, timeout,"  \
         " started_at, exited_at, last_event_id, log_path, user"
-
-static void finalizep(sqlite3_stmt **st) {
-        if (*st)
-                sqlite3_finalize(*st);
-}
-#define _cleanup_finalize_ _cleanup_(finalizep)
-
-static int rc_to_errno(int rc) {
-        switch (rc) {
-        case SQLITE_OK:
-        case SQLITE_DONE:
-        case SQLITE_ROW:
-                return 0;
-        case SQLITE_NOMEM:
-                return -ENOMEM;
-        case SQLITE_BUSY:
-        case SQLITE_LOCKED:
-                return -EBUSY;
-        case SQLITE_CONSTRAINT:
-                return -EEXIST;
-        default:
-                return -EIO;
-        }
-}
 
 void process_record_done(ProcessRecord *r) {
         if (!r)
@@ -49,10 +26,6 @@ void process_record_done(ProcessRecord *r) {
         *r = (ProcessRecord) {};
 }
 
-static int bind_text(sqlite3_stmt *st, int i, const char *v) {
-        return v ? sqlite3_bind_text(st, i, v, -1, SQLITE_TRANSIENT) : sqlite3_bind_null(st, i);
-}
-
 int store_put_process(Store *s, const ProcessRecord *r) {
         _cleanup_finalize_ sqlite3_stmt *st = NULL;
         int rc;
@@ -62,15 +35,15 @@ int store_put_process(Store *s, const ProcessRecord *r) {
                                 " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
                                 -1, &st, NULL);
         if (rc != SQLITE_OK)
-                return rc_to_errno(rc);
-        bind_text(st, 1, r->sandbox_id);
+                return sqlite_to_errno(rc);
+        sqlite_bind_text(st, 1, r->sandbox_id);
         sqlite3_bind_int(st, 2, r->pid);
         sqlite3_bind_int64(st, 3, r->stream);
-        bind_text(st, 4, r->session_id);
-        bind_text(st, 5, r->argv ?: "[]");
-        bind_text(st, 6, r->cwd);
+        sqlite_bind_text(st, 4, r->session_id);
+        sqlite_bind_text(st, 5, r->argv ?: "[]");
+        sqlite_bind_text(st, 6, r->cwd);
         sqlite3_bind_int(st, 7, r->pty);
-        bind_text(st, 8, r->state);
+        sqlite_bind_text(st, 8, r->state);
         if (r->exit_code >= 0)
                 sqlite3_bind_int(st, 9, r->exit_code);
         else
@@ -87,15 +60,10 @@ int store_put_process(Store *s, const ProcessRecord *r) {
         else
                 sqlite3_bind_null(st, 14);
         sqlite3_bind_int64(st, 15, (sqlite3_int64) r->last_event_id);
-        bind_text(st, 16, r->log_path);
-        bind_text(st, 17, r->user);
+        sqlite_bind_text(st, 16, r->log_path);
+        sqlite_bind_text(st, 17, r->user);
         rc = sqlite3_step(st);
-        return rc == SQLITE_DONE ? 0 : rc_to_errno(rc);
-}
-
-static char *col_strdup(sqlite3_stmt *st, int i) {
-        const unsigned char *t = sqlite3_column_text(st, i);
-        return t ? strdup((const char *) t) : NULL;
+        return rc == SQLITE_DONE ? 0 : sqlite_to_errno(rc);
 }
 
 /* Fills r from a row; 0, or -EBADMSG for a row we cannot use. */
@@ -108,11 +76,11 @@ static int row_to_record(sqlite3_stmt *st, ProcessRecord *r) {
         memcpy(r->sandbox_id, id, SANDBOX_ID_LEN + 1);
         r->pid = sqlite3_column_int(st, 1);
         r->stream = (uint32_t) sqlite3_column_int64(st, 2);
-        r->session_id = col_strdup(st, 3);
-        r->argv = col_strdup(st, 4);
-        r->cwd = col_strdup(st, 5);
+        r->session_id = sqlite_column_strdup(st, 3);
+        r->argv = sqlite_column_strdup(st, 4);
+        r->cwd = sqlite_column_strdup(st, 5);
         r->pty = sqlite3_column_int(st, 6) != 0;
-        r->state = col_strdup(st, 7);
+        r->state = sqlite_column_strdup(st, 7);
         r->exit_code = sqlite3_column_type(st, 8) == SQLITE_NULL ? -1 : sqlite3_column_int(st, 8);
         r->signal = sqlite3_column_type(st, 9) == SQLITE_NULL ? 0 : sqlite3_column_int(st, 9);
         r->timed_out = sqlite3_column_int(st, 10) != 0;
@@ -120,8 +88,8 @@ static int row_to_record(sqlite3_stmt *st, ProcessRecord *r) {
         r->started_at = sqlite3_column_int64(st, 12);
         r->exited_at = sqlite3_column_type(st, 13) == SQLITE_NULL ? 0 : sqlite3_column_int64(st, 13);
         r->last_event_id = (uint64_t) sqlite3_column_int64(st, 14);
-        r->log_path = col_strdup(st, 15);
-        r->user = col_strdup(st, 16);
+        r->log_path = sqlite_column_strdup(st, 15);
+        r->user = sqlite_column_strdup(st, 16);
         if (!r->state || !r->argv) {
                 process_record_done(r);
                 return -ENOMEM;
@@ -136,17 +104,17 @@ static int get_one(Store *s, const char *sql, const char *sandbox_id, const char
 
         rc = sqlite3_prepare_v2(store_db(s), sql, -1, &st, NULL);
         if (rc != SQLITE_OK)
-                return rc_to_errno(rc);
-        bind_text(st, 1, sandbox_id);
+                return sqlite_to_errno(rc);
+        sqlite_bind_text(st, 1, sandbox_id);
         if (text)
-                bind_text(st, 2, text);
+                sqlite_bind_text(st, 2, text);
         else
                 sqlite3_bind_int(st, 2, num);
         rc = sqlite3_step(st);
         if (rc == SQLITE_DONE)
                 return -ENOENT;
         if (rc != SQLITE_ROW)
-                return rc_to_errno(rc);
+                return sqlite_to_errno(rc);
         return row_to_record(st, ret) < 0 ? -ENOENT : 0;
 }
 
@@ -174,10 +142,10 @@ int store_load_processes(Store *s, const char *sandbox_id, const char *state_fil
                                                " ORDER BY started_at, rowid",
                                 -1, &st, NULL);
         if (rc != SQLITE_OK)
-                return rc_to_errno(rc);
-        bind_text(st, 1, sandbox_id);
+                return sqlite_to_errno(rc);
+        sqlite_bind_text(st, 1, sandbox_id);
         if (state_filter)
-                bind_text(st, 2, state_filter);
+                sqlite_bind_text(st, 2, state_filter);
         while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
                 ProcessRecord *l = realloc(list, (n + 1) * sizeof *l);
 
@@ -192,7 +160,7 @@ int store_load_processes(Store *s, const char *sandbox_id, const char *state_fil
                 for (size_t i = 0; i < n; i++)
                         process_record_done(&list[i]);
                 free(list);
-                return rc_to_errno(rc);
+                return sqlite_to_errno(rc);
         }
         *ret = list;
         *ret_n = n;
@@ -219,8 +187,8 @@ int store_prune_processes(Store *s, const char *sandbox_id, unsigned keep, char 
                 rc = sqlite3_prepare_v2(store_db(s), "DELETE FROM processes WHERE sandbox_id = ? AND pid = ?", -1,
                                         &del, NULL);
         if (rc != SQLITE_OK)
-                return rc_to_errno(rc);
-        bind_text(sel, 1, sandbox_id);
+                return sqlite_to_errno(rc);
+        sqlite_bind_text(sel, 1, sandbox_id);
         sqlite3_bind_int(sel, 2, (int) keep);
         /* collect first, delete after: no deleting under a running SELECT */
         while ((rc = sqlite3_step(sel)) == SQLITE_ROW) {
@@ -242,7 +210,7 @@ int store_prune_processes(Store *s, const char *sandbox_id, unsigned keep, char 
         }
         for (size_t i = 0; i < n; i++) {
                 sqlite3_reset(del);
-                bind_text(del, 1, sandbox_id);
+                sqlite_bind_text(del, 1, sandbox_id);
                 sqlite3_bind_int(del, 2, pids[i]);
                 (void) sqlite3_step(del);
         }

@@ -7,6 +7,7 @@
 #include "json-util.h"
 #include "macro.h"
 #include "core/schema.h"
+#include "core/store-sqlite.h"
 #include "core/store.h"
 #include "sandbox/sandbox.h"
 
@@ -82,16 +83,6 @@ Store *store_close(Store *s) {
         return NULL;
 }
 
-static void finalizep(sqlite3_stmt **st) {
-        if (*st)
-                sqlite3_finalize(*st);
-}
-#define _cleanup_finalize_ _cleanup_(finalizep)
-
-static int bind_text(sqlite3_stmt *st, int i, const char *v) {
-        return v ? sqlite3_bind_text(st, i, v, -1, SQLITE_TRANSIENT) : sqlite3_bind_null(st, i);
-}
-
 int store_put_sandbox(Store *s, const Sandbox *sb) {
         _cleanup_finalize_ sqlite3_stmt *st = NULL;
         _cleanup_free_ char *env = strv_to_json_text(sb->env);
@@ -115,23 +106,23 @@ int store_put_sandbox(Store *s, const Sandbox *sb) {
                                 -1, &st, NULL);
         if (rc != SQLITE_OK)
                 return sqlite_to_errno(rc);
-        bind_text(st, 1, sb->id);
-        bind_text(st, 2, sb->name);
-        bind_text(st, 3, sb->template_name);
-        bind_text(st, 4, sb->template_digest);
-        bind_text(st, 5, sandbox_state_to_string(sb->state));
+        sqlite_bind_text(st, 1, sb->id);
+        sqlite_bind_text(st, 2, sb->name);
+        sqlite_bind_text(st, 3, sb->template_name);
+        sqlite_bind_text(st, 4, sb->template_digest);
+        sqlite_bind_text(st, 5, sandbox_state_to_string(sb->state));
         sqlite3_bind_int(st, 6, (int) sb->vcpu);
         sqlite3_bind_int64(st, 7, (sqlite3_int64) sb->memory_mib);
         sqlite3_bind_int64(st, 8, (sqlite3_int64) sb->disk_mib);
-        bind_text(st, 9, env);
+        sqlite_bind_text(st, 9, env);
         sqlite3_bind_int64(st, 10, sb->created_at);
         sqlite3_bind_int64(st, 11, sb->qemu_pid);
-        bind_text(st, 12, sb->run_dir);
-        bind_text(st, 13, sb->data_dir);
-        bind_text(st, 14, sb->error);
+        sqlite_bind_text(st, 12, sb->run_dir);
+        sqlite_bind_text(st, 13, sb->data_dir);
+        sqlite_bind_text(st, 14, sb->error);
         sqlite3_bind_int64(st, 15, sb->idle_timeout);
         sqlite3_bind_int64(st, 16, sb->expires_at);
-        bind_text(st, 17, sb->on_expiry == EXPIRY_SUSPEND ? "suspend" : "remove");
+        sqlite_bind_text(st, 17, sb->on_expiry == EXPIRY_SUSPEND ? "suspend" : "remove");
         sqlite3_bind_int64(st, 18, sb->last_active);
         rc = sqlite3_step(st);
         return rc == SQLITE_DONE ? 0 : sqlite_to_errno(rc);
@@ -144,14 +135,9 @@ int store_delete_sandbox(Store *s, const char *id) {
         rc = sqlite3_prepare_v2(s->db, "DELETE FROM sandboxes WHERE id = ?", -1, &st, NULL);
         if (rc != SQLITE_OK)
                 return sqlite_to_errno(rc);
-        bind_text(st, 1, id);
+        sqlite_bind_text(st, 1, id);
         rc = sqlite3_step(st);
         return rc == SQLITE_DONE ? 0 : sqlite_to_errno(rc);
-}
-
-static char *col_strdup(sqlite3_stmt *st, int i) {
-        const unsigned char *t = sqlite3_column_text(st, i);
-        return t ? strdup((const char *) t) : NULL;
 }
 
 int store_load_sandboxes(Store *s, Manager *m) {
@@ -179,18 +165,18 @@ int store_load_sandboxes(Store *s, Manager *m) {
                         continue; /* a row we cannot make sense of; leave it for a human */
                 }
                 memcpy(sb->id, id, SANDBOX_ID_LEN + 1);
-                sb->name = col_strdup(st, 1);
-                sb->template_name = col_strdup(st, 2);
-                sb->template_digest = col_strdup(st, 3);
+                sb->name = sqlite_column_strdup(st, 1);
+                sb->template_name = sqlite_column_strdup(st, 2);
+                sb->template_digest = sqlite_column_strdup(st, 3);
                 sb->vcpu = (unsigned) sqlite3_column_int(st, 5);
                 sb->memory_mib = (uint64_t) sqlite3_column_int64(st, 6);
                 sb->disk_mib = (uint64_t) sqlite3_column_int64(st, 7);
                 sb->env = strv_from_json_text((const char *) sqlite3_column_text(st, 8));
                 sb->created_at = sqlite3_column_int64(st, 9);
                 sb->qemu_pid = (pid_t) sqlite3_column_int64(st, 10);
-                sb->run_dir = col_strdup(st, 11);
-                sb->data_dir = col_strdup(st, 12);
-                sb->error = col_strdup(st, 13);
+                sb->run_dir = sqlite_column_strdup(st, 11);
+                sb->data_dir = sqlite_column_strdup(st, 12);
+                sb->error = sqlite_column_strdup(st, 13);
                 sb->idle_timeout = sqlite3_column_int64(st, 14);
                 sb->expires_at = sqlite3_column_int64(st, 15);
                 sb->on_expiry = streq_ptr((const char *) sqlite3_column_text(st, 16), "suspend") ? EXPIRY_SUSPEND
@@ -219,14 +205,14 @@ int store_put_operation(Store *s, const Operation *op) {
                                 -1, &st, NULL);
         if (rc != SQLITE_OK)
                 return sqlite_to_errno(rc);
-        bind_text(st, 1, op->id);
-        bind_text(st, 2, op->kind);
-        bind_text(st, 3, operation_state_to_string(op->state));
-        bind_text(st, 4, op->sandbox_id[0] ? op->sandbox_id : NULL);
+        sqlite_bind_text(st, 1, op->id);
+        sqlite_bind_text(st, 2, op->kind);
+        sqlite_bind_text(st, 3, operation_state_to_string(op->state));
+        sqlite_bind_text(st, 4, op->sandbox_id[0] ? op->sandbox_id : NULL);
         sqlite3_bind_int64(st, 5, op->created_at);
         sqlite3_bind_int64(st, 6, op->finished_at);
-        bind_text(st, 7, op->error.code != ERROR_NONE ? error_code_to_string(op->error.code) : NULL);
-        bind_text(st, 8, op->error.message);
+        sqlite_bind_text(st, 7, op->error.code != ERROR_NONE ? error_code_to_string(op->error.code) : NULL);
+        sqlite_bind_text(st, 8, op->error.message);
         rc = sqlite3_step(st);
         return rc == SQLITE_DONE ? 0 : sqlite_to_errno(rc);
 }
@@ -254,7 +240,7 @@ int store_load_operations(Store *s, Manager *m) {
                         return -ENOMEM;
                 op->manager = m;
                 memcpy(op->id, id, OPERATION_ID_LEN + 1);
-                op->kind = col_strdup(st, 1);
+                op->kind = sqlite_column_strdup(st, 1);
                 if (operation_state_from_string(state, &op->state) < 0)
                         op->state = OPERATION_FAILED;
                 if (sid && strlen(sid) == SANDBOX_ID_LEN)
@@ -265,7 +251,7 @@ int store_load_operations(Store *s, Manager *m) {
                 if (sqlite3_column_type(st, 6) != SQLITE_NULL &&
                     error_code_from_string((const char *) sqlite3_column_text(st, 6), &op->error.code) < 0)
                         op->error.code = ERROR_INTERNAL;
-                op->error.message = col_strdup(st, 7);
+                op->error.message = sqlite_column_strdup(st, 7);
                 op->next = m->operations;
                 m->operations = op;
         }
@@ -293,9 +279,9 @@ int store_put_key(Store *s, const char *id, const char *name, const char *hash, 
                                 &st, NULL);
         if (rc != SQLITE_OK)
                 return sqlite_to_errno(rc);
-        bind_text(st, 1, id);
-        bind_text(st, 2, name);
-        bind_text(st, 3, hash);
+        sqlite_bind_text(st, 1, id);
+        sqlite_bind_text(st, 2, name);
+        sqlite_bind_text(st, 3, hash);
         sqlite3_bind_int64(st, 4, created_at);
         rc = sqlite3_step(st);
         return rc == SQLITE_DONE ? 0 : sqlite_to_errno(rc);
@@ -328,7 +314,7 @@ int store_delete_key(Store *s, const char *id) {
         rc = sqlite3_prepare_v2(s->db, "DELETE FROM api_keys WHERE id = ?", -1, &st, NULL);
         if (rc != SQLITE_OK)
                 return sqlite_to_errno(rc);
-        bind_text(st, 1, id);
+        sqlite_bind_text(st, 1, id);
         rc = sqlite3_step(st);
         if (rc != SQLITE_DONE)
                 return sqlite_to_errno(rc);
@@ -343,7 +329,7 @@ int store_touch_key(Store *s, const char *id, int64_t last_used_at) {
         if (rc != SQLITE_OK)
                 return sqlite_to_errno(rc);
         sqlite3_bind_int64(st, 1, last_used_at);
-        bind_text(st, 2, id);
+        sqlite_bind_text(st, 2, id);
         rc = sqlite3_step(st);
         return rc == SQLITE_DONE ? 0 : sqlite_to_errno(rc);
 }
