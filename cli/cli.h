@@ -105,6 +105,12 @@ void cli_log_foreign_socket(const char *sock, uid_t peer);
 /* A request that must succeed: returns 0 with a 2xx reply, else prints the daemon's message or the
  * transport failure and returns < 0 (-EBADMSG when the daemon answered with an error). */
 int cli_call(const char *method, const char *path, const cJSON *body, SpaceHttpReply *ret);
+/* What a call answered: a transport error or an error reply is logged and returned (< 0), else the reply
+ * moves to *ret. */
+int cli_reply_take(SpaceHttp *h, int r, SpaceHttpReply *reply, SpaceHttpReply *ret);
+/* For verbs that take no option but --help: 0 after printing help, an exit status for a bad option, -1 to go
+ * on with argv[optind...]. */
+int cli_parse_no_options(int argc, char *argv[]);
 /* "/v1/sandboxes/<escaped ref><suffix>" */
 int cli_sandbox_path(const char *ref, const char *suffix, char **ret);
 /* JSON accessors that tolerate missing or mistyped members. */

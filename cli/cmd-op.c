@@ -239,22 +239,16 @@ static int op_wait(int argc, char *argv[]) {
 }
 
 static int op_cancel(int argc, char *argv[]) {
-        static const struct option options[] = { { "help", no_argument, NULL, 'h' }, {} };
         _cleanup_free_ char *esc = NULL, *path = NULL;
         SpaceHttpReply reply = {};
         const cJSON *err;
         const char *id;
         cJSON *op = NULL;
-        int c, r;
+        int r;
 
-        opterr = 0;
-        while ((c = getopt_long(argc, argv, ":h", options, NULL)) >= 0) {
-                if (c == 'h') {
-                        cli_print_help(cli_verb, stdout);
-                        return 0;
-                }
-                return cli_bad_option(c, argv);
-        }
+        r = cli_parse_no_options(argc, argv);
+        if (r >= 0)
+                return r;
         if (argc - optind != 1 || !*argv[optind])
                 return cli_usage_error("op cancel needs exactly one OP");
         id = argv[optind];

@@ -194,17 +194,7 @@ static int import_upload(const char *file, const char *tag, const cJSON *config,
         if (!cli_http())
                 return -ENOTCONN;
         r = space_http_upload(cli_http(), "POST", path, (int64_t) st.st_size, read_fd, &fd, &reply);
-        if (r < 0) {
-                cli_log_transport_error(cli_http(), r);
-                return r;
-        }
-        if (!space_http_reply_ok(&reply)) {
-                log_error("%s", reply.error_message);
-                space_http_reply_done(&reply);
-                return -EBADMSG;
-        }
-        *ret = reply;
-        return 0;
+        return cli_reply_take(cli_http(), r, &reply, ret);
 }
 
 int cli_template_import_post(const char *file, const char *tag, const cJSON *config, SpaceHttpReply *ret) {
@@ -369,27 +359,12 @@ out:
         return r;
 }
 
-static int no_options(int argc, char *argv[]) {
-        static const struct option options[] = { { "help", no_argument, NULL, 'h' }, {} };
-        int c;
-
-        opterr = 0;
-        while ((c = getopt_long(argc, argv, ":h", options, NULL)) >= 0) {
-                if (c == 'h') {
-                        cli_print_help(cli_verb, stdout);
-                        return 0;
-                }
-                return cli_bad_option(c, argv);
-        }
-        return -1;
-}
-
 static int template_inspect(int argc, char *argv[]) {
         _cleanup_free_ char *path = NULL;
         SpaceHttpReply reply = {};
         int r;
 
-        r = no_options(argc, argv);
+        r = cli_parse_no_options(argc, argv);
         if (r >= 0)
                 return r;
         if (argc - optind != 1)
@@ -407,7 +382,7 @@ static int template_tag(int argc, char *argv[]) {
         cJSON *body;
         int r;
 
-        r = no_options(argc, argv);
+        r = cli_parse_no_options(argc, argv);
         if (r >= 0)
                 return r;
         if (argc - optind != 2)
@@ -430,7 +405,7 @@ static int template_tag(int argc, char *argv[]) {
 static int template_rm(int argc, char *argv[]) {
         int r, status = 0;
 
-        r = no_options(argc, argv);
+        r = cli_parse_no_options(argc, argv);
         if (r >= 0)
                 return r;
         if (argc - optind < 1)
@@ -463,7 +438,7 @@ static int template_gc(int argc, char *argv[]) {
         char size[32];
         int r;
 
-        r = no_options(argc, argv);
+        r = cli_parse_no_options(argc, argv);
         if (r >= 0)
                 return r;
         if (argc - optind != 0)

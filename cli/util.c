@@ -220,6 +220,10 @@ int cli_call(const char *method, const char *path, const cJSON *body, SpaceHttpR
                 return -ENOTCONN;
 
         r = space_http_call(h, method, path, body, &reply);
+        return cli_reply_take(h, r, &reply, ret);
+}
+
+int cli_reply_take(SpaceHttp *h, int r, SpaceHttpReply *reply, SpaceHttpReply *ret) {
         if (r == -ENOMEM) {
                 log_error("out of memory");
                 return r;
@@ -228,13 +232,29 @@ int cli_call(const char *method, const char *path, const cJSON *body, SpaceHttpR
                 cli_log_transport_error(h, r);
                 return r;
         }
-        if (!space_http_reply_ok(&reply)) {
-                log_error("%s", reply.error_message);
-                space_http_reply_done(&reply);
+        if (!space_http_reply_ok(reply)) {
+                log_error("%s", reply->error_message);
+                space_http_reply_done(reply);
                 return -EBADMSG;
         }
-        *ret = reply;
+        *ret = *reply;
+        *reply = (SpaceHttpReply) {};
         return 0;
+}
+
+int cli_parse_no_options(int argc, char *argv[]) {
+        static const struct option options[] = { { "help", no_argument, NULL, 'h' }, {} };
+        int c;
+
+        opterr = 0;
+        while ((c = getopt_long(argc, argv, ":h", options, NULL)) >= 0) {
+                if (c == 'h') {
+                        cli_print_help(cli_verb, stdout);
+                        return 0;
+                }
+                return cli_bad_option(c, argv);
+        }
+        return -1;
 }
 
 int cli_sandbox_path(const char *ref, const char *suffix, char **ret) {
