@@ -29,6 +29,7 @@ typedef struct PoolConfig PoolConfig;
 typedef struct Operation Operation;
 
 #define SANDBOX_ID_LEN 32
+#define SANDBOX_TOKEN_LEN 32   /* the E2B envd access token, hex */
 #define CHECKPOINT_ID_LEN 19 /* "cp-" + 16 hex */
 #define OPERATION_ID_LEN 19 /* "op-" + 16 hex */
 #define SANDBOX_NAME_MAX 63

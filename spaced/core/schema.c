@@ -236,6 +236,16 @@ static int migrate_v2(sqlite3 *db, Error *reterr) {
         return check_columns(db, reterr);
 }
 
+/* Sandboxes get the user's metadata labels, and what the E2B facade needs: an envd access token, and whether
+ * use wakes a sandbox that its time to live suspended. */
+static int migrate_v3(sqlite3 *db, Error *reterr) {
+        return exec(db,
+                    "ALTER TABLE sandboxes ADD COLUMN metadata TEXT NOT NULL DEFAULT '{}';"
+                    "ALTER TABLE sandboxes ADD COLUMN access_token TEXT;"
+                    "ALTER TABLE sandboxes ADD COLUMN auto_resume INTEGER NOT NULL DEFAULT 0;",
+                    reterr);
+}
+
 typedef struct Migration {
         int version; /* the user_version it leaves behind */
         const char *name;
@@ -244,6 +254,7 @@ typedef struct Migration {
 
 static const Migration migrations[] = {
         { 2, "the whole schema, completing databases from before numbered migrations", migrate_v2 },
+        { 3, "sandbox metadata, E2B access tokens and auto resume", migrate_v3 },
 };
 
 static int read_version(sqlite3 *db, int *ret, Error *reterr) {

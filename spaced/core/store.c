@@ -94,15 +94,17 @@ int store_put_sandbox(Store *s, const Sandbox *sb) {
                                 /* an upsert on id only: REPLACE would also evict a row holding the same name */
                                 "INSERT INTO sandboxes (id, name, template, template_digest, state, vcpu,"
                                 " memory_mib, disk_mib, env, created_at, qemu_pid, run_dir, data_dir, error,"
-                                " idle_timeout, expires_at, on_expiry, last_active)"
-                                " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"
+                                " idle_timeout, expires_at, on_expiry, last_active, metadata, access_token, auto_resume)"
+                                " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"
                                 " ON CONFLICT(id) DO UPDATE SET name=excluded.name, template=excluded.template,"
                                 " template_digest=excluded.template_digest, state=excluded.state, vcpu=excluded.vcpu,"
                                 " memory_mib=excluded.memory_mib, disk_mib=excluded.disk_mib, env=excluded.env,"
                                 " created_at=excluded.created_at, qemu_pid=excluded.qemu_pid, run_dir=excluded.run_dir,"
                                 " data_dir=excluded.data_dir, error=excluded.error,"
                                 " idle_timeout=excluded.idle_timeout, expires_at=excluded.expires_at,"
-                                " on_expiry=excluded.on_expiry, last_active=excluded.last_active",
+                                " on_expiry=excluded.on_expiry, last_active=excluded.last_active,"
+                                " metadata=excluded.metadata, access_token=excluded.access_token,"
+                                " auto_resume=excluded.auto_resume",
                                 -1, &st, NULL);
         if (rc != SQLITE_OK)
                 return sqlite_to_errno(rc);
@@ -124,6 +126,9 @@ int store_put_sandbox(Store *s, const Sandbox *sb) {
         sqlite3_bind_int64(st, 16, sb->expires_at);
         sqlite_bind_text(st, 17, sb->on_expiry == EXPIRY_SUSPEND ? "suspend" : "remove");
         sqlite3_bind_int64(st, 18, sb->last_active);
+        sqlite_bind_text(st, 19, sb->metadata ?: "{}");
+        sqlite_bind_text(st, 20, sb->access_token);
+        sqlite3_bind_int(st, 21, sb->auto_resume);
         rc = sqlite3_step(st);
         return rc == SQLITE_DONE ? 0 : sqlite_to_errno(rc);
 }
@@ -147,7 +152,7 @@ int store_load_sandboxes(Store *s, Manager *m) {
         rc = sqlite3_prepare_v2(s->db,
                                 "SELECT id, name, template, template_digest, state, vcpu, memory_mib, disk_mib, env,"
                                 " created_at, qemu_pid, run_dir, data_dir, error, idle_timeout, expires_at, on_expiry,"
-                                " last_active FROM sandboxes ORDER BY created_at",
+                                " last_active, metadata, access_token, auto_resume FROM sandboxes ORDER BY created_at",
                                 -1, &st, NULL);
         if (rc != SQLITE_OK)
                 return sqlite_to_errno(rc);
@@ -182,6 +187,10 @@ int store_load_sandboxes(Store *s, Manager *m) {
                 sb->on_expiry = streq_ptr((const char *) sqlite3_column_text(st, 16), "suspend") ? EXPIRY_SUSPEND
                                                                                                  : EXPIRY_REMOVE;
                 sb->last_active = sqlite3_column_int64(st, 17);
+                if (!streq_ptr((const char *) sqlite3_column_text(st, 18), "{}"))
+                        sb->metadata = sqlite_column_strdup(st, 18);
+                sb->access_token = sqlite_column_strdup(st, 19);
+                sb->auto_resume = sqlite3_column_int(st, 20) != 0;
                 if (!sb->template_name || !sb->env) {
                         sandbox_free(sb);
                         return -ENOMEM;

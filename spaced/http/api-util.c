@@ -36,6 +36,7 @@ cJSON *sandbox_to_json(Sandbox *s) {
                         cJSON_AddStringToObject(env, k, eq + 1);
         }
         cJSON_AddItemToObject(o, "env", env);
+        cJSON_AddItemToObject(o, "metadata", sandbox_metadata_to_json(s));
         format_rfc3339(s->created_at, when);
         cJSON_AddStringToObject(o, "created_at", when);
         cJSON_AddNumberToObject(o, "qemu_pid", s->qemu_pid);
@@ -243,6 +244,46 @@ int get_env_field(Request *r, cJSON *o, char ***ret) {
         }
         *ret = env;
         return 1;
+}
+
+int get_metadata_field(Request *r, cJSON *o, const char *key, char **ret) {
+        cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key), *i;
+        size_t bytes = 0;
+
+        *ret = NULL;
+        if (!v || cJSON_IsNull(v))
+                return 0;
+        if (!cJSON_IsObject(v) || cJSON_GetArraySize(v) > SANDBOX_METADATA_MAX) {
+                http_respond_error(r, ERROR_INVALID_ARGUMENT, "%s must be an object of strings (at most %d)", key,
+                                   SANDBOX_METADATA_MAX);
+                return -EINVAL;
+        }
+        cJSON_ArrayForEach(i, v) {
+                if (!cJSON_IsString(i) || !*i->string) {
+                        http_respond_error(r, ERROR_INVALID_ARGUMENT,
+                                           "%s: each value must be a string, under a non-empty key ('%.64s' is not)",
+                                           key, i->string ?: "");
+                        return -EINVAL;
+                }
+                bytes += strlen(i->string) + strlen(i->valuestring);
+        }
+        if (bytes > SANDBOX_METADATA_BYTES_MAX) {
+                http_respond_error(r, ERROR_INVALID_ARGUMENT, "%s holds %zu bytes of keys and values, over the limit "
+                                   "of %d", key, bytes, SANDBOX_METADATA_BYTES_MAX);
+                return -EINVAL;
+        }
+        *ret = cJSON_PrintUnformatted(v);
+        return *ret ? 1 : -ENOMEM;
+}
+
+cJSON *sandbox_metadata_to_json(const Sandbox *s) {
+        cJSON *o = s->metadata ? cJSON_Parse(s->metadata) : NULL;
+
+        if (!cJSON_IsObject(o)) {
+                cJSON_Delete(o);
+                o = cJSON_CreateObject();
+        }
+        return o;
 }
 
 int resolve_sandbox(Request *r, const char *ref, Sandbox **ret) {

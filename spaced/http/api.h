@@ -14,6 +14,8 @@
 #define MEMORY_MIB_MAX 65536
 #define DISK_MIB_MAX 1048576
 #define ARGV_MAX 4096
+#define SANDBOX_METADATA_MAX 64
+#define SANDBOX_METADATA_BYTES_MAX 16384
 #define ROUTE_ARGS_MAX 4
 
 enum {
@@ -45,10 +47,16 @@ typedef struct Route {
         /* Set for routes whose body is streamed (the begin sets r->upload) instead of collected. */
         void (*begin)(Request *r, const RouteArgs *a);
         RouteAuth auth;
+        ErrorStyle errors;
 } Route;
 
 extern const Route api_routes[];
+/* Another table of routes served next to api_routes (the E2B facade's): main.c adds it at start. A table
+ * ends with an entry whose method is NULL. */
+int api_add_routes(const Route *table);
 const Route *api_find_route(const char *method, const char *url, RouteArgs *ret, bool *ret_path_known);
+/* The error dialect of a URL no route matched (an unknown method or path under a facade's prefix). */
+ErrorStyle api_error_style_for(const char *url);
 
 /* api.c: answer once the operation finishes or `wait` seconds pass (202 with the operation then). */
 void start_wait(Request *r, Operation *op, int kind, unsigned wait);
@@ -112,6 +120,9 @@ int parse_wait(Request *r, unsigned *ret);
 cJSON *parse_body_object(Request *r, const char *const *allowed);
 int get_uint_field(Request *r, cJSON *o, const char *key, uint64_t min, uint64_t max, uint64_t *ret);
 int get_env_field(Request *r, cJSON *o, char ***ret);
+/* An object of string labels at key, as JSON text in *ret (NULL when absent): 1, 0 absent, < 0 answered. */
+int get_metadata_field(Request *r, cJSON *o, const char *key, char **ret);
+cJSON *sandbox_metadata_to_json(const Sandbox *s);
 int resolve_sandbox(Request *r, const char *ref, Sandbox **ret);
 
 /* api-processes.c */

@@ -66,6 +66,8 @@ Sandbox *sandbox_free(Sandbox *s) {
         free(s->run_dir);
         free(s->data_dir);
         free(s->error);
+        free(s->metadata);
+        free(s->access_token);
         free(s);
         return NULL;
 }
@@ -584,6 +586,29 @@ fail:
         return r;
 }
 
+/* What every new sandbox gets whichever way it was made (a create, or a pool handout whose member nobody has
+ * seen): the user's labels and a fresh envd access token. */
+static int create_identity(Sandbox *s, const SandboxSpec *spec) {
+        char *metadata = NULL, *token = malloc(SANDBOX_TOKEN_LEN + 1);
+        int r;
+
+        if (!token || (spec->metadata && !(metadata = strdup(spec->metadata)))) {
+                free(token);
+                return -ENOMEM;
+        }
+        r = random_hex(token, SANDBOX_TOKEN_LEN);
+        if (r < 0) {
+                free(token);
+                free(metadata);
+                return r;
+        }
+        free(s->metadata);
+        s->metadata = metadata;
+        free(s->access_token);
+        s->access_token = token;
+        return 0;
+}
+
 int sandbox_create(Manager *m, const SandboxSpec *spec, Operation **ret_op, Sandbox **ret_sandbox, Error *reterr) {
         CreatePlan p = {};
         Sandbox *s;
@@ -595,8 +620,17 @@ int sandbox_create(Manager *m, const SandboxSpec *spec, Operation **ret_op, Sand
                 return r;
         if (create_poolable(spec, &p)) {
                 r = pool_take(m, p.template, spec->name, spec->env, ret_op, ret_sandbox, reterr);
-                if (r != 0)
-                        return r < 0 ? r : 0;
+                if (r < 0)
+                        return r;
+                if (r > 0) {
+                        r = create_identity(*ret_sandbox, spec);
+                        if (r >= 0)
+                                r = sandbox_save(*ret_sandbox);
+                        if (r < 0)
+                                log_warning_errno(r, "sandbox %s: cannot record its metadata and token",
+                                                  (*ret_sandbox)->id);
+                        return 0;
+                }
         }
         r = create_reserve_memory(m, spec, p.memory_mib, reterr);
         if (r < 0)
@@ -604,6 +638,11 @@ int sandbox_create(Manager *m, const SandboxSpec *spec, Operation **ret_op, Sand
         r = create_sandbox_new(m, spec, &p, &s);
         if (r < 0)
                 return r;
+        r = create_identity(s, spec);
+        if (r < 0) {
+                sandbox_free(s);
+                return r;
+        }
         r = create_job_new(m, spec, &p, s, &j);
         if (r < 0) {
                 sandbox_free(s);

@@ -53,6 +53,9 @@ struct Sandbox {
         int64_t expires_at;   /* unix time it is removed or suspended at; 0: never */
         int on_expiry;        /* EXPIRY_REMOVE or EXPIRY_SUSPEND */
         int64_t last_active;  /* unix time of the last exec, attach or API call on it */
+        char *metadata;       /* the user's labels: a JSON object of strings, as text; NULL: none */
+        char *access_token;   /* 32 hex: the E2B envd token (routes envd requests; ARCHITECTURE.md decision 11) */
+        bool auto_resume;     /* suspended by its time to live: used again (E2B envd, connect) wakes it */
         bool busy;           /* a lifecycle operation is in flight */
         bool pooled;         /* made for a warm pool (POOLED once ready) */
         bool has_pool_fd;
@@ -109,6 +112,7 @@ typedef struct SandboxSpec {
         const Checkpoint *source;
         const char *parent_op;     /* a fork's operation, told when this child is made or fails */
         bool pooled;               /* a warm pool member: hidden, left paused, never served from a pool */
+        const char *metadata;      /* JSON object text of string labels; NULL: none */
 } SandboxSpec;
 /* Journals the sandbox and its create operation and starts the worker; a create of the template's default
  * shape is served from its warm pool when that has a member. */
