@@ -67,6 +67,8 @@ static const struct {
         [ERROR_EVENTS_LOST] = { "events_lost", 500 },
         [ERROR_NOT_SUPPORTED] = { "not_supported", 501 },
         [ERROR_PROTOCOL_ERROR] = { "protocol_error", 502 },
+        [ERROR_SANDBOX_UNAVAILABLE] = { "sandbox_unavailable", 502 },
+        [ERROR_DEADLINE_EXCEEDED] = { "deadline_exceeded", 504 },
         [ERROR_CHANNEL_LOST] = { "channel_lost", 503 },
         [ERROR_TOO_MANY_TRANSFERS] = { "too_many_transfers", 503 },
         [ERROR_TOO_MANY_PROCESSES] = { "too_many_processes", 503 },

@@ -71,6 +71,8 @@ typedef enum ErrorCode {
         ERROR_EVENTS_LOST,
         ERROR_NOT_SUPPORTED,         /* 501 */
         ERROR_PROTOCOL_ERROR,        /* 502: the guest broke the protocol */
+        ERROR_SANDBOX_UNAVAILABLE,   /* 502: an E2B envd request for a sandbox that is gone or not running */
+        ERROR_DEADLINE_EXCEEDED,     /* 504: the caller's deadline passed (E2B's connect-timeout-ms) */
         /* try again later: 503 */
         ERROR_CHANNEL_LOST,
         ERROR_TOO_MANY_TRANSFERS,

@@ -147,21 +147,48 @@ static bool route_match(const char *pattern, const char *url, RouteArgs *ret) {
         }
 }
 
+#define ROUTE_TABLES_MAX 4
+static const Route *route_tables[ROUTE_TABLES_MAX] = { api_routes };
+
+int api_add_routes(const Route *table) {
+        for (size_t i = 0; i < ROUTE_TABLES_MAX; i++) {
+                if (route_tables[i] == table)
+                        return 0;
+                if (!route_tables[i]) {
+                        route_tables[i] = table;
+                        return 0;
+                }
+        }
+        return -E2BIG;
+}
+
 const Route *api_find_route(const char *method, const char *url, RouteArgs *ret, bool *ret_path_known) {
+        const Route *found = NULL;
         bool known = false;
 
-        for (const Route *rt = api_routes; rt->method; rt++)
-                if (route_match(rt->pattern, url, ret)) {
-                        known = true;
-                        if (streq(rt->method, method)) {
-                                if (ret_path_known)
-                                        *ret_path_known = true;
-                                return rt;
+        for (size_t i = 0; i < ROUTE_TABLES_MAX && route_tables[i] && !found; i++)
+                for (const Route *rt = route_tables[i]; rt->method; rt++)
+                        if (route_match(rt->pattern, url, ret)) {
+                                known = true;
+                                if (streq(rt->method, method)) {
+                                        found = rt;
+                                        break;
+                                }
                         }
-                }
         if (ret_path_known)
                 *ret_path_known = known;
-        return NULL;
+        return found;
+}
+
+ErrorStyle api_error_style_for(const char *url) {
+        RouteArgs a;
+
+        /* the dialect of any route on the same path (another method), else the native one */
+        for (size_t i = 0; i < ROUTE_TABLES_MAX && route_tables[i]; i++)
+                for (const Route *rt = route_tables[i]; rt->method; rt++)
+                        if (route_match(rt->pattern, url, &a))
+                                return rt->errors;
+        return ERROR_STYLE_NATIVE;
 }
 
 /* Ids in URLs are checked for shape before any handler sees them: a {pid} is a number, everything else
@@ -292,6 +319,7 @@ static void post_sandboxes(Request *r, const RouteArgs *a) {
         static const char *const fields[] = { "template", "name", "vcpu", "memory_mib", "disk_mib", "env",
                                               "metadata", "timeout", "on_timeout", "idle_timeout", NULL };
         _cleanup_strv_free_ char **env = NULL;
+        _cleanup_free_ char *metadata = NULL;
         Error e = {};
         const char *tmpl = "minimal", *name = NULL;
         uint64_t vcpu = 0, memory = 0, disk = 0, ttl = 0, idle = 0;
@@ -328,6 +356,7 @@ static void post_sandboxes(Request *r, const RouteArgs *a) {
         if (get_uint_field(r, o, "vcpu", 1, m->host_cpus, &vcpu) < 0 ||
             get_uint_field(r, o, "memory_mib", MEMORY_MIB_MIN, MEMORY_MIB_MAX, &memory) < 0 ||
             get_uint_field(r, o, "disk_mib", 64, DISK_MIB_MAX, &disk) < 0 || get_env_field(r, o, &env) < 0 ||
+            get_metadata_field(r, o, "metadata", &metadata) < 0 ||
             get_uint_field(r, o, "timeout", 0, 10ULL * 365 * 86400, &ttl) < 0)
                 goto out;
         q = get_uint_field(r, o, "idle_timeout", 0, 10ULL * 365 * 86400, &idle);
@@ -350,6 +379,7 @@ static void post_sandboxes(Request *r, const RouteArgs *a) {
                 .memory_mib = memory,
                 .disk_mib = disk,
                 .env = env,
+                .metadata = metadata,
         };
         q = sandbox_create(m, &spec, &op, &s, &e);
         if (q < 0) {

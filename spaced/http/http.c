@@ -209,8 +209,36 @@ int http_respond_json(Request *r, unsigned status, cJSON *body) {
         return queue(r, status, resp);
 }
 
+const char *http_connect_code(unsigned status, unsigned *ret_status) {
+        static const struct {
+                unsigned status;
+                const char *code;
+                unsigned connect_status;
+        } map[] = {
+                { 400, "invalid_argument", 400 },   { 401, "unauthenticated", 401 },
+                { 403, "permission_denied", 403 },  { 404, "not_found", 404 },
+                { 405, "unimplemented", 501 },      { 409, "already_exists", 409 },
+                { 412, "failed_precondition", 412 }, { 413, "resource_exhausted", 429 },
+                { 421, "permission_denied", 403 },  { 429, "resource_exhausted", 429 },
+                { 499, "canceled", 499 },           { 501, "unimplemented", 501 },
+                { 502, "unavailable", 503 },        { 503, "unavailable", 503 },
+                { 504, "deadline_exceeded", 504 },  { 507, "resource_exhausted", 429 },
+        };
+
+        for (size_t i = 0; i < ELEMENTSOF(map); i++)
+                if (map[i].status == status) {
+                        if (ret_status)
+                                *ret_status = map[i].connect_status;
+                        return map[i].code;
+                }
+        if (ret_status)
+                *ret_status = 500;
+        return "internal";
+}
+
 int http_respond_error(Request *r, ErrorCode code, const char *fmt, ...) {
         cJSON *o = cJSON_CreateObject();
+        unsigned status = error_code_http_status(code);
         char *msg = NULL;
         va_list ap;
 
@@ -218,10 +246,19 @@ int http_respond_error(Request *r, ErrorCode code, const char *fmt, ...) {
         if (vasprintf(&msg, fmt, ap) < 0)
                 msg = NULL;
         va_end(ap);
-        cJSON_AddStringToObject(o, "code", error_code_to_string(code));
+        switch (r->error_style) {
+        case ERROR_STYLE_E2B:
+                cJSON_AddNumberToObject(o, "code", status);
+                break;
+        case ERROR_STYLE_CONNECT:
+                cJSON_AddStringToObject(o, "code", http_connect_code(status, &status));
+                break;
+        default:
+                cJSON_AddStringToObject(o, "code", error_code_to_string(code));
+        }
         cJSON_AddStringToObject(o, "message", msg ?: error_code_to_string(code));
         free(msg);
-        return http_respond_json(r, error_code_http_status(code), o);
+        return http_respond_json(r, status, o);
 }
 
 static int respond_unauthorized(Request *r, const char *message) {
@@ -229,7 +266,11 @@ static int respond_unauthorized(Request *r, const char *message) {
         struct MHD_Response *resp;
         cJSON *o = cJSON_CreateObject();
 
-        cJSON_AddStringToObject(o, "code", "unauthorized");
+        if (r->error_style == ERROR_STYLE_E2B)
+                cJSON_AddNumberToObject(o, "code", 401);
+        else
+                cJSON_AddStringToObject(o, "code", r->error_style == ERROR_STYLE_CONNECT ? "unauthenticated"
+                                                                                         : "unauthorized");
         cJSON_AddStringToObject(o, "message", message);
         text = cJSON_PrintUnformatted(o);
         cJSON_Delete(o);
@@ -450,6 +491,7 @@ static void request_begin(Listener *l, Request *r) {
 
         r->tcp = l->tcp;
         rt = api_find_route(r->method, r->url, &a, NULL);
+        r->error_style = rt ? rt->errors : api_error_style_for(r->url);
         if (!l->tcp) {
                 if (!peer_allowed(r)) {
                         http_respond_error(r, ERROR_PERMISSION_DENIED,

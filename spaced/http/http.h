@@ -31,6 +31,16 @@ typedef enum RequestKind {
 
 typedef struct Request Request;
 
+/* How a route's errors look (the same ErrorCode, the same message): the native API's {"code": "name"}, E2B's
+ * control plane and envd REST {"code": <HTTP status>} (its SDKs parse that), or Connect RPC's
+ * {"code": "not_found"} with the status Connect gives that code. Set from the route before anything is
+ * answered, so every helper that answers errors speaks the route's dialect. */
+typedef enum ErrorStyle {
+        ERROR_STYLE_NATIVE,
+        ERROR_STYLE_E2B,
+        ERROR_STYLE_CONNECT,
+} ErrorStyle;
+
 /* A streaming response body, fed by a subsystem object (a process's SSE client, a file download) through the
  * route handler's adapter: the object knows nothing of HTTP. */
 #define HTTP_STREAM_END ((ssize_t) -1)   /* the body is complete */
@@ -71,6 +81,7 @@ struct Request {
          * when a valid API key came with the request (key_id names it). Routes marked ROUTE_AUTH_TOKEN also
          * run without one (authenticated = false) and check their own token. */
         bool tcp;
+        ErrorStyle error_style;
         bool authenticated;
         char key_id[API_KEY_ID_LEN + 1];
         bool streaming;   /* the idle timeout is off for this connection */
@@ -106,9 +117,11 @@ bool http_host_allowed(const char *host, const char *listen_host, unsigned port)
 void http_set_streaming(Request *r);
 
 int http_respond_json(Request *r, unsigned status, cJSON *body);  /* takes ownership of body */
-/* {"code", "message"} with the code's HTTP status (core/error.h). */
+/* {"code", "message"} with the code's HTTP status (core/error.h), in the route's ErrorStyle. */
 int http_respond_error(Request *r, ErrorCode code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 int http_respond_empty(Request *r, unsigned status);
+/* Connect RPC's name for what an HTTP status means, and the status Connect sends for it. */
+const char *http_connect_code(unsigned status, unsigned *ret_status);
 /* Answers 200 with a chunked body read from r->stream (set it first); headers: name, value, ..., NULL. */
 int http_respond_stream(Request *r, const char *const *headers);
 /* Detaches r from what it serves (calls r->stream.detach) and forgets it. */
