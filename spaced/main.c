@@ -13,6 +13,7 @@
 #include <systemd/sd-daemon.h>
 #include <unistd.h>
 
+#include "e2b/e2b.h"
 #include "http/http.h"
 #include "core/log.h"
 #include "macro.h"
@@ -509,6 +510,9 @@ static void detect_disk_backend(Manager *m) {
 static int setup_http(Manager *m, int unix_fd, int tcp_fd) {
         int r;
 
+        r = e2b_add_routes();
+        if (r < 0)
+                return log_error_errno(r, "cannot add the E2B routes");
         r = http_new(m, unix_fd, tcp_fd, &m->http);
         if (r < 0)
                 return log_error_errno(r, "cannot start the HTTP server");

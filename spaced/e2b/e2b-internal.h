@@ -1,0 +1,68 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#pragma once
+
+/* What the facade's files share: finding the sandbox and user an envd request is for, paths, and Connect RPC
+ * framing (JSON codec only; see space-e2b(7) for the wire format as the SDKs use it). */
+
+#include <cjson/cJSON.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "http/api.h"
+#include "sandbox/sandbox.h"
+
+/* The envd version we report: the SDKs gate features on it (stdin, closeStdin, octet-stream uploads, the
+ * default user), and with 0.6.1 they use all of those, each of which we serve. */
+#define E2B_ENVD_VERSION "0.6.1"
+#define E2B_ENVD_PORT 49983
+#define E2B_CLIENT_ID "space"
+/* Connect envelopes: 1 byte of flags, 4 of big-endian length, then the message. */
+#define CONNECT_ENVELOPE_HEADER 5
+#define CONNECT_FLAG_COMPRESSED 0x01
+#define CONNECT_FLAG_END_STREAM 0x02
+#define CONNECT_MESSAGE_MAX (1024 * 1024)
+#define E2B_USER_MAX 64
+
+/* Each file of the facade has its table (ends with an entry whose method is NULL). */
+extern const Route e2b_sandbox_routes[];     /* e2b-sandboxes.c: the control plane */
+extern const Route envd_process_routes[];    /* envd-process.c: process.Process */
+extern const Route envd_filesystem_routes[]; /* envd-filesystem.c: filesystem.Filesystem, /files */
+extern const Route envd_meta_routes[];       /* e2b.c: /health */
+
+/* The sandbox's envd access token, made (and saved) now for a sandbox from before the facade. */
+const char *e2b_sandbox_token(Sandbox *s);
+
+/* The sandbox an envd request is for: named by E2b-Sandbox-Id, else found by X-Access-Token. The token must
+ * match unless the request carries an API key (or came over the unix socket). A sandbox that is not running
+ * answers 502 (the SDKs' "sandbox not running"); a suspended one with auto_resume is woken first (the request
+ * is parked and routed again). Returns 1 with *ret, 0 when parked, < 0 when answered. */
+int e2b_envd_sandbox(Request *r, Sandbox **ret);
+
+/* The user an envd request runs as: Authorization: Basic base64("NAME:") on RPC, ?username= on /files,
+ * else the template's default user (E2B's "user"), else root. Checked against lib/user.h's rules; copied to
+ * buf (E2B_USER_MAX + 1). Returns 0, or < 0 when answered (400/401). */
+int e2b_envd_user(Request *r, Sandbox *s, char *buf);
+/* The user's home as E2B's images have it: /root for root, else /home/NAME. */
+int e2b_user_home(const char *user, char **ret);
+/* path made absolute: a relative one (or empty) counts from the user's home. */
+int e2b_resolve_path(const char *path, const char *user, char **ret);
+
+
+/* ---- Connect RPC (JSON) */
+
+/* The request message: a unary call's body is the JSON; a server-streaming call's body is one envelope
+ * holding it. Responds 400 (invalid_argument) itself and returns NULL when it is neither. */
+cJSON *connect_request_message(Request *r, bool streaming);
+/* A unary call's answer: 200, application/json, the message (taken). */
+int connect_respond(Request *r, cJSON *message);
+/* Appends one envelope (flags, then the JSON text of message or the given text) to buf. */
+int connect_envelope_append(SpaceBuf *buf, uint8_t flags, const char *json, size_t n);
+int connect_envelope_append_json(SpaceBuf *buf, uint8_t flags, const cJSON *message);
+/* The end-of-stream envelope: {} on success, else {"error": {"code", "message"}}. */
+int connect_end_stream_append(SpaceBuf *buf, const char *code, const char *message);
+/* Headers of a streaming answer (application/connect+json, no caching) for http_respond_stream(). */
+extern const char *const connect_stream_headers[];
+/* connect-timeout-ms of the request: 0 when absent; < 0 (answered) when malformed. */
+int connect_timeout_ms(Request *r, uint64_t *ret);
+/* Keepalive-Ping-Interval in seconds (the SDKs send 50); 0 when absent. */
+unsigned connect_keepalive_sec(Request *r);

@@ -1,0 +1,335 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#include <ctype.h>
+#include <errno.h>
+#include <microhttpd.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "base64.h"
+#include "core/log.h"
+#include "core/util.h"
+#include "e2b/e2b-internal.h"
+#include "e2b/e2b.h"
+#include "macro.h"
+#include "string-util.h"
+#include "template/template.h"
+#include "user.h"
+
+/* What the facade's files share: which sandbox and user an envd request is for, and Connect framing. */
+
+static void get_health(Request *r, const RouteArgs *a);
+
+const Route envd_meta_routes[] = {
+        /* the SDKs' isRunning(): 204 while the sandbox runs, 502 when it does not */
+        { "GET", "/health", get_health, .auth = ROUTE_AUTH_TOKEN, .errors = ERROR_STYLE_E2B },
+        {},
+};
+
+int e2b_add_routes(void) {
+        const Route *tables[] = { e2b_sandbox_routes, envd_process_routes, envd_filesystem_routes,
+                                  envd_meta_routes };
+        int r;
+
+        for (size_t i = 0; i < ELEMENTSOF(tables); i++) {
+                r = api_add_routes(tables[i]);
+                if (r < 0)
+                        return r;
+        }
+        return 0;
+}
+
+const char *e2b_sandbox_token(Sandbox *s) {
+        char *t;
+
+        if (s->access_token)
+                return s->access_token;
+        t = malloc(SANDBOX_TOKEN_LEN + 1);
+        if (!t || random_hex(t, SANDBOX_TOKEN_LEN) < 0) {
+                free(t);
+                return NULL;
+        }
+        s->access_token = t;
+        (void) sandbox_save(s);
+        return t;
+}
+
+static bool token_matches(Sandbox *s, const char *token) {
+        const char *want = e2b_sandbox_token(s);
+
+        return want && token && strlen(token) == SANDBOX_TOKEN_LEN &&
+               memeq_const_time(want, token, SANDBOX_TOKEN_LEN);
+}
+
+/* Every sandbox's token is compared, whatever matches, so that the time taken says nothing about which
+ * tokens exist. */
+static Sandbox *sandbox_by_token(Manager *m, const char *token) {
+        Sandbox *found = NULL;
+
+        if (!token || strlen(token) != SANDBOX_TOKEN_LEN)
+                return NULL;
+        for (Sandbox *s = m->sandboxes; s; s = s->next)
+                if (!s->pooled && token_matches(s, token) && !found)
+                        found = s;
+        return found;
+}
+
+int e2b_envd_sandbox(Request *r, Sandbox **ret) {
+        Manager *m = http_manager(r->http);
+        const char *id = http_header(r, "E2b-Sandbox-Id"), *token = http_header(r, "X-Access-Token");
+        Sandbox *s = NULL;
+        int q;
+
+        if (id && *id) {
+                s = sandbox_find_by_id(m, id);
+                if (s && s->pooled)
+                        s = NULL;
+                /* the same answer for a sandbox that does not exist and one whose token is wrong */
+                if (s && !r->authenticated && !token_matches(s, token))
+                        s = NULL;
+        } else if (r->authenticated && !token)
+                return http_respond_error(r, ERROR_INVALID_ARGUMENT,
+                                          "say which sandbox: send E2b-Sandbox-Id (or its X-Access-Token)") ?: -EINVAL;
+        else
+                s = sandbox_by_token(m, token);
+        if (!s) {
+                if (!r->authenticated && !token)
+                        return http_respond_error(r, ERROR_UNAUTHORIZED,
+                                                  "envd requests need the sandbox's X-Access-Token (the "
+                                                  "envdAccessToken of the create or connect answer)") ?: -EACCES;
+                return http_respond_error(r, ERROR_SANDBOX_UNAVAILABLE,
+                                          "sandbox %.64s not found, or the access token is not its own",
+                                          id && *id ? id : "(by token)") ?: -ENOENT;
+        }
+        if ((s->state == SANDBOX_SUSPENDED || s->state == SANDBOX_WAKING) && s->auto_resume) {
+                q = api_ensure_awake(r, s);
+                if (q <= 0)
+                        return q;
+        }
+        if (s->state != SANDBOX_RUNNING)
+                return http_respond_error(r, ERROR_SANDBOX_UNAVAILABLE,
+                                          "sandbox %s is %s, not running%s", s->id, sandbox_state_to_string(s->state),
+                                          s->state == SANDBOX_SUSPENDED ? ": connect to it to resume it" : "")
+                               ?: -EBUSY;
+        s->last_active = now_unix();
+        *ret = s;
+        return 1;
+}
+
+static int user_from_basic_auth(const char *v, char *buf) {
+        char decoded[3 * E2B_USER_MAX];
+        const char *b64;
+        size_t n;
+        long k;
+        char *colon;
+
+        if (strncasecmp(v, "Basic", 5) != 0 || !isblank((unsigned char) v[5]))
+                return -EINVAL;
+        b64 = v + 5;
+        while (isblank((unsigned char) *b64))
+                b64++;
+        n = strlen(b64);
+        if (n == 0 || n > 4 * E2B_USER_MAX)
+                return -EINVAL;
+        k = base64_decode(b64, n, (uint8_t *) decoded);
+        if (k <= 0 || (size_t) k >= sizeof decoded)
+                return -EINVAL;
+        decoded[k] = 0;
+        if (strlen(decoded) != (size_t) k)
+                return -EINVAL; /* a NUL inside */
+        colon = strchr(decoded, ':');
+        if (colon)
+                *colon = 0;
+        if (strlen(decoded) > E2B_USER_MAX)
+                return -EINVAL;
+        strcpy(buf, decoded);
+        return 0;
+}
+
+int e2b_envd_user(Request *r, Sandbox *s, char *buf) {
+        const char *auth = http_header(r, MHD_HTTP_HEADER_AUTHORIZATION), *q = http_query(r, "username");
+        const char *def;
+
+        buf[0] = 0;
+        if (q && *q) {
+                if (strlen(q) > E2B_USER_MAX)
+                        return http_respond_error(r, ERROR_INVALID_ARGUMENT, "username is too long") ?: -EINVAL;
+                strcpy(buf, q);
+        } else if (auth && strncasecmp(auth, "Basic", 5) == 0) {
+                if (user_from_basic_auth(auth, buf) < 0)
+                        return http_respond_error(r, ERROR_INVALID_ARGUMENT,
+                                                  "Authorization: Basic must carry base64 of \"USER:\"") ?: -EINVAL;
+        }
+        if (!buf[0]) {
+                def = template_default_user(http_manager(r->http), s);
+                snprintf(buf, E2B_USER_MAX + 1, "%s", def && *def ? def : "root");
+        }
+        if (space_user_spec_parse(buf, NULL) < 0 || strchr(buf, ':'))
+                return http_respond_error(r, ERROR_INVALID_ARGUMENT,
+                                          "user '%.64s' is not a user name or uid (letters, digits, '.', '_', '-')",
+                                          buf) ?: -EINVAL;
+        return 0;
+}
+
+int e2b_user_home(const char *user, char **ret) {
+        char *h;
+
+        if (streq(user, "root") || streq(user, "0"))
+                h = strdup("/root");
+        else if (asprintf(&h, "/home/%s", user) < 0)
+                h = NULL;
+        if (!h)
+                return -ENOMEM;
+        *ret = h;
+        return 0;
+}
+
+int e2b_resolve_path(const char *path, const char *user, char **ret) {
+        _cleanup_free_ char *home = NULL;
+        char *p;
+        int r;
+
+        if (path && path[0] == '/') {
+                p = strdup(path);
+                if (!p)
+                        return -ENOMEM;
+                *ret = p;
+                return 0;
+        }
+        r = e2b_user_home(user, &home);
+        if (r < 0)
+                return r;
+        if (!path || !*path || streq(path, "."))
+                p = TAKE_PTR(home);
+        else if (asprintf(&p, "%s/%s", home, path) < 0)
+                return -ENOMEM;
+        *ret = p;
+        return 0;
+}
+
+static void get_health(Request *r, const RouteArgs *a) {
+        Sandbox *s;
+
+        /* without a sandbox named (or a token) it is the API's health: it answers */
+        if (!http_header(r, "E2b-Sandbox-Id") && !http_header(r, "X-Access-Token")) {
+                http_respond_empty(r, 204);
+                return;
+        }
+        if (e2b_envd_sandbox(r, &s) > 0)
+                http_respond_empty(r, 204);
+}
+
+/* ---- Connect */
+
+const char *const connect_stream_headers[] = {
+        MHD_HTTP_HEADER_CONTENT_TYPE, "application/connect+json",
+        MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache",
+        NULL,
+};
+
+cJSON *connect_request_message(Request *r, bool streaming) {
+        const char *data = (const char *) r->body.data;
+        size_t n = r->body.len;
+        cJSON *o;
+
+        if (streaming) {
+                uint32_t len;
+
+                if (n < CONNECT_ENVELOPE_HEADER) {
+                        http_respond_error(r, ERROR_INVALID_ARGUMENT,
+                                           "a streaming call's body is one envelope (flags, length, JSON)");
+                        return NULL;
+                }
+                len = (uint32_t) (uint8_t) data[1] << 24 | (uint32_t) (uint8_t) data[2] << 16 |
+                      (uint32_t) (uint8_t) data[3] << 8 | (uint32_t) (uint8_t) data[4];
+                if (data[0] != 0 || len != n - CONNECT_ENVELOPE_HEADER) {
+                        http_respond_error(r, ERROR_INVALID_ARGUMENT,
+                                           "the request envelope must be uncompressed (flags 0) and hold the whole "
+                                           "body (%u bytes declared, %zu sent)",
+                                           len, n - CONNECT_ENVELOPE_HEADER);
+                        return NULL;
+                }
+                data += CONNECT_ENVELOPE_HEADER;
+                n -= CONNECT_ENVELOPE_HEADER;
+        }
+        o = n > 0 ? cJSON_ParseWithLength(data, n) : cJSON_CreateObject();
+        if (!cJSON_IsObject(o)) {
+                cJSON_Delete(o);
+                http_respond_error(r, ERROR_INVALID_ARGUMENT, "the request message must be a JSON object");
+                return NULL;
+        }
+        return o;
+}
+
+int connect_respond(Request *r, cJSON *message) {
+        return http_respond_json(r, 200, message ?: cJSON_CreateObject());
+}
+
+int connect_envelope_append(SpaceBuf *buf, uint8_t flags, const char *json, size_t n) {
+        uint8_t h[CONNECT_ENVELOPE_HEADER] = { flags, (uint8_t) (n >> 24), (uint8_t) (n >> 16), (uint8_t) (n >> 8),
+                                               (uint8_t) n };
+
+        if (n > CONNECT_MESSAGE_MAX * 16UL)
+                return -E2BIG;
+        if (space_buf_append(buf, h, sizeof h) < 0 || space_buf_append(buf, json, n) < 0)
+                return -ENOMEM;
+        return 0;
+}
+
+int connect_envelope_append_json(SpaceBuf *buf, uint8_t flags, const cJSON *message) {
+        _cleanup_free_ char *text = cJSON_PrintUnformatted(message);
+
+        if (!text)
+                return -ENOMEM;
+        return connect_envelope_append(buf, flags, text, strlen(text));
+}
+
+int connect_end_stream_append(SpaceBuf *buf, const char *code, const char *message) {
+        cJSON *o = cJSON_CreateObject(), *e;
+        int r;
+
+        if (!o)
+                return -ENOMEM;
+        if (code) {
+                e = cJSON_AddObjectToObject(o, "error");
+                cJSON_AddStringToObject(e, "code", code);
+                cJSON_AddStringToObject(e, "message", message ?: code);
+        }
+        r = connect_envelope_append_json(buf, CONNECT_FLAG_END_STREAM, o);
+        cJSON_Delete(o);
+        return r;
+}
+
+int connect_timeout_ms(Request *r, uint64_t *ret) {
+        const char *v = http_header(r, "Connect-Timeout-Ms");
+        unsigned long long n;
+        char *end;
+
+        *ret = 0;
+        if (!v)
+                return 0;
+        errno = 0;
+        n = strtoull(v, &end, 10);
+        /* the Connect spec: at most 10 digits */
+        if (errno || end == v || *end || v[0] == '-' || strlen(v) > 10)
+                return http_respond_error(r, ERROR_INVALID_ARGUMENT,
+                                          "connect-timeout-ms must be a number of milliseconds, not '%.32s'", v)
+                               ?: -EINVAL;
+        *ret = n;
+        return 0;
+}
+
+unsigned connect_keepalive_sec(Request *r) {
+        const char *v = http_header(r, "Keepalive-Ping-Interval");
+        unsigned long n;
+        char *end;
+
+        if (!v)
+                return 0;
+        errno = 0;
+        n = strtoul(v, &end, 10);
+        if (errno || end == v || *end || n > 3600)
+                return 0;
+        return (unsigned) n;
+}
