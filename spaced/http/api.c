@@ -147,7 +147,7 @@ static bool route_match(const char *pattern, const char *url, RouteArgs *ret) {
         }
 }
 
-#define ROUTE_TABLES_MAX 4
+#define ROUTE_TABLES_MAX 8
 static const Route *route_tables[ROUTE_TABLES_MAX] = { api_routes };
 
 int api_add_routes(const Route *table) {

@@ -1,0 +1,16 @@
+// SPDX-License-Identifier: Apache-2.0
+// The first thing a user tries: create from seed, run a command, read its output, kill.
+import test from 'node:test'
+import assert from 'node:assert/strict'
+import { Sandbox } from 'e2b'
+
+test('create, run, kill', async () => {
+  const sbx = await Sandbox.create('seed', { timeoutMs: 120_000 })
+  try {
+    const r = await sbx.commands.run('echo hello from $(whoami)')
+    assert.equal(r.exitCode, 0)
+    assert.equal(r.stdout, 'hello from user\n')
+  } finally {
+    assert.equal(await sbx.kill(), true)
+  }
+})

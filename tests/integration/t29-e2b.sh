@@ -1,0 +1,82 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+# The E2B facade (issue 12) driven by the unmodified E2B SDKs: Python e2b==2.21.1 from PyPI and JS e2b@2.20.1
+# from npm (the same release), pointed at the daemon with environment variables only (README, "E2B SDKs"). The
+# suites are tests/e2b/py (pytest, sync and async) and tests/e2b/js (node --test); each test case is one TAP
+# line here. The `seed` template is built first (Debian packages come from the archive, cached in
+# ~/.cache/space/apt). SPACE_E2B_PY / SPACE_E2B_JS pick other SDK versions ("latest").
+. "$(dirname "$0")/lib.sh"
+
+E2B_DIR=$TOP_SRCDIR/tests/e2b
+SDK_DIR=${SPACE_E2B_SDK_DIR:-$TOP_BUILDDIR/tests/e2b/.sdk}
+PY_VERSION=${SPACE_E2B_PY:-2.21.1}
+JS_VERSION=${SPACE_E2B_JS:-2.20.1}
+
+space_env_setup
+tcp_config
+start_daemon_tcp
+
+# ---- the SDKs, as a user would install them
+run timeout -k 10 900 "$E2B_DIR/setup-sdks.sh" "$SDK_DIR" "$PY_VERSION" "$JS_VERSION"
+check_eq "the E2B SDKs install (Python e2b $PY_VERSION, JS e2b@$JS_VERSION)" 0 "$RC" || { last_diag; bail_out "no SDKs"; }
+PY_ENV=$(sed -n 1p "$OUT")
+JS_ENV=$(sed -n 2p "$OUT")
+diag "Python SDK: $("$PY_ENV/bin/python" -c 'import importlib.metadata as m; print(m.version("e2b"))')," \
+        "JS SDK: $(node -p "require('$JS_ENV/node_modules/e2b/package.json').version")"
+
+# ---- the template E2B code expects: bash, a user `user` with home /home/user
+export TMPDIR=$TEST_TMP/tmp
+mkdir -p "$TMPDIR"
+chmod 0711 "$TEST_TMP"
+chmod 1777 "$TMPDIR"
+run timeout -k 10 900 "$SPACECTL_BIN" template build "$TOP_SRCDIR/templates/seed"
+check_eq "template build templates/seed" 0 "$RC" || { last_diag; bail_out "no seed template"; }
+
+KEY=$(mint_key e2b-sdk) || bail_out "cannot mint an API key"
+check_match "spacectl's keys have E2B's shape (e2b_ and hex)" '^e2b_[0-9a-f]+$' "$KEY"
+
+export E2B_API_KEY=$KEY E2B_API_URL=$API_URL E2B_SANDBOX_URL=$API_URL
+unset E2B_DEBUG E2B_ACCESS_TOKEN E2B_DOMAIN
+# what the suites need to look behind the SDK: the daemon's own view (over the unix socket)
+export SPACE_TEST_SOCKET=$SPACE_SOCKET SPACECTL=$SPACECTL_BIN
+
+# tap_from FILE: one TAP line per line of junit-to-tap.py's output
+tap_from() {
+        local kind name msg
+        while IFS=$'\t' read -r kind name msg; do
+                case $kind in
+                PASS) pass "$name" ;;
+                SKIP) skip "$name" "$msg" ;;
+                *) fail "$name" "$msg" ;;
+                esac
+        done <"$1"
+}
+
+# ---- Python
+PY_XML=$TEST_TMP/py.xml
+(cd "$E2B_DIR/py" && PYTHONDONTWRITEBYTECODE=1 timeout -k 10 "${SPACE_E2B_PY_TIMEOUT:-1200}" "$PY_ENV/bin/python" -m pytest -p no:cacheprovider \
+        -q --junitxml="$PY_XML" ${SPACE_E2B_PY_ARGS:-} . >"$TEST_TMP/py.log" 2>&1)
+diag "pytest: $(tail -n 1 "$TEST_TMP/py.log")"
+python3 "$E2B_DIR/junit-to-tap.py" "py" "$PY_XML" >"$TEST_TMP/py.tap"
+tap_from "$TEST_TMP/py.tap"
+grep -q '^FAIL' "$TEST_TMP/py.tap" && diag_file "$TEST_TMP/py.log" 60
+
+# ---- JS
+# ES modules resolve packages next to the importing file, so the suite runs from a copy beside the SDK.
+JS_XML=$TEST_TMP/js.xml
+mkdir -p "$TEST_TMP/js"
+cp "$E2B_DIR"/js/*.mjs "$TEST_TMP/js/"
+ln -s "$JS_ENV/node_modules" "$TEST_TMP/js/node_modules"
+(cd "$TEST_TMP/js" && timeout -k 10 "${SPACE_E2B_JS_TIMEOUT:-1200}" \
+        node --test --test-concurrency=1 --test-reporter=junit --test-reporter-destination="$JS_XML" \
+        --test-reporter=spec --test-reporter-destination=stdout ./*.test.mjs >"$TEST_TMP/js.log" 2>&1)
+python3 "$E2B_DIR/junit-to-tap.py" "js" "$JS_XML" >"$TEST_TMP/js.tap"
+tap_from "$TEST_TMP/js.tap"
+grep -q '^FAIL' "$TEST_TMP/js.tap" && diag_file "$TEST_TMP/js.log" 60
+
+# ---- nothing left behind: every sandbox the suites made is gone
+left=$(curl -s --unix-socket "$SPACE_SOCKET" http://localhost/v1/sandboxes | python3 -c \
+        'import json,sys; print(len([s for s in json.load(sys.stdin)["sandboxes"] if s["state"] != "deleting"]))')
+check_eq "the suites killed every sandbox they made" 0 "$left"
+
+done_testing
