@@ -68,6 +68,12 @@
  *                                                                     EOF(s, fd 1) | ERROR
  *                  write   mode, mtime, uid, gid, parents=0|1        -> OK(ready); then the host sends
  *                          DATA(s, fd 0, bytes)... EOF(s, fd 0)      -> OK(entry) | ERROR
+ *                  Any op may carry user=NAME|UID (as EXEC's, no :GROUP needed): the agent resolves it in the
+ *                  guest's /etc/passwd ("unknown user ..." ERROR otherwise) and acts with that user's
+ *                  filesystem identity and groups (setfsuid/setfsgid), so permissions are the user's and what it
+ *                  creates is owned by it (a replaced file too); without user= it acts as root. names=1: single
+ *                  entries also carry owner=NAME, group=NAME, and a list's OK carries uname=UID:NAME and
+ *                  gname=GID:NAME for the ids its entries have, when the guest's passwd/group name them.
  *                  DATA on fd 1 and fd 0 run under the same per-(stream, fd) credit as process stdio. A write goes
  *                  to a temporary file in the target's directory, renamed into place at EOF; CLOSE(s) from the
  *                  host (or the host going away) drops it. The stream is forgotten after its last OK or ERROR.

@@ -2,7 +2,10 @@
 
 /*
  * FILE streams: stat, list, mkdir, remove, move, symlink, attrs, read and write of guest paths for the host
- * (lib/proto.h has the conversation). The agent is root, so these act with root's rights on absolute paths.
+ * (lib/proto.h has the conversation). The agent is root, so these act with root's rights on absolute paths,
+ * unless the request names a user (user=, the E2B facade's envd calls): then the operation runs with that
+ * user's filesystem identity (setfsuid/setfsgid and its groups), so that the kernel checks the user's
+ * permissions and what is created is the user's, and the agent is root again right after.
  *
  * Reads and lists send DATA on fd 1 only while the stream has credit and the port's queue is under the
  * high-water mark, like process output; a list is walked first (bounded by SPACE_FILE_LIST_MAX entries and
@@ -12,17 +15,19 @@
  */
 
 #ifndef _GNU_SOURCE
-#define _GNU_SOURCE /* mkostemp */
+#define _GNU_SOURCE /* mkostemp, setgroups */
 #endif
 
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <grp.h>
 #include <inttypes.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/fsuid.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -51,6 +56,9 @@ typedef struct FileXfer {
         size_t out_off;
         SpaceCredit out_credit;   /* DATA on fd 1 */
         SpaceCredit in_credit;    /* DATA on fd 0 */
+        bool as_user;             /* write: the rename at EOF is done as the request's user too */
+        SpaceUser user;
+        bool names;               /* write: the final entry names its owner and group */
         struct FileXfer *next;
 } FileXfer;
 
@@ -65,6 +73,9 @@ typedef struct FileReq {
         bool mtime_set;
         bool parents, recursive, follow;
         unsigned long depth;
+        const char *user;         /* NAME|UID: act as this user (NULL: root) */
+        const SpaceUser *as;      /* user, resolved */
+        bool names;               /* entries name their owner and group (owner=, group=) */
 } FileReq;
 
 static FileXfer *xfers;
@@ -169,6 +180,10 @@ static int parse_req(const uint8_t *p, size_t n, FileReq *ret) {
                         q.recursive = streq(v, "1");
                 else if (KEY("follow"))
                         q.follow = streq(v, "1");
+                else if (KEY("user"))
+                        q.user = v;
+                else if (KEY("names"))
+                        q.names = streq(v, "1");
 #undef KEY
         }
         if (r < 0)
@@ -179,6 +194,89 @@ static int parse_req(const uint8_t *p, size_t n, FileReq *ret) {
 
 static bool path_ok(const char *p) {
         return p && p[0] == '/' && strlen(p) <= SPACE_FILE_PATH_MAX;
+}
+
+/* ---- whose rights ---- */
+
+/* The agent's own supplementary groups while it acts as a user, to be put back. */
+typedef struct FsIdentity {
+        bool active;
+        int n_groups;
+        gid_t groups[SPACE_USER_GROUPS_MAX];
+} FsIdentity;
+
+static void identity_leave(FsIdentity *saved) {
+        if (!saved->active)
+                return;
+        /* back to fsuid 0 brings back the capabilities (DAC override, chown) that leaving it dropped */
+        (void) setfsuid(0);
+        (void) setfsgid(0);
+        (void) setgroups((size_t) saved->n_groups, saved->groups);
+        saved->active = false;
+}
+
+/* Acts as u for the file system until identity_leave(): permission checks are u's and what is created is
+ * u's, while the agent keeps its real and effective ids (only it runs: it is single-threaded). */
+static int identity_enter(const SpaceUser *u, FsIdentity *saved) {
+        gid_t groups[SPACE_USER_GROUPS_MAX];
+        int n;
+
+        n = getgroups(SPACE_USER_GROUPS_MAX, saved->groups);
+        if (n < 0)
+                return -errno;
+        saved->n_groups = n;
+        for (size_t i = 0; i < u->n_groups; i++)
+                groups[i] = u->groups[i];
+        if (setgroups(u->n_groups, groups) < 0)
+                return -errno;
+        saved->active = true;
+        (void) setfsgid(u->gid);
+        (void) setfsuid(u->uid);
+        /* setfsuid() says nothing of failure: an invalid id (-1) answers with the current one */
+        if ((uid_t) setfsuid((uid_t) -1) != u->uid || (gid_t) setfsgid((gid_t) -1) != u->gid) {
+                identity_leave(saved);
+                return -EPERM;
+        }
+        return 0;
+}
+
+/* The name the guest's /etc/passwd (group: /etc/group) gives id, into buf (SPACE_USER_SPEC_MAX + 1): true
+ * when it has one that is a plain name. Read as a plain file, like user_resolve (no NSS in a static agent). */
+static bool id_name(bool group, uint32_t id, char *buf) {
+        _cleanup_fclose_ FILE *f = fopen(group ? "/etc/group" : "/etc/passwd", "re");
+        char line[1024];
+
+        if (!f)
+                return false;
+        while (fgets(line, sizeof line, f)) {
+                char *name = line, *c1 = strchr(line, ':'), *c2, *end;
+                unsigned long v;
+
+                if (!c1 || !(c2 = strchr(c1 + 1, ':')))
+                        continue;
+                *c1 = 0;
+                errno = 0;
+                v = strtoul(c2 + 1, &end, 10);
+                if (errno || end == c2 + 1 || *end != ':' || v != id)
+                        continue;
+                if (strlen(name) > SPACE_USER_SPEC_MAX || space_user_spec_parse(name, NULL) < 0)
+                        return false;
+                strcpy(buf, name);
+                return true;
+        }
+        return false;
+}
+
+/* owner= and group= records for an entry, when the guest has names for its ids. */
+static int names_add(SpaceBuf *b, uid_t uid, gid_t gid) {
+        char name[SPACE_USER_SPEC_MAX + 1];
+        int r = 0;
+
+        if (id_name(false, uid, name))
+                r = space_kv_add(b, "owner", name);
+        if (r >= 0 && id_name(true, gid, name))
+                r = space_kv_add(b, "group", name);
+        return r;
 }
 
 /* ---- entries ---- */
@@ -228,8 +326,8 @@ static void send_err(Channel *c, uint32_t id, int err, const char *what, const c
         channel_send_error(c, id, err, msg);
 }
 
-/* Answers with the entry of path (lstat) or the error. */
-static void reply_entry(Channel *c, uint32_t id, const char *path, bool follow) {
+/* Answers with the entry of path (lstat) or the error; names: with owner= and group= too. */
+static void reply_entry(Channel *c, uint32_t id, const char *path, bool follow, bool names) {
         _cleanup_(space_buf_done) SpaceBuf kv = {};
         struct stat st;
 
@@ -237,7 +335,7 @@ static void reply_entry(Channel *c, uint32_t id, const char *path, bool follow) 
                 send_err(c, id, errno, "stat", path);
                 return;
         }
-        if (entry_add(&kv, NULL, AT_FDCWD, path, &st) < 0) {
+        if (entry_add(&kv, NULL, AT_FDCWD, path, &st) < 0 || (names && names_add(&kv, st.st_uid, st.st_gid) < 0)) {
                 send_err(c, id, ENOMEM, "stat", path);
                 return;
         }
@@ -300,7 +398,7 @@ static void op_mkdir(Channel *c, uint32_t id, const FileReq *q) {
                 send_err(c, id, -r, "mkdir", q->path);
                 return;
         }
-        reply_entry(c, id, q->path, false);
+        reply_entry(c, id, q->path, false, q->names);
 }
 
 /* A DIR stream of its own on the directory dirfd is open on (dirfd stays ours). */
@@ -393,7 +491,7 @@ static void op_move(Channel *c, uint32_t id, const FileReq *q) {
                 send_err(c, id, errno, "move", q->path);
                 return;
         }
-        reply_entry(c, id, q->to, false);
+        reply_entry(c, id, q->to, false, q->names);
 }
 
 static void op_symlink(Channel *c, uint32_t id, const FileReq *q) {
@@ -410,7 +508,7 @@ static void op_symlink(Channel *c, uint32_t id, const FileReq *q) {
                 send_err(c, id, -r, "symlink", q->path);
                 return;
         }
-        reply_entry(c, id, q->path, false);
+        reply_entry(c, id, q->path, false, q->names);
 }
 
 static void op_attrs(Channel *c, uint32_t id, const FileReq *q) {
@@ -434,7 +532,7 @@ static void op_attrs(Channel *c, uint32_t id, const FileReq *q) {
                 send_err(c, id, -r, "attrs", q->path);
                 return;
         }
-        reply_entry(c, id, q->path, false);
+        reply_entry(c, id, q->path, false, q->names);
 }
 
 /* ---- list ---- */
@@ -443,11 +541,39 @@ static int cmp_names(const void *a, const void *b) {
         return strcmp(*(char *const *) a, *(char *const *) b);
 }
 
+/* The distinct owners and groups of a list's entries, for its names (a few at most; past the bound they go
+ * unnamed). */
+#define LIST_IDS_MAX 32
+
 typedef struct ListWalk {
         SpaceBuf *out;
         unsigned count;
+        uint32_t uids[LIST_IDS_MAX], gids[LIST_IDS_MAX];
+        size_t n_uids, n_gids;
         char rel[SPACE_FILE_PATH_MAX + 1];
 } ListWalk;
+
+static void id_note(uint32_t *ids, size_t *n, uint32_t id) {
+        for (size_t i = 0; i < *n; i++)
+                if (ids[i] == id)
+                        return;
+        if (*n < LIST_IDS_MAX)
+                ids[(*n)++] = id;
+}
+
+/* uname=UID:NAME and gname=GID:NAME for the ids the walk saw that the guest has names for. */
+static int list_names_add(SpaceBuf *kv, const ListWalk *w) {
+        char name[SPACE_USER_SPEC_MAX + 1];
+        int r = 0;
+
+        for (size_t i = 0; i < w->n_uids && r >= 0; i++)
+                if (id_name(false, w->uids[i], name))
+                        r = space_kv_addf(kv, "uname", "%u:%s", w->uids[i], name);
+        for (size_t i = 0; i < w->n_gids && r >= 0; i++)
+                if (id_name(true, w->gids[i], name))
+                        r = space_kv_addf(kv, "gname", "%u:%s", w->gids[i], name);
+        return r;
+}
 
 /* Appends the entries below dirfd (rel names the directory below the listed one, "" at the top), sorted by
  * name, each directory's entries right after it, down to depth levels. */
@@ -504,6 +630,8 @@ static int list_dir(ListWalk *w, int dirfd, unsigned depth) {
                         break;
                 }
                 r = entry_add(w->out, w->rel, dirfd, names[i], &st);
+                id_note(w->uids, &w->n_uids, st.st_uid);
+                id_note(w->gids, &w->n_gids, st.st_gid);
                 if (r >= 0 && w->out->len > SPACE_FILE_LIST_BYTES_MAX)
                         r = -E2BIG;
                 if (r >= 0 && S_ISDIR(st.st_mode) && depth > 1) {
@@ -557,6 +685,8 @@ static void op_list(Channel *c, uint32_t id, const FileReq *q) {
                 send_err(c, id, -r, "list", q->path);
         else {
                 (void) space_kv_addf(&kv, "count", "%u", w->count);
+                if (q->names)
+                        (void) list_names_add(&kv, w);
                 send_ok(c, id, &kv);
         }
         free(w);
@@ -629,8 +759,14 @@ static void op_write(Channel *c, uint32_t id, const FileReq *q) {
                 channel_send_error(c, id, ENOMEM, NULL);
                 return;
         }
-        /* A file that is replaced keeps its mode and owner unless the host says otherwise. */
+        /* A file that is replaced keeps its mode and owner unless the host says otherwise; one written as a
+         * user becomes that user's (it could not give it away). */
         x->mode = 0644;
+        x->names = q->names;
+        if (q->as) {
+                x->as_user = true;
+                x->user = *q->as;
+        }
         if (lstat(q->path, &st) >= 0) {
                 if (S_ISDIR(st.st_mode)) {
                         xfer_free(x);
@@ -641,7 +777,7 @@ static void op_write(Channel *c, uint32_t id, const FileReq *q) {
                         x->mode = st.st_mode & 07777;
                         x->uid = st.st_uid;
                         x->gid = st.st_gid;
-                        x->owner_set = true;
+                        x->owner_set = !q->as;
                 }
         }
         if (q->mode_set)
@@ -693,9 +829,13 @@ static void write_data(Channel *c, FileXfer *x, const uint8_t *p, size_t n) {
 }
 
 static void write_finish(Channel *c, FileXfer *x) {
+        _cleanup_(identity_leave) FsIdentity saved = {};
         int r = 0;
 
-        if (x->owner_set)
+        /* the rename into place needs the user's rights on the directory, as the temporary file did */
+        if (x->as_user)
+                r = identity_enter(&x->user, &saved);
+        if (r >= 0 && x->owner_set)
                 r = RET_NERRNO(fchown(x->fd, x->uid, x->gid));
         if (r >= 0)
                 r = RET_NERRNO(fchmod(x->fd, x->mode)); /* after fchown, which clears setuid */
@@ -713,13 +853,38 @@ static void write_finish(Channel *c, FileXfer *x) {
                 return;
         }
         x->tmp_path = (free(x->tmp_path), NULL);
-        reply_entry(c, x->id, x->path, false);
+        reply_entry(c, x->id, x->path, false, x->names);
         xfer_free(x);
 }
 
 /* ---- the channel's view ---- */
 
+/* user= of a request: resolved, and the agent acts as that user until *saved is left. */
+static int request_identity(Channel *c, uint32_t id, FileReq *q, SpaceUser *u, FsIdentity *saved) {
+        const char *code = NULL;
+        char msg[256];
+        int r;
+
+        if (!q->user)
+                return 0;
+        r = user_resolve(q->user, u, &code, msg, sizeof msg);
+        if (r < 0) {
+                /* "unknown user ..." leads the message: the host tells that apart from other failures */
+                channel_send_error(c, id, -r, msg);
+                return r;
+        }
+        r = identity_enter(u, saved);
+        if (r < 0) {
+                send_err(c, id, -r, "acting as user", q->user);
+                return r;
+        }
+        q->as = u;
+        return 0;
+}
+
 void files_handle(Channel *c, uint32_t id, const uint8_t *p, size_t n) {
+        _cleanup_(identity_leave) FsIdentity saved = {};
+        SpaceUser user;
         FileReq q;
 
         if (xfer_find(id) || stream_find(id)) {
@@ -738,9 +903,11 @@ void files_handle(Channel *c, uint32_t id, const uint8_t *p, size_t n) {
                 channel_send_error(c, id, EAGAIN, "too many file transfers at once");
                 return;
         }
+        if (request_identity(c, id, &q, &user, &saved) < 0)
+                return;
 
         if (streq(q.op, "stat"))
-                reply_entry(c, id, q.path, q.follow);
+                reply_entry(c, id, q.path, q.follow, q.names);
         else if (streq(q.op, "mkdir"))
                 op_mkdir(c, id, &q);
         else if (streq(q.op, "remove"))
