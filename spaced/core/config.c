@@ -16,7 +16,9 @@ void config_done(Config *c) {
         free(c->qemu_binary);
         free(c->state_dir);
         free(c->listen);
-        c->qemu_binary = c->state_dir = c->listen = NULL;
+        free(c->e2b_template);
+        free(c->e2b_domain);
+        c->qemu_binary = c->state_dir = c->listen = c->e2b_template = c->e2b_domain = NULL;
 }
 
 int listen_address_parse(const char *s, struct sockaddr_storage *ret, socklen_t *ret_len) {
@@ -218,6 +220,27 @@ int config_load(Config *c, const char *path, Error *reterr) {
                         c->listen = strdup(value);
                         if (!c->listen)
                                 return -ENOMEM;
+                } else if (streq(key, "e2b_template")) {
+                        /* a template reference (NAME[:TAG] or sha256:HEX), checked for shape only: the
+                         * template may be built after the daemon starts */
+                        if (!*value || strlen(value) > 255 ||
+                            strspn(value, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-/:") !=
+                                    strlen(value))
+                                goto bad;
+                        free(c->e2b_template);
+                        c->e2b_template = strdup(value);
+                        if (!c->e2b_template)
+                                return -ENOMEM;
+                } else if (streq(key, "e2b_domain")) {
+                        /* a host name, optionally with :PORT, as E2B_DOMAIN takes it */
+                        if (!*value || strlen(value) > 253 ||
+                            strspn(value, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.-:") !=
+                                    strlen(value))
+                                goto bad;
+                        free(c->e2b_domain);
+                        c->e2b_domain = strdup(value);
+                        if (!c->e2b_domain)
+                                return -ENOMEM;
                 } else if (streq(key, "qemu")) {
                         free(c->qemu_binary);
                         c->qemu_binary = strdup(value);
@@ -234,5 +257,6 @@ bad:
                          "'tcg_cache_mib = 4..1024', "
                          "'import_max_bytes|import_max_disk_bytes|import_max_entry_bytes = N[K|M|G|T]', "
                          "'import_max_entries|import_max_path|import_max_layers = N', "
-                         "'listen = 127.0.0.1:PORT|off' (loopback addresses only)", path, n) ?: -EINVAL;
+                         "'listen = 127.0.0.1:PORT|off' (loopback addresses only), "
+                         "'e2b_template = NAME[:TAG]', 'e2b_domain = HOST[:PORT]'", path, n) ?: -EINVAL;
 }

@@ -40,9 +40,15 @@ typedef struct Config {
         int64_t idle_timeout;       /* default for new sandboxes, seconds; 0 = never suspend when idle */
         unsigned tcg_cache_mib;     /* TCG's translation cache per VM; 0 = VM_TCG_CACHE_MIB_DEFAULT */
         ImportLimits import;        /* 0 fields: the IMPORT_MAX_* defaults (config_import_limits) */
+        /* The E2B facade: e2b_template is the template E2B's default `base` names (its SDKs create from `base`
+         * when given none); e2b_domain is the `domain` create and connect answer, for the SDKs' getHost()
+         * ({port}-{id}.DOMAIN), NULL: none (the SDKs then use E2B_DOMAIN). */
+        char *e2b_template;         /* NULL = E2B_TEMPLATE_DEFAULT */
+        char *e2b_domain;
 } Config;
 
 #define LISTEN_DEFAULT "127.0.0.1:7070"
+#define E2B_TEMPLATE_DEFAULT "seed"
 
 void config_done(Config *c);
 /* Reads `key = value` lines; a missing file is fine (defaults). Unknown keys or bad values: -EINVAL with a
