@@ -1,8 +1,633 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-#include "e2b/e2b-internal.h"
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
 
-/* E2B's control plane: /sandboxes, /v2/sandboxes, /snapshots. */
+#include "core/log.h"
+#include "core/util.h"
+#include "e2b/e2b-control.h"
+#include "macro.h"
+#include "string-util.h"
+#include "template/template.h"
+
+/* E2B's control plane (space-e2b(7)): /sandboxes, /v2/sandboxes, /snapshots, on the subsystems the native API
+ * uses. Here: the route table, create, connect, kill, timeouts and pause, and the parking of requests until
+ * their operation ends (the SDKs expect a create or a resume to be done when it is answered). */
+
+static void post_sandboxes(Request *r, const RouteArgs *a);
+static void post_connect(Request *r, const RouteArgs *a);
+static void post_resume(Request *r, const RouteArgs *a);
+static void delete_sandbox(Request *r, const RouteArgs *a);
+static void post_timeout(Request *r, const RouteArgs *a);
+static void post_refreshes(Request *r, const RouteArgs *a);
+static void post_pause(Request *r, const RouteArgs *a);
+
+#define E2B(m, p, h) { m, p, h, .errors = ERROR_STYLE_E2B }
 
 const Route e2b_sandbox_routes[] = {
+        E2B("POST", "/sandboxes", post_sandboxes),
+        E2B("POST", "/v2/sandboxes", post_sandboxes),
+        E2B("GET", "/sandboxes", e2b_get_sandboxes),
+        E2B("GET", "/v2/sandboxes", e2b_get_sandboxes_v2),
+        E2B("GET", "/sandboxes/{sandboxID}", e2b_get_sandbox),
+        E2B("DELETE", "/sandboxes/{sandboxID}", delete_sandbox),
+        E2B("POST", "/sandboxes/{sandboxID}/connect", post_connect),
+        E2B("POST", "/v2/sandboxes/{sandboxID}/connect", post_connect),
+        E2B("POST", "/sandboxes/{sandboxID}/resume", post_resume),
+        E2B("POST", "/sandboxes/{sandboxID}/pause", post_pause),
+        E2B("POST", "/sandboxes/{sandboxID}/timeout", post_timeout),
+        E2B("POST", "/sandboxes/{sandboxID}/refreshes", post_refreshes),
+        E2B("GET", "/sandboxes/{sandboxID}/metrics", e2b_get_metrics),
+        E2B("GET", "/sandboxes/{sandboxID}/logs", e2b_get_logs),
+        E2B("GET", "/v2/sandboxes/{sandboxID}/logs", e2b_get_logs_v2),
+        E2B("POST", "/sandboxes/{sandboxID}/snapshots", e2b_post_snapshots),
+        E2B("GET", "/snapshots", e2b_get_snapshots),
+        /* E2B's snapshots are templates; here only snapshots (checkpoints) are deleted this way */
+        E2B("DELETE", "/templates/{template}", e2b_delete_template),
         {},
 };
+
+/* ---- parking a request on an operation */
+
+static void wait_detach(void *userdata, Request *r) {
+        free(userdata);
+}
+
+E2bWait *e2b_wait_get(Request *r, bool make) {
+        E2bWait *w;
+
+        if (r->stream.detach == wait_detach)
+                return r->stream.userdata;
+        if (!make)
+                return NULL;
+        w = calloc(1, sizeof *w);
+        if (!w) {
+                http_respond_error(r, ERROR_INTERNAL, "out of memory");
+                return NULL;
+        }
+        w->deadline = now_usec_monotonic() + E2B_WAIT_SEC * 1000000ULL;
+        /* what the request waits for is held like a stream it serves: freed when the request ends */
+        r->stream = (HttpStream) { .detach = wait_detach, .userdata = w };
+        return w;
+}
+
+static bool op_ended(const Operation *op) {
+        return op->state == OPERATION_SUCCEEDED || op->state == OPERATION_FAILED;
+}
+
+int e2b_wait_op(Request *r, Operation *op, bool own) {
+        E2bWait *w = e2b_wait_get(r, true);
+        int q;
+
+        if (!w)
+                return -ENOMEM;
+        memcpy(w->op_id, op->id, sizeof w->op_id);
+        w->own = own;
+        /* a state that keeps asking for another operation is not waited out forever */
+        if (++w->rounds > 8) {
+                http_respond_error(r, ERROR_SANDBOX_BUSY, "sandbox %s keeps changing state; try again",
+                                   op->sandbox_id);
+                return -EBUSY;
+        }
+        if (op_ended(op))
+                return 1;
+        if (now_usec_monotonic() >= w->deadline) {
+                http_respond_error(r, ERROR_DEADLINE_EXCEEDED,
+                                   "sandbox %s: the %s operation (%s) is still running after %d s; try again later",
+                                   op->sandbox_id, op->kind, op->id, E2B_WAIT_SEC);
+                return -ETIME;
+        }
+        q = http_wait_on(r, &op->waiters, w->deadline);
+        if (q < 0) {
+                http_respond_error(r, ERROR_INTERNAL, "cannot wait for operation %s: %s", op->id, strerror(-q));
+                return q;
+        }
+        return 0;
+}
+
+int e2b_wait_resume(Request *r, E2bWait **ret) {
+        E2bWait *w = e2b_wait_get(r, false);
+        Operation *op;
+
+        *ret = w;
+        if (!w || !w->op_id[0])
+                return 1;
+        op = operation_find(http_manager(r->http), w->op_id);
+        if (op && !op_ended(op)) {
+                if (now_usec_monotonic() >= w->deadline) {
+                        http_respond_error(r, ERROR_DEADLINE_EXCEEDED,
+                                           "sandbox %s: the %s operation (%s) is still running after %d s; try "
+                                           "again later", op->sandbox_id, op->kind, op->id, E2B_WAIT_SEC);
+                        return -ETIME;
+                }
+                w->rounds--; /* the same wait, not another round */
+                return e2b_wait_op(r, op, w->own);
+        }
+        if (w->own) {
+                if (!op) {
+                        http_respond_error(r, ERROR_INTERNAL, "operation %s is gone", w->op_id);
+                        return -ENOENT;
+                }
+                if (op->state == OPERATION_FAILED) {
+                        respond_operation_error(r, &op->error, -EIO);
+                        return -EIO;
+                }
+                w->own_done = true;
+        }
+        w->op_id[0] = 0;
+        return 1;
+}
+
+int e2b_wait_busy(Request *r, Sandbox *s) {
+        for (Operation *op = http_manager(r->http)->operations; op; op = op->next)
+                if (streq(op->sandbox_id, s->id) && !op_ended(op))
+                        return e2b_wait_op(r, op, false);
+        http_respond_error(r, ERROR_SANDBOX_BUSY, "sandbox %s is %s; try again when that is done", s->id,
+                           sandbox_state_to_string(s->state));
+        return -EBUSY;
+}
+
+/* ---- request bodies */
+
+cJSON *e2b_body_object(Request *r, const char *const *allowed) {
+        return parse_body_object(r, allowed);
+}
+
+int e2b_seconds_field(Request *r, cJSON *o, const char *key, int64_t max, int64_t *ret) {
+        uint64_t v;
+        int q = get_uint_field(r, o, key, 0, (uint64_t) max, &v);
+
+        if (q > 0)
+                *ret = (int64_t) v;
+        return q;
+}
+
+static int bool_field(Request *r, cJSON *o, const char *key, bool *ret) {
+        cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+
+        if (!v || cJSON_IsNull(v))
+                return 0;
+        if (!cJSON_IsBool(v)) {
+                http_respond_error(r, ERROR_INVALID_ARGUMENT, "%s must be true or false", key);
+                return -EINVAL;
+        }
+        *ret = cJSON_IsTrue(v);
+        return 1;
+}
+
+/* envVars: the sandbox-wide environment of every process, as NAME=VALUE. */
+static int env_vars_field(Request *r, cJSON *o, char ***ret) {
+        cJSON *v = cJSON_GetObjectItemCaseSensitive(o, "envVars"), *i;
+        _cleanup_strv_free_ char **env = NULL;
+
+        *ret = NULL;
+        if (!v || cJSON_IsNull(v))
+                return 0;
+        if (!cJSON_IsObject(v) || cJSON_GetArraySize(v) > SANDBOX_ENV_MAX) {
+                http_respond_error(r, ERROR_INVALID_ARGUMENT, "envVars must be an object of strings (at most %d)",
+                                   SANDBOX_ENV_MAX);
+                return -EINVAL;
+        }
+        env = calloc(1, sizeof(char *));
+        if (!env)
+                return -ENOMEM;
+        cJSON_ArrayForEach(i, v) {
+                _cleanup_free_ char *e = NULL;
+
+                if (!cJSON_IsString(i) || !i->string[0] || strchr(i->string, '=')) {
+                        http_respond_error(r, ERROR_INVALID_ARGUMENT,
+                                           "envVars: '%.64s' must be a name without '=' with a string value",
+                                           i->string ?: "");
+                        return -EINVAL;
+                }
+                if (asprintf(&e, "%s=%s", i->string, i->valuestring) < 0 || strv_extend(&env, e) < 0)
+                        return -ENOMEM;
+        }
+        *ret = TAKE_PTR(env);
+        return 1;
+}
+
+static bool json_empty(const cJSON *v) {
+        return !v || cJSON_IsNull(v) || (cJSON_IsArray(v) && cJSON_GetArraySize(v) == 0) ||
+               (cJSON_IsString(v) && !v->valuestring[0]);
+}
+
+/* What of E2B's create space cannot do yet is refused, so that nobody believes a sandbox is confined or
+ * connected when it is not. */
+static int check_unsupported(Request *r, cJSON *o) {
+        static const char *const network_fields[] = { "allowOut", "denyOut", "allowPublicTraffic",
+                                                      "maskRequestHost", NULL };
+        cJSON *v = cJSON_GetObjectItemCaseSensitive(o, "network"), *i;
+
+        if (v && !cJSON_IsNull(v)) {
+                if (!cJSON_IsObject(v)) {
+                        http_respond_error(r, ERROR_INVALID_ARGUMENT, "network must be an object");
+                        return -EINVAL;
+                }
+                cJSON_ArrayForEach(i, v) {
+                        bool known = false;
+                        for (const char *const *f = network_fields; *f; f++)
+                                known = known || streq(i->string, *f);
+                        if (!known) {
+                                http_respond_error(r, ERROR_INVALID_ARGUMENT, "network: unknown field '%.64s'",
+                                                   i->string);
+                                return -EINVAL;
+                        }
+                }
+                if (!json_empty(cJSON_GetObjectItemCaseSensitive(v, "allowOut")) ||
+                    !json_empty(cJSON_GetObjectItemCaseSensitive(v, "denyOut"))) {
+                        http_respond_error(r, ERROR_INVALID_ARGUMENT,
+                                           "network.allowOut and network.denyOut are not supported by space yet: "
+                                           "its sandboxes have no network device, and per-sandbox egress rules "
+                                           "come with egress profiles; leave them out");
+                        return -EOPNOTSUPP;
+                }
+                if (cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(v, "allowPublicTraffic")) ||
+                    !json_empty(cJSON_GetObjectItemCaseSensitive(v, "maskRequestHost"))) {
+                        http_respond_error(r, ERROR_INVALID_ARGUMENT,
+                                           "network.allowPublicTraffic=false and network.maskRequestHost are not "
+                                           "supported by space: it has no public sandbox URLs to protect or mask; "
+                                           "leave them out");
+                        return -EOPNOTSUPP;
+                }
+        }
+        if (!json_empty(cJSON_GetObjectItemCaseSensitive(o, "mcp"))) {
+                http_respond_error(r, ERROR_INVALID_ARGUMENT,
+                                   "mcp is not supported by space yet: its templates have no mcp-gateway; leave it "
+                                   "out and start MCP servers with commands.run");
+                return -EOPNOTSUPP;
+        }
+        if (!json_empty(cJSON_GetObjectItemCaseSensitive(o, "volumeMounts"))) {
+                http_respond_error(r, ERROR_INVALID_ARGUMENT,
+                                   "volumeMounts are not supported by space yet: a sandbox has only its own disk; "
+                                   "leave them out and copy files in with files.write");
+                return -EOPNOTSUPP;
+        }
+        return 0;
+}
+
+/* The snapshot templateID names, when it names one: a checkpoint's exact id, or its name when no template
+ * has that name. */
+static Checkpoint *snapshot_of(Manager *m, const char *ref) {
+        Checkpoint *c = checkpoint_find(m, ref);
+
+        if (!c)
+                return NULL;
+        if (streq(c->id, ref))
+                return c;
+        if (streq_ptr(c->name, ref) && !template_find(m, ref))
+                return c;
+        return NULL;
+}
+
+/* ---- answers */
+
+static void respond_sandbox(Request *r, unsigned status, Sandbox *s) {
+        cJSON *o = e2b_sandbox_json(http_manager(r->http), s);
+
+        if (!o) {
+                http_respond_error(r, ERROR_INTERNAL, "out of memory");
+                return;
+        }
+        http_respond_json(r, status, o);
+}
+
+static void set_timeout(Sandbox *s, int64_t timeout) {
+        s->expires_at = now_unix() + timeout;
+        (void) sandbox_save(s);
+}
+
+/* ---- POST /sandboxes: NewSandbox -> 201 Sandbox, once it runs */
+
+static void created(Request *r, E2bWait *w) {
+        Sandbox *s = sandbox_find_by_id(http_manager(r->http), w->sandbox_id);
+
+        if (!s || s->state != SANDBOX_RUNNING) {
+                http_respond_error(r, ERROR_CREATE_FAILED, "sandbox %s was made but is %s now", w->sandbox_id,
+                                   s ? sandbox_state_to_string(s->state) : "gone");
+                return;
+        }
+        /* the time to live counts from when it runs, as E2B's does */
+        set_timeout(s, w->timeout);
+        respond_sandbox(r, 201, s);
+}
+
+static void post_sandboxes(Request *r, const RouteArgs *a) {
+        static const char *const fields[] = { "templateID", "timeout", "metadata", "envVars", "secure",
+                                              "allow_internet_access", "autoPause", "autoResume", "network",
+                                              "mcp", "volumeMounts", NULL };
+        static const char *const auto_resume_fields[] = { "enabled", NULL };
+        Manager *m = http_manager(r->http);
+        _cleanup_strv_free_ char **env = NULL, **merged = NULL;
+        _cleanup_free_ char *metadata = NULL;
+        _cleanup_(error_done) Error e = {};
+        bool auto_pause = false, auto_resume = false, flag;
+        int64_t timeout = E2B_TIMEOUT_DEFAULT;
+        const char *tmpl;
+        Checkpoint *source;
+        Operation *op;
+        E2bWait *w;
+        Sandbox *s;
+        cJSON *o, *v;
+        int q;
+
+        q = e2b_wait_resume(r, &w);
+        if (q <= 0)
+                return;
+        if (w && w->own_done) {
+                created(r, w);
+                return;
+        }
+
+        o = e2b_body_object(r, fields);
+        if (!o)
+                return;
+        v = cJSON_GetObjectItemCaseSensitive(o, "templateID");
+        if (!cJSON_IsString(v) || !v->valuestring[0] || strlen(v->valuestring) > 255) {
+                http_respond_error(r, ERROR_INVALID_ARGUMENT,
+                                   "templateID is required: a template (NAME[:TAG] or digest), 'base' for the "
+                                   "configured default, or a snapshot id");
+                goto out;
+        }
+        tmpl = v->valuestring;
+        if (e2b_seconds_field(r, o, "timeout", E2B_TIMEOUT_MAX, &timeout) < 0 ||
+            get_metadata_field(r, o, "metadata", &metadata) < 0 || env_vars_field(r, o, &env) < 0 ||
+            bool_field(r, o, "autoPause", &auto_pause) < 0 || bool_field(r, o, "secure", &flag) < 0 ||
+            /* true is the SDKs' default; false is kept too: a sandbox has no network device yet, so it
+             * reaches nothing either way (ARCHITECTURE.md, decision 10) */
+            bool_field(r, o, "allow_internet_access", &flag) < 0 || check_unsupported(r, o) < 0)
+                goto out;
+        v = cJSON_GetObjectItemCaseSensitive(o, "autoResume");
+        if (v && !cJSON_IsNull(v)) {
+                cJSON *i;
+
+                if (!cJSON_IsObject(v)) {
+                        http_respond_error(r, ERROR_INVALID_ARGUMENT, "autoResume must be {\"enabled\": BOOL}");
+                        goto out;
+                }
+                cJSON_ArrayForEach(i, v)
+                        if (!streq(i->string, auto_resume_fields[0])) {
+                                http_respond_error(r, ERROR_INVALID_ARGUMENT, "autoResume: unknown field '%.64s'",
+                                                   i->string);
+                                goto out;
+                        }
+                if (bool_field(r, v, "enabled", &auto_resume) < 0)
+                        goto out;
+        }
+        if (auto_resume && !auto_pause) {
+                http_respond_error(r, ERROR_INVALID_ARGUMENT,
+                                   "autoResume needs autoPause (lifecycle onTimeout 'pause'): a sandbox that is "
+                                   "killed at its timeout cannot be resumed");
+                goto out;
+        }
+
+        if (streq(tmpl, "base"))
+                tmpl = m->config.e2b_template ?: E2B_TEMPLATE_DEFAULT;
+        source = snapshot_of(m, tmpl);
+        if (source) {
+                /* a snapshot's sandbox keeps its environment; envVars add to it */
+                merged = calloc(1, sizeof(char *));
+                if (!merged)
+                        goto oom;
+                for (char **i = source->env; i && *i; i++)
+                        if (strv_extend(&merged, *i) < 0)
+                                goto oom;
+                for (char **i = env; i && *i; i++)
+                        if (strv_extend(&merged, *i) < 0)
+                                goto oom;
+        }
+        SandboxSpec spec = {
+                .template_ref = source ? source->template_name : tmpl,
+                .env = source ? merged : env,
+                .metadata = metadata,
+                .source = source,
+        };
+        if (source) {
+                spec.vcpu = source->vcpu;
+                spec.memory_mib = source->memory_mib;
+                spec.disk_mib = source->disk_mib;
+        }
+        q = sandbox_create(m, &spec, &op, &s, &e);
+        if (q < 0) {
+                respond_operation_error(r, &e, q);
+                goto out;
+        }
+        /* until it runs, a create nobody waits for any more is bounded by the same time to live */
+        s->expires_at = now_unix() + timeout + E2B_WAIT_SEC;
+        s->on_expiry = auto_pause ? EXPIRY_SUSPEND : EXPIRY_REMOVE;
+        s->auto_resume = auto_resume;
+        (void) sandbox_save(s);
+        log_info("sandbox %s: created for E2B from %s%s, timeout %lld s%s", s->id, source ? "snapshot " : "",
+                 source ? source->id : tmpl, (long long) timeout, auto_pause ? ", pauses at its timeout" : "");
+
+        w = e2b_wait_get(r, true);
+        if (!w)
+                goto out;
+        memcpy(w->sandbox_id, s->id, sizeof w->sandbox_id);
+        w->timeout = timeout;
+        q = e2b_wait_op(r, op, true);
+        if (q > 0 && e2b_wait_resume(r, &w) > 0)
+                created(r, w);
+        goto out;
+oom:
+        http_respond_error(r, ERROR_INTERNAL, "out of memory");
+out:
+        cJSON_Delete(o);
+}
+
+/* ---- connect: running -> 200, resumed or woken -> 201 */
+
+/* A body of {key: seconds} (and extra, which is ignored: the older resume's autoPause, fixed at create). */
+static int parse_timeout_body(Request *r, const char *key, const char *extra, bool required, int64_t max,
+                              int64_t *ret) {
+        const char *const fields[] = { key, extra, NULL };
+        cJSON *o = e2b_body_object(r, fields);
+        int q;
+
+        if (!o)
+                return -EINVAL;
+        q = e2b_seconds_field(r, o, key, max, ret);
+        cJSON_Delete(o);
+        if (q == 0 && required) {
+                http_respond_error(r, ERROR_INVALID_ARGUMENT, "%s (seconds) is required", key);
+                return -EINVAL;
+        }
+        return q;
+}
+
+/* Brings s back to running: 1 when it runs, 0 parked (routed again later), < 0 answered. */
+static int ensure_running(Request *r, Sandbox *s, E2bWait **w) {
+        _cleanup_(error_done) Error e = {};
+        LifecycleKind kind;
+        Operation *op;
+        int q;
+
+        if (s->busy || s->state == SANDBOX_CREATING) {
+                q = e2b_wait_busy(r, s);
+                return q > 0 ? -EAGAIN : q;
+        }
+        if (s->state == SANDBOX_RUNNING)
+                return 1;
+        if (s->state == SANDBOX_PAUSED)
+                kind = LIFECYCLE_RESUME;
+        else if (s->state == SANDBOX_SUSPENDED)
+                kind = LIFECYCLE_WAKE;
+        else {
+                http_respond_error(r, ERROR_SANDBOX_NOT_RUNNING, "sandbox %s is %s%s%s; kill it", s->id,
+                                   sandbox_state_to_string(s->state), s->error ? ": " : "", s->error ?: "");
+                return -EINVAL;
+        }
+        q = sandbox_lifecycle_start(http_manager(r->http), s, kind, &op, &e);
+        if (q < 0) {
+                respond_operation_error(r, &e, q);
+                return q;
+        }
+        log_info("sandbox %s: %s for an E2B connect", s->id, kind == LIFECYCLE_WAKE ? "waking" : "resuming");
+        *w = e2b_wait_get(r, true);
+        if (!*w)
+                return -ENOMEM;
+        (*w)->resumed = true;
+        q = e2b_wait_op(r, op, true);
+        return q > 0 ? -EAGAIN : q;
+}
+
+static void connect_sandbox(Request *r, const RouteArgs *a, bool deprecated_resume) {
+        int64_t timeout = 300;
+        E2bWait *w;
+        Sandbox *s;
+        int q;
+
+again:
+        q = e2b_wait_resume(r, &w);
+        if (q <= 0)
+                return;
+        if (parse_timeout_body(r, "timeout", deprecated_resume ? "autoPause" : NULL, !deprecated_resume,
+                               E2B_TIMEOUT_MAX, &timeout) < 0 ||
+            e2b_find_sandbox(r, a->arg[0], &s) < 0)
+                return;
+        if (deprecated_resume && !(w && w->resumed) && s->state == SANDBOX_RUNNING && !s->busy) {
+                http_respond_error(r, ERROR_INVALID_STATE, "sandbox %s is already running", s->id);
+                return;
+        }
+        q = ensure_running(r, s, &w);
+        if (q == -EAGAIN)
+                goto again;
+        if (q <= 0)
+                return;
+        /* E2B: a running sandbox's timeout only grows; a resumed one's counts from now */
+        if ((w && w->resumed) || (s->expires_at > 0 && now_unix() + timeout > s->expires_at))
+                set_timeout(s, timeout);
+        respond_sandbox(r, w && w->resumed ? 201 : 200, s);
+}
+
+static void post_connect(Request *r, const RouteArgs *a) {
+        connect_sandbox(r, a, false);
+}
+
+/* The older form of connect: 201 once resumed, 409 for one that runs. */
+static void post_resume(Request *r, const RouteArgs *a) {
+        connect_sandbox(r, a, true);
+}
+
+/* ---- kill, timeouts, pause */
+
+static void delete_sandbox(Request *r, const RouteArgs *a) {
+        _cleanup_(error_done) Error e = {};
+        Operation *op;
+        E2bWait *w;
+        Sandbox *s;
+        int q;
+
+again:
+        q = e2b_wait_resume(r, &w);
+        if (q <= 0)
+                return;
+        if (w && w->own_done) {
+                http_respond_empty(r, 204);
+                return;
+        }
+        if (e2b_find_sandbox(r, a->arg[0], &s) < 0)
+                return;
+        /* E2B's kill ends the processes: the VM is killed, not shut down */
+        q = sandbox_delete_start(http_manager(r->http), s, true, &op, &e);
+        if (q == -EBUSY) {
+                if (e2b_wait_busy(r, s) > 0)
+                        goto again;
+                return;
+        }
+        if (q < 0) {
+                respond_operation_error(r, &e, q);
+                return;
+        }
+        if (e2b_wait_op(r, op, true) > 0)
+                goto again;
+}
+
+static void post_timeout(Request *r, const RouteArgs *a) {
+        int64_t timeout = 0;
+        Sandbox *s;
+
+        if (parse_timeout_body(r, "timeout", NULL, true, E2B_TIMEOUT_MAX, &timeout) < 0 ||
+            e2b_find_sandbox(r, a->arg[0], &s) < 0)
+                return;
+        /* a paused sandbox keeps no clock (E2B's do not time out while paused): connect sets one */
+        if (s->state == SANDBOX_SUSPENDED || s->state == SANDBOX_SUSPENDING) {
+                http_respond_error(r, ERROR_SANDBOX_NOT_RUNNING,
+                                   "sandbox %s is paused: connect to it (which resumes it) with the new timeout",
+                                   s->id);
+                return;
+        }
+        set_timeout(s, timeout);
+        http_respond_empty(r, 204);
+}
+
+/* The older keep-alive: the timeout grows to at least now + duration (at most an hour, as E2B's). */
+static void post_refreshes(Request *r, const RouteArgs *a) {
+        int64_t duration = 0;
+        Sandbox *s;
+
+        if (parse_timeout_body(r, "duration", NULL, false, 3600, &duration) < 0 || e2b_find_sandbox(r, a->arg[0], &s) < 0)
+                return;
+        if (s->expires_at > 0 && now_unix() + duration > s->expires_at)
+                set_timeout(s, duration);
+        http_respond_empty(r, 204);
+}
+
+/* E2B's pause keeps the sandbox's memory and frees its machine: space's suspend. 409 when it is paused. */
+static void post_pause(Request *r, const RouteArgs *a) {
+        _cleanup_(error_done) Error e = {};
+        Operation *op;
+        E2bWait *w;
+        Sandbox *s;
+        int q;
+
+again:
+        q = e2b_wait_resume(r, &w);
+        if (q <= 0)
+                return;
+        if (w && w->own_done) {
+                http_respond_empty(r, 204);
+                return;
+        }
+        if (e2b_find_sandbox(r, a->arg[0], &s) < 0)
+                return;
+        if (s->busy) {
+                if (e2b_wait_busy(r, s) > 0)
+                        goto again;
+                return;
+        }
+        if (s->state == SANDBOX_SUSPENDED) {
+                http_respond_error(r, ERROR_INVALID_STATE, "sandbox %s is already paused", s->id);
+                return;
+        }
+        q = sandbox_lifecycle_start(http_manager(r->http), s, LIFECYCLE_SUSPEND, &op, &e);
+        if (q < 0) {
+                respond_operation_error(r, &e, q);
+                return;
+        }
+        /* paused, it does not time out (E2B's are kept until resumed or killed) */
+        s->expires_at = 0;
+        (void) sandbox_save(s);
+        if (e2b_wait_op(r, op, true) > 0)
+                goto again;
+}

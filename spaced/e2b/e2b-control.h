@@ -1,0 +1,71 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#pragma once
+
+/* What the files of E2B's control plane share (e2b-sandboxes.c, e2b-sandbox-info.c, e2b-snapshots.c): the
+ * sandbox a URL names, its JSON views, and requests parked until an operation ends. */
+
+#include "e2b/e2b-internal.h"
+
+/* A time to live in seconds (E2B's `timeout`), as the native API bounds it. */
+#define E2B_TIMEOUT_MAX (10LL * 365 * 86400)
+/* E2B's own default when a create names none (its OpenAPI document's). */
+#define E2B_TIMEOUT_DEFAULT 15
+/* A parked create, connect, pause, kill or snapshot answers within this (the SDKs give up after 60 s). */
+#define E2B_WAIT_SEC 120
+#define E2B_LIST_LIMIT_DEFAULT 100
+#define E2B_LIST_LIMIT_MAX 100
+
+/* Handlers, for the route table in e2b-sandboxes.c. */
+void e2b_get_sandbox(Request *r, const RouteArgs *a);
+void e2b_get_sandboxes(Request *r, const RouteArgs *a);
+void e2b_get_sandboxes_v2(Request *r, const RouteArgs *a);
+void e2b_get_metrics(Request *r, const RouteArgs *a);
+void e2b_get_logs(Request *r, const RouteArgs *a);
+void e2b_get_logs_v2(Request *r, const RouteArgs *a);
+void e2b_post_snapshots(Request *r, const RouteArgs *a);
+void e2b_get_snapshots(Request *r, const RouteArgs *a);
+void e2b_delete_template(Request *r, const RouteArgs *a);
+
+/* The sandbox {sandboxID} names: an exact id (E2B has no prefixes or names), not a pool member, not being
+ * removed. Answers 404 {"code": 404, "message": "sandbox ID not found"} otherwise. */
+int e2b_find_sandbox(Request *r, const char *id, Sandbox **ret);
+/* E2B's state of a sandbox: "running", "paused" (paused, or suspended: E2B's pause keeps memory on disk), or
+ * NULL for one E2B would not show (being created, failed, stopped). */
+const char *e2b_state(const Sandbox *s);
+/* The `Sandbox` create and connect answer. */
+cJSON *e2b_sandbox_json(Manager *m, Sandbox *s);
+/* `ListedSandbox`, or with detail `SandboxDetail` (token, domain, lifecycle). */
+cJSON *e2b_listed_json(Manager *m, Sandbox *s, bool detail);
+/* http_respond_json with more headers: name, value, ..., NULL. */
+int e2b_respond_json_headers(Request *r, unsigned status, cJSON *body, const char *const *headers);
+/* ?limit= (1 to E2B_LIST_LIMIT_MAX, default E2B_LIST_LIMIT_DEFAULT): 0, or < 0 when answered. */
+int e2b_query_limit(Request *r, unsigned *ret);
+/* A JSON body as an object whose fields are all among allowed (an empty body is {}); NULL when answered. */
+cJSON *e2b_body_object(Request *r, const char *const *allowed);
+/* A whole number of seconds at key, from 0 to max: 1, 0 when absent, < 0 when answered. */
+int e2b_seconds_field(Request *r, cJSON *o, const char *key, int64_t max, int64_t *ret);
+
+/* A request parked until an operation ends: the route handler runs again then, and finds this through
+ * e2b_wait_resume(). Held by the request (freed with it). */
+typedef struct E2bWait {
+        char op_id[OPERATION_ID_LEN + 1];
+        bool own;            /* the request started op_id: its failure is the answer */
+        bool own_done;       /* ... and it succeeded: the handler answers now */
+        bool resumed;        /* connect: the sandbox was resumed or woken (201, its timeout counts from now) */
+        unsigned rounds;     /* how often the handler parked: bounds a state that does not settle */
+        char sandbox_id[SANDBOX_ID_LEN + 1];
+        char checkpoint_id[CHECKPOINT_ID_LEN + 1];
+        int64_t timeout;     /* create: the time to live, counted from when it runs */
+        uint64_t deadline;   /* monotonic usec */
+} E2bWait;
+
+/* The request's wait (NULL: none yet), made when make is true (NULL: out of memory, answered 500). */
+E2bWait *e2b_wait_get(Request *r, bool make);
+/* At the top of a handler that parks: 1 to go on (*ret: the wait, or NULL on the first run; own_done set when
+ * the request's own operation succeeded), 0 parked again, < 0 answered (its own operation failed). */
+int e2b_wait_resume(Request *r, E2bWait **ret);
+/* Parks r until op ends (own: r started it). 1 when op has ended already (run the handler's logic again), 0
+ * parked, < 0 answered (out of time, out of memory). */
+int e2b_wait_op(Request *r, Operation *op, bool own);
+/* Parks r until what keeps s busy ends (another request's operation): as e2b_wait_op; 409 when none is found. */
+int e2b_wait_busy(Request *r, Sandbox *s);

@@ -1,0 +1,551 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#include <ctype.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <microhttpd.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "core/util.h"
+#include "e2b/e2b-control.h"
+#include "macro.h"
+#include "string-util.h"
+
+/* E2B's views of sandboxes: info, lists with their filters and pages, metrics and logs. */
+
+#define METADATA_FILTER_MAX 64
+/* E2B's endAt of a sandbox that does not time out (one made natively, or paused): the far future. */
+#define END_AT_NEVER 253402300799LL /* 9999-12-31T23:59:59Z */
+
+int e2b_find_sandbox(Request *r, const char *id, Sandbox **ret) {
+        Sandbox *s = sandbox_find_by_id(http_manager(r->http), id);
+
+        if (!s || s->pooled || s->state == SANDBOX_DELETING)
+                return http_respond_error(r, ERROR_SANDBOX_NOT_FOUND, "sandbox %s not found", id) ?: -ENOENT;
+        *ret = s;
+        return 0;
+}
+
+const char *e2b_state(const Sandbox *s) {
+        switch (s->state) {
+        case SANDBOX_RUNNING:
+                return "running";
+        case SANDBOX_PAUSED:
+        case SANDBOX_SUSPENDING:
+        case SANDBOX_SUSPENDED:
+        case SANDBOX_WAKING:
+                return "paused";
+        default:
+                return NULL;
+        }
+}
+
+static void add_time(cJSON *o, const char *key, int64_t t) {
+        char when[32];
+
+        format_rfc3339(t, when);
+        cJSON_AddStringToObject(o, key, when);
+}
+
+static void add_domain(Manager *m, cJSON *o) {
+        if (m->config.e2b_domain)
+                cJSON_AddStringToObject(o, "domain", m->config.e2b_domain);
+        else
+                cJSON_AddNullToObject(o, "domain");
+}
+
+cJSON *e2b_sandbox_json(Manager *m, Sandbox *s) {
+        const char *token = e2b_sandbox_token(s);
+        cJSON *o;
+
+        if (!token)
+                return NULL;
+        o = cJSON_CreateObject();
+        cJSON_AddStringToObject(o, "sandboxID", s->id);
+        cJSON_AddStringToObject(o, "templateID", s->template_name);
+        cJSON_AddStringToObject(o, "alias", s->template_name);
+        cJSON_AddStringToObject(o, "clientID", E2B_CLIENT_ID);
+        cJSON_AddStringToObject(o, "envdVersion", E2B_ENVD_VERSION);
+        cJSON_AddStringToObject(o, "envdAccessToken", token);
+        cJSON_AddNullToObject(o, "trafficAccessToken");
+        add_domain(m, o);
+        return o;
+}
+
+cJSON *e2b_listed_json(Manager *m, Sandbox *s, bool detail) {
+        cJSON *o = cJSON_CreateObject(), *l;
+
+        cJSON_AddStringToObject(o, "sandboxID", s->id);
+        cJSON_AddStringToObject(o, "templateID", s->template_name);
+        cJSON_AddStringToObject(o, "alias", s->template_name);
+        cJSON_AddStringToObject(o, "clientID", E2B_CLIENT_ID);
+        add_time(o, "startedAt", s->created_at);
+        add_time(o, "endAt", s->expires_at > 0 ? s->expires_at : END_AT_NEVER);
+        cJSON_AddNumberToObject(o, "cpuCount", s->vcpu);
+        cJSON_AddNumberToObject(o, "memoryMB", (double) s->memory_mib);
+        cJSON_AddNumberToObject(o, "diskSizeMB", (double) s->disk_mib);
+        cJSON_AddStringToObject(o, "state", e2b_state(s) ?: "paused");
+        cJSON_AddStringToObject(o, "envdVersion", E2B_ENVD_VERSION);
+        cJSON_AddItemToObject(o, "metadata", sandbox_metadata_to_json(s));
+        if (detail) {
+                const char *token = e2b_sandbox_token(s);
+
+                if (token)
+                        cJSON_AddStringToObject(o, "envdAccessToken", token);
+                add_domain(m, o);
+                /* never null: the Python SDK would parse it */
+                l = cJSON_AddObjectToObject(o, "lifecycle");
+                cJSON_AddStringToObject(l, "onTimeout", s->on_expiry == EXPIRY_SUSPEND ? "pause" : "kill");
+                cJSON_AddBoolToObject(l, "autoResume", s->auto_resume);
+        }
+        return o;
+}
+
+int e2b_respond_json_headers(Request *r, unsigned status, cJSON *body, const char *const *headers) {
+        char *text = cJSON_PrintUnformatted(body);
+        struct MHD_Response *resp;
+        enum MHD_Result q;
+
+        cJSON_Delete(body);
+        if (!text)
+                return -ENOMEM;
+        resp = MHD_create_response_from_buffer(strlen(text), text, MHD_RESPMEM_MUST_FREE);
+        if (!resp) {
+                free(text);
+                return -ENOMEM;
+        }
+        MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json");
+        for (const char *const *h = headers; h && h[0]; h += 2)
+                MHD_add_response_header(resp, h[0], h[1]);
+        q = MHD_queue_response(r->connection, status, resp);
+        MHD_destroy_response(resp);
+        r->responded = true;
+        return q == MHD_YES ? 0 : -EIO;
+}
+
+static int query_uint(Request *r, const char *key, uint64_t min, uint64_t max, uint64_t *ret) {
+        const char *v = http_query(r, key);
+        unsigned long long n;
+        char *end;
+
+        if (!v)
+                return 0;
+        errno = 0;
+        n = strtoull(v, &end, 10);
+        if (errno || end == v || *end || !isdigit((unsigned char) v[0]) || n < min || n > max)
+                return http_respond_error(r, ERROR_INVALID_ARGUMENT, "%s=%.32s: expected a whole number from %llu "
+                                          "to %llu", key, v, (unsigned long long) min, (unsigned long long) max)
+                               ?: -EINVAL;
+        *ret = n;
+        return 1;
+}
+
+int e2b_query_limit(Request *r, unsigned *ret) {
+        uint64_t n = E2B_LIST_LIMIT_DEFAULT;
+        int q = query_uint(r, "limit", 1, E2B_LIST_LIMIT_MAX, &n);
+
+        if (q < 0)
+                return q;
+        *ret = (unsigned) n;
+        return 0;
+}
+
+/* ---- GET /sandboxes/{id} */
+
+void e2b_get_sandbox(Request *r, const RouteArgs *a) {
+        Manager *m = http_manager(r->http);
+        Sandbox *s;
+
+        if (e2b_find_sandbox(r, a->arg[0], &s) < 0)
+                return;
+        if (!e2b_state(s)) {
+                http_respond_error(r, ERROR_SANDBOX_NOT_FOUND, "sandbox %s not found: it is %s%s%s", s->id,
+                                   sandbox_state_to_string(s->state), s->error ? ": " : "", s->error ?: "");
+                return;
+        }
+        http_respond_json(r, 200, e2b_listed_json(m, s, true));
+}
+
+/* ---- lists */
+
+/* One level of form decoding (%XX, '+' for space) of n bytes: -EINVAL for a broken escape or a NUL. */
+static int form_unescape(const char *s, size_t n, char **ret) {
+        char *out = malloc(n + 1), *o = out;
+
+        if (!out)
+                return -ENOMEM;
+        for (size_t i = 0; i < n; i++) {
+                if (s[i] == '+')
+                        *o++ = ' ';
+                else if (s[i] == '%') {
+                        char hex[3] = {};
+                        if (i + 2 >= n) {
+                                free(out);
+                                return -EINVAL;
+                        }
+                        hex[0] = s[i + 1];
+                        hex[1] = s[i + 2];
+                        if (!isxdigit((unsigned char) hex[0]) || !isxdigit((unsigned char) hex[1]) ||
+                            (hex[0] == '0' && hex[1] == '0')) {
+                                free(out);
+                                return -EINVAL;
+                        }
+                        *o++ = (char) strtol(hex, NULL, 16);
+                        i += 2;
+                } else
+                        *o++ = s[i];
+        }
+        *o = 0;
+        *ret = out;
+        return 0;
+}
+
+/* A part of the metadata filter: form-decoded, then unescaped again (the SDKs escape keys and values before
+ * they encode the form; E2B's API does ParseQuery, then QueryUnescape). */
+static int filter_part(const char *s, size_t n, char **ret) {
+        _cleanup_free_ char *once = NULL;
+        int q = form_unescape(s, n, &once);
+
+        if (q < 0)
+                return q;
+        return form_unescape(once, strlen(once), ret);
+}
+
+typedef struct ListFilter {
+        char *key[METADATA_FILTER_MAX];
+        char *value[METADATA_FILTER_MAX];
+        unsigned n;
+        bool running, paused;
+} ListFilter;
+
+static void list_filter_done(ListFilter *f) {
+        for (unsigned i = 0; i < f->n; i++) {
+                free(f->key[i]);
+                free(f->value[i]);
+        }
+        f->n = 0;
+}
+
+static int parse_metadata_filter(Request *r, ListFilter *f) {
+        const char *v = http_query(r, "metadata");
+
+        if (!v || !*v)
+                return 0;
+        for (const char *p = v; *p;) {
+                size_t n = strcspn(p, "&");
+                const char *eq = memchr(p, '=', n);
+
+                if (n > 0) {
+                        if (!eq || eq == p || f->n >= METADATA_FILTER_MAX ||
+                            filter_part(p, (size_t) (eq - p), &f->key[f->n]) < 0 ||
+                            filter_part(eq + 1, n - (size_t) (eq - p) - 1, &f->value[f->n]) < 0) {
+                                free(f->key[f->n]);
+                                f->key[f->n] = NULL;
+                                return http_respond_error(r, ERROR_INVALID_ARGUMENT,
+                                                          "metadata=%.64s: expected KEY=VALUE pairs joined by '&' "
+                                                          "(at most %d), each part URL-encoded", v,
+                                                          METADATA_FILTER_MAX) ?: -EINVAL;
+                        }
+                        f->n++;
+                }
+                p += n;
+                if (*p == '&')
+                        p++;
+        }
+        return 0;
+}
+
+static int parse_state_filter(Request *r, ListFilter *f, bool running_only) {
+        const char *v = http_query(r, "state");
+
+        f->running = true;
+        f->paused = !running_only;
+        if (!v)
+                return 0;
+        f->running = f->paused = false;
+        for (const char *p = v; *p;) {
+                size_t n = strcspn(p, ",");
+
+                if (n == 7 && strncmp(p, "running", 7) == 0)
+                        f->running = true;
+                else if (n == 6 && strncmp(p, "paused", 6) == 0)
+                        f->paused = true;
+                else
+                        return http_respond_error(r, ERROR_INVALID_ARGUMENT,
+                                                  "state=%.64s: expected running, paused or both, joined by ','", v)
+                                       ?: -EINVAL;
+                p += n;
+                if (*p == ',')
+                        p++;
+        }
+        return 0;
+}
+
+static bool list_matches(const ListFilter *f, const Sandbox *s) {
+        const char *state = e2b_state(s);
+        cJSON *md;
+        bool ok = true;
+
+        if (!state || s->pooled || (streq(state, "running") ? !f->running : !f->paused))
+                return false;
+        if (f->n == 0)
+                return true;
+        md = sandbox_metadata_to_json(s);
+        for (unsigned i = 0; i < f->n && ok; i++) {
+                cJSON *v = cJSON_GetObjectItemCaseSensitive(md, f->key[i]);
+                ok = cJSON_IsString(v) && streq(v->valuestring, f->value[i]);
+        }
+        cJSON_Delete(md);
+        return ok;
+}
+
+/* Pages are in the order sandboxes were made; the token is where the last page ended ("SECONDS.ID"), so
+ * that a sandbox removed meanwhile moves nothing. */
+typedef struct Cursor {
+        int64_t created_at;
+        char id[SANDBOX_ID_LEN + 1];
+} Cursor;
+
+static int cursor_cmp(int64_t t1, const char *id1, int64_t t2, const char *id2) {
+        return t1 != t2 ? (t1 < t2 ? -1 : 1) : strcmp(id1, id2);
+}
+
+static int parse_cursor(Request *r, const char *v, size_t id_len, Cursor *ret) {
+        char *end;
+        long long t;
+
+        errno = 0;
+        t = strtoll(v, &end, 10);
+        if (errno || end == v || *end != '.' || t < 0 || strlen(end + 1) != id_len ||
+            strspn(end + 1, "0123456789abcdefghijklmnopqrstuvwxyz-") != id_len)
+                return http_respond_error(r, ERROR_INVALID_ARGUMENT,
+                                          "nextToken=%.64s is not a token of this server: pass the x-next-token of "
+                                          "the previous page", v) ?: -EINVAL;
+        ret->created_at = t;
+        memcpy(ret->id, end + 1, id_len);
+        ret->id[id_len] = 0;
+        return 0;
+}
+
+static int sandbox_order(const void *a, const void *b) {
+        const Sandbox *x = *(Sandbox *const *) a, *y = *(Sandbox *const *) b;
+
+        return cursor_cmp(x->created_at, x->id, y->created_at, y->id);
+}
+
+static void list_sandboxes(Request *r, bool v2) {
+        Manager *m = http_manager(r->http);
+        _cleanup_(list_filter_done) ListFilter f = {};
+        _cleanup_free_ Sandbox **all = NULL;
+        const char *token = v2 ? http_query(r, "nextToken") : NULL;
+        char next[64] = "";
+        Cursor after = { .created_at = -1 };
+        size_t n = 0, count = 0, taken = 0;
+        unsigned limit = UINT32_MAX;
+        cJSON *list;
+
+        if (parse_metadata_filter(r, &f) < 0 || parse_state_filter(r, &f, !v2) < 0 ||
+            (v2 && e2b_query_limit(r, &limit) < 0) ||
+            (token && *token && parse_cursor(r, token, SANDBOX_ID_LEN, &after) < 0))
+                return;
+        for (Sandbox *s = m->sandboxes; s; s = s->next)
+                count++;
+        all = calloc(count + 1, sizeof *all);
+        if (!all) {
+                http_respond_error(r, ERROR_INTERNAL, "out of memory");
+                return;
+        }
+        for (Sandbox *s = m->sandboxes; s; s = s->next)
+                if (list_matches(&f, s) && cursor_cmp(s->created_at, s->id, after.created_at, after.id) > 0)
+                        all[n++] = s;
+        qsort(all, n, sizeof *all, sandbox_order);
+        list = cJSON_CreateArray();
+        for (; taken < n && taken < limit; taken++)
+                cJSON_AddItemToArray(list, e2b_listed_json(m, all[taken], false));
+        if (taken < n)
+                snprintf(next, sizeof next, "%lld.%s", (long long) all[taken - 1]->created_at, all[taken - 1]->id);
+        e2b_respond_json_headers(r, 200, list, next[0] ? (const char *const[]) { "x-next-token", next, NULL } : NULL);
+}
+
+/* The first list: running sandboxes only (with ?state= the same as v2), all of them. */
+void e2b_get_sandboxes(Request *r, const RouteArgs *a) {
+        list_sandboxes(r, false);
+}
+
+void e2b_get_sandboxes_v2(Request *r, const RouteArgs *a) {
+        list_sandboxes(r, true);
+}
+
+/* ---- metrics */
+
+/* CPU time is sampled per sandbox: the use since the last sample (or since QEMU started), so that a metrics
+ * call needs no sleep on the event loop. */
+#define CPU_SAMPLES_MAX 64
+static struct CpuSample {
+        char id[SANDBOX_ID_LEN + 1];
+        pid_t pid;
+        uint64_t ticks;
+        uint64_t at_usec;
+        double pct;
+} cpu_samples[CPU_SAMPLES_MAX];
+
+/* utime + stime and the start time (clock ticks) of a process, from /proc/PID/stat. */
+static int proc_cpu_ticks(pid_t pid, uint64_t *ret_ticks, uint64_t *ret_start) {
+        _cleanup_fclose_ FILE *f = NULL;
+        char path[64], buf[1024], *p;
+        unsigned long long utime, stime, start;
+        size_t n;
+
+        snprintf(path, sizeof path, "/proc/%d/stat", (int) pid);
+        f = fopen(path, "re");
+        if (!f)
+                return -errno;
+        n = fread(buf, 1, sizeof buf - 1, f);
+        buf[n] = 0;
+        p = strrchr(buf, ')'); /* the command name may hold anything */
+        if (!p || sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu %*d %*d %*d %*d %*d %*d %llu",
+                         &utime, &stime, &start) != 3)
+                return -EIO;
+        *ret_ticks = utime + stime;
+        *ret_start = start;
+        return 0;
+}
+
+static double uptime_sec(void) {
+        _cleanup_fclose_ FILE *f = fopen("/proc/uptime", "re");
+        double up = 0;
+
+        if (!f || fscanf(f, "%lf", &up) != 1)
+                return 0;
+        return up;
+}
+
+/* QEMU's CPU use as a share of the sandbox's vCPUs, in percent: what the guest took, with QEMU's own I/O
+ * threads, over the time since the last call (at least 0.1 s, else the last value again). */
+static double cpu_used_pct(const Sandbox *s) {
+        long hz = sysconf(_SC_CLK_TCK);
+        uint64_t ticks, start, now = now_usec_monotonic();
+        struct CpuSample *slot = NULL, *oldest = &cpu_samples[0];
+        double used, elapsed, pct;
+
+        if (s->qemu_pid <= 0 || hz <= 0 || proc_cpu_ticks(s->qemu_pid, &ticks, &start) < 0)
+                return 0;
+        for (size_t i = 0; i < CPU_SAMPLES_MAX; i++) {
+                if (streq(cpu_samples[i].id, s->id))
+                        slot = &cpu_samples[i];
+                if (cpu_samples[i].at_usec < oldest->at_usec)
+                        oldest = &cpu_samples[i];
+        }
+        if (slot && slot->pid == s->qemu_pid && ticks >= slot->ticks) {
+                elapsed = (double) (now - slot->at_usec) / 1e6;
+                if (elapsed < 0.1)
+                        return slot->pct;
+                used = (double) (ticks - slot->ticks) / (double) hz;
+        } else {
+                elapsed = uptime_sec() - (double) start / (double) hz;
+                used = (double) ticks / (double) hz;
+        }
+        pct = elapsed > 0 ? 100.0 * used / elapsed / (s->vcpu ?: 1) : 0;
+        if (pct > 100)
+                pct = 100;
+        if (pct < 0)
+                pct = 0;
+        slot = slot ?: oldest;
+        snprintf(slot->id, sizeof slot->id, "%s", s->id);
+        slot->pid = s->qemu_pid;
+        slot->ticks = ticks;
+        slot->at_usec = now;
+        slot->pct = pct;
+        return pct;
+}
+
+/* The guest memory QEMU holds now: its resident set, at most the sandbox's memory. It is what the sandbox
+ * costs the host (pages the guest never touched are not counted, pages shared with its template's base
+ * snapshot are); the guest's own view would need a round trip to its agent. */
+static uint64_t mem_used_bytes(const Sandbox *s, uint64_t total) {
+        _cleanup_fclose_ FILE *f = NULL;
+        char path[64], line[256];
+        uint64_t kib = 0;
+
+        if (s->qemu_pid <= 0)
+                return 0;
+        snprintf(path, sizeof path, "/proc/%d/status", (int) s->qemu_pid);
+        f = fopen(path, "re");
+        if (!f)
+                return 0;
+        while (fgets(line, sizeof line, f))
+                if (sscanf(line, "VmRSS: %" SCNu64 " kB", &kib) == 1)
+                        break;
+        return kib * 1024 < total ? kib * 1024 : total;
+}
+
+/* The bytes the sandbox's own writable disk layer takes on the host: what it wrote, not the template's
+ * image under it. */
+static uint64_t disk_used_bytes(const Sandbox *s) {
+        _cleanup_free_ char *disk = NULL;
+
+        if (!s->data_dir || sandbox_disk_get(s->data_dir, &disk) < 0)
+                return 0;
+        return disk_usage(disk);
+}
+
+/* One sample, now: space keeps no history of metrics. Only a sandbox with a VM has any (a paused one uses
+ * no CPU); a suspended one has none, as E2B's paused sandboxes have none. */
+void e2b_get_metrics(Request *r, const RouteArgs *a) {
+        uint64_t start = 0, end = UINT64_MAX, mem_total;
+        int64_t now = now_unix();
+        cJSON *list, *o;
+        Sandbox *s;
+        char when[32];
+
+        if (query_uint(r, "start", 0, INT64_MAX, &start) < 0 || query_uint(r, "end", 0, INT64_MAX, &end) < 0 ||
+            e2b_find_sandbox(r, a->arg[0], &s) < 0)
+                return;
+        list = cJSON_CreateArray();
+        if ((s->state == SANDBOX_RUNNING || s->state == SANDBOX_PAUSED) && s->qemu_pid > 0 &&
+            (uint64_t) now >= start && (uint64_t) now <= end) {
+                mem_total = s->memory_mib << 20;
+                o = cJSON_CreateObject();
+                format_rfc3339(now, when);
+                cJSON_AddStringToObject(o, "timestamp", when);
+                cJSON_AddNumberToObject(o, "timestampUnix", (double) now);
+                cJSON_AddNumberToObject(o, "cpuCount", s->vcpu);
+                cJSON_AddNumberToObject(o, "cpuUsedPct", s->state == SANDBOX_PAUSED ? 0 : cpu_used_pct(s));
+                cJSON_AddNumberToObject(o, "memUsed", (double) mem_used_bytes(s, mem_total));
+                cJSON_AddNumberToObject(o, "memTotal", (double) mem_total);
+                cJSON_AddNumberToObject(o, "diskUsed", (double) disk_used_bytes(s));
+                cJSON_AddNumberToObject(o, "diskTotal", (double) (s->disk_mib << 20));
+                cJSON_AddItemToArray(list, o);
+        }
+        http_respond_json(r, 200, list);
+}
+
+/* ---- logs: space keeps no log of a sandbox as a whole (each process has its own output, through
+ * commands); the lists are empty, never an error, so that code reading them goes on. */
+
+void e2b_get_logs(Request *r, const RouteArgs *a) {
+        uint64_t dummy;
+        Sandbox *s;
+        cJSON *o;
+
+        if (query_uint(r, "start", 0, INT64_MAX, &dummy) < 0 || query_uint(r, "limit", 0, UINT32_MAX, &dummy) < 0 ||
+            e2b_find_sandbox(r, a->arg[0], &s) < 0)
+                return;
+        o = cJSON_CreateObject();
+        cJSON_AddArrayToObject(o, "logs");
+        cJSON_AddArrayToObject(o, "logEntries");
+        http_respond_json(r, 200, o);
+}
+
+void e2b_get_logs_v2(Request *r, const RouteArgs *a) {
+        Sandbox *s;
+        cJSON *o;
+
+        if (e2b_find_sandbox(r, a->arg[0], &s) < 0)
+                return;
+        o = cJSON_CreateObject();
+        cJSON_AddArrayToObject(o, "logs");
+        http_respond_json(r, 200, o);
+}
