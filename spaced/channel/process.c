@@ -26,6 +26,7 @@ struct ProcessClient {
         Process *process;
         ChannelWaiter waiter;
         ProcessEventFormat format;
+        void *format_userdata;
         uint64_t cursor;             /* last event id handed to the client */
         bool follow;
         bool finished;               /* the last thing is in pending: end after it */
@@ -269,6 +270,8 @@ static void process_free(Process *p) {
         ring_free(p);
         process_log_free(p->log);
         strv_free(p->argv);
+        strv_free(p->request_env);
+        free(p->tag);
         free(p->cwd);
         free(p->user);
         free(p->log_path);
@@ -379,7 +382,8 @@ static void note_output(Process *p, uint8_t fd, uint32_t n) {
 /* Output is binary: base64 in the event; the others are one-line JSON. */
 static int client_format(ProcessClient *c, uint64_t id, uint8_t type, const uint8_t *data, size_t n) {
         c->pending_off = 0;
-        return c->format(&c->pending, id, event_type_to_string(type), data, n, event_type_is_data(type));
+        return c->format(c->format_userdata, &c->pending, id, event_type_to_string(type), data, n,
+                         event_type_is_data(type));
 }
 
 static void client_took(ProcessClient *c, uint64_t id, uint8_t type, size_t n) {
@@ -504,7 +508,7 @@ static void client_free(ProcessClient *c) {
 
 static void process_release(Process *p);
 
-int process_client_new(Process *p, uint64_t after_id, bool follow, ProcessEventFormat format,
+int process_client_new(Process *p, uint64_t after_id, bool follow, ProcessEventFormat format, void *format_userdata,
                        const ChannelWaiter *waiter, ProcessClient **ret) {
         ProcessClient *c;
         unsigned n = 0;
@@ -521,6 +525,7 @@ int process_client_new(Process *p, uint64_t after_id, bool follow, ProcessEventF
         c->process = p;
         c->waiter = *waiter;
         c->format = format;
+        c->format_userdata = format_userdata;
         c->reader = LOG_READER_INIT;
         c->follow = follow && !p->ended;
         c->cursor = after_id > p->last_id && !p->ended ? p->last_id : after_id;
@@ -821,6 +826,24 @@ static Process *find_live(const char *sandbox_id, int pid, const char *session_i
 Process *process_find_by_pid(Sandbox *s, int pid) {
         Process *p = find_live(s->id, pid, NULL);
         return p && !p->ended ? p : NULL;
+}
+
+static bool is_live_of(Process *p, Sandbox *s) {
+        return !p->ended && p->pid > 0 && streq(p->sandbox_id, s->id);
+}
+
+Process *process_find_by_tag(Sandbox *s, const char *tag) {
+        for (Process *p = processes; p; p = p->next)
+                if (is_live_of(p, s) && streq_ptr(p->tag, tag))
+                        return p;
+        return NULL;
+}
+
+Process *process_next_live(Sandbox *s, Process *after) {
+        for (Process *p = after ? after->next : processes; p; p = p->next)
+                if (is_live_of(p, s))
+                        return p;
+        return NULL;
 }
 
 static void set_log_path(Process *p, const char *path) {

@@ -77,6 +77,10 @@ struct Process {
         char *user;                  /* as asked (lib/user.h); NULL: root */
         bool pty;
         bool want_stdin, stdin_closed;
+        /* What the E2B facade keeps of its start request (in memory only: gone after a daemon restart): the
+         * tag envd finds processes by, and the env as the client gave it, which its List shows. */
+        char *tag;
+        char **request_env;
         uint64_t timeout_sec;
         int exit_code;               /* -1: none */
         int signal;                  /* 0: none */
@@ -142,14 +146,19 @@ Process *process_get(Manager *m, Sandbox *s, int pid);
 Process *process_get_session(Manager *m, Sandbox *s, const char *session_id);
 /* Live only (stdin, signals): a process whose guest side still runs. */
 Process *process_find_by_pid(Sandbox *s, int pid);
+/* Live only, by the E2B tag (the first one found). */
+Process *process_find_by_tag(Sandbox *s, const char *tag);
+/* The processes of s that run (or are held) in the guest, one after the other: start with NULL. */
+Process *process_next_live(Sandbox *s, Process *after);
 
-/* A client formats each event it hands out with this (http: SSE framing), replacing what buf holds. binary:
- * data is output bytes; otherwise it is one line of JSON. */
-typedef int (*ProcessEventFormat)(SpaceBuf *buf, uint64_t id, const char *name, const void *data, size_t n,
-                                  bool binary);
+/* A client formats each event it hands out with this (http: SSE framing; the E2B facade: Connect envelopes),
+ * replacing what buf holds; userdata is the client's. binary: data is output bytes; otherwise it is one line of
+ * JSON. An empty buf hands out nothing for that event. */
+typedef int (*ProcessEventFormat)(void *userdata, SpaceBuf *buf, uint64_t id, const char *name, const void *data,
+                                  size_t n, bool binary);
 /* A reader of p's events after after_id; waiter is woken when there may be more. follow: live events until
  * the end, and the client counts for flow control. -EMFILE: the sandbox has PROCESS_CLIENTS_MAX already. */
-int process_client_new(Process *p, uint64_t after_id, bool follow, ProcessEventFormat format,
+int process_client_new(Process *p, uint64_t after_id, bool follow, ProcessEventFormat format, void *format_userdata,
                        const ChannelWaiter *waiter, ProcessClient **ret);
 /* The client's reader is set up: release starts a held process; credit may flow. */
 void process_client_start(ProcessClient *c, bool release);

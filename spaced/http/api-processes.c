@@ -100,6 +100,11 @@ static int require_running(Request *r, Sandbox *s) {
         return -EBUSY;
 }
 
+static int sse_format(void *userdata, SpaceBuf *buf, uint64_t id, const char *name, const void *data, size_t n,
+                      bool binary) {
+        return sse_format_event(buf, id, name, data, n, binary);
+}
+
 static ssize_t client_read(void *userdata, char *buf, size_t max) {
         return api_stream_result(process_client_read(userdata, buf, max));
 }
@@ -114,7 +119,7 @@ int api_process_attach(Request *r, Process *p, uint64_t after_id, bool follow, b
         ProcessClient *c;
         int q;
 
-        q = process_client_new(p, after_id, follow, sse_format_event, &w, &c);
+        q = process_client_new(p, after_id, follow, sse_format, NULL, &w, &c);
         if (q == -EMFILE)
                 http_respond_error(r, ERROR_TOO_MANY_STREAMS,
                                    "sandbox %s has %u event streams open (attach, logs), the limit; close one first",

@@ -389,7 +389,8 @@ static void test_flood_responsive(void) {
 
 /* ---- per-sandbox bounds ---- */
 
-static int fmt_event(SpaceBuf *buf, uint64_t id, const char *name, const void *data, size_t n, bool binary) {
+static int fmt_event(void *userdata, SpaceBuf *buf, uint64_t id, const char *name, const void *data, size_t n,
+                     bool binary) {
         buf->len = 0;
         return space_buf_append(buf, name, strlen(name));
 }
@@ -427,9 +428,9 @@ static void test_bounds(void) {
         ASSERT(p->state == PROCESS_RUNNING);
 
         /* streams: as many readers as the bound, then a clear refusal */
-        while (n <= PROCESS_CLIENTS_MAX && process_client_new(p, 0, true, fmt_event, &w, &clients[n]) == 0)
+        while (n <= PROCESS_CLIENTS_MAX && process_client_new(p, 0, true, fmt_event, NULL, &w, &clients[n]) == 0)
                 n++;
-        ok(n == PROCESS_CLIENTS_MAX && process_client_new(p, 0, false, fmt_event, &w, &clients[n]) == -EMFILE,
+        ok(n == PROCESS_CLIENTS_MAX && process_client_new(p, 0, false, fmt_event, NULL, &w, &clients[n]) == -EMFILE,
            "streams: %u readers of one sandbox's processes, then -EMFILE (too_many_streams)", n);
         while (n > 0)
                 process_client_close(clients[--n]);
