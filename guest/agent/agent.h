@@ -59,6 +59,13 @@ typedef struct Stream {
          * failure, if any, is then read from exec_err_fd. */
         int hold_fd, exec_err_fd;
         char *cwd, *argv0;         /* for the failure message */
+        /* The command ends when its process exits, not when the last holder of its stdout/stderr closes them
+         * (a background child may keep them open for ever): after the reap we forward what was written up to
+         * then, out_left[fd] bytes, and close our ends. A pty's bytes may still be on their way to the master
+         * at the reap, so its count is taken bound_at_ms (monotonic) later; 0 once taken or not needed. */
+        bool out_bounded;
+        size_t out_left[3];
+        uint64_t bound_at_ms;
 } Stream;
 
 /* channel.c: the port and its output queue */
@@ -95,7 +102,10 @@ void stream_release(Channel *c, Stream *s);
 /* ADOPT from a restarted host: STARTED again, EXIT again, or ERROR(ESRCH) for a stream we do not know. */
 void stream_adopt(Channel *c, uint32_t id);
 void stream_close(Stream *s);
+/* Reaps every child (orphans too), ends the streams whose process exited, and those whose pty settled. */
 void streams_reap(Channel *c);
+/* The poll timeout the streams need: ms until a pty settles, or -1. */
+int streams_poll_timeout(void);
 /* poll plumbing: add the fds we want to wait on, then handle what came back. */
 struct pollfd;
 size_t streams_poll_fill(const Channel *c, struct pollfd *fds, size_t max, Stream **owners);

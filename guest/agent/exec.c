@@ -23,10 +23,15 @@
 #include <sys/ioctl.h>
 #include <sys/wait.h>
 #include <termios.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "../../lib/macro.h"
 #include "exec.h"
+
+/* How long a pty's last bytes may take to reach the master after the process exited (the kernel moves them
+ * from a work queue), when something it left behind still holds the terminal open. */
+#define PTY_SETTLE_MS 100U
 
 static Stream **streams;
 static size_t n_streams;
@@ -595,8 +600,24 @@ void stream_release(Channel *c, Stream *s) {
                 send_exec_failure(c, s->id, &f, s->cwd, s->argv0 ? s->argv0 : "?");
 }
 
+/* Whether the process has exited, reaped or still a zombie. */
+static bool stream_exited(const Stream *s) {
+        siginfo_t si = {};
+
+        if (s->reaped)
+                return true;
+        if (waitid(P_PID, s->pid, &si, WEXITED | WNOHANG | WNOWAIT) < 0)
+                return errno == ECHILD;
+        return si.si_pid == s->pid;
+}
+
 void stream_signal(Stream *s, int sig) {
-        if (s->reaped || s->pid <= 0 || sig <= 0 || sig >= 65)
+        if (s->pid <= 0 || sig <= 0 || sig >= 65)
+                return;
+        /* The process group (its own session, exec-child.c) while the process runs, so a timeout or a kill
+         * takes its children too. Once it has exited, what it left behind in the group is on its own: the
+         * host's SIGKILL for a stream that is still sending its last output must not reach them. */
+        if (stream_exited(s))
                 return;
         if (kill(-s->pid, sig) < 0)
                 (void) kill(s->pid, sig);
@@ -631,6 +652,8 @@ static void output_read(Channel *c, Stream *s, uint8_t fd) {
         size_t want = cr->available < sizeof buf ? cr->available : sizeof buf;
         ssize_t n;
 
+        if (s->out_bounded && s->out_left[fd] < want)
+                want = s->out_left[fd];
         if (rfd < 0 || want == 0)
                 return;
         n = read(rfd, buf, want);
@@ -647,6 +670,56 @@ static void output_read(Channel *c, Stream *s, uint8_t fd) {
         }
         (void) space_credit_take(cr, (size_t) n);
         (void) channel_send(c, SPACE_F_DATA, fd, s->id, buf, (size_t) n);
+        if (s->out_bounded) {
+                s->out_left[fd] -= (size_t) n;
+                if (s->out_left[fd] == 0)
+                        output_eof(c, s, fd);
+        }
+}
+
+static uint64_t now_ms(void) {
+        struct timespec ts;
+
+        (void) clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (uint64_t) ts.tv_sec * 1000U + (uint64_t) ts.tv_nsec / 1000000U;
+}
+
+/* Whether anyone still has the pty's slave open: the master reports POLLHUP once nobody does. */
+static bool pty_slave_held(int master) {
+        struct pollfd p = { .fd = master, .events = POLLIN };
+
+        return poll(&p, 1, 0) >= 0 && !(p.revents & POLLHUP);
+}
+
+/* The process has exited: what its stdout and stderr hold now is the rest of its output. Later bytes come
+ * from what it left behind, which the command's end does not wait for (E2B's envd ends a process the same
+ * way): our ends close once these are forwarded, and a background child that still writes to them gets
+ * EPIPE (EIO on a pty). Until then output flows under credit as before, so nothing the process wrote is
+ * lost to a slow host. */
+static void output_bound(Channel *c, Stream *s) {
+        s->out_bounded = true;
+        s->bound_at_ms = 0;
+        for (uint8_t fd = 1; fd <= 2; fd++) {
+                int rfd = fd == 1 ? s->fd_out : s->fd_err, n = 0;
+
+                if (rfd < 0)
+                        continue;
+                if (ioctl(rfd, FIONREAD, &n) < 0 || n < 0)
+                        n = 0;
+                s->out_left[fd] = (size_t) n;
+                if (n == 0)
+                        output_eof(c, s, fd);
+        }
+}
+
+/* Bounds the output of a process that just exited. A pipe holds all it wrote at once. A pty whose slave
+ * nobody holds any more needs nothing: reads run to EIO, which the kernel gives only after the last bytes;
+ * one that something still holds gets PTY_SETTLE_MS for the last bytes to arrive first. */
+static void stream_process_exited(Channel *c, Stream *s) {
+        if (!s->pty)
+                output_bound(c, s);
+        else if (s->fd_out >= 0 && pty_slave_held(s->fd_out))
+                s->bound_at_ms = now_ms() + PTY_SETTLE_MS;
 }
 
 static void send_exit(Channel *c, Stream *s) {
@@ -691,18 +764,45 @@ static void stream_maybe_finish(Channel *c, Stream *s) {
 }
 
 void streams_reap(Channel *c) {
+        uint64_t now;
         int status;
         pid_t pid;
 
-        /* PID 1 reaps everything, including orphans re-parented to us. */
+        /* PID 1 reaps everything, including orphans re-parented to us: those match no stream still waiting
+         * for its process (a pid is not reused before it is reaped), and are only collected. */
         while ((pid = waitpid(-1, &status, WNOHANG)) > 0)
                 for (size_t i = 0; i < n_streams; i++)
                         if (streams[i]->pid == pid && !streams[i]->reaped) {
                                 streams[i]->reaped = true;
                                 streams[i]->status = status;
+                                stream_process_exited(c, streams[i]);
                                 stream_maybe_finish(c, streams[i]);
                                 break;
                         }
+
+        now = now_ms();
+        for (size_t i = 0; i < n_streams; i++) {
+                Stream *s = streams[i];
+
+                if (s->bound_at_ms == 0 || now < s->bound_at_ms)
+                        continue;
+                s->bound_at_ms = 0;
+                if (s->fd_out >= 0 && pty_slave_held(s->fd_out))
+                        output_bound(c, s);
+                stream_maybe_finish(c, s);
+        }
+}
+
+int streams_poll_timeout(void) {
+        uint64_t now = now_ms(), first = 0;
+
+        for (size_t i = 0; i < n_streams; i++)
+                if (streams[i]->bound_at_ms > 0 && streams[i]->fd_out >= 0 &&
+                    (first == 0 || streams[i]->bound_at_ms < first))
+                        first = streams[i]->bound_at_ms;
+        if (first == 0)
+                return -1;
+        return first <= now ? 0 : (int) (first - now);
 }
 
 size_t streams_poll_fill(const Channel *c, struct pollfd *fds, size_t max, Stream **owners) {

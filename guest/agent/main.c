@@ -89,7 +89,7 @@ int main(int argc, char *argv[]) {
                 ns = streams_poll_fill(&c, fds + n, POLL_MAX - n, owners);
 
                 /* file reads and lists have no fd to wait on: go round again at once while they can send */
-                if (poll(fds, n + ns, files_want_pump(&c) ? 0 : -1) < 0) {
+                if (poll(fds, n + ns, files_want_pump(&c) ? 0 : streams_poll_timeout()) < 0) {
                         if (errno != EINTR)
                                 log_err("poll: %m");
                         continue;
