@@ -71,7 +71,7 @@ typedef struct FileReq {
         bool uid_set, gid_set;
         long long mtime;
         bool mtime_set;
-        bool parents, recursive, follow;
+        bool parents, recursive, follow, exclusive;
         unsigned long depth;
         const char *user;         /* NAME|UID: act as this user (NULL: root) */
         const SpaceUser *as;      /* user, resolved */
@@ -180,6 +180,8 @@ static int parse_req(const uint8_t *p, size_t n, FileReq *ret) {
                         q.recursive = streq(v, "1");
                 else if (KEY("follow"))
                         q.follow = streq(v, "1");
+                else if (KEY("exclusive"))
+                        q.exclusive = streq(v, "1");
                 else if (KEY("user"))
                         q.user = v;
                 else if (KEY("names"))
@@ -385,9 +387,11 @@ static void op_mkdir(Channel *c, uint32_t id, const FileReq *q) {
         mode_t mode = q->mode_set ? (mode_t) q->mode : 0755;
         int r;
 
-        if (q->parents)
+        if (q->parents) {
                 r = mkdir_p(q->path, mode);
-        else
+                if (r == 0 && q->exclusive)
+                        r = -EEXIST; /* the parents may exist, the directory itself must not */
+        } else
                 r = mkdir(q->path, mode) < 0 ? -errno : 1;
         /* mkdir() obeys the umask and drops setgid/sticky: set the mode that was asked for */
         if (r > 0 && chmod(q->path, mode) < 0)

@@ -1,0 +1,610 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#include <errno.h>
+#include <inttypes.h>
+#include <microhttpd.h>
+#include <openssl/evp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "base64.h"
+#include "core/util.h"
+#include "e2b/envd-files.h"
+#include "macro.h"
+#include "string-util.h"
+
+/*
+ * envd's /files: GET streams a file's bytes (with its size as Content-Length), POST writes files from a
+ * multipart/form-data body (every part a file, its filename the target path) or from a raw
+ * application/octet-stream body (?path=). Both run as the request's user (?username=, else the template's).
+ * A URL signed with the sandbox's token (the SDKs' downloadUrl()/uploadUrl()) stands in for the token header.
+ *
+ * Uploads stream: the body is taken in slices, each slice goes through MHD's multipart parser into a queue of
+ * at most about a slice of data and part ends, and the body is not read on while the queue has anything the
+ * guest has not taken (credit). The parts are written one after another, each a FILE write of its own.
+ */
+
+#define UPLOAD_SLICE (16U * 1024U)
+#define UPLOAD_FILES_MAX 1000U
+#define UPLOAD_PP_BUFFER (8U * 1024U)
+#define SIGNATURE_MAX 128
+
+/* ---- signed URLs */
+
+/* "v1_" + base64(sha256("{path}:{read|write}:{user}:{token}[:{exp}]")) without '=' padding, as the SDKs
+ * make it. */
+static int signature_of(const char *path, const char *op, const char *user, const char *token, const char *exp,
+                        char ret[static SIGNATURE_MAX]) {
+        _cleanup_free_ char *raw = NULL;
+        unsigned char md[32];
+        unsigned mdlen = 0;
+        int n;
+
+        n = exp ? asprintf(&raw, "%s:%s:%s:%s:%s", path, op, user, token, exp)
+                : asprintf(&raw, "%s:%s:%s:%s", path, op, user, token);
+        if (n < 0)
+                return -ENOMEM;
+        if (EVP_Digest(raw, (size_t) n, md, &mdlen, EVP_sha256(), NULL) != 1 || mdlen != sizeof md)
+                return -EIO;
+        memcpy(ret, "v1_", 3);
+        base64_encode(md, sizeof md, ret + 3);
+        n = 3 + (int) base64_encoded_len(sizeof md);
+        while (n > 3 && ret[n - 1] == '=')
+                n--;
+        ret[n] = 0;
+        return 0;
+}
+
+/* A request without the token header but with ?signature=: the sandbox whose token signed it (every running
+ * sandbox is tried, whichever matches, so the time says nothing of which). 1 with *ret, < 0 when answered. */
+static int signed_sandbox(Request *r, const char *op, Sandbox **ret) {
+        Manager *m = http_manager(r->http);
+        const char *sig = http_query(r, "signature"), *exp = http_query(r, "signature_expiration"),
+                   *path = http_query(r, "path") ?: "", *user = http_query(r, "username") ?: "";
+        char want[SIGNATURE_MAX];
+        Sandbox *found = NULL;
+        size_t n = strlen(sig);
+
+        if (exp) {
+                char *end;
+                long long e;
+
+                errno = 0;
+                e = strtoll(exp, &end, 10);
+                if (errno || end == exp || *end || strlen(exp) > 20)
+                        return http_respond_error(r, ERROR_INVALID_ARGUMENT,
+                                                  "signature_expiration must be unix seconds") ?: -EINVAL;
+                if (e < now_unix())
+                        return http_respond_error(r, ERROR_UNAUTHORIZED, "the signed URL has expired") ?: -EACCES;
+        }
+        for (Sandbox *s = m->sandboxes; s; s = s->next) {
+                const char *token;
+
+                if (s->pooled || !(token = e2b_sandbox_token(s)))
+                        continue;
+                if (signature_of(path, op, user, token, exp, want) < 0)
+                        return http_respond_error(r, ERROR_INTERNAL, "cannot compute the signature") ?: -EIO;
+                if (strlen(want) == n && memeq_const_time(want, sig, n) && !found)
+                        found = s;
+        }
+        if (!found)
+                return http_respond_error(r, ERROR_UNAUTHORIZED,
+                                          "the URL's signature is not one of a sandbox's token") ?: -EACCES;
+        if (found->state != SANDBOX_RUNNING)
+                return http_respond_error(r, ERROR_SANDBOX_UNAVAILABLE, "sandbox %s is %s, not running", found->id,
+                                          sandbox_state_to_string(found->state)) ?: -EBUSY;
+        found->last_active = now_unix();
+        *ret = found;
+        return 1;
+}
+
+/* The sandbox, user and path of a /files request: 1 to go on, 0 when parked or answered. */
+static int files_target(Request *r, const char *op, Sandbox **ret_s, char *user, const char *path,
+                        char **ret_path) {
+        _cleanup_free_ char *p = NULL;
+        size_t n;
+
+        if (http_query(r, "signature") && !http_header(r, "X-Access-Token") && !r->authenticated) {
+                if (signed_sandbox(r, op, ret_s) < 0)
+                        return 0;
+                if (e2b_envd_user(r, *ret_s, user) < 0)
+                        return 0;
+                if (!path)
+                        return 1;
+                if (e2b_resolve_path(path, user, &p) < 0)
+                        return http_respond_error(r, ERROR_INTERNAL, "out of memory"), 0;
+                if (envd_check_path(r, "path", p) < 0)
+                        return 0;
+                n = strlen(p);
+                while (n > 1 && p[n - 1] == '/')
+                        p[--n] = 0;
+                *ret_path = TAKE_PTR(p);
+                return 1;
+        }
+        if (!path) {
+                if (e2b_envd_sandbox(r, ret_s) <= 0 || e2b_envd_user(r, *ret_s, user) < 0)
+                        return 0;
+                return 1;
+        }
+        return envd_fs_target(r, ret_s, user, path, ret_path);
+}
+
+/* A query value with its length (MHD's decoding may leave a NUL inside): NULL when absent; < 0 answered. */
+static int query_path(Request *r, const char **ret) {
+        const char *v = NULL;
+        size_t len = 0;
+
+        *ret = NULL;
+        if (MHD_lookup_connection_value_n(r->connection, MHD_GET_ARGUMENT_KIND, "path", 4, &v, &len) != MHD_YES ||
+            !v)
+                return 0;
+        if (strlen(v) != len)
+                return http_respond_error(r, ERROR_INVALID_PATH, "path contains a NUL byte") ?: -EINVAL;
+        *ret = v;
+        return 0;
+}
+
+/* ---- GET /files */
+
+/* The response body: the file's bytes from the transfer, as many as its size (Content-Length). MHD may free
+ * the response after the request, and the request may end first: each forgets the other. */
+typedef struct Download {
+        Request *r;
+        FileXfer *x;
+        bool responding;
+} Download;
+
+static void download_detach(void *userdata, Request *r) {
+        Download *d = userdata;
+
+        d->r = NULL;
+        file_xfer_detach(d->x); /* freed unless the response still reads from it */
+        if (!d->responding)
+                free(d);
+}
+
+static ssize_t download_read(void *cls, uint64_t pos, char *buf, size_t max) {
+        Download *d = cls;
+        ssize_t n = file_xfer_read(d->x, buf, max);
+
+        if (n == CHANNEL_READ_END)
+                return MHD_CONTENT_READER_END_OF_STREAM;
+        if (n < 0)
+                return MHD_CONTENT_READER_END_WITH_ERROR;
+        if (n == 0 && d->r)
+                http_suspend(d->r); /* the transfer's waiter resumes it */
+        return n;
+}
+
+static void download_free(void *cls) {
+        Download *d = cls;
+
+        d->responding = false;
+        file_xfer_close_reader(d->x); /* freed if the request let go of it already */
+        if (!d->r)
+                free(d);
+}
+
+static void download_respond(Request *r, Download *d) {
+        struct MHD_Response *resp;
+        FileEntry e;
+        enum MHD_Result q;
+
+        if (file_xfer_reply_entry(d->x, &e) < 0)
+                return (void) http_respond_error(r, ERROR_PROTOCOL_ERROR, "the sandbox's agent sent a malformed entry");
+        file_xfer_open_reader(d->x);
+        d->responding = true;
+        resp = MHD_create_response_from_callback(e.size, 64 * 1024, download_read, d, download_free);
+        if (!resp) {
+                d->responding = false;
+                file_xfer_close_reader(d->x);
+                return (void) http_respond_error(r, ERROR_INTERNAL, "out of memory");
+        }
+        MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "application/octet-stream");
+        q = MHD_queue_response(r->connection, MHD_HTTP_OK, resp);
+        MHD_destroy_response(resp);
+        r->responded = true;
+        if (q != MHD_YES)
+                return;
+        http_set_streaming(r);
+}
+
+void envd_get_files(Request *r, const RouteArgs *a) {
+        _cleanup_(error_done) Error err = {};
+        _cleanup_(space_buf_done) SpaceBuf kv = {};
+        _cleanup_free_ char *path = NULL;
+        char user[E2B_USER_MAX + 1];
+        ChannelWaiter w = api_request_waiter(r);
+        const char *p;
+        Download *d;
+        Sandbox *s;
+
+        if (r->stream.detach == download_detach) {
+                d = r->stream.userdata;
+                if (d->x->state == FILE_XFER_SENT)
+                        http_suspend(r);
+                else if (d->x->state == FILE_XFER_FAILED)
+                        envd_respond_failed(r, d->x);
+                else
+                        download_respond(r, d);
+                return;
+        }
+        if (query_path(r, &p) < 0)
+                return;
+        if (!p)
+                return (void) http_respond_error(r, ERROR_INVALID_PATH, "path is required");
+        if (files_target(r, "read", &s, user, p, &path) <= 0)
+                return;
+        if (space_kv_add(&kv, "op", "read") < 0 || space_kv_add(&kv, "path", path) < 0 ||
+            space_kv_add(&kv, "user", user) < 0)
+                return (void) http_respond_error(r, ERROR_INTERNAL, "out of memory");
+        d = calloc(1, sizeof *d);
+        if (!d)
+                return (void) http_respond_error(r, ERROR_INTERNAL, "out of memory");
+        if (file_xfer_start(s, "read", path, &kv, &w, &d->x, &err) < 0) {
+                free(d);
+                return respond_error_or(r, &err, "cannot start the file operation");
+        }
+        d->r = r;
+        r->stream = (HttpStream) { .detach = download_detach, .userdata = d };
+        http_suspend(r);
+}
+
+/* ---- POST /files */
+
+typedef struct UploadPart {
+        char *path;
+        char *filename;           /* as the part named it */
+        uint64_t bytes;
+} UploadPart;
+
+typedef struct Upload {
+        Request *r;
+        Manager *manager;
+        char sandbox_id[SANDBOX_ID_LEN + 1];
+        char user[E2B_USER_MAX + 1];
+        char *query_path;             /* ?path=, resolved: the first part's target */
+        struct MHD_PostProcessor *pp; /* multipart; NULL for a raw body */
+        UploadPart *parts;
+        size_t n_parts;
+        /* What the parser produced and the guest has not taken yet: records of le32 part, le32 length (or
+         * UINT32_MAX: the part ends), bytes. */
+        SpaceBuf queue;
+        size_t queue_off;
+        size_t current;               /* the part being written */
+        FileXfer *x;                  /* its write */
+        bool body_done;
+        ErrorCode error;              /* the first failure, answered after the body */
+        char *error_message;
+        cJSON *results;
+} Upload;
+
+static void upload_fail(Upload *u, ErrorCode code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void upload_fail(Upload *u, ErrorCode code, const char *fmt, ...) {
+        va_list ap;
+
+        if (u->error != ERROR_NONE)
+                return;
+        u->error = code;
+        va_start(ap, fmt);
+        if (vasprintf(&u->error_message, fmt, ap) < 0)
+                u->error_message = NULL;
+        va_end(ap);
+}
+
+static void upload_free(Upload *u) {
+        if (u->pp)
+                MHD_destroy_post_processor(u->pp);
+        if (u->x)
+                file_xfer_detach(u->x);
+        for (size_t i = 0; i < u->n_parts; i++)
+                free(u->parts[i].path), free(u->parts[i].filename);
+        free(u->parts);
+        space_buf_done(&u->queue);
+        free(u->query_path);
+        free(u->error_message);
+        cJSON_Delete(u->results);
+        free(u);
+}
+
+static void upload_detach(void *userdata, Request *r) {
+        upload_free(userdata);
+}
+
+static int queue_record(Upload *u, uint32_t part, uint32_t len, const char *data) {
+        uint8_t h[8];
+
+        space_put_le32(h, part);
+        space_put_le32(h + 4, len);
+        if (space_buf_append(&u->queue, h, sizeof h) < 0 ||
+            (len != UINT32_MAX && len > 0 && space_buf_append(&u->queue, data, len) < 0))
+                return -ENOMEM;
+        return 0;
+}
+
+/* A new part whose target is name (the part's filename) or, for the first, ?path=. */
+static int part_add(Upload *u, const char *name) {
+        _cleanup_free_ char *p = NULL;
+        UploadPart *l;
+        size_t n;
+
+        if (u->n_parts >= UPLOAD_FILES_MAX) {
+                upload_fail(u, ERROR_LIMIT_EXCEEDED, "more than %u files in one upload", UPLOAD_FILES_MAX);
+                return -E2BIG;
+        }
+        if (u->n_parts == 0 && u->query_path)
+                p = strdup(u->query_path);
+        else {
+                if (!name || !*name) {
+                        upload_fail(u, ERROR_INVALID_PATH, "a part has no filename: it must be the file's path");
+                        return -EINVAL;
+                }
+                n = strlen(name);
+                if (n > SPACE_FILE_PATH_MAX) {
+                        upload_fail(u, ERROR_INVALID_PATH, "a part's filename is longer than %u bytes",
+                                    SPACE_FILE_PATH_MAX);
+                        return -EINVAL;
+                }
+                for (size_t i = 0; i < n; i++)
+                        if ((unsigned char) name[i] < 0x20 || name[i] == 0x7f) {
+                                upload_fail(u, ERROR_INVALID_PATH, "a part's filename contains a control character");
+                                return -EINVAL;
+                        }
+                if (e2b_resolve_path(name, u->user, &p) < 0)
+                        p = NULL;
+        }
+        if (!p) {
+                upload_fail(u, ERROR_INTERNAL, "out of memory");
+                return -ENOMEM;
+        }
+        n = strlen(p);
+        if (n > SPACE_FILE_PATH_MAX || p[n - 1] == '/') {
+                upload_fail(u, ERROR_INVALID_PATH, "'%.200s' is not a file's path", p);
+                return -EINVAL;
+        }
+        l = reallocarray(u->parts, u->n_parts + 1, sizeof *l);
+        if (!l) {
+                upload_fail(u, ERROR_INTERNAL, "out of memory");
+                return -ENOMEM;
+        }
+        u->parts = l;
+        u->parts[u->n_parts] = (UploadPart) { .path = TAKE_PTR(p), .filename = strdup(name ?: "") };
+        if (!u->parts[u->n_parts++].filename) {
+                upload_fail(u, ERROR_INTERNAL, "out of memory");
+                return -ENOMEM;
+        }
+        return 0;
+}
+
+static enum MHD_Result on_part(void *cls, enum MHD_ValueKind kind, const char *key, const char *filename,
+                               const char *content_type, const char *transfer_encoding, const char *data,
+                               uint64_t off, size_t size) {
+        Upload *u = cls;
+        UploadPart *cur = u->n_parts > 0 ? &u->parts[u->n_parts - 1] : NULL;
+
+        if (!key || !streq(key, "file"))
+                return MHD_YES; /* not a file: envd ignores it too */
+        /* a part begins at offset 0; MHD may announce one without data first, then give its data from 0 */
+        if (off == 0 && !(cur && cur->bytes == 0 && size > 0 && streq(cur->filename, filename ?: ""))) {
+                if (cur && queue_record(u, (uint32_t) (u->n_parts - 1), UINT32_MAX, NULL) < 0)
+                        return MHD_NO;
+                if (part_add(u, filename) < 0)
+                        return MHD_NO;
+                cur = &u->parts[u->n_parts - 1];
+        }
+        if (size > 0) {
+                if (queue_record(u, (uint32_t) (u->n_parts - 1), (uint32_t) size, data) < 0) {
+                        upload_fail(u, ERROR_INTERNAL, "out of memory");
+                        return MHD_NO;
+                }
+                cur->bytes += size;
+        }
+        return MHD_YES;
+}
+
+/* Starts the write of part i; the request is woken when the guest answered. */
+static int part_start(Upload *u, size_t i) {
+        _cleanup_(error_done) Error err = {};
+        _cleanup_(space_buf_done) SpaceBuf kv = {};
+        ChannelWaiter w = api_request_waiter(u->r);
+        Sandbox *s = sandbox_find_by_id(u->manager, u->sandbox_id);
+        const char *path = u->parts[i].path;
+
+        if (!s) {
+                upload_fail(u, ERROR_SANDBOX_UNAVAILABLE, "the sandbox is gone");
+                return -ENOENT;
+        }
+        /* envd makes the parents (as the user) and replaces what is there */
+        if (space_kv_add(&kv, "op", "write") < 0 || space_kv_add(&kv, "path", path) < 0 ||
+            space_kv_add(&kv, "user", u->user) < 0 || space_kv_add(&kv, "parents", "1") < 0) {
+                upload_fail(u, ERROR_INTERNAL, "out of memory");
+                return -ENOMEM;
+        }
+        if (file_xfer_start(s, "write", path, &kv, &w, &u->x, &err) < 0) {
+                if (err.code != ERROR_NONE)
+                        upload_fail(u, err.code, "%s", error_message(&err));
+                else
+                        upload_fail(u, ERROR_INTERNAL, "cannot start the write");
+                return -EIO;
+        }
+        u->current = i;
+        return 0;
+}
+
+static int part_done(Upload *u) {
+        const char *path = u->parts[u->current].path, *name = strrchr(path, '/');
+        cJSON *o = cJSON_CreateObject();
+
+        /* exactly name, type and path: the Python SDK makes a WriteInfo(**item) of it */
+        if (!o || !cJSON_AddStringToObject(o, "name", name ? name + 1 : path) ||
+            !cJSON_AddStringToObject(o, "type", "file") || !cJSON_AddStringToObject(o, "path", path) ||
+            !cJSON_AddItemToArray(u->results, o)) {
+                cJSON_Delete(o);
+                upload_fail(u, ERROR_INTERNAL, "out of memory");
+                return -ENOMEM;
+        }
+        file_xfer_detach(u->x);
+        u->x = NULL;
+        return 0;
+}
+
+/* Moves the queue on as far as the guest lets it: true when it is empty. */
+static bool upload_pump(Upload *u) {
+        while (u->error == ERROR_NONE && u->queue_off < u->queue.len) {
+                const uint8_t *h = u->queue.data + u->queue_off;
+                uint32_t part = space_get_le32(h), len = space_get_le32(h + 4);
+
+                if (!u->x && part_start(u, part) < 0)
+                        break;
+                if (u->x->state == FILE_XFER_SENT)
+                        return false;
+                if (u->x->state == FILE_XFER_FAILED) {
+                        upload_fail(u, u->x->error_code ?: ERROR_IO_ERROR, "%s",
+                                    u->x->error_message ?: "the write failed");
+                        if (strncmp(u->x->error_message ?: "", "unknown user", 12) == 0)
+                                u->error = ERROR_UNAUTHORIZED;
+                        break;
+                }
+                if (len == UINT32_MAX) {
+                        if (u->x->state == FILE_XFER_DONE) {
+                                if (part_done(u) < 0)
+                                        break;
+                                u->queue_off += 8;
+                                continue;
+                        }
+                        if (file_xfer_finish_upload(u->x) < 0) {
+                                upload_fail(u, ERROR_CHANNEL_LOST, "lost the sandbox's agent during the upload");
+                                break;
+                        }
+                        return false; /* until the guest renamed it into place */
+                } else {
+                        size_t took = file_xfer_upload(u->x, (const char *) h + 8, len);
+
+                        if (took < len) {
+                                /* keep the rest as a shorter record */
+                                u->queue_off += took;
+                                space_put_le32(u->queue.data + u->queue_off, part);
+                                space_put_le32(u->queue.data + u->queue_off + 4, len - (uint32_t) took);
+                                return false;
+                        }
+                        u->queue_off += 8 + len;
+                }
+        }
+        if (u->error != ERROR_NONE) {
+                u->queue.len = u->queue_off = 0;
+                return true;
+        }
+        u->queue.len = u->queue_off = 0;
+        return true;
+}
+
+static size_t upload_write(void *userdata, Request *r, const char *data, size_t n) {
+        Upload *u = userdata;
+        size_t k = n < UPLOAD_SLICE ? n : UPLOAD_SLICE;
+
+        if (u->error != ERROR_NONE)
+                return n; /* dropped as it comes; the answer after the body says why */
+        if (!upload_pump(u)) {
+                http_suspend(r);
+                return 0;
+        }
+        if (u->pp) {
+                if (MHD_post_process(u->pp, data, k) != MHD_YES)
+                        upload_fail(u, ERROR_INVALID_ARGUMENT, "the multipart/form-data body is malformed");
+        } else if (u->n_parts == 0 && part_add(u, NULL) < 0)
+                ;
+        else if (queue_record(u, 0, (uint32_t) k, data) < 0)
+                upload_fail(u, ERROR_INTERNAL, "out of memory");
+        if (u->error == ERROR_NONE && !upload_pump(u))
+                http_suspend(r);
+        return k;
+}
+
+static void upload_respond(Request *r, Upload *u) {
+        if (u->error != ERROR_NONE) {
+                http_respond_error(r, u->error, "%s", u->error_message ?: error_code_to_string(u->error));
+                return;
+        }
+        http_respond_json(r, 200, TAKE_PTR(u->results));
+}
+
+/* The body is complete (MHD's last call), or the guest moved on since: finish the last part, answer. */
+void envd_post_files(Request *r, const RouteArgs *a) {
+        Upload *u = r->upload.write == upload_write ? r->upload.userdata : NULL;
+
+        if (!u) {
+                if (!r->responded)
+                        http_respond_error(r, ERROR_INTERNAL, "the upload was not started");
+                return;
+        }
+        if (!u->body_done) {
+                u->body_done = true;
+                if (u->pp) {
+                        /* the parser may hold the end of the last part; it says whether the body ended well */
+                        if (MHD_destroy_post_processor(u->pp) != MHD_YES)
+                                upload_fail(u, ERROR_INVALID_ARGUMENT,
+                                            "the multipart/form-data body is malformed or cut short");
+                        u->pp = NULL;
+                }
+                if (u->error == ERROR_NONE && u->n_parts == 0) {
+                        /* an empty raw body, or one file with ?path= whose part had no data at all */
+                        if (!u->query_path)
+                                upload_fail(u, ERROR_INVALID_ARGUMENT, "the body has no part named 'file'");
+                        else
+                                (void) part_add(u, NULL);
+                }
+                if (u->error == ERROR_NONE &&
+                    queue_record(u, (uint32_t) (u->n_parts - 1), UINT32_MAX, NULL) < 0)
+                        upload_fail(u, ERROR_INTERNAL, "out of memory");
+        }
+        if (u->error == ERROR_NONE && !upload_pump(u)) {
+                http_suspend(r);
+                return;
+        }
+        upload_respond(r, u);
+}
+
+/* From the headers: what kind of body, for which sandbox and user; the body then streams to upload_write. */
+void envd_post_files_begin(Request *r, const RouteArgs *a) {
+        const char *ct = http_header(r, MHD_HTTP_HEADER_CONTENT_TYPE), *ce = http_header(r, "Content-Encoding"), *p;
+        _cleanup_free_ char *path = NULL;
+        bool multipart;
+        Sandbox *s;
+        Upload *u;
+
+        multipart = ct && strncasecmp(ct, "multipart/form-data", 19) == 0;
+        if (!multipart && !(ct && strncasecmp(ct, "application/octet-stream", 24) == 0))
+                return (void) http_respond_error(r, ERROR_INVALID_ARGUMENT,
+                                                 "send multipart/form-data (parts named 'file') or "
+                                                 "application/octet-stream with ?path=");
+        if (ce && strcasecmp(ce, "identity") != 0)
+                return (void) http_respond_error(r, ERROR_NOT_SUPPORTED,
+                                                 "Content-Encoding %.32s is not supported: send the body as it is", ce);
+        if (query_path(r, &p) < 0)
+                return;
+        if (!multipart && !p)
+                return (void) http_respond_error(r, ERROR_INVALID_PATH,
+                                                 "an application/octet-stream upload needs ?path=");
+        u = calloc(1, sizeof *u);
+        if (!u)
+                return (void) http_respond_error(r, ERROR_INTERNAL, "out of memory");
+        if (files_target(r, "write", &s, u->user, p, &path) <= 0) {
+                free(u);
+                return;
+        }
+        u->r = r;
+        u->manager = http_manager(r->http);
+        memcpy(u->sandbox_id, s->id, sizeof u->sandbox_id);
+        u->query_path = TAKE_PTR(path);
+        u->results = cJSON_CreateArray();
+        if (multipart)
+                u->pp = MHD_create_post_processor(r->connection, UPLOAD_PP_BUFFER, on_part, u);
+        if (!u->results || (multipart && !u->pp)) {
+                upload_free(u);
+                return (void) http_respond_error(r, ERROR_INVALID_ARGUMENT,
+                                                 "cannot read the multipart/form-data body (no boundary?)");
+        }
+        r->upload = (HttpUpload) { .write = upload_write, .detach = upload_detach, .userdata = u };
+        http_set_streaming(r);
+}
