@@ -78,6 +78,10 @@ static Sandbox *sandbox_by_token(Manager *m, const char *token) {
 int e2b_envd_sandbox(Request *r, Sandbox **ret) {
         Manager *m = http_manager(r->http);
         const char *id = http_header(r, "E2b-Sandbox-Id"), *token = http_header(r, "X-Access-Token");
+
+        /* without the header, a Host of the form 49983-ID.DOMAIN names it (E2B's own routing) */
+        if ((!id || !*id) && r->host_sandbox[0])
+                id = r->host_sandbox;
         Sandbox *s = NULL;
         int q;
 
@@ -212,7 +216,7 @@ static void get_health(Request *r, const RouteArgs *a) {
         Sandbox *s;
 
         /* without a sandbox named (or a token) it is the API's health: it answers */
-        if (!http_header(r, "E2b-Sandbox-Id") && !http_header(r, "X-Access-Token")) {
+        if (!http_header(r, "E2b-Sandbox-Id") && !http_header(r, "X-Access-Token") && !r->host_sandbox[0]) {
                 http_respond_empty(r, 204);
                 return;
         }

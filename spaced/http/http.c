@@ -441,17 +441,71 @@ bool http_host_allowed(const char *host, const char *listen_host, unsigned port)
         if (listen_host && v6 && name_len == strlen(listen_host) + 2 && host[0] == '[' &&
             strncasecmp(host + 1, listen_host, name_len - 2) == 0)
                 return true;
-        /* The E2B facade will route {port}-{sandboxID}.{domain} here. */
         return false;
+}
+
+int http_host_sandbox(const char *host, const char *domain, unsigned listen_port, unsigned *ret_port,
+                      char ret_id[static SANDBOX_ID_LEN + 1]) {
+        const char *dash, *dot, *name, *colon;
+        size_t domain_len, name_len;
+        unsigned long p;
+        char *end;
+
+        if (!host || !domain || !*domain || host[0] < '0' || host[0] > '9')
+                return 0;
+        domain_len = strcspn(domain, ":");
+        errno = 0;
+        p = strtoul(host, &end, 10);
+        if (errno || *end != '-' || p == 0 || p > 65535)
+                return 0;
+        dash = end;
+        /* exactly 32 lowercase hex digits, then the dot: the scan stops at a NUL before reading past it */
+        for (size_t i = 1; i <= SANDBOX_ID_LEN; i++)
+                if (!((dash[i] >= '0' && dash[i] <= '9') || (dash[i] >= 'a' && dash[i] <= 'f')))
+                        return 0;
+        dot = dash + 1 + SANDBOX_ID_LEN;
+        if (*dot != '.')
+                return 0;
+        name = dot + 1;
+        colon = strchr(name, ':');
+        name_len = colon ? (size_t) (colon - name) : strlen(name);
+        if (name_len != domain_len || strncasecmp(name, domain, domain_len) != 0)
+                return 0;
+        if (colon) {
+                unsigned long lp;
+
+                if (colon[1] < '0' || colon[1] > '9')
+                        return 0;
+                errno = 0;
+                lp = strtoul(colon + 1, &end, 10);
+                if (errno || *end || lp != listen_port)
+                        return 0;
+        } else if (listen_port != 80)
+                return 0;
+        memcpy(ret_id, dash + 1, SANDBOX_ID_LEN);
+        ret_id[SANDBOX_ID_LEN] = 0;
+        *ret_port = (unsigned) p;
+        return 1;
 }
 
 /* A browser page from anywhere may make its name resolve to 127.0.0.1 (DNS rebinding) and then talk to us
  * as a same-origin site; it cannot make the Host header name us. The unix socket has no such neighbours. */
 static bool host_ok(Listener *l, Request *r) {
         const char *host = http_header(r, MHD_HTTP_HEADER_HOST);
+        unsigned port;
 
         if (http_host_allowed(host, l->host, l->port))
                 return true;
+        /* PORT-ID.DOMAIN names only the configured domain, which the user points at us */
+        if (http_host_sandbox(host, r->http->manager->config.e2b_domain, l->port, &port, r->host_sandbox) > 0) {
+                if (port == HTTP_E2B_ENVD_PORT)
+                        return true;
+                http_respond_error(r, ERROR_NOT_SUPPORTED,
+                                   "port %u of sandbox %s: space does not forward connections into sandboxes yet; "
+                                   "only port %u (envd) is served under %s", port, r->host_sandbox,
+                                   HTTP_E2B_ENVD_PORT, r->http->manager->config.e2b_domain);
+                return false;
+        }
         http_respond_error(r, ERROR_INVALID_HOST,
                            "this listener answers only to the names of its address (localhost:%u, 127.0.0.1:%u, "
                            "[::1]:%u or %s:%u), not to the Host header sent", l->port, l->port, l->port, l->host,

@@ -81,6 +81,7 @@ struct Request {
          * when a valid API key came with the request (key_id names it). Routes marked ROUTE_AUTH_TOKEN also
          * run without one (authenticated = false) and check their own token. */
         bool tcp;
+        char host_sandbox[SANDBOX_ID_LEN + 1];   /* the sandbox a PORT-ID.DOMAIN Host names, else "" */
         ErrorStyle error_style;
         bool authenticated;
         char key_id[API_KEY_ID_LEN + 1];
@@ -112,6 +113,12 @@ const char *http_api_url(Http *h);
  * inet_ntop gives it) and port: localhost, 127.0.0.1, [::1] or listen_host, with the port (which only port 80
  * may leave out). The one place that decides which names a listener answers to. */
 bool http_host_allowed(const char *host, const char *listen_host, unsigned port);
+/* E2B's sandbox host names: Host is PORT-SANDBOXID.DOMAIN[:listen_port], DOMAIN the configured e2b_domain (its
+ * own :port ignored). 1 with the port and the id, 0 when host is not one. Port HTTP_E2B_ENVD_PORT is envd,
+ * served here; other ports would be the sandbox's own servers. */
+#define HTTP_E2B_ENVD_PORT 49983
+int http_host_sandbox(const char *host, const char *domain, unsigned listen_port, unsigned *ret_port,
+                      char ret_id[static SANDBOX_ID_LEN + 1]);
 /* For long-lived responses (SSE): exempts the connection from the TCP idle timeout. Done automatically for
  * requests answered with http_respond_stream(). */
 void http_set_streaming(Request *r);

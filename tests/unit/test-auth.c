@@ -122,6 +122,45 @@ static void test_hosts(void) {
                    cases[i].allowed ? "served" : "refused");
 }
 
+/* E2B's PORT-ID.DOMAIN names: only the configured domain, a whole 32-hex id, the listener's port. */
+static void test_host_sandbox(void) {
+        static const char id[] = "0123456789abcdef0123456789abcdef";
+        static const struct {
+                const char *host, *domain;
+                unsigned listen_port;
+                int want;
+                unsigned port;
+        } cases[] = {
+                { "49983-0123456789abcdef0123456789abcdef.sbx.test:7070", "sbx.test", 7070, 1, 49983 },
+                { "8080-0123456789abcdef0123456789abcdef.SBX.test:7070", "sbx.test", 7070, 1, 8080 },
+                { "49983-0123456789abcdef0123456789abcdef.sbx.test:7070", "sbx.test:7070", 7070, 1, 49983 },
+                { "49983-0123456789abcdef0123456789abcdef.sbx.test", "sbx.test", 80, 1, 49983 },
+                { "49983-0123456789abcdef0123456789abcdef.sbx.test", "sbx.test", 7070, 0, 0 },
+                { "49983-0123456789abcdef0123456789abcdef.sbx.test:7071", "sbx.test", 7070, 0, 0 },
+                { "49983-0123456789abcdef0123456789abcdef.evil.test:7070", "sbx.test", 7070, 0, 0 },
+                { "49983-0123456789abcdef0123456789abcdef.sbx.test.evil:7070", "sbx.test", 7070, 0, 0 },
+                { "49983-0123456789abcdef0123456789abcde.sbx.test:7070", "sbx.test", 7070, 0, 0 },
+                { "49983-0123456789abcdef0123456789abcdeg.sbx.test:7070", "sbx.test", 7070, 0, 0 },
+                { "49983-0123456789abcdef0123456789abcdef0.sbx.test:7070", "sbx.test", 7070, 0, 0 },
+                { "0-0123456789abcdef0123456789abcdef.sbx.test:7070", "sbx.test", 7070, 0, 0 },
+                { "65536-0123456789abcdef0123456789abcdef.sbx.test:7070", "sbx.test", 7070, 0, 0 },
+                { "-1-0123456789abcdef0123456789abcdef.sbx.test:7070", "sbx.test", 7070, 0, 0 },
+                { "49983-0123456789abcdef0123456789abcdef.sbx.test:7070", NULL, 7070, 0, 0 },
+                { "localhost:7070", "sbx.test", 7070, 0, 0 },
+                { NULL, "sbx.test", 7070, 0, 0 },
+        };
+
+        for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+                char got[SANDBOX_ID_LEN + 1] = "";
+                unsigned port = 0;
+                int r = http_host_sandbox(cases[i].host, cases[i].domain, cases[i].listen_port, &port, got);
+
+                ok(r == cases[i].want && (r == 0 || (port == cases[i].port && strcmp(got, id) == 0)),
+                   "Host '%s' with e2b_domain %s on port %u: %s", cases[i].host ?: "(none)",
+                   cases[i].domain ?: "(none)", cases[i].listen_port, cases[i].want ? "a sandbox" : "not one");
+        }
+}
+
 int main(void) {
         char dir[] = "/tmp/test-auth-XXXXXX";
 
@@ -132,6 +171,7 @@ int main(void) {
         }
         test_key_timing(dir);
         test_hosts();
+        test_host_sandbox();
         (void) rmdir(dir);
         return done();
 }
