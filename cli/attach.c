@@ -15,11 +15,9 @@
 #include <termios.h>
 #include <unistd.h>
 
-#include <readline/history.h>
-#include <readline/readline.h>
-
 #include "base64.h"
 #include "cli.h"
+#include "dl-readline.h"
 #include "io-util.h"
 #include "process-events.h"
 #include "macro.h"
@@ -179,7 +177,7 @@ static int stdin_readable(SpaceStream *s, int fd, void *userdata) {
         int r;
 
         if (a->rl_active) {
-                rl_callback_read_char();
+                libreadline.rl_callback_read_char();
                 return kick(a);
         }
 
@@ -210,9 +208,9 @@ static void rl_show_prompt(Attach *a) {
 
         memcpy(prompt, a->partial, n);
         prompt[n] = 0;
-        rl_set_prompt(prompt);
-        rl_on_new_line();
-        rl_redisplay();
+        libreadline.rl_set_prompt(prompt);
+        libreadline.rl_on_new_line();
+        libreadline.rl_redisplay();
 }
 
 /* Output goes above the line being edited: hide that line, write, show it again after the output's own
@@ -226,8 +224,8 @@ static void rl_output(Attach *a, int fd, const uint8_t *p, size_t n) {
                         break;
                 }
 
-        rl_clear_visible_line();
-        fflush(rl_outstream);
+        libreadline.rl_clear_visible_line();
+        fflush(*libreadline.rl_outstream);
         if (a->partial_len > 0 && fd != a->partial_fd) {
                 (void) loop_write(a->partial_fd, a->partial, a->partial_len);
                 a->partial_len = 0;
@@ -258,23 +256,23 @@ static void rl_on_line(char *line) {
                 return;
         if (!line) {
                 /* Ctrl-D on an empty line: the process's stdin ends. */
-                rl_callback_handler_remove();
+                libreadline.rl_callback_handler_remove();
                 a->rl_active = false;
                 a->partial_len = 0; /* stays on the screen as it is */
-                fputc('\n', rl_outstream);
-                fflush(rl_outstream);
+                fputc('\n', *libreadline.rl_outstream);
+                fflush(*libreadline.rl_outstream);
                 a->stdin_eof = true;
                 update_stdin_watch(a);
                 return;
         }
         if (*line)
-                add_history(line);
+                libreadline.add_history(line);
         if (in_append(a, line, strlen(line)) < 0 || in_append(a, "\n", 1) < 0)
                 a->fatal = -ENOMEM;
         free(line);
         /* The prompt (the output's unfinished line) is part of the history on the screen now. */
         a->partial_len = 0;
-        rl_set_prompt("");
+        libreadline.rl_set_prompt("");
 }
 
 static int rl_detach_command(int count, int key) {
@@ -290,10 +288,10 @@ static int rl_detach_command(int count, int key) {
 static void rl_prep_terminal_no_ixon(int meta_flag) {
         struct termios t;
 
-        rl_prep_terminal(meta_flag);
-        if (tcgetattr(fileno(rl_instream), &t) >= 0) {
+        libreadline.rl_prep_terminal(meta_flag);
+        if (tcgetattr(fileno(*libreadline.rl_instream), &t) >= 0) {
                 t.c_iflag &= ~(tcflag_t) IXON;
-                (void) tcsetattr(fileno(rl_instream), TCSANOW, &t);
+                (void) tcsetattr(fileno(*libreadline.rl_instream), TCSANOW, &t);
         }
 }
 
@@ -301,16 +299,19 @@ static int rl_start(Attach *a) {
         char seq[DETACH_KEYS_MAX * 4 + 1], *p = seq;
         int r;
 
+        r = dl_readline_open();
+        if (r < 0)
+                return r;
         r = terminal_save(STDIN_FILENO);
         if (r < 0)
                 return r;
         rl_attach = a;
-        rl_catch_signals = 0;
-        rl_catch_sigwinch = 0;
-        rl_readline_name = "spacectl";
-        rl_instream = stdin;
-        rl_outstream = isatty(STDOUT_FILENO) ? stdout : stderr;
-        rl_prep_term_function = rl_prep_terminal_no_ixon;
+        *libreadline.rl_catch_signals = 0;
+        *libreadline.rl_catch_sigwinch = 0;
+        *libreadline.rl_readline_name = "spacectl";
+        *libreadline.rl_instream = stdin;
+        *libreadline.rl_outstream = isatty(STDOUT_FILENO) ? stdout : stderr;
+        *libreadline.rl_prep_term_function = rl_prep_terminal_no_ixon;
 
         if (a->detach.n > 0) {
                 for (size_t i = 0; i < a->detach.n; i++) {
@@ -324,9 +325,9 @@ static int rl_start(Attach *a) {
                                 *p++ = (char) k;
                 }
                 *p = 0;
-                (void) rl_bind_keyseq(seq, rl_detach_command);
+                (void) libreadline.rl_bind_keyseq(seq, rl_detach_command);
         }
-        rl_callback_handler_install("", rl_on_line);
+        libreadline.rl_callback_handler_install("", rl_on_line);
         a->rl_active = true;
         return 0;
 }
@@ -334,14 +335,14 @@ static int rl_start(Attach *a) {
 static void rl_stop(Attach *a) {
         if (!a->rl_active)
                 return;
-        if (a->partial_len > 0 || rl_end > 0) {
+        if (a->partial_len > 0 || *libreadline.rl_end > 0) {
                 /* Leave what is on the screen there and end its line. */
-                rl_point = rl_end;
-                rl_redisplay();
-                fputc('\n', rl_outstream);
+                *libreadline.rl_point = *libreadline.rl_end;
+                libreadline.rl_redisplay();
+                fputc('\n', *libreadline.rl_outstream);
         }
-        rl_callback_handler_remove();
-        fflush(rl_outstream);
+        libreadline.rl_callback_handler_remove();
+        fflush(*libreadline.rl_outstream);
         a->rl_active = false;
         rl_attach = NULL;
 }
@@ -396,7 +397,7 @@ static int signal_readable(SpaceStream *s, int fd, void *userdata) {
         while ((sig = cli_signals_next()) > 0) {
                 if (sig == SIGWINCH) {
                         if (a->rl_active)
-                                rl_resize_terminal();
+                                libreadline.rl_resize_terminal();
                         if (a->o->pty) {
                                 r = follow_window_size(a);
                                 if (r < 0)
@@ -414,12 +415,12 @@ static int signal_readable(SpaceStream *s, int fd, void *userdata) {
                         sig = SIGKILL;
                 if (a->rl_active && sig == SIGINT) {
                         /* Like a shell: drop the line being typed. */
-                        rl_replace_line("", 0);
+                        libreadline.rl_replace_line("", 0);
                         a->partial_len = 0;
-                        rl_set_prompt("");
-                        fputs("^C\n", rl_outstream);
-                        rl_on_new_line();
-                        rl_redisplay();
+                        libreadline.rl_set_prompt("");
+                        fputs("^C\n", *libreadline.rl_outstream);
+                        libreadline.rl_on_new_line();
+                        libreadline.rl_redisplay();
                 }
                 snprintf(body, sizeof body, "{\"signal\":%d}", sig);
                 r = post_json(a, "signal", body, NULL);
@@ -520,7 +521,9 @@ int cli_attach(const AttachOptions *o) {
                 raw = r >= 0;
         } else if (o->readline && o->forward_stdin) {
                 r = rl_start(&a);
-                if (r < 0)
+                if (r == -ENOPKG) /* dl_readline_open() said which package */
+                        log_error("going on without line editing");
+                else if (r < 0)
                         log_error("cannot set up line editing: %s; going on without", strerror(-r));
         }
         update_stdin_watch(&a);

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "cp.h"
+#include "dl-archive.h"
 #include "macro.h"
 
 const CliHelp cmd_cp_help = {
@@ -143,6 +144,10 @@ int cmd_cp(int argc, char *argv[]) {
                                           : "one of SRC and DST must be SANDBOX:PATH");
         if (streq(src, "-") && streq(dst, "-"))
                 return cli_usage_error("'-' can be SRC or DST, not both");
+
+        /* Loaded here, not linked: libarchive pulls in libxml2 and ICU, which no other verb should pay for. */
+        if (dl_archive_open() < 0)
+                return EXIT_FAIL;
 
         /* Names in tar streams are UTF-8 (pax) and the daemon's names are too: with the C locale's ASCII,
          * libarchive could not convert them. Names on disk are bytes either way. */

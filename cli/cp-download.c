@@ -12,10 +12,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <archive.h>
-#include <archive_entry.h>
-
 #include "cp.h"
+#include "dl-archive.h"
 #include "macro.h"
 
 /*
@@ -56,10 +54,11 @@ static int write_data(const void *p, size_t n, void *userdata) {
         }
         d->got += n;
         while (off < n) {
-                la_ssize_t k = archive_write_data(d->w, (const char *) p + off, n - off);
+                la_ssize_t k = libarchive.archive_write_data(d->w, (const char *) p + off, n - off);
 
                 if (k < 0) {
-                        log_error("cp: writing %s: %s", d->name, archive_error_string(d->w) ?: "write error");
+                        log_error("cp: writing %s: %s", d->name,
+                                  libarchive.archive_error_string(d->w) ?: "write error");
                         return -ECANCELED;
                 }
                 if (k == 0) {
@@ -108,36 +107,36 @@ static int emit(Download *d, const char *lname, const char *rpath, const CpEntry
                           c->bytes);
                 return -EFBIG;
         }
-        a = archive_entry_new();
+        a = libarchive.archive_entry_new();
         if (!a)
                 return -ENOMEM;
-        archive_entry_set_pathname(a, lname);
-        archive_entry_set_perm(a, local_mode(d, e));
-        archive_entry_set_mtime(a, e->mtime, 0);
+        libarchive.archive_entry_set_pathname(a, lname);
+        libarchive.archive_entry_set_perm(a, local_mode(d, e));
+        libarchive.archive_entry_set_mtime(a, e->mtime, 0);
         /* a tar stream carries the owners; on disk they are ours unless -a */
-        archive_entry_set_uid(a, d->tar || c->archive ? e->uid : getuid());
-        archive_entry_set_gid(a, d->tar || c->archive ? e->gid : getgid());
+        libarchive.archive_entry_set_uid(a, d->tar || c->archive ? e->uid : getuid());
+        libarchive.archive_entry_set_gid(a, d->tar || c->archive ? e->gid : getgid());
         if (e->type == CP_DIR)
-                archive_entry_set_filetype(a, AE_IFDIR);
+                libarchive.archive_entry_set_filetype(a, AE_IFDIR);
         else if (e->type == CP_SYMLINK) {
-                archive_entry_set_filetype(a, AE_IFLNK);
-                archive_entry_set_symlink(a, e->target ?: "");
-                archive_entry_set_perm(a, 0777);
+                libarchive.archive_entry_set_filetype(a, AE_IFLNK);
+                libarchive.archive_entry_set_symlink(a, e->target ?: "");
+                libarchive.archive_entry_set_perm(a, 0777);
         } else {
-                archive_entry_set_filetype(a, AE_IFREG);
+                libarchive.archive_entry_set_filetype(a, AE_IFREG);
                 /* a tar header needs the size first; on disk it stays unset, so all that comes is written */
                 if (d->tar)
-                        archive_entry_set_size(a, (la_int64_t) e->size);
+                        libarchive.archive_entry_set_size(a, (la_int64_t) e->size);
         }
 
-        r = archive_write_header(d->w, a);
-        archive_entry_free(a);
+        r = libarchive.archive_write_header(d->w, a);
+        libarchive.archive_entry_free(a);
         if (r == ARCHIVE_WARN && !d->owner_warned) {
-                log_error("cp: warning: %s: %s", lname, archive_error_string(d->w));
+                log_error("cp: warning: %s: %s", lname, libarchive.archive_error_string(d->w));
                 d->owner_warned = true;
         } else if (r < ARCHIVE_WARN) {
                 log_error("cp: refusing to write %s from sandbox '%s': %s", lname, c->ref,
-                          archive_error_string(d->w) ?: "?");
+                          libarchive.archive_error_string(d->w) ?: "?");
                 return -EPERM;
         }
         if (e->type != CP_FILE) {
@@ -159,9 +158,9 @@ static int emit(Download *d, const char *lname, const char *rpath, const CpEntry
         if (d->tar && d->got != e->size)
                 log_error("cp: warning: %s shrank while it was copied (%" PRIu64 " bytes, then %" PRIu64
                           "): the tar stream has it padded with zeros to %" PRIu64, rpath, e->size, d->got, e->size);
-        r = archive_write_finish_entry(d->w);
+        r = libarchive.archive_write_finish_entry(d->w);
         if (r < ARCHIVE_WARN) {
-                log_error("cp: writing %s: %s", lname, archive_error_string(d->w));
+                log_error("cp: writing %s: %s", lname, libarchive.archive_error_string(d->w));
                 return -EIO;
         }
         c->files++;
@@ -302,10 +301,11 @@ int cp_download(CpContext *c, const char *src, const char *dst) {
                         return -ENOTTY;
                 }
                 top = contents || streq(clean, "/") ? strdup(".") : base_name(clean);
-                d.w = archive_write_new();
-                if (!top || !d.w || archive_write_set_format_pax_restricted(d.w) != ARCHIVE_OK ||
-                    archive_write_open_fd(d.w, STDOUT_FILENO) != ARCHIVE_OK) {
-                        log_error("cp: cannot write a tar stream: %s", d.w ? archive_error_string(d.w) : "out of memory");
+                d.w = libarchive.archive_write_new();
+                if (!top || !d.w || libarchive.archive_write_set_format_pax_restricted(d.w) != ARCHIVE_OK ||
+                    libarchive.archive_write_open_fd(d.w, STDOUT_FILENO) != ARCHIVE_OK) {
+                        log_error("cp: cannot write a tar stream: %s",
+                                  d.w ? libarchive.archive_error_string(d.w) : "out of memory");
                         r = -EIO;
                         goto out;
                 }
@@ -319,12 +319,12 @@ int cp_download(CpContext *c, const char *src, const char *dst) {
                         r = -errno;
                         goto out;
                 }
-                d.w = archive_write_disk_new();
+                d.w = libarchive.archive_write_disk_new();
                 if (!d.w) {
                         r = -ENOMEM;
                         goto out;
                 }
-                (void) archive_write_disk_set_options(
+                (void) libarchive.archive_write_disk_set_options(
                         d.w, ARCHIVE_EXTRACT_TIME | ARCHIVE_EXTRACT_PERM | ARCHIVE_EXTRACT_SECURE_NODOTDOT |
                                      ARCHIVE_EXTRACT_SECURE_SYMLINKS | ARCHIVE_EXTRACT_SECURE_NOABSOLUTEPATHS |
                                      ARCHIVE_EXTRACT_SAFE_WRITES | (c->archive ? ARCHIVE_EXTRACT_OWNER : 0));
@@ -336,15 +336,16 @@ int cp_download(CpContext *c, const char *src, const char *dst) {
 out:
         /* a tar stream cut short must not end like a whole one (libarchive pads and closes it otherwise) */
         if (d.w && d.tar && r < 0)
-                (void) archive_write_fail(d.w);
+                (void) libarchive.archive_write_fail(d.w);
         if (d.w) {
                 /* closing sets the directories' modes and times, deepest first, and ends a tar stream */
-                k = archive_write_close(d.w);
+                k = libarchive.archive_write_close(d.w);
                 if (k < ARCHIVE_WARN && r >= 0) {
-                        log_error("cp: finishing %s: %s", d.tar ? "the tar stream" : dst, archive_error_string(d.w));
+                        log_error("cp: finishing %s: %s", d.tar ? "the tar stream" : dst,
+                                  libarchive.archive_error_string(d.w));
                         r = -EIO;
                 }
-                archive_write_free(d.w);
+                libarchive.archive_write_free(d.w);
         }
         /* libarchive has no way to drop an entry it is writing: remove what a broken transfer left */
         if (d.partial && unlink(d.partial) < 0 && errno != ENOENT)

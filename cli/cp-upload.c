@@ -9,10 +9,8 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include <archive.h>
-#include <archive_entry.h>
-
 #include "cp.h"
+#include "dl-archive.h"
 #include "macro.h"
 
 /*
@@ -45,15 +43,15 @@ static void upload_done(Upload *u) {
                 free(u->dirs[i].path);
         free(u->dirs);
         if (u->a)
-                archive_read_free(u->a);
+                libarchive.archive_read_free(u->a);
 }
 
 static ssize_t read_data(void *buf, size_t max, void *userdata) {
         Upload *u = userdata;
-        la_ssize_t n = archive_read_data(u->a, buf, max);
+        la_ssize_t n = libarchive.archive_read_data(u->a, buf, max);
 
         if (n < 0) {
-                log_error("cp: reading %s: %s", u->what, archive_error_string(u->a) ?: "read error");
+                log_error("cp: reading %s: %s", u->what, libarchive.archive_error_string(u->a) ?: "read error");
                 return -ECANCELED;
         }
         cp_progress(u->c, (uint64_t) n, false);
@@ -107,20 +105,21 @@ static int ensure_parent(Upload *u, const char *path) {
 /* One entry to path in the sandbox. */
 static int put_entry(Upload *u, struct archive_entry *e, const char *path) {
         CpContext *c = u->c;
-        unsigned mode = archive_entry_perm(e) & 07777;
-        int64_t mtime = archive_entry_mtime(e);
+        unsigned mode = libarchive.archive_entry_perm(e) & 07777;
+        int64_t mtime = libarchive.archive_entry_mtime(e);
         /* without -a what lands in a sandbox belongs to root, as with docker cp */
-        int64_t uid = c->archive ? archive_entry_uid(e) : 0, gid = c->archive ? archive_entry_gid(e) : 0;
-        const char *name = archive_entry_pathname(e);
+        int64_t uid = c->archive ? libarchive.archive_entry_uid(e) : 0;
+        int64_t gid = c->archive ? libarchive.archive_entry_gid(e) : 0;
+        const char *name = libarchive.archive_entry_pathname(e);
         CpEntry st = {};
         int r;
 
-        if (archive_entry_hardlink(e)) {
+        if (libarchive.archive_entry_hardlink(e)) {
                 log_error("cp: warning: skipping %s: a hard link (to %s) in the tar stream; copy the file itself", name,
-                          archive_entry_hardlink(e));
+                          libarchive.archive_entry_hardlink(e));
                 return 0;
         }
-        switch (archive_entry_filetype(e)) {
+        switch (libarchive.archive_entry_filetype(e)) {
         case AE_IFDIR:
                 r = cp_remote_mkdir(c, path, mode, u->tar, uid, gid);
                 if (r == -EEXIST) {
@@ -148,14 +147,14 @@ static int put_entry(Upload *u, struct archive_entry *e, const char *path) {
         case AE_IFLNK:
                 if (u->tar && (r = ensure_parent(u, path)) < 0)
                         return r;
-                r = cp_remote_symlink(c, path, archive_entry_symlink(e) ?: "", c->archive ? uid : -1,
+                r = cp_remote_symlink(c, path, libarchive.archive_entry_symlink(e) ?: "", c->archive ? uid : -1,
                                       c->archive ? gid : -1);
                 if (r == -EEXIST) {
                         /* replace what is there, unless it is a directory with contents */
                         r = cp_remote_remove(c, path, false);
                         if (r >= 0 || r == -ENOENT)
-                                r = cp_remote_symlink(c, path, archive_entry_symlink(e) ?: "", c->archive ? uid : -1,
-                                                      c->archive ? gid : -1);
+                                r = cp_remote_symlink(c, path, libarchive.archive_entry_symlink(e) ?: "",
+                                                      c->archive ? uid : -1, c->archive ? gid : -1);
                 }
                 if (r < 0)
                         return r;
@@ -265,51 +264,51 @@ static int upload_path(CpContext *c, const char *src, const char *dst) {
         if (r < 0)
                 return r;
 
-        u.a = archive_read_disk_new();
+        u.a = libarchive.archive_read_disk_new();
         if (!u.a)
                 return -ENOMEM;
-        (void) archive_read_disk_set_behavior(u.a, ARCHIVE_READDISK_NO_XATTR | ARCHIVE_READDISK_NO_ACL |
+        (void) libarchive.archive_read_disk_set_behavior(u.a, ARCHIVE_READDISK_NO_XATTR | ARCHIVE_READDISK_NO_ACL |
                                                            ARCHIVE_READDISK_NO_FFLAGS);
         /* -L follows a symlink named as SRC, never one inside the tree (docker's rule) */
         if (c->follow)
-                (void) archive_read_disk_set_symlink_hybrid(u.a);
+                (void) libarchive.archive_read_disk_set_symlink_hybrid(u.a);
         else
-                (void) archive_read_disk_set_symlink_physical(u.a);
-        if (archive_read_disk_open(u.a, clean) != ARCHIVE_OK) {
-                log_error("cp: %s: %s", src, archive_error_string(u.a));
+                (void) libarchive.archive_read_disk_set_symlink_physical(u.a);
+        if (libarchive.archive_read_disk_open(u.a, clean) != ARCHIVE_OK) {
+                log_error("cp: %s: %s", src, libarchive.archive_error_string(u.a));
                 return -EIO;
         }
         for (;;) {
-                struct archive_entry *e = archive_entry_new();
+                struct archive_entry *e = libarchive.archive_entry_new();
                 _cleanup_free_ char *path = NULL;
                 const char *name, *rel;
 
                 if (!e)
                         return -ENOMEM;
-                r = archive_read_next_header2(u.a, e);
+                r = libarchive.archive_read_next_header2(u.a, e);
                 if (r == ARCHIVE_EOF) {
-                        archive_entry_free(e);
+                        libarchive.archive_entry_free(e);
                         break;
                 }
                 if (r < ARCHIVE_WARN) {
-                        log_error("cp: reading %s: %s", src, archive_error_string(u.a));
-                        archive_entry_free(e);
+                        log_error("cp: reading %s: %s", src, libarchive.archive_error_string(u.a));
+                        libarchive.archive_entry_free(e);
                         return -EIO;
                 }
                 if (r == ARCHIVE_WARN)
-                        log_error("cp: warning: %s", archive_error_string(u.a));
-                name = archive_entry_pathname(e);
+                        log_error("cp: warning: %s", libarchive.archive_error_string(u.a));
+                name = libarchive.archive_entry_pathname(e);
                 rel = name && strncmp(name, clean, strlen(clean)) == 0 ? name + strlen(clean) : NULL;
                 if (!rel) {
                         log_error("cp: unexpected name %s while walking %s", name ?: "?", src);
-                        archive_entry_free(e);
+                        libarchive.archive_entry_free(e);
                         return -EIO;
                 }
-                if (archive_read_disk_can_descend(u.a))
-                        (void) archive_read_disk_descend(u.a);
+                if (libarchive.archive_read_disk_can_descend(u.a))
+                        (void) libarchive.archive_read_disk_descend(u.a);
                 path = cp_join(target, rel);
                 r = path ? put_entry(&u, e, path) : -ENOMEM;
-                archive_entry_free(e);
+                libarchive.archive_entry_free(e);
                 if (r < 0)
                         return r;
         }
@@ -359,13 +358,13 @@ static int upload_tar(CpContext *c, const char *dst) {
         if (r < 0)
                 return r;
 
-        u.a = archive_read_new();
+        u.a = libarchive.archive_read_new();
         if (!u.a)
                 return -ENOMEM;
-        (void) archive_read_support_format_all(u.a);
-        (void) archive_read_support_filter_all(u.a);
-        if (archive_read_open_fd(u.a, STDIN_FILENO, READ_BLOCK) != ARCHIVE_OK) {
-                log_error("cp: reading a tar stream from stdin: %s", archive_error_string(u.a));
+        (void) libarchive.archive_read_support_format_all(u.a);
+        (void) libarchive.archive_read_support_filter_all(u.a);
+        if (libarchive.archive_read_open_fd(u.a, STDIN_FILENO, READ_BLOCK) != ARCHIVE_OK) {
+                log_error("cp: reading a tar stream from stdin: %s", libarchive.archive_error_string(u.a));
                 return -EIO;
         }
         for (;;) {
@@ -373,23 +372,23 @@ static int upload_tar(CpContext *c, const char *dst) {
                 _cleanup_free_ char *path = NULL;
                 const char *name;
 
-                r = archive_read_next_header(u.a, &e);
+                r = libarchive.archive_read_next_header(u.a, &e);
                 if (r == ARCHIVE_EOF)
                         break;
                 if (r < ARCHIVE_WARN) {
-                        log_error("cp: reading the tar stream on stdin: %s", archive_error_string(u.a));
+                        log_error("cp: reading the tar stream on stdin: %s", libarchive.archive_error_string(u.a));
                         return -EIO;
                 }
-                name = tar_name(archive_entry_pathname(e) ?: "");
+                name = tar_name(libarchive.archive_entry_pathname(e) ?: "");
                 if (!name) {
                         log_error("cp: warning: skipping %s: a name with '..' in the tar stream",
-                                  archive_entry_pathname(e));
+                                  libarchive.archive_entry_pathname(e));
                         continue;
                 }
                 path = cp_join(dst, name);
                 if (!path)
                         return -ENOMEM;
-                if (!name[0] && archive_entry_filetype(e) != AE_IFDIR)
+                if (!name[0] && libarchive.archive_entry_filetype(e) != AE_IFDIR)
                         continue; /* "." that is not a directory: nothing sensible to do with it */
                 r = put_entry(&u, e, path);
                 if (r < 0)
