@@ -13,12 +13,13 @@
 # Knobs: BENCH_CREATES (>= 20, default 20), BENCH_EXECS (>= 50, default 50), BENCH_PINGS (default 200),
 #        BENCH_RAW_RESTORE_CMD (see tests/bench/bench.py), BENCH_STREAM_MIB (default 64), BENCH_STREAM_RUNS
 #        (>= 3), BENCH_SESSIONS (>= 50), BENCH_PAUSES (default 30), BENCH_SUSPENDS (default 5),
-#        BENCH_FORKS (default 3), BENCH_ONLY=core|api|lifecycle|storage|templates|build|cp (one part alone;
+#        BENCH_FORKS (default 3), BENCH_ONLY=core|api|lifecycle|storage|templates|build|cp|e2b (one part alone;
 #        storage: checkpoint pause and fork on qcow2 and on a loop-mounted btrfs, side by side), BENCH_STORAGE=0 (no
 #        storage part), SPACE_TEST_ACCEL, TOP_BUILDDIR; templates: BENCH_IMPORT_MIB (default 64,512,1024),
 #        BENCH_IMPORT_RUNS (default 3), BENCH_TEMPLATE_CREATES (default 10); build (template recipes,
 #        tests/bench/bench_build.py): BENCH_BUILD_RUNS (default 2), BENCH_BUILD_RAW (default 1); cp: BENCH_CP_MIB
-#        (default 256), BENCH_CP_RUNS (>= 3).
+#        (default 256), BENCH_CP_RUNS (>= 3); e2b (the E2B facade with the Python SDK next to the native API,
+#        tests/bench/bench_e2b.py): BENCH_E2B_CREATES, BENCH_E2B_RUNS (>= 20), BENCH_E2B_TEMPLATE.
 # Numbers from a --enable-sanitizers build are slower than a release build: configure without it for figures
 # worth quoting.
 
@@ -89,6 +90,19 @@ if [ -z "${BENCH_ONLY:-}" ] || [ "$BENCH_ONLY" = lifecycle ] || [ "$BENCH_ONLY" 
                 else
                         echo "bench: btrfs disk store skipped: $BTRFS_SKIP" >&2
                 fi
+        fi
+fi
+if [ -z "${BENCH_ONLY:-}" ] || [ "$BENCH_ONLY" = e2b ]; then
+        # The E2B facade with the unmodified Python SDK next to the native API (bench_e2b.py).
+        daemon_answers || spacectl version >/dev/null 2>&1
+        SEEN_PIDS+=("$(daemon_pid)")
+        wait_for 20 tcp_answers || echo "bench: the TCP listener $API_URL does not answer" >&2
+        if sdks=$("$TESTS_DIR/../e2b/setup-sdks.sh" "$TOP_BUILDDIR/tests/e2b/.sdk"); then
+                E2B_API_KEY=$(mint_key bench-e2b) E2B_API_URL=$API_URL E2B_SANDBOX_URL=$API_URL \
+                        "$(sed -n 1p <<<"$sdks")/bin/python" "$TESTS_DIR/../bench/bench_e2b.py" || rc=1
+        else
+                echo "bench: cannot install the E2B SDKs" >&2
+                rc=1
         fi
 fi
 # QEMUs the baseline left running (bench.py kills them itself; this is the safety net).
