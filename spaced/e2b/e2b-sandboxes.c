@@ -416,6 +416,12 @@ static void post_sandboxes(Request *r, const RouteArgs *a) {
         s->expires_at = now_unix() + timeout + E2B_WAIT_SEC;
         s->on_expiry = auto_pause ? EXPIRY_SUSPEND : EXPIRY_REMOVE;
         s->auto_resume = auto_resume;
+        /* E2B's timeout is a sandbox's whole lifetime policy: one killed at its timeout is bounded by it and
+         * must not be suspended before while idle (E2B would call it running, envd would answer 502). One
+         * that pauses at its timeout keeps the idle suspend, which bounds it once it was resumed without a
+         * new timeout. */
+        if (!auto_pause)
+                s->idle_timeout = 0;
         (void) sandbox_save(s);
         log_info("sandbox %s: created for E2B from %s%s, timeout %lld s%s", s->id, source ? "snapshot " : "",
                  source ? source->id : tmpl, (long long) timeout, auto_pause ? ", pauses at its timeout" : "");
