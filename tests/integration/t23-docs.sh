@@ -72,7 +72,7 @@ check_eq "fish offers template's subcommands" "" "$missing_fish"
 check_eq "each template subcommand has a section in spacectl(1)" "" "$missing_man"
 
 # ---- the other pages
-for page in spacectl.1 spaced.8 space-template.5; do
+for page in spacectl.1 spaced.8 space-template.5 space-e2b.7; do
         check_rc "man renders $page without warnings" 0 sh -c "LC_ALL=C.UTF-8 MANROFFSEQ='' man --warnings -l '$MAN/$page' 2>&1 >/dev/null | (! grep .)"
 done
 # completing a sandbox asks the daemon for names; with none running it must not start one
