@@ -501,24 +501,31 @@ static bool upload_pump(Upload *u) {
 
 static size_t upload_write(void *userdata, Request *r, const char *data, size_t n) {
         Upload *u = userdata;
-        size_t k = n < UPLOAD_SLICE ? n : UPLOAD_SLICE;
+        size_t done = 0;
 
-        if (u->error != ERROR_NONE)
-                return n; /* dropped as it comes; the answer after the body says why */
-        if (!upload_pump(u)) {
-                http_suspend(r);
-                return 0;
+        /* Slice by slice while the guest keeps up; MHD is only called back for the rest when we suspend
+         * (after a partial take it waits for the socket instead). */
+        while (done < n) {
+                size_t k = n - done < UPLOAD_SLICE ? n - done : UPLOAD_SLICE;
+
+                if (u->error != ERROR_NONE)
+                        return n; /* dropped as it comes; the answer after the body says why */
+                if (!upload_pump(u)) {
+                        http_suspend(r);
+                        return done;
+                }
+                if (u->pp) {
+                        if (MHD_post_process(u->pp, data + done, k) != MHD_YES)
+                                upload_fail(u, ERROR_INVALID_ARGUMENT, "the multipart/form-data body is malformed");
+                } else if (u->n_parts == 0 && part_add(u, NULL) < 0)
+                        ;
+                else if (queue_record(u, 0, (uint32_t) k, data + done) < 0)
+                        upload_fail(u, ERROR_INTERNAL, "out of memory");
+                done += k;
         }
-        if (u->pp) {
-                if (MHD_post_process(u->pp, data, k) != MHD_YES)
-                        upload_fail(u, ERROR_INVALID_ARGUMENT, "the multipart/form-data body is malformed");
-        } else if (u->n_parts == 0 && part_add(u, NULL) < 0)
-                ;
-        else if (queue_record(u, 0, (uint32_t) k, data) < 0)
-                upload_fail(u, ERROR_INTERNAL, "out of memory");
         if (u->error == ERROR_NONE && !upload_pump(u))
                 http_suspend(r);
-        return k;
+        return n;
 }
 
 static void upload_respond(Request *r, Upload *u) {

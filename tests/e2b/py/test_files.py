@@ -1,0 +1,222 @@
+# SPDX-License-Identifier: Apache-2.0
+"""sbx.files through the Python SDK (sync): envd's filesystem service and /files, as the default user
+`user` unless a test says otherwise."""
+import hashlib
+import io
+import os
+import subprocess
+import time
+import urllib.request
+
+import pytest
+from e2b import FileType, Sandbox
+from e2b.exceptions import FileNotFoundException, SandboxException
+from e2b.sandbox.filesystem.filesystem import WriteEntry
+from e2b.sandbox.filesystem.watch_handle import FilesystemEventType
+
+from conftest import space_api
+
+
+def test_write_read_text_bytes_stream(sbx):
+    info = sbx.files.write("/home/user/t/a.txt", "hello ünïcode\n")
+    assert (info.name, info.type, info.path) == ("a.txt", "file", "/home/user/t/a.txt")
+    assert sbx.files.read("/home/user/t/a.txt") == "hello ünïcode\n"
+    data = bytes(range(256)) * 10
+    sbx.files.write("/home/user/t/b.bin", data)
+    assert bytes(sbx.files.read("/home/user/t/b.bin", format="bytes")) == data
+    assert b"".join(sbx.files.read("/home/user/t/b.bin", format="stream")) == data
+    # an IO object, and an empty file
+    sbx.files.write("/home/user/t/io.bin", io.BytesIO(b"from io"))
+    assert sbx.files.read("/home/user/t/io.bin") == "from io"
+    sbx.files.write("/home/user/t/empty", "")
+    assert sbx.files.read("/home/user/t/empty") == ""
+    # overwrite
+    sbx.files.write("/home/user/t/a.txt", "second")
+    assert sbx.files.read("/home/user/t/a.txt") == "second"
+
+
+def test_octet_stream_write(sbx):
+    info = sbx.files.write("/home/user/oct/x.txt", "raw body", use_octet_stream=True)
+    assert info.path == "/home/user/oct/x.txt"
+    assert sbx.files.read("/home/user/oct/x.txt") == "raw body"
+    infos = sbx.files.write_files([WriteEntry(path="oct/y", data=b"y"), WriteEntry(path="oct/z", data="z")],
+                                  use_octet_stream=True)
+    assert [i.path for i in infos] == ["/home/user/oct/y", "/home/user/oct/z"]
+
+
+def test_write_many_files_in_one_call(sbx):
+    files = [WriteEntry(path=f"/home/user/many/{i}.txt", data=f"file {i}") for i in range(20)]
+    infos = sbx.files.write_files(files)
+    assert [i.path for i in infos] == [f"/home/user/many/{i}.txt" for i in range(20)]
+    for i in (0, 7, 19):
+        assert sbx.files.read(f"/home/user/many/{i}.txt") == f"file {i}"
+
+
+def test_list_depth_and_info(sbx):
+    sbx.files.write("/home/user/ls/f1", "12345")
+    sbx.files.make_dir("/home/user/ls/d1/d2")
+    names = sorted(e.name for e in sbx.files.list("/home/user/ls"))
+    assert names == ["d1", "f1"]
+    deep = {e.path: e for e in sbx.files.list("/home/user/ls", depth=2)}
+    assert set(deep) == {"/home/user/ls/f1", "/home/user/ls/d1", "/home/user/ls/d1/d2"}
+    f = deep["/home/user/ls/f1"]
+    assert f.type == FileType.FILE and f.size == 5 and f.mode == 0o644
+    assert f.permissions == "-rw-r--r--" and f.owner == "user" and f.group == "user"
+    assert abs(f.modified_time.timestamp() - time.time()) < 3600 * 24
+    d = sbx.files.get_info("/home/user/ls/d1")
+    assert d.type == FileType.DIR and d.permissions.startswith("d") and d.name == "d1"
+    with pytest.raises(FileNotFoundException):
+        sbx.files.list("/home/user/nope")
+
+
+def test_exists_make_dir_rename_remove(sbx):
+    assert sbx.files.exists("/etc/passwd")
+    assert not sbx.files.exists("/home/user/nothing-here")
+    assert sbx.files.make_dir("/home/user/mk/a/b") is True
+    assert sbx.files.make_dir("/home/user/mk/a/b") is False
+    sbx.files.write("/home/user/mk/f", "x")
+    moved = sbx.files.rename("/home/user/mk/f", "/home/user/mk/g")
+    assert moved.path == "/home/user/mk/g" and moved.name == "g"
+    assert not sbx.files.exists("/home/user/mk/f")
+    sbx.files.remove("/home/user/mk")
+    assert not sbx.files.exists("/home/user/mk")
+    with pytest.raises(FileNotFoundException):
+        sbx.files.read("/home/user/mk/g")
+    with pytest.raises(FileNotFoundException):
+        sbx.files.get_info("/home/user/mk")
+
+
+def test_users_and_relative_paths(sbx):
+    info = sbx.files.write("rel/r.txt", "relative")
+    assert info.path == "/home/user/rel/r.txt"
+    assert sbx.files.get_info("/home/user/rel/r.txt").owner == "user"
+    assert sbx.files.get_info("/home/user/rel").owner == "user"
+    # user may not write into /root; root may, and what it writes is root's
+    with pytest.raises(SandboxException):
+        sbx.files.write("/root/denied.txt", "no")
+    with pytest.raises(SandboxException):
+        sbx.files.make_dir("/root/denied")
+    info = sbx.files.write("/root/ok.txt", "yes", user="root")
+    assert info.path == "/root/ok.txt"
+    assert sbx.files.get_info("/root/ok.txt", user="root").owner == "root"
+    assert sbx.files.read("/root/ok.txt", user="root") == "yes"
+    # a relative path of root's is below /root
+    assert sbx.files.write("rootrel.txt", "r", user="root").path == "/root/rootrel.txt"
+
+
+def test_watch_dir_polled(sbx):
+    sbx.files.make_dir("/home/user/w")
+    h = sbx.files.watch_dir("/home/user/w")
+    try:
+        sbx.files.write("/home/user/w/new.txt", "data")
+        seen = []
+        for _ in range(30):
+            seen += h.get_new_events()
+            if any(e.name == "new.txt" and e.type == FilesystemEventType.WRITE for e in seen):
+                break
+            time.sleep(0.2)
+        assert any(e.name == "new.txt" and e.type == FilesystemEventType.CREATE for e in seen), seen
+        assert any(e.name == "new.txt" and e.type == FilesystemEventType.WRITE for e in seen), seen
+        sbx.files.remove("/home/user/w/new.txt")
+        for _ in range(30):
+            ev = h.get_new_events()
+            if any(e.name == "new.txt" and e.type == FilesystemEventType.REMOVE for e in ev):
+                break
+            time.sleep(0.2)
+        else:
+            pytest.fail("no REMOVE event")
+    finally:
+        h.stop()
+    with pytest.raises(SandboxException):
+        h.get_new_events()
+
+
+def _daemon_hwm_kib():
+    status, v = space_api("GET", "/v1/version")
+    with open(f"/proc/{v['pid']}/status") as f:
+        for line in f:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1])
+    return 0
+
+
+def test_50mib_round_trip_bounded(sbx, tmp_path):
+    blob = os.urandom(1024 * 1024) * 50
+    want = hashlib.sha256(blob).hexdigest()
+    src = tmp_path / "big.bin"
+    src.write_bytes(blob)
+    before = _daemon_hwm_kib()
+    with open(src, "rb") as f:
+        sbx.files.write("/home/user/big.bin", f)
+    got = hashlib.sha256()
+    for chunk in sbx.files.read("/home/user/big.bin", format="stream"):
+        got.update(chunk)
+    assert got.hexdigest() == want
+    assert sbx.files.get_info("/home/user/big.bin").size == len(blob)
+    # the daemon streamed it: its peak memory did not grow by the file's size
+    assert _daemon_hwm_kib() - before < 40 * 1024
+    sbx.files.remove("/home/user/big.bin")
+
+
+def test_signed_urls_with_curl(sbx, tmp_path):
+    sbx.files.write("/home/user/dl.txt", "download me")
+    url = sbx.download_url("/home/user/dl.txt")
+    assert "signature=" in url
+    out = subprocess.run(["curl", "-sf", url], capture_output=True, check=True).stdout
+    assert out == b"download me"
+    # an expiring one, and a tampered one
+    url = sbx.download_url("/home/user/dl.txt", use_signature_expiration=60)
+    assert subprocess.run(["curl", "-sf", url], capture_output=True).stdout == b"download me"
+    bad = url.replace("dl.txt", "other.txt")
+    assert subprocess.run(["curl", "-s", "-o", "/dev/null", "-w", "%{http_code}", bad],
+                          capture_output=True).stdout == b"401"
+    src = tmp_path / "up.txt"
+    src.write_text("uploaded")
+    url = sbx.upload_url("/home/user/up.txt")
+    subprocess.run(["curl", "-sf", "-F", f"file=@{src}", url], capture_output=True, check=True)
+    assert sbx.files.read("/home/user/up.txt") == "uploaded"
+
+
+def _raw_files(sbx, method, query, headers=None, body=None):
+    """/files with the sandbox's token, around the SDK."""
+    req = urllib.request.Request(f"{sbx.envd_api_url}/files?{query}", data=body, method=method,
+                                 headers={"X-Access-Token": sbx._envd_access_token,
+                                          "E2b-Sandbox-Id": sbx.sandbox_id, **(headers or {})})
+    try:
+        with urllib.request.urlopen(req) as r:
+            return r.status, r.read()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read()
+
+
+def _multipart(filename, data):
+    b = b"XyZbOuNdArY"
+    body = (b"--" + b + b'\r\nContent-Disposition: form-data; name="file"; filename="' + filename +
+            b'"\r\nContent-Type: application/octet-stream\r\n\r\n' + data + b"\r\n--" + b + b"--\r\n")
+    return body, {"Content-Type": "multipart/form-data; boundary=XyZbOuNdArY"}
+
+
+def test_hostile_uploads(sbx):
+    # traversal is only a path in the guest
+    body, h = _multipart(b"/home/user/../user/trav.txt", b"t")
+    st, out = _raw_files(sbx, "POST", "", h, body)
+    assert st == 200, out
+    assert sbx.files.read("/home/user/trav.txt") == "t"
+    # control characters and overlong names are refused
+    for name in (b"/tmp/a\x01b", b"/tmp/new\nline", b"/tmp/" + b"x" * 5000):
+        body, h = _multipart(name, b"x")
+        st, out = _raw_files(sbx, "POST", "", h, body)
+        assert st == 400, (name[:20], st, out)
+    # a body that is not multipart at all, a raw upload without a path
+    st, _ = _raw_files(sbx, "POST", "", {"Content-Type": "text/plain"}, b"x")
+    assert st == 400
+    st, _ = _raw_files(sbx, "POST", "", {"Content-Type": "application/octet-stream"}, b"x")
+    assert st == 400
+    # a gzip body is refused (not decoded), and nothing is written
+    st, _ = _raw_files(sbx, "POST", "path=/tmp/gz", {"Content-Type": "application/octet-stream",
+                                                     "Content-Encoding": "gzip"}, b"\x1f\x8b")
+    assert st == 501
+    assert not sbx.files.exists("/tmp/gz")
+    # NUL in ?path=
+    st, _ = _raw_files(sbx, "GET", "path=/etc/pass%00wd")
+    assert st == 400
