@@ -58,6 +58,7 @@
  *                  -> OK(s, kv: entry) | ERROR(s, kv: errno, message[, code=too_many_entries])
  *                  stat    follow=0|1                               -> OK(entry of path)
  *                  mkdir   mode, parents=0|1, uid, gid               -> OK(entry); EEXIST without parents
+ *                          exclusive=1: EEXIST with parents too, when the directory itself exists
  *                  remove  recursive=0|1                             -> OK()
  *                  move    to (path is the source)                   -> OK(entry of to)
  *                  symlink target, uid, gid                          -> OK(entry)
