@@ -342,10 +342,11 @@ int envd_stream_attach(Request *r, Process *p, const EnvdStreamSpec *spec) {
         q = process_client_new(p, spec->from_start ? 0 : spec->after_id, true, format_event, st, &w, &st->client);
         if (q < 0) {
                 stream_free(st);
+                /* answered, but still a failure: a process just started for this stream is not left behind */
                 if (q == -EMFILE)
-                        return envd_stream_error(r, "resource_exhausted",
+                        (void) envd_stream_error(r, "resource_exhausted",
                                                  "sandbox %s has %u process streams open, the limit; close one first",
-                                                 p->sandbox_id, PROCESS_CLIENTS_MAX) ?: q;
+                                                 p->sandbox_id, PROCESS_CLIENTS_MAX);
                 return q;
         }
         r->stream = (HttpStream) { .read = stream_read, .detach = stream_detach, .userdata = st };
