@@ -246,6 +246,11 @@ static int migrate_v3(sqlite3 *db, Error *reterr) {
                     reterr);
 }
 
+/* The time to live a sandbox was given, so that a resume can give it again. */
+static int migrate_v4(sqlite3 *db, Error *reterr) {
+        return exec(db, "ALTER TABLE sandboxes ADD COLUMN ttl INTEGER NOT NULL DEFAULT 0;", reterr);
+}
+
 typedef struct Migration {
         int version; /* the user_version it leaves behind */
         const char *name;
@@ -255,6 +260,7 @@ typedef struct Migration {
 static const Migration migrations[] = {
         { 2, "the whole schema, completing databases from before numbered migrations", migrate_v2 },
         { 3, "sandbox metadata, E2B access tokens and auto resume", migrate_v3 },
+        { 4, "the time to live a sandbox was given", migrate_v4 },
 };
 
 static int read_version(sqlite3 *db, int *ret, Error *reterr) {

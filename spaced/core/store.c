@@ -94,8 +94,8 @@ int store_put_sandbox(Store *s, const Sandbox *sb) {
                                 /* an upsert on id only: REPLACE would also evict a row holding the same name */
                                 "INSERT INTO sandboxes (id, name, template, template_digest, state, vcpu,"
                                 " memory_mib, disk_mib, env, created_at, qemu_pid, run_dir, data_dir, error,"
-                                " idle_timeout, expires_at, on_expiry, last_active, metadata, access_token, auto_resume)"
-                                " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"
+                                " idle_timeout, expires_at, on_expiry, last_active, metadata, access_token, auto_resume, ttl)"
+                                " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"
                                 " ON CONFLICT(id) DO UPDATE SET name=excluded.name, template=excluded.template,"
                                 " template_digest=excluded.template_digest, state=excluded.state, vcpu=excluded.vcpu,"
                                 " memory_mib=excluded.memory_mib, disk_mib=excluded.disk_mib, env=excluded.env,"
@@ -104,7 +104,7 @@ int store_put_sandbox(Store *s, const Sandbox *sb) {
                                 " idle_timeout=excluded.idle_timeout, expires_at=excluded.expires_at,"
                                 " on_expiry=excluded.on_expiry, last_active=excluded.last_active,"
                                 " metadata=excluded.metadata, access_token=excluded.access_token,"
-                                " auto_resume=excluded.auto_resume",
+                                " auto_resume=excluded.auto_resume, ttl=excluded.ttl",
                                 -1, &st, NULL);
         if (rc != SQLITE_OK)
                 return sqlite_to_errno(rc);
@@ -129,6 +129,7 @@ int store_put_sandbox(Store *s, const Sandbox *sb) {
         sqlite_bind_text(st, 19, sb->metadata ?: "{}");
         sqlite_bind_text(st, 20, sb->access_token);
         sqlite3_bind_int(st, 21, sb->auto_resume);
+        sqlite3_bind_int64(st, 22, sb->ttl);
         rc = sqlite3_step(st);
         return rc == SQLITE_DONE ? 0 : sqlite_to_errno(rc);
 }
@@ -152,7 +153,7 @@ int store_load_sandboxes(Store *s, Manager *m) {
         rc = sqlite3_prepare_v2(s->db,
                                 "SELECT id, name, template, template_digest, state, vcpu, memory_mib, disk_mib, env,"
                                 " created_at, qemu_pid, run_dir, data_dir, error, idle_timeout, expires_at, on_expiry,"
-                                " last_active, metadata, access_token, auto_resume FROM sandboxes ORDER BY created_at",
+                                " last_active, metadata, access_token, auto_resume, ttl FROM sandboxes ORDER BY created_at",
                                 -1, &st, NULL);
         if (rc != SQLITE_OK)
                 return sqlite_to_errno(rc);
@@ -191,6 +192,7 @@ int store_load_sandboxes(Store *s, Manager *m) {
                         sb->metadata = sqlite_column_strdup(st, 18);
                 sb->access_token = sqlite_column_strdup(st, 19);
                 sb->auto_resume = sqlite3_column_int(st, 20) != 0;
+                sb->ttl = sqlite3_column_int64(st, 21);
                 if (!sb->template_name || !sb->env) {
                         sandbox_free(sb);
                         return -ENOMEM;

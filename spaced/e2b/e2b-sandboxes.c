@@ -294,6 +294,7 @@ static void respond_sandbox(Request *r, unsigned status, Sandbox *s) {
 
 static void set_timeout(Sandbox *s, int64_t timeout) {
         s->expires_at = now_unix() + timeout;
+        s->ttl = timeout;
         (void) sandbox_save(s);
 }
 
@@ -414,6 +415,7 @@ static void post_sandboxes(Request *r, const RouteArgs *a) {
         }
         /* until it runs, a create nobody waits for any more is bounded by the same time to live */
         s->expires_at = now_unix() + timeout + E2B_WAIT_SEC;
+        s->ttl = timeout;
         s->on_expiry = auto_pause ? EXPIRY_SUSPEND : EXPIRY_REMOVE;
         s->auto_resume = auto_resume;
         /* E2B's timeout is a sandbox's whole lifetime policy: one killed at its timeout is bounded by it and

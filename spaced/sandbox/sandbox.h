@@ -56,6 +56,7 @@ struct Sandbox {
         char *metadata;       /* the user's labels: a JSON object of strings, as text; NULL: none */
         char *access_token;   /* 32 hex: the E2B envd token (routes envd requests; ARCHITECTURE.md decision 11) */
         bool auto_resume;     /* suspended by its time to live: used again (E2B envd, connect) wakes it */
+        int64_t ttl;          /* the time to live last given, in seconds (0: none): counted again on a resume */
         bool busy;           /* a lifecycle operation is in flight */
         bool pooled;         /* made for a warm pool (POOLED once ready) */
         bool has_pool_fd;

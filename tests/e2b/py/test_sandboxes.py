@@ -12,7 +12,7 @@ import urllib.request
 import uuid
 
 import pytest
-from e2b import (AuthenticationException, NotFoundException, Sandbox, SandboxException, SandboxQuery,
+from e2b import (AuthenticationException, CommandExitException, NotFoundException, Sandbox, SandboxException, SandboxQuery,
                  SandboxState)
 
 from conftest import TEMPLATE, space_api
@@ -178,6 +178,9 @@ def test_timeout_pauses_and_work_resumes_it():
         # auto resume: using it wakes it
         assert s.commands.run("cat /tmp/p.txt").stdout == "before\n"
         assert s.get_info().state == SandboxState.RUNNING
+        # resumed by use, it has its timeout again: it pauses once more, and use wakes it again
+        wait_for("the sandbox to pause again at its timeout", lambda: native_state(s.sandbox_id) == "suspended", 60)
+        assert s.commands.run("cat /tmp/p.txt").stdout == "before\n"
     finally:
         s.kill()
 
@@ -279,3 +282,27 @@ def test_errors_say_what_is_wrong():
     # allow_internet_access=False is accepted: a sandbox has no network device to begin with
     s = Sandbox.create(TEMPLATE, timeout=30, allow_internet_access=False)
     s.kill()
+
+
+def test_logs_list_what_ran():
+    s = Sandbox.create(TEMPLATE, timeout=300)
+    try:
+        s.commands.run("true")
+        try:
+            s.commands.run("exit 3")
+        except CommandExitException:
+            pass
+        status, body = api("GET", f"/sandboxes/{s.sandbox_id}/logs")
+        assert status == 200
+        lines = [entry["line"] for entry in body["logs"]]
+        assert any("started as user" in line and "bash -l -c true" in line for line in lines), lines
+        assert any("exited with code 3" in line for line in lines), lines
+        assert len(body["logEntries"]) == len(lines)
+        # v2: filtered by level, newest first
+        status, body = api("GET", f"/v2/sandboxes/{s.sandbox_id}/logs?level=warn&direction=backward")
+        assert status == 200
+        assert [e["level"] for e in body["logs"]] == ["warn"], body
+        assert body["logs"][0]["message"].endswith("exited with code 3")
+        assert api("GET", f"/v2/sandboxes/{s.sandbox_id}/logs?level=loud")[0] == 400
+    finally:
+        s.kill()
