@@ -8,7 +8,9 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "core/store.h"
 #include "core/util.h"
+#include "json-util.h"
 #include "e2b/e2b-control.h"
 #include "macro.h"
 #include "string-util.h"
@@ -522,30 +524,201 @@ void e2b_get_metrics(Request *r, const RouteArgs *a) {
         http_respond_json(r, 200, list);
 }
 
-/* ---- logs: space keeps no log of a sandbox as a whole (each process has its own output, through
- * commands); the lists are empty, never an error, so that code reading them goes on. */
+/* ---- logs: a sandbox's log is what happened in it that space records, its processes: each start (what ran,
+ * as whom, where) and each end (how). Output is not in it; it is each command's own (commands, logs). */
+
+#define LOG_LIMIT_DEFAULT 1000U
+#define LOG_LIMIT_MAX 10000U
+#define LOG_SEARCH_MAX 256
+
+typedef struct LogEntry {
+        int64_t at_ms;
+        const char *level;   /* E2B's: debug, info, warn, error */
+        char *message;
+        const ProcessRecord *process;
+        size_t seq;          /* made in this order: a start before its end within the same second */
+} LogEntry;
+
+static int log_entry_cmp(const void *a, const void *b) {
+        const LogEntry *x = a, *y = b;
+
+        if (x->at_ms != y->at_ms)
+                return x->at_ms < y->at_ms ? -1 : 1;
+        return x->seq < y->seq ? -1 : x->seq > y->seq;
+}
+
+/* The argv column is JSON text of the words: shown as one line, control characters escaped. */
+static char *argv_line(const char *json) {
+        _cleanup_strv_free_ char **argv = strv_from_json_text(json);
+        _cleanup_free_ char *line = NULL;
+        size_t n = 0;
+
+        if (!argv)
+                return strdup("?");
+        for (char **w = argv; *w; w++)
+                n += strlen(*w) + 1;
+        line = calloc(1, n + 1);
+        if (!line)
+                return NULL;
+        for (char **w = argv; *w; w++) {
+                if (w != argv)
+                        strcat(line, " ");
+                strcat(line, *w);
+        }
+        return string_escape_control(line);
+}
+
+static int log_entries_of(const ProcessRecord *recs, size_t n, LogEntry **ret, size_t *ret_n) {
+        LogEntry *e = calloc(2 * n + 1, sizeof *e);
+        size_t k = 0;
+
+        if (!e)
+                return -ENOMEM;
+        for (size_t i = 0; i < n; i++) {
+                const ProcessRecord *p = &recs[i];
+                _cleanup_free_ char *cmd = argv_line(p->argv);
+                char *msg = NULL;
+
+                if (!cmd || asprintf(&msg, "process %d started as %s in %s: %s", p->pid, p->user ?: "root",
+                                     p->cwd ?: "/", cmd) < 0)
+                        goto oom;
+                e[k++] = (LogEntry) { p->started_at * 1000, "info", msg, p };
+                msg = NULL;
+                if (streq_ptr(p->state, "exited")) {
+                        bool clean = p->exit_code == 0 && p->signal <= 0 && !p->timed_out;
+                        int m;
+
+                        if (p->timed_out)
+                                m = asprintf(&msg, "process %d timed out and was killed", p->pid);
+                        else if (p->signal > 0)
+                                m = asprintf(&msg, "process %d was killed by signal %d", p->pid, p->signal);
+                        else
+                                m = asprintf(&msg, "process %d exited with code %d", p->pid, p->exit_code);
+                        if (m < 0)
+                                goto oom;
+                        e[k++] = (LogEntry) { (p->exited_at > 0 ? p->exited_at : p->started_at) * 1000,
+                                              clean ? "info" : "warn", msg, p };
+                } else if (streq_ptr(p->state, "lost")) {
+                        if (asprintf(&msg, "process %d was lost (the daemon restarted and the guest no longer "
+                                           "knew it)", p->pid) < 0)
+                                goto oom;
+                        e[k++] = (LogEntry) { p->started_at * 1000, "error", msg, p };
+                }
+        }
+        for (size_t i = 0; i < k; i++)
+                e[i].seq = i;
+        qsort(e, k, sizeof *e, log_entry_cmp);
+        *ret = e;
+        *ret_n = k;
+        return 0;
+oom:
+        for (size_t i = 0; i < k; i++)
+                free(e[i].message);
+        free(e);
+        return -ENOMEM;
+}
+
+static cJSON *log_entry_json(const LogEntry *e, bool v1_line) {
+        cJSON *o = cJSON_CreateObject(), *fields;
+        char when[40];
+        time_t t = (time_t) (e->at_ms / 1000);
+        struct tm tm;
+
+        gmtime_r(&t, &tm);
+        strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%S", &tm);
+        snprintf(when + strlen(when), sizeof when - strlen(when), ".%03dZ", (int) (e->at_ms % 1000));
+        cJSON_AddStringToObject(o, "timestamp", when);
+        if (v1_line) {
+                cJSON_AddStringToObject(o, "line", e->message);
+                return o;
+        }
+        cJSON_AddStringToObject(o, "level", e->level);
+        cJSON_AddStringToObject(o, "message", e->message);
+        fields = cJSON_AddObjectToObject(o, "fields");
+        cJSON_AddNumberToObject(fields, "pid", e->process->pid);
+        cJSON_AddStringToObject(fields, "user", e->process->user ?: "root");
+        return o;
+}
+
+static bool level_at_least(const char *level, const char *min) {
+        static const char *const order[] = { "debug", "info", "warn", "error" };
+        int a = 0, b = 0;
+
+        for (int i = 0; i < 4; i++) {
+                if (streq(level, order[i]))
+                        a = i;
+                if (min && streq(min, order[i]))
+                        b = i;
+        }
+        return a >= b;
+}
+
+/* v1: ?start= (unix ms) and ?limit=, oldest first, as lines and as entries. v2: ?cursor= (unix ms),
+ * ?limit=, ?direction=forward|backward, ?level= (the least level shown), ?search= (a substring). */
+static void respond_logs(Request *r, const RouteArgs *a, bool v2) {
+        const char *dir = http_query(r, "direction"), *level = http_query(r, "level"), *search = http_query(r, "search");
+        ProcessRecord *recs = NULL;
+        LogEntry *entries = NULL;
+        uint64_t from = 0, limit = LOG_LIMIT_DEFAULT;
+        size_t n = 0, k = 0, shown = 0;
+        bool backward = false;
+        cJSON *o, *lines = NULL, *list;
+        Sandbox *s;
+        int q;
+
+        if (query_uint(r, v2 ? "cursor" : "start", 0, INT64_MAX, &from) < 0 ||
+            query_uint(r, "limit", 0, LOG_LIMIT_MAX, &limit) < 0 || e2b_find_sandbox(r, a->arg[0], &s) < 0)
+                return;
+        if (v2 && dir && !(backward = streq(dir, "backward")) && !streq(dir, "forward")) {
+                http_respond_error(r, ERROR_INVALID_ARGUMENT, "direction must be forward or backward");
+                return;
+        }
+        if (v2 && level && !streq(level, "debug") && !streq(level, "info") && !streq(level, "warn") &&
+            !streq(level, "error")) {
+                http_respond_error(r, ERROR_INVALID_ARGUMENT, "level must be debug, info, warn or error");
+                return;
+        }
+        if (v2 && search && strlen(search) > LOG_SEARCH_MAX) {
+                http_respond_error(r, ERROR_INVALID_ARGUMENT, "search is longer than %d bytes", LOG_SEARCH_MAX);
+                return;
+        }
+        q = store_load_processes(http_manager(r->http)->store, s->id, NULL, &recs, &n);
+        if (q >= 0)
+                q = log_entries_of(recs, n, &entries, &k);
+        if (q < 0) {
+                http_respond_error(r, ERROR_INTERNAL, "cannot read the sandbox's processes: %s", strerror(-q));
+                goto out;
+        }
+        o = cJSON_CreateObject();
+        if (!v2)
+                lines = cJSON_AddArrayToObject(o, "logs");
+        list = cJSON_AddArrayToObject(o, v2 ? "logs" : "logEntries");
+        for (size_t i = 0; i < k && shown < limit; i++) {
+                const LogEntry *e = &entries[backward ? k - 1 - i : i];
+
+                if (from > 0 && (backward ? (uint64_t) e->at_ms > from : (uint64_t) e->at_ms < from))
+                        continue;
+                if (v2 && ((level && !level_at_least(e->level, level)) || (search && !strstr(e->message, search))))
+                        continue;
+                if (lines)
+                        cJSON_AddItemToArray(lines, log_entry_json(e, true));
+                cJSON_AddItemToArray(list, log_entry_json(e, false));
+                shown++;
+        }
+        http_respond_json(r, 200, o);
+out:
+        for (size_t i = 0; i < k; i++)
+                free(entries[i].message);
+        free(entries);
+        for (size_t i = 0; i < n; i++)
+                process_record_done(&recs[i]);
+        free(recs);
+}
 
 void e2b_get_logs(Request *r, const RouteArgs *a) {
-        uint64_t dummy;
-        Sandbox *s;
-        cJSON *o;
-
-        if (query_uint(r, "start", 0, INT64_MAX, &dummy) < 0 || query_uint(r, "limit", 0, UINT32_MAX, &dummy) < 0 ||
-            e2b_find_sandbox(r, a->arg[0], &s) < 0)
-                return;
-        o = cJSON_CreateObject();
-        cJSON_AddArrayToObject(o, "logs");
-        cJSON_AddArrayToObject(o, "logEntries");
-        http_respond_json(r, 200, o);
+        respond_logs(r, a, false);
 }
 
 void e2b_get_logs_v2(Request *r, const RouteArgs *a) {
-        Sandbox *s;
-        cJSON *o;
-
-        if (e2b_find_sandbox(r, a->arg[0], &s) < 0)
-                return;
-        o = cJSON_CreateObject();
-        cJSON_AddArrayToObject(o, "logs");
-        http_respond_json(r, 200, o);
+        respond_logs(r, a, true);
 }
