@@ -31,9 +31,13 @@ static void process_update(Request *r, const RouteArgs *a);
         { "POST", "/process.Process/" name, fn, .auth = ROUTE_AUTH_TOKEN, .errors = ERROR_STYLE_CONNECT,      \
           __VA_ARGS__ }
 
+/* server streams: errors as an end-of-stream envelope */
+#define ENVD_STREAM_ROUTE(name, fn)                                                                        \
+        { "POST", "/process.Process/" name, fn, .auth = ROUTE_AUTH_TOKEN, .errors = ERROR_STYLE_CONNECT_STREAM }
+
 const Route envd_process_routes[] = {
-        ENVD_ROUTE("Start", process_start),
-        ENVD_ROUTE("Connect", process_connect),
+        ENVD_STREAM_ROUTE("Start", process_start),
+        ENVD_STREAM_ROUTE("Connect", process_connect),
         ENVD_ROUTE("List", process_list),
         ENVD_ROUTE("SendInput", envd_process_send_input),
         ENVD_ROUTE("StreamInput", envd_process_stream_input, .begin = envd_process_stream_input_begin),

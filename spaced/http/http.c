@@ -209,6 +209,36 @@ int http_respond_json(Request *r, unsigned status, cJSON *body) {
         return queue(r, status, resp);
 }
 
+/* The whole body of a Connect stream that ends before it began: one end-of-stream envelope (flags 0x02, a
+ * big-endian length, the JSON). Takes o. */
+static int respond_end_stream(Request *r, cJSON *o) {
+        _cleanup_free_ char *text = cJSON_PrintUnformatted(o);
+        struct MHD_Response *resp;
+        uint8_t *body;
+        size_t n;
+
+        cJSON_Delete(o);
+        if (!text)
+                return -ENOMEM;
+        n = strlen(text);
+        body = malloc(n + 5);
+        if (!body)
+                return -ENOMEM;
+        body[0] = 0x02;
+        body[1] = (uint8_t) (n >> 24);
+        body[2] = (uint8_t) (n >> 16);
+        body[3] = (uint8_t) (n >> 8);
+        body[4] = (uint8_t) n;
+        memcpy(body + 5, text, n);
+        resp = MHD_create_response_from_buffer(n + 5, body, MHD_RESPMEM_MUST_FREE);
+        if (!resp) {
+                free(body);
+                return -ENOMEM;
+        }
+        MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "application/connect+json");
+        return queue(r, MHD_HTTP_OK, resp);
+}
+
 const char *http_connect_code(unsigned status, unsigned *ret_status) {
         static const struct {
                 unsigned status;
@@ -253,6 +283,14 @@ int http_respond_error(Request *r, ErrorCode code, const char *fmt, ...) {
         case ERROR_STYLE_CONNECT:
                 cJSON_AddStringToObject(o, "code", http_connect_code(status, &status));
                 break;
+        case ERROR_STYLE_CONNECT_STREAM: {
+                cJSON *e = cJSON_AddObjectToObject(o, "error");
+
+                cJSON_AddStringToObject(e, "code", http_connect_code(status, NULL));
+                cJSON_AddStringToObject(e, "message", msg ?: error_code_to_string(code));
+                free(msg);
+                return respond_end_stream(r, o);
+        }
         default:
                 cJSON_AddStringToObject(o, "code", error_code_to_string(code));
         }
@@ -269,8 +307,10 @@ static int respond_unauthorized(Request *r, const char *message) {
         if (r->error_style == ERROR_STYLE_E2B)
                 cJSON_AddNumberToObject(o, "code", 401);
         else
-                cJSON_AddStringToObject(o, "code", r->error_style == ERROR_STYLE_CONNECT ? "unauthenticated"
-                                                                                         : "unauthorized");
+                cJSON_AddStringToObject(o, "code", r->error_style == ERROR_STYLE_CONNECT ||
+                                                                   r->error_style == ERROR_STYLE_CONNECT_STREAM
+                                                           ? "unauthenticated"
+                                                           : "unauthorized");
         cJSON_AddStringToObject(o, "message", message);
         text = cJSON_PrintUnformatted(o);
         cJSON_Delete(o);

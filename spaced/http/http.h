@@ -39,6 +39,9 @@ typedef enum ErrorStyle {
         ERROR_STYLE_NATIVE,
         ERROR_STYLE_E2B,
         ERROR_STYLE_CONNECT,
+        /* A Connect server stream: 200 and an end-of-stream envelope carrying the error, since the JS SDK
+         * ignores the body of any other status on a stream and guesses the code from the status. */
+        ERROR_STYLE_CONNECT_STREAM,
 } ErrorStyle;
 
 /* A streaming response body, fed by a subsystem object (a process's SSE client, a file download) through the

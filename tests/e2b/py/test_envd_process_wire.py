@@ -152,3 +152,18 @@ def test_hostile_bodies(sbx):
     # a StreamInput envelope that claims more than the limit is refused, not buffered
     r = httpx.post(f"{URL}/process.Process/StreamInput", content=b"\x00\x7f\xff\xff\xff" + b"x" * 100, headers=h)
     assert r.status_code == 200 and b"resource_exhausted" in r.content
+
+
+def test_stream_refused_before_it_starts_is_an_end_stream_error(sbx):
+    # An unknown sandbox (or a token that is not its own): still HTTP 200 with one end-of-stream envelope, since
+    # the JS SDK reads no body of another status on a stream.
+    for hdrs in ({"E2b-Sandbox-Id": "0" * 32}, {"X-Access-Token": "f" * 32}):
+        ev = stream_call(sbx, "Start", start_msg("true"), **hdrs)
+        assert len(ev) == 1 and ev[0][0] == 2, ev
+        assert ev[0][1]["error"]["code"] == "unavailable" and ev[0][1]["error"]["message"], ev
+    # a malformed request envelope: invalid_argument, the same way
+    with httpx.Client(timeout=30) as c:
+        r = c.post(f"{URL}/process.Process/Start", content=b"\x00\x00\x00\x00\x09{}",
+                   headers=headers(sbx, **{"Content-Type": "application/connect+json"}))
+    assert r.status_code == 200 and r.content[0] == 2
+    assert json.loads(r.content[5:])["error"]["code"] == "invalid_argument"
