@@ -32,7 +32,9 @@ const Route envd_filesystem_routes[] = {
         RPC("MakeDir", rpc_make_dir),
         RPC("Move", rpc_move),
         RPC("Remove", rpc_remove),
-        RPC("WatchDir", envd_watch_dir),
+        /* a stream: errors before it starts are a 200 with an end-of-stream error too */
+        { "POST", "/filesystem.Filesystem/WatchDir", envd_watch_dir, .auth = ROUTE_AUTH_TOKEN,
+          .errors = ERROR_STYLE_CONNECT_STREAM },
         RPC("CreateWatcher", envd_create_watcher),
         RPC("GetWatcherEvents", envd_get_watcher_events),
         RPC("RemoveWatcher", envd_remove_watcher),
