@@ -11,7 +11,7 @@ PACKAGES=(
         # build
         gcc libc6-dev make autoconf automake libtool pkg-config
         libsystemd-dev libsqlite3-dev libcjson-dev libarchive-dev libmicrohttpd-dev
-        libcurl4-openssl-dev libreadline-dev libbtrfsutil-dev libssl-dev
+        libcurl4-openssl-dev libreadline-dev libbtrfsutil-dev libssl-dev zlib1g-dev
         # the VMM and guest images (guest/build-*.sh, templates/*/build.sh)
         qemu-system-x86 qemu-utils busybox-static bash-static e2fsprogs erofs-utils btrfs-progs
         lz4 xz-utils cpio kmod mmdebstrap

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <zlib.h>
 
 #include "base64.h"
 #include "core/util.h"
@@ -23,6 +24,8 @@
  * Uploads stream: the body is taken in slices, each slice goes through MHD's multipart parser into a queue of
  * at most about a slice of data and part ends, and the body is not read on while the queue has anything the
  * guest has not taken (credit). The parts are written one after another, each a FILE write of its own.
+ * A body sent with Content-Encoding: gzip is inflated on the way, a slice of output at a time under the same
+ * rule, so a small body that inflates to a lot costs no memory and stops at the sandbox's disk size.
  */
 
 #define UPLOAD_SLICE (16U * 1024U)
@@ -275,6 +278,11 @@ typedef struct Upload {
         size_t current;               /* the part being written */
         FileXfer *x;                  /* its write */
         bool body_done;
+        z_stream *z;                  /* Content-Encoding: gzip */
+        uint8_t *z_out;               /* UPLOAD_SLICE of inflated bytes */
+        bool z_pending;               /* the last inflate filled z_out: more may come without input */
+        bool z_end;
+        uint64_t inflated, inflate_max;
         ErrorCode error;              /* the first failure, answered after the body */
         char *error_message;
         cJSON *results;
@@ -294,6 +302,11 @@ static void upload_fail(Upload *u, ErrorCode code, const char *fmt, ...) {
 }
 
 static void upload_free(Upload *u) {
+        if (u->z) {
+                inflateEnd(u->z);
+                free(u->z);
+        }
+        free(u->z_out);
         if (u->pp)
                 MHD_destroy_post_processor(u->pp);
         if (u->x)
@@ -499,9 +512,92 @@ static bool upload_pump(Upload *u) {
         return true;
 }
 
+/* Body bytes (inflated, when gzip) to the multipart parser or, for a raw body, to the queue. */
+static void upload_feed(Upload *u, const char *data, size_t k) {
+        if (u->pp) {
+                if (MHD_post_process(u->pp, data, k) != MHD_YES)
+                        upload_fail(u, ERROR_INVALID_ARGUMENT, "the multipart/form-data body is malformed");
+        } else if (u->n_parts == 0 && part_add(u, NULL) < 0)
+                ;
+        else if (queue_record(u, 0, (uint32_t) k, data) < 0)
+                upload_fail(u, ERROR_INTERNAL, "out of memory");
+}
+
+/* One inflate of up to k input bytes into at most a slice of output, which is fed on; *ret_consumed says
+ * how much input zlib took. */
+static void upload_inflate(Upload *u, const char *in, size_t k, size_t *ret_consumed) {
+        size_t produced;
+        int q;
+
+        u->z->next_in = (Bytef *) in;
+        u->z->avail_in = (uInt) k;
+        u->z->next_out = u->z_out;
+        u->z->avail_out = UPLOAD_SLICE;
+        q = inflate(u->z, Z_NO_FLUSH);
+        *ret_consumed = k - u->z->avail_in;
+        produced = UPLOAD_SLICE - u->z->avail_out;
+        u->z_pending = u->z->avail_out == 0;
+        if (q == Z_STREAM_END)
+                u->z_end = true;
+        else if (q != Z_OK && q != Z_BUF_ERROR) {
+                upload_fail(u, ERROR_INVALID_ARGUMENT, "the gzip body is malformed: %s",
+                            u->z->msg ?: "inflate failed");
+                return;
+        }
+        if (u->z_end && *ret_consumed < k) {
+                upload_fail(u, ERROR_INVALID_ARGUMENT, "the body goes on after the end of its gzip stream");
+                return;
+        }
+        u->inflated += produced;
+        if (u->inflated > u->inflate_max) {
+                upload_fail(u, ERROR_LIMIT_EXCEEDED, "the gzip body inflates to more than the sandbox's disk "
+                            "(%" PRIu64 " MiB)", u->inflate_max >> 20);
+                return;
+        }
+        if (produced > 0)
+                upload_feed(u, (const char *) u->z_out, produced);
+}
+
+static size_t upload_write_gzip(Upload *u, Request *r, const char *data, size_t n) {
+        size_t done = 0, k, consumed;
+
+        while (u->error == ERROR_NONE && (done < n || u->z_pending)) {
+                if (!upload_pump(u)) {
+                        http_suspend(r);
+                        return done;
+                }
+                k = n - done < UPLOAD_SLICE ? n - done : UPLOAD_SLICE;
+                upload_inflate(u, data + done, k, &consumed);
+                done += consumed;
+                if (consumed == 0 && !u->z_pending && k > 0 && u->error == ERROR_NONE)
+                        upload_fail(u, ERROR_INVALID_ARGUMENT, "the gzip body is malformed");
+        }
+        if (u->error == ERROR_NONE && !upload_pump(u))
+                http_suspend(r);
+        return n;
+}
+
+/* At the end of a gzip body: what zlib still holds goes out, and the stream must have ended. Returns false
+ * while that waits for the guest. */
+static bool upload_finish_gzip(Upload *u) {
+        size_t consumed;
+
+        while (u->error == ERROR_NONE && !u->z_end) {
+                if (!upload_pump(u))
+                        return false;
+                upload_inflate(u, NULL, 0, &consumed);
+                if (!u->z_pending && !u->z_end && u->error == ERROR_NONE)
+                        upload_fail(u, ERROR_INVALID_ARGUMENT, "the gzip body is cut short");
+        }
+        return true;
+}
+
 static size_t upload_write(void *userdata, Request *r, const char *data, size_t n) {
         Upload *u = userdata;
         size_t done = 0;
+
+        if (u->z)
+                return upload_write_gzip(u, r, data, n);
 
         /* Slice by slice while the guest keeps up; MHD is only called back for the rest when we suspend
          * (after a partial take it waits for the socket instead). */
@@ -514,13 +610,7 @@ static size_t upload_write(void *userdata, Request *r, const char *data, size_t 
                         http_suspend(r);
                         return done;
                 }
-                if (u->pp) {
-                        if (MHD_post_process(u->pp, data + done, k) != MHD_YES)
-                                upload_fail(u, ERROR_INVALID_ARGUMENT, "the multipart/form-data body is malformed");
-                } else if (u->n_parts == 0 && part_add(u, NULL) < 0)
-                        ;
-                else if (queue_record(u, 0, (uint32_t) k, data + done) < 0)
-                        upload_fail(u, ERROR_INTERNAL, "out of memory");
+                upload_feed(u, data + done, k);
                 done += k;
         }
         if (u->error == ERROR_NONE && !upload_pump(u))
@@ -546,6 +636,10 @@ void envd_post_files(Request *r, const RouteArgs *a) {
                 return;
         }
         if (!u->body_done) {
+                if (u->z && !upload_finish_gzip(u)) {
+                        http_suspend(r);
+                        return;
+                }
                 u->body_done = true;
                 if (u->pp) {
                         /* the parser may hold the end of the last part; it says whether the body ended well */
@@ -585,9 +679,10 @@ void envd_post_files_begin(Request *r, const RouteArgs *a) {
                 return (void) http_respond_error(r, ERROR_INVALID_ARGUMENT,
                                                  "send multipart/form-data (parts named 'file') or "
                                                  "application/octet-stream with ?path=");
-        if (ce && strcasecmp(ce, "identity") != 0)
+        if (ce && strcasecmp(ce, "identity") != 0 && strcasecmp(ce, "gzip") != 0)
                 return (void) http_respond_error(r, ERROR_NOT_SUPPORTED,
-                                                 "Content-Encoding %.32s is not supported: send the body as it is", ce);
+                                                 "Content-Encoding %.32s is not supported: send the body as it is, "
+                                                 "or gzip", ce);
         if (query_path(r, &p) < 0)
                 return;
         if (!multipart && !p)
@@ -605,6 +700,18 @@ void envd_post_files_begin(Request *r, const RouteArgs *a) {
         memcpy(u->sandbox_id, s->id, sizeof u->sandbox_id);
         u->query_path = TAKE_PTR(path);
         u->results = cJSON_CreateArray();
+        if (ce && strcasecmp(ce, "gzip") == 0) {
+                u->z = calloc(1, sizeof *u->z);
+                u->z_out = malloc(UPLOAD_SLICE);
+                /* 16 + 15: a gzip wrapper (not zlib's), the largest window */
+                if (!u->z || !u->z_out || inflateInit2(u->z, 16 + MAX_WBITS) != Z_OK) {
+                        free(u->z);
+                        u->z = NULL;
+                        upload_free(u);
+                        return (void) http_respond_error(r, ERROR_INTERNAL, "cannot set up gzip decoding");
+                }
+                u->inflate_max = s->disk_mib << 20;
+        }
         if (multipart)
                 u->pp = MHD_create_post_processor(r->connection, UPLOAD_PP_BUFFER, on_part, u);
         if (!u->results || (multipart && !u->pp)) {

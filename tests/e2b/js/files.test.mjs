@@ -38,6 +38,14 @@ test('sbx.files', async (t) => {
     assert.equal(await sbx.files.read('/home/user/js/many/9'), 'n9')
   })
 
+  await t.test('gzip uploads', async () => {
+    const data = 'gz'.repeat(100000)
+    await sbx.files.write('js/gz/m.txt', data, { gzip: true })
+    await sbx.files.write('js/gz/o.txt', data, { gzip: true, useOctetStream: true })
+    assert.equal(await sbx.files.read('js/gz/m.txt'), data)
+    assert.equal(await sbx.files.read('js/gz/o.txt'), data)
+  })
+
   await t.test('a 20 MiB file intact', async () => {
     const data = randomBytes(20 * 1024 * 1024)
     await sbx.files.write('/home/user/js/big', new Blob([data]))

@@ -1,12 +1,14 @@
 # SPDX-License-Identifier: Apache-2.0
 """sbx.files through the Python SDK (sync): envd's filesystem service and /files, as the default user
 `user` unless a test says otherwise."""
+import gzip
 import hashlib
 import io
 import os
 import subprocess
 import time
 import urllib.request
+import zlib
 
 import pytest
 from e2b import FileType, Sandbox
@@ -196,6 +198,35 @@ def _multipart(filename, data):
     return body, {"Content-Type": "multipart/form-data; boundary=XyZbOuNdArY"}
 
 
+def test_gzip_uploads(sbx):
+    # the SDK's own gzip, multipart and octet-stream
+    data = b"gz" * 100000
+    sbx.files.write("/home/user/gz/m.bin", data, gzip=True)
+    sbx.files.write("/home/user/gz/o.bin", data, gzip=True, use_octet_stream=True)
+    assert sbx.files.read("/home/user/gz/m.bin", format="bytes") == data
+    assert sbx.files.read("/home/user/gz/o.bin", format="bytes") == data
+    # a body cut short
+    st, _ = _raw_files(sbx, "POST", "path=/tmp/cut", {"Content-Type": "application/octet-stream",
+                                                      "Content-Encoding": "gzip"}, gzip.compress(b"x" * 9999)[:-12])
+    assert st == 400
+
+
+def test_gzip_bomb_stops_at_the_disk(sbx):
+    # 4 GiB of zeros in about 4 MiB, more than the sandbox's whole disk: the guest's disk fills first (507), or
+    # the daemon stops inflating at the disk's size (413); either way in bounded memory, and nothing is left
+    z = zlib.compressobj(9, zlib.DEFLATED, 16 + zlib.MAX_WBITS)
+    chunk = bytes(1 << 20)
+    bomb = b"".join(z.compress(chunk) for _ in range(4096)) + z.flush()
+    before = _daemon_hwm_kib()
+    st, out = _raw_files(sbx, "POST", "path=/tmp/bomb", {"Content-Type": "application/octet-stream",
+                                                         "Content-Encoding": "gzip"}, bomb)
+    assert (st, b"inflates to more than the sandbox's disk" in out) in ((413, True), (507, False)), out
+    assert b"No space left on device" in out or st == 413
+    assert _daemon_hwm_kib() - before < 64 * 1024
+    assert not sbx.files.exists("/tmp/bomb")
+    assert sbx.commands.run("df --output=avail -B1M / | tail -1").exit_code == 0
+
+
 def test_hostile_uploads(sbx):
     # traversal is only a path in the guest
     body, h = _multipart(b"/home/user/../user/trav.txt", b"t")
@@ -212,11 +243,14 @@ def test_hostile_uploads(sbx):
     assert st == 400
     st, _ = _raw_files(sbx, "POST", "", {"Content-Type": "application/octet-stream"}, b"x")
     assert st == 400
-    # a gzip body is refused (not decoded), and nothing is written
+    # a broken gzip body fails with 400; an unknown encoding with 501
     st, _ = _raw_files(sbx, "POST", "path=/tmp/gz", {"Content-Type": "application/octet-stream",
-                                                     "Content-Encoding": "gzip"}, b"\x1f\x8b")
+                                                     "Content-Encoding": "gzip"}, b"\x1f\x8b\x08\x00garbage")
+    assert st == 400
+    st, _ = _raw_files(sbx, "POST", "path=/tmp/br", {"Content-Type": "application/octet-stream",
+                                                     "Content-Encoding": "br"}, b"x")
     assert st == 501
-    assert not sbx.files.exists("/tmp/gz")
+    assert not sbx.files.exists("/tmp/br")
     # NUL in ?path=
     st, _ = _raw_files(sbx, "GET", "path=/etc/pass%00wd")
     assert st == 400
