@@ -623,6 +623,16 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *connection, c
                 return MHD_YES;
         }
 
+        /* A streamed upload whose begin was parked (its sandbox was waking up) starts now, before any of
+         * its body is taken: otherwise the body would find nobody to take it. */
+        if (r->rerun && r->kind == REQUEST_UPLOAD && !r->upload.write && !r->responded && !r->upload_failed) {
+                r->rerun = false;
+                api_classify(r);
+                /* MHD calls once more with nothing after a resume: that is not the end of the body */
+                if (r->responded || r->suspended || *upload_data_size == 0)
+                        return MHD_YES;
+        }
+
         if (*upload_data_size > 0) {
                 if (r->responded || r->body_too_large) {
                         /* answered already (an error), or too large: drop it, but not forever */

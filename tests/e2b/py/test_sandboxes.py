@@ -306,3 +306,22 @@ def test_logs_list_what_ran():
         assert api("GET", f"/v2/sandboxes/{s.sandbox_id}/logs?level=loud")[0] == 400
     finally:
         s.kill()
+
+
+def test_paused_sandbox_and_uploads():
+    # with auto resume an upload wakes it, body and all; without, it is refused as "not running"
+    s = Sandbox.create(TEMPLATE, timeout=300, lifecycle={"on_timeout": "pause", "auto_resume": True})
+    t = Sandbox.create(TEMPLATE, timeout=300)
+    try:
+        s.pause()
+        t.pause()
+        data = "x" * 200000 + "end"
+        s.files.write("/home/user/after-pause.txt", data)
+        assert s.files.read("/home/user/after-pause.txt") == data
+        assert s.get_info().state == SandboxState.RUNNING
+        with pytest.raises(SandboxException):
+            t.files.write("/home/user/nope.txt", "x")
+        assert native_state(t.sandbox_id) == "suspended"
+    finally:
+        s.kill()
+        t.kill()
