@@ -73,6 +73,18 @@ int listen_address_parse(const char *s, struct sockaddr_storage *ret, socklen_t 
         return 0;
 }
 
+int confine_from_string(const char *s, VmConfine *ret) {
+        if (streq(s, "auto"))
+                *ret = VM_CONFINE_AUTO;
+        else if (streq(s, "on"))
+                *ret = VM_CONFINE_ON;
+        else if (streq(s, "off"))
+                *ret = VM_CONFINE_OFF;
+        else
+                return -EINVAL;
+        return 0;
+}
+
 int accel_setting_from_string(const char *s, AccelSetting *ret) {
         if (streq(s, "auto"))
                 *ret = ACCEL_AUTO;
@@ -157,6 +169,9 @@ int config_load(Config *c, const char *path, Error *reterr) {
 
                 if (streq(key, "accel")) {
                         if (accel_setting_from_string(value, &c->accel) < 0)
+                                goto bad;
+                } else if (streq(key, "confine")) {
+                        if (confine_from_string(value, &c->confine) < 0)
                                 goto bad;
                 } else if (streq(key, "memory_limit_mib")) {
                         char *end;
@@ -254,7 +269,7 @@ bad:
         return error_set(reterr, ERROR_INVALID_ARGUMENT,
                          "%s:%u: expected one of 'accel = auto|kvm|tcg', 'memory_limit_mib = N', "
                          "'state_dir = /ABSOLUTE/PATH', 'qemu = PATH', 'idle_timeout = SECONDS', "
-                         "'tcg_cache_mib = 4..1024', "
+                         "'tcg_cache_mib = 4..1024', 'confine = auto|on|off', "
                          "'import_max_bytes|import_max_disk_bytes|import_max_entry_bytes = N[K|M|G|T]', "
                          "'import_max_entries|import_max_path|import_max_layers = N', "
                          "'listen = 127.0.0.1:PORT|off' (loopback addresses only), "

@@ -39,6 +39,7 @@ typedef struct Config {
         char *listen;               /* TCP listener "ADDR:PORT" or "off"; NULL = LISTEN_DEFAULT */
         int64_t idle_timeout;       /* default for new sandboxes, seconds; 0 = never suspend when idle */
         unsigned tcg_cache_mib;     /* TCG's translation cache per VM; 0 = VM_TCG_CACHE_MIB_DEFAULT */
+        VmConfine confine;          /* QEMU in its own namespaces: auto (the default), on, off */
         ImportLimits import;        /* 0 fields: the IMPORT_MAX_* defaults (config_import_limits) */
         /* The E2B facade: e2b_template is the template E2B's default `base` names (its SDKs create from `base`
          * when given none); e2b_domain is the `domain` create and connect answer, for the SDKs' getHost()
@@ -55,6 +56,7 @@ void config_done(Config *c);
  * message naming the line in reterr (ERROR_INVALID_ARGUMENT). */
 int config_load(Config *c, const char *path, Error *reterr);
 int accel_setting_from_string(const char *s, AccelSetting *ret);
+int confine_from_string(const char *s, VmConfine *ret);
 /* c's import limits with the defaults filled in. */
 ImportLimits config_import_limits(const Config *c);
 uint64_t host_memory_mib(void);

@@ -49,6 +49,7 @@ int base_request_init(Manager *m, const Template *t, unsigned vcpu, uint64_t mem
                 .accel = m->accel,
                 .tsc_khz = m->tsc_khz,
                 .tcg_cache_mib = m->config.tcg_cache_mib,
+                .confine = m->config.confine,
                 .disk_backend = m->disk_backend,
         };
         if (!ret->lib_dir || !ret->state_dir || !ret->runtime_dir || !ret->template_name || !ret->rootfs ||
@@ -227,6 +228,7 @@ int base_snapshot_ensure(Manager *m, const BaseRequest *req, BaseSnapshot *ret, 
                 .accel = req->accel,
                 .tsc_khz = req->tsc_khz,
                 .tcg_cache_mib = req->tcg_cache_mib,
+                .confine = req->confine,
         };
         r = vm_start(&c, 10000, &pid, &q, reterr);
         if (r < 0)
@@ -323,6 +325,7 @@ VmConfig base_restore_config(const BaseSnapshot *b, const BaseRequest *req, cons
                 .tsc_khz = req->tsc_khz,
                 .tcg_cache_mib = req->tcg_cache_mib,
                 .incoming = true,
+                .confine = req->confine,
         };
 }
 

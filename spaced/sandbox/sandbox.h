@@ -194,6 +194,7 @@ typedef struct BaseRequest {
         VmAccel accel;
         unsigned tsc_khz;
         unsigned tcg_cache_mib;
+        VmConfine confine;
         DiskBackend disk_backend;
 } BaseRequest;
 void base_request_done(BaseRequest *r);

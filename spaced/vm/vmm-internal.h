@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #pragma once
 
-/* Helpers the VMM driver's two files (vmm-qemu.c, qmp.c) share: deadlines. */
+/* Helpers the VMM driver's files share: deadlines, and QEMU's namespace (jail.c) for vmm-qemu.c. */
 
+#include <stdbool.h>
 #include <stdint.h>
 #include <time.h>
 
@@ -20,3 +21,21 @@ static inline int remaining_ms(int64_t deadline) {
                 return 0;
         return left > INT32_MAX ? INT32_MAX : (int) left;
 }
+
+#include "vm/vmm.h"
+
+/* What QEMU's namespace will hold, prepared in the daemon (it allocates and opens the sources); NULL in
+ * *ret when c->confine is off. */
+typedef struct VmJail VmJail;
+int vm_jail_new(const VmConfig *c, const char *binary, VmJail **ret, Error *reterr);
+VmJail *vm_jail_free(VmJail *j);
+static inline void vm_jail_freep(VmJail **j) {
+        *j = vm_jail_free(*j);
+}
+VmConfine vm_jail_mode(const VmJail *j);
+/* In the child between fork and exec: enters the namespace, pivots into it and drops the capabilities it
+ * gave. *ret_fell_back when confine=auto found no user namespaces and left the child as it was. */
+enum { JAIL_STEP_UNSHARE = -1, JAIL_STEP_MAPS = -2, JAIL_STEP_ROOT = -3, JAIL_STEP_PIVOT = -4, JAIL_STEP_CAPS = -5 };
+int vm_jail_enter(VmJail *j, bool *ret_fell_back, int *ret_step);
+/* What *ret_step names, for the error message. */
+const char *vm_jail_step_name(const VmJail *j, int step, char *buf, size_t size);

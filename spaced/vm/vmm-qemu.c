@@ -31,6 +31,7 @@
 #include <cJSON.h>
 
 #include "vm/vmm.h"
+#include "core/log.h"
 #include "macro.h"
 #include "vm/vmm-internal.h"
 
@@ -508,7 +509,7 @@ static int find_binary(const char *name, char **ret) {
 }
 
 /* What the spawn helpers report through the status pipe. */
-enum { SPAWN_MSG_PID = 1, SPAWN_MSG_ERRNO = 2 };
+enum { SPAWN_MSG_PID = 1, SPAWN_MSG_ERRNO = 2, SPAWN_MSG_JAIL_ERRNO = 3, SPAWN_MSG_UNCONFINED = 4, SPAWN_MSG_JAIL_STEP = 5 };
 typedef struct SpawnMsg {
         int kind;
         int value;
@@ -554,8 +555,10 @@ int vm_spawn(const VmConfig *c, pid_t *ret_pid, Error *reterr) {
         _cleanup_strv_free_ char **argv = NULL;
         _cleanup_free_ char *binary = NULL, *log_path = NULL, *qmp_path = NULL;
         _cleanup_close_ int null_fd = -1, log_fd = -1, rfd = -1, wfd = -1;
+        _cleanup_(vm_jail_freep) VmJail *jail = NULL;
         pid_t qemu = 0;
-        int exec_errno = 0, r;
+        int exec_errno = 0, jail_errno = 0, jail_step = 0, r;
+        bool unconfined = false;
 
         if (!c || !ret_pid)
                 return -EINVAL;
@@ -601,6 +604,9 @@ int vm_spawn(const VmConfig *c, pid_t *ret_pid, Error *reterr) {
         null_fd = open("/dev/null", O_RDONLY | O_CLOEXEC | O_NOCTTY);
         if (null_fd < 0)
                 return -errno;
+        r = vm_jail_new(c, binary, &jail, reterr);
+        if (r < 0)
+                return r;
         int p[2];
         if (pipe2(p, O_CLOEXEC) < 0)
                 return -errno;
@@ -618,8 +624,18 @@ int vm_spawn(const VmConfig *c, pid_t *ret_pid, Error *reterr) {
                         report(wfd, SPAWN_MSG_ERRNO, errno);
                         _exit(1);
                 }
-                if (gc == 0)
+                if (gc == 0) {
+                        bool fell_back;
+                        int step, k = vm_jail_enter(jail, &fell_back, &step);
+                        if (k < 0) {
+                                report(wfd, SPAWN_MSG_JAIL_STEP, step);
+                                report(wfd, SPAWN_MSG_JAIL_ERRNO, -k);
+                                _exit(127);
+                        }
+                        if (fell_back)
+                                report(wfd, SPAWN_MSG_UNCONFINED, 0);
                         exec_qemu(binary, argv, null_fd, log_fd, wfd);
+                }
                 report(wfd, SPAWN_MSG_PID, gc);
                 _exit(0);
         }
@@ -639,6 +655,26 @@ int vm_spawn(const VmConfig *c, pid_t *ret_pid, Error *reterr) {
                         qemu = m.value;
                 else if (m.kind == SPAWN_MSG_ERRNO)
                         exec_errno = m.value ?: EIO;
+                else if (m.kind == SPAWN_MSG_JAIL_ERRNO)
+                        jail_errno = m.value ?: EIO;
+                else if (m.kind == SPAWN_MSG_JAIL_STEP)
+                        jail_step = m.value;
+                else if (m.kind == SPAWN_MSG_UNCONFINED)
+                        unconfined = true;
+        }
+        if (jail_errno) {
+                char buf[PATH_MAX + 16];
+                (void) error_set(reterr, ERROR_INTERNAL, "cannot confine QEMU in its own namespaces: %s: %s%s",
+                                 vm_jail_step_name(jail, jail_step, buf, sizeof(buf)), strerror(jail_errno),
+                                 vm_jail_mode(jail) == VM_CONFINE_ON ? " (confine = on in spaced.conf)" : "");
+                return -jail_errno;
+        }
+        if (unconfined) {
+                /* Once per daemon: every QEMU after the first falls back the same way. */
+                static bool warned = false;
+                if (!__atomic_exchange_n(&warned, true, __ATOMIC_RELAXED))
+                        log_warning("QEMU runs unconfined: this host allows no user namespaces (confine = auto; "
+                                    "enable them, or set confine = off to silence this)");
         }
         if (exec_errno || qemu <= 0) {
                 (void) error_set(reterr, ERROR_INTERNAL, "cannot start %s: %s", binary, strerror(exec_errno ?: EIO));

@@ -35,6 +35,15 @@ typedef enum VmAccel {
  * ~150 ms more (measured: tcg_cache_mib in spaced.conf trades the two). KVM has no such cache. */
 #define VM_TCG_CACHE_MIB_DEFAULT 32U
 
+/* Whether QEMU runs in its own user and mount namespace that sees only its own files (vm/jail.c). auto: when
+ * the host allows unprivileged user namespaces, else as before with one warning; on: a sandbox fails to start
+ * without them. */
+typedef enum VmConfine {
+        VM_CONFINE_AUTO,
+        VM_CONFINE_ON,
+        VM_CONFINE_OFF,
+} VmConfine;
+
 typedef struct VmConfig {
         const char *qemu_binary;  /* NULL: "qemu-system-x86_64" from PATH */
         const char *run_dir;      /* must exist, mode 0700 */
@@ -51,6 +60,7 @@ typedef struct VmConfig {
         unsigned tcg_cache_mib;   /* for TCG: the translation cache's size; 0 = VM_TCG_CACHE_MIB_DEFAULT */
         const char *kernel_args;  /* extra kernel command line, may be NULL */
         bool incoming;            /* start with -incoming defer; vm_restore_state() then feeds the state */
+        VmConfine confine;
 } VmConfig;
 
 /* Picks the accelerator for accel=auto: KVM when /dev/kvm opens read-write and the host is not kvm-pvm
@@ -63,7 +73,8 @@ unsigned vm_host_tsc_khz(void);
 int vm_build_argv(const VmConfig *c, char ***ret_argv);
 
 /* Starts QEMU detached from the daemon (own session via double fork, stdin /dev/null, stderr to
- * run_dir/qemu.log) so it outlives spaced. Returns QEMU's pid (the real one, from the pidfile or the fork). */
+ * run_dir/qemu.log) so it outlives spaced; confined as c->confine says, every path on its command line bound
+ * at the same path inside. Returns QEMU's pid (the real one, from the pidfile or the fork). */
 int vm_spawn(const VmConfig *c, pid_t *ret_pid, Error *reterr);
 
 /* QMP client: connect (retrying until timeout_ms while the socket appears), read the greeting, send

@@ -1,0 +1,470 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+
+/*
+ * QEMU's own user and mount namespace (ARCHITECTURE.md, decision 12). An escaped QEMU runs as the user, and
+ * seccomp alone leaves it every file the user can reach: the state database, the home directory, every other
+ * sandbox's disk and sockets. In its namespace it sees a read-only tmpfs holding only what it needs, each
+ * bound at the path it has outside, so QEMU's command line, the pid file and the sockets the daemon connects
+ * to are the same as without the namespace.
+ *
+ * Done by hand in the forked child rather than with bwrap: no extra process between setsid and QEMU (the pid
+ * the daemon records and vm_pid_alive() checks stays QEMU's), and no new dependency.
+ *
+ * vm_jail_new() runs in the daemon and does everything that allocates; vm_jail_enter() runs between fork and
+ * exec in a copy of a multi-threaded process, so it only makes system calls on what was prepared.
+ */
+
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <endian.h>
+#include <linux/securebits.h>
+
+#include "vm/vmm.h"
+#include "macro.h"
+#include "vm/vmm-internal.h"
+
+/* QEMU's new root is a tmpfs mounted here in its own mount namespace (nothing of it shows outside). Sources
+ * are bound from O_PATH fds opened first, so a state or run directory under /tmp is still reachable once it is
+ * covered. */
+#define JAIL_STAGE "/tmp"
+/* A qcow2 chain deeper than this is not ours (disk.c keeps far fewer layers in a chain). */
+#define JAIL_CHAIN_MAX 512
+
+enum {
+        JAIL_RW = 1 << 0,   /* writable (else remounted read-only) */
+        JAIL_DEV = 1 << 1,  /* a device node: no nodev */
+        JAIL_DIR = 1 << 2,  /* the mount point is a directory (else an empty file) */
+        JAIL_LINK = 1 << 3, /* a symlink to `link` instead of a bind */
+};
+
+typedef struct JailMount {
+        int fd;             /* O_PATH of the source, opened in the child: a bind's source must be in the
+                             * caller's mount namespace, so one opened before unshare() gives EINVAL */
+        char src[32];       /* /proc/self/fd/N */
+        char *path;         /* the source, and the path inside */
+        char *dst;          /* JAIL_STAGE + path */
+        char *link;
+        unsigned flags;
+} JailMount;
+
+struct VmJail {
+        VmConfine mode;
+        char uid_map[64], gid_map[64];
+        JailMount *m;
+        size_t n;
+};
+
+VmJail *vm_jail_free(VmJail *j) {
+        if (!j)
+                return NULL;
+        for (size_t i = 0; i < j->n; i++) {
+                free(j->m[i].path);
+                free(j->m[i].dst);
+                free(j->m[i].link);
+        }
+        free(j->m);
+        free(j);
+        return NULL;
+}
+
+const char *vm_jail_step_name(const VmJail *j, int step, char *buf, size_t size) {
+        switch (step) {
+        case JAIL_STEP_UNSHARE:
+                return "unshare";
+        case JAIL_STEP_MAPS:
+                return "uid/gid map";
+        case JAIL_STEP_ROOT:
+                return "new root";
+        case JAIL_STEP_PIVOT:
+                return "pivot_root";
+        case JAIL_STEP_CAPS:
+                return "dropping capabilities";
+        }
+        if (!j || step < 0 || (size_t) step >= j->n)
+                return "?";
+        snprintf(buf, size, "bind %s", j->m[step].path);
+        return buf;
+}
+
+VmConfine vm_jail_mode(const VmJail *j) {
+        return j ? j->mode : VM_CONFINE_OFF;
+}
+
+static int jail_add_link(VmJail *j, const char *path, const char *target) {
+        JailMount *nm = realloc(j->m, (j->n + 1) * sizeof(JailMount));
+        if (!nm)
+                return -ENOMEM;
+        j->m = nm;
+        JailMount *m = &j->m[j->n];
+        *m = (JailMount) { .fd = -1, .flags = JAIL_LINK };
+        if (asprintf(&m->dst, JAIL_STAGE "%s", path) < 0)
+                return -ENOMEM;
+        m->path = strdup(path);
+        m->link = strdup(target);
+        if (!m->link || !m->path) {
+                free(m->dst);
+                free(m->path);
+                free(m->link);
+                return -ENOMEM;
+        }
+        j->n++;
+        return 0;
+}
+
+/* Binds path at the same path inside. A missing optional path is skipped. */
+static int jail_add(VmJail *j, const char *path, unsigned flags, bool optional) {
+        struct stat st;
+
+        if (!path || path[0] != '/')
+                return -EINVAL;
+        /* Bound twice (a kernel next to the disk, say): once is enough, and the writable one wins. */
+        for (size_t i = 0; i < j->n; i++)
+                if (streq(j->m[i].path, path)) {
+                        j->m[i].flags |= flags & JAIL_RW;
+                        return 0;
+                }
+
+        if (stat(path, &st) < 0)
+                return optional && errno == ENOENT ? 0 : -errno;
+
+        JailMount *nm = realloc(j->m, (j->n + 1) * sizeof(JailMount));
+        if (!nm)
+                return -ENOMEM;
+        j->m = nm;
+        JailMount *m = &j->m[j->n];
+        *m = (JailMount) { .fd = -1, .flags = flags | (S_ISDIR(st.st_mode) ? JAIL_DIR : 0) };
+        if (asprintf(&m->dst, JAIL_STAGE "%s", path) < 0)
+                return -ENOMEM;
+        m->path = strdup(path);
+        if (!m->path) {
+                free(m->dst);
+                return -ENOMEM;
+        }
+        j->n++;
+        return 0;
+}
+
+/* The top-level entries QEMU's libraries are found under: on a merged /usr they are symlinks into it. */
+static int jail_add_system(VmJail *j) {
+        static const char *const top[] = { "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32" };
+        int r;
+
+        r = jail_add(j, "/usr", 0, false);
+        if (r < 0)
+                return r;
+        for (size_t i = 0; i < ELEMENTSOF(top); i++) {
+                char target[PATH_MAX];
+                ssize_t k = readlink(top[i], target, sizeof(target) - 1);
+                if (k > 0) {
+                        target[k] = 0;
+                        r = jail_add_link(j, top[i], target);
+                } else
+                        r = jail_add(j, top[i], 0, true);
+                if (r < 0)
+                        return r;
+        }
+        /* The dynamic loader's cache; without it ld.so searches the default directories, which works but
+         * is slower. */
+        return jail_add(j, "/etc/ld.so.cache", 0, true);
+}
+
+/* The name of path's backing file from its qcow2 header, made absolute; NULL when it has none or is not
+ * qcow2. The same reading as disk.c's, which this layer below it cannot include. */
+static int qcow2_backing(const char *path, char **ret) {
+        _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC);
+        uint8_t h[20];
+        uint64_t off;
+        uint32_t len;
+
+        *ret = NULL;
+        if (fd < 0)
+                return -errno;
+        if (pread(fd, h, sizeof h, 0) != (ssize_t) sizeof h || memcmp(h, "QFI\xfb", 4) != 0)
+                return 0;
+        memcpy(&off, h + 8, 8);
+        memcpy(&len, h + 16, 4);
+        off = be64toh(off);
+        len = be32toh(len);
+        if (off == 0 || len == 0)
+                return 0;
+        if (len >= PATH_MAX || off > 65536)
+                return -EBADMSG;
+        _cleanup_free_ char *name = calloc(1, len + 1);
+        if (!name)
+                return -ENOMEM;
+        if (pread(fd, name, len, (off_t) off) != (ssize_t) len)
+                return -EIO;
+        if (strchr(name, ':'))
+                return -EMEDIUMTYPE; /* a protocol (nbd:, json:): never one of ours */
+        if (name[0] == '/') {
+                *ret = TAKE_PTR(name);
+                return 0;
+        }
+        /* Relative names are relative to the image's directory, as QEMU reads them. */
+        const char *slash = strrchr(path, '/');
+        if (asprintf(ret, "%.*s/%s", (int) (slash - path), path, name) < 0)
+                return -ENOMEM;
+        return 0;
+}
+
+int vm_jail_new(const VmConfig *c, const char *binary, VmJail **ret, Error *reterr) {
+        _cleanup_(vm_jail_freep) VmJail *j = NULL;
+        int r;
+
+        if (!c || !ret)
+                return -EINVAL;
+        *ret = NULL;
+        if (c->confine == VM_CONFINE_OFF)
+                return 0;
+
+        j = calloc(1, sizeof(VmJail));
+        if (!j)
+                return -ENOMEM;
+        j->mode = c->confine;
+        snprintf(j->uid_map, sizeof(j->uid_map), "%u %u 1\n", (unsigned) getuid(), (unsigned) getuid());
+        snprintf(j->gid_map, sizeof(j->gid_map), "%u %u 1\n", (unsigned) getgid(), (unsigned) getgid());
+
+        r = jail_add_system(j);
+        if (r < 0)
+                goto fail;
+        if (strncmp(binary, "/usr/", 5) != 0 && (r = jail_add(j, binary, 0, false)) < 0)
+                goto fail;
+        /* Sockets, pid file, log. */
+        if ((r = jail_add(j, c->run_dir, JAIL_RW, false)) < 0 || (r = jail_add(j, c->kernel, 0, false)) < 0 ||
+            (c->initrd && (r = jail_add(j, c->initrd, 0, false)) < 0))
+                goto fail;
+
+        /* The base memory file. A sandbox maps it privately (share=off) and never writes it, but QEMU 7.2
+         * opens it O_RDWR whatever share= says, and readonly=on would make guest RAM read-only: writable it
+         * stays until QEMU has rom=off (8.2). While a base snapshot is built QEMU creates the file: make it
+         * here, empty, so there is something to bind (QEMU sizes an empty file itself). */
+        if (c->mem_share) {
+                _cleanup_close_ int fd = open(c->mem_path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+                if (fd < 0) {
+                        r = -errno;
+                        goto fail;
+                }
+        }
+        if ((r = jail_add(j, c->mem_path, JAIL_RW, false)) < 0)
+                goto fail;
+
+        /* The disk, and for qcow2 its backing chain, which QEMU opens read-only by the names in the headers. */
+        if ((r = jail_add(j, c->disk, JAIL_RW, false)) < 0)
+                goto fail;
+        if (streq(c->disk_format, "qcow2")) {
+                _cleanup_free_ char *cur = strdup(c->disk);
+                if (!cur) {
+                        r = -ENOMEM;
+                        goto fail;
+                }
+                for (unsigned depth = 0;; depth++) {
+                        char *next = NULL;
+                        if (depth >= JAIL_CHAIN_MAX) {
+                                r = -ELOOP;
+                                goto fail;
+                        }
+                        r = qcow2_backing(cur, &next);
+                        if (r < 0)
+                                goto fail;
+                        free(cur);
+                        cur = next;
+                        if (!cur)
+                                break;
+                        if ((r = jail_add(j, cur, 0, false)) < 0)
+                                goto fail;
+                }
+        }
+
+        /* Devices by bind: a user namespace cannot mknod. */
+        if ((r = jail_add(j, "/dev/null", JAIL_RW | JAIL_DEV, false)) < 0 ||
+            (r = jail_add(j, "/dev/zero", JAIL_RW | JAIL_DEV, true)) < 0 ||
+            (r = jail_add(j, "/dev/urandom", JAIL_RW | JAIL_DEV, true)) < 0 ||
+            (r = jail_add(j, "/dev/random", JAIL_RW | JAIL_DEV, true)) < 0 ||
+            (c->accel == VM_ACCEL_KVM && (r = jail_add(j, "/dev/kvm", JAIL_RW | JAIL_DEV, false)) < 0))
+                goto fail;
+
+        *ret = TAKE_PTR(j);
+        return 0;
+fail:
+        (void) error_set(reterr, ERROR_INTERNAL, "cannot prepare QEMU's namespace: %s", strerror(-r));
+        return r;
+}
+
+/* ---- between fork and exec: system calls only ---- */
+
+static int write_all(const char *path, const char *s) {
+        int fd = open(path, O_WRONLY | O_CLOEXEC);
+        if (fd < 0)
+                return -errno;
+        size_t n = strlen(s);
+        ssize_t k = write(fd, s, n);
+        int e = errno;
+        (void) close(fd);
+        return k == (ssize_t) n ? 0 : -(k < 0 ? e : EIO);
+}
+
+/* mkdir -p of path's parents (not path itself). */
+static int mkdir_parents(const char *path) {
+        char buf[PATH_MAX];
+        size_t n = strlen(path);
+
+        if (n >= sizeof(buf))
+                return -ENAMETOOLONG;
+        memcpy(buf, path, n + 1);
+        for (char *p = buf + 1; *p; p++) {
+                if (*p != '/')
+                        continue;
+                *p = 0;
+                if (mkdir(buf, 0755) < 0 && errno != EEXIST)
+                        return -errno;
+                *p = '/';
+        }
+        return 0;
+}
+
+/* A remount inside a user namespace must keep the flags it inherited locked (nosuid, nodev, noexec, atime),
+ * or the kernel refuses it. */
+static unsigned long locked_flags(const char *path) {
+        struct statvfs sv;
+        unsigned long f = 0;
+
+        if (statvfs(path, &sv) < 0)
+                return 0;
+        if (sv.f_flag & ST_NOSUID)
+                f |= MS_NOSUID;
+        if (sv.f_flag & ST_NODEV)
+                f |= MS_NODEV;
+        if (sv.f_flag & ST_NOEXEC)
+                f |= MS_NOEXEC;
+        if (sv.f_flag & ST_NOATIME)
+                f |= MS_NOATIME;
+        if (sv.f_flag & ST_NODIRATIME)
+                f |= MS_NODIRATIME;
+        if (sv.f_flag & ST_RELATIME)
+                f |= MS_RELATIME;
+        return f;
+}
+
+/* snprintf is not async-signal-safe. */
+static void fd_path(char *buf, int fd) {
+        char digits[12];
+        int n = 0;
+
+        do
+                digits[n++] = (char) ('0' + fd % 10);
+        while ((fd /= 10) > 0);
+        strcpy(buf, "/proc/self/fd/");
+        buf += strlen(buf);
+        while (n > 0)
+                *buf++ = digits[--n];
+        *buf = 0;
+}
+
+static int bind_one(const JailMount *m) {
+        int r = mkdir_parents(m->dst);
+        if (r < 0)
+                return r;
+        if (m->flags & JAIL_LINK)
+                return symlink(m->link, m->dst) < 0 && errno != EEXIST ? -errno : 0;
+        if (m->flags & JAIL_DIR) {
+                if (mkdir(m->dst, 0755) < 0 && errno != EEXIST)
+                        return -errno;
+        } else {
+                int fd = open(m->dst, O_WRONLY | O_CREAT | O_CLOEXEC | O_NOCTTY, 0644);
+                if (fd < 0)
+                        return -errno;
+                (void) close(fd);
+        }
+        if (mount(m->src, m->dst, NULL, MS_BIND | MS_REC, NULL) < 0)
+                return -errno;
+        unsigned long f = MS_BIND | MS_REMOUNT | MS_NOSUID | locked_flags(m->dst);
+        if (!(m->flags & JAIL_DEV))
+                f |= MS_NODEV;
+        if (!(m->flags & JAIL_RW))
+                f |= MS_RDONLY;
+        return mount(NULL, m->dst, NULL, f, NULL) < 0 ? -errno : 0;
+}
+
+int vm_jail_enter(VmJail *j, bool *ret_fell_back, int *ret_step) {
+        int r;
+
+        *ret_fell_back = false;
+        *ret_step = JAIL_STEP_UNSHARE;
+        if (!j)
+                return 0;
+        if (unshare(CLONE_NEWUSER | CLONE_NEWNS) < 0) {
+                r = -errno;
+                /* No user namespaces here (sysctls, a container's seccomp policy): auto runs QEMU as before. */
+                if (j->mode == VM_CONFINE_AUTO && IN_SET(r, -EPERM, -EINVAL, -ENOSPC, -EUSERS, -ENOSYS)) {
+                        *ret_fell_back = true;
+                        return 0;
+                }
+                return r;
+        }
+        /* The user's uid and gid map to themselves: files keep their owners, and QEMU's pid file and sockets
+         * belong to the user outside. */
+        *ret_step = JAIL_STEP_MAPS;
+        if ((r = write_all("/proc/self/setgroups", "deny")) < 0 || (r = write_all("/proc/self/uid_map", j->uid_map)) < 0 ||
+            (r = write_all("/proc/self/gid_map", j->gid_map)) < 0)
+                return r;
+        /* Nothing mounted here propagates back to the host. */
+        *ret_step = JAIL_STEP_ROOT;
+        if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
+                return -errno;
+        for (size_t i = 0; i < j->n; i++) {
+                if (j->m[i].flags & JAIL_LINK)
+                        continue;
+                *ret_step = (int) i;
+                j->m[i].fd = open(j->m[i].path, O_PATH | O_CLOEXEC);
+                if (j->m[i].fd < 0)
+                        return -errno;
+                fd_path(j->m[i].src, j->m[i].fd);
+        }
+        *ret_step = JAIL_STEP_ROOT;
+        if (mount("tmpfs", JAIL_STAGE, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=64k,nr_inodes=4096") < 0)
+                return -errno;
+        for (size_t i = 0; i < j->n; i++) {
+                *ret_step = (int) i;
+                if ((r = bind_one(&j->m[i])) < 0)
+                        return r;
+        }
+        *ret_step = JAIL_STEP_PIVOT;
+        if (chdir(JAIL_STAGE) < 0)
+                return -errno;
+        /* pivot_root(".", "."): the old root ends up on top of the new one, and the detach below drops it and
+         * with it every path of the host that was not bound. */
+        if (syscall(SYS_pivot_root, ".", ".") < 0)
+                return -errno;
+        if (umount2(".", MNT_DETACH) < 0 || chdir("/") < 0)
+                return -errno;
+        if (mount(NULL, "/", NULL, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV, NULL) < 0)
+                return -errno;
+
+        *ret_step = JAIL_STEP_CAPS;
+        /* The namespace gave us every capability in it, and root keeps them across exec: drop them all, so
+         * QEMU cannot undo the read-only binds or unmount its way out, whoever runs the daemon. */
+        for (unsigned long cap = 0; cap <= 63; cap++)
+                if (prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) < 0 && errno != EINVAL)
+                        return -errno;
+        (void) prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0);
+        if (prctl(PR_SET_SECUREBITS, SECBIT_NOROOT | SECBIT_NOROOT_LOCKED, 0, 0, 0) < 0)
+                return -errno;
+        return 0;
+}
