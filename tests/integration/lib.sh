@@ -11,6 +11,7 @@
 #   TOP_BUILDDIR              build tree (default: the source tree)
 #   SPACE_TEST_LIB_DIR        guest files (default: $TOP_BUILDDIR/stage/lib/space)
 #   SPACE_TEST_ACCEL          accel for the test config: auto|kvm|tcg (default auto)
+#   SPACE_TEST_CONFINE        confine for the test config: auto|on|off (default auto)
 #   SPACE_TEST_CMD_TIMEOUT    safety net for one spacectl call, seconds (default 180)
 #   SPACE_TEST_CREATE_TIMEOUT safety net for a create, which may build the base snapshot (default 300)
 #   SPACE_TEST_KEEP=1         keep the temp dir (its path is printed as a diagnostic)
@@ -305,6 +306,7 @@ space_env_setup() {
 write_config() {
         {
                 echo "accel = ${SPACE_TEST_ACCEL:-auto}"
+                echo "confine = ${SPACE_TEST_CONFINE:-auto}"
                 # No TCP listener unless the test asks for one (tcp_config; a later line wins): the default
                 # port 7070 may be someone else's.
                 echo "listen = off"
