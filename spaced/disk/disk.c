@@ -35,6 +35,7 @@
  * its backing chain (layers_gc). */
 
 #define LAYER_CHAIN_MAX 256
+#define DISK_QEMU_DIR "qemu"
 /* What a worker made a moment ago may not be recorded yet: only collected when no worker runs, or when
  * older than this. */
 #define GC_GRACE_SEC 60
@@ -169,15 +170,97 @@ int disk_checkpoint_prepare(const char *state_dir, const char *data_dir, uint64_
         return 0;
 }
 
-static int checkpoint_qcow2(Qmp *q, const char *data_dir, DiskCheckpoint *c, Error *reterr) {
-        _cleanup_free_ char *args = NULL;
-        cJSON *o = cJSON_CreateObject();
+/* data_dir/qemu: the only directory of layers a confined QEMU sees (ARCHITECTURE.md, decision 12). A qcow2
+ * layer is handed to QEMU as a hard link in it, at start and at each checkpoint, and the link goes once the
+ * layer is frozen: then no path to it is writable inside, and an escaped QEMU cannot change a checkpoint
+ * that other sandboxes are forked from. A layer made while QEMU runs gets in this way too, since QEMU's
+ * namespace has only what existed when it started. */
+static int qemu_dir(const char *data_dir, char **ret) {
+        _cleanup_free_ char *dir = NULL;
+
+        if (asprintf(&dir, "%s/" DISK_QEMU_DIR, data_dir) < 0)
+                return -ENOMEM;
+        if (mkdir(dir, 0700) < 0 && errno != EEXIST)
+                return -errno;
+        *ret = TAKE_PTR(dir);
+        return 0;
+}
+
+static const char *base_name(const char *path) {
+        const char *slash = strrchr(path, '/');
+        return slash ? slash + 1 : path;
+}
+
+/* Links layer into dir under its own name; the name is random, so an entry there already is a stale one. */
+static int qemu_link(const char *dir, const char *layer, char **ret_path) {
+        _cleanup_free_ char *path = NULL;
+
+        if (asprintf(&path, "%s/%s", dir, base_name(layer)) < 0)
+                return -ENOMEM;
+        (void) unlink(path);
+        if (link(layer, path) < 0)
+                return -errno;
+        *ret_path = TAKE_PTR(path);
+        return 0;
+}
+
+/* Removes every entry of dir but keep (NULL: all): a link left there keeps its layer's blocks from
+ * layers_gc. */
+static void qemu_dir_prune(const char *dir, const char *keep) {
+        _cleanup_closedir_ DIR *d = opendir(dir);
+        struct dirent *de;
+
+        while (d && (de = readdir(d)))
+                if (!streq(de->d_name, ".") && !streq(de->d_name, "..") && !(keep && streq(de->d_name, keep)))
+                        (void) unlinkat(dirfd(d), de->d_name, 0);
+}
+
+int disk_qemu_path(const char *data_dir, const char *disk, char **ret_path, char **ret_dir) {
+        _cleanup_free_ char *dir = NULL, *path = NULL, *backing = NULL;
         int r;
 
-        if (!o || !cJSON_AddStringToObject(o, "device", "d0") ||
-            !cJSON_AddStringToObject(o, "snapshot-file", c->next_top) || !cJSON_AddStringToObject(o, "format", "qcow2") ||
-            !cJSON_AddStringToObject(o, "mode", "existing") || !(args = cJSON_PrintUnformatted(o))) {
+        /* A btrfs volume is the sandbox's alone and never becomes a checkpoint's (that is a snapshot of it):
+         * QEMU gets it by its own name. So does a layer with a relative backing name, which QEMU would look
+         * for next to the link. */
+        if (!streq(disk_format(disk), "qcow2") || qcow2_backing_file(disk, &backing) < 0 ||
+            (backing && backing[0] != '/')) {
+                path = strdup(disk);
+                if (!path)
+                        return -ENOMEM;
+                *ret_path = TAKE_PTR(path);
+                *ret_dir = NULL;
+                return 0;
+        }
+        r = qemu_dir(data_dir, &dir);
+        if (r < 0)
+                return r;
+        /* No QEMU of this sandbox runs now: whatever is there is a leftover. */
+        qemu_dir_prune(dir, NULL);
+        r = qemu_link(dir, disk, &path);
+        if (r < 0)
+                return r;
+        *ret_path = TAKE_PTR(path);
+        *ret_dir = TAKE_PTR(dir);
+        return 0;
+}
+
+static int checkpoint_qcow2(Qmp *q, const char *data_dir, DiskCheckpoint *c, Error *reterr) {
+        _cleanup_free_ char *args = NULL, *dir = NULL, *file = NULL;
+        int r;
+
+        r = qemu_dir(data_dir, &dir);
+        if (r >= 0)
+                r = qemu_link(dir, c->next_top, &file);
+        if (r < 0) {
+                (void) error_set(reterr, ERROR_INTERNAL, "cannot hand the new layer to QEMU: %s", strerror(-r));
+                return r;
+        }
+        cJSON *o = cJSON_CreateObject();
+        if (!o || !cJSON_AddStringToObject(o, "device", "d0") || !cJSON_AddStringToObject(o, "snapshot-file", file) ||
+            !cJSON_AddStringToObject(o, "format", "qcow2") || !cJSON_AddStringToObject(o, "mode", "existing") ||
+            !(args = cJSON_PrintUnformatted(o))) {
                 cJSON_Delete(o);
+                (void) unlink(file);
                 return -ENOMEM;
         }
         cJSON_Delete(o);
@@ -185,6 +268,7 @@ static int checkpoint_qcow2(Qmp *q, const char *data_dir, DiskCheckpoint *c, Err
          * writes, which reads the same; the other order could leave the link on a layer QEMU left. */
         r = sandbox_disk_set(data_dir, c->next_top);
         if (r < 0) {
+                (void) unlink(file);
                 (void) error_set(reterr, ERROR_INTERNAL, "cannot switch the sandbox's disk: %s", strerror(-r));
                 return r;
         }
@@ -192,9 +276,13 @@ static int checkpoint_qcow2(Qmp *q, const char *data_dir, DiskCheckpoint *c, Err
         r = qmp_execute(q, "blockdev-snapshot-sync", args, -1, 10000, NULL, reterr);
         if (r < 0) {
                 (void) sandbox_disk_set(data_dir, c->top);
+                (void) unlink(file);
                 return r;
         }
         crash_point("checkpoint-linked");
+        /* QEMU has reopened the old top read-only by its name in dir (the command returns after that):
+         * taking the name away leaves it no writable path to the frozen layer. */
+        qemu_dir_prune(dir, base_name(c->next_top));
         c->frozen = strdup(c->top);
         return c->frozen ? 0 : -ENOMEM;
 }

@@ -38,6 +38,10 @@ int disk_checkpoint_prepare(const char *state_dir, const char *data_dir, uint64_
                             Error *reterr);
 int disk_checkpoint_take(Qmp *q, const char *state_dir, const char *data_dir, DiskCheckpoint *c, Error *reterr);
 void disk_checkpoint_done(DiskCheckpoint *c, bool keep);
+/* The name QEMU opens the sandbox's disk by, and the directory of the sandbox's own that holds it, to bind
+ * writable into a confined QEMU's namespace (NULL: bind the disk itself). For a qcow2 layer a hard link in
+ * data_dir/qemu, made afresh: call it only while no QEMU of the sandbox runs. */
+int disk_qemu_path(const char *data_dir, const char *disk, char **ret_path, char **ret_dir);
 int sandbox_disk_set(const char *data_dir, const char *disk);
 int sandbox_disk_get(const char *data_dir, char **ret);
 int qcow2_backing_file(const char *path, char **ret);

@@ -308,7 +308,8 @@ fail:
         return r;
 }
 
-VmConfig base_restore_config(const BaseSnapshot *b, const BaseRequest *req, const char *run_dir, const char *disk) {
+VmConfig base_restore_config(const BaseSnapshot *b, const BaseRequest *req, const char *run_dir, const char *disk,
+                             const char *disk_dir) {
         /* Everything but the run dir and the disk must equal the saved VM's command line. */
         return (VmConfig) {
                 .qemu_binary = req->qemu_binary,
@@ -317,6 +318,7 @@ VmConfig base_restore_config(const BaseSnapshot *b, const BaseRequest *req, cons
                 .initrd = b->initrd,
                 .disk = disk,
                 .disk_format = disk_format(disk),
+                .disk_dir = disk_dir,
                 .mem_path = b->mem_path,
                 .mem_share = false,
                 .vcpus = req->vcpu,

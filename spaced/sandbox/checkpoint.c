@@ -650,7 +650,8 @@ static void restore_done(Manager *m, void *userdata) {
 
 static void *restore_worker(void *userdata) {
         RestoreJob *j = userdata;
-        _cleanup_free_ char *layer = NULL, *old_disk = NULL, *agent_path = NULL, *hostname = NULL;
+        _cleanup_free_ char *layer = NULL, *old_disk = NULL, *qemu_disk = NULL, *qemu_dir = NULL, *agent_path = NULL,
+                            *hostname = NULL;
         _cleanup_close_ int fd = -1;
         BaseSnapshot b = {};
         Qmp *q = NULL;
@@ -687,7 +688,12 @@ static void *restore_worker(void *userdata) {
                 (void) error_set(&j->error, error_code_from_errno(-errno), "cannot open %s: %m", j->state_path);
                 goto out;
         }
-        VmConfig c = base_restore_config(&b, &j->base, j->run_dir, layer);
+        r = disk_qemu_path(j->data_dir, layer, &qemu_disk, &qemu_dir);
+        if (r < 0) {
+                (void) error_set(&j->error, error_code_from_errno(r), "cannot hand the disk to QEMU: %s", strerror(-r));
+                goto out;
+        }
+        VmConfig c = base_restore_config(&b, &j->base, j->run_dir, qemu_disk, qemu_dir);
         r = vm_start(&c, 10000, &j->new_pid, &q, &j->error);
         if (r >= 0)
                 r = vm_restore_state(q, fd, RESTORE_TIMEOUT_MS, &j->error);

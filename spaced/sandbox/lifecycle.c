@@ -117,7 +117,8 @@ static int do_suspend(LifecycleJob *j) {
 }
 
 static int do_wake(LifecycleJob *j) {
-        _cleanup_free_ char *state = NULL, *done = NULL, *disk = NULL, *agent_path = NULL, *hostname = NULL;
+        _cleanup_free_ char *state = NULL, *done = NULL, *disk = NULL, *qemu_disk = NULL, *qemu_dir = NULL,
+                            *agent_path = NULL, *hostname = NULL;
         _cleanup_close_ int fd = -1;
         BaseSnapshot b = {};
         Qmp *q = NULL;
@@ -143,7 +144,12 @@ static int do_wake(LifecycleJob *j) {
                 (void) error_set(&j->error, error_code_from_errno(-errno), "the suspended state %s is missing: %m", state);
                 goto out;
         }
-        VmConfig c = base_restore_config(&b, &j->base, j->run_dir, disk);
+        r = disk_qemu_path(j->data_dir, disk, &qemu_disk, &qemu_dir);
+        if (r < 0) {
+                (void) error_set(&j->error, error_code_from_errno(r), "cannot hand the disk to QEMU: %s", strerror(-r));
+                goto out;
+        }
+        VmConfig c = base_restore_config(&b, &j->base, j->run_dir, qemu_disk, qemu_dir);
         r = vm_start(&c, 10000, &j->new_pid, &q, &j->error);
         if (r < 0)
                 goto out;

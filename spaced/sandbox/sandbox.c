@@ -183,7 +183,7 @@ static void create_done(Manager *m, void *userdata);
 
 static void *create_worker(void *userdata) {
         CreateJob *j = userdata;
-        _cleanup_free_ char *disk = NULL, *agent_path = NULL, *hostname = NULL;
+        _cleanup_free_ char *disk = NULL, *qemu_disk = NULL, *qemu_dir = NULL, *agent_path = NULL, *hostname = NULL;
         BaseSnapshot b = {};
         Qmp *q = NULL;
         int r;
@@ -214,7 +214,12 @@ static void *create_worker(void *userdata) {
                 goto finish;
         }
         crash_point("create-layer");
-        VmConfig c = base_restore_config(&b, &j->base, j->run_dir, disk);
+        r = disk_qemu_path(j->data_dir, disk, &qemu_disk, &qemu_dir);
+        if (r < 0) {
+                (void) error_set(&j->error, error_code_from_errno(r), "cannot hand the disk to QEMU: %s", strerror(-r));
+                goto finish;
+        }
+        VmConfig c = base_restore_config(&b, &j->base, j->run_dir, qemu_disk, qemu_dir);
         r = vm_start(&c, 10000, &j->pid, &q, &j->error);
         if (r < 0)
                 goto finish;

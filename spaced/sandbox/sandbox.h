@@ -213,7 +213,9 @@ int base_name_parse(const char *name, BaseName *ret);
 /* At start: kills the QEMU of a base snapshot build that a dead daemon left, and removes its run dir. */
 void base_cleanup_stale(const char *runtime_dir);
 /* The command line of a VM restored from a snapshot of this base (a sandbox, a wake, a checkpoint). */
-VmConfig base_restore_config(const BaseSnapshot *b, const BaseRequest *req, const char *run_dir, const char *disk);
+/* disk and disk_dir as disk_qemu_path() gives them. */
+VmConfig base_restore_config(const BaseSnapshot *b, const BaseRequest *req, const char *run_dir, const char *disk,
+                             const char *disk_dir);
 /* The guest files and their digests. */
 int guest_kernel_path(const char *lib_dir, char **ret_kernel, char **ret_initrd);
 int file_digest(const char *path, char **ret);   /* "sha256:<hex>", from PATH.sha256 when fresh */

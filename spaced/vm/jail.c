@@ -161,6 +161,12 @@ static int jail_add(VmJail *j, const char *path, unsigned flags, bool optional) 
         return 0;
 }
 
+/* Whether path is a direct entry of dir. */
+static bool path_under(const char *path, const char *dir) {
+        size_t n = strlen(dir);
+        return strncmp(path, dir, n) == 0 && path[n] == '/' && path[n + 1] && !strchr(path + n + 1, '/');
+}
+
 /* The top-level entries QEMU's libraries are found under: on a merged /usr they are symlinks into it. */
 static int jail_add_system(VmJail *j) {
         static const char *const top[] = { "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32" };
@@ -265,8 +271,14 @@ int vm_jail_new(const VmConfig *c, const char *binary, VmJail **ret, Error *rete
         if ((r = jail_add(j, c->mem_path, JAIL_RW, false)) < 0)
                 goto fail;
 
-        /* The disk, and for qcow2 its backing chain, which QEMU opens read-only by the names in the headers. */
-        if ((r = jail_add(j, c->disk, JAIL_RW, false)) < 0)
+        /* The disk, and for qcow2 its backing chain, which QEMU opens read-only by the names in the headers.
+         * A disk in disk_dir comes with it: the daemon links the layers of later checkpoints there, and
+         * takes the link away once one is frozen, so that only the top is ever writable in here. */
+        if (c->disk_dir && ((r = jail_add(j, c->disk_dir, JAIL_RW, false)) < 0 || !path_under(c->disk, c->disk_dir))) {
+                r = r < 0 ? r : -EINVAL;
+                goto fail;
+        }
+        if (!c->disk_dir && (r = jail_add(j, c->disk, JAIL_RW, false)) < 0)
                 goto fail;
         if (streq(c->disk_format, "qcow2")) {
                 _cleanup_free_ char *cur = strdup(c->disk);

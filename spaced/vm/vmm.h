@@ -51,6 +51,8 @@ typedef struct VmConfig {
         const char *initrd;
         const char *disk;         /* root disk image (qcow2 overlay or raw), attached as virtio-blk "vda" */
         const char *disk_format;  /* "qcow2" or "raw" */
+        const char *disk_dir;     /* the sandbox's own directory the disk is in, bound writable when confined,
+                                   * so a layer linked there later reaches QEMU; NULL: the disk alone is bound */
         const char *mem_path;     /* memory-backend-file path (the base snapshot's RAM file) */
         bool mem_share;           /* share=on while building a base snapshot, share=off for sandboxes */
         unsigned vcpus;
