@@ -131,8 +131,10 @@ else
 fi
 check_fails "the state database cannot be opened" in_qemu "$QA" cat "$SPACE_STATE_DIR/space.db"
 check_fails "the state database cannot be created anew" in_qemu_writes "$QA" "$SPACE_STATE_DIR/space.db"
-check_eq "the state dir holds its own sandbox's dir alone" sandboxes "$(in_qemu "$QA" ls "$SPACE_STATE_DIR" 2>&1)"
-check_eq "  ... and of that its disk dir alone" "$A qemu" "$(in_qemu "$QA" sh -c 'ls "$1"; ls "$1/$2"' sh \
+# base: the memory file and the base disk; templates: the root image at the bottom of the disk's chain.
+check_eq "the state dir holds what QEMU needs alone" "base sandboxes templates" \
+        "$(in_qemu "$QA" ls "$SPACE_STATE_DIR" 2>&1 | tr '\n' ' ' | sed 's/ $//')"
+check_eq "  ... of the sandboxes its own disk dir alone" "$A qemu" "$(in_qemu "$QA" sh -c 'ls "$1"; ls "$1/$2"' sh \
         "$SPACE_STATE_DIR/sandboxes" "$A" 2>&1 | tr '\n' ' ' | sed 's/ $//')"
 check_fails "another sandbox's run dir (its QMP socket) cannot be reached" in_qemu "$QA" ls -d "$RUN_B"
 check_fails "another sandbox's data dir cannot be listed" in_qemu "$QA" ls "$DATA_B"
@@ -229,8 +231,8 @@ check_eq "  ... prints" back "$(cat "$OUT")"
 check_eq "the sandbox kept its QEMU" "$QB" "$(qemu_pid_of "$B")"
 
 # ---- confine = off: as before
-kill "$(daemon_pid)"
-wait_for 10 pid_gone "$(daemon_pid)"
+DP=$(daemon_pid)
+kill "$DP" && wait_for 30 pid_gone "$DP" || bail_out "spaced did not stop"
 write_config "confine = off"
 start_daemon
 create_sandbox C --name t28-off
