@@ -3,12 +3,12 @@
 # QEMU in its own user and mount namespace (confine = on), looked at from inside: nsenter into a QEMU's
 # namespaces without capabilities, as QEMU runs, and try what an escaped QEMU would. The user's home, the
 # state database, the API socket and another sandbox's run dir, data dir and disk are not there; its own
-# sockets, disk, kernel and /usr are, all but its disk, run dir and base memory file read-only. A qcow2
-# checkpoint hands QEMU the new layer through data_dir/qemu and takes the frozen one away: after two
-# checkpoints QEMU holds no writable fd on a frozen layer and has no path to it, and a fork sees its
-# checkpoint's layer read-only. QEMU holds no capabilities and keeps its seccomp filter. The sandbox works
-# across suspend/wake, checkpoints, fork, restore and a daemon killed and restarted. confine = off runs QEMU
-# in the daemon's namespaces, as before.
+# sockets, disk, kernel and /usr are, all but its disk, run dir and base memory file read-only. It cannot
+# ptrace a sibling QEMU or the daemon. A qcow2 checkpoint hands QEMU the new layer through data_dir/qemu
+# and takes the frozen one away: after two checkpoints QEMU holds no writable fd on a frozen layer and has
+# no path to it, and a fork sees its checkpoint's layer read-only. QEMU holds no capabilities and keeps its
+# seccomp filter. The sandbox works across suspend/wake, checkpoints, fork, restore and a daemon killed and
+# restarted. confine = off runs QEMU in the daemon's namespaces, as before. Known gaps are TAP TODOs.
 . "$(dirname "$0")/lib.sh"
 
 command -v nsenter >/dev/null && command -v setpriv >/dev/null || bail_out "needs nsenter and setpriv (util-linux)"
@@ -147,6 +147,26 @@ check_fails "/usr cannot be written" in_qemu_writes "$QA" /usr/bin/env
 check_fails "the guest kernel cannot be written" in_qemu_writes "$QA" "$SPACE_LIB_DIR/vmlinux"
 check_fails "nothing can be made in the root" in_qemu "$QA" mkdir /x
 check_fails "no new mount (no capabilities)" in_qemu "$QA" mount -t tmpfs none "$RUN_A"
+
+# ---- other processes: ptrace and process_vm_readv/writev need CAP_SYS_PTRACE in the target's user namespace
+# (commoncap), which no QEMU holds in a sibling's or the daemon's. Signals need only the same uid.
+PTRACE_PROBE='import ctypes, os, sys
+libc = ctypes.CDLL(None, use_errno=True)
+pid = int(sys.argv[1])
+if libc.ptrace(0x4206, pid, 0, 0) != 0:  # PTRACE_SEIZE
+    sys.exit("ptrace: " + os.strerror(ctypes.get_errno()))
+libc.ptrace(17, pid, 0, 0)  # PTRACE_DETACH'
+if in_qemu "$QA" python3 -c 'import ctypes' 2>/dev/null; then
+        run in_qemu "$QA" python3 -c "$PTRACE_PROBE" "$QB"
+        check_contains "a sibling QEMU cannot be traced (its memory not read or written)" "Operation not permitted" "$ERR"
+        run in_qemu "$QA" python3 -c "$PTRACE_PROBE" "$DP"
+        check_contains "the daemon cannot be traced" "Operation not permitted" "$ERR"
+else
+        skip "a sibling QEMU cannot be traced" "no python3 with ctypes under /usr"
+        skip "the daemon cannot be traced" "no python3 with ctypes under /usr"
+fi
+todo_fails "a sibling QEMU cannot be signalled" "no pid namespace yet (ARCHITECTURE.md, decision 12)" \
+        in_qemu "$QA" kill -0 "$QB"
 
 # ---- what it needs
 check_rc "its own QMP socket is there, at the same path" 0 in_qemu "$QA" test -S "$RUN_A/qmp.sock"
