@@ -222,36 +222,49 @@ int disk_qemu_path(const char *data_dir, const char *disk, char **ret_path, char
         /* A btrfs volume is the sandbox's alone and never becomes a checkpoint's (that is a snapshot of it):
          * QEMU gets it by its own name. So does a layer with a relative backing name, which QEMU would look
          * for next to the link. */
-        if (!streq(disk_format(disk), "qcow2") || qcow2_backing_file(disk, &backing) < 0 ||
-            (backing && backing[0] != '/')) {
-                path = strdup(disk);
-                if (!path)
-                        return -ENOMEM;
-                *ret_path = TAKE_PTR(path);
-                *ret_dir = NULL;
-                return 0;
+        if (streq(disk_format(disk), "qcow2") && qcow2_backing_file(disk, &backing) >= 0 &&
+            (!backing || backing[0] == '/')) {
+                r = qemu_dir(data_dir, &dir);
+                if (r < 0)
+                        return r;
+                /* No QEMU of this sandbox runs now: whatever is there is a leftover. */
+                qemu_dir_prune(dir, NULL);
+                r = qemu_link(dir, disk, &path);
+                if (r >= 0) {
+                        *ret_path = TAKE_PTR(path);
+                        *ret_dir = TAKE_PTR(dir);
+                        return 0;
+                }
+                /* EXDEV: data_dir was moved to another file system. QEMU runs on the disk's own name then,
+                 * and confined it cannot take a checkpoint. */
+                if (r != -EXDEV)
+                        return r;
         }
-        r = qemu_dir(data_dir, &dir);
-        if (r < 0)
-                return r;
-        /* No QEMU of this sandbox runs now: whatever is there is a leftover. */
-        qemu_dir_prune(dir, NULL);
-        r = qemu_link(dir, disk, &path);
-        if (r < 0)
-                return r;
+        path = strdup(disk);
+        if (!path)
+                return -ENOMEM;
         *ret_path = TAKE_PTR(path);
-        *ret_dir = TAKE_PTR(dir);
+        *ret_dir = NULL;
         return 0;
 }
 
+/* NULL: nothing was linked. */
+static void unlink_handed(const char *handed) {
+        if (handed)
+                (void) unlink(handed);
+}
+
 static int checkpoint_qcow2(Qmp *q, const char *data_dir, DiskCheckpoint *c, Error *reterr) {
-        _cleanup_free_ char *args = NULL, *dir = NULL, *file = NULL;
+        _cleanup_free_ char *args = NULL, *dir = NULL, *handed = NULL;
+        const char *file;
         int r;
 
         r = qemu_dir(data_dir, &dir);
         if (r >= 0)
-                r = qemu_link(dir, c->next_top, &file);
-        if (r < 0) {
+                r = qemu_link(dir, c->next_top, &handed);
+        /* EXDEV as in disk_qemu_path(): by its own name, which only an unconfined QEMU can open */
+        file = r >= 0 ? handed : c->next_top;
+        if (r < 0 && r != -EXDEV) {
                 (void) error_set(reterr, ERROR_INTERNAL, "cannot hand the new layer to QEMU: %s", strerror(-r));
                 return r;
         }
@@ -260,7 +273,7 @@ static int checkpoint_qcow2(Qmp *q, const char *data_dir, DiskCheckpoint *c, Err
             !cJSON_AddStringToObject(o, "format", "qcow2") || !cJSON_AddStringToObject(o, "mode", "existing") ||
             !(args = cJSON_PrintUnformatted(o))) {
                 cJSON_Delete(o);
-                (void) unlink(file);
+                unlink_handed(handed);
                 return -ENOMEM;
         }
         cJSON_Delete(o);
@@ -268,7 +281,7 @@ static int checkpoint_qcow2(Qmp *q, const char *data_dir, DiskCheckpoint *c, Err
          * writes, which reads the same; the other order could leave the link on a layer QEMU left. */
         r = sandbox_disk_set(data_dir, c->next_top);
         if (r < 0) {
-                (void) unlink(file);
+                unlink_handed(handed);
                 (void) error_set(reterr, ERROR_INTERNAL, "cannot switch the sandbox's disk: %s", strerror(-r));
                 return r;
         }
@@ -276,7 +289,7 @@ static int checkpoint_qcow2(Qmp *q, const char *data_dir, DiskCheckpoint *c, Err
         r = qmp_execute(q, "blockdev-snapshot-sync", args, -1, 10000, NULL, reterr);
         if (r < 0) {
                 (void) sandbox_disk_set(data_dir, c->top);
-                (void) unlink(file);
+                unlink_handed(handed);
                 return r;
         }
         crash_point("checkpoint-linked");
