@@ -10,8 +10,9 @@
  * Done by hand in the forked child rather than with bwrap: no extra process between setsid and QEMU (the pid
  * the daemon records and vm_pid_alive() checks stays QEMU's), and no new dependency.
  *
- * vm_jail_new() runs in the daemon and does everything that allocates; vm_jail_enter() runs between fork and
- * exec in a copy of a multi-threaded process, so it only makes system calls on what was prepared.
+ * vm_jail_new() runs in the daemon and does everything that allocates; vm_jail_unshare() (in the helper that
+ * forks QEMU) and vm_jail_enter() (in QEMU's process) run between fork and exec in a copy of a multi-threaded
+ * process, so they only make system calls on what was prepared.
  */
 
 #ifndef _GNU_SOURCE
@@ -414,14 +415,16 @@ static int bind_one(const JailMount *m) {
         return mount(NULL, m->dst, NULL, f, NULL) < 0 ? -errno : 0;
 }
 
-int vm_jail_enter(VmJail *j, bool *ret_fell_back, int *ret_step) {
+int vm_jail_unshare(VmJail *j, bool *ret_fell_back, int *ret_step) {
         int r;
 
         *ret_fell_back = false;
         *ret_step = JAIL_STEP_UNSHARE;
         if (!j)
                 return 0;
-        if (unshare(CLONE_NEWUSER | CLONE_NEWNS) < 0) {
+        /* A pid namespace of its own: QEMU can then signal no process but itself (a user namespace alone
+         * keeps it from tracing others, not from killing or stopping them). */
+        if (unshare(CLONE_NEWUSER | CLONE_NEWPID) < 0) {
                 r = -errno;
                 /* No user namespaces here (sysctls, a container's seccomp policy): auto runs QEMU as before. */
                 if (j->mode == VM_CONFINE_AUTO && IN_SET(r, -EPERM, -EINVAL, -ENOSPC, -EUSERS, -ENOSYS)) {
@@ -430,12 +433,23 @@ int vm_jail_enter(VmJail *j, bool *ret_fell_back, int *ret_step) {
                 }
                 return r;
         }
-        /* The user's uid and gid map to themselves: files keep their owners, and QEMU's pid file and sockets
-         * belong to the user outside. */
+        /* The user's uid and gid map to themselves: files keep their owners, and QEMU's sockets belong to the
+         * user outside. */
         *ret_step = JAIL_STEP_MAPS;
         if ((r = write_all("/proc/self/setgroups", "deny")) < 0 || (r = write_all("/proc/self/uid_map", j->uid_map)) < 0 ||
             (r = write_all("/proc/self/gid_map", j->gid_map)) < 0)
                 return r;
+        return 0;
+}
+
+int vm_jail_enter(VmJail *j, int *ret_step) {
+        int r;
+
+        *ret_step = JAIL_STEP_UNSHARE;
+        if (!j)
+                return 0;
+        if (unshare(CLONE_NEWNS) < 0)
+                return -errno;
         /* Nothing mounted here propagates back to the host. */
         *ret_step = JAIL_STEP_ROOT;
         if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)

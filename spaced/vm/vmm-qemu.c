@@ -293,8 +293,6 @@ int vm_build_argv(const VmConfig *c, char ***ret_argv) {
         strv_addf(&s, "socket,id=qmp0,path=%s/qmp.sock,server=on,wait=off", run);
         strv_add(&s, "-mon");
         strv_add(&s, "chardev=qmp0,mode=control");
-        strv_add(&s, "-pidfile");
-        strv_addf(&s, "%s/qemu.pid", c->run_dir);
         strv_add(&s, "-sandbox");
         strv_add(&s, "on,obsolete=deny,elevateprivileges=deny,spawn=deny,resourcecontrol=deny");
         if (c->incoming) {
@@ -366,11 +364,10 @@ bool vm_pid_alive(pid_t pid, const char *run_dir) {
         buf[len] = 0;
 
         /* Every file of the run dir appears as "RUN/..." in some argument ("RUN/" so that /x/sb1 does not match
-         * /x/sb10). Commas in the run dir appear doubled there, so compare against the -pidfile argument,
-         * which is not escaped. */
-        _cleanup_free_ char *needle = NULL;
+         * /x/sb10), with commas doubled as on the command line we built. */
+        _cleanup_free_ char *needle = NULL, *escaped = qemu_opt_escape(run_dir);
         bool found = false;
-        if (asprintf(&needle, "%s/", run_dir) >= 0)
+        if (escaped && asprintf(&needle, "%s/", escaped) >= 0)
                 for (size_t i = 0; i < len; i += strlen(buf + i) + 1)
                         if (strstr(buf + i, needle)) {
                                 found = true;
@@ -520,6 +517,29 @@ static void report(int fd, int kind, int value) {
         (void) !write(fd, &m, sizeof(m)); /* atomic: < PIPE_BUF */
 }
 
+/* Writes pid to path by way of tmp, between fork and exec (no stdio). QEMU's own -pidfile would hold 1, its
+ * pid in its pid namespace; this is the one outside, which the daemon signals and watches. */
+static int write_pidfile(const char *tmp, const char *path, pid_t pid) {
+        char buf[16], digits[12];
+        int n = 0, k = 0;
+
+        do
+                digits[n++] = (char) ('0' + pid % 10);
+        while ((pid /= 10) > 0);
+        while (n > 0)
+                buf[k++] = digits[--n];
+        buf[k++] = '\n';
+        int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY, 0644);
+        if (fd < 0)
+                return -errno;
+        ssize_t w = write(fd, buf, (size_t) k);
+        int e = errno;
+        (void) close(fd);
+        if (w != k)
+                return -(w < 0 ? e : EIO);
+        return rename(tmp, path) < 0 ? -errno : 0;
+}
+
 _Noreturn static void exec_qemu(const char *binary, char **argv, int null_fd, int log_fd, int status_fd) {
         struct sigaction sa = { .sa_handler = SIG_DFL };
         sigset_t all;
@@ -553,7 +573,7 @@ _Noreturn static void exec_qemu(const char *binary, char **argv, int null_fd, in
 
 int vm_spawn(const VmConfig *c, pid_t *ret_pid, Error *reterr) {
         _cleanup_strv_free_ char **argv = NULL;
-        _cleanup_free_ char *binary = NULL, *log_path = NULL, *qmp_path = NULL;
+        _cleanup_free_ char *binary = NULL, *log_path = NULL, *qmp_path = NULL, *pid_path = NULL, *pid_tmp = NULL;
         _cleanup_close_ int null_fd = -1, log_fd = -1, rfd = -1, wfd = -1;
         _cleanup_(vm_jail_freep) VmJail *jail = NULL;
         pid_t qemu = 0;
@@ -592,7 +612,9 @@ int vm_spawn(const VmConfig *c, pid_t *ret_pid, Error *reterr) {
 
         log_path = run_file(c->run_dir, "qemu.log");
         qmp_path = run_file(c->run_dir, "qmp.sock");
-        if (!log_path || !qmp_path)
+        pid_path = run_file(c->run_dir, "qemu.pid");
+        pid_tmp = run_file(c->run_dir, ".qemu.pid.new");
+        if (!log_path || !qmp_path || !pid_path || !pid_tmp)
                 return -ENOMEM;
         /* O_APPEND so vm_log_trim() can truncate it under QEMU's feet. */
         log_fd = open(log_path, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY, 0600);
@@ -617,24 +639,41 @@ int vm_spawn(const VmConfig *c, pid_t *ret_pid, Error *reterr) {
         if (mid < 0)
                 return -errno;
         if (mid == 0) {
+                bool fell_back;
+                int step, k;
+
                 /* Own session: QEMU survives the daemon and no terminal signal reaches it. */
                 (void) setsid();
+                /* The user and pid namespaces are made here, so that QEMU, forked next, is pid 1 in the
+                 * latter; the mount namespace in QEMU's process. */
+                k = vm_jail_unshare(jail, &fell_back, &step);
+                if (k < 0) {
+                        report(wfd, SPAWN_MSG_JAIL_STEP, step);
+                        report(wfd, SPAWN_MSG_JAIL_ERRNO, -k);
+                        _exit(127);
+                }
+                if (fell_back)
+                        report(wfd, SPAWN_MSG_UNCONFINED, 0);
                 pid_t gc = fork();
                 if (gc < 0) {
                         report(wfd, SPAWN_MSG_ERRNO, errno);
                         _exit(1);
                 }
                 if (gc == 0) {
-                        bool fell_back;
-                        int step, k = vm_jail_enter(jail, &fell_back, &step);
+                        k = fell_back ? 0 : vm_jail_enter(jail, &step);
                         if (k < 0) {
                                 report(wfd, SPAWN_MSG_JAIL_STEP, step);
                                 report(wfd, SPAWN_MSG_JAIL_ERRNO, -k);
                                 _exit(127);
                         }
-                        if (fell_back)
-                                report(wfd, SPAWN_MSG_UNCONFINED, 0);
                         exec_qemu(binary, argv, null_fd, log_fd, wfd);
+                }
+                /* Here, not from the daemon: a daemon killed now still leaves the file for the next one. */
+                k = write_pidfile(pid_tmp, pid_path, gc);
+                if (k < 0) {
+                        (void) kill(gc, SIGKILL);
+                        report(wfd, SPAWN_MSG_ERRNO, -k);
+                        _exit(1);
                 }
                 report(wfd, SPAWN_MSG_PID, gc);
                 _exit(0);

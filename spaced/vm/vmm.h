@@ -10,7 +10,8 @@
  * A VM's runtime files live in one directory (VmConfig.run_dir):
  *   qmp.sock    QMP monitor (QEMU is the server)
  *   agent.sock  virtio-serial port "agent" (QEMU is the server, so the daemon can reconnect at any time)
- *   qemu.pid    written by QEMU (-pidfile)
+ *   qemu.pid    QEMU's pid, written by vm_spawn()'s helper (QEMU's -pidfile would hold 1, its pid in its own pid
+ *               namespace when confined)
  *   qemu.log    QEMU's stderr (truncated at start, O_APPEND so vm_log_trim() can cut it while QEMU runs)
  * The guest console (hvc0) goes to a 128 KiB ring buffer inside QEMU, not to a file, so a guest writing to it
  * without end costs nothing on the host; read it with vm_console_read().
@@ -76,7 +77,7 @@ int vm_build_argv(const VmConfig *c, char ***ret_argv);
 
 /* Starts QEMU detached from the daemon (own session via double fork, stdin /dev/null, stderr to
  * run_dir/qemu.log) so it outlives spaced; confined as c->confine says, every path on its command line bound
- * at the same path inside. Returns QEMU's pid (the real one, from the pidfile or the fork). */
+ * at the same path inside. Returns QEMU's pid as the daemon sees it (the fork's, also in run_dir/qemu.pid). */
 int vm_spawn(const VmConfig *c, pid_t *ret_pid, Error *reterr);
 
 /* QMP client: connect (retrying until timeout_ms while the socket appears), read the greeting, send

@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
-# QEMU in its own user and mount namespace (confine = on), looked at from inside: nsenter into a QEMU's
-# namespaces without capabilities, as QEMU runs, and try what an escaped QEMU would. The user's home, the
-# state database, the API socket and another sandbox's run dir, data dir and disk are not there; its own
-# sockets, disk, kernel and /usr are, all but its disk, run dir and base memory file read-only. It cannot
-# ptrace a sibling QEMU or the daemon. A qcow2 checkpoint hands QEMU the new layer through data_dir/qemu
-# and takes the frozen one away: after two checkpoints QEMU holds no writable fd on a frozen layer and has
-# no path to it, and a fork sees its checkpoint's layer read-only. QEMU holds no capabilities and keeps its
-# seccomp filter. The sandbox works across suspend/wake, checkpoints, fork, restore and a daemon killed and
-# restarted. confine = off runs QEMU in the daemon's namespaces, as before. Known gaps are TAP TODOs.
+# QEMU in its own user, mount and pid namespaces (confine = on), looked at from inside: nsenter into a
+# QEMU's namespaces without capabilities, as QEMU runs, and try what an escaped QEMU would. The user's home,
+# the state database, the API socket and another sandbox's run dir, data dir and disk are not there; its own
+# sockets, disk, kernel and /usr are, all but its disk, run dir and base memory file read-only. It can
+# neither ptrace nor signal a sibling QEMU or the daemon. A qcow2 checkpoint hands QEMU the new layer through
+# data_dir/qemu and takes the frozen one away: after two checkpoints QEMU holds no writable fd on a frozen
+# layer and has no path to it, and a fork sees its checkpoint's layer read-only. QEMU holds no capabilities
+# and keeps its seccomp filter. The sandbox works across suspend/wake, checkpoints, fork, restore and a
+# daemon killed and restarted. confine = off runs QEMU in the daemon's namespaces, as before. Known gaps are
+# TAP TODOs.
 . "$(dirname "$0")/lib.sh"
 
 command -v nsenter >/dev/null && command -v setpriv >/dev/null || bail_out "needs nsenter and setpriv (util-linux)"
@@ -93,7 +94,7 @@ pid_alive "$QA" && pid_alive "$QB" || bail_out "no QEMU pids ($QA, $QB)"
 ROOT=/proc/$QA/root
 
 # ---- namespaces
-for ns in mnt user; do
+for ns in mnt user pid; do
         if [ -n "$(ns_of "$QA" $ns)" ] && [ "$(ns_of "$QA" $ns)" != "$(ns_of "$DP" $ns)" ]; then
                 pass "QEMU's $ns namespace is not the daemon's"
         else
@@ -149,7 +150,8 @@ check_fails "nothing can be made in the root" in_qemu "$QA" mkdir /x
 check_fails "no new mount (no capabilities)" in_qemu "$QA" mount -t tmpfs none "$RUN_A"
 
 # ---- other processes: ptrace and process_vm_readv/writev need CAP_SYS_PTRACE in the target's user namespace
-# (commoncap), which no QEMU holds in a sibling's or the daemon's. Signals need only the same uid.
+# (commoncap), which no QEMU holds in a sibling's or the daemon's. Signals need only the same uid, but in its
+# pid namespace QEMU is pid 1 and no other process has a pid.
 PTRACE_PROBE='import ctypes, os, sys
 libc = ctypes.CDLL(None, use_errno=True)
 pid = int(sys.argv[1])
@@ -165,8 +167,10 @@ else
         skip "a sibling QEMU cannot be traced" "no python3 with ctypes under /usr"
         skip "the daemon cannot be traced" "no python3 with ctypes under /usr"
 fi
-todo_fails "a sibling QEMU cannot be signalled" "no pid namespace yet (ARCHITECTURE.md, decision 12)" \
-        in_qemu "$QA" kill -0 "$QB"
+check_fails "neither a sibling QEMU nor the daemon can be signalled" nsenter -t "$QA" -U -m -p --root --wd --preserve-credentials -- \
+        setpriv --bounding-set=-all --inh-caps=-all --ambient-caps=-all --securebits=+noroot,+noroot_locked -- \
+        sh -c 'for p; do kill -0 "$p" && exit 0; done; exit 1' sh "$QB" "$DP"
+check_eq "QEMU is pid 1 in its pid namespace" 1 "$(awk '/^NSpid:/ { print $NF }' "/proc/$QA/status")"
 
 # ---- what it needs
 check_rc "its own QMP socket is there, at the same path" 0 in_qemu "$QA" test -S "$RUN_A/qmp.sock"

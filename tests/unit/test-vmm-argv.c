@@ -134,8 +134,8 @@ int main(void) {
                    strv_has(base, "virtserialport,chardev=agent0,name=agent"),
            "agent port on a server socket in the run dir");
         ok(strv_has(base, "socket,id=qmp0,path=/run/user/1000/space/sb-1/qmp.sock,server=on,wait=off") &&
-                   streq_ptr(strv_after(base, "-pidfile"), "/run/user/1000/space/sb-1/qemu.pid"),
-           "QMP socket and pidfile in the run dir");
+                   !strv_has(base, "-pidfile"),
+           "QMP socket in the run dir, no -pidfile (1 in QEMU's pid namespace: vm_spawn writes qemu.pid)");
         ok(strv_has(base, "file=/var/lib/space/disks/sb-1.qcow2,if=none,id=d0,format=qcow2,cache=none,aio=threads,"
                           "discard=unmap"),
            "root disk drive");
@@ -156,8 +156,7 @@ int main(void) {
         cm.disk = "/tmp/a,b/disk.qcow2";
         ok(vm_build_argv(&cm, &comma) == 0 &&
                    strv_has(comma, "socket,path=/tmp/a,,b/agent.sock,server=on,wait=off,id=agent0") &&
-                   strv_contains_substr(comma, "file=/tmp/a,,b/disk.qcow2,if=none") &&
-                   streq_ptr(strv_after(comma, "-pidfile"), "/tmp/a,b/qemu.pid"),
+                   strv_contains_substr(comma, "file=/tmp/a,,b/disk.qcow2,if=none"),
            "commas in paths are escaped for QEMU's option parser (and only there)");
 
         VmConfig ni = c;
