@@ -1,14 +1,14 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 
 /*
- * QEMU's own user and mount namespace (ARCHITECTURE.md, decision 12). An escaped QEMU runs as the user, and
- * seccomp alone leaves it every file the user can reach: the state database, the home directory, every other
- * sandbox's disk and sockets. In its namespace it sees a read-only tmpfs holding only what it needs, each
- * bound at the path it has outside, so QEMU's command line, the pid file and the sockets the daemon connects
- * to are the same as without the namespace.
+ * QEMU's own user, mount and pid namespaces (ARCHITECTURE.md, decision 12). An escaped QEMU runs as the user,
+ * and seccomp alone leaves it every file the user can reach (the state database, the home directory, every
+ * other sandbox's disk and sockets) and every process it may signal. In its namespaces it sees a read-only
+ * tmpfs holding only what it needs, each bound at the path it has outside, so QEMU's command line and the
+ * sockets the daemon connects to are the same as without them; it is pid 1 and alone.
  *
- * Done by hand in the forked child rather than with bwrap: no extra process between setsid and QEMU (the pid
- * the daemon records and vm_pid_alive() checks stays QEMU's), and no new dependency.
+ * Done by hand in the forked children rather than with bwrap: no process stays between setsid and QEMU (the
+ * pid the daemon records and vm_pid_alive() checks stays QEMU's), and no new dependency.
  *
  * vm_jail_new() runs in the daemon and does everything that allocates; vm_jail_unshare() (in the helper that
  * forks QEMU) and vm_jail_enter() (in QEMU's process) run between fork and exec in a copy of a multi-threaded
@@ -259,8 +259,8 @@ int vm_jail_new(const VmConfig *c, const char *binary, VmJail **ret, Error *rete
                 goto fail;
 
         /* The base memory file. A sandbox maps it privately (share=off) and never writes it, but QEMU 7.2
-         * opens it O_RDWR whatever share= says, and readonly=on would make guest RAM read-only: writable it
-         * stays until QEMU has rom=off (8.2). While a base snapshot is built QEMU creates the file: make it
+         * opens it O_RDWR whatever share= says (file_ram_open()), and readonly=on maps guest RAM read-only
+         * too: writable it stays until QEMU has rom=off (8.2), and then it can be bound read-only. While a base snapshot is built QEMU creates the file: make it
          * here, empty, so there is something to bind (QEMU sizes an empty file itself). */
         if (c->mem_share) {
                 _cleanup_close_ int fd = open(c->mem_path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
