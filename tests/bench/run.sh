@@ -9,17 +9,23 @@
 # bench_cp.py: spacectl cp in and out next to a raw read of the same file on the host.
 # bench_cli.py (BENCH_ONLY=cli): spacectl's start-up, --help and version, next to /bin/true: wall time and page
 # faults over BENCH_CLI_RUNS (>= 200) runs; BENCH_CLI_BASELINE=/path/to/an/older/spacectl puts it side by side.
+# bench_scale.py (BENCH_ONLY=scale): how the cost grows with 1, 10, 50 and 100 idle sandboxes, one table row per size.
 #
 # Knobs: BENCH_CREATES (>= 20, default 20), BENCH_EXECS (>= 50, default 50), BENCH_PINGS (default 200),
 #        BENCH_RAW_RESTORE_CMD (see tests/bench/bench.py), BENCH_STREAM_MIB (default 64), BENCH_STREAM_RUNS
 #        (>= 3), BENCH_SESSIONS (>= 50), BENCH_PAUSES (default 30), BENCH_SUSPENDS (default 5),
-#        BENCH_FORKS (default 3), BENCH_ONLY=core|api|lifecycle|storage|templates|build|cp|e2b (one part alone;
-#        storage: checkpoint pause and fork on qcow2 and on a loop-mounted btrfs, side by side), BENCH_STORAGE=0 (no
-#        storage part), SPACE_TEST_ACCEL, TOP_BUILDDIR; templates: BENCH_IMPORT_MIB (default 64,512,1024),
-#        BENCH_IMPORT_RUNS (default 3), BENCH_TEMPLATE_CREATES (default 10); build (template recipes,
+#        BENCH_FORKS (default 3), BENCH_ONLY=core|api|lifecycle|storage|templates|build|cp|cli|e2b|scale (one
+#        part alone; storage: checkpoint pause and fork on qcow2 and on a loop-mounted btrfs, side by side),
+#        BENCH_STORAGE=0 (no storage part), SPACE_TEST_ACCEL, TOP_BUILDDIR; templates: BENCH_IMPORT_MIB (default
+#        64,512,1024), BENCH_IMPORT_RUNS (default 3), BENCH_TEMPLATE_CREATES (default 10); build (template recipes,
 #        tests/bench/bench_build.py): BENCH_BUILD_RUNS (default 2), BENCH_BUILD_RAW (default 1); cp: BENCH_CP_MIB
 #        (default 256), BENCH_CP_RUNS (>= 3); e2b (the E2B facade with the Python SDK next to the native API,
-#        tests/bench/bench_e2b.py): BENCH_E2B_CREATES, BENCH_E2B_RUNS (>= 20), BENCH_E2B_TEMPLATE.
+#        tests/bench/bench_e2b.py): BENCH_E2B_CREATES, BENCH_E2B_RUNS (>= 20), BENCH_E2B_TEMPLATE; scale (N idle
+#        sandboxes: create -> first exec, spacectl ls, spaced's CPU and RSS, the QEMUs' CPU, private memory per
+#        sandbox at each N, tests/bench/bench_scale.py): BENCH_SCALE_SIZES (default 1,10,50,100; a size that
+#        memory does not allow is skipped, with the reason), BENCH_SCALE_LS_RUNS (>= 20), BENCH_SCALE_WINDOW
+#        (idle window in s, default 10), BENCH_SCALE_MEMORY_LIMIT_MIB (the daemon's memory_limit_mib for this
+#        part; default max(RAM - 2 GiB, 80% of RAM); more than RAM overcommits, idle guests touch little of theirs).
 # Numbers from a --enable-sanitizers build are slower than a release build: configure without it for figures
 # worth quoting.
 
@@ -27,7 +33,14 @@
 
 export BENCH_OUT=${BENCH_OUT:-$TOP_BUILDDIR/bench-results.json}
 space_env_setup >&2
-tcp_config
+# The scale part's memory_limit_mib (bench_scale.py): the daemon's default is 80% of RAM in guest memory.
+scale_limit_mib=${BENCH_SCALE_MEMORY_LIMIT_MIB:-$(awk '/^MemTotal:/ { t = int($2 / 1024); r = t - 2048;
+        d = int(t * 8 / 10); print (r > d ? r : d) }' /proc/meminfo)}
+if [ "${BENCH_ONLY:-}" = scale ]; then
+        tcp_config "memory_limit_mib = $scale_limit_mib"
+else
+        tcp_config
+fi
 start_daemon_tcp >&2
 export TEST_TMP TOP_BUILDDIR SPACECTL_BIN
 
@@ -73,6 +86,25 @@ if [ -z "${BENCH_ONLY:-}" ] || [ "$BENCH_ONLY" = cli ]; then
         daemon_answers || spacectl version >/dev/null 2>&1
         SEEN_PIDS+=("$(daemon_pid)")
         python3 "$TESTS_DIR/../bench/bench_cli.py" || rc=1
+fi
+if [ -z "${BENCH_ONLY:-}" ] || [ "$BENCH_ONLY" = scale ]; then
+        # N idle sandboxes (bench_scale.py). In a full run the daemon is restarted with the scale part's
+        # memory_limit_mib and again with the config as it was afterwards, so that the other parts keep theirs.
+        daemon_answers || spacectl version >/dev/null 2>&1
+        if [ -z "${BENCH_ONLY:-}" ]; then
+                cp "$SPACE_CONFIG" "$SPACE_CONFIG.pre-scale"
+                echo "memory_limit_mib = $scale_limit_mib" >>"$SPACE_CONFIG"
+                restart_pid=$(daemon_pid) && kill -TERM "$restart_pid" && wait_for 20 pid_gone "$restart_pid"
+                spacectl version >/dev/null 2>&1
+        fi
+        wait_for 10 daemon_pid && SEEN_PIDS+=("$(daemon_pid)")
+        python3 "$TESTS_DIR/../bench/bench_scale.py" || rc=1
+        if [ -z "${BENCH_ONLY:-}" ]; then
+                mv "$SPACE_CONFIG.pre-scale" "$SPACE_CONFIG"
+                restart_pid=$(daemon_pid) && kill -TERM "$restart_pid" && wait_for 20 pid_gone "$restart_pid"
+                spacectl version >/dev/null 2>&1
+                wait_for 10 daemon_pid && SEEN_PIDS+=("$(daemon_pid)")
+        fi
 fi
 if [ -z "${BENCH_ONLY:-}" ] || [ "$BENCH_ONLY" = lifecycle ] || [ "$BENCH_ONLY" = storage ]; then
         # Checkpoint pause and fork on each disk store: this daemon's (qcow2 on most machines), then a second
