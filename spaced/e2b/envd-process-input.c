@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "e2b/e2b-parse.h"
 #include "e2b/envd-process.h"
 #include "macro.h"
 #include "sandbox/sandbox.h"
@@ -80,7 +81,7 @@ static int queue_flush(InputQueue *q, Request *r) {
 }
 
 /* input {stdin | pty}: both go to the process's input (its pipe, or its terminal). */
-static int input_decode(const cJSON *input, uint8_t **ret, size_t *ret_size) {
+int envd_input_decode(const cJSON *input, uint8_t **ret, size_t *ret_size) {
         const cJSON *in = cJSON_GetObjectItemCaseSensitive(input, "stdin"),
                     *pty = cJSON_GetObjectItemCaseSensitive(input, "pty");
 
@@ -108,7 +109,7 @@ static int send_input_prepare(Request *r, InputQueue **ret) {
 
         if (!p)
                 return -ENOENT;
-        k = input_decode(cJSON_GetObjectItemCaseSensitive(o, "input"), &data, &n);
+        k = envd_input_decode(cJSON_GetObjectItemCaseSensitive(o, "input"), &data, &n);
         if (k < 0) {
                 http_respond_error(r, ERROR_INVALID_ARGUMENT,
                                    "input must be {\"stdin\": BASE64} or {\"pty\": BASE64} of at most %d bytes",
@@ -134,7 +135,7 @@ static int send_input_prepare(Request *r, InputQueue **ret) {
 }
 
 void envd_process_send_input(Request *r, const RouteArgs *a) {
-        InputQueue *q;
+        InputQueue *q = NULL;
         int k;
 
         /* run again when stdin credit came back: the queue is the request's */
@@ -181,10 +182,7 @@ void envd_process_close_stdin(Request *r, const RouteArgs *a) {
 typedef struct InputStream {
         InputQueue queue;
         bool started;                 /* the start message named the process */
-        uint8_t head[CONNECT_ENVELOPE_HEADER];
-        size_t head_len;
-        uint32_t msg_len;
-        SpaceBuf msg;
+        ConnectEnvelopeReader reader;
 } InputStream;
 
 static int stream_message(InputStream *is, const char *json, size_t n) {
@@ -215,7 +213,7 @@ static int stream_message(InputStream *is, const char *json, size_t n) {
         if (data) {
                 if (!is->started)
                         return queue_fail(q, "invalid_argument", "the first message must be start");
-                k = input_decode(cJSON_GetObjectItemCaseSensitive(data, "input"), &q->data, &q->size);
+                k = envd_input_decode(cJSON_GetObjectItemCaseSensitive(data, "input"), &q->data, &q->size);
                 if (k < 0)
                         return queue_fail(q, "invalid_argument",
                                           "data.input must be {\"stdin\": BASE64} or {\"pty\": BASE64}");
@@ -239,34 +237,19 @@ static size_t stream_write(void *userdata, Request *r, const char *data, size_t 
         if (k < 0)
                 goto fail;
         while (used < n) {
-                size_t take;
+                const char *code, *message;
+                size_t took;
 
-                if (is->head_len < CONNECT_ENVELOPE_HEADER) {
-                        is->head[is->head_len++] = (uint8_t) data[used++];
-                        if (is->head_len < CONNECT_ENVELOPE_HEADER)
-                                continue;
-                        is->msg_len = (uint32_t) is->head[1] << 24 | (uint32_t) is->head[2] << 16 |
-                                      (uint32_t) is->head[3] << 8 | is->head[4];
-                        if (is->head[0] != 0 || is->msg_len > HTTP_BODY_MAX) {
-                                queue_fail(&is->queue, is->head[0] != 0 ? "invalid_argument" : "resource_exhausted",
-                                           is->head[0] != 0 ? "envelopes must be uncompressed messages (flags 0)"
-                                                            : "a message is over 1 MiB");
-                                goto fail;
-                        }
-                        is->msg.len = 0;
-                }
-                take = n - used;
-                if (take > (size_t) is->msg_len - is->msg.len)
-                        take = (size_t) is->msg_len - is->msg.len;
-                if (take > 0 && space_buf_append(&is->msg, data + used, take) < 0) {
-                        queue_fail(&is->queue, "resource_exhausted", "out of memory");
+                k = connect_envelope_read(&is->reader, (const uint8_t *) data + used, n - used, &took, &code,
+                                          &message);
+                used += took;
+                if (k < 0) {
+                        queue_fail(&is->queue, code, message);
                         goto fail;
                 }
-                used += take;
-                if (is->msg.len < is->msg_len)
-                        continue;
-                is->head_len = 0;
-                if (stream_message(is, (const char *) is->msg.data, is->msg.len) < 0)
+                if (k == 0)
+                        break; /* all of data went into an envelope not complete yet */
+                if (stream_message(is, (const char *) is->reader.msg.data, is->reader.msg.len) < 0)
                         goto fail;
                 k = queue_flush(&is->queue, r);
                 if (k == 0)
@@ -285,7 +268,7 @@ static void stream_detach(void *userdata, Request *r) {
         InputStream *is = userdata;
 
         queue_done(&is->queue);
-        space_buf_done(&is->msg);
+        connect_envelope_reader_done(&is->reader);
         free(is);
 }
 
@@ -319,7 +302,7 @@ void envd_process_stream_input(Request *r, const RouteArgs *a) {
                 envd_stream_error(r, "unavailable", "the sandbox was not running when the stream began; try again");
         else if (is->queue.error_code)
                 envd_stream_error(r, is->queue.error_code, "%s", is->queue.error_message);
-        else if (is->head_len > 0 || is->msg.len < is->msg_len)
+        else if (connect_envelope_reader_inside(&is->reader))
                 envd_stream_error(r, "invalid_argument", "the body ended inside an envelope");
         else
                 envd_stream_ok(r);
