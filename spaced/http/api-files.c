@@ -410,26 +410,12 @@ static int body_owner(Request *r, cJSON *o, SpaceBuf *kv) {
         return 0;
 }
 
-static int body_bool(Request *r, cJSON *o, const char *key, bool *ret) {
-        cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
-
-        *ret = false;
-        if (!v || cJSON_IsNull(v))
-                return 0;
-        if (!cJSON_IsBool(v)) {
-                http_respond_error(r, ERROR_INVALID_ARGUMENT, "%s must be true or false", key);
-                return -EINVAL;
-        }
-        *ret = cJSON_IsTrue(v);
-        return 0;
-}
-
 void api_post_file_mkdir(Request *r, const RouteArgs *a) {
         static const char *const fields[] = { "path", "mode", "parents", "uid", "gid", NULL };
         _cleanup_(space_buf_done) SpaceBuf kv = {};
         _cleanup_free_ char *path = NULL;
         unsigned mode = 0;
-        bool mode_set, parents;
+        bool mode_set, parents = false;
         Sandbox *s;
         cJSON *o;
 
@@ -439,7 +425,7 @@ void api_post_file_mkdir(Request *r, const RouteArgs *a) {
         if (!o)
                 return;
         if (body_path(r, o, "path", &path) >= 0 && body_mode(r, o, &mode, &mode_set) >= 0 &&
-            body_bool(r, o, "parents", &parents) >= 0 && body_owner(r, o, &kv) >= 0) {
+            get_bool_field(r, o, "parents", &parents) >= 0 && body_owner(r, o, &kv) >= 0) {
                 if ((mode_set && space_kv_addf(&kv, "mode", "%u", mode) < 0) ||
                     (parents && space_kv_add(&kv, "parents", "1") < 0))
                         http_respond_error(r, ERROR_INTERNAL, "out of memory");

@@ -20,19 +20,6 @@
 
 #define PTY_SIZE_MAX 65535
 
-static int get_bool_field(Request *r, cJSON *o, const char *key, bool *ret) {
-        cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
-
-        if (!v || cJSON_IsNull(v))
-                return 0;
-        if (!cJSON_IsBool(v)) {
-                http_respond_error(r, ERROR_INVALID_ARGUMENT, "%s must be true or false", key);
-                return -EINVAL;
-        }
-        *ret = cJSON_IsTrue(v);
-        return 0;
-}
-
 int parse_exec_spec(Request *r, cJSON *o, bool stdin_default, ExecSpec *spec, char ***ret_argv, char ***ret_env) {
         _cleanup_strv_free_ char **env = NULL, **argv = NULL;
         uint64_t timeout = 0, rows = 0, cols = 0;

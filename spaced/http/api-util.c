@@ -246,6 +246,19 @@ int get_env_field(Request *r, cJSON *o, char ***ret) {
         return 1;
 }
 
+int get_bool_field(Request *r, cJSON *o, const char *key, bool *ret) {
+        cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+
+        if (!v || cJSON_IsNull(v))
+                return 0;
+        if (!cJSON_IsBool(v)) {
+                http_respond_error(r, ERROR_INVALID_ARGUMENT, "%s must be true or false", key);
+                return -EINVAL;
+        }
+        *ret = cJSON_IsTrue(v);
+        return 1;
+}
+
 int get_metadata_field(Request *r, cJSON *o, const char *key, char **ret) {
         cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key), *i;
         size_t bytes = 0;

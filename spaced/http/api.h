@@ -120,6 +120,8 @@ int parse_wait(Request *r, unsigned *ret);
 cJSON *parse_body_object(Request *r, const char *const *allowed);
 int get_uint_field(Request *r, cJSON *o, const char *key, uint64_t min, uint64_t max, uint64_t *ret);
 int get_env_field(Request *r, cJSON *o, char ***ret);
+/* true or false at key into *ret (left as it is when absent or null): 1, 0 absent, < 0 answered (400). */
+int get_bool_field(Request *r, cJSON *o, const char *key, bool *ret);
 /* An object of string labels at key, as JSON text in *ret (NULL when absent): 1, 0 absent, < 0 answered. */
 int get_metadata_field(Request *r, cJSON *o, const char *key, char **ret);
 cJSON *sandbox_metadata_to_json(const Sandbox *s);
