@@ -12,12 +12,12 @@
 #include "core/util.h"
 #include "json-util.h"
 #include "e2b/e2b-control.h"
+#include "e2b/e2b-parse.h"
 #include "macro.h"
 #include "string-util.h"
 
 /* E2B's views of sandboxes: info, lists with their filters and pages, metrics and logs. */
 
-#define METADATA_FILTER_MAX 64
 /* E2B's endAt of a sandbox that does not time out (one made natively, or paused): the far future. */
 #define END_AT_NEVER 253402300799LL /* 9999-12-31T23:59:59Z */
 
@@ -230,32 +230,40 @@ static void list_filter_done(ListFilter *f) {
         f->n = 0;
 }
 
-static int parse_metadata_filter(Request *r, ListFilter *f) {
-        const char *v = http_query(r, "metadata");
-
-        if (!v || !*v)
-                return 0;
-        for (const char *p = v; *p;) {
+int e2b_metadata_filter_parse(const char *v, char *key[static METADATA_FILTER_MAX],
+                              char *value[static METADATA_FILTER_MAX], unsigned *n_pairs) {
+        for (const char *p = v; p && *p;) {
                 size_t n = strcspn(p, "&");
                 const char *eq = memchr(p, '=', n);
 
                 if (n > 0) {
-                        if (!eq || eq == p || f->n >= METADATA_FILTER_MAX ||
-                            filter_part(p, (size_t) (eq - p), &f->key[f->n]) < 0 ||
-                            filter_part(eq + 1, n - (size_t) (eq - p) - 1, &f->value[f->n]) < 0) {
-                                free(f->key[f->n]);
-                                f->key[f->n] = NULL;
-                                return http_respond_error(r, ERROR_INVALID_ARGUMENT,
-                                                          "metadata=%.64s: expected KEY=VALUE pairs joined by '&' "
-                                                          "(at most %d), each part URL-encoded", v,
-                                                          METADATA_FILTER_MAX) ?: -EINVAL;
+                        /* past the limit there is no key[*n_pairs] to free */
+                        if (!eq || eq == p || *n_pairs >= METADATA_FILTER_MAX)
+                                return -EINVAL;
+                        if (filter_part(p, (size_t) (eq - p), &key[*n_pairs]) < 0 ||
+                            filter_part(eq + 1, n - (size_t) (eq - p) - 1, &value[*n_pairs]) < 0) {
+                                free(key[*n_pairs]);
+                                key[*n_pairs] = NULL;
+                                return -EINVAL;
                         }
-                        f->n++;
+                        (*n_pairs)++;
                 }
                 p += n;
                 if (*p == '&')
                         p++;
         }
+        return 0;
+}
+
+static int parse_metadata_filter(Request *r, ListFilter *f) {
+        const char *v = http_query(r, "metadata");
+
+        if (!v || !*v)
+                return 0;
+        if (e2b_metadata_filter_parse(v, f->key, f->value, &f->n) < 0)
+                return http_respond_error(r, ERROR_INVALID_ARGUMENT,
+                                          "metadata=%.64s: expected KEY=VALUE pairs joined by '&' (at most %d), "
+                                          "each part URL-encoded", v, METADATA_FILTER_MAX) ?: -EINVAL;
         return 0;
 }
 

@@ -6,6 +6,7 @@
 #include "core/log.h"
 #include "core/util.h"
 #include "e2b/e2b-control.h"
+#include "e2b/e2b-parse.h"
 #include "macro.h"
 #include "string-util.h"
 #include "template/template.h"
@@ -162,19 +163,6 @@ int e2b_seconds_field(Request *r, cJSON *o, const char *key, int64_t max, int64_
         return q;
 }
 
-static int bool_field(Request *r, cJSON *o, const char *key, bool *ret) {
-        cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
-
-        if (!v || cJSON_IsNull(v))
-                return 0;
-        if (!cJSON_IsBool(v)) {
-                http_respond_error(r, ERROR_INVALID_ARGUMENT, "%s must be true or false", key);
-                return -EINVAL;
-        }
-        *ret = cJSON_IsTrue(v);
-        return 1;
-}
-
 /* envVars: the sandbox-wide environment of every process, as NAME=VALUE. */
 static int env_vars_field(Request *r, cJSON *o, char ***ret) {
         cJSON *v = cJSON_GetObjectItemCaseSensitive(o, "envVars"), *i;
@@ -313,23 +301,74 @@ static void created(Request *r, E2bWait *w) {
         respond_sandbox(r, 201, s);
 }
 
-static void post_sandboxes(Request *r, const RouteArgs *a) {
+void e2b_new_sandbox_done(E2bNewSandbox *n) {
+        cJSON_Delete(n->body);
+        free(n->metadata);
+        strv_free(n->env);
+        *n = (E2bNewSandbox) {};
+}
+
+int e2b_new_sandbox_parse(Request *r, E2bNewSandbox *ret) {
         static const char *const fields[] = { "templateID", "timeout", "metadata", "envVars", "secure",
                                               "allow_internet_access", "autoPause", "autoResume", "network",
                                               "mcp", "volumeMounts", NULL };
         static const char *const auto_resume_fields[] = { "enabled", NULL };
+        _cleanup_(e2b_new_sandbox_done) E2bNewSandbox n = { .timeout = E2B_TIMEOUT_DEFAULT };
+        bool flag;
+        cJSON *v;
+        int q;
+
+        n.body = e2b_body_object(r, fields);
+        if (!n.body)
+                return -EINVAL;
+        v = cJSON_GetObjectItemCaseSensitive(n.body, "templateID");
+        if (!cJSON_IsString(v) || !v->valuestring[0] || strlen(v->valuestring) > 255)
+                return http_respond_error(r, ERROR_INVALID_ARGUMENT,
+                                          "templateID is required: a template (NAME[:TAG] or digest), 'base' for "
+                                          "the configured default, or a snapshot id") ?: -EINVAL;
+        n.template_ref = v->valuestring;
+        if ((q = e2b_seconds_field(r, n.body, "timeout", E2B_TIMEOUT_MAX, &n.timeout)) < 0 ||
+            (q = get_metadata_field(r, n.body, "metadata", &n.metadata)) < 0 ||
+            (q = env_vars_field(r, n.body, &n.env)) < 0 ||
+            (q = get_bool_field(r, n.body, "autoPause", &n.auto_pause)) < 0 ||
+            (q = get_bool_field(r, n.body, "secure", &flag)) < 0 ||
+            /* true is the SDKs' default; false is kept too: a sandbox has no network device yet, so it
+             * reaches nothing either way (ARCHITECTURE.md, decision 10) */
+            (q = get_bool_field(r, n.body, "allow_internet_access", &flag)) < 0 || (q = check_unsupported(r, n.body)) < 0)
+                return q;
+        v = cJSON_GetObjectItemCaseSensitive(n.body, "autoResume");
+        if (v && !cJSON_IsNull(v)) {
+                cJSON *i;
+
+                if (!cJSON_IsObject(v))
+                        return http_respond_error(r, ERROR_INVALID_ARGUMENT, "autoResume must be {\"enabled\": BOOL}")
+                                       ?: -EINVAL;
+                cJSON_ArrayForEach(i, v)
+                        if (!streq(i->string, auto_resume_fields[0]))
+                                return http_respond_error(r, ERROR_INVALID_ARGUMENT,
+                                                          "autoResume: unknown field '%.64s'", i->string) ?: -EINVAL;
+                if ((q = get_bool_field(r, v, "enabled", &n.auto_resume)) < 0)
+                        return q;
+        }
+        if (n.auto_resume && !n.auto_pause)
+                return http_respond_error(r, ERROR_INVALID_ARGUMENT,
+                                          "autoResume needs autoPause (lifecycle onTimeout 'pause'): a sandbox that "
+                                          "is killed at its timeout cannot be resumed") ?: -EINVAL;
+        *ret = n;
+        n = (E2bNewSandbox) {};
+        return 0;
+}
+
+static void post_sandboxes(Request *r, const RouteArgs *a) {
         Manager *m = http_manager(r->http);
-        _cleanup_strv_free_ char **env = NULL, **merged = NULL;
-        _cleanup_free_ char *metadata = NULL;
+        _cleanup_(e2b_new_sandbox_done) E2bNewSandbox n = {};
+        _cleanup_strv_free_ char **merged = NULL;
         _cleanup_(error_done) Error e = {};
-        bool auto_pause = false, auto_resume = false, flag;
-        int64_t timeout = E2B_TIMEOUT_DEFAULT;
         const char *tmpl;
         Checkpoint *source;
         Operation *op;
         E2bWait *w;
         Sandbox *s;
-        cJSON *o, *v;
         int q;
 
         q = e2b_wait_resume(r, &w);
@@ -340,48 +379,9 @@ static void post_sandboxes(Request *r, const RouteArgs *a) {
                 return;
         }
 
-        o = e2b_body_object(r, fields);
-        if (!o)
+        if (e2b_new_sandbox_parse(r, &n) < 0)
                 return;
-        v = cJSON_GetObjectItemCaseSensitive(o, "templateID");
-        if (!cJSON_IsString(v) || !v->valuestring[0] || strlen(v->valuestring) > 255) {
-                http_respond_error(r, ERROR_INVALID_ARGUMENT,
-                                   "templateID is required: a template (NAME[:TAG] or digest), 'base' for the "
-                                   "configured default, or a snapshot id");
-                goto out;
-        }
-        tmpl = v->valuestring;
-        if (e2b_seconds_field(r, o, "timeout", E2B_TIMEOUT_MAX, &timeout) < 0 ||
-            get_metadata_field(r, o, "metadata", &metadata) < 0 || env_vars_field(r, o, &env) < 0 ||
-            bool_field(r, o, "autoPause", &auto_pause) < 0 || bool_field(r, o, "secure", &flag) < 0 ||
-            /* true is the SDKs' default; false is kept too: a sandbox has no network device yet, so it
-             * reaches nothing either way (ARCHITECTURE.md, decision 10) */
-            bool_field(r, o, "allow_internet_access", &flag) < 0 || check_unsupported(r, o) < 0)
-                goto out;
-        v = cJSON_GetObjectItemCaseSensitive(o, "autoResume");
-        if (v && !cJSON_IsNull(v)) {
-                cJSON *i;
-
-                if (!cJSON_IsObject(v)) {
-                        http_respond_error(r, ERROR_INVALID_ARGUMENT, "autoResume must be {\"enabled\": BOOL}");
-                        goto out;
-                }
-                cJSON_ArrayForEach(i, v)
-                        if (!streq(i->string, auto_resume_fields[0])) {
-                                http_respond_error(r, ERROR_INVALID_ARGUMENT, "autoResume: unknown field '%.64s'",
-                                                   i->string);
-                                goto out;
-                        }
-                if (bool_field(r, v, "enabled", &auto_resume) < 0)
-                        goto out;
-        }
-        if (auto_resume && !auto_pause) {
-                http_respond_error(r, ERROR_INVALID_ARGUMENT,
-                                   "autoResume needs autoPause (lifecycle onTimeout 'pause'): a sandbox that is "
-                                   "killed at its timeout cannot be resumed");
-                goto out;
-        }
-
+        tmpl = n.template_ref;
         if (streq(tmpl, "base"))
                 tmpl = m->config.e2b_template ?: E2B_TEMPLATE_DEFAULT;
         source = snapshot_of(m, tmpl);
@@ -393,14 +393,14 @@ static void post_sandboxes(Request *r, const RouteArgs *a) {
                 for (char **i = source->env; i && *i; i++)
                         if (strv_extend(&merged, *i) < 0)
                                 goto oom;
-                for (char **i = env; i && *i; i++)
+                for (char **i = n.env; i && *i; i++)
                         if (strv_extend(&merged, *i) < 0)
                                 goto oom;
         }
         SandboxSpec spec = {
                 .template_ref = source ? source->template_name : tmpl,
-                .env = source ? merged : env,
-                .metadata = metadata,
+                .env = source ? merged : n.env,
+                .metadata = n.metadata,
                 .source = source,
         };
         if (source) {
@@ -411,36 +411,34 @@ static void post_sandboxes(Request *r, const RouteArgs *a) {
         q = sandbox_create(m, &spec, &op, &s, &e);
         if (q < 0) {
                 respond_operation_error(r, &e, q);
-                goto out;
+                return;
         }
         /* until it runs, a create nobody waits for any more is bounded by the same time to live */
-        s->expires_at = now_unix() + timeout + E2B_WAIT_SEC;
-        s->ttl = timeout;
-        s->on_expiry = auto_pause ? EXPIRY_SUSPEND : EXPIRY_REMOVE;
-        s->auto_resume = auto_resume;
+        s->expires_at = now_unix() + n.timeout + E2B_WAIT_SEC;
+        s->ttl = n.timeout;
+        s->on_expiry = n.auto_pause ? EXPIRY_SUSPEND : EXPIRY_REMOVE;
+        s->auto_resume = n.auto_resume;
         /* E2B's timeout is a sandbox's whole lifetime policy: one killed at its timeout is bounded by it and
          * must not be suspended before while idle (E2B would call it running, envd would answer 502). One
          * that pauses at its timeout keeps the idle suspend, which bounds it once it was resumed without a
          * new timeout. */
-        if (!auto_pause)
+        if (!n.auto_pause)
                 s->idle_timeout = 0;
         (void) sandbox_save(s);
         log_info("sandbox %s: created for E2B from %s%s, timeout %lld s%s", s->id, source ? "snapshot " : "",
-                 source ? source->id : tmpl, (long long) timeout, auto_pause ? ", pauses at its timeout" : "");
+                 source ? source->id : tmpl, (long long) n.timeout, n.auto_pause ? ", pauses at its timeout" : "");
 
         w = e2b_wait_get(r, true);
         if (!w)
-                goto out;
+                return;
         memcpy(w->sandbox_id, s->id, sizeof w->sandbox_id);
-        w->timeout = timeout;
+        w->timeout = n.timeout;
         q = e2b_wait_op(r, op, true);
         if (q > 0 && e2b_wait_resume(r, &w) > 0)
                 created(r, w);
-        goto out;
+        return;
 oom:
         http_respond_error(r, ERROR_INTERNAL, "out of memory");
-out:
-        cJSON_Delete(o);
 }
 
 /* ---- connect: running -> 200, resumed or woken -> 201 */

@@ -11,6 +11,7 @@
 #include "core/log.h"
 #include "core/util.h"
 #include "e2b/e2b-internal.h"
+#include "e2b/e2b-parse.h"
 #include "e2b/e2b.h"
 #include "macro.h"
 #include "string-util.h"
@@ -126,7 +127,7 @@ int e2b_envd_sandbox(Request *r, Sandbox **ret) {
         return 1;
 }
 
-static int user_from_basic_auth(const char *v, char *buf) {
+int e2b_user_from_basic_auth(const char *v, char *buf) {
         char decoded[3 * E2B_USER_MAX];
         const char *b64;
         size_t n;
@@ -166,7 +167,7 @@ int e2b_envd_user(Request *r, Sandbox *s, char *buf) {
                         return http_respond_error(r, ERROR_INVALID_ARGUMENT, "username is too long") ?: -EINVAL;
                 strcpy(buf, q);
         } else if (auth && strncasecmp(auth, "Basic", 5) == 0) {
-                if (user_from_basic_auth(auth, buf) < 0)
+                if (e2b_user_from_basic_auth(auth, buf) < 0)
                         return http_respond_error(r, ERROR_INVALID_ARGUMENT,
                                                   "Authorization: Basic must carry base64 of \"USER:\"") ?: -EINVAL;
         }
@@ -310,8 +311,7 @@ int connect_end_stream_append(SpaceBuf *buf, const char *code, const char *messa
         return r;
 }
 
-int connect_timeout_ms(Request *r, uint64_t *ret) {
-        const char *v = http_header(r, "Connect-Timeout-Ms");
+int connect_timeout_parse(const char *v, uint64_t *ret) {
         unsigned long long n;
         char *end;
 
@@ -320,17 +320,25 @@ int connect_timeout_ms(Request *r, uint64_t *ret) {
                 return 0;
         errno = 0;
         n = strtoull(v, &end, 10);
-        /* the Connect spec: at most 10 digits */
-        if (errno || end == v || *end || v[0] == '-' || strlen(v) > 10)
-                return http_respond_error(r, ERROR_INVALID_ARGUMENT,
-                                          "connect-timeout-ms must be a number of milliseconds, not '%.32s'", v)
-                               ?: -EINVAL;
+        /* the Connect spec: at most 10 digits; strtoull() would also take blanks and a sign, and " -1" as
+         * ULLONG_MAX */
+        if (errno || end == v || *end || !isdigit((unsigned char) v[0]) || strlen(v) > 10)
+                return -EINVAL;
         *ret = n;
         return 0;
 }
 
-unsigned connect_keepalive_sec(Request *r) {
-        const char *v = http_header(r, "Keepalive-Ping-Interval");
+int connect_timeout_ms(Request *r, uint64_t *ret) {
+        const char *v = http_header(r, "Connect-Timeout-Ms");
+
+        if (connect_timeout_parse(v, ret) < 0)
+                return http_respond_error(r, ERROR_INVALID_ARGUMENT,
+                                          "connect-timeout-ms must be a number of milliseconds, not '%.32s'", v)
+                               ?: -EINVAL;
+        return 0;
+}
+
+unsigned connect_keepalive_parse(const char *v) {
         unsigned long n;
         char *end;
 
@@ -341,4 +349,62 @@ unsigned connect_keepalive_sec(Request *r) {
         if (errno || end == v || *end || n > 3600)
                 return 0;
         return (unsigned) n;
+}
+
+unsigned connect_keepalive_sec(Request *r) {
+        return connect_keepalive_parse(http_header(r, "Keepalive-Ping-Interval"));
+}
+
+int connect_envelope_read(ConnectEnvelopeReader *er, const uint8_t *data, size_t n, size_t *ret_used,
+                          const char **ret_code, const char **ret_message) {
+        size_t used = 0, take;
+
+        *ret_code = *ret_message = NULL;
+        while (er->head_len < CONNECT_ENVELOPE_HEADER) {
+                if (used == n) {
+                        *ret_used = used;
+                        return 0;
+                }
+                er->head[er->head_len++] = data[used++];
+                if (er->head_len < CONNECT_ENVELOPE_HEADER)
+                        continue;
+                er->msg_len = (uint32_t) er->head[1] << 24 | (uint32_t) er->head[2] << 16 |
+                              (uint32_t) er->head[3] << 8 | er->head[4];
+                *ret_used = used;
+                if (er->head[0] != 0) {
+                        *ret_code = "invalid_argument";
+                        *ret_message = "envelopes must be uncompressed messages (flags 0)";
+                        return -EINVAL;
+                }
+                if (er->msg_len > HTTP_BODY_MAX) {
+                        *ret_code = "resource_exhausted";
+                        *ret_message = "a message is over 1 MiB";
+                        return -E2BIG;
+                }
+                er->msg.len = 0;
+        }
+        take = n - used;
+        if (take > (size_t) er->msg_len - er->msg.len)
+                take = (size_t) er->msg_len - er->msg.len;
+        if (take > 0 && space_buf_append(&er->msg, data + used, take) < 0) {
+                *ret_used = used;
+                *ret_code = "resource_exhausted";
+                *ret_message = "out of memory";
+                return -ENOMEM;
+        }
+        used += take;
+        *ret_used = used;
+        if (er->msg.len < er->msg_len)
+                return 0;
+        er->head_len = 0; /* the next byte begins the next envelope */
+        return 1;
+}
+
+bool connect_envelope_reader_inside(const ConnectEnvelopeReader *er) {
+        return er->head_len > 0 || er->msg.len < er->msg_len;
+}
+
+void connect_envelope_reader_done(ConnectEnvelopeReader *er) {
+        space_buf_done(&er->msg);
+        *er = (ConnectEnvelopeReader) {};
 }

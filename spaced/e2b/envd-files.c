@@ -11,6 +11,7 @@
 
 #include "base64.h"
 #include "core/util.h"
+#include "e2b/e2b-parse.h"
 #include "e2b/envd-files.h"
 #include "macro.h"
 #include "string-util.h"
@@ -31,14 +32,13 @@
 #define UPLOAD_SLICE (16U * 1024U)
 #define UPLOAD_FILES_MAX 1000U
 #define UPLOAD_PP_BUFFER (8U * 1024U)
-#define SIGNATURE_MAX 128
 
 /* ---- signed URLs */
 
 /* "v1_" + base64(sha256("{path}:{read|write}:{user}:{token}[:{exp}]")) without '=' padding, as the SDKs
  * make it. */
-static int signature_of(const char *path, const char *op, const char *user, const char *token, const char *exp,
-                        char ret[static SIGNATURE_MAX]) {
+int envd_signature_of(const char *path, const char *op, const char *user, const char *token, const char *exp,
+                      char ret[static SIGNATURE_MAX]) {
         _cleanup_free_ char *raw = NULL;
         unsigned char md[32];
         unsigned mdlen = 0;
@@ -59,6 +59,18 @@ static int signature_of(const char *path, const char *op, const char *user, cons
         return 0;
 }
 
+int envd_signature_expiration_parse(const char *exp, long long *ret) {
+        char *end;
+        long long e;
+
+        errno = 0;
+        e = strtoll(exp, &end, 10);
+        if (errno || end == exp || *end || strlen(exp) > 20)
+                return -EINVAL;
+        *ret = e;
+        return 0;
+}
+
 /* A request without the token header but with ?signature=: the sandbox whose token signed it (every running
  * sandbox is tried, whichever matches, so the time says nothing of which). 1 with *ret, < 0 when answered. */
 static int signed_sandbox(Request *r, const char *op, Sandbox **ret) {
@@ -70,12 +82,9 @@ static int signed_sandbox(Request *r, const char *op, Sandbox **ret) {
         size_t n = strlen(sig);
 
         if (exp) {
-                char *end;
                 long long e;
 
-                errno = 0;
-                e = strtoll(exp, &end, 10);
-                if (errno || end == exp || *end || strlen(exp) > 20)
+                if (envd_signature_expiration_parse(exp, &e) < 0)
                         return http_respond_error(r, ERROR_INVALID_ARGUMENT,
                                                   "signature_expiration must be unix seconds") ?: -EINVAL;
                 if (e < now_unix())
@@ -86,7 +95,7 @@ static int signed_sandbox(Request *r, const char *op, Sandbox **ret) {
 
                 if (s->pooled || !(token = e2b_sandbox_token(s)))
                         continue;
-                if (signature_of(path, op, user, token, exp, want) < 0)
+                if (envd_signature_of(path, op, user, token, exp, want) < 0)
                         return http_respond_error(r, ERROR_INTERNAL, "cannot compute the signature") ?: -EIO;
                 if (strlen(want) == n && memeq_const_time(want, sig, n) && !found)
                         found = s;
@@ -336,45 +345,60 @@ static int queue_record(Upload *u, uint32_t part, uint32_t len, const char *data
         return 0;
 }
 
+int envd_part_path(const char *name, const char *given, const char *user, char **ret_path, char *err,
+                   size_t err_size) {
+        _cleanup_free_ char *p = NULL;
+        size_t n;
+
+        *ret_path = NULL;
+        if (given)
+                p = strdup(given);
+        else {
+                if (!name || !*name) {
+                        snprintf(err, err_size, "a part has no filename: it must be the file's path");
+                        return -EINVAL;
+                }
+                n = strlen(name);
+                if (n > SPACE_FILE_PATH_MAX) {
+                        snprintf(err, err_size, "a part's filename is longer than %u bytes", SPACE_FILE_PATH_MAX);
+                        return -EINVAL;
+                }
+                for (size_t i = 0; i < n; i++)
+                        if ((unsigned char) name[i] < 0x20 || name[i] == 0x7f) {
+                                snprintf(err, err_size, "a part's filename contains a control character");
+                                return -EINVAL;
+                        }
+                if (e2b_resolve_path(name, user, &p) < 0)
+                        p = NULL;
+        }
+        if (!p) {
+                snprintf(err, err_size, "out of memory");
+                return -ENOMEM;
+        }
+        n = strlen(p);
+        if (n == 0 || n > SPACE_FILE_PATH_MAX || p[n - 1] == '/') {
+                snprintf(err, err_size, "'%.200s' is not a file's path", p);
+                return -EINVAL;
+        }
+        *ret_path = TAKE_PTR(p);
+        return 0;
+}
+
 /* A new part whose target is name (the part's filename) or, for the first, ?path=. */
 static int part_add(Upload *u, const char *name) {
         _cleanup_free_ char *p = NULL;
+        char err[256];
         UploadPart *l;
-        size_t n;
+        int k;
 
         if (u->n_parts >= UPLOAD_FILES_MAX) {
                 upload_fail(u, ERROR_LIMIT_EXCEEDED, "more than %u files in one upload", UPLOAD_FILES_MAX);
                 return -E2BIG;
         }
-        if (u->n_parts == 0 && u->query_path)
-                p = strdup(u->query_path);
-        else {
-                if (!name || !*name) {
-                        upload_fail(u, ERROR_INVALID_PATH, "a part has no filename: it must be the file's path");
-                        return -EINVAL;
-                }
-                n = strlen(name);
-                if (n > SPACE_FILE_PATH_MAX) {
-                        upload_fail(u, ERROR_INVALID_PATH, "a part's filename is longer than %u bytes",
-                                    SPACE_FILE_PATH_MAX);
-                        return -EINVAL;
-                }
-                for (size_t i = 0; i < n; i++)
-                        if ((unsigned char) name[i] < 0x20 || name[i] == 0x7f) {
-                                upload_fail(u, ERROR_INVALID_PATH, "a part's filename contains a control character");
-                                return -EINVAL;
-                        }
-                if (e2b_resolve_path(name, u->user, &p) < 0)
-                        p = NULL;
-        }
-        if (!p) {
-                upload_fail(u, ERROR_INTERNAL, "out of memory");
-                return -ENOMEM;
-        }
-        n = strlen(p);
-        if (n > SPACE_FILE_PATH_MAX || p[n - 1] == '/') {
-                upload_fail(u, ERROR_INVALID_PATH, "'%.200s' is not a file's path", p);
-                return -EINVAL;
+        k = envd_part_path(name, u->n_parts == 0 ? u->query_path : NULL, u->user, &p, err, sizeof err);
+        if (k < 0) {
+                upload_fail(u, k == -ENOMEM ? ERROR_INTERNAL : ERROR_INVALID_PATH, "%s", err);
+                return k;
         }
         l = reallocarray(u->parts, u->n_parts + 1, sizeof *l);
         if (!l) {

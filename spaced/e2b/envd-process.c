@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "base64.h"
+#include "e2b/e2b-parse.h"
 #include "e2b/envd-process.h"
 #include "macro.h"
 #include "string-util.h"
@@ -79,24 +80,35 @@ static bool json_absent(const cJSON *v) {
         return !v || cJSON_IsNull(v);
 }
 
-int envd_selector_find(Sandbox *s, const cJSON *selector, Process **ret, char *ret_what, size_t what_size) {
+int envd_selector_parse(const cJSON *selector, uint64_t *ret_pid, const char **ret_tag) {
         const cJSON *pid = cJSON_GetObjectItemCaseSensitive(selector, "pid"),
                     *tag = cJSON_GetObjectItemCaseSensitive(selector, "tag");
+
+        *ret_pid = 0;
+        *ret_tag = NULL;
+        if (!cJSON_IsObject(selector) || json_absent(pid) == json_absent(tag))
+                return -EINVAL;
+        if (!json_absent(pid))
+                return json_uint(pid, UINT32_MAX, ret_pid) < 0 ? -EINVAL : 0;
+        if (!cJSON_IsString(tag) || strlen(tag->valuestring) > ENVD_TAG_MAX)
+                return -EINVAL;
+        *ret_tag = tag->valuestring;
+        return 0;
+}
+
+int envd_selector_find(Sandbox *s, const cJSON *selector, Process **ret, char *ret_what, size_t what_size) {
+        const char *tag;
         uint64_t n;
 
         *ret = NULL;
-        if (!cJSON_IsObject(selector) || json_absent(pid) == json_absent(tag))
+        if (envd_selector_parse(selector, &n, &tag) < 0)
                 return -EINVAL;
-        if (!json_absent(pid)) {
-                if (json_uint(pid, UINT32_MAX, &n) < 0)
-                        return -EINVAL;
+        if (!tag) {
                 snprintf(ret_what, what_size, "process with pid %llu", (unsigned long long) n);
                 *ret = n > 0 && n <= INT_MAX ? process_find_by_pid(s, (int) n) : NULL;
         } else {
-                if (!cJSON_IsString(tag) || strlen(tag->valuestring) > ENVD_TAG_MAX)
-                        return -EINVAL;
-                snprintf(ret_what, what_size, "process with tag %.64s", tag->valuestring);
-                *ret = process_find_by_tag(s, tag->valuestring);
+                snprintf(ret_what, what_size, "process with tag %.64s", tag);
+                *ret = process_find_by_tag(s, tag);
         }
         return *ret ? 1 : 0;
 }
@@ -139,17 +151,7 @@ int envd_base64_field(const cJSON *v, size_t max, uint8_t **ret, size_t *ret_siz
         return 0;
 }
 
-/* StartRequest, checked and bounded: everything in it comes from the network. */
-typedef struct StartRequest {
-        char **argv;
-        char **env;                   /* KEY=VALUE, as given */
-        char *cwd;                    /* resolved; NULL: the default */
-        const char *tag;
-        bool pty, want_stdin;
-        unsigned rows, cols;
-} StartRequest;
-
-static void start_request_done(StartRequest *q) {
+void envd_start_request_done(StartRequest *q) {
         strv_free(q->argv);
         strv_free(q->env);
         free(q->cwd);
@@ -200,7 +202,7 @@ static int parse_envs(const cJSON *o, char ***l, const char **ret_err) {
         return 0;
 }
 
-static int parse_pty(const cJSON *o, StartRequest *q, const char **ret_err) {
+int envd_parse_pty(const cJSON *o, StartRequest *q, const char **ret_err) {
         const cJSON *size = cJSON_GetObjectItemCaseSensitive(o, "size");
         uint64_t rows = 0, cols = 0;
 
@@ -227,7 +229,7 @@ static int resolve_cwd(const char *cwd, const char *user, char **ret) {
         return e2b_resolve_path(cwd, user, ret);
 }
 
-static int parse_start_request(const cJSON *o, const char *user, StartRequest *q, const char **ret_err) {
+int envd_parse_start_request(const cJSON *o, const char *user, StartRequest *q, const char **ret_err) {
         const cJSON *proc = cJSON_GetObjectItemCaseSensitive(o, "process"),
                     *cmd = cJSON_GetObjectItemCaseSensitive(proc, "cmd"),
                     *cwd = cJSON_GetObjectItemCaseSensitive(proc, "cwd"),
@@ -247,7 +249,7 @@ static int parse_start_request(const cJSON *o, const char *user, StartRequest *q
         if (r >= 0)
                 r = parse_envs(cJSON_GetObjectItemCaseSensitive(proc, "envs"), &q->env, ret_err);
         if (r >= 0)
-                r = parse_pty(cJSON_GetObjectItemCaseSensitive(o, "pty"), q, ret_err);
+                r = envd_parse_pty(cJSON_GetObjectItemCaseSensitive(o, "pty"), q, ret_err);
         if (r < 0)
                 return r;
         if (!json_absent(cwd)) {
@@ -290,7 +292,7 @@ static int remember_request(Process *p, const StartRequest *q) {
 }
 
 static void process_start(Request *r, const RouteArgs *a) {
-        _cleanup_(start_request_done) StartRequest q = {};
+        _cleanup_(envd_start_request_done) StartRequest q = {};
         _cleanup_(cjson_deletep) cJSON *o = NULL;
         _cleanup_(error_done) Error err = {};
         char user[E2B_USER_MAX + 1];
@@ -307,7 +309,7 @@ static void process_start(Request *r, const RouteArgs *a) {
         o = connect_request_message(r, true);
         if (!o)
                 return;
-        k = parse_start_request(o, user, &q, &msg);
+        k = envd_parse_start_request(o, user, &q, &msg);
         if (k == -EINVAL) {
                 envd_stream_error(r, "invalid_argument", "%s", msg);
                 return;
@@ -457,7 +459,7 @@ Process *envd_unary_process(Request *r, cJSON **ret_message) {
         return p;
 }
 
-static int parse_signal(const cJSON *v, int *ret) {
+int envd_parse_signal(const cJSON *v, int *ret) {
         uint64_t n;
 
         if (cJSON_IsString(v) && streq(v->valuestring, "SIGNAL_SIGKILL"))
@@ -477,7 +479,7 @@ static void process_send_signal(Request *r, const RouteArgs *a) {
 
         if (!p)
                 return;
-        if (parse_signal(cJSON_GetObjectItemCaseSensitive(o, "signal"), &sig) < 0) {
+        if (envd_parse_signal(cJSON_GetObjectItemCaseSensitive(o, "signal"), &sig) < 0) {
                 http_respond_error(r, ERROR_NOT_SUPPORTED, "signal must be SIGNAL_SIGKILL or SIGNAL_SIGTERM");
                 return;
         }
@@ -504,7 +506,7 @@ static void process_update(Request *r, const RouteArgs *a) {
                 connect_respond(r, NULL);
                 return;
         }
-        if (parse_pty(pty, &q, &msg) < 0) {
+        if (envd_parse_pty(pty, &q, &msg) < 0) {
                 http_respond_error(r, ERROR_INVALID_ARGUMENT, "%s", msg);
                 return;
         }
