@@ -548,7 +548,13 @@ def storage_main(kind):
     return 0
 
 
+# BENCH_LC_ONLY=key[,key...]: only those parts (e.g. warm_pool,create_to_first_exec_ms), no raw restores.
+LC_ONLY = [k for k in ENV.get("BENCH_LC_ONLY", "").split(",") if k]
+
+
 def step(res, key, fn, *args):
+    if LC_ONLY and key not in LC_ONLY:
+        return
     try:
         res[key] = fn(*args)
     except (RuntimeError, OSError, ValueError, KeyError, subprocess.TimeoutExpired) as e:
@@ -564,7 +570,7 @@ def main():
     step(res, "pause_resume", bench_pause)
     res["suspend"] = {}
     for mem in (256, 1024):
-        for dm in (0, DIRTY_SMALL_MIB if mem < 512 else DIRTY_MIB):
+        for dm in (0, DIRTY_SMALL_MIB if mem < 512 else DIRTY_MIB) if not LC_ONLY or "suspend" in LC_ONLY else ():
             key = "%dmib_%s" % (mem, "idle" if not dm else "dirty%d" % dm)
             log("lifecycle: suspend/wake/checkpoint %s, %d each" % (key, N_SUSPEND))
             step(res["suspend"], key, bench_suspend_case, mem, dm)
@@ -577,7 +583,7 @@ def main():
     log("lifecycle: create from a warm pool to first exec, %d runs" % N_CREATE)
     step(res, "warm_pool", bench_warm_pool)
     raw = {}
-    for mem in (256, 1024):
+    for mem in (() if LC_ONLY else (256, 1024)):
         log("lifecycle: raw restore of a %d MiB base snapshot (vm-smoke)" % mem)
         try:
             raw["%dmib" % mem], kept = raw_restore(mem, 5, keep=(mem == 256))
