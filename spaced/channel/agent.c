@@ -143,7 +143,7 @@ static int connect_retry(const char *path, uint64_t deadline_us, int *ret_fd) {
         }
 }
 
-int agent_wait_hello(const char *socket_path, int timeout_ms, Error *reterr) {
+int agent_wait_hello(const char *socket_path, int timeout_ms, int *ret_fd, Error *reterr) {
         uint64_t deadline = now_usec_monotonic() + (uint64_t) timeout_ms * 1000;
         _cleanup_free_ SpaceFrameReader *rd = calloc(1, sizeof *rd);
         _cleanup_free_ uint8_t *pending = malloc(65536);
@@ -162,10 +162,14 @@ int agent_wait_hello(const char *socket_path, int timeout_ms, Error *reterr) {
                 return r;
         }
         r = wait_frame(fd, rd, SPACE_F_HELLO, 0, deadline, &h, &payload, pending, &pending_len);
-        if (r < 0)
+        if (r < 0) {
                 (void) error_set(reterr, ERROR_INTERNAL, "the guest agent did not say hello within %d s: %s",
                                  timeout_ms / 1000, strerror(-r));
-        return r;
+                return r;
+        }
+        if (ret_fd)
+                *ret_fd = TAKE_FD(fd);
+        return 0;
 }
 
 static int send_identity(int fd, SpaceFrameReader *rd, uint8_t *pending, size_t *pending_len, uint32_t stream,

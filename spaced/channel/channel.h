@@ -42,8 +42,8 @@ int agent_reidentify(int fd, const char *sandbox_id, const char *hostname, char 
 /* Runs argv to its end on a handshaken fd the event loop does not watch (output is dropped; it must be
  * small); env, cwd and user as an exec's (each may be NULL). */
 int agent_run_blocking(int fd, char **argv, char **env, const char *cwd, const char *user, int timeout_ms);
-/* Waits for the first HELLO after a cold boot. */
-int agent_wait_hello(const char *socket_path, int timeout_ms, Error *reterr);
+/* Waits for the first HELLO after a cold boot; ret_fd (may be NULL) gets the channel, for agent_run_blocking(). */
+int agent_wait_hello(const char *socket_path, int timeout_ms, int *ret_fd, Error *reterr);
 int agent_attach(Sandbox *s, int fd);        /* takes over fd in the event loop */
 int agent_connect(Sandbox *s);               /* after a daemon restart: reconnect */
 AgentConn *agent_free(AgentConn *a);         /* its processes wait to be adopted by the next channel */

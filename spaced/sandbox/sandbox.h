@@ -196,6 +196,10 @@ typedef struct BaseRequest {
         unsigned tcg_cache_mib;
         VmConfine confine;
         DiskBackend disk_backend;
+        /* the template's env, workdir and user, for the command run in the base before its save */
+        char **warm_env;
+        char *warm_cwd;
+        char *warm_user;
 } BaseRequest;
 void base_request_done(BaseRequest *r);
 int base_request_init(Manager *m, const Template *t, unsigned vcpu, uint64_t memory_mib, BaseRequest *ret);
