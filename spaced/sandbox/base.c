@@ -154,6 +154,19 @@ static int short_digest(const char *digest, char out[13]) {
         return 0;
 }
 
+void base_warm_up(int agent_fd, char **env, const char *cwd, const char *user) {
+        /* A shell, and a program exec'd through PATH rather than a builtin: the agent's fork, execvp's PATH
+         * search, an ELF load and an exit. A template without them goes unwarmed, which only costs time. */
+        char *shell[] = { "sh", "-c", "true", NULL }, *direct[] = { "true", NULL };
+        int r;
+
+        r = agent_run_blocking(agent_fd, shell, env, cwd, user, 30000);
+        if (r >= 0)
+                r = agent_run_blocking(agent_fd, direct, env, cwd, user, 30000);
+        if (r < 0)
+                log_debug("the warm-up commands failed: %s", strerror(-r));
+}
+
 int base_snapshot_ensure(Manager *m, const BaseRequest *req, BaseSnapshot *ret, Error *reterr) {
         _cleanup_free_ char *kernel = NULL, *initrd = NULL, *kd = NULL, *id = NULL, *dir = NULL, *ready = NULL,
                             *run_dir = NULL, *agent_sock = NULL;
@@ -262,16 +275,11 @@ int base_snapshot_ensure(Manager *m, const BaseRequest *req, BaseSnapshot *ret, 
         }
         {
                 /* Every sandbox's first command reads the same files: the shell and the PATH directories, and
-                 * /etc/passwd and /etc/group for its user. One command run here, as a sandbox's would be, puts
-                 * them in the page cache the snapshot saves, so that no restored guest reads them from its
-                 * disk again (under TCG each guest I/O also runs, and translates, the guest's whole block
-                 * path: 20-60 ms of a first exec). Clean pages only: disk and memory still match. A template
-                 * without sh just goes unwarmed. */
-                char *warm[] = { "sh", "-c", "true", NULL };
-                r = agent_run_blocking(agent_fd, warm, req->warm_env, req->warm_cwd, req->warm_user, 30000);
-                if (r < 0)
-                        log_debug("template %s: the warm-up command before the base snapshot failed: %s",
-                                  req->template_name, strerror(-r));
+                 * /etc/passwd and /etc/group for its user. Run once here, as a sandbox's would be, they are in
+                 * the page cache the snapshot saves, so that no restored guest reads them from its disk again
+                 * (under TCG each guest I/O also runs, and translates, the guest's whole block path: 20-60 ms
+                 * of a first exec). Clean pages only: disk and memory still match. */
+                base_warm_up(agent_fd, req->warm_env, req->warm_cwd, req->warm_user);
                 agent_fd = safe_close(agent_fd);
         }
         {

@@ -205,6 +205,9 @@ void base_request_done(BaseRequest *r);
 int base_request_init(Manager *m, const Template *t, unsigned vcpu, uint64_t memory_mib, BaseRequest *ret);
 void base_snapshot_done(BaseSnapshot *b);
 int base_snapshot_ensure(Manager *m, const BaseRequest *req, BaseSnapshot *ret, Error *reterr);
+/* Runs a first command on a fresh guest (env, cwd and user as its sandbox's execs), so that the next ones do
+ * not pay for what only a first one reads and, under TCG, translates; errors are only logged. */
+void base_warm_up(int agent_fd, char **env, const char *cwd, const char *user);
 /* A base snapshot's directory is named <template12>-k<kernel12>-i<initramfs12>-m<MiB>-c<vcpu>-<accel>[-btrfs]
  * (the short digests of what it was made from; older daemons put the template's name first). */
 typedef struct BaseName {
