@@ -279,7 +279,13 @@ int base_snapshot_ensure(Manager *m, const BaseRequest *req, BaseSnapshot *ret, 
                  * the page cache the snapshot saves, so that no restored guest reads them from its disk again
                  * (under TCG each guest I/O also runs, and translates, the guest's whole block path: 20-60 ms
                  * of a first exec). Clean pages only: disk and memory still match. */
+                char *sync_argv[] = { "sync", NULL };
+
                 base_warm_up(agent_fd, req->warm_env, req->warm_cwd, req->warm_user);
+                /* Those reads updated atimes (relatime: the image's files have atime == mtime): written back
+                 * here, once, not by every restored guest's flusher and journal right after its restore. */
+                if (agent_run_blocking(agent_fd, sync_argv, req->warm_env, NULL, NULL, 30000) < 0)
+                        log_debug("template %s: sync before the base snapshot failed", req->template_name);
                 agent_fd = safe_close(agent_fd);
         }
         {
