@@ -271,6 +271,114 @@ def tar_corpus():
     write(t, "empty", b"\x00")
 
 
+def envelope(msg, flags=0):
+    body = msg if isinstance(msg, bytes) else json.dumps(msg, separators=(",", ":")).encode()
+    return struct.pack(">BI", flags, len(body)) + body
+
+
+def e2b_envelopes_corpus():
+    """fuzz-e2b-envelopes: byte 0 the largest slice - 1, byte 1 the slices' seed, then a body (as the SDKs send
+    them: /work/shared/reference/e2b-protocol.md section 3)."""
+    t = "fuzz-e2b-envelopes"
+    uid = "a" * 32
+    run = {"process": {"cmd": "/bin/bash", "args": ["-l", "-c", "echo hello; sleep 1"], "envs": {"A": "1"},
+                       "cwd": "/home/user"}, "stdin": False}
+    pty = {"process": {"cmd": "/bin/bash", "args": ["-i", "-l"], "envs": {"TERM": "xterm-256color"}},
+           "pty": {"size": {"cols": 80, "rows": 24}}}
+    # streaming calls (Start, Connect, WatchDir): one envelope
+    write(t, "start-run", b"\xff\x00" + envelope(run))
+    write(t, "start-pty", b"\xff\x00" + envelope(pty))
+    # Python sends pretty-printed JSON, and a tag; a cwd with ~
+    write(t, "start-python", b"\x10\x01" + envelope(json.dumps(
+        {"process": {"cmd": "/bin/bash", "args": ["-l", "-c", "ls"], "envs": {}, "cwd": "~/src"},
+         "tag": "job-1", "stdin": True}, indent=2).encode()))
+    write(t, "start-bad", b"\x03\x02" + envelope({"process": {"cmd": "", "args": "x", "envs": {"A=B": 1}},
+                                                  "pty": {"size": {"cols": 70000, "rows": -1}}, "stdin": "yes"}))
+    write(t, "connect-pid", b"\xff\x00" + envelope({"process": {"pid": 42}}))
+    write(t, "connect-tag", b"\xff\x00" + envelope({"process": {"tag": "job-1"}, "replay": True}))
+    write(t, "connect-both", b"\xff\x00" + envelope({"process": {"pid": "42", "tag": "x"}}))
+    write(t, "watchdir", b"\xff\x00" + envelope({"path": "/home/user", "recursive": True}))
+    write(t, "envelope-compressed", b"\xff\x00" + envelope(run, flags=1))
+    write(t, "envelope-short", b"\xff\x00" + envelope(run)[:-3])
+    write(t, "envelope-empty", b"\xff\x00" + envelope(b""))
+    # unary calls: the JSON itself
+    write(t, "sendinput-stdin", b"\xff\x00" + json.dumps({"process": {"pid": 42},
+                                                          "input": {"stdin": "aGVsbG8K"}}).encode())
+    write(t, "sendinput-pty-urlsafe", b"\xff\x00" + json.dumps({"process": {"pid": "7"},
+                                                                "input": {"pty": "-_8"}}).encode())
+    write(t, "sendinput-bad", b"\xff\x00" + json.dumps({"process": {"pid": 4294967296},
+                                                        "input": {"stdin": "a===", "pty": "YQ"}}).encode())
+    write(t, "sendsignal", b"\xff\x00" + json.dumps({"process": {"pid": 42}, "signal": "SIGNAL_SIGKILL"}).encode())
+    write(t, "sendsignal-number", b"\xff\x00" + json.dumps({"process": {"tag": "t"}, "signal": "15"}).encode())
+    write(t, "update-pty", b"\xff\x00" + json.dumps({"process": {"pid": 42},
+                                                     "pty": {"size": {"cols": "120", "rows": 40}}}).encode())
+    write(t, "list", b"\xff\x00{}")
+    # StreamInput: a sequence of envelopes, in slices of every size
+    stream = (envelope({"start": {"process": {"pid": 42}}}) + envelope({"data": {"input": {"stdin": "aGk="}}}) +
+              envelope({"keepalive": {}}) + envelope({"data": {"input": {"pty": "BA=="}}}))
+    write(t, "streaminput", b"\x00\x00" + stream)
+    write(t, "streaminput-slices", b"\x06\x2a" + stream)
+    write(t, "streaminput-whole", b"\xff\x07" + stream)
+    write(t, "streaminput-no-start", b"\x02\x05" + envelope({"data": {"input": {"stdin": "eA=="}}}))
+    write(t, "streaminput-too-long", b"\x04\x01" + envelope({"keepalive": {}}) +
+          struct.pack(">BI", 0, 1024 * 1024 + 1) + b"{}")
+    write(t, "streaminput-flagged", b"\x04\x01" + envelope({"keepalive": {}}) + envelope({"keepalive": {}}, 2))
+    write(t, "streaminput-cut", b"\x01\x03" + stream + b"\x00\x00\x00")
+    # POST /sandboxes: NewSandbox as JS and Python send it
+    write(t, "newsandbox-js", b"\xff\x00" + json.dumps(
+        {"templateID": "seed", "metadata": {"user": "u1"}, "envVars": {"FOO": "bar"}, "timeout": 120,
+         "secure": True, "allow_internet_access": True, "autoPause": False}).encode())
+    write(t, "newsandbox-python", b"\xff\x00" + json.dumps(
+        {"templateID": "base", "metadata": {}, "envVars": {}, "timeout": 300, "secure": True,
+         "allow_internet_access": True, "autoPause": False}, indent=2).encode())
+    write(t, "newsandbox-pause", b"\xff\x00" + json.dumps(
+        {"templateID": uid, "timeout": 15, "autoPause": True, "autoResume": {"enabled": True}}).encode())
+    write(t, "newsandbox-unsupported", b"\xff\x00" + json.dumps(
+        {"templateID": "seed", "network": {"allowOut": ["1.1.1.1"], "allowPublicTraffic": False},
+         "mcp": {"x": 1}, "volumeMounts": [{"name": "v", "path": "/v"}]}).encode())
+    write(t, "newsandbox-bad", b"\xff\x00" + json.dumps(
+        {"templateID": "", "timeout": -1, "envVars": {"A=": "x"}, "autoResume": {"enabled": True, "x": 1},
+         "metadata": {"": 1}}).encode())
+
+
+def e2b_http_corpus():
+    """fuzz-e2b-http: one string, as a header or a decoded query value holds it."""
+    t = "fuzz-e2b-http"
+    uid = "0123456789abcdef0123456789abcdef"
+    for name, v in {
+        "host-envd": f"49983-{uid}.localhost",
+        "host-port": f"3000-{uid}.e2b.example.com:3000",
+        "host-upper": f"49983-{uid}.E2B.LOCAL:49983",
+        "host-bad-id": "49983-" + "A" * 32 + ".localhost",
+        "host-plain": "127.0.0.1:8080",
+        "host-v6": "[::1]:80",
+        "basic-root": "Basic cm9vdDo=",
+        "basic-user-password": "basic \tdXNlcjpzZWNyZXQ=",
+        "basic-nul": "Basic YQBiOg==",
+        "basic-long": "Basic " + "QUFB" * 70,
+        "timeout": "60000",
+        "timeout-max": "9999999999",
+        "timeout-negative": "-1",
+        # regression: strtoull() took a blank, then the sign: ULLONG_MAX milliseconds
+        "timeout-blank-minus": "\r-1",
+        "metadata": "userId%3D123%26env%3Ddev",
+        "metadata-pairs": "a=1&b=two+words&c=%2541",
+        "metadata-bad": "a=%4&=x&b",
+        "metadata-nul": "a=%2500",
+        # regression: a pair past METADATA_FILTER_MAX freed key[64], one past the array
+        "metadata-over-limit": "&".join(f"k{i}=v" for i in range(65)),
+        "path-abs": "/home/user/a.txt",
+        "path-rel": "src/b.txt",
+        "path-dir": "/tmp/",
+        "path-control": "a\x1bb",
+        "path-long": "/" + "d/" * 2100 + "f",
+        "signature": "v1_eWvs4k8mK6uHLxRmn4SejQ0Xo4u8ceHbRPxTD0eW3IY",
+        "expiration": "1700000000",
+        "expiration-long": "123456789012345678901",
+    }.items():
+        write(t, name, v.encode())
+
+
 def main():
     if os.path.isdir(OUT):
         shutil.rmtree(OUT)
@@ -281,6 +389,8 @@ def main():
     recipe_corpus()
     oci_corpus()
     tar_corpus()
+    e2b_envelopes_corpus()
+    e2b_http_corpus()
     for d in sorted(os.listdir(OUT)):
         print(f"{d}: {len(os.listdir(os.path.join(OUT, d)))} inputs")
 

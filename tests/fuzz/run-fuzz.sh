@@ -17,7 +17,10 @@ SRCDIR=$(cd "$(dirname "$0")/../.." && pwd)
 BUILDDIR=$(cd "${TOP_BUILDDIR:-$SRCDIR}" && pwd)
 SECONDS_EACH=${FUZZ_SECONDS:-10}
 WORK=${FUZZ_WORKDIR:-$BUILDDIR/tests/fuzz/work}
-TARGETS=(${FUZZ_ONLY:-fuzz-frames fuzz-file-protocol fuzz-process-log fuzz-json-body fuzz-recipe fuzz-oci fuzz-tar})
+# The targets are Makefile.am's FUZZ_TARGETS (continued lines included): a new one is run once it is listed there.
+ALL_TARGETS=$(awk '/^FUZZ_TARGETS = /{on=1; sub(/^FUZZ_TARGETS = /, "")} on{c=sub(/\\$/, ""); print; if (!c) exit}' \
+        "$SRCDIR/Makefile.am")
+TARGETS=(${FUZZ_ONLY:-$ALL_TARGETS})
 
 mkdir -p "$WORK"
 echo "1..${#TARGETS[@]}"
