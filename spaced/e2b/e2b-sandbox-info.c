@@ -8,6 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "channel/files.h"
 #include "core/store.h"
 #include "core/util.h"
 #include "json-util.h"
@@ -471,26 +472,6 @@ static double cpu_used_pct(const Sandbox *s) {
         return pct;
 }
 
-/* The guest memory QEMU holds now: its resident set, at most the sandbox's memory. It is what the sandbox
- * costs the host (pages the guest never touched are not counted, pages shared with its template's base
- * snapshot are); the guest's own view would need a round trip to its agent. */
-static uint64_t mem_used_bytes(const Sandbox *s, uint64_t total) {
-        _cleanup_fclose_ FILE *f = NULL;
-        char path[64], line[256];
-        uint64_t kib = 0;
-
-        if (s->qemu_pid <= 0)
-                return 0;
-        snprintf(path, sizeof path, "/proc/%d/status", (int) s->qemu_pid);
-        f = fopen(path, "re");
-        if (!f)
-                return 0;
-        while (fgets(line, sizeof line, f))
-                if (sscanf(line, "VmRSS: %" SCNu64 " kB", &kib) == 1)
-                        break;
-        return kib * 1024 < total ? kib * 1024 : total;
-}
-
 /* The bytes the sandbox's own writable disk layer takes on the host: what it wrote, not the template's
  * image under it. */
 static uint64_t disk_used_bytes(const Sandbox *s) {
@@ -501,34 +482,140 @@ static uint64_t disk_used_bytes(const Sandbox *s) {
         return disk_usage(disk);
 }
 
-/* One sample, now: space keeps no history of metrics. Only a sandbox with a VM has any (a paused one uses
- * no CPU); a suspended one has none, as E2B's paused sandboxes have none. */
+/* Memory as the guest sees it, as envd reports it: its /proc/meminfo, read through the agent like any file
+ * (the request waits for it). Used is total less available, cache is the page cache. */
+#define MEMINFO_MAX (16U * 1024U)
+
+typedef struct MetricsRead {
+        FileXfer *x;
+        SpaceBuf text;
+} MetricsRead;
+
+static void metrics_read_detach(void *userdata, Request *r) {
+        MetricsRead *m = userdata;
+
+        if (m->x) {
+                if (m->x->reader_open)
+                        file_xfer_close_reader(m->x);
+                file_xfer_detach(m->x);
+        }
+        space_buf_done(&m->text);
+        free(m);
+}
+
+static int meminfo_field(const char *text, const char *key, uint64_t *ret) {
+        size_t n = strlen(key);
+
+        for (const char *l = text; l && *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL)
+                if (strncmp(l, key, n) == 0 && l[n] == ':') {
+                        unsigned long long kib;
+
+                        if (sscanf(l + n + 1, " %llu kB", &kib) != 1 || kib > (UINT64_MAX >> 10))
+                                return -EBADMSG;
+                        *ret = (uint64_t) kib << 10;
+                        return 0;
+                }
+        return -ENOENT;
+}
+
+/* 1 with the guest's meminfo in *ret_text (NUL-terminated), 0 while it is read (parked), < 0 answered. */
+static int guest_meminfo(Request *r, Sandbox *s, const char **ret_text) {
+        _cleanup_(error_done) Error err = {};
+        _cleanup_(space_buf_done) SpaceBuf kv = {};
+        ChannelWaiter w = api_request_waiter(r);
+        MetricsRead *m = r->stream.detach == metrics_read_detach ? r->stream.userdata : NULL;
+        char buf[4096];
+        ssize_t n;
+
+        if (!m) {
+                m = calloc(1, sizeof *m);
+                if (!m)
+                        return http_respond_error(r, ERROR_INTERNAL, "out of memory") ?: -ENOMEM;
+                r->stream = (HttpStream) { .detach = metrics_read_detach, .userdata = m };
+                if (space_kv_add(&kv, "op", "read") < 0 || space_kv_add(&kv, "path", "/proc/meminfo") < 0)
+                        return http_respond_error(r, ERROR_INTERNAL, "out of memory") ?: -ENOMEM;
+                if (file_xfer_start(s, "read", "/proc/meminfo", &kv, &w, &m->x, &err) < 0) {
+                        respond_error_or(r, &err, "cannot read the guest's memory use");
+                        return -EIO;
+                }
+                http_suspend(r);
+                return 0;
+        }
+        if (m->x->state == FILE_XFER_SENT) {
+                http_suspend(r);
+                return 0;
+        }
+        if (m->x->state == FILE_XFER_FAILED)
+                return http_respond_error(r, m->x->error_code ?: ERROR_IO_ERROR,
+                                          "cannot read the guest's memory use: %s",
+                                          m->x->error_message ?: "the read failed") ?: -EIO;
+        if (!m->x->reader_open)
+                file_xfer_open_reader(m->x);
+        for (;;) {
+                n = file_xfer_read(m->x, buf, sizeof buf);
+                if (n == 0) {
+                        http_suspend(r);
+                        return 0;
+                }
+                if (n == CHANNEL_READ_END)
+                        break;
+                if (n < 0 || m->text.len + (size_t) n > MEMINFO_MAX)
+                        return http_respond_error(r, ERROR_PROTOCOL_ERROR,
+                                                  "the guest's /proc/meminfo could not be read whole (at most %u "
+                                                  "bytes)", MEMINFO_MAX) ?: -EBADMSG;
+                if (space_buf_append(&m->text, buf, (size_t) n) < 0)
+                        return http_respond_error(r, ERROR_INTERNAL, "out of memory") ?: -ENOMEM;
+        }
+        if (space_buf_append(&m->text, "", 1) < 0)
+                return http_respond_error(r, ERROR_INTERNAL, "out of memory") ?: -ENOMEM;
+        *ret_text = (const char *) m->text.data;
+        return 1;
+}
+
+/* One sample, now: space keeps no history of metrics. Only a running sandbox has any (E2B's paused ones have
+ * none): CPU from its QEMU on the host, memory from the guest, disk from its layer on the host. */
 void e2b_get_metrics(Request *r, const RouteArgs *a) {
-        uint64_t start = 0, end = UINT64_MAX, mem_total;
+        uint64_t start = 0, end = UINT64_MAX, mem_total = 0, mem_avail = 0, mem_cache = 0;
+        const char *meminfo;
         int64_t now = now_unix();
         cJSON *list, *o;
         Sandbox *s;
         char when[32];
+        int q;
 
         if (query_uint(r, "start", 0, INT64_MAX, &start) < 0 || query_uint(r, "end", 0, INT64_MAX, &end) < 0 ||
             e2b_find_sandbox(r, a->arg[0], &s) < 0)
                 return;
         list = cJSON_CreateArray();
-        if ((s->state == SANDBOX_RUNNING || s->state == SANDBOX_PAUSED) && s->qemu_pid > 0 &&
-            (uint64_t) now >= start && (uint64_t) now <= end) {
-                mem_total = s->memory_mib << 20;
-                o = cJSON_CreateObject();
-                format_rfc3339(now, when);
-                cJSON_AddStringToObject(o, "timestamp", when);
-                cJSON_AddNumberToObject(o, "timestampUnix", (double) now);
-                cJSON_AddNumberToObject(o, "cpuCount", s->vcpu);
-                cJSON_AddNumberToObject(o, "cpuUsedPct", s->state == SANDBOX_PAUSED ? 0 : cpu_used_pct(s));
-                cJSON_AddNumberToObject(o, "memUsed", (double) mem_used_bytes(s, mem_total));
-                cJSON_AddNumberToObject(o, "memTotal", (double) mem_total);
-                cJSON_AddNumberToObject(o, "diskUsed", (double) disk_used_bytes(s));
-                cJSON_AddNumberToObject(o, "diskTotal", (double) (s->disk_mib << 20));
-                cJSON_AddItemToArray(list, o);
+        if (s->state != SANDBOX_RUNNING || s->qemu_pid <= 0 || (uint64_t) now < start || (uint64_t) now > end) {
+                http_respond_json(r, 200, list);
+                return;
         }
+        q = guest_meminfo(r, s, &meminfo);
+        if (q <= 0) {
+                cJSON_Delete(list);
+                return;
+        }
+        if (meminfo_field(meminfo, "MemTotal", &mem_total) < 0 ||
+            meminfo_field(meminfo, "MemAvailable", &mem_avail) < 0 || mem_avail > mem_total ||
+            meminfo_field(meminfo, "Cached", &mem_cache) < 0) {
+                cJSON_Delete(list);
+                http_respond_error(r, ERROR_PROTOCOL_ERROR,
+                                   "the guest's /proc/meminfo lacks MemTotal, MemAvailable or Cached");
+                return;
+        }
+        o = cJSON_CreateObject();
+        format_rfc3339(now, when);
+        cJSON_AddStringToObject(o, "timestamp", when);
+        cJSON_AddNumberToObject(o, "timestampUnix", (double) now);
+        cJSON_AddNumberToObject(o, "cpuCount", s->vcpu);
+        cJSON_AddNumberToObject(o, "cpuUsedPct", cpu_used_pct(s));
+        cJSON_AddNumberToObject(o, "memUsed", (double) (mem_total - mem_avail));
+        cJSON_AddNumberToObject(o, "memTotal", (double) mem_total);
+        cJSON_AddNumberToObject(o, "memCache", (double) (mem_cache < mem_total ? mem_cache : mem_total));
+        cJSON_AddNumberToObject(o, "diskUsed", (double) disk_used_bytes(s));
+        cJSON_AddNumberToObject(o, "diskTotal", (double) (s->disk_mib << 20));
+        cJSON_AddItemToArray(list, o);
         http_respond_json(r, 200, list);
 }
 

@@ -507,8 +507,9 @@ again:
         q = e2b_wait_resume(r, &w);
         if (q <= 0)
                 return;
-        if (parse_timeout_body(r, "timeout", deprecated_resume ? "autoPause" : NULL, !deprecated_resume,
-                               E2B_TIMEOUT_MAX, &timeout) < 0 ||
+        /* newer SDKs leave the timeout out when the caller gave none: E2B's default then */
+        if (parse_timeout_body(r, "timeout", deprecated_resume ? "autoPause" : NULL, false, E2B_TIMEOUT_MAX,
+                               &timeout) < 0 ||
             e2b_find_sandbox(r, a->arg[0], &s) < 0)
                 return;
         if (deprecated_resume && !(w && w->resumed) && s->state == SANDBOX_RUNNING && !s->busy) {

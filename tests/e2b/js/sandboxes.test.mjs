@@ -143,7 +143,8 @@ test('metrics are the VM\'s', async () => {
     const m = metrics[0]
     assert.equal(m.cpuCount, 1)
     assert.ok(m.cpuUsedPct >= 0 && m.cpuUsedPct <= 100)
-    assert.equal(m.memTotal, info.memoryMB * 1024 * 1024)
+    // memory as the guest sees it (its kernel keeps some of the sandbox's memory for itself)
+    assert.ok(m.memTotal > info.memoryMB * 1024 * 1024 / 2 && m.memTotal <= info.memoryMB * 1024 * 1024)
     assert.ok(m.memUsed > 0 && m.memUsed <= m.memTotal)
     assert.ok(m.diskTotal > 0 && m.diskUsed >= 0 && m.diskUsed <= m.diskTotal)
     assert.ok(Math.abs(m.timestamp.getTime() - Date.now()) < 10_000)
