@@ -25,6 +25,7 @@
 
 /* Each file of the facade has its table (ends with an entry whose method is NULL). */
 extern const Route e2b_sandbox_routes[];     /* e2b-sandboxes.c: the control plane */
+extern const Route e2b_template_routes[];    /* e2b-templates.c: template lookups */
 extern const Route envd_process_routes[];    /* envd-process.c: process.Process */
 extern const Route envd_filesystem_routes[]; /* envd-filesystem.c: filesystem.Filesystem, /files */
 extern const Route envd_meta_routes[];       /* e2b.c: /health */

@@ -29,8 +29,8 @@ const Route envd_meta_routes[] = {
 };
 
 int e2b_add_routes(void) {
-        const Route *tables[] = { e2b_sandbox_routes, envd_process_routes, envd_filesystem_routes,
-                                  envd_meta_routes };
+        const Route *tables[] = { e2b_sandbox_routes, e2b_template_routes, envd_process_routes,
+                                  envd_filesystem_routes, envd_meta_routes };
         int r;
 
         for (size_t i = 0; i < ELEMENTSOF(tables); i++) {

@@ -330,3 +330,18 @@ def test_paused_sandbox_and_uploads():
     finally:
         s.kill()
         t.kill()
+
+
+def test_template_lookups():
+    from e2b import Template
+    assert Template.exists("seed") is True
+    assert Template.exists("no-such-template") is False
+    status, body = api("GET", "/templates")
+    assert status == 200 and any("seed:latest" in t["names"] and "seed" in t["aliases"] for t in body), body
+    seed = next(t for t in body if "seed:latest" in t["names"])
+    assert seed["templateID"].startswith("sha256:") and seed["buildStatus"] == "ready"
+    status, detail = api("GET", "/templates/seed")
+    assert status == 200 and detail["templateID"] == seed["templateID"] and len(detail["builds"]) == 1
+    # builds are space's own: E2B's build routes say so, in E2B's error shape
+    status, body = api("POST", "/v3/templates", {"name": "x"})
+    assert status == 501 and body["code"] == 501 and "spacectl template build" in body["message"]
