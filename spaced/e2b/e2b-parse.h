@@ -89,6 +89,12 @@ void e2b_new_sandbox_done(E2bNewSandbox *n);
 /* 0 with *ret, < 0 when answered (400), or -ENOMEM. */
 int e2b_new_sandbox_parse(Request *r, E2bNewSandbox *ret);
 
+/* ---- e2b-sandbox-info.c: metrics (text from the guest) */
+
+/* The value of "KEY: N kB" in a /proc/meminfo text, in bytes: 0, -ENOENT when absent, -EBADMSG when it is
+ * not a number of kB that fits. */
+int e2b_meminfo_field(const char *text, const char *key, uint64_t *ret);
+
 /* ---- envd-files.c: /files */
 
 #define SIGNATURE_MAX 128

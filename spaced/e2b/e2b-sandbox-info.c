@@ -503,14 +503,16 @@ static void metrics_read_detach(void *userdata, Request *r) {
         free(m);
 }
 
-static int meminfo_field(const char *text, const char *key, uint64_t *ret) {
+int e2b_meminfo_field(const char *text, const char *key, uint64_t *ret) {
         size_t n = strlen(key);
 
         for (const char *l = text; l && *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL)
                 if (strncmp(l, key, n) == 0 && l[n] == ':') {
+                        const char *v = l + n + 1 + strspn(l + n + 1, " \t");
                         unsigned long long kib;
 
-                        if (sscanf(l + n + 1, " %llu kB", &kib) != 1 || kib > (UINT64_MAX >> 10))
+                        /* %llu would take a sign and wrap it */
+                        if (!isdigit((unsigned char) *v) || sscanf(v, "%llu kB", &kib) != 1 || kib > (UINT64_MAX >> 10))
                                 return -EBADMSG;
                         *ret = (uint64_t) kib << 10;
                         return 0;
@@ -596,9 +598,9 @@ void e2b_get_metrics(Request *r, const RouteArgs *a) {
                 cJSON_Delete(list);
                 return;
         }
-        if (meminfo_field(meminfo, "MemTotal", &mem_total) < 0 ||
-            meminfo_field(meminfo, "MemAvailable", &mem_avail) < 0 || mem_avail > mem_total ||
-            meminfo_field(meminfo, "Cached", &mem_cache) < 0) {
+        if (e2b_meminfo_field(meminfo, "MemTotal", &mem_total) < 0 ||
+            e2b_meminfo_field(meminfo, "MemAvailable", &mem_avail) < 0 || mem_avail > mem_total ||
+            e2b_meminfo_field(meminfo, "Cached", &mem_cache) < 0) {
                 cJSON_Delete(list);
                 http_respond_error(r, ERROR_PROTOCOL_ERROR,
                                    "the guest's /proc/meminfo lacks MemTotal, MemAvailable or Cached");

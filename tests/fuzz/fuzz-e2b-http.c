@@ -222,6 +222,19 @@ static void signature(const char *s) {
         check(strlen(b) == 46 && strncmp(b, "v1_", 3) == 0);
 }
 
+/* The guest's /proc/meminfo (metrics): a value is found only on a line of its own key, and fits. */
+static void meminfo(const char *s) {
+        static const char *const keys[] = { "MemTotal", "MemAvailable", "Cached", "" };
+
+        for (size_t i = 0; i < ELEMENTSOF(keys); i++) {
+                uint64_t v = 0;
+                int r = e2b_meminfo_field(s, keys[i], &v);
+
+                check(r == 0 || r == -ENOENT || r == -EBADMSG);
+                check(r != 0 || (v % 1024 == 0 && strstr(s, keys[i])));
+        }
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         _cleanup_free_ char *s = strndup((const char *) data, size);
 
@@ -234,5 +247,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         part_path(s, NULL, "root");
         part_path("x", s, "user");
         signature(s);
+        meminfo(s);
         return 0;
 }

@@ -375,6 +375,9 @@ def e2b_http_corpus():
         "signature": "v1_eWvs4k8mK6uHLxRmn4SejQ0Xo4u8ceHbRPxTD0eW3IY",
         "expiration": "1700000000",
         "expiration-long": "123456789012345678901",
+        "meminfo": "MemTotal:         223768 kB\nMemFree:          179144 kB\nMemAvailable:     182840 kB\n"
+                   "Buffers:             100 kB\nCached:             1000 kB\n",
+        "meminfo-signed": "MemTotal: -1 kB\nMemAvailable: 18446744073709551615 kB\nCached:12",
     }.items():
         write(t, name, v.encode())
 
