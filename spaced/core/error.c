@@ -38,6 +38,7 @@ static const struct {
         [ERROR_SESSION_NOT_FOUND] = { "session_not_found", 404 },
         [ERROR_KEY_NOT_FOUND] = { "key_not_found", 404 },
         [ERROR_COMMAND_NOT_FOUND] = { "command_not_found", 404 },
+        [ERROR_EGRESS_PROFILE_NOT_FOUND] = { "egress_profile_not_found", 404 },
         [ERROR_METHOD_NOT_ALLOWED] = { "method_not_allowed", 405 },
         [ERROR_AMBIGUOUS_REFERENCE] = { "ambiguous_reference", 409 },
         [ERROR_NAME_IN_USE] = { "name_in_use", 409 },

@@ -40,6 +40,7 @@ typedef enum ErrorCode {
         ERROR_SESSION_NOT_FOUND,
         ERROR_KEY_NOT_FOUND,
         ERROR_COMMAND_NOT_FOUND,
+        ERROR_EGRESS_PROFILE_NOT_FOUND,  /* a create or a lookup named an egress profile the daemon does not have */
         ERROR_METHOD_NOT_ALLOWED,    /* 405 */
         /* the state does not allow it: 409 */
         ERROR_AMBIGUOUS_REFERENCE,

@@ -37,7 +37,7 @@ int main(void) {
                 { "internal", 500 },             { "protocol_error", 502 },       { "channel_lost", 503 },
                 { "too_many_transfers", 503 },   { "insufficient_memory", 507 },  { "no_space", 507 },
                 { "too_many_processes", 503 },   { "too_many_streams", 503 },
-                { "invalid_host", 421 },
+                { "invalid_host", 421 },         { "egress_profile_not_found", 404 },
         };
         Error e = {};
         ErrorCode c;

@@ -1,0 +1,177 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#pragma once
+
+/* The egress subsystem (ARCHITECTURE.md, decision 10). This step is the policy alone: profiles and rules
+ * parsed from spaced.conf and SPACE_EGRESS_PROFILES, the address classes no sandbox reaches unless an IP rule
+ * names them, IP literals in every form the guest may write them, and the decision with its reason. Pure
+ * functions: no I/O, no logging, -errno and an Error. The gateway that applies it to real connections comes
+ * later; today a sandbox has no network at all. The format: space-egress(5). */
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/error.h"
+
+#define EGRESS_PROFILE_NAME_MAX 63
+#define EGRESS_HOST_MAX 253
+#define EGRESS_RULES_MAX 4096      /* per profile, per base policy, per sandbox */
+#define EGRESS_PROFILES_MAX 256
+#define EGRESS_ADDR_STRLEN 46      /* INET6_ADDRSTRLEN */
+#define EGRESS_MESSAGE_MAX 384
+
+/* An address, IPv4 in a[0..3] (network order), IPv6 in a[0..15]. */
+typedef struct EgressAddr {
+        int family;                /* AF_INET or AF_INET6 */
+        uint8_t a[16];
+} EgressAddr;
+
+typedef enum EgressAction {
+        EGRESS_ALLOW,
+        EGRESS_DENY,
+} EgressAction;
+
+typedef struct EgressRule {
+        EgressAction action;
+        char *host;                /* an exact domain name, lowercase, no final dot; NULL: an address rule */
+        EgressAddr addr;           /* an address rule's network, host bits zero */
+        unsigned prefix;
+        uint16_t port_min, port_max; /* 0, 0: every port but SMTP's (a rule must name those) */
+        char *text;                /* canonical, as shown: "allow 10.1.0.0/16:5432" */
+} EgressRule;
+
+typedef struct EgressRules {
+        EgressRule *rules;
+        size_t n;
+} EgressRules;
+
+typedef struct EgressProfile {
+        char *name;
+        bool is_default;
+        EgressRules rules;
+} EgressProfile;
+
+/* What the daemon loaded: the base policy every sandbox gets, and the profiles. */
+typedef struct EgressConfig {
+        EgressRules base;
+        EgressProfile *profiles;
+        size_t n_profiles;
+} EgressConfig;
+
+void egress_rules_done(EgressRules *r);
+void egress_config_done(EgressConfig *c);
+
+bool egress_profile_name_valid(const char *s);
+/* Normalises a domain name (lowercase, final dot dropped) into ret. -EINVAL for what is no exact host name:
+ * wildcards, empty labels, bad characters, a name whose last label is a number (an IPv4 literal in
+ * disguise); -ENAMETOOLONG. */
+int egress_host_normalize(const char *s, char ret[static EGRESS_HOST_MAX + 1]);
+/* Parses an IP literal as a client would: IPv4 in inet_aton's forms (decimal "2130706433", octal
+ * "0177.0.0.1", hex "0x7f.1", short "127.1"), IPv6 with or without brackets. -EINVAL when s is none. */
+int egress_addr_parse_literal(const char *s, EgressAddr *ret);
+/* Whether s is meant as an IPv4 literal (its last label is a number): such a name never reaches a resolver
+ * as a name; it is a literal or an error. */
+bool egress_host_is_numeric(const char *s);
+void egress_addr_format(const EgressAddr *a, char buf[static EGRESS_ADDR_STRLEN]);
+
+/* One target ("example.com", "10.0.0.0/8:5432", "[2001:db8::1]:443", "1.2.3.4:8000-8100") as a rule added to
+ * rules. where names the owner in errors ("profile pypi"). ERROR_INVALID_ARGUMENT naming where and the rule. */
+int egress_rule_parse(EgressRules *rules, EgressAction action, const char *target, const char *where, Error *reterr);
+/* Clauses "allow T[, T...]; deny T[, T...]" added to rules. */
+int egress_rules_parse(EgressRules *rules, const char *text, const char *where, Error *reterr);
+/* "NAME: CLAUSES": adds the rules to profile NAME, making it when new (lines naming a profile again add to
+ * it). */
+int egress_profile_parse(EgressConfig *c, const char *text, Error *reterr);
+/* Several profiles, ';'-separated: a segment "NAME: ..." starts one, "allow ..."/"deny ..." continue it. */
+int egress_profiles_parse(EgressConfig *c, const char *text, Error *reterr);
+/* Marks the profiles named (comma-separated) default; ERROR_EGRESS_PROFILE_NOT_FOUND for an unknown one. */
+int egress_set_defaults(EgressConfig *c, const char *names, Error *reterr);
+const EgressProfile *egress_profile_find(const EgressConfig *c, const char *name);
+/* The profiles a create gets: those requested (each must exist: ERROR_EGRESS_PROFILE_NOT_FOUND; duplicates
+ * dropped) or, with requested NULL, the default ones. *ret is a new list, empty when there are none. */
+int egress_profiles_select(const EgressConfig *c, char *const *requested, char ***ret, Error *reterr);
+/* Checks per-sandbox allow or deny entries (targets as in a rule). */
+int egress_list_check(char *const *list, EgressAction action, const char *what, Error *reterr);
+
+/* Address classes no sandbox reaches unless an IP rule inside the class names them. */
+typedef enum EgressClass {
+        EGRESS_CLASS_PUBLIC,
+        EGRESS_CLASS_THIS_NETWORK,    /* 0.0.0.0/8, :: */
+        EGRESS_CLASS_LOOPBACK,
+        EGRESS_CLASS_PRIVATE,
+        EGRESS_CLASS_SHARED,          /* 100.64.0.0/10, carrier-grade NAT */
+        EGRESS_CLASS_LINK_LOCAL,
+        EGRESS_CLASS_METADATA,        /* cloud instance metadata */
+        EGRESS_CLASS_UNIQUE_LOCAL,
+        EGRESS_CLASS_MULTICAST,
+        EGRESS_CLASS_BROADCAST,
+        EGRESS_CLASS_DOCUMENTATION,
+        EGRESS_CLASS_BENCHMARKING,
+        EGRESS_CLASS_RESERVED,
+        EGRESS_CLASS_NAT64_LOCAL,     /* 64:ff9b:1::/48: maps to whatever its operator chose */
+        _EGRESS_CLASS_MAX,
+} EgressClass;
+
+typedef struct EgressClassification {
+        EgressClass cls;
+        EgressAddr range;             /* the class's range, in the address's own family */
+        unsigned prefix;
+        const char *via;              /* how an IPv4 address was embedded ("NAT64", "6to4", ...), NULL: not */
+        bool has_embedded;
+        EgressAddr embedded;          /* the IPv4 address inside, when has_embedded */
+} EgressClassification;
+
+const char *egress_class_to_string(EgressClass c);
+void egress_classify(const EgressAddr *a, EgressClassification *ret);
+
+/* A list of rules and whose they are ("base", "profile pypi", "sandbox"), for reasons. */
+typedef struct EgressSource {
+        const char *owner;
+        const EgressRules *rules;
+} EgressSource;
+
+typedef struct EgressQuery {
+        const char *host;             /* the name the connection asked for, NULL: an address only */
+        EgressAddr addr;              /* the address it would connect to */
+        uint16_t port;
+        uint16_t self_port;           /* the daemon's own TCP API port, 0: none */
+} EgressQuery;
+
+typedef enum EgressReason {
+        EGRESS_REASON_ALLOWED,        /* rule allows it */
+        EGRESS_REASON_DENIED_BY_RULE, /* rule denies it: denies win */
+        EGRESS_REASON_PROTECTED,      /* in a protected class, no IP rule inside it */
+        EGRESS_REASON_SMTP,           /* an SMTP port, no rule names it */
+        EGRESS_REASON_SELF,           /* the daemon's own API */
+        EGRESS_REASON_NO_RULE,
+        EGRESS_REASON_INVALID,        /* port 0, a bad name */
+        _EGRESS_REASON_MAX,
+} EgressReason;
+
+typedef struct EgressDecision {
+        bool allowed;
+        EgressReason reason;
+        const char *owner;            /* of rule */
+        const EgressRule *rule;       /* the rule that decided (allowed, denied by rule), else NULL */
+        EgressAddr addr;              /* the address decided on (an IPv4-mapped one as IPv4) */
+        EgressClassification cls;
+        char message[EGRESS_MESSAGE_MAX];
+} EgressDecision;
+
+const char *egress_reason_to_string(EgressReason r);
+/* Decides q against the rules of sources: explicit denies win; then the daemon's own API, protected classes
+ * and SMTP ports, which only an allow rule naming them opens; then the first allow rule that matches.
+ * -EINVAL for a query without an address. */
+int egress_decide(const EgressSource *sources, size_t n_sources, const EgressQuery *q, EgressDecision *ret);
+
+/* A sandbox's policy: the sources egress_decide() takes, built from the config, its profiles and its own
+ * lists. Profiles no longer in the config are left out (their allowances are gone, denies never widen). */
+typedef struct EgressPolicy {
+        EgressRules own;              /* the sandbox's allow and deny lists, parsed */
+        EgressSource *sources;
+        size_t n_sources;
+        char **owners;
+} EgressPolicy;
+int egress_policy_build(const EgressConfig *c, char *const *profiles, char *const *allow, char *const *deny,
+                        EgressPolicy *ret, Error *reterr);
+void egress_policy_done(EgressPolicy *p);
