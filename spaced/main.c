@@ -223,6 +223,17 @@ static int load_config(Manager *m, const char *config_path) {
                 log_error("bad configuration: %s", err.message ?: strerror(-r));
                 return r;
         }
+        /* egress profiles may also come from the environment; a bad one stops us like a bad config line */
+        r = config_load_egress_env(&m->config, getenv("SPACE_EGRESS_PROFILES"), &err);
+        if (r >= 0)
+                r = config_egress_finish(&m->config, &err);
+        if (r < 0) {
+                log_error("bad egress configuration: %s (space-egress(5))", err.message ?: strerror(-r));
+                return r;
+        }
+        if (m->config.egress.n_profiles > 0 || m->config.egress.base.n > 0)
+                log_info("egress: %zu profile(s), %zu base rule(s); not enforced yet (sandboxes have no network)",
+                         m->config.egress.n_profiles, m->config.egress.base.n);
         return 0;
 }
 

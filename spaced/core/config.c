@@ -12,12 +12,18 @@
 #include "macro.h"
 #include "string-util.h"
 
+/* Long enough for a profile of some dozen rules; longer ones go over several lines. */
+#define CONFIG_LINE_MAX 4096
+
 void config_done(Config *c) {
         free(c->qemu_binary);
         free(c->state_dir);
         free(c->listen);
         free(c->e2b_template);
         free(c->e2b_domain);
+        egress_config_done(&c->egress);
+        strv_free(c->egress_defaults);
+        c->egress_defaults = NULL;
         c->qemu_binary = c->state_dir = c->listen = c->e2b_template = c->e2b_domain = NULL;
 }
 
@@ -144,19 +150,121 @@ static int parse_size(const char *s, uint64_t *ret) {
         return 0;
 }
 
+/* The egress keys, shared by spaced.conf and the file SPACE_EGRESS_PROFILES may name. 1: handled, 0: not an
+ * egress key, < 0 with reterr set. */
+static int egress_key(Config *c, const char *key, const char *value, Error *reterr) {
+        if (streq(key, "egress_profile"))
+                return egress_profile_parse(&c->egress, value, reterr) ?: 1;
+        if (streq(key, "egress_base"))
+                return egress_rules_parse(&c->egress.base, value, "egress_base", reterr) ?: 1;
+        if (streq(key, "egress_default")) {
+                _cleanup_free_ char *copy = strdup(value);
+                char *save = NULL;
+
+                if (!copy)
+                        return -ENOMEM;
+                for (char *n = strtok_r(copy, ", \t", &save); n; n = strtok_r(NULL, ", \t", &save))
+                        if (strv_extend(&c->egress_defaults, n) < 0)
+                                return -ENOMEM;
+                return 1;
+        }
+        return 0;
+}
+
+/* Prefixes reterr's message with where the line is. */
+static int egress_line_error(Error *reterr, const char *path, unsigned n, int r) {
+        _cleanup_free_ char *msg = NULL;
+
+        if (r == -ENOMEM && (!reterr || !reterr->message))
+                return r;
+        if (reterr && reterr->message)
+                msg = strdup(reterr->message);
+        return error_set(reterr, reterr ? reterr->code ?: ERROR_INVALID_ARGUMENT : ERROR_INVALID_ARGUMENT, "%s:%u: %s",
+                         path, n, msg ?: strerror(-r)) ?: r;
+}
+
+/* Reads a line into buf; -E2BIG when it does not fit (it would otherwise be read as two lines). 0 at the end. */
+static int read_line(FILE *f, char *buf, size_t size) {
+        size_t len;
+
+        if (!fgets(buf, (int) size, f))
+                return 0;
+        len = strlen(buf);
+        if (len == size - 1 && buf[len - 1] != '\n' && !feof(f))
+                return -E2BIG;
+        return 1;
+}
+
+int config_load_egress_env(Config *c, const char *value, Error *reterr) {
+        _cleanup_fclose_ FILE *f = NULL;
+        char line[CONFIG_LINE_MAX];
+        unsigned n = 0;
+        int r;
+
+        if (!value || !*value)
+                return 0;
+        if (value[0] != '/') {
+                r = egress_profiles_parse(&c->egress, value, reterr);
+                if (r < 0)
+                        return egress_line_error(reterr, "SPACE_EGRESS_PROFILES", 1, r);
+                return 0;
+        }
+        f = fopen(value, "re");
+        if (!f)
+                return error_set(reterr, ERROR_INVALID_ARGUMENT, "SPACE_EGRESS_PROFILES=%s: %s", value,
+                                 strerror(errno)) ?: -errno;
+        while ((r = read_line(f, line, sizeof line)) > 0) {
+                char *key, *eq;
+
+                n++;
+                key = string_strip(line);
+                if (*key == 0 || *key == '#')
+                        continue;
+                eq = strchr(key, '=');
+                if (eq) {
+                        *eq = 0;
+                        r = egress_key(c, string_strip(key), string_strip(eq + 1), reterr);
+                        if (r < 0)
+                                return egress_line_error(reterr, value, n, r);
+                }
+                if (!eq || r == 0)
+                        return error_set(reterr, ERROR_INVALID_ARGUMENT,
+                                         "%s:%u: expected 'egress_profile = NAME: allow ...', 'egress_default = NAME' "
+                                         "or 'egress_base = allow ...'", value, n) ?: -EINVAL;
+        }
+        if (r < 0)
+                return error_set(reterr, ERROR_INVALID_ARGUMENT, "%s:%u: line too long (at most %d bytes); split "
+                                 "a profile over several lines, which add to it", value, n + 1,
+                                 CONFIG_LINE_MAX - 2) ?: r;
+        return 0;
+}
+
+int config_egress_finish(Config *c, Error *reterr) {
+        for (char **n = c->egress_defaults; n && *n; n++) {
+                int r = egress_set_defaults(&c->egress, *n, reterr);
+                if (r < 0)
+                        return r;
+        }
+        return 0;
+}
+
 int config_load(Config *c, const char *path, Error *reterr) {
         _cleanup_fclose_ FILE *f = NULL;
-        char line[1024];
+        char line[CONFIG_LINE_MAX];
         unsigned n = 0;
+        int r;
 
         f = fopen(path, "re");
         if (!f)
                 return errno == ENOENT ? 0 : -errno;
 
-        while (fgets(line, sizeof line, f)) {
+        while ((r = read_line(f, line, sizeof line)) != 0) {
                 char *key, *value, *eq;
 
                 n++;
+                if (r < 0)
+                        return error_set(reterr, ERROR_INVALID_ARGUMENT, "%s:%u: line too long (at most %d bytes)",
+                                         path, n, CONFIG_LINE_MAX - 2) ?: r;
                 key = string_strip(line);
                 if (*key == 0 || *key == '#')
                         continue;
@@ -167,6 +275,11 @@ int config_load(Config *c, const char *path, Error *reterr) {
                 value = string_strip(eq + 1);
                 key = string_strip(key);
 
+                r = egress_key(c, key, value, reterr);
+                if (r < 0)
+                        return egress_line_error(reterr, path, n, r);
+                if (r > 0)
+                        continue;
                 if (streq(key, "accel")) {
                         if (accel_setting_from_string(value, &c->accel) < 0)
                                 goto bad;
@@ -273,5 +386,7 @@ bad:
                          "'import_max_bytes|import_max_disk_bytes|import_max_entry_bytes = N[K|M|G|T]', "
                          "'import_max_entries|import_max_path|import_max_layers = N', "
                          "'listen = 127.0.0.1:PORT|off' (loopback addresses only), "
-                         "'e2b_template = NAME[:TAG]', 'e2b_domain = HOST[:PORT]'", path, n) ?: -EINVAL;
+                         "'e2b_template = NAME[:TAG]', 'e2b_domain = HOST[:PORT]', "
+                         "'egress_profile = NAME: allow TARGET[, ...][; deny ...]', 'egress_default = NAME[, ...]', "
+                         "'egress_base = allow|deny TARGET[, ...]' (space-egress(5))", path, n) ?: -EINVAL;
 }

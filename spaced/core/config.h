@@ -5,6 +5,7 @@
 #include <sys/socket.h>
 
 #include "core/error.h"
+#include "egress/egress.h"
 #include "vm/vmm.h"
 
 typedef enum AccelSetting {
@@ -46,6 +47,10 @@ typedef struct Config {
          * ({port}-{id}.DOMAIN), NULL: none (the SDKs then use E2B_DOMAIN). */
         char *e2b_template;         /* NULL = E2B_TEMPLATE_DEFAULT */
         char *e2b_domain;
+        /* Egress (space-egress(5)): egress_base, egress_profile lines and SPACE_EGRESS_PROFILES; the
+         * egress_default names, applied by config_egress_finish() once every source is read. */
+        EgressConfig egress;
+        char **egress_defaults;
 } Config;
 
 #define LISTEN_DEFAULT "127.0.0.1:7070"
@@ -55,6 +60,11 @@ void config_done(Config *c);
 /* Reads `key = value` lines; a missing file is fine (defaults). Unknown keys or bad values: -EINVAL with a
  * message naming the line in reterr (ERROR_INVALID_ARGUMENT). */
 int config_load(Config *c, const char *path, Error *reterr);
+/* SPACE_EGRESS_PROFILES: an absolute path to a file of egress_profile, egress_default and egress_base lines,
+ * or profiles inline ("NAME: allow ...; deny ...; NAME2: allow ..."). NULL or empty: nothing. */
+int config_load_egress_env(Config *c, const char *value, Error *reterr);
+/* Marks the default profiles, checking that each one named exists. */
+int config_egress_finish(Config *c, Error *reterr);
 int accel_setting_from_string(const char *s, AccelSetting *ret);
 int confine_from_string(const char *s, VmConfine *ret);
 /* c's import limits with the defaults filled in. */

@@ -251,6 +251,20 @@ static int migrate_v4(sqlite3 *db, Error *reterr) {
         return exec(db, "ALTER TABLE sandboxes ADD COLUMN ttl INTEGER NOT NULL DEFAULT 0;", reterr);
 }
 
+/* Egress (space-egress(5)): the profiles a sandbox was created with and its own allow and deny lists, fixed
+ * for its life; checkpoints keep them so that forks and restores carry them on. '[]' for older rows: only
+ * the base policy, which is what they had. */
+static int migrate_v5(sqlite3 *db, Error *reterr) {
+        return exec(db,
+                    "ALTER TABLE sandboxes ADD COLUMN egress_profiles TEXT NOT NULL DEFAULT '[]';"
+                    "ALTER TABLE sandboxes ADD COLUMN egress_allow TEXT NOT NULL DEFAULT '[]';"
+                    "ALTER TABLE sandboxes ADD COLUMN egress_deny TEXT NOT NULL DEFAULT '[]';"
+                    "ALTER TABLE checkpoints ADD COLUMN egress_profiles TEXT NOT NULL DEFAULT '[]';"
+                    "ALTER TABLE checkpoints ADD COLUMN egress_allow TEXT NOT NULL DEFAULT '[]';"
+                    "ALTER TABLE checkpoints ADD COLUMN egress_deny TEXT NOT NULL DEFAULT '[]';",
+                    reterr);
+}
+
 typedef struct Migration {
         int version; /* the user_version it leaves behind */
         const char *name;
@@ -261,6 +275,7 @@ static const Migration migrations[] = {
         { 2, "the whole schema, completing databases from before numbered migrations", migrate_v2 },
         { 3, "sandbox metadata, E2B access tokens and auto resume", migrate_v3 },
         { 4, "the time to live a sandbox was given", migrate_v4 },
+        { 5, "egress profiles and lists of sandboxes and checkpoints", migrate_v5 },
 };
 
 static int read_version(sqlite3 *db, int *ret, Error *reterr) {

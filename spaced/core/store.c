@@ -85,17 +85,20 @@ Store *store_close(Store *s) {
 
 int store_put_sandbox(Store *s, const Sandbox *sb) {
         _cleanup_finalize_ sqlite3_stmt *st = NULL;
-        _cleanup_free_ char *env = strv_to_json_text(sb->env);
+        _cleanup_free_ char *env = strv_to_json_text(sb->env), *egress_profiles = strv_to_json_text(sb->egress_profiles),
+                            *egress_allow = strv_to_json_text(sb->egress_allow),
+                            *egress_deny = strv_to_json_text(sb->egress_deny);
         int rc;
 
-        if (!env)
+        if (!env || !egress_profiles || !egress_allow || !egress_deny)
                 return -ENOMEM;
         rc = sqlite3_prepare_v2(s->db,
                                 /* an upsert on id only: REPLACE would also evict a row holding the same name */
                                 "INSERT INTO sandboxes (id, name, template, template_digest, state, vcpu,"
                                 " memory_mib, disk_mib, env, created_at, qemu_pid, run_dir, data_dir, error,"
-                                " idle_timeout, expires_at, on_expiry, last_active, metadata, access_token, auto_resume, ttl)"
-                                " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"
+                                " idle_timeout, expires_at, on_expiry, last_active, metadata, access_token, auto_resume, ttl,"
+                                " egress_profiles, egress_allow, egress_deny)"
+                                " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"
                                 " ON CONFLICT(id) DO UPDATE SET name=excluded.name, template=excluded.template,"
                                 " template_digest=excluded.template_digest, state=excluded.state, vcpu=excluded.vcpu,"
                                 " memory_mib=excluded.memory_mib, disk_mib=excluded.disk_mib, env=excluded.env,"
@@ -104,7 +107,9 @@ int store_put_sandbox(Store *s, const Sandbox *sb) {
                                 " idle_timeout=excluded.idle_timeout, expires_at=excluded.expires_at,"
                                 " on_expiry=excluded.on_expiry, last_active=excluded.last_active,"
                                 " metadata=excluded.metadata, access_token=excluded.access_token,"
-                                " auto_resume=excluded.auto_resume, ttl=excluded.ttl",
+                                " auto_resume=excluded.auto_resume, ttl=excluded.ttl,"
+                                " egress_profiles=excluded.egress_profiles, egress_allow=excluded.egress_allow,"
+                                " egress_deny=excluded.egress_deny",
                                 -1, &st, NULL);
         if (rc != SQLITE_OK)
                 return sqlite_to_errno(rc);
@@ -130,6 +135,9 @@ int store_put_sandbox(Store *s, const Sandbox *sb) {
         sqlite_bind_text(st, 20, sb->access_token);
         sqlite3_bind_int(st, 21, sb->auto_resume);
         sqlite3_bind_int64(st, 22, sb->ttl);
+        sqlite_bind_text(st, 23, egress_profiles);
+        sqlite_bind_text(st, 24, egress_allow);
+        sqlite_bind_text(st, 25, egress_deny);
         rc = sqlite3_step(st);
         return rc == SQLITE_DONE ? 0 : sqlite_to_errno(rc);
 }
@@ -153,7 +161,8 @@ int store_load_sandboxes(Store *s, Manager *m) {
         rc = sqlite3_prepare_v2(s->db,
                                 "SELECT id, name, template, template_digest, state, vcpu, memory_mib, disk_mib, env,"
                                 " created_at, qemu_pid, run_dir, data_dir, error, idle_timeout, expires_at, on_expiry,"
-                                " last_active, metadata, access_token, auto_resume, ttl FROM sandboxes ORDER BY created_at",
+                                " last_active, metadata, access_token, auto_resume, ttl, egress_profiles, egress_allow,"
+                                " egress_deny FROM sandboxes ORDER BY created_at",
                                 -1, &st, NULL);
         if (rc != SQLITE_OK)
                 return sqlite_to_errno(rc);
@@ -193,7 +202,10 @@ int store_load_sandboxes(Store *s, Manager *m) {
                 sb->access_token = sqlite_column_strdup(st, 19);
                 sb->auto_resume = sqlite3_column_int(st, 20) != 0;
                 sb->ttl = sqlite3_column_int64(st, 21);
-                if (!sb->template_name || !sb->env) {
+                sb->egress_profiles = strv_from_json_text((const char *) sqlite3_column_text(st, 22));
+                sb->egress_allow = strv_from_json_text((const char *) sqlite3_column_text(st, 23));
+                sb->egress_deny = strv_from_json_text((const char *) sqlite3_column_text(st, 24));
+                if (!sb->template_name || !sb->env || !sb->egress_profiles || !sb->egress_allow || !sb->egress_deny) {
                         sandbox_free(sb);
                         return -ENOMEM;
                 }

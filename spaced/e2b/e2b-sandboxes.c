@@ -362,7 +362,7 @@ int e2b_new_sandbox_parse(Request *r, E2bNewSandbox *ret) {
 static void post_sandboxes(Request *r, const RouteArgs *a) {
         Manager *m = http_manager(r->http);
         _cleanup_(e2b_new_sandbox_done) E2bNewSandbox n = {};
-        _cleanup_strv_free_ char **merged = NULL;
+        _cleanup_strv_free_ char **merged = NULL, **egress = NULL;
         _cleanup_(error_done) Error e = {};
         const char *tmpl;
         Checkpoint *source;
@@ -397,7 +397,11 @@ static void post_sandboxes(Request *r, const RouteArgs *a) {
                         if (strv_extend(&merged, *i) < 0)
                                 goto oom;
         }
+        /* a snapshot's sandbox keeps its egress, as forks do; a template's takes the header's profiles */
+        if (api_egress_header(r, &egress) < 0)
+                return;
         SandboxSpec spec = {
+                .egress_profiles = egress,
                 .template_ref = source ? source->template_name : tmpl,
                 .env = source ? merged : n.env,
                 .metadata = n.metadata,

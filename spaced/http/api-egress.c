@@ -1,2 +1,265 @@
 /* SPDX-License-Identifier: Apache-2.0 */
+#include <errno.h>
+#include <netdb.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+
+#include "core/util.h"
+#include "core/worker.h"
+#include "egress/egress.h"
 #include "http/api.h"
+#include "macro.h"
+#include "sandbox/sandbox.h"
+
+/* GET /v1/egress/profiles[/{name}] and POST /v1/sandboxes/{id}/egress/test (space-egress(5)): the policy as
+ * loaded, and what it says of a destination. Nothing is enforced yet: a sandbox has no network at all. */
+
+#define RESOLVE_TIMEOUT_USEC (15ULL * 1000000ULL)
+#define RESOLVE_ADDRS_MAX 32
+
+static cJSON *rules_to_json(const EgressRules *rules) {
+        cJSON *a = cJSON_CreateArray();
+
+        for (size_t i = 0; a && i < rules->n; i++)
+                cJSON_AddItemToArray(a, cJSON_CreateString(rules->rules[i].text));
+        return a;
+}
+
+static cJSON *profile_to_json(const EgressProfile *p) {
+        cJSON *o = cJSON_CreateObject();
+
+        cJSON_AddStringToObject(o, "name", p->name);
+        cJSON_AddBoolToObject(o, "default", p->is_default);
+        cJSON_AddItemToObject(o, "rules", rules_to_json(&p->rules));
+        return o;
+}
+
+void api_get_egress_profiles(Request *r, const RouteArgs *a) {
+        const EgressConfig *c = &http_manager(r->http)->config.egress;
+        cJSON *o = cJSON_CreateObject(), *list = cJSON_AddArrayToObject(o, "profiles");
+
+        for (size_t i = 0; i < c->n_profiles; i++)
+                cJSON_AddItemToArray(list, profile_to_json(&c->profiles[i]));
+        cJSON_AddItemToObject(o, "base", rules_to_json(&c->base));
+        cJSON_AddBoolToObject(o, "enforced", false);
+        http_respond_json(r, 200, o);
+}
+
+void api_get_egress_profile(Request *r, const RouteArgs *a) {
+        const EgressProfile *p = egress_profile_find(&http_manager(r->http)->config.egress, a->arg[0]);
+
+        if (!p) {
+                http_respond_error(r, ERROR_EGRESS_PROFILE_NOT_FOUND, "no egress profile '%s'; 'spacectl egress ls' "
+                                   "lists them", a->arg[0]);
+                return;
+        }
+        http_respond_json(r, 200, profile_to_json(p));
+}
+
+/* A name resolved on a worker thread (getaddrinfo blocks), the request parked until it is done. */
+typedef struct ResolveJob {
+        Manager *manager;
+        char host[EGRESS_HOST_MAX + 1];
+        int gai_error;
+        EgressAddr addrs[RESOLVE_ADDRS_MAX];
+        size_t n_addrs;
+        bool done;
+        bool orphaned;       /* the request went away first: the completion frees the job */
+        Waiter *waiters;
+} ResolveJob;
+
+static void resolve_done_cb(Manager *m, void *userdata);
+
+static void *resolve_worker(void *userdata) {
+        ResolveJob *j = userdata;
+        struct addrinfo hints = { .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM }, *res = NULL;
+
+        j->gai_error = getaddrinfo(j->host, NULL, &hints, &res);
+        for (struct addrinfo *i = res; i && j->n_addrs < RESOLVE_ADDRS_MAX; i = i->ai_next) {
+                EgressAddr a = { .family = i->ai_family };
+                bool seen = false;
+
+                if (i->ai_family == AF_INET)
+                        memcpy(a.a, &((struct sockaddr_in *) i->ai_addr)->sin_addr, 4);
+                else if (i->ai_family == AF_INET6)
+                        memcpy(a.a, &((struct sockaddr_in6 *) i->ai_addr)->sin6_addr, 16);
+                else
+                        continue;
+                for (size_t k = 0; k < j->n_addrs; k++)
+                        seen = seen || (j->addrs[k].family == a.family && memcmp(j->addrs[k].a, a.a, 16) == 0);
+                if (!seen)
+                        j->addrs[j->n_addrs++] = a;
+        }
+        if (res)
+                freeaddrinfo(res);
+        completion_post(j->manager, resolve_done_cb, j);
+        return NULL;
+}
+
+static void resolve_done_cb(Manager *m, void *userdata) {
+        ResolveJob *j = userdata;
+
+        j->done = true;
+        if (j->orphaned)
+                free(j);
+        else
+                waiters_wake(&j->waiters);
+}
+
+static void resolve_detach(void *userdata, Request *r) {
+        ResolveJob *j = userdata;
+
+        waiter_unlink(&r->waiter);
+        if (j->done)
+                free(j);
+        else
+                j->orphaned = true;
+}
+
+/* The port of our own TCP API, which no sandbox may reach. */
+static uint16_t self_port(Manager *m) {
+        const char *url = http_api_url(m->http), *colon = url ? strrchr(url, ':') : NULL;
+        unsigned long p = colon ? strtoul(colon + 1, NULL, 10) : 0;
+
+        return p <= 65535 ? (uint16_t) p : 0;
+}
+
+static cJSON *decision_to_json(const EgressDecision *d) {
+        cJSON *o = cJSON_CreateObject();
+        char addr[EGRESS_ADDR_STRLEN];
+        _cleanup_free_ char *rule = NULL;
+
+        egress_addr_format(&d->addr, addr);
+        cJSON_AddStringToObject(o, "address", addr);
+        cJSON_AddBoolToObject(o, "allowed", d->allowed);
+        cJSON_AddStringToObject(o, "reason", d->message);
+        cJSON_AddStringToObject(o, "reason_code", egress_reason_to_string(d->reason));
+        if (d->rule && asprintf(&rule, "%s: %s", d->owner ?: "?", d->rule->text) >= 0)
+                cJSON_AddStringToObject(o, "rule", rule);
+        else
+                cJSON_AddNullToObject(o, "rule");
+        cJSON_AddStringToObject(o, "class", egress_class_to_string(d->cls.cls));
+        return o;
+}
+
+/* Decides every address; the answer is the first denied one (a name is only as safe as all it resolves to,
+ * or the next lookup could pick the denied one), else the first. */
+static void respond_decisions(Request *r, Sandbox *s, const char *host, const char *name, const EgressAddr *addrs,
+                              size_t n, uint16_t port) {
+        Manager *m = http_manager(r->http);
+        _cleanup_(egress_policy_done) EgressPolicy p = {};
+        _cleanup_(error_done) Error e = {};
+        cJSON *o, *list, *answer = NULL;
+        int q;
+
+        q = egress_policy_build(&m->config.egress, s->egress_profiles, s->egress_allow, s->egress_deny, &p, &e);
+        if (q < 0) {
+                respond_error_or(r, &e, "cannot build the sandbox's egress policy");
+                return;
+        }
+        o = cJSON_CreateObject();
+        list = cJSON_CreateArray();
+        for (size_t i = 0; i < n; i++) {
+                EgressQuery query = { .host = name, .addr = addrs[i], .port = port, .self_port = self_port(m) };
+                EgressDecision d;
+                cJSON *one;
+
+                if (egress_decide(p.sources, p.n_sources, &query, &d) < 0)
+                        continue;
+                one = decision_to_json(&d);
+                cJSON_AddItemToArray(list, one);
+                if (!answer || (!d.allowed && cJSON_IsTrue(cJSON_GetObjectItem(answer, "allowed"))))
+                        answer = one;
+        }
+        if (!answer) {
+                cJSON_Delete(list);
+                cJSON_Delete(o);
+                http_respond_error(r, ERROR_INVALID_ARGUMENT, "%s has no IPv4 or IPv6 address", host);
+                return;
+        }
+        cJSON_AddStringToObject(o, "sandbox", s->id);
+        cJSON_AddStringToObject(o, "host", host);
+        cJSON_AddNumberToObject(o, "port", port);
+        cJSON_AddItemToObject(o, "allowed", cJSON_Duplicate(cJSON_GetObjectItem(answer, "allowed"), true));
+        cJSON_AddItemToObject(o, "reason", cJSON_Duplicate(cJSON_GetObjectItem(answer, "reason"), true));
+        cJSON_AddItemToObject(o, "reason_code", cJSON_Duplicate(cJSON_GetObjectItem(answer, "reason_code"), true));
+        cJSON_AddItemToObject(o, "rule", cJSON_Duplicate(cJSON_GetObjectItem(answer, "rule"), true));
+        cJSON_AddItemToObject(o, "address", cJSON_Duplicate(cJSON_GetObjectItem(answer, "address"), true));
+        cJSON_AddItemToObject(o, "addresses", list);
+        cJSON_AddBoolToObject(o, "enforced", false);
+        http_respond_json(r, 200, o);
+}
+
+void api_post_egress_test(Request *r, const RouteArgs *a) {
+        static const char *const fields[] = { "host", "port", NULL };
+        Manager *m = http_manager(r->http);
+        ResolveJob *j = r->stream.detach == resolve_detach ? r->stream.userdata : NULL;
+        char name[EGRESS_HOST_MAX + 1];
+        const char *host;
+        uint64_t port = 443;
+        EgressAddr literal;
+        Sandbox *s;
+        cJSON *o, *v;
+        int q;
+
+        o = parse_body_object(r, fields);
+        if (!o)
+                goto out;
+        v = cJSON_GetObjectItemCaseSensitive(o, "host");
+        if (!cJSON_IsString(v) || !*v->valuestring) {
+                http_respond_error(r, ERROR_INVALID_ARGUMENT, "host is required: a name or an IP address");
+                goto out;
+        }
+        host = v->valuestring;
+        if (get_uint_field(r, o, "port", 1, 65535, &port) < 0 || resolve_sandbox(r, a->arg[0], &s) < 0)
+                goto out;
+
+        /* a literal in any spelling is decided as the address it means, never looked up */
+        if (egress_addr_parse_literal(host, &literal) >= 0) {
+                respond_decisions(r, s, host, NULL, &literal, 1, (uint16_t) port);
+                goto out;
+        }
+        if (egress_host_normalize(host, name) < 0) {
+                http_respond_error(r, ERROR_INVALID_ARGUMENT,
+                                   "'%.100s' is neither an IP address nor an exact host name%s", host,
+                                   egress_host_is_numeric(host) ? " (it ends in a number, so it would be read as an "
+                                                                  "IPv4 address, and it is not a valid one)" : "");
+                goto out;
+        }
+
+        if (!j) {
+                /* names resolve with the host's resolver, on a worker: getaddrinfo blocks */
+                j = calloc(1, sizeof *j);
+                if (!j) {
+                        http_respond_error(r, ERROR_INTERNAL, "out of memory");
+                        goto out;
+                }
+                j->manager = m;
+                memcpy(j->host, name, sizeof j->host);
+                q = worker_start(m, resolve_worker, j);
+                if (q < 0) {
+                        free(j);
+                        http_respond_error(r, ERROR_INTERNAL, "cannot start a worker thread: %s", strerror(-q));
+                        goto out;
+                }
+                r->stream = (HttpStream) { .detach = resolve_detach, .userdata = j };
+                q = http_wait_on(r, &j->waiters, now_usec_monotonic() + RESOLVE_TIMEOUT_USEC);
+                if (q < 0) {
+                        http_stream_detach(r);
+                        http_respond_error(r, ERROR_INTERNAL, "cannot wait: %s", strerror(-q));
+                }
+                goto out;
+        }
+        if (!j->done)
+                http_respond_error(r, ERROR_DEADLINE_EXCEEDED, "resolving %s took longer than %llu s", name,
+                                   RESOLVE_TIMEOUT_USEC / 1000000ULL);
+        else if (j->gai_error != 0 || j->n_addrs == 0)
+                http_respond_error(r, ERROR_INVALID_ARGUMENT, "cannot resolve %s with the host's resolver: %s", name,
+                                   j->gai_error ? gai_strerror(j->gai_error) : "no IPv4 or IPv6 address");
+        else
+                respond_decisions(r, s, host, name, j->addrs, j->n_addrs, (uint16_t) port);
+        http_stream_detach(r);
+out:
+        cJSON_Delete(o);
+}

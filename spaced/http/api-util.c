@@ -6,9 +6,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "egress/egress.h"
 #include "http/api.h"
 #include "json-util.h"
 #include "macro.h"
+#include "string-util.h"
 #include "core/util.h"
 #include "sandbox/sandbox.h"
 
@@ -48,6 +50,7 @@ cJSON *sandbox_to_json(Sandbox *s) {
         } else
                 cJSON_AddNullToObject(o, "expires_at");
         cJSON_AddStringToObject(o, "on_timeout", s->on_expiry == EXPIRY_SUSPEND ? "suspend" : "remove");
+        sandbox_egress_to_json(s->egress_profiles, s->egress_allow, s->egress_deny, o);
         if (s->error)
                 cJSON_AddStringToObject(o, "error", s->error);
         else
@@ -244,6 +247,75 @@ int get_env_field(Request *r, cJSON *o, char ***ret) {
         }
         *ret = env;
         return 1;
+}
+
+int get_strv_field(Request *r, cJSON *o, const char *key, size_t max, char ***ret) {
+        cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key), *i;
+        _cleanup_strv_free_ char **l = NULL;
+
+        *ret = NULL;
+        if (!v || cJSON_IsNull(v))
+                return 0;
+        if (!cJSON_IsArray(v) || (size_t) cJSON_GetArraySize(v) > max) {
+                http_respond_error(r, ERROR_INVALID_ARGUMENT, "%s must be an array of strings (at most %zu)", key, max);
+                return -EINVAL;
+        }
+        l = calloc(1, sizeof(char *));
+        if (!l)
+                return -ENOMEM;
+        cJSON_ArrayForEach(i, v) {
+                if (!cJSON_IsString(i) || !*i->valuestring) {
+                        http_respond_error(r, ERROR_INVALID_ARGUMENT, "%s must be an array of non-empty strings", key);
+                        return -EINVAL;
+                }
+                if (strv_extend(&l, i->valuestring) < 0)
+                        return -ENOMEM;
+        }
+        *ret = TAKE_PTR(l);
+        return 1;
+}
+
+int api_egress_header(Request *r, char ***ret) {
+        const char *h = http_header(r, "X-Space-Egress-Profiles");
+        _cleanup_strv_free_ char **l = NULL;
+        _cleanup_free_ char *copy = NULL;
+        char *save = NULL;
+        size_t n = 0;
+
+        *ret = NULL;
+        if (!h)
+                return 0;
+        copy = strdup(h);
+        l = calloc(1, sizeof(char *));
+        if (!copy || !l)
+                return -ENOMEM;
+        for (char *t = strtok_r(copy, ", \t", &save); t; t = strtok_r(NULL, ", \t", &save)) {
+                if (!egress_profile_name_valid(t) || ++n > EGRESS_PROFILES_MAX) {
+                        http_respond_error(r, ERROR_INVALID_ARGUMENT,
+                                           "X-Space-Egress-Profiles: '%.64s' is not a profile name; expected "
+                                           "NAME[,NAME...]", t);
+                        return -EINVAL;
+                }
+                if (strv_extend(&l, t) < 0)
+                        return -ENOMEM;
+        }
+        *ret = TAKE_PTR(l);
+        return 1;
+}
+
+static cJSON *strv_to_json_array(char *const *l) {
+        cJSON *a = cJSON_CreateArray();
+
+        for (; a && l && *l; l++)
+                cJSON_AddItemToArray(a, cJSON_CreateString(*l));
+        return a;
+}
+
+cJSON *sandbox_egress_to_json(char *const *profiles, char *const *allow, char *const *deny, cJSON *o) {
+        cJSON_AddItemToObject(o, "egress_profiles", strv_to_json_array(profiles));
+        cJSON_AddItemToObject(o, "egress_allow", strv_to_json_array(allow));
+        cJSON_AddItemToObject(o, "egress_deny", strv_to_json_array(deny));
+        return o;
 }
 
 int get_bool_field(Request *r, cJSON *o, const char *key, bool *ret) {

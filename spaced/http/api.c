@@ -10,6 +10,7 @@
 #include "core/log.h"
 #include "macro.h"
 #include "core/util.h"
+#include "egress/egress.h"
 #include "sandbox/sandbox.h"
 
 /* The native /v1 API (spaced/API.md): a table of routes, and the handlers for templates, sandboxes and
@@ -80,6 +81,9 @@ const Route api_routes[] = {
         { "POST", "/v1/sandboxes/{id}/files/move", api_post_file_move },
         { "POST", "/v1/sandboxes/{id}/files/symlink", api_post_file_symlink },
         { "POST", "/v1/sandboxes/{id}/files/attrs", api_post_file_attrs },
+        { "GET", "/v1/egress/profiles", api_get_egress_profiles },
+        { "GET", "/v1/egress/profiles/{name}", api_get_egress_profile },
+        { "POST", "/v1/sandboxes/{id}/egress/test", api_post_egress_test },
         {},
 };
 
@@ -317,8 +321,10 @@ void start_wait(Request *r, Operation *op, int kind, unsigned wait) {
 
 static void post_sandboxes(Request *r, const RouteArgs *a) {
         static const char *const fields[] = { "template", "name", "vcpu", "memory_mib", "disk_mib", "env",
-                                              "metadata", "timeout", "on_timeout", "idle_timeout", NULL };
-        _cleanup_strv_free_ char **env = NULL;
+                                              "metadata", "timeout", "on_timeout", "idle_timeout", "egress_profiles",
+                                              "egress_allow", "egress_deny", NULL };
+        _cleanup_strv_free_ char **env = NULL, **egress_profiles = NULL, **egress_header = NULL, **egress_allow = NULL,
+                                 **egress_deny = NULL;
         _cleanup_free_ char *metadata = NULL;
         Error e = {};
         const char *tmpl = "minimal", *name = NULL;
@@ -363,6 +369,16 @@ static void post_sandboxes(Request *r, const RouteArgs *a) {
         if (q < 0)
                 goto out;
         idle_set = q > 0;
+        if (get_strv_field(r, o, "egress_profiles", EGRESS_PROFILES_MAX, &egress_profiles) < 0 ||
+            get_strv_field(r, o, "egress_allow", EGRESS_RULES_MAX, &egress_allow) < 0 ||
+            get_strv_field(r, o, "egress_deny", EGRESS_RULES_MAX, &egress_deny) < 0 ||
+            api_egress_header(r, &egress_header) < 0)
+                goto out;
+        if (egress_profiles && egress_header) {
+                http_respond_error(r, ERROR_INVALID_ARGUMENT,
+                                   "egress profiles came in the body and in X-Space-Egress-Profiles: give one");
+                goto out;
+        }
         v = cJSON_GetObjectItemCaseSensitive(o, "on_timeout");
         if (v && !cJSON_IsNull(v)) {
                 if (!cJSON_IsString(v) || (!streq(v->valuestring, "remove") && !streq(v->valuestring, "suspend"))) {
@@ -380,6 +396,9 @@ static void post_sandboxes(Request *r, const RouteArgs *a) {
                 .disk_mib = disk,
                 .env = env,
                 .metadata = metadata,
+                .egress_profiles = egress_profiles ?: egress_header,
+                .egress_allow = egress_allow,
+                .egress_deny = egress_deny,
         };
         q = sandbox_create(m, &spec, &op, &s, &e);
         if (q < 0) {

@@ -120,12 +120,23 @@ int parse_wait(Request *r, unsigned *ret);
 cJSON *parse_body_object(Request *r, const char *const *allowed);
 int get_uint_field(Request *r, cJSON *o, const char *key, uint64_t min, uint64_t max, uint64_t *ret);
 int get_env_field(Request *r, cJSON *o, char ***ret);
+/* An array of non-empty strings at key (at most max): 1, 0 absent or null, < 0 answered (400). */
+int get_strv_field(Request *r, cJSON *o, const char *key, size_t max, char ***ret);
+/* X-Space-Egress-Profiles: NAME[,NAME...] (space-egress(5)): 1 with the names, 0 absent, < 0 answered (400). */
+int api_egress_header(Request *r, char ***ret);
+/* Adds egress_profiles, egress_allow and egress_deny to o; returns o. */
+cJSON *sandbox_egress_to_json(char *const *profiles, char *const *allow, char *const *deny, cJSON *o);
 /* true or false at key into *ret (left as it is when absent or null): 1, 0 absent, < 0 answered (400). */
 int get_bool_field(Request *r, cJSON *o, const char *key, bool *ret);
 /* An object of string labels at key, as JSON text in *ret (NULL when absent): 1, 0 absent, < 0 answered. */
 int get_metadata_field(Request *r, cJSON *o, const char *key, char **ret);
 cJSON *sandbox_metadata_to_json(const Sandbox *s);
 int resolve_sandbox(Request *r, const char *ref, Sandbox **ret);
+
+/* api-egress.c: profiles and what a sandbox's policy says of a destination (space-egress(5)) */
+void api_get_egress_profiles(Request *r, const RouteArgs *a);
+void api_get_egress_profile(Request *r, const RouteArgs *a);
+void api_post_egress_test(Request *r, const RouteArgs *a);
 
 /* api-processes.c */
 void api_post_processes(Request *r, const RouteArgs *a);

@@ -36,6 +36,9 @@ Checkpoint *checkpoint_free(Checkpoint *c) {
         free(c->template_name);
         free(c->template_digest);
         strv_free(c->env);
+        strv_free(c->egress_profiles);
+        strv_free(c->egress_allow);
+        strv_free(c->egress_deny);
         free(c->disk);
         free(c->state_path);
         free(c);
@@ -72,14 +75,19 @@ static int checkpoint_save(Manager *m, const Checkpoint *c) {
         sqlite3 *db = store_db(m->store);
         sqlite3_stmt *st = NULL;
         char *env_json = strv_to_json_text(c->env);
+        _cleanup_free_ char *profiles = strv_to_json_text(c->egress_profiles), *allow = strv_to_json_text(c->egress_allow),
+                            *deny = strv_to_json_text(c->egress_deny);
         int rc;
 
-        if (!env_json)
+        if (!env_json || !profiles || !allow || !deny) {
+                free(env_json);
                 return -ENOMEM;
+        }
         rc = sqlite3_prepare_v2(db,
                                 "INSERT OR REPLACE INTO checkpoints (id, name, sandbox_id, template, template_digest,"
                                 " vcpu, memory_mib, disk_mib, env, disk, state_path, created_at, pause_usec,"
-                                " size_bytes) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                                " size_bytes, egress_profiles, egress_allow, egress_deny)"
+                                " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
                                 -1, &st, NULL);
         if (rc == SQLITE_OK) {
                 sqlite3_bind_text(st, 1, c->id, -1, SQLITE_STATIC);
@@ -97,6 +105,9 @@ static int checkpoint_save(Manager *m, const Checkpoint *c) {
                 sqlite3_bind_int64(st, 12, c->created_at);
                 sqlite3_bind_int64(st, 13, (sqlite3_int64) c->pause_usec);
                 sqlite3_bind_int64(st, 14, (sqlite3_int64) c->size_bytes);
+                sqlite3_bind_text(st, 15, profiles, -1, SQLITE_STATIC);
+                sqlite3_bind_text(st, 16, allow, -1, SQLITE_STATIC);
+                sqlite3_bind_text(st, 17, deny, -1, SQLITE_STATIC);
                 rc = sqlite3_step(st);
         }
         sqlite3_finalize(st);
@@ -128,7 +139,8 @@ int checkpoints_load(Manager *m) {
 
         rc = sqlite3_prepare_v2(db,
                                 "SELECT id, name, sandbox_id, template, template_digest, vcpu, memory_mib, disk_mib,"
-                                " env, disk, state_path, created_at, pause_usec, size_bytes FROM checkpoints"
+                                " env, disk, state_path, created_at, pause_usec, size_bytes, egress_profiles,"
+                                " egress_allow, egress_deny FROM checkpoints"
                                 " ORDER BY created_at DESC",
                                 -1, &st, NULL);
         if (rc != SQLITE_OK)
@@ -157,8 +169,12 @@ int checkpoints_load(Manager *m) {
                 c->created_at = sqlite3_column_int64(st, 11);
                 c->pause_usec = (uint64_t) sqlite3_column_int64(st, 12);
                 c->size_bytes = (uint64_t) sqlite3_column_int64(st, 13);
+                c->egress_profiles = strv_from_json_text((const char *) sqlite3_column_text(st, 14));
+                c->egress_allow = strv_from_json_text((const char *) sqlite3_column_text(st, 15));
+                c->egress_deny = strv_from_json_text((const char *) sqlite3_column_text(st, 16));
                 c->ready = true;
-                if (!c->template_name || !c->disk || !c->state_path) {
+                if (!c->template_name || !c->disk || !c->state_path || !c->egress_profiles || !c->egress_allow ||
+                    !c->egress_deny) {
                         checkpoint_free(c);
                         continue;
                 }
@@ -399,6 +415,12 @@ static int checkpoint_prepare(Manager *m, Sandbox *s, const char *name, Checkpoi
         c->env = calloc(1, sizeof(char *));
         for (char **e = s->env; e && *e; e++)
                 (void) strv_extend(&c->env, *e);
+        /* sandboxes made from it keep its egress (ARCHITECTURE.md, decision 10: fixed for life) */
+        c->egress_profiles = sandbox_strv_copy(s->egress_profiles);
+        c->egress_allow = sandbox_strv_copy(s->egress_allow);
+        c->egress_deny = sandbox_strv_copy(s->egress_deny);
+        if (!c->egress_profiles || !c->egress_allow || !c->egress_deny)
+                r = -ENOMEM;
         if (asprintf(&dir, "%s/checkpoints", m->state_dir) < 0 || asprintf(&c->state_path, "%s/%s.state", dir, c->id) < 0)
                 r = -ENOMEM;
         if (r >= 0)

@@ -18,6 +18,7 @@
 #include "template/template.h"
 #include "channel/channel.h"
 #include "core/store.h"
+#include "egress/egress.h"
 
 #define RESTORE_TIMEOUT_MS (60 * 1000)
 
@@ -68,6 +69,9 @@ Sandbox *sandbox_free(Sandbox *s) {
         free(s->error);
         free(s->metadata);
         free(s->access_token);
+        strv_free(s->egress_profiles);
+        strv_free(s->egress_allow);
+        strv_free(s->egress_deny);
         free(s);
         return NULL;
 }
@@ -591,11 +595,68 @@ fail:
         return r;
 }
 
+char **sandbox_strv_copy(char *const *l) {
+        char **c = calloc(1, sizeof(char *));
+
+        for (; c && l && *l; l++)
+                if (strv_extend(&c, *l) < 0) {
+                        strv_free(c);
+                        return NULL;
+                }
+        return c;
+}
+
+/* The egress a create gives: a fork's or restore's is its checkpoint's; else the profiles asked for (each
+ * must exist) or the default ones, and the sandbox's own lists, checked. */
+typedef struct EgressChoice {
+        char **profiles, **allow, **deny;
+} EgressChoice;
+
+static void egress_choice_done(EgressChoice *c) {
+        strv_free(c->profiles);
+        strv_free(c->allow);
+        strv_free(c->deny);
+        *c = (EgressChoice) {};
+}
+
+static int egress_choice(Manager *m, const SandboxSpec *spec, EgressChoice *ret, Error *reterr) {
+        int r;
+
+        *ret = (EgressChoice) {};
+        if (spec->source) {
+                ret->profiles = sandbox_strv_copy(spec->source->egress_profiles);
+                ret->allow = sandbox_strv_copy(spec->source->egress_allow);
+                ret->deny = sandbox_strv_copy(spec->source->egress_deny);
+        } else {
+                r = egress_list_check(spec->egress_allow, EGRESS_ALLOW, "egress_allow", reterr);
+                if (r >= 0)
+                        r = egress_list_check(spec->egress_deny, EGRESS_DENY, "egress_deny", reterr);
+                if (r >= 0)
+                        r = egress_profiles_select(&m->config.egress, spec->egress_profiles, &ret->profiles, reterr);
+                if (r < 0)
+                        return r;
+                ret->allow = sandbox_strv_copy(spec->egress_allow);
+                ret->deny = sandbox_strv_copy(spec->egress_deny);
+        }
+        if (!ret->profiles || !ret->allow || !ret->deny) {
+                egress_choice_done(ret);
+                return -ENOMEM;
+        }
+        return 0;
+}
+
 /* What every new sandbox gets whichever way it was made (a create, or a pool handout whose member nobody has
- * seen): the user's labels and a fresh envd access token. */
-static int create_identity(Sandbox *s, const SandboxSpec *spec) {
+ * seen): the user's labels, a fresh envd access token and its egress. Takes egress's lists. */
+static int create_identity(Sandbox *s, const SandboxSpec *spec, EgressChoice *egress) {
         char *metadata = NULL, *token = malloc(SANDBOX_TOKEN_LEN + 1);
         int r;
+
+        strv_free(s->egress_profiles);
+        strv_free(s->egress_allow);
+        strv_free(s->egress_deny);
+        s->egress_profiles = TAKE_PTR(egress->profiles);
+        s->egress_allow = TAKE_PTR(egress->allow);
+        s->egress_deny = TAKE_PTR(egress->deny);
 
         if (!token || (spec->metadata && !(metadata = strdup(spec->metadata)))) {
                 free(token);
@@ -615,6 +676,7 @@ static int create_identity(Sandbox *s, const SandboxSpec *spec) {
 }
 
 int sandbox_create(Manager *m, const SandboxSpec *spec, Operation **ret_op, Sandbox **ret_sandbox, Error *reterr) {
+        _cleanup_(egress_choice_done) EgressChoice egress = {};
         CreatePlan p = {};
         Sandbox *s;
         CreateJob *j;
@@ -623,12 +685,15 @@ int sandbox_create(Manager *m, const SandboxSpec *spec, Operation **ret_op, Sand
         r = create_plan(m, spec, &p, reterr);
         if (r < 0)
                 return r;
+        r = egress_choice(m, spec, &egress, reterr);
+        if (r < 0)
+                return r;
         if (create_poolable(spec, &p)) {
                 r = pool_take(m, p.template, spec->name, spec->env, ret_op, ret_sandbox, reterr);
                 if (r < 0)
                         return r;
                 if (r > 0) {
-                        r = create_identity(*ret_sandbox, spec);
+                        r = create_identity(*ret_sandbox, spec, &egress);
                         if (r >= 0)
                                 r = sandbox_save(*ret_sandbox);
                         if (r < 0)
@@ -643,7 +708,7 @@ int sandbox_create(Manager *m, const SandboxSpec *spec, Operation **ret_op, Sand
         r = create_sandbox_new(m, spec, &p, &s);
         if (r < 0)
                 return r;
-        r = create_identity(s, spec);
+        r = create_identity(s, spec, &egress);
         if (r < 0) {
                 sandbox_free(s);
                 return r;

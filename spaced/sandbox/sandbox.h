@@ -57,6 +57,11 @@ struct Sandbox {
         char *access_token;   /* 32 hex: the E2B envd token (routes envd requests; ARCHITECTURE.md decision 11) */
         bool auto_resume;     /* suspended by its time to live: used again (E2B envd, connect) wakes it */
         int64_t ttl;          /* the time to live last given, in seconds (0: none): counted again on a resume */
+        /* Egress (space-egress(5)), fixed at create: the profiles chosen (or the defaults then), and the
+         * sandbox's own allow and deny targets. Never NULL once made or loaded. */
+        char **egress_profiles;
+        char **egress_allow;
+        char **egress_deny;
         bool busy;           /* a lifecycle operation is in flight */
         bool pooled;         /* made for a warm pool (POOLED once ready) */
         bool has_pool_fd;
@@ -82,6 +87,9 @@ struct Checkpoint {
         int64_t created_at;
         uint64_t pause_usec; /* how long the sandbox was stopped to take it */
         uint64_t size_bytes;
+        char **egress_profiles;   /* its sandbox's, for the sandboxes made from it */
+        char **egress_allow;
+        char **egress_deny;
         bool ready;
         Checkpoint *next;
 };
@@ -114,6 +122,12 @@ typedef struct SandboxSpec {
         const char *parent_op;     /* a fork's operation, told when this child is made or fails */
         bool pooled;               /* a warm pool member: hidden, left paused, never served from a pool */
         const char *metadata;      /* JSON object text of string labels; NULL: none */
+        /* Egress profiles by name (NULL: the default ones; empty: none but the base policy) and the sandbox's
+         * own allow and deny targets. With source, the checkpoint's are used instead: forks and restores keep
+         * their parent's egress. */
+        char **egress_profiles;
+        char **egress_allow;
+        char **egress_deny;
 } SandboxSpec;
 /* Journals the sandbox and its create operation and starts the worker; a create of the template's default
  * shape is served from its warm pool when that has a member. */
@@ -121,6 +135,9 @@ int sandbox_create(Manager *m, const SandboxSpec *spec, Operation **ret_op, Sand
 int sandbox_delete_start(Manager *m, Sandbox *s, bool force, Operation **ret_op, Error *reterr);
 void sandbox_cleanup_vm_files(pid_t pid, const char *run_dir, const char *data_dir);
 bool sandbox_state_holds_memory(SandboxState s);
+
+/* A copy of a string list, empty (not NULL) for NULL; NULL when out of memory. */
+char **sandbox_strv_copy(char *const *l);
 
 /* reconcile.c: at start, brings sandboxes and operations in line with what runs (ARCHITECTURE.md, "What
  * survives a daemon crash"). */
