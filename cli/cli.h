@@ -70,6 +70,7 @@ enum {
         OPT_IDLE_TIMEOUT,
         OPT_TTL,
         OPT_ON_TIMEOUT,
+        OPT_EGRESS,
 };
 
 /* ---- util.c ---- */
@@ -242,6 +243,7 @@ int cli_status_for_error(const char *code, const char *message);
 
 /* ---- the cores run combines ---- */
 
+#define CREATE_EGRESS_MAX 64
 typedef struct CreateOptions {
         const char *template_name;
         const char *name;
@@ -251,6 +253,8 @@ typedef struct CreateOptions {
         unsigned long idle_timeout;     /* seconds, 0: never suspend when idle */
         unsigned long ttl;              /* seconds, 0: no time to live */
         const char *on_timeout;         /* "remove" | "suspend", NULL: the daemon's default (remove) */
+        const char *egress[CREATE_EGRESS_MAX]; /* --egress profiles (argv's strings); none: the default ones */
+        size_t n_egress;
 } CreateOptions;
 
 /* Creates a sandbox and waits until it runs. *ret_id gets its id as soon as the daemon assigned one, even
@@ -284,7 +288,8 @@ int cli_remove(const char *ref, bool force, bool print_id);
         { "disk", required_argument, NULL, OPT_DISK },                    \
         { "idle-timeout", required_argument, NULL, OPT_IDLE_TIMEOUT },    \
         { "ttl", required_argument, NULL, OPT_TTL },                      \
-        { "on-timeout", required_argument, NULL, OPT_ON_TIMEOUT }
+        { "on-timeout", required_argument, NULL, OPT_ON_TIMEOUT },        \
+        { "egress", required_argument, NULL, OPT_EGRESS }
 #define EXEC_LONG_OPTIONS                                                 \
         { "interactive", no_argument, NULL, 'i' },                        \
         { "tty", no_argument, NULL, 't' },                                \
@@ -363,7 +368,8 @@ int cmd_restore(int argc, char *argv[]);
 int cmd_fork(int argc, char *argv[]);
 int cmd_pool(int argc, char *argv[]);
 int cmd_cp(int argc, char *argv[]);
-extern const CliHelp cmd_cp_help;
+int cmd_egress(int argc, char *argv[]);
+extern const CliHelp cmd_cp_help, cmd_egress_help;
 
 extern const CliHelp cmd_create_help, cmd_exec_help, cmd_run_help, cmd_ls_help, cmd_inspect_help, cmd_rm_help,
         cmd_template_help, cmd_version_help, cmd_attach_help, cmd_ps_help, cmd_kill_help, cmd_logs_help,

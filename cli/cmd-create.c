@@ -29,6 +29,8 @@ const CliHelp cmd_create_help = {
         "                        T after it was created (default: none)\n"
         "      --on-timeout remove|suspend\n"
         "                        what --timeout does (default remove)\n"
+        "      --egress PROFILE  an egress profile for the sandbox, fixed for its life (repeatable; default:\n"
+        "                        the daemon's default profiles; see space-egress(5), spacectl egress ls)\n"
         "      --async           print the id of the create operation and return at once\n"
         "                        (follow it with 'spacectl op wait OP')\n"
         "  -h, --help            show this help\n"
@@ -101,6 +103,13 @@ int create_option(int c, const char *arg, CreateOptions *o) {
                 }
                 o->on_timeout = arg;
                 return 1;
+        case OPT_EGRESS:
+                if (!*arg || o->n_egress >= CREATE_EGRESS_MAX) {
+                        (void) cli_usage_error("--egress: %s", *arg ? "too many profiles" : "the name is empty");
+                        return -EINVAL;
+                }
+                o->egress[o->n_egress++] = arg;
+                return 1;
         }
         return 0;
 }
@@ -126,6 +135,13 @@ static cJSON *create_body(const CreateOptions *o) {
                 goto oom;
         if (o->on_timeout && !cJSON_AddStringToObject(b, "on_timeout", o->on_timeout))
                 goto oom;
+        if (o->n_egress > 0) {
+                cJSON *list = cJSON_CreateStringArray(o->egress, (int) o->n_egress);
+                if (!list || !cJSON_AddItemToObject(b, "egress_profiles", list)) {
+                        cJSON_Delete(list);
+                        goto oom;
+                }
+        }
         if (o->env) {
                 cJSON *env = cJSON_Duplicate(o->env, true);
                 if (!env || !cJSON_AddItemToObject(b, "env", env)) {

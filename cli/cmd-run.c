@@ -23,6 +23,7 @@ const CliHelp cmd_run_help = {
         "      --vcpu N          virtual CPUs\n"
         "  -m, --memory MIB      memory in MiB, 64..65536\n"
         "      --disk MIB        writable disk in MiB, 64..1048576\n"
+        "      --egress PROFILE  an egress profile for the sandbox (repeatable; space-egress(5))\n"
         "  -i, --interactive     forward stdin to the command\n"
         "  -t, --tty             give the command a terminal (a pty)\n"
         "  -e, --env KEY=VALUE   set an environment variable for the command (repeatable)\n"
