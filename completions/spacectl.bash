@@ -27,10 +27,14 @@ _spacectl_keys() {
     SPACE_NO_AUTOSTART=1 command spacectl key ls --quiet 2>/dev/null
 }
 
+_spacectl_egress_profiles() {
+    SPACE_NO_AUTOSTART=1 command spacectl egress ls --quiet 2>/dev/null
+}
+
 _spacectl() {
     local cur=${COMP_WORDS[COMP_CWORD]} prev=${COMP_WORDS[COMP_CWORD-1]}
-    local verbs="create exec run ls inspect rm pause resume suspend wake checkpoint restore fork pool attach ps kill logs op info key template version help cp"
-    local create_opts="--name --vcpu --memory --disk --env --idle-timeout --ttl --on-timeout --help"
+    local verbs="create exec run ls inspect rm pause resume suspend wake checkpoint restore fork pool attach ps kill logs op info key template version help cp egress"
+    local create_opts="--name --vcpu --memory --disk --env --idle-timeout --ttl --on-timeout --egress --help"
     local exec_opts="--interactive --tty --env --workdir --user --timeout --help"
     local signals="TERM INT HUP KILL QUIT USR1 USR2 STOP CONT WINCH"
     local verb i word npos=0 sandbox=
@@ -52,7 +56,7 @@ _spacectl() {
         fi
         if [[ $word == -* ]]; then
             case $word in
-                -n|--name|--vcpu|-m|--memory|--disk|-e|--env|-w|--workdir|-u|--user|--timeout|--detach-keys|-s|--signal|--sandbox|--idle-timeout|--ttl|--on-timeout|--count|--max-bytes) ((i++)) ;;
+                -n|--name|--vcpu|-m|--memory|--disk|-e|--env|-w|--workdir|-u|--user|--timeout|--detach-keys|-s|--signal|--sandbox|--idle-timeout|--ttl|--on-timeout|--egress|--count|--max-bytes) ((i++)) ;;
             esac
             continue
         fi
@@ -76,6 +80,9 @@ _spacectl() {
             return ;;
         --on-timeout)
             COMPREPLY=($(compgen -W "remove suspend" -- "$cur"))
+            return ;;
+        --egress)
+            COMPREPLY=($(compgen -W "$(_spacectl_egress_profiles)" -- "$cur"))
             return ;;
         -n|--name|--vcpu|-m|--memory|--disk|-w|--workdir|--timeout|--idle-timeout|--ttl|--count|--max-bytes)
             COMPREPLY=()
@@ -141,6 +148,19 @@ _spacectl() {
             fi ;;
         info)
             COMPREPLY=($(compgen -W "--json --help" -- "$cur")) ;;
+        egress)
+            if [[ $npos -eq 0 && $cur != -* ]]; then
+                COMPREPLY=($(compgen -W "ls show test" -- "$cur"))
+            elif [[ $cur == -* ]]; then
+                case $sandbox in
+                    ls) COMPREPLY=($(compgen -W "--json --quiet --help" -- "$cur")) ;;
+                    show|test) COMPREPLY=($(compgen -W "--json --help" -- "$cur")) ;;
+                esac
+            elif [[ $npos -eq 1 && $sandbox == show ]]; then
+                COMPREPLY=($(compgen -W "$(_spacectl_egress_profiles)" -- "$cur"))
+            elif [[ $npos -eq 1 && $sandbox == test ]]; then
+                COMPREPLY=($(compgen -W "$(_spacectl_sandboxes)" -- "$cur"))
+            fi ;;
         key)
             if [[ $npos -eq 0 && $cur != -* ]]; then
                 COMPREPLY=($(compgen -W "create ls rm" -- "$cur"))

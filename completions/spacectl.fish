@@ -23,7 +23,7 @@ function __spacectl_no_positional
         switch $t
             case -- '--'
                 return 1
-            case -n --name --vcpu -m --memory --disk -e --env -w --workdir -u --user --timeout -s --signal --detach-keys --idle-timeout --ttl --on-timeout --count --max-bytes
+            case -n --name --vcpu -m --memory --disk -e --env -w --workdir -u --user --timeout -s --signal --detach-keys --idle-timeout --ttl --on-timeout --egress --count --max-bytes
                 set skip 1
             case '-*'
             case '*'
@@ -90,6 +90,10 @@ function __spacectl_checkpoints
     env SPACE_NO_AUTOSTART=1 spacectl checkpoint ls 2>/dev/null | awk 'NR > 1 { print $1; if ($2 != "-") print $2 }'
 end
 
+function __spacectl_egress_profiles
+    env SPACE_NO_AUTOSTART=1 spacectl egress ls --quiet 2>/dev/null
+end
+
 function __spacectl_keys
     env SPACE_NO_AUTOSTART=1 spacectl key ls --quiet 2>/dev/null
 end
@@ -105,7 +109,7 @@ function __spacectl_after_dashdash
     contains -- -- (commandline -opc)
 end
 
-set -l verbs create exec run ls inspect rm pause resume suspend wake checkpoint restore fork pool attach ps kill logs op info key template version help cp
+set -l verbs create exec run ls inspect rm pause resume suspend wake checkpoint restore fork pool attach ps kill logs op info key template version help cp egress
 
 complete -c spacectl -f
 complete -c spacectl -n "not __fish_seen_subcommand_from $verbs" -s h -l help -d 'Show help'
@@ -131,6 +135,7 @@ complete -c spacectl -n "not __fish_seen_subcommand_from $verbs" -a cp -d 'Copy 
 complete -c spacectl -n "not __fish_seen_subcommand_from $verbs" -a op -d 'List, show, wait for and cancel operations'
 complete -c spacectl -n "not __fish_seen_subcommand_from $verbs" -a info -d 'Show the daemon'
 complete -c spacectl -n "not __fish_seen_subcommand_from $verbs" -a key -d 'Create, list and revoke API keys'
+complete -c spacectl -n "not __fish_seen_subcommand_from $verbs" -a egress -d 'List egress profiles, test destinations'
 complete -c spacectl -n "not __fish_seen_subcommand_from $verbs" -a template -d 'Work with templates'
 complete -c spacectl -n "not __fish_seen_subcommand_from $verbs" -a version -d 'Show client and daemon versions'
 complete -c spacectl -n "not __fish_seen_subcommand_from $verbs" -a help -d 'Show help for a verb'
@@ -147,6 +152,7 @@ for v in create run
     complete -c spacectl -n "__fish_seen_subcommand_from $v; and not __spacectl_after_dashdash" -l idle-timeout -x -d 'Suspend after this long unused (0: never)'
     complete -c spacectl -n "__fish_seen_subcommand_from $v; and not __spacectl_after_dashdash" -l ttl -x -d 'Time to live'
     complete -c spacectl -n "__fish_seen_subcommand_from $v; and not __spacectl_after_dashdash" -l on-timeout -x -a 'remove suspend' -d 'What the time to live does'
+    complete -c spacectl -n "__fish_seen_subcommand_from $v; and not __spacectl_after_dashdash" -l egress -x -a '(__spacectl_egress_profiles)' -d 'Egress profile (repeatable)'
     complete -c spacectl -n "__fish_seen_subcommand_from $v; and __spacectl_no_positional" -a '(__spacectl_templates)' -d 'Template'
 end
 complete -c spacectl -n "__spacectl_verb_is create" -l timeout -x -d 'Time to live (like --ttl)'
@@ -199,6 +205,15 @@ complete -c spacectl -n "__fish_seen_subcommand_from op; and __fish_seen_subcomm
 
 # info
 complete -c spacectl -n "__fish_seen_subcommand_from info" -l json -d 'Print JSON'
+
+# egress ls|show PROFILE|test SANDBOX HOST[:PORT]
+complete -c spacectl -n "__spacectl_verb_is egress; and not __fish_seen_subcommand_from ls show test" -a ls -d 'List egress profiles'
+complete -c spacectl -n "__spacectl_verb_is egress; and not __fish_seen_subcommand_from ls show test" -a show -d 'Print a profile'
+complete -c spacectl -n "__spacectl_verb_is egress; and not __fish_seen_subcommand_from ls show test" -a test -d 'Would a sandbox reach HOST[:PORT]'
+complete -c spacectl -n "__spacectl_verb_is egress; and __fish_seen_subcommand_from ls show test" -l json -d 'Print JSON'
+complete -c spacectl -n "__spacectl_verb_is egress; and __fish_seen_subcommand_from ls" -s q -l quiet -d 'Print only names'
+complete -c spacectl -n "__spacectl_verb_is egress; and __fish_seen_subcommand_from show" -a '(__spacectl_egress_profiles)' -d 'Profile'
+complete -c spacectl -n "__spacectl_verb_is egress; and __fish_seen_subcommand_from test" -a '(__spacectl_sandboxes)' -d 'Sandbox'
 
 # key create|ls|rm
 complete -c spacectl -n "__fish_seen_subcommand_from key; and not __fish_seen_subcommand_from create ls rm" -a create -d 'Mint an API key'

@@ -72,7 +72,25 @@ check_eq "fish offers template's subcommands" "" "$missing_fish"
 check_eq "each template subcommand has a section in spacectl(1)" "" "$missing_man"
 
 # ---- the other pages
-for page in spacectl.1 spaced.8 space-template.5 space-e2b.7; do
+# egress's sub-verbs, the same way (its help lists them under "Sub-verbs:")
+mapfile -t EGRESS_SUBS < <("$SPACECTL_BIN" help egress 2>&1 | awk '/^Sub-verbs:/ { on = 1; next } on && NF == 0 { exit } on && /^  [a-z]/ { print $1 }')
+check_eq "spacectl help egress lists ls, show and test" "ls show test" "${EGRESS_SUBS[*]}"
+BASH_EGRESS=$(bash_offers "egress ")
+FISH_EGRESS=$(fish_offers "egress ")
+missing_bash= missing_fish= missing_man= missing_zsh=
+for s in "${EGRESS_SUBS[@]}"; do
+        grep -qx -- "$s" <<<"$BASH_EGRESS" || missing_bash+=" $s"
+        grep -qx -- "$s" <<<"$FISH_EGRESS" || missing_fish+=" $s"
+        grep -q "$s\\\\:" "$COMP/_spacectl" || missing_zsh+=" $s"
+        grep -q "^\.SS \"egress $s\b" "$MAN/spacectl.1" || missing_man+=" $s"
+done
+check_eq "bash offers egress's sub-verbs" "" "$missing_bash"
+check_eq "fish offers egress's sub-verbs" "" "$missing_fish"
+check_eq "zsh describes egress's sub-verbs" "" "$missing_zsh"
+check_eq "each egress sub-verb has a section in spacectl(1)" "" "$missing_man"
+check_match "spacectl(1) documents create --egress" '^\.BI \\-\\-egress ' "$(cat "$MAN/spacectl.1")"
+
+for page in spacectl.1 spaced.8 space-template.5 space-e2b.7 space-egress.5; do
         check_rc "man renders $page without warnings" 0 sh -c "LC_ALL=C.UTF-8 MANROFFSEQ='' man --warnings -l '$MAN/$page' 2>&1 >/dev/null | (! grep .)"
 done
 # completing a sandbox asks the daemon for names; with none running it must not start one
