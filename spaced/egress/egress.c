@@ -201,7 +201,7 @@ int egress_host_normalize(const char *s, char ret[static EGRESS_HOST_MAX + 1]) {
                         return -EINVAL;   /* '*' among them: wildcards are no exact name */
                 ret[i] = c;
         }
-        if (ret[n - 1] == '-')
+        if (label == 0 || ret[n - 1] == '-')   /* "a.." : an empty last label */
                 return -EINVAL;
         ret[n] = 0;
         return egress_host_is_numeric(ret) ? -EINVAL : 0;

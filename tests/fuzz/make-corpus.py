@@ -341,6 +341,39 @@ def e2b_envelopes_corpus():
          "metadata": {"": 1}}).encode())
 
 
+def egress_corpus():
+    """fuzz-egress: port (2 bytes), flags (1: the daemon's API is on that port), profiles up to a newline, then
+    destinations, one a line: a literal, or a name, a space and an address."""
+    t = "fuzz-egress"
+
+    def seed(name, port, flags, profiles, *dests):
+        write(t, name, struct.pack(">HB", port, flags) + profiles.encode() + b"\n" + "\n".join(dests).encode())
+
+    local = "local: allow 127.0.0.5:8080, 10.1.0.0/16:5432; deny 10.1.2.3"
+    seed("explicit-ip", 8080, 0, local, "127.0.0.5", "0x7f000005", "127.0.5", "::ffff:127.0.0.5", "64:ff9b::7f00:5")
+    seed("literals-loopback", 80, 0, "wide: allow 0.0.0.0/0, ::/0", "2130706433", "0177.0.0.1", "0x7f.1", "127.1",
+         "::1", "::ffff:127.0.0.1", "64:ff9b::7f00:1", "::127.0.0.1", "2002:7f00:1::1", "2001:0:5db8:d822::80ff:fffe")
+    seed("literals-metadata", 80, 0, "meta: allow 169.254.0.0/16", "169.254.169.254", "2852039166", "0xa9fea9fe",
+         "0251.0376.0251.0376", "::ffff:169.254.169.254", "64:ff9b::a9fe:a9fe", "fd00:ec2::254", "[fd00:ec2::254]")
+    seed("deny-wins", 5432, 0, local + "; other: allow 10.0.0.0/8", "10.1.2.3", "::ffff:10.1.2.3", "64:ff9b::a01:203",
+         "10.1.9.9")
+    seed("names", 443, 0, "web: allow example.com, 93.184.216.0/24:443; deny bad.example.com",
+         "example.com 93.184.216.34", "EXAMPLE.COM. 127.0.0.1", "bad.example.com 93.184.216.34",
+         "example.com 10.0.0.1", "other.org 93.184.216.34")
+    seed("smtp", 25, 0, "mail: allow 93.184.216.40, smtp.example.net:587; all: allow 0.0.0.0/0",
+         "93.184.216.40", "8.8.8.8", "smtp.example.net 93.184.216.41")
+    seed("smtp-587", 587, 0, "mail: allow smtp.example.net:587", "smtp.example.net 93.184.216.41")
+    seed("self-port", 7070, 1, "wide: allow 127.0.0.0/8, 0.0.0.0/8", "127.0.0.1", "0.0.0.0", "::ffff:127.0.0.1",
+         "127.3.2.1")
+    seed("wildcard", 443, 0, "wild: allow *.example.com", "93.184.216.34")
+    seed("bad-rules", 443, 0, "x: allow 10.1.2.3/16; y: allow 0x7f.1; z: allow a.com:0; allow [::1", "1.1.1.1")
+    seed("ipv6-ranges", 80, 0, "v6: allow [2606:2800::/32]:80-90, [fd12::/16]:80, fe80::/10", "2606:2800::1",
+         "fd12::1", "fe80::1", "fc00::1", "ff02::1", "2001:db8::1", "64:ff9b:1::1")
+    # regression: "a.." was taken for the name "a." and its canonical text did not parse back
+    seed("trailing-dots", 8080, 0, "local: allow 127.0nn50..:8080, a.b..:80, example.com.:443", "127.0.0.1")
+    seed("base-clauses", 53, 0, "deny 8.8.4.0/24; allow 9.9.9.9:53, 1.1.1.1", "9.9.9.9", "8.8.4.4", "1.1.1.1")
+
+
 def e2b_http_corpus():
     """fuzz-e2b-http: one string, as a header or a decoded query value holds it."""
     t = "fuzz-e2b-http"
@@ -394,6 +427,7 @@ def main():
     tar_corpus()
     e2b_envelopes_corpus()
     e2b_http_corpus()
+    egress_corpus()
     for d in sorted(os.listdir(OUT)):
         print(f"{d}: {len(os.listdir(os.path.join(OUT, d)))} inputs")
 

@@ -126,7 +126,8 @@ int main(void) {
         ok(egress_host_normalize("*.example.com", h) < 0, "a wildcard is no exact name");
         ok(egress_host_normalize("example.123", h) < 0, "a name ending in a number is an address in disguise");
         ok(egress_host_normalize("a..b", h) < 0 && egress_host_normalize("-a.b", h) < 0 &&
-           egress_host_normalize("a-.b", h) < 0 && egress_host_normalize("a b", h) < 0,
+           egress_host_normalize("a-.b", h) < 0 && egress_host_normalize("a b", h) < 0 &&
+           egress_host_normalize("a.b..", h) < 0 && egress_host_normalize(".", h) < 0,
            "empty labels, hyphens at the ends and spaces are refused");
         ok(egress_host_is_numeric("0x7f.1") && egress_host_is_numeric("127.1") && !egress_host_is_numeric("a1.b"),
            "numeric last labels are recognised");
