@@ -13,7 +13,8 @@ PY_VERSION=${SPACE_E2B_PY:-2.21.1}
 JS_VERSION=${SPACE_E2B_JS:-2.20.1}
 
 space_env_setup
-tcp_config
+# e2b_domain: create answers it, and PORT-ID.sbx.test host names reach envd (checked at the end)
+tcp_config "e2b_domain = sbx.test"
 start_daemon_tcp
 
 # ---- the SDKs, as a user would install them
@@ -73,6 +74,24 @@ ln -s "$JS_ENV/node_modules" "$TEST_TMP/js/node_modules"
 python3 "$E2B_DIR/junit-to-tap.py" "js" "$JS_XML" >"$TEST_TMP/js.tap"
 tap_from "$TEST_TMP/js.tap"
 grep -q '^FAIL' "$TEST_TMP/js.tap" && diag_file "$TEST_TMP/js.log" 60
+
+# ---- E2B's own routing by host name: 49983-ID.DOMAIN is the sandbox's envd, other ports are refused
+req POST /sandboxes -H "X-API-KEY: $KEY" -H 'Content-Type: application/json' -d '{"templateID": "seed", "timeout": 120}'
+check_eq "create over the control plane: 201" 201 "$STATUS"
+SB=$(json "$OUT" 'd["sandboxID"]' 2>/dev/null)
+TOKEN=$(json "$OUT" 'd["envdAccessToken"]' 2>/dev/null)
+check_eq "create answers the configured domain" sbx.test "$(json "$OUT" 'd["domain"]' 2>&1)"
+req GET /health -H "Host: 49983-$SB.sbx.test:$API_PORT" -H "X-Access-Token: $TOKEN"
+check_status "Host 49983-ID.sbx.test reaches its envd: /health 204" 204
+req GET /health -H "Host: 49983-$SB.sbx.test:$API_PORT" -H "X-Access-Token: $(printf 'f%.0s' $(seq 32))"
+check_status "... not with another token: 502 (as for a sandbox that is not there)" 502
+req GET / -H "Host: 8080-$SB.sbx.test:$API_PORT"
+check_status "Host 8080-ID.sbx.test (a server in the sandbox): 501, saying why" 501 not_supported
+check_contains "... that connections are not forwarded into sandboxes yet" "does not forward connections" "$OUT"
+req GET /health -H "Host: 49983-$SB.evil.test:$API_PORT" -H "X-Access-Token: $TOKEN"
+check_status "another domain is a foreign host: 421" 421
+req DELETE "/sandboxes/$SB" -H "X-API-KEY: $KEY"
+check_status "kill over the control plane: 204" 204
 
 # ---- nothing left behind: every sandbox the suites made is gone
 left=$(curl -s --unix-socket "$SPACE_SOCKET" http://localhost/v1/sandboxes | python3 -c \
