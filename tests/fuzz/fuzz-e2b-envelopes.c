@@ -32,14 +32,6 @@
 #include "e2b/e2b-parse.h"
 #include "e2b/envd-process.h"
 
-#define check(x)                                                                                            \
-        do {                                                                                                \
-                if (!(x)) {                                                                                 \
-                        fprintf(stderr, "%s:%d: invariant violated: %s\n", __FILE__, __LINE__, #x);         \
-                        abort();                                                                            \
-                }                                                                                           \
-        } while (0)
-
 static void new_request(Request *r, const uint8_t *data, size_t size, ErrorStyle style) {
         *r = (Request) { .method = "POST", .url = "/process.Process/Start", .error_style = style };
         if (space_buf_append(&r->body, data, size) < 0)

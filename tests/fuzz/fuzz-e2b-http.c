@@ -28,14 +28,6 @@
 #include "http/http.h"
 #include "e2b/e2b-parse.h"
 
-#define check(x)                                                                                            \
-        do {                                                                                                \
-                if (!(x)) {                                                                                 \
-                        fprintf(stderr, "%s:%d: invariant violated: %s\n", __FILE__, __LINE__, #x);         \
-                        abort();                                                                            \
-                }                                                                                           \
-        } while (0)
-
 static bool is_id(const char *id) {
         if (strlen(id) != SANDBOX_ID_LEN)
                 return false;

@@ -21,14 +21,6 @@
 #include "macro.h"
 #include "egress/egress.h"
 
-#define check(x)                                                                                            \
-        do {                                                                                                \
-                if (!(x)) {                                                                                 \
-                        fprintf(stderr, "%s:%d: invariant violated: %s\n", __FILE__, __LINE__, #x);         \
-                        abort();                                                                            \
-                }                                                                                           \
-        } while (0)
-
 static bool in(const EgressAddr *a, const EgressAddr *net, unsigned prefix) {
         if (a->family != net->family)
                 return false;

@@ -15,6 +15,16 @@
 #include <unistd.h>
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+/* An invariant of a target: when it breaks, the input is a finding, like a crash. */
+#define check(x)                                                                                            \
+        do {                                                                                                \
+                if (!(x)) {                                                                                 \
+                        fprintf(stderr, "%s:%d: invariant violated: %s\n", __FILE__, __LINE__, #x);         \
+                        abort();                                                                            \
+                }                                                                                           \
+        } while (0)
+
 int LLVMFuzzerInitialize(int *argc, char ***argv);
 
 static char fuzz_dir_buf[256];
