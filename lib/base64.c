@@ -1,7 +1,10 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #include <errno.h>
+#include <stdint.h>
+#include <stdlib.h>
 
 #include "base64.h"
+#include "proto.h"
 
 static const char alphabet[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
 
@@ -74,4 +77,22 @@ long base64_decode(const char *in, size_t n, uint8_t *out) {
                 }
         }
         return len;
+}
+
+int space_buf_append_base64(SpaceBuf *b, const void *p, size_t n) {
+        size_t k = base64_encoded_len(n);
+        uint8_t *d;
+
+        if (n > SIZE_MAX / 2 || k > SIZE_MAX - b->len)
+                return -ENOMEM;
+        if (b->len + k > b->cap) {
+                d = realloc(b->data, b->len + k);
+                if (!d)
+                        return -ENOMEM;
+                b->data = d;
+                b->cap = b->len + k;
+        }
+        base64_encode(p, n, (char *) b->data + b->len);
+        b->len += k;
+        return 0;
 }

@@ -56,21 +56,14 @@ static int append_data(SpaceBuf *buf, const char *kind, const uint8_t *data, siz
         char prefix[48];
         static const char suffix[] = "\"}}}";
         int k = snprintf(prefix, sizeof prefix, "{\"event\":{\"data\":{\"%s\":\"", kind);
-        size_t len = (size_t) k + base64_encoded_len(n) + sizeof suffix - 1, need = buf->len + CONNECT_ENVELOPE_HEADER + len;
+        size_t len = (size_t) k + base64_encoded_len(n) + sizeof suffix - 1;
         uint8_t h[CONNECT_ENVELOPE_HEADER] = { 0, (uint8_t) (len >> 24), (uint8_t) (len >> 16), (uint8_t) (len >> 8),
                                                (uint8_t) len };
 
-        if (need > buf->cap) {
-                uint8_t *d = realloc(buf->data, need);
-                if (!d)
-                        return -ENOMEM;
-                buf->data = d;
-                buf->cap = need;
-        }
-        if (space_buf_append(buf, h, sizeof h) < 0 || space_buf_append(buf, prefix, (size_t) k) < 0)
+        /* the output goes straight into the envelope as base64: no copy of it first */
+        if (space_buf_append(buf, h, sizeof h) < 0 || space_buf_append(buf, prefix, (size_t) k) < 0 ||
+            space_buf_append_base64(buf, data, n) < 0)
                 return -ENOMEM;
-        base64_encode(data, n, (char *) buf->data + buf->len);
-        buf->len += base64_encoded_len(n);
         return space_buf_append(buf, suffix, sizeof suffix - 1);
 }
 

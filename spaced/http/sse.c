@@ -17,18 +17,8 @@ int sse_format_event(SpaceBuf *buf, uint64_t id, const char *name, const void *d
         if (space_buf_append(buf, head, (size_t) k) < 0)
                 return -ENOMEM;
         if (base64) {
-                /* straight into the buffer: no copy of an output frame on the way */
-                size_t need = buf->len + base64_encoded_len(n) + 2;
-
-                if (need > buf->cap) {
-                        uint8_t *d = realloc(buf->data, need);
-                        if (!d)
-                                return -ENOMEM;
-                        buf->data = d;
-                        buf->cap = need;
-                }
-                base64_encode(data, n, (char *) buf->data + buf->len);
-                buf->len += base64_encoded_len(n);
+                if (space_buf_append_base64(buf, data, n) < 0)
+                        return -ENOMEM;
         } else if (space_buf_append(buf, data, n) < 0)
                 return -ENOMEM;
         return space_buf_append(buf, "\n\n", 2);
