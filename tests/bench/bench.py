@@ -69,6 +69,19 @@ def stats(samples, unit):
     }
 
 
+def save_results(path, key, res):
+    """Puts res under key in the JSON document at path, which the other parts of the same run fill too."""
+    try:
+        with open(path) as f:
+            doc = json.load(f)
+    except (OSError, ValueError):
+        doc = {}
+    doc[key] = res
+    with open(path, "w") as f:
+        json.dump(doc, f, indent=2)
+        f.write("\n")
+
+
 def run(argv, timeout=300, check=True):
     r = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, timeout=timeout)
     if check and r.returncode != 0:

@@ -33,7 +33,7 @@ N_SESSIONS = max(50, int(ENV.get("BENCH_SESSIONS", "50")))
 sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "integration"))
 import sse  # noqa: E402
-from bench import pct, stats, log, run  # noqa: E402
+from bench import pct, stats, log, run, save_results  # noqa: E402
 
 
 def median(xs):
@@ -122,15 +122,7 @@ def main():
         log("rm after the raw run: %s" % e)
     res["ratio_sse_to_raw"] = round(res["sse_mbps"]["median"] / median(raw), 2) if raw else None
 
-    try:
-        with open(out_path) as f:
-            doc = json.load(f)
-    except (OSError, ValueError):
-        doc = {}
-    doc["api"] = res
-    with open(out_path, "w") as f:
-        json.dump(doc, f, indent=2)
-        f.write("\n")
+    save_results(out_path, "api", res)
 
     print()
     print("space HTTP API benchmarks (%d MiB stream, %d runs each)" % (STREAM_MIB, RUNS))

@@ -25,7 +25,7 @@ RUNS = max(200, int(ENV.get("BENCH_CLI_RUNS", "200")))
 TRUE = "/bin/true"
 
 sys.dont_write_bytecode = True  # no __pycache__ in the source tree
-from bench import log, pct, stats  # noqa: E402
+from bench import log, pct, stats, save_results  # noqa: E402
 
 
 def which(name):
@@ -121,15 +121,7 @@ def main():
             "shared_object_names": objs,
         }
 
-    try:
-        with open(out_path) as f:
-            doc = json.load(f)
-    except (OSError, ValueError):
-        doc = {}
-    doc["cli"] = res
-    with open(out_path, "w") as f:
-        json.dump(doc, f, indent=2)
-        f.write("\n")
+    save_results(out_path, "cli", res)
 
     print()
     print("spacectl start-up (%d runs each, interleaved; a sanitizer build inflates the absolute numbers)" % RUNS)

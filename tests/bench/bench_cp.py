@@ -29,7 +29,7 @@ RUNS = max(3, int(ENV.get("BENCH_CP_RUNS", "3")))
 
 sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench import stats, log, run  # noqa: E402
+from bench import stats, log, run, save_results  # noqa: E402
 
 ID_RE = re.compile(r"[0-9a-f]{32}")
 
@@ -120,15 +120,7 @@ def main():
         res["error"] = str(e)
         rc = 1
     res["loadavg_end"] = [round(x, 2) for x in os.getloadavg()]
-    try:
-        with open(out_path) as f:
-            doc = json.load(f)
-    except (OSError, ValueError):
-        doc = {}
-    doc["cp"] = res
-    with open(out_path, "w") as f:
-        json.dump(doc, f, indent=2)
-        f.write("\n")
+    save_results(out_path, "cp", res)
 
     print("\nspacectl cp, %d MiB file%s (%s)" % (MIB, " [ASan build]" if res.get("asan") else "", out_path))
     print("%-44s %8s %8s %8s %4s" % ("", "p50", "p90", "p99", "n"))

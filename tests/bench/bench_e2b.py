@@ -20,7 +20,7 @@ import urllib.parse
 ENV = os.environ
 sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench import log, stats  # noqa: E402
+from bench import log, stats, save_results  # noqa: E402
 
 from e2b import Sandbox  # noqa: E402 - the SDK's venv runs this file
 
@@ -105,15 +105,7 @@ def main():
     res["run_round_trip_ms"] = {"e2b_sdk": stats(e2b_rtt, "ms"), "native_api": stats(native_rtt, "ms")}
 
     out_path = ENV.get("BENCH_OUT", "bench-results.json")
-    try:
-        with open(out_path) as f:
-            doc = json.load(f)
-    except (OSError, ValueError):
-        doc = {}
-    doc["e2b"] = res
-    with open(out_path, "w") as f:
-        json.dump(doc, f, indent=2)
-        f.write("\n")
+    save_results(out_path, "e2b", res)
 
     print()
     print("E2B facade next to the native API (template %s, Python SDK, TCP)" % TEMPLATE)

@@ -60,7 +60,7 @@ EXTRA_PIDS = os.path.join(TMP, "extra.pids")
 
 sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench import pct, stats, log, run, timed, kill_pid  # noqa: E402
+from bench import pct, stats, log, run, timed, kill_pid, save_results  # noqa: E402
 
 ID_RE = re.compile(r"[0-9a-f]{32}")
 
@@ -596,15 +596,7 @@ def main():
     res["raw_restore"] = raw
     res["loadavg_end"] = [round(x, 2) for x in os.getloadavg()]
 
-    try:
-        with open(out_path) as f:
-            doc = json.load(f)
-    except (OSError, ValueError):
-        doc = {}
-    doc["lifecycle"] = res
-    with open(out_path, "w") as f:
-        json.dump(doc, f, indent=2)
-        f.write("\n")
+    save_results(out_path, "lifecycle", res)
     print_table(res, doc, out_path)
     return 0
 

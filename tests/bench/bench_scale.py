@@ -44,7 +44,7 @@ CLK_TCK = os.sysconf("SC_CLK_TCK")
 
 sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench import stats, log, run  # noqa: E402
+from bench import stats, log, run, save_results  # noqa: E402
 
 ID_RE = re.compile(r"[0-9a-f]{32}")
 
@@ -334,15 +334,7 @@ def main():
         res["error"] = "interrupted"
         rc = 130
     res["loadavg_end"] = [round(x, 2) for x in os.getloadavg()]
-    try:
-        with open(out_path) as f:
-            doc = json.load(f)
-    except (OSError, ValueError):
-        doc = {}
-    doc["scale"] = res
-    with open(out_path, "w") as f:
-        json.dump(doc, f, indent=2)
-        f.write("\n")
+    save_results(out_path, "scale", res)
     print_table(res, out_path)
     return rc
 
