@@ -23,7 +23,7 @@ stop() {
                 kill "$pid" 2>/dev/null || true
                 for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
         fi
-        for f in "$SPACE_RUNTIME_DIR"/sandboxes/*/qemu.pid; do
+        for f in "$SPACE_RUNTIME_DIR"/sandboxes/*/qemu.pid "$SPACE_RUNTIME_DIR"/base-*/qemu.pid; do
                 [ -e "$f" ] && read -r pid <"$f" && kill -9 "$pid" 2>/dev/null || true
         done
 }
