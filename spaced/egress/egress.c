@@ -490,7 +490,7 @@ static int profile_get(EgressConfig *c, const char *name, EgressProfile **ret, E
 /* text is "NAME: clauses"; *ret_profile the profile it named. */
 static int profile_segment(EgressConfig *c, char *text, EgressProfile **ret_profile, Error *reterr) {
         _cleanup_free_ char *where = NULL;
-        EgressProfile *p;
+        EgressProfile *p = NULL;
         char *colon = strchr(text, ':'), *name;
         int r;
 
