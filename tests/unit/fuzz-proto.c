@@ -1,16 +1,13 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 
 /*
- * Fuzz target for the host's channel parser: space_frame_reader_feed + space_kv_next / space_kv_get, the code
- * that eats whatever a hostile guest writes.
- *
- * With libFuzzer: clang -fsanitize=fuzzer,address,undefined -DSPACE_LIBFUZZER fuzz-proto.c ../../lib/proto.c
- * Without it, main() runs a deterministic corpus (pure garbage, valid frames and kv payloads with mutations)
- * for a fixed number of rounds, so this runs as a normal TAP test under ASan/UBSan. Files named on the command
- * line are replayed instead (to reproduce a libFuzzer crash).
+ * The deterministic driver of the channel parser's fuzz target, tests/fuzz/fuzz-frames.c (space_frame_reader_feed,
+ * space_kv_next / space_kv_get and credit accounting: the code that eats whatever a hostile guest writes), so
+ * that it runs as a normal TAP test under ASan/UBSan without libFuzzer: a fixed number of rounds of pure
+ * garbage, valid frames and kv payloads with mutations. Files named on the command line are replayed instead
+ * (to reproduce a libFuzzer crash). `make fuzz` runs the same target under libFuzzer.
  */
 
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,75 +15,6 @@
 #include "../../lib/proto.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-/* Walks kv records the way a consumer would, checking the invariants the parser promises. */
-static void check_kv(const uint8_t *p, size_t n) {
-        size_t off = 0, klen, records = 0;
-        const char *k, *v;
-        int r;
-
-        while ((r = space_kv_next(p, n, &off, &k, &klen, &v)) > 0) {
-                if (klen == 0 || k[klen] != '=' || v != k + klen + 1 || off > n || strlen(v) + (size_t) (v - (const char *) p) >= n)
-                        abort();
-                if (++records > SPACE_KV_RECORDS_MAX)
-                        abort();
-        }
-        if (r != 0 && r != -EBADMSG)
-                abort();
-        r = space_kv_get(p, n, "argv", &v);
-        if (r < 0 && r != -EBADMSG)
-                abort();
-}
-
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
-        static SpaceFrameReader reader;
-        size_t pos = 0, chunk;
-
-        if (size == 0)
-                return 0;
-
-        /* The first byte picks the read() chunk size, so the split points get fuzzed too. */
-        chunk = (size_t) data[0] * 37U + 1U;
-        data++;
-        size--;
-        reader.have = 0;
-
-        check_kv(data, size);
-
-        while (pos < size) {
-                size_t n = chunk < size - pos ? chunk : size - pos, off = 0;
-
-                while (off < n) {
-                        SpaceFrameHeader h;
-                        const uint8_t *p;
-                        size_t used = 0;
-                        int r;
-
-                        r = space_frame_reader_feed(&reader, data + pos + off, n - off, &used, &h, &p);
-                        if (used > n - off)
-                                abort();
-                        off += used;
-                        if (r == -EBADMSG)
-                                return 0; /* the host disconnects here */
-                        if (r < 0)
-                                abort();
-                        if (r == 0) {
-                                if (off != n)
-                                        abort();
-                                break;
-                        }
-                        if (h.length > SPACE_FRAME_PAYLOAD_MAX || h.type == 0 || h.type >= _SPACE_F_MAX || h.fd > 2)
-                                abort();
-                        if (!space_frame_type_to_string(h.type))
-                                abort();
-                        check_kv(p, h.length);
-                }
-                pos += n;
-        }
-        return 0;
-}
-
-#ifndef SPACE_LIBFUZZER
 
 static uint64_t rng_state = 0x9e3779b97f4a7c15ULL;
 
@@ -173,5 +101,3 @@ int main(int argc, char *argv[]) {
         printf("1..1\nok 1 - %u fuzz rounds survived\n", rounds);
         return 0;
 }
-
-#endif
