@@ -100,12 +100,12 @@ int space_lib_dir(char **ret) {
         return dup_or_enomem(e ? e : SPACE_PKGLIBDIR, ret);
 }
 
-int space_mkdir_p(const char *path, unsigned mode) {
+int space_mkdir_parents(const char *path) {
         char buf[PATH_MAX];
         size_t n = strlen(path);
 
-        if (n == 0 || n >= sizeof buf)
-                return -EINVAL;
+        if (n >= sizeof buf)
+                return -ENAMETOOLONG;
         memcpy(buf, path, n + 1);
         for (char *p = buf + 1; *p; p++) {
                 if (*p != '/')
@@ -115,7 +115,18 @@ int space_mkdir_p(const char *path, unsigned mode) {
                         return -errno;
                 *p = '/';
         }
-        if (mkdir(buf, mode) < 0 && errno != EEXIST)
+        return 0;
+}
+
+int space_mkdir_p(const char *path, unsigned mode) {
+        int r;
+
+        if (path[0] == 0 || strlen(path) >= PATH_MAX)
+                return -EINVAL;
+        r = space_mkdir_parents(path);
+        if (r < 0)
+                return r;
+        if (mkdir(path, mode) < 0 && errno != EEXIST)
                 return -errno;
         return 0;
 }

@@ -24,3 +24,6 @@ struct stat;
 int space_private_dir_check(const char *path, struct stat *ret_st);
 /* mkdir -p with the given mode for the last component and 0755 for parents. */
 int space_mkdir_p(const char *path, unsigned mode);
+/* mkdir -p of path's parents (0755), not path itself; -ENAMETOOLONG past PATH_MAX. Async-signal-safe (the
+ * jail uses it between fork and exec). */
+int space_mkdir_parents(const char *path);

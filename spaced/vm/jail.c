@@ -39,6 +39,7 @@
 
 #include "vm/vmm.h"
 #include "macro.h"
+#include "paths.h"
 #include "vm/vmm-internal.h"
 
 /* QEMU's new root is a tmpfs mounted here in its own mount namespace (nothing of it shows outside). Sources
@@ -108,21 +109,37 @@ VmConfine vm_jail_mode(const VmJail *j) {
         return j ? j->mode : VM_CONFINE_OFF;
 }
 
-static int jail_add_link(VmJail *j, const char *path, const char *target) {
-        JailMount *nm = realloc(j->m, (j->n + 1) * sizeof(JailMount));
+/* A new entry for path (its place in the staging tree made up), not yet counted: the caller fills in the
+ * rest and counts it (j->n++) once nothing can fail any more. */
+static int jail_push(VmJail *j, const char *path, unsigned flags, JailMount **ret) {
+        JailMount *nm = realloc(j->m, (j->n + 1) * sizeof(JailMount)), *m;
+
         if (!nm)
                 return -ENOMEM;
         j->m = nm;
-        JailMount *m = &j->m[j->n];
-        *m = (JailMount) { .fd = -1, .flags = JAIL_LINK };
+        m = &j->m[j->n];
+        *m = (JailMount) { .fd = -1, .flags = flags };
         if (asprintf(&m->dst, JAIL_STAGE "%s", path) < 0)
                 return -ENOMEM;
         m->path = strdup(path);
+        if (!m->path) {
+                free(m->dst);
+                return -ENOMEM;
+        }
+        *ret = m;
+        return 0;
+}
+
+static int jail_add_link(VmJail *j, const char *path, const char *target) {
+        JailMount *m;
+        int r = jail_push(j, path, JAIL_LINK, &m);
+
+        if (r < 0)
+                return r;
         m->link = strdup(target);
-        if (!m->link || !m->path) {
+        if (!m->link) {
                 free(m->dst);
                 free(m->path);
-                free(m->link);
                 return -ENOMEM;
         }
         j->n++;
@@ -132,6 +149,8 @@ static int jail_add_link(VmJail *j, const char *path, const char *target) {
 /* Binds path at the same path inside. A missing optional path is skipped. */
 static int jail_add(VmJail *j, const char *path, unsigned flags, bool optional) {
         struct stat st;
+        JailMount *m;
+        int r;
 
         if (!path || path[0] != '/')
                 return -EINVAL;
@@ -145,19 +164,9 @@ static int jail_add(VmJail *j, const char *path, unsigned flags, bool optional) 
         if (stat(path, &st) < 0)
                 return optional && errno == ENOENT ? 0 : -errno;
 
-        JailMount *nm = realloc(j->m, (j->n + 1) * sizeof(JailMount));
-        if (!nm)
-                return -ENOMEM;
-        j->m = nm;
-        JailMount *m = &j->m[j->n];
-        *m = (JailMount) { .fd = -1, .flags = flags | (S_ISDIR(st.st_mode) ? JAIL_DIR : 0) };
-        if (asprintf(&m->dst, JAIL_STAGE "%s", path) < 0)
-                return -ENOMEM;
-        m->path = strdup(path);
-        if (!m->path) {
-                free(m->dst);
-                return -ENOMEM;
-        }
+        r = jail_push(j, path, flags | (S_ISDIR(st.st_mode) ? JAIL_DIR : 0), &m);
+        if (r < 0)
+                return r;
         j->n++;
         return 0;
 }
@@ -333,25 +342,6 @@ static int write_all(const char *path, const char *s) {
         return k == (ssize_t) n ? 0 : -(k < 0 ? e : EIO);
 }
 
-/* mkdir -p of path's parents (not path itself). */
-static int mkdir_parents(const char *path) {
-        char buf[PATH_MAX];
-        size_t n = strlen(path);
-
-        if (n >= sizeof(buf))
-                return -ENAMETOOLONG;
-        memcpy(buf, path, n + 1);
-        for (char *p = buf + 1; *p; p++) {
-                if (*p != '/')
-                        continue;
-                *p = 0;
-                if (mkdir(buf, 0755) < 0 && errno != EEXIST)
-                        return -errno;
-                *p = '/';
-        }
-        return 0;
-}
-
 /* A remount inside a user namespace must keep the flags it inherited locked (nosuid, nodev, noexec, atime),
  * or the kernel refuses it. */
 static unsigned long locked_flags(const char *path) {
@@ -391,7 +381,7 @@ static void fd_path(char *buf, int fd) {
 }
 
 static int bind_one(const JailMount *m) {
-        int r = mkdir_parents(m->dst);
+        int r = space_mkdir_parents(m->dst);
         if (r < 0)
                 return r;
         if (m->flags & JAIL_LINK)
