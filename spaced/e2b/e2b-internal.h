@@ -23,6 +23,16 @@
 #define CONNECT_MESSAGE_MAX (1024 * 1024)
 #define E2B_USER_MAX 64
 
+/* A control-plane route: an API key, E2B's error shape. */
+#define E2B_ROUTE(method, pattern, handler) { method, pattern, handler, .errors = ERROR_STYLE_E2B }
+/* An envd call, POST /SERVICE/METHOD: the sandbox's token instead of a key; Connect's errors, or on a server
+ * stream an end-of-stream envelope (more fields, such as .begin, may follow the handler). */
+#define ENVD_RPC(service, method, handler, ...)                                                              \
+        { "POST", "/" service "/" method, handler, .auth = ROUTE_AUTH_TOKEN, .errors = ERROR_STYLE_CONNECT,  \
+          __VA_ARGS__ }
+#define ENVD_STREAM(service, method, handler)                                                                \
+        { "POST", "/" service "/" method, handler, .auth = ROUTE_AUTH_TOKEN, .errors = ERROR_STYLE_CONNECT_STREAM }
+
 /* Each file of the facade has its table (ends with an entry whose method is NULL). */
 extern const Route e2b_sandbox_routes[];     /* e2b-sandboxes.c: the control plane */
 extern const Route e2b_template_routes[];    /* e2b-templates.c: template lookups */

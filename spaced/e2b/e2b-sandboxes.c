@@ -23,28 +23,26 @@ static void post_timeout(Request *r, const RouteArgs *a);
 static void post_refreshes(Request *r, const RouteArgs *a);
 static void post_pause(Request *r, const RouteArgs *a);
 
-#define E2B(m, p, h) { m, p, h, .errors = ERROR_STYLE_E2B }
-
 const Route e2b_sandbox_routes[] = {
-        E2B("POST", "/sandboxes", post_sandboxes),
-        E2B("POST", "/v2/sandboxes", post_sandboxes),
-        E2B("GET", "/sandboxes", e2b_get_sandboxes),
-        E2B("GET", "/v2/sandboxes", e2b_get_sandboxes_v2),
-        E2B("GET", "/sandboxes/{sandboxID}", e2b_get_sandbox),
-        E2B("DELETE", "/sandboxes/{sandboxID}", delete_sandbox),
-        E2B("POST", "/sandboxes/{sandboxID}/connect", post_connect),
-        E2B("POST", "/v2/sandboxes/{sandboxID}/connect", post_connect),
-        E2B("POST", "/sandboxes/{sandboxID}/resume", post_resume),
-        E2B("POST", "/sandboxes/{sandboxID}/pause", post_pause),
-        E2B("POST", "/sandboxes/{sandboxID}/timeout", post_timeout),
-        E2B("POST", "/sandboxes/{sandboxID}/refreshes", post_refreshes),
-        E2B("GET", "/sandboxes/{sandboxID}/metrics", e2b_get_metrics),
-        E2B("GET", "/sandboxes/{sandboxID}/logs", e2b_get_logs),
-        E2B("GET", "/v2/sandboxes/{sandboxID}/logs", e2b_get_logs_v2),
-        E2B("POST", "/sandboxes/{sandboxID}/snapshots", e2b_post_snapshots),
-        E2B("GET", "/snapshots", e2b_get_snapshots),
+        E2B_ROUTE("POST", "/sandboxes", post_sandboxes),
+        E2B_ROUTE("POST", "/v2/sandboxes", post_sandboxes),
+        E2B_ROUTE("GET", "/sandboxes", e2b_get_sandboxes),
+        E2B_ROUTE("GET", "/v2/sandboxes", e2b_get_sandboxes_v2),
+        E2B_ROUTE("GET", "/sandboxes/{sandboxID}", e2b_get_sandbox),
+        E2B_ROUTE("DELETE", "/sandboxes/{sandboxID}", delete_sandbox),
+        E2B_ROUTE("POST", "/sandboxes/{sandboxID}/connect", post_connect),
+        E2B_ROUTE("POST", "/v2/sandboxes/{sandboxID}/connect", post_connect),
+        E2B_ROUTE("POST", "/sandboxes/{sandboxID}/resume", post_resume),
+        E2B_ROUTE("POST", "/sandboxes/{sandboxID}/pause", post_pause),
+        E2B_ROUTE("POST", "/sandboxes/{sandboxID}/timeout", post_timeout),
+        E2B_ROUTE("POST", "/sandboxes/{sandboxID}/refreshes", post_refreshes),
+        E2B_ROUTE("GET", "/sandboxes/{sandboxID}/metrics", e2b_get_metrics),
+        E2B_ROUTE("GET", "/sandboxes/{sandboxID}/logs", e2b_get_logs),
+        E2B_ROUTE("GET", "/v2/sandboxes/{sandboxID}/logs", e2b_get_logs_v2),
+        E2B_ROUTE("POST", "/sandboxes/{sandboxID}/snapshots", e2b_post_snapshots),
+        E2B_ROUTE("GET", "/snapshots", e2b_get_snapshots),
         /* E2B's snapshots are templates; here only snapshots (checkpoints) are deleted this way */
-        E2B("DELETE", "/templates/{template}", e2b_delete_template),
+        E2B_ROUTE("DELETE", "/templates/{template}", e2b_delete_template),
         {},
 };
 

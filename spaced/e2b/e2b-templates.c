@@ -139,23 +139,21 @@ static void get_alias(Request *r, const RouteArgs *a) {
         http_respond_json(r, 200, o);
 }
 
-#define E2B(m, p, h) { m, p, h, .errors = ERROR_STYLE_E2B }
-
 const Route e2b_template_routes[] = {
-        E2B("GET", "/templates", get_templates),
-        E2B("GET", "/templates/aliases/{ref}", get_alias),
-        E2B("GET", "/templates/{ref}", get_template),
-        E2B("POST", "/templates", refuse_build),
-        E2B("POST", "/v2/templates", refuse_build),
-        E2B("POST", "/v3/templates", refuse_build),
-        E2B("POST", "/templates/{ref}", refuse_build),
-        E2B("PATCH", "/templates/{ref}", refuse_build),
-        E2B("POST", "/templates/{ref}/builds/{build}", refuse_build),
-        E2B("POST", "/v2/templates/{ref}/builds/{build}", refuse_build),
-        E2B("GET", "/templates/{ref}/builds/{build}/status", refuse_build),
-        E2B("GET", "/templates/{ref}/builds/{build}/logs", refuse_build),
-        E2B("GET", "/templates/{ref}/files/{hash}", refuse_build),
-        E2B("POST", "/templates/tags", refuse_build),
-        E2B("DELETE", "/templates/tags", refuse_build),
+        E2B_ROUTE("GET", "/templates", get_templates),
+        E2B_ROUTE("GET", "/templates/aliases/{ref}", get_alias),
+        E2B_ROUTE("GET", "/templates/{ref}", get_template),
+        E2B_ROUTE("POST", "/templates", refuse_build),
+        E2B_ROUTE("POST", "/v2/templates", refuse_build),
+        E2B_ROUTE("POST", "/v3/templates", refuse_build),
+        E2B_ROUTE("POST", "/templates/{ref}", refuse_build),
+        E2B_ROUTE("PATCH", "/templates/{ref}", refuse_build),
+        E2B_ROUTE("POST", "/templates/{ref}/builds/{build}", refuse_build),
+        E2B_ROUTE("POST", "/v2/templates/{ref}/builds/{build}", refuse_build),
+        E2B_ROUTE("GET", "/templates/{ref}/builds/{build}/status", refuse_build),
+        E2B_ROUTE("GET", "/templates/{ref}/builds/{build}/logs", refuse_build),
+        E2B_ROUTE("GET", "/templates/{ref}/files/{hash}", refuse_build),
+        E2B_ROUTE("POST", "/templates/tags", refuse_build),
+        E2B_ROUTE("DELETE", "/templates/tags", refuse_build),
         {},
 };

@@ -23,8 +23,7 @@ static void rpc_make_dir(Request *r, const RouteArgs *a);
 static void rpc_move(Request *r, const RouteArgs *a);
 static void rpc_remove(Request *r, const RouteArgs *a);
 
-#define RPC(name, handler)                                                                                     \
-        { "POST", "/filesystem.Filesystem/" name, handler, .auth = ROUTE_AUTH_TOKEN, .errors = ERROR_STYLE_CONNECT }
+#define RPC(name, handler) ENVD_RPC("filesystem.Filesystem", name, handler)
 
 const Route envd_filesystem_routes[] = {
         RPC("Stat", rpc_stat),
@@ -32,9 +31,7 @@ const Route envd_filesystem_routes[] = {
         RPC("MakeDir", rpc_make_dir),
         RPC("Move", rpc_move),
         RPC("Remove", rpc_remove),
-        /* a stream: errors before it starts are a 200 with an end-of-stream error too */
-        { "POST", "/filesystem.Filesystem/WatchDir", envd_watch_dir, .auth = ROUTE_AUTH_TOKEN,
-          .errors = ERROR_STYLE_CONNECT_STREAM },
+        ENVD_STREAM("filesystem.Filesystem", "WatchDir", envd_watch_dir),
         RPC("CreateWatcher", envd_create_watcher),
         RPC("GetWatcherEvents", envd_get_watcher_events),
         RPC("RemoveWatcher", envd_remove_watcher),

@@ -28,13 +28,8 @@ static void process_list(Request *r, const RouteArgs *a);
 static void process_send_signal(Request *r, const RouteArgs *a);
 static void process_update(Request *r, const RouteArgs *a);
 
-#define ENVD_ROUTE(name, fn, ...)                                                                          \
-        { "POST", "/process.Process/" name, fn, .auth = ROUTE_AUTH_TOKEN, .errors = ERROR_STYLE_CONNECT,      \
-          __VA_ARGS__ }
-
-/* server streams: errors as an end-of-stream envelope */
-#define ENVD_STREAM_ROUTE(name, fn)                                                                        \
-        { "POST", "/process.Process/" name, fn, .auth = ROUTE_AUTH_TOKEN, .errors = ERROR_STYLE_CONNECT_STREAM }
+#define ENVD_ROUTE(name, fn, ...) ENVD_RPC("process.Process", name, fn, __VA_ARGS__)
+#define ENVD_STREAM_ROUTE(name, fn) ENVD_STREAM("process.Process", name, fn)
 
 const Route envd_process_routes[] = {
         ENVD_STREAM_ROUTE("Start", process_start),
