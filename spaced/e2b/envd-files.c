@@ -114,32 +114,14 @@ static int signed_sandbox(Request *r, const char *op, Sandbox **ret) {
 /* The sandbox, user and path of a /files request: 1 to go on, 0 when parked or answered. */
 static int files_target(Request *r, const char *op, Sandbox **ret_s, char *user, const char *path,
                         char **ret_path) {
-        _cleanup_free_ char *p = NULL;
-        size_t n;
-
         if (http_query(r, "signature") && !http_header(r, "X-Access-Token") && !r->authenticated) {
                 if (signed_sandbox(r, op, ret_s) < 0)
                         return 0;
-                if (e2b_envd_user(r, *ret_s, user) < 0)
-                        return 0;
-                if (!path)
-                        return 1;
-                if (e2b_resolve_path(path, user, &p) < 0)
-                        return http_respond_error(r, ERROR_INTERNAL, "out of memory"), 0;
-                if (envd_check_path(r, "path", p) < 0)
-                        return 0;
-                n = strlen(p);
-                while (n > 1 && p[n - 1] == '/')
-                        p[--n] = 0;
-                *ret_path = TAKE_PTR(p);
-                return 1;
-        }
-        if (!path) {
-                if (e2b_envd_sandbox(r, ret_s) <= 0 || e2b_envd_user(r, *ret_s, user) < 0)
-                        return 0;
-                return 1;
-        }
-        return envd_fs_target(r, ret_s, user, path, ret_path);
+        } else if (e2b_envd_sandbox(r, ret_s) <= 0)
+                return 0;
+        if (!path)
+                return e2b_envd_user(r, *ret_s, user) < 0 ? 0 : 1;
+        return envd_user_path(r, *ret_s, user, path, ret_path);
 }
 
 /* A query value with its length (MHD's decoding may leave a NUL inside): NULL when absent; < 0 answered. */

@@ -14,6 +14,8 @@
 /* The sandbox and the user of an envd request, the user's path made absolute (a relative one counts from the
  * user's home) and checked: 1 to go on, 0 when the request is parked or answered. */
 int envd_fs_target(Request *r, Sandbox **ret_s, char *user, const char *path, char **ret_path);
+/* The same once the sandbox is known: the user, and path made absolute against its home and checked. */
+int envd_user_path(Request *r, Sandbox *s, char *user, const char *path, char **ret_path);
 /* Path checks of envd_fs_target for a path that is absolute already: 0, or < 0 when answered (400). */
 int envd_check_path(Request *r, const char *what, const char *path);
 

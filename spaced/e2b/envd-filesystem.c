@@ -56,15 +56,11 @@ int envd_check_path(Request *r, const char *what, const char *path) {
         return 0;
 }
 
-int envd_fs_target(Request *r, Sandbox **ret_s, char *user, const char *path, char **ret_path) {
+int envd_user_path(Request *r, Sandbox *s, char *user, const char *path, char **ret_path) {
         _cleanup_free_ char *p = NULL;
         size_t n;
-        int q;
 
-        q = e2b_envd_sandbox(r, ret_s);
-        if (q <= 0)
-                return 0;
-        if (e2b_envd_user(r, *ret_s, user) < 0)
+        if (e2b_envd_user(r, s, user) < 0)
                 return 0;
         if (e2b_resolve_path(path, user, &p) < 0) {
                 http_respond_error(r, ERROR_INTERNAL, "out of memory");
@@ -78,6 +74,12 @@ int envd_fs_target(Request *r, Sandbox **ret_s, char *user, const char *path, ch
                 p[--n] = 0;
         *ret_path = TAKE_PTR(p);
         return 1;
+}
+
+int envd_fs_target(Request *r, Sandbox **ret_s, char *user, const char *path, char **ret_path) {
+        if (e2b_envd_sandbox(r, ret_s) <= 0)
+                return 0;
+        return envd_user_path(r, *ret_s, user, path, ret_path);
 }
 
 static void call_detach(void *userdata, Request *r) {
