@@ -69,6 +69,17 @@ def stats(samples, unit):
     }
 
 
+def smaps_rollup_kib(pid):
+    """A process's /proc/PID/smaps_rollup as {field: kB} (Rss, Pss, Private_Clean, ...)."""
+    d = {}
+    with open("/proc/%d/smaps_rollup" % pid) as f:
+        for line in f:
+            m = re.match(r"(\w+):\s+(\d+) kB", line)
+            if m:
+                d[m.group(1)] = int(m.group(2))
+    return d
+
+
 def save_results(path, key, res):
     """Puts res under key in the JSON document at path, which the other parts of the same run fill too."""
     try:

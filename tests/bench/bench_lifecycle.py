@@ -60,7 +60,7 @@ EXTRA_PIDS = os.path.join(TMP, "extra.pids")
 
 sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench import pct, stats, log, run, timed, kill_pid, save_results  # noqa: E402
+from bench import pct, stats, log, run, timed, kill_pid, save_results, smaps_rollup_kib  # noqa: E402
 
 ID_RE = re.compile(r"[0-9a-f]{32}")
 
@@ -149,12 +149,7 @@ def dirty(sid, mib):
 
 
 def smaps(pid):
-    d = {}
-    with open("/proc/%d/smaps_rollup" % pid) as f:
-        for line in f:
-            m = re.match(r"(\w+):\s+(\d+) kB", line)
-            if m:
-                d[m.group(1)] = int(m.group(2))
+    d = smaps_rollup_kib(pid)
     return {"rss_mib": round(d.get("Rss", 0) / 1024, 1), "pss_mib": round(d.get("Pss", 0) / 1024, 1),
             "private_mib": round((d.get("Private_Clean", 0) + d.get("Private_Dirty", 0)) / 1024, 1),
             "private_dirty_mib": round(d.get("Private_Dirty", 0) / 1024, 1)}

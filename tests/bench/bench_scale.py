@@ -44,7 +44,7 @@ CLK_TCK = os.sysconf("SC_CLK_TCK")
 
 sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench import stats, log, run, save_results  # noqa: E402
+from bench import stats, log, run, save_results, smaps_rollup_kib  # noqa: E402
 
 ID_RE = re.compile(r"[0-9a-f]{32}")
 
@@ -111,12 +111,7 @@ def status_kib(pid, key):
 
 
 def smaps(pid):
-    d = {}
-    with open("/proc/%d/smaps_rollup" % pid) as f:
-        for line in f:
-            m = re.match(r"(\w+):\s+(\d+) kB", line)
-            if m:
-                d[m.group(1)] = int(m.group(2))
+    d = smaps_rollup_kib(pid)
     return {"rss": d.get("Rss", 0) / 1024.0, "pss": d.get("Pss", 0) / 1024.0,
             "private": (d.get("Private_Clean", 0) + d.get("Private_Dirty", 0)) / 1024.0}
 
