@@ -53,9 +53,8 @@ int e2b_envd_sandbox(Request *r, Sandbox **ret);
  * else the template's default user (E2B's "user"), else root. Checked against lib/user.h's rules; copied to
  * buf (E2B_USER_MAX + 1). Returns 0, or < 0 when answered (400/401). */
 int e2b_envd_user(Request *r, Sandbox *s, char *buf);
-/* The user's home as E2B's images have it: /root for root, else /home/NAME. */
-int e2b_user_home(const char *user, char **ret);
-/* path made absolute: a relative one (or empty) counts from the user's home. */
+/* path made absolute: a relative one (or empty) counts from the user's home as E2B's images have it (/root
+ * for root, else /home/NAME). */
 int e2b_resolve_path(const char *path, const char *user, char **ret);
 
 

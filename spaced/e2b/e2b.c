@@ -182,7 +182,8 @@ int e2b_envd_user(Request *r, Sandbox *s, char *buf) {
         return 0;
 }
 
-int e2b_user_home(const char *user, char **ret) {
+/* The user's home as E2B's images have it: /root for root, else /home/NAME. */
+static int user_home(const char *user, char **ret) {
         char *h;
 
         if (streq(user, "root") || streq(user, "0"))
@@ -207,7 +208,7 @@ int e2b_resolve_path(const char *path, const char *user, char **ret) {
                 *ret = p;
                 return 0;
         }
-        r = e2b_user_home(user, &home);
+        r = user_home(user, &home);
         if (r < 0)
                 return r;
         if (!path || !*path || streq(path, "."))
