@@ -23,6 +23,7 @@ static const char *const frame_type_names[_SPACE_F_MAX] = {
         [SPACE_F_EOF] = "EOF",       [SPACE_F_CREDIT] = "CREDIT",   [SPACE_F_SIGNAL] = "SIGNAL",
         [SPACE_F_RESIZE] = "RESIZE", [SPACE_F_EXIT] = "EXIT",       [SPACE_F_CLOSE] = "CLOSE",
         [SPACE_F_RELEASE] = "RELEASE", [SPACE_F_ADOPT] = "ADOPT",   [SPACE_F_FILE] = "FILE",
+        [SPACE_F_CONNECT] = "CONNECT", [SPACE_F_RESOLVE] = "RESOLVE", [SPACE_F_PORT] = "PORT",
 };
 
 const char *space_frame_type_to_string(uint8_t type) {

@@ -81,13 +81,36 @@
  *   entry: kv records type=file|dir|symlink|other, mode (permission bits, decimal), size, mtime (unix
  *          seconds), uid, gid, target (symlinks). In a list, each entry starts with rel=NAME[/NAME...], the
  *          path below the listed directory; a DATA frame carries whole entries only.
+ *
+ * Tunnels (version 3) carry TCP connections over the channel, both ways (ARCHITECTURE.md, decision 10). Bytes
+ * from the host to the guest are always DATA(s, fd 0), bytes from the guest to the host DATA(s, fd 1), each
+ * direction under the usual credit (the receiver returns CREDIT(s, same fd) as it passes bytes on), starting at
+ * SPACE_STREAM_WINDOW when the stream opens. EOF(s, fd) is a half close of that direction (shutdown(SHUT_WR)
+ * at the far end). CLOSE(s), from either side, aborts: the receiver resets its socket and forgets the stream.
+ * Without CLOSE a side forgets a tunnel once it has sent and received EOF and sent all its data.
+ *   guest -> host  CONNECT(s | GUEST_BIT, kv: host=NAME|ADDRESS, port=1..65535, via=proxy|transparent)
+ *                  An outbound connection a program in the guest made: through the agent's proxy (via=proxy;
+ *                  host is the name or literal the program asked for) or captured (via=transparent; host is
+ *                  the original destination address). The guest may send DATA at once, within its window:
+ *                  the host holds the first bytes to read the TLS SNI or HTTP Host before it decides.
+ *                  -> OK(s, kv: addr=ADDRESS) once the host is connected to addr (a proxy answers its client
+ *                     only now), or ERROR(s, kv: code=denied|unreachable|invalid|busy|timeout, message) after
+ *                     which the stream is forgotten. The host may CLOSE an open tunnel at any time (the
+ *                     first bytes named a host the policy denies).
+ *                  At most SPACE_TUNNELS_MAX tunnels are open per channel; more are refused with code=busy.
+ *   guest -> host  RESOLVE(s | GUEST_BIT, kv: name=NAME, family=4|6)   the guest's DNS stub asks
+ *                  -> OK(s, kv: addr=ADDRESS... (at most SPACE_RESOLVE_ADDRS_MAX), ttl=SECONDS)
+ *                   | ERROR(s, kv: code=nxdomain|denied|invalid, message); the stream is then forgotten.
+ *                  Only names the policy allows resolve; the answers are the host's own resolution.
+ *   host -> guest  PORT(s, kv: port=1..65535)   an inbound connection to 127.0.0.1:port (else [::1]:port)
+ *                  in the guest -> OK(s) once connected | ERROR(s, kv: errno, message); then a tunnel.
  */
 
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
-#define SPACE_PROTO_VERSION 2 /* 2: FILE */
+#define SPACE_PROTO_VERSION 3 /* 2: FILE; 3: CONNECT, RESOLVE, PORT */
 #define SPACE_FRAME_HEADER_SIZE 12
 #define SPACE_FRAME_PAYLOAD_MAX (64U * 1024U)
 #define SPACE_FRAME_MAX (SPACE_FRAME_HEADER_SIZE + SPACE_FRAME_PAYLOAD_MAX)
@@ -104,6 +127,10 @@
 #define SPACE_FILE_LIST_BYTES_MAX (16U * 1024U * 1024U) /* encoded entries one list returns */
 #define SPACE_FILE_LIST_DEPTH_MAX 64U
 #define SPACE_FILE_XFERS_MAX 64U             /* file operations in flight per channel */
+/* Tunnels (CONNECT, PORT) and RESOLVE */
+#define SPACE_TUNNELS_MAX 256U               /* open tunnels per channel */
+#define SPACE_RESOLVE_ADDRS_MAX 16U          /* addresses in one RESOLVE answer */
+#define SPACE_RESOLVES_MAX 64U               /* RESOLVE questions in flight per channel */
 
 enum space_frame_type {
         SPACE_F_HELLO = 1,
@@ -124,6 +151,9 @@ enum space_frame_type {
         SPACE_F_RELEASE = 16,
         SPACE_F_ADOPT = 17,
         SPACE_F_FILE = 18,
+        SPACE_F_CONNECT = 19,
+        SPACE_F_RESOLVE = 20,
+        SPACE_F_PORT = 21,
         _SPACE_F_MAX,
 };
 

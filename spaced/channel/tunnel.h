@@ -1,0 +1,57 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#pragma once
+
+/* A TCP connection carried over the channel (lib/proto.h, "Tunnels"): a socket on the host bridged to a stream,
+ * with credit both ways. The egress gateway (egress/gateway.c) makes one from each CONNECT the guest sends; port
+ * forwards make one with PORT for each connection they accept. Everything from the guest is bounded by credit:
+ * the host never holds more than SPACE_STREAM_WINDOW bytes of a tunnel's guest data. */
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "channel/channel.h"
+
+typedef struct Tunnel Tunnel;
+
+typedef struct TunnelStats {
+        uint64_t up;         /* bytes from the guest to the host socket */
+        uint64_t down;       /* bytes from the host socket to the guest */
+} TunnelStats;
+
+typedef struct TunnelOps {
+        /* The guest answered PORT: err 0, or -errno with its message. An error ends the tunnel right after
+         * (ended is not called then). */
+        void (*opened)(Tunnel *t, int err, const char *message, void *userdata);
+        /* The tunnel is over: both directions closed, a CLOSE, the socket failed, or the channel went away. why
+         * is NULL for a normal end. The tunnel is freed right after. */
+        void (*ended)(Tunnel *t, const TunnelStats *st, const char *why, void *userdata);
+} TunnelOps;
+
+/* Inbound: opens a PORT stream to guest_port and, once the guest is connected, bridges fd (a connected,
+ * non-blocking socket, which the tunnel takes over and closes) to it. -EMFILE over SPACE_TUNNELS_MAX. */
+int tunnel_open_port(AgentConn *a, uint16_t guest_port, int fd, const TunnelOps *ops, void *userdata,
+                     Tunnel **ret);
+
+/* Outbound (egress/gateway.c): a CONNECT from the guest on stream. The tunnel starts without a socket: the
+ * guest's first bytes are held (tunnel_held) until the gateway attaches the socket it connected. */
+int tunnel_accept_guest(AgentConn *a, uint32_t stream, const TunnelOps *ops, void *userdata, Tunnel **ret);
+/* The guest bytes held so far, and whether the guest closed its side already. */
+void tunnel_held(Tunnel *t, const uint8_t **ret_data, size_t *ret_len, bool *ret_eof);
+/* Calls wake each time more guest bytes were held (or the guest closed), until a socket is attached. */
+void tunnel_set_peek_waiter(Tunnel *t, void (*wake)(Tunnel *t, void *userdata));
+/* Bridges a connected non-blocking socket (taken over) and sends OK(addr=addr_text) to the guest. */
+int tunnel_attach(Tunnel *t, int fd, const char *addr_text);
+/* Refuses a CONNECT not yet attached: ERROR(code, message) to the guest; the tunnel is freed (ended is not
+ * called). */
+void tunnel_refuse(Tunnel *t, const char *code, const char *message);
+
+/* Ends a tunnel from the host: CLOSE to the guest, the socket reset. ended is called with why. */
+void tunnel_abort(Tunnel *t, const char *why);
+uint32_t tunnel_stream(const Tunnel *t);
+TunnelStats tunnel_stats(const Tunnel *t);
+
+/* agent.c's side: frames for a tunnel's stream, and the channel going away (every tunnel ends with why). */
+Tunnel *tunnel_find(AgentConn *a, uint32_t stream);
+void tunnel_on_frame(Tunnel *t, const SpaceFrameHeader *h, const uint8_t *payload);
+void tunnels_lost(AgentConn *a, const char *why);
+unsigned tunnel_count(AgentConn *a);
