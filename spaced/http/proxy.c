@@ -1,0 +1,863 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#include <ctype.h>
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "channel/tunnel.h"
+#include "core/log.h"
+#include "core/util.h"
+#include "http/api.h"
+#include "macro.h"
+#include "sandbox/forward.h"
+#include "sandbox/sandbox.h"
+#include "string-util.h"
+
+/*
+ * The reverse proxy to a server in a sandbox: /v1/sandboxes/{id}/ports/{port}/{path} and any request whose Host
+ * is PORT-ID.DOMAIN (E2B's getHost(port)). The request (its body collected like any other, HTTP_BODY_MAX) is
+ * written as HTTP/1.1 with "Connection: close" into one end of a socketpair whose other end a PORT tunnel
+ * carries to 127.0.0.1:port in the guest; the answer's head is parsed here and its body streamed back as it
+ * comes, never held whole: the server in the guest is as untrusted as the guest, so its head is bounded and
+ * checked, and its body goes through the tunnel's credit.
+ */
+
+#define PROXY_HEAD_MAX (64 * 1024)    /* the server's status line and headers */
+#define PROXY_HEADERS_MAX 128
+#define PROXY_PATH_MAX 8192           /* of the path and query sent on */
+#define PROXY_WAKE_WAIT_SEC 120
+#define PROXY_CHUNK_LINE_MAX 1024
+
+typedef enum ProxyState {
+        PROXY_OPENING,    /* PORT sent, the guest has not answered */
+        PROXY_EXCHANGE,   /* the request goes out, the answer's head comes in */
+        PROXY_HEAD,       /* the head is parsed, not yet answered */
+        PROXY_BODY,       /* answered: the body streams */
+        PROXY_FAILED,     /* error and message say why; answered when the handler runs again */
+} ProxyState;
+
+typedef enum BodyFraming {
+        BODY_NONE,
+        BODY_LENGTH,
+        BODY_CHUNKED,
+        BODY_CLOSE,       /* until the server closes */
+} BodyFraming;
+
+typedef enum ChunkState {
+        CHUNK_SIZE,
+        CHUNK_DATA,
+        CHUNK_DATA_END,
+        CHUNK_TRAILER,
+} ChunkState;
+
+typedef struct Proxy {
+        Request *request;          /* NULL once the request ended */
+        Tunnel *tunnel;            /* NULL once it ended */
+        int fd;                    /* our end of the socketpair */
+        sd_event_source *io;
+        ProxyState state;
+        ErrorCode error;
+        char *message;
+        unsigned port;
+        char sandbox_id[SANDBOX_ID_LEN + 1];
+        bool head_only;            /* a HEAD request: no body comes back */
+        SpaceBuf out;              /* the request, as it goes to the server */
+        size_t out_pos;
+        SpaceBuf in;               /* what the server sent that was not passed on yet */
+        size_t in_pos;
+        bool eof;                  /* the server closed its side */
+        bool broken;               /* the tunnel ended abnormally */
+        bool reader_waiting;       /* the response body waits for bytes */
+        unsigned status;
+        char **headers;            /* name, value, ...: what goes back to the client */
+        BodyFraming framing;
+        uint64_t remaining;        /* BODY_LENGTH, or of the current chunk */
+        ChunkState chunk;
+        bool body_done;
+        bool detached, released;
+} Proxy;
+
+static void proxy_free(Proxy *p) {
+        sd_event_source_disable_unref(p->io);
+        safe_close(p->fd);
+        space_buf_done(&p->out);
+        space_buf_done(&p->in);
+        strv_free(p->headers);
+        free(p->message);
+        free(p);
+}
+
+static void proxy_free_if_done(Proxy *p) {
+        if (p->detached && p->released && !p->tunnel)
+                proxy_free(p);
+}
+
+static void proxy_update_io(Proxy *p) {
+        uint32_t events = 0;
+
+        if (!p->io)
+                return;
+        if (p->state != PROXY_OPENING && p->state != PROXY_FAILED) {
+                if (p->out_pos < p->out.len)
+                        events |= EPOLLOUT;
+                if (p->state == PROXY_EXCHANGE || (p->state == PROXY_BODY && p->reader_waiting))
+                        events |= EPOLLIN;
+        }
+        if (events == 0) {
+                (void) sd_event_source_set_enabled(p->io, SD_EVENT_OFF);
+                return;
+        }
+        (void) sd_event_source_set_io_events(p->io, events);
+        (void) sd_event_source_set_enabled(p->io, SD_EVENT_ON);
+}
+
+static void proxy_wake(Proxy *p) {
+        if (p->request)
+                http_resume(p->request);
+}
+
+static void proxy_fail(Proxy *p, ErrorCode code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void proxy_fail(Proxy *p, ErrorCode code, const char *fmt, ...) {
+        va_list ap;
+
+        if (p->state == PROXY_FAILED)
+                return;
+        if (p->state == PROXY_HEAD || p->state == PROXY_BODY) {
+                p->broken = true; /* answered already: the body is cut short instead */
+                return;
+        }
+        p->state = PROXY_FAILED;
+        p->error = code;
+        free(p->message);
+        va_start(ap, fmt);
+        if (vasprintf(&p->message, fmt, ap) < 0)
+                p->message = NULL;
+        va_end(ap);
+        proxy_update_io(p);
+        proxy_wake(p);
+}
+
+/* ---- the answer's head */
+
+static bool is_token_char(char c) {
+        return c && (isalnum((unsigned char) c) || strchr("!#$%&'*+-.^_`|~", c));
+}
+
+/* Headers that concern one connection, not the message: never passed on, either way. */
+static bool hop_by_hop(const char *name, size_t n) {
+        static const char *const names[] = { "connection", "keep-alive", "proxy-connection", "proxy-authenticate",
+                                             "proxy-authorization", "te", "trailer", "trailers",
+                                             "transfer-encoding", "upgrade", "content-length" };
+
+        for (size_t i = 0; i < ELEMENTSOF(names); i++)
+                if (strlen(names[i]) == n && strncasecmp(name, names[i], n) == 0)
+                        return true;
+        return false;
+}
+
+/* The end of the head in data[0..n) (the offset after its empty line), or 0 when it is not all there. */
+static size_t head_end(const char *data, size_t n) {
+        for (size_t i = 0; i + 1 < n; i++)
+                if (data[i] == '\n') {
+                        if (data[i + 1] == '\n')
+                                return i + 2;
+                        if (data[i + 1] == '\r' && i + 2 < n && data[i + 2] == '\n')
+                                return i + 3;
+                }
+        return 0;
+}
+
+/* Parses one head at in_pos: 1 parsed (a final one: status, headers and framing set), 0 more needed, -EBADMSG. */
+static int parse_head(Proxy *p) {
+        const char *data = (const char *) p->in.data + p->in_pos, *line, *end;
+        size_t n = p->in.len - p->in_pos, len = head_end(data, n);
+        _cleanup_strv_free_ char **headers = NULL;
+        bool chunked = false, have_length = false, close_framed = false;
+        uint64_t length = 0;
+        unsigned status, count = 0;
+
+        if (len == 0)
+                return 0;
+        end = data + len;
+        /* HTTP/1.x SSS[ reason] */
+        if (len < 12 || memcmp(data, "HTTP/1.", 7) != 0 || !isdigit((unsigned char) data[7]) || data[8] != ' ' ||
+            !isdigit((unsigned char) data[9]) || !isdigit((unsigned char) data[10]) ||
+            !isdigit((unsigned char) data[11]) || (data[12] != ' ' && data[12] != '\r' && data[12] != '\n'))
+                return -EBADMSG;
+        status = (unsigned) ((data[9] - '0') * 100 + (data[10] - '0') * 10 + (data[11] - '0'));
+        if (status < 100 || status > 599)
+                return -EBADMSG;
+        line = memchr(data, '\n', len);
+        for (line = line + 1; line < end; ) {
+                const char *eol = memchr(line, '\n', (size_t) (end - line)), *colon, *v, *ve;
+                size_t name_len;
+
+                if (!eol)
+                        return -EBADMSG;
+                ve = eol > line && eol[-1] == '\r' ? eol - 1 : eol;
+                if (ve == line)
+                        break; /* the empty line */
+                colon = memchr(line, ':', (size_t) (ve - line));
+                if (!colon || colon == line)
+                        return -EBADMSG;
+                name_len = (size_t) (colon - line);
+                for (size_t i = 0; i < name_len; i++)
+                        if (!is_token_char(line[i]))
+                                return -EBADMSG; /* a folded line too: it starts with a blank */
+                for (v = colon + 1; v < ve && (*v == ' ' || *v == '\t'); v++)
+                        ;
+                while (ve > v && (ve[-1] == ' ' || ve[-1] == '\t'))
+                        ve--;
+                for (const char *c = v; c < ve; c++)
+                        if (((unsigned char) *c < 0x20 && *c != '\t') || *c == 0x7f)
+                                return -EBADMSG;
+                if (++count > PROXY_HEADERS_MAX)
+                        return -EBADMSG;
+                if (name_len == 14 && strncasecmp(line, "content-length", 14) == 0) {
+                        uint64_t l = 0;
+
+                        if (v == ve || ve - v > 15)
+                                return -EBADMSG;
+                        for (const char *c = v; c < ve; c++) {
+                                if (!isdigit((unsigned char) *c))
+                                        return -EBADMSG;
+                                l = l * 10 + (uint64_t) (*c - '0');
+                        }
+                        if (have_length && l != length)
+                                return -EBADMSG; /* two lengths: which one would the client believe? */
+                        have_length = true;
+                        length = l;
+                } else if (name_len == 17 && strncasecmp(line, "transfer-encoding", 17) == 0) {
+                        /* chunked must come last; any other coding ends with the connection */
+                        size_t k = (size_t) (ve - v);
+
+                        chunked = k >= 7 && strncasecmp(ve - 7, "chunked", 7) == 0 &&
+                                  (k == 7 || ve[-8] == ' ' || ve[-8] == ',' || ve[-8] == '\t');
+                        close_framed = !chunked;
+                }
+                if (!hop_by_hop(line, name_len)) {
+                        char *name = strndup(line, name_len), *value = strndup(v, (size_t) (ve - v));
+
+                        if (!name || !value || strv_extend(&headers, name) < 0 || strv_extend(&headers, value) < 0) {
+                                free(name);
+                                free(value);
+                                return -ENOMEM;
+                        }
+                        free(name);
+                        free(value);
+                }
+                line = eol + 1;
+        }
+        p->in_pos += len;
+        if (status >= 100 && status < 200) {
+                /* an interim answer (103 Early Hints, a 100 we did not ask for): the final one follows; a 101
+                 * would switch protocols, which we never asked for */
+                if (status == 101)
+                        return -EBADMSG;
+                return parse_head(p);
+        }
+        p->status = status;
+        strv_free(p->headers);
+        p->headers = TAKE_PTR(headers);
+        if (p->head_only || status == 204 || status == 304) {
+                p->framing = BODY_NONE;
+                p->remaining = have_length ? length : 0;
+        } else if (chunked) {
+                p->framing = BODY_CHUNKED;
+                p->chunk = CHUNK_SIZE;
+        } else if (have_length && !close_framed) {
+                p->framing = BODY_LENGTH;
+                p->remaining = length;
+        } else
+                p->framing = BODY_CLOSE;
+        return 1;
+}
+
+/* ---- the body */
+
+/* Finds a whole line at in_pos: its length without the line end (and skips it), or -EAGAIN. */
+static ssize_t take_line(Proxy *p, const char **ret) {
+        const char *data = (const char *) p->in.data + p->in_pos, *eol;
+        size_t n = p->in.len - p->in_pos, len;
+
+        eol = memchr(data, '\n', n);
+        if (!eol)
+                return n > PROXY_CHUNK_LINE_MAX ? -EBADMSG : -EAGAIN;
+        len = (size_t) (eol - data);
+        p->in_pos += len + 1;
+        if (len > 0 && data[len - 1] == '\r')
+                len--;
+        *ret = data;
+        return (ssize_t) len;
+}
+
+/* Body bytes from in into out: how many, or -EBADMSG on a malformed chunked body. Sets body_done. */
+static ssize_t decode(Proxy *p, char *out, size_t max) {
+        size_t produced = 0;
+
+        while (produced < max && !p->body_done) {
+                size_t avail = p->in.len - p->in_pos, k;
+                const char *line;
+                ssize_t l;
+
+                switch (p->framing) {
+                case BODY_NONE:
+                        p->body_done = true;
+                        break;
+                case BODY_LENGTH:
+                case BODY_CLOSE:
+                        if (p->framing == BODY_LENGTH && p->remaining == 0) {
+                                p->body_done = true;
+                                break;
+                        }
+                        k = MIN(max - produced, avail);
+                        if (p->framing == BODY_LENGTH)
+                                k = (size_t) MIN((uint64_t) k, p->remaining);
+                        if (k == 0)
+                                return (ssize_t) produced;
+                        memcpy(out + produced, p->in.data + p->in_pos, k);
+                        p->in_pos += k;
+                        produced += k;
+                        if (p->framing == BODY_LENGTH)
+                                p->remaining -= k;
+                        break;
+                case BODY_CHUNKED:
+                        if (p->chunk == CHUNK_DATA) {
+                                k = (size_t) MIN((uint64_t) MIN(max - produced, avail), p->remaining);
+                                if (k == 0 && p->remaining > 0)
+                                        return (ssize_t) produced;
+                                memcpy(out + produced, p->in.data + p->in_pos, k);
+                                p->in_pos += k;
+                                produced += k;
+                                p->remaining -= k;
+                                if (p->remaining == 0)
+                                        p->chunk = CHUNK_DATA_END;
+                                break;
+                        }
+                        l = take_line(p, &line);
+                        if (l == -EAGAIN)
+                                return (ssize_t) produced;
+                        if (l < 0)
+                                return l;
+                        if (p->chunk == CHUNK_SIZE) {
+                                uint64_t size = 0;
+                                size_t digits = 0;
+
+                                for (; digits < (size_t) l && isxdigit((unsigned char) line[digits]); digits++) {
+                                        if (digits >= 15)
+                                                return -EBADMSG;
+                                        size = size * 16 + (uint64_t) (isdigit((unsigned char) line[digits])
+                                                                               ? line[digits] - '0'
+                                                                               : (tolower((unsigned char) line[digits]) - 'a' + 10));
+                                }
+                                if (digits == 0 || (digits < (size_t) l && line[digits] != ';' && line[digits] != ' ' &&
+                                                    line[digits] != '\t'))
+                                        return -EBADMSG;
+                                p->remaining = size;
+                                p->chunk = size == 0 ? CHUNK_TRAILER : CHUNK_DATA;
+                        } else if (p->chunk == CHUNK_DATA_END) {
+                                if (l != 0)
+                                        return -EBADMSG;
+                                p->chunk = CHUNK_SIZE;
+                        } else if (l == 0) /* CHUNK_TRAILER: trailers are dropped, the empty line ends it */
+                                p->body_done = true;
+                        break;
+                }
+        }
+        return (ssize_t) produced;
+}
+
+static ssize_t proxy_read(void *userdata, char *buf, size_t max) {
+        Proxy *p = userdata;
+
+        for (;;) {
+                char tmp[16 * 1024];
+                ssize_t n;
+
+                if (p->broken)
+                        return HTTP_STREAM_ERROR;
+                n = decode(p, buf, max);
+                if (n < 0) {
+                        log_info("proxy to port %u of sandbox %s: malformed chunked body", p->port, p->sandbox_id);
+                        return HTTP_STREAM_ERROR;
+                }
+                if (n > 0)
+                        return n;
+                if (p->body_done)
+                        return HTTP_STREAM_END;
+                if (p->eof)
+                        /* the server closed: the end of a body framed by that, else one cut short */
+                        return p->framing == BODY_CLOSE ? HTTP_STREAM_END : HTTP_STREAM_ERROR;
+                /* everything held was passed on (or is a partial line): make room, then read on */
+                if (p->in_pos > 0) {
+                        space_buf_consume(&p->in, p->in_pos);
+                        p->in_pos = 0;
+                }
+                if (p->in.len > PROXY_CHUNK_LINE_MAX)
+                        return HTTP_STREAM_ERROR;
+                n = read(p->fd, tmp, MIN(sizeof tmp, max));
+                if (n < 0 && (errno == EAGAIN || errno == EINTR)) {
+                        p->reader_waiting = true;
+                        proxy_update_io(p);
+                        return 0;
+                }
+                if (n < 0)
+                        return HTTP_STREAM_ERROR;
+                if (n == 0)
+                        p->eof = true;
+                else if (space_buf_append(&p->in, tmp, (size_t) n) < 0)
+                        return HTTP_STREAM_ERROR;
+        }
+}
+
+static void proxy_detach(void *userdata, Request *r) {
+        Proxy *p = userdata;
+
+        p->request = NULL;
+        p->detached = true;
+        if (p->tunnel)
+                tunnel_abort(p->tunnel, "the HTTP request ended");
+        p->io = sd_event_source_disable_unref(p->io);
+        proxy_free_if_done(p);
+}
+
+static void proxy_release(void *userdata) {
+        Proxy *p = userdata;
+
+        p->released = true;
+        proxy_free_if_done(p);
+}
+
+/* ---- the socket */
+
+static void exchange_read(Proxy *p) {
+        char tmp[16 * 1024];
+        ssize_t n;
+        int q;
+
+        while (p->state == PROXY_EXCHANGE) {
+                size_t room = PROXY_HEAD_MAX - (p->in.len - p->in_pos);
+
+                if (room == 0) {
+                        proxy_fail(p, ERROR_BAD_GATEWAY, "the server on port %u of sandbox %s answered with a head "
+                                   "over %d KiB", p->port, p->sandbox_id, PROXY_HEAD_MAX / 1024);
+                        return;
+                }
+                n = read(p->fd, tmp, MIN(sizeof tmp, room));
+                if (n < 0) {
+                        if (errno != EAGAIN && errno != EINTR)
+                                proxy_fail(p, ERROR_BAD_GATEWAY, "reading the answer of port %u of sandbox %s: %s",
+                                           p->port, p->sandbox_id, strerror(errno));
+                        return;
+                }
+                if (n == 0) {
+                        p->eof = true;
+                        proxy_fail(p, p->broken ? ERROR_PORT_UNREACHABLE : ERROR_BAD_GATEWAY,
+                                   "the server on port %u of sandbox %s closed the connection without an answer",
+                                   p->port, p->sandbox_id);
+                        return;
+                }
+                if (space_buf_append(&p->in, tmp, (size_t) n) < 0) {
+                        proxy_fail(p, ERROR_INTERNAL, "out of memory");
+                        return;
+                }
+                q = parse_head(p);
+                if (q < 0) {
+                        proxy_fail(p, ERROR_BAD_GATEWAY, "the server on port %u of sandbox %s answered with no valid "
+                                   "HTTP/1.x response head", p->port, p->sandbox_id);
+                        return;
+                }
+                if (q > 0) {
+                        p->state = PROXY_HEAD;
+                        proxy_update_io(p);
+                        proxy_wake(p);
+                        return;
+                }
+        }
+}
+
+static int on_proxy_io(sd_event_source *es, int fd, uint32_t revents, void *userdata) {
+        Proxy *p = userdata;
+
+        while (p->out_pos < p->out.len) {
+                ssize_t n = write(p->fd, p->out.data + p->out_pos, p->out.len - p->out_pos);
+
+                if (n < 0 && (errno == EAGAIN || errno == EINTR))
+                        break;
+                if (n < 0) {
+                        /* the server stopped reading: what it answered (a 413, say) may still come */
+                        p->out_pos = p->out.len;
+                        break;
+                }
+                p->out_pos += (size_t) n;
+        }
+        if (p->out_pos >= p->out.len && p->out.data) {
+                space_buf_done(&p->out);
+                p->out_pos = 0;
+        }
+        if (p->state == PROXY_EXCHANGE)
+                exchange_read(p);
+        else if (p->state == PROXY_BODY && p->reader_waiting && (revents & (EPOLLIN | EPOLLHUP | EPOLLERR))) {
+                p->reader_waiting = false;
+                proxy_wake(p);
+        }
+        proxy_update_io(p);
+        return 0;
+}
+
+static void tunnel_opened(Tunnel *t, int err, const char *message, void *userdata) {
+        Proxy *p = userdata;
+
+        if (err < 0) {
+                p->tunnel = NULL; /* it ends right after, without ended */
+                proxy_fail(p, ERROR_PORT_UNREACHABLE, "nothing accepts connections on port %u in sandbox %s: %s",
+                           p->port, p->sandbox_id, message && *message ? message : strerror(-err));
+                proxy_free_if_done(p);
+                return;
+        }
+        p->state = PROXY_EXCHANGE;
+        proxy_update_io(p);
+}
+
+static void tunnel_ended(Tunnel *t, const TunnelStats *st, const char *why, void *userdata) {
+        Proxy *p = userdata;
+
+        p->tunnel = NULL;
+        if (why) {
+                p->broken = p->broken || p->state == PROXY_BODY || p->state == PROXY_HEAD;
+                if (p->state == PROXY_OPENING || p->state == PROXY_EXCHANGE)
+                        proxy_fail(p, ERROR_PORT_UNREACHABLE, "the connection to port %u of sandbox %s ended: %s",
+                                   p->port, p->sandbox_id, why);
+                else if (p->state == PROXY_BODY)
+                        proxy_wake(p); /* the body reader sees it */
+        }
+        proxy_free_if_done(p);
+}
+
+static const TunnelOps proxy_tunnel_ops = {
+        .opened = tunnel_opened,
+        .ended = tunnel_ended,
+};
+
+/* ---- the request */
+
+/* Percent-encodes what is not safe as it is in a path (or, query, a query's key or value). */
+static int append_encoded(SpaceBuf *b, const char *s, bool query) {
+        static const char hex[] = "0123456789ABCDEF";
+
+        for (const unsigned char *c = (const unsigned char *) s; *c; c++) {
+                bool plain = isalnum(*c) || strchr(query ? "-._~!$'()*,;:@/?" : "-._~!$&'()*+,;=:@/", *c);
+                char e[3] = { '%', hex[*c >> 4], hex[*c & 15] };
+
+                if (space_buf_append(b, plain ? (const char *) c : e, plain ? 1 : 3) < 0)
+                        return -ENOMEM;
+        }
+        return 0;
+}
+
+typedef struct HeaderCopy {
+        Request *request;
+        SpaceBuf *out;
+        const char *connection;   /* the client's Connection header: the headers it names are its own */
+        const char *skip_key;     /* the header that carried our API key */
+        int error;
+} HeaderCopy;
+
+static bool named_in_connection(const char *connection, const char *name) {
+        size_t n = strlen(name);
+
+        for (const char *c = connection; c && *c;) {
+                size_t k;
+
+                c += strspn(c, " \t,");
+                k = strcspn(c, " \t,");
+                if (k == n && strncasecmp(c, name, n) == 0)
+                        return true;
+                c += k;
+        }
+        return false;
+}
+
+static enum MHD_Result copy_header(void *cls, enum MHD_ValueKind kind, const char *key, const char *value) {
+        HeaderCopy *h = cls;
+
+        if (!key || !value || hop_by_hop(key, strlen(key)) || strcasecmp(key, "Host") == 0 ||
+            strcasecmp(key, "Expect") == 0 || strcasecmp(key, "X-Access-Token") == 0 ||
+            strcasecmp(key, "E2b-Traffic-Access-Token") == 0 || (h->skip_key && strcasecmp(key, h->skip_key) == 0) ||
+            named_in_connection(h->connection, key))
+                return MHD_YES;
+        if (space_buf_append(h->out, key, strlen(key)) < 0 || space_buf_append(h->out, ": ", 2) < 0 ||
+            space_buf_append(h->out, value, strlen(value)) < 0 || space_buf_append(h->out, "\r\n", 2) < 0)
+                h->error = -ENOMEM;
+        return MHD_YES;
+}
+
+typedef struct QueryCopy {
+        SpaceBuf *out;
+        bool first;
+        int error;
+} QueryCopy;
+
+static enum MHD_Result copy_query(void *cls, enum MHD_ValueKind kind, const char *key, const char *value) {
+        QueryCopy *q = cls;
+
+        if (!key)
+                return MHD_YES;
+        if (space_buf_append(q->out, q->first ? "?" : "&", 1) < 0 || append_encoded(q->out, key, true) < 0 ||
+            (value && (space_buf_append(q->out, "=", 1) < 0 || append_encoded(q->out, value, true) < 0)))
+                q->error = -ENOMEM;
+        q->first = false;
+        return MHD_YES;
+}
+
+/* The request as it goes to the server: path is what the client asked for under the prefix. */
+static int build_request(Request *r, const char *path, unsigned port, SpaceBuf *out) {
+        const char *key = http_header(r, "X-API-Key"), *host = http_header(r, MHD_HTTP_HEADER_HOST);
+        HeaderCopy h = { .request = r, .out = out, .connection = http_header(r, MHD_HTTP_HEADER_CONNECTION) };
+        QueryCopy qc = { .out = out, .first = true };
+        char line[512];
+
+        /* the API key is ours, not the sandbox's: the header that carried it stays here */
+        if (r->tcp && r->authenticated)
+                h.skip_key = key && *key ? "X-API-Key" : MHD_HTTP_HEADER_AUTHORIZATION;
+        if (space_buf_append(out, r->method, strlen(r->method)) < 0 || space_buf_append(out, " ", 1) < 0 ||
+            append_encoded(out, path, false) < 0)
+                return -ENOMEM;
+        MHD_get_connection_values(r->connection, MHD_GET_ARGUMENT_KIND, copy_query, &qc);
+        if (qc.error < 0)
+                return qc.error;
+        if (out->len > PROXY_PATH_MAX)
+                return -E2BIG;
+        /* E2B's host form keeps its Host (servers build links from it); the native path names the guest's */
+        if (r->host_port && host)
+                snprintf(line, sizeof line, " HTTP/1.1\r\nHost: %.400s\r\n", host);
+        else
+                snprintf(line, sizeof line, " HTTP/1.1\r\nHost: 127.0.0.1:%u\r\n", port);
+        if (space_buf_append(out, line, strlen(line)) < 0)
+                return -ENOMEM;
+        MHD_get_connection_values(r->connection, MHD_HEADER_KIND, copy_header, &h);
+        if (h.error < 0)
+                return h.error;
+        if (host && !strpbrk(host, "\r\n")) {
+                snprintf(line, sizeof line, "X-Forwarded-Host: %.400s\r\n", host);
+                if (space_buf_append(out, line, strlen(line)) < 0)
+                        return -ENOMEM;
+        }
+        snprintf(line, sizeof line, "X-Forwarded-Proto: http\r\nConnection: close\r\nContent-Length: %zu\r\n\r\n",
+                 r->body.len);
+        if (space_buf_append(out, line, strlen(line)) < 0 || space_buf_append(out, r->body.data, r->body.len) < 0)
+                return -ENOMEM;
+        return 0;
+}
+
+/* The rest of the URL after /v1/sandboxes/ID/ports/PORT: from the '/' that follows (api.c's route made sure). */
+static const char *url_tail(const char *url, unsigned segments) {
+        const char *u = url;
+
+        for (unsigned i = 0; i < segments; i++) {
+                u += strspn(u, "/");
+                u += strcspn(u, "/");
+        }
+        return u;
+}
+
+static bool path_ok(const char *path) {
+        /* no dot segments: what a server in the guest makes of /a/../b is its own, but we do not send what a
+         * normalizing proxy would not */
+        for (const char *c = path; *c;) {
+                size_t k;
+
+                c += strspn(c, "/");
+                k = strcspn(c, "/");
+                if ((k == 1 && c[0] == '.') || (k == 2 && c[0] == '.' && c[1] == '.'))
+                        return false;
+                c += k;
+        }
+        return true;
+}
+
+/* The E2B host form authenticates with an API key or the sandbox's own access token (as envd does); an unknown
+ * sandbox and a wrong token get the same answer. */
+static Sandbox *host_sandbox(Request *r) {
+        Sandbox *s = sandbox_find_by_id(http_manager(r->http), r->host_sandbox);
+        const char *token = http_header(r, "X-Access-Token");
+
+        if (!token || !*token)
+                token = http_header(r, "E2b-Traffic-Access-Token");
+        if (s && s->pooled)
+                s = NULL;
+        if (s && !r->authenticated &&
+            !(token && s->access_token && strlen(token) == SANDBOX_TOKEN_LEN &&
+              memeq_const_time(token, s->access_token, SANDBOX_TOKEN_LEN)))
+                s = NULL;
+        if (!s) {
+                if (!r->authenticated && (!token || !*token))
+                        http_respond_error(r, ERROR_UNAUTHORIZED, "a sandbox's port needs an API key or the sandbox's "
+                                           "access token (X-Access-Token)");
+                else
+                        http_respond_error(r, ERROR_SANDBOX_NOT_FOUND, "sandbox %s not found, or the access token is "
+                                           "not its own", r->host_sandbox);
+        }
+        return s;
+}
+
+static void proxy_start(Request *r, const RouteArgs *a) {
+        _cleanup_(error_done) Error e = {};
+        Manager *m = http_manager(r->http);
+        int sv[2] = { -EBADF, -EBADF }, q;
+        const char *path, *upgrade;
+        unsigned long port;
+        Operation *op;
+        Sandbox *s;
+        Proxy *p;
+
+        if (r->host_port) {
+                port = r->host_port;
+                path = r->url;
+        } else {
+                char *end;
+
+                errno = 0;
+                port = strtoul(a->arg[1], &end, 10);
+                if (errno || *end || port < 1 || port > 65535) {
+                        http_respond_error(r, ERROR_INVALID_ARGUMENT, "port '%s' in the URL is not a TCP port (1 to "
+                                           "65535)", a->arg[1]);
+                        return;
+                }
+                path = url_tail(r->url, 5);
+        }
+        if (!*path)
+                path = "/";
+        if (!path_ok(path)) {
+                http_respond_error(r, ERROR_INVALID_PATH, "the path sent on may not have '.' or '..' segments");
+                return;
+        }
+        upgrade = http_header(r, MHD_HTTP_HEADER_UPGRADE);
+        if (upgrade && *upgrade) {
+                http_respond_error(r, ERROR_NOT_SUPPORTED, "the port proxy does not switch protocols (Upgrade: %.32s, "
+                                   "a WebSocket?) yet; forward the port instead: spacectl port SANDBOX %lu", upgrade,
+                                   port);
+                return;
+        }
+        if (r->host_port)
+                s = host_sandbox(r);
+        else if (resolve_sandbox(r, a->arg[0], &s) < 0)
+                s = NULL;
+        if (!s)
+                return;
+        q = sandbox_ready_for_use(s, &op, &e);
+        if (q < 0) {
+                http_respond_error(r, e.code, "%s", error_message(&e));
+                return;
+        }
+        if (q == 0) {
+                if (r->deadline && now_usec_monotonic() >= r->deadline) {
+                        http_respond_error(r, ERROR_SANDBOX_BUSY, "sandbox %s did not come up within %d s", s->id,
+                                           PROXY_WAKE_WAIT_SEC);
+                        return;
+                }
+                r->rerun = true;
+                if (http_wait_on(r, &op->waiters, r->deadline ?: now_usec_monotonic() + PROXY_WAKE_WAIT_SEC * 1000000ULL) < 0)
+                        http_respond_error(r, ERROR_INTERNAL, "cannot wait for sandbox %s to come up", s->id);
+                return;
+        }
+        if (!s->agent) {
+                http_respond_error(r, ERROR_CHANNEL_LOST, "the agent channel of sandbox %s is reconnecting; try again",
+                                   s->id);
+                return;
+        }
+        p = calloc(1, sizeof *p);
+        if (!p) {
+                http_respond_error(r, ERROR_INTERNAL, "out of memory");
+                return;
+        }
+        p->fd = -EBADF;
+        p->request = r;
+        p->port = (unsigned) port;
+        p->released = true; /* no response body holds it yet */
+        p->head_only = streq(r->method, "HEAD");
+        memcpy(p->sandbox_id, s->id, sizeof p->sandbox_id);
+        r->stream = (HttpStream) { .read = proxy_read, .detach = proxy_detach, .release = proxy_release,
+                                   .userdata = p };
+        q = build_request(r, path, p->port, &p->out);
+        if (q == -E2BIG) {
+                http_respond_error(r, ERROR_INVALID_ARGUMENT, "the path and query are over %d bytes", PROXY_PATH_MAX);
+                return;
+        }
+        if (q < 0 || socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, sv) < 0) {
+                http_respond_error(r, ERROR_INTERNAL, "cannot set up the connection: %s", strerror(q < 0 ? -q : errno));
+                return;
+        }
+        p->fd = sv[0];
+        q = sd_event_add_io(m->event, &p->io, p->fd, EPOLLOUT, on_proxy_io, p);
+        if (q >= 0) {
+                (void) sd_event_source_set_enabled(p->io, SD_EVENT_OFF);
+                q = tunnel_open_port(s->agent, (uint16_t) port, sv[1], &proxy_tunnel_ops, p, &p->tunnel);
+        }
+        if (q < 0) {
+                safe_close(sv[1]);
+                p->tunnel = NULL;
+                if (q == -EMFILE)
+                        http_respond_error(r, ERROR_TOO_MANY_STREAMS, "sandbox %s has as many connections open as it "
+                                           "may; try again", s->id);
+                else
+                        http_respond_error(r, ERROR_CHANNEL_LOST, "cannot open a connection into sandbox %s: %s",
+                                           s->id, strerror(-q));
+                return;
+        }
+        http_suspend(r);
+}
+
+/* The request runs again: after the guest answered PORT and the server its head, or when something failed. */
+static void proxy_answer(Request *r, Proxy *p) {
+        int q;
+
+        switch (p->state) {
+        case PROXY_OPENING:
+        case PROXY_EXCHANGE:
+                http_suspend(r);
+                return;
+        case PROXY_FAILED:
+                http_respond_error(r, p->error, "%s", p->message ?: error_code_to_string(p->error));
+                return;
+        case PROXY_HEAD: {
+                uint64_t size = HTTP_SIZE_UNKNOWN;
+
+                p->state = PROXY_BODY;
+                if (p->framing == BODY_LENGTH || (p->framing == BODY_NONE && p->status != 304 && p->remaining > 0))
+                        size = p->remaining;
+                else if (p->framing == BODY_NONE && !p->head_only)
+                        size = 0;
+                p->released = false;
+                q = http_respond_stream_status(r, p->status, size, (const char *const *) p->headers);
+                if (q < 0 && !r->body_reader)
+                        p->released = true;
+                proxy_update_io(p);
+                return;
+        }
+        case PROXY_BODY:
+                return;
+        }
+}
+
+void api_proxy(Request *r, const RouteArgs *a) {
+        Proxy *p = r->stream.detach == proxy_detach ? r->stream.userdata : NULL;
+
+        if (p)
+                proxy_answer(r, p);
+        else
+                proxy_start(r, a);
+}
+
+const Route api_proxy_host_route = {
+        .method = "*",
+        .pattern = "",
+        .handler = api_proxy,
+        .auth = ROUTE_AUTH_TOKEN,
+        .errors = ERROR_STYLE_NATIVE,
+};
