@@ -369,7 +369,8 @@ int cmd_fork(int argc, char *argv[]);
 int cmd_pool(int argc, char *argv[]);
 int cmd_cp(int argc, char *argv[]);
 int cmd_egress(int argc, char *argv[]);
-extern const CliHelp cmd_cp_help, cmd_egress_help;
+int cmd_port(int argc, char *argv[]);
+extern const CliHelp cmd_cp_help, cmd_egress_help, cmd_port_help;
 
 extern const CliHelp cmd_create_help, cmd_exec_help, cmd_run_help, cmd_ls_help, cmd_inspect_help, cmd_rm_help,
         cmd_template_help, cmd_version_help, cmd_attach_help, cmd_ps_help, cmd_kill_help, cmd_logs_help,

@@ -42,6 +42,7 @@ static const Verb verbs[] = {
         { "template", cmd_template, VERB_DAEMON,                       &cmd_template_help },
         { "cp",       cmd_cp,       VERB_DAEMON,                       &cmd_cp_help       },
         { "egress",   cmd_egress,   VERB_DAEMON,                       &cmd_egress_help   },
+        { "port",     cmd_port,     VERB_DAEMON,                       &cmd_port_help     },
         { "version",  cmd_version,  0,                                 &cmd_version_help  },
         { "help",     cmd_help,     0,                                 &cmd_help_help     },
 };

@@ -41,6 +41,7 @@ typedef enum ErrorCode {
         ERROR_KEY_NOT_FOUND,
         ERROR_COMMAND_NOT_FOUND,
         ERROR_EGRESS_PROFILE_NOT_FOUND,  /* a create or a lookup named an egress profile the daemon does not have */
+        ERROR_FORWARD_NOT_FOUND,     /* no port forward with that host port or id */
         ERROR_METHOD_NOT_ALLOWED,    /* 405 */
         /* the state does not allow it: 409 */
         ERROR_AMBIGUOUS_REFERENCE,
@@ -56,6 +57,7 @@ typedef enum ErrorCode {
         ERROR_NOT_A_TTY,
         ERROR_EXISTS,
         ERROR_NOT_EMPTY,
+        ERROR_PORT_IN_USE,           /* a forward's host port is taken on 127.0.0.1 */
         ERROR_PAYLOAD_TOO_LARGE,     /* 413 */
         ERROR_LIMIT_EXCEEDED,        /* 413: over a configured limit (an import's size, entries, ...) */
         /* it failed on our side: 500 */
@@ -73,6 +75,8 @@ typedef enum ErrorCode {
         ERROR_NOT_SUPPORTED,         /* 501 */
         ERROR_PROTOCOL_ERROR,        /* 502: the guest broke the protocol */
         ERROR_SANDBOX_UNAVAILABLE,   /* 502: an E2B envd request for a sandbox that is gone or not running */
+        ERROR_PORT_UNREACHABLE,      /* 502: nothing accepts connections on that port in the sandbox */
+        ERROR_BAD_GATEWAY,           /* 502: the server in the sandbox answered with no valid HTTP response */
         ERROR_DEADLINE_EXCEEDED,     /* 504: the caller's deadline passed (E2B's connect-timeout-ms) */
         /* try again later: 503 */
         ERROR_CHANNEL_LOST,

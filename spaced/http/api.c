@@ -84,6 +84,18 @@ const Route api_routes[] = {
         { "GET", "/v1/egress/profiles", api_get_egress_profiles },
         { "GET", "/v1/egress/profiles/{name}", api_get_egress_profile },
         { "POST", "/v1/sandboxes/{id}/egress/test", api_post_egress_test },
+        /* the proxy before DELETE .../ports/{port}: {path} needs the '/' after the port, which that has not */
+        { "GET", "/v1/sandboxes/{id}/ports/{port}/{path}", api_proxy },
+        { "HEAD", "/v1/sandboxes/{id}/ports/{port}/{path}", api_proxy },
+        { "POST", "/v1/sandboxes/{id}/ports/{port}/{path}", api_proxy },
+        { "PUT", "/v1/sandboxes/{id}/ports/{port}/{path}", api_proxy },
+        { "PATCH", "/v1/sandboxes/{id}/ports/{port}/{path}", api_proxy },
+        { "DELETE", "/v1/sandboxes/{id}/ports/{port}/{path}", api_proxy },
+        { "OPTIONS", "/v1/sandboxes/{id}/ports/{port}/{path}", api_proxy },
+        { "POST", "/v1/sandboxes/{id}/ports", api_post_ports },
+        { "GET", "/v1/sandboxes/{id}/ports", api_get_ports },
+        { "DELETE", "/v1/sandboxes/{id}/ports/{port}", api_delete_port },
+        { "GET", "/v1/ports", api_get_all_ports },
         {},
 };
 
@@ -103,6 +115,10 @@ static bool route_match(const char *pattern, const char *url, RouteArgs *ret) {
 
                 while (*p == '/')
                         p++;
+                /* {path}, last: the rest of the URL from the '/' that must follow (the handler reads it from the
+                 * URL itself, which may be longer than an argument) */
+                if (strcmp(p, "{path}") == 0)
+                        return *u == '/';
                 while (*u == '/')
                         u++;
                 if (!*p || !*u)
@@ -184,6 +200,16 @@ const Route *api_find_route(const char *method, const char *url, RouteArgs *ret,
         return found;
 }
 
+const Route *api_request_route(Request *r, RouteArgs *ret, bool *ret_path_known) {
+        if (r->host_port) {
+                *ret = (RouteArgs) {};
+                if (ret_path_known)
+                        *ret_path_known = true;
+                return &api_proxy_host_route;
+        }
+        return api_find_route(r->method, r->url, ret, ret_path_known);
+}
+
 ErrorStyle api_error_style_for(const char *url) {
         RouteArgs a;
 
@@ -246,7 +272,7 @@ static bool args_valid(Request *r, const Route *rt, const RouteArgs *a) {
 
 void api_classify(Request *r) {
         RouteArgs a;
-        const Route *rt = api_find_route(r->method, r->url, &a, NULL);
+        const Route *rt = api_request_route(r, &a, NULL);
 
         if (rt && !args_valid(r, rt, &a))
                 return;
@@ -496,7 +522,7 @@ void api_route(Request *r) {
                 return;
         }
         r->rerun = false;
-        rt = api_find_route(r->method, r->url, &a, &known);
+        rt = api_request_route(r, &a, &known);
         if (!rt) {
                 if (known)
                         http_respond_error(r, ERROR_METHOD_NOT_ALLOWED, "%s is not allowed on %s", r->method, r->url);

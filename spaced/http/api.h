@@ -55,6 +55,8 @@ extern const Route api_routes[];
  * ends with an entry whose method is NULL. */
 int api_add_routes(const Route *table);
 const Route *api_find_route(const char *method, const char *url, RouteArgs *ret, bool *ret_path_known);
+/* The route of r: api_find_route()'s, or the reverse proxy's for a PORT-ID.DOMAIN Host (r->host_port). */
+const Route *api_request_route(Request *r, RouteArgs *ret, bool *ret_path_known);
 /* The error dialect of a URL no route matched (an unknown method or path under a facade's prefix). */
 ErrorStyle api_error_style_for(const char *url);
 
@@ -132,6 +134,17 @@ int get_bool_field(Request *r, cJSON *o, const char *key, bool *ret);
 int get_metadata_field(Request *r, cJSON *o, const char *key, char **ret);
 cJSON *sandbox_metadata_to_json(const Sandbox *s);
 int resolve_sandbox(Request *r, const char *ref, Sandbox **ret);
+
+/* api-ports.c: port forwards (sandbox/forward.h) */
+void api_post_ports(Request *r, const RouteArgs *a);
+void api_get_ports(Request *r, const RouteArgs *a);
+void api_get_all_ports(Request *r, const RouteArgs *a);
+void api_delete_port(Request *r, const RouteArgs *a);
+
+/* proxy.c: HTTP to a server in the sandbox, through a PORT tunnel: /v1/sandboxes/{id}/ports/{port}/{path}, and
+ * every request whose Host is PORT-ID.DOMAIN (api_proxy_host_route; any key, or the sandbox's access token). */
+void api_proxy(Request *r, const RouteArgs *a);
+extern const Route api_proxy_host_route;
 
 /* api-egress.c: profiles and what a sandbox's policy says of a destination (space-egress(5)) */
 void api_get_egress_profiles(Request *r, const RouteArgs *a);

@@ -352,6 +352,10 @@ static void stream_body_free(void *cls) {
 }
 
 int http_respond_stream(Request *r, const char *const *headers) {
+        return http_respond_stream_status(r, MHD_HTTP_OK, HTTP_SIZE_UNKNOWN, headers);
+}
+
+int http_respond_stream_status(Request *r, unsigned status, uint64_t size, const char *const *headers) {
         struct MHD_Response *resp;
         StreamBody *b;
         int q;
@@ -362,7 +366,8 @@ int http_respond_stream(Request *r, const char *const *headers) {
                 return -ENOMEM;
         b->request = r;
         b->stream = r->stream;
-        resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 64 * 1024, stream_body_read, b, stream_body_free);
+        resp = MHD_create_response_from_callback(size == HTTP_SIZE_UNKNOWN ? MHD_SIZE_UNKNOWN : size, 64 * 1024,
+                                                 stream_body_read, b, stream_body_free);
         if (!resp) {
                 free(b);
                 return -ENOMEM;
@@ -370,7 +375,7 @@ int http_respond_stream(Request *r, const char *const *headers) {
         r->body_reader = b;
         for (const char *const *h = headers; h && h[0] && h[1]; h += 2)
                 MHD_add_response_header(resp, h[0], h[1]);
-        q = queue(r, MHD_HTTP_OK, resp);
+        q = queue(r, status, resp);
         http_set_streaming(r);
         return q;
 }
@@ -538,13 +543,10 @@ static bool host_ok(Listener *l, Request *r) {
                 return true;
         /* PORT-ID.DOMAIN names only the configured domain, which the user points at us */
         if (http_host_sandbox(host, r->http->manager->config.e2b_domain, l->port, &port, r->host_sandbox) > 0) {
-                if (port == HTTP_E2B_ENVD_PORT)
-                        return true;
-                http_respond_error(r, ERROR_NOT_SUPPORTED,
-                                   "port %u of sandbox %s: space does not forward connections into sandboxes yet; "
-                                   "only port %u (envd) is served under %s", port, r->host_sandbox,
-                                   HTTP_E2B_ENVD_PORT, r->http->manager->config.e2b_domain);
-                return false;
+                /* any other port is the sandbox's own server, reached through the proxy (http/proxy.c) */
+                if (port != HTTP_E2B_ENVD_PORT)
+                        r->host_port = port;
+                return true;
         }
         http_respond_error(r, ERROR_INVALID_HOST,
                            "this listener answers only to the names of its address (localhost:%u, 127.0.0.1:%u, "
@@ -593,8 +595,17 @@ static void request_begin(Listener *l, Request *r) {
                         return;
                 }
                 r->authenticated = true;
-        } else if (!host_ok(l, r) || !authenticate_tcp(r, rt))
-                return;
+        } else {
+                if (!host_ok(l, r))
+                        return;
+                if (r->host_port) {
+                        /* the whole host is one sandbox's server, whatever the path */
+                        rt = api_request_route(r, &a, NULL);
+                        r->error_style = rt->errors;
+                }
+                if (!authenticate_tcp(r, rt))
+                        return;
+        }
         if (!rt) {
                 api_route(r); /* 404 or 405, without reading a body */
                 return;

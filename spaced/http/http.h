@@ -85,6 +85,7 @@ struct Request {
          * run without one (authenticated = false) and check their own token. */
         bool tcp;
         char host_sandbox[SANDBOX_ID_LEN + 1];   /* the sandbox a PORT-ID.DOMAIN Host names, else "" */
+        unsigned host_port;     /* that PORT when it is not envd's: the request goes to the sandbox's server */
         ErrorStyle error_style;
         bool authenticated;
         char key_id[API_KEY_ID_LEN + 1];
@@ -134,6 +135,9 @@ int http_respond_empty(Request *r, unsigned status);
 const char *http_connect_code(unsigned status, unsigned *ret_status);
 /* Answers 200 with a chunked body read from r->stream (set it first); headers: name, value, ..., NULL. */
 int http_respond_stream(Request *r, const char *const *headers);
+/* The same with another status and, unless HTTP_SIZE_UNKNOWN, a body of size bytes (a reverse proxy's answer). */
+#define HTTP_SIZE_UNKNOWN UINT64_MAX
+int http_respond_stream_status(Request *r, unsigned status, uint64_t size, const char *const *headers);
 /* Detaches r from what it serves (calls r->stream.detach) and forgets it. */
 void http_stream_detach(Request *r);
 const char *http_query(Request *r, const char *key);

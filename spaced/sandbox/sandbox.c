@@ -14,6 +14,7 @@
 #include "paths.h"
 #include "core/util.h"
 #include "core/worker.h"
+#include "sandbox/forward.h"
 #include "sandbox/sandbox.h"
 #include "template/template.h"
 #include "channel/channel.h"
@@ -56,6 +57,7 @@ int sandbox_state_from_string(const char *s, SandboxState *ret) {
 Sandbox *sandbox_free(Sandbox *s) {
         if (!s)
                 return NULL;
+        forwards_free(s);   /* before the channel: their tunnels end on it */
         agent_free(s->agent);
         agent_health_free(s->agent_health);
         if (s->has_pool_fd)

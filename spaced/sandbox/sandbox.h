@@ -68,6 +68,7 @@ struct Sandbox {
         int pool_fd;         /* pooled: the handshaken agent channel, watched only after handout */
         AgentConn *agent;
         struct AgentHealth *agent_health;   /* backoff and protocol errors of its channel, across reconnects */
+        struct Forward *forwards;           /* its port forwards (sandbox/forward.h): they go with it */
         Sandbox *next;
 };
 
