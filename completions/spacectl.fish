@@ -109,7 +109,7 @@ function __spacectl_after_dashdash
     contains -- -- (commandline -opc)
 end
 
-set -l verbs create exec run ls inspect rm pause resume suspend wake checkpoint restore fork pool attach ps kill logs op info key template version help cp egress
+set -l verbs create exec run ls inspect rm pause resume suspend wake checkpoint restore fork pool attach ps kill logs op info key template version help cp egress port
 
 complete -c spacectl -f
 complete -c spacectl -n "not __fish_seen_subcommand_from $verbs" -s h -l help -d 'Show help'
@@ -136,6 +136,7 @@ complete -c spacectl -n "not __fish_seen_subcommand_from $verbs" -a op -d 'List,
 complete -c spacectl -n "not __fish_seen_subcommand_from $verbs" -a info -d 'Show the daemon'
 complete -c spacectl -n "not __fish_seen_subcommand_from $verbs" -a key -d 'Create, list and revoke API keys'
 complete -c spacectl -n "not __fish_seen_subcommand_from $verbs" -a egress -d 'List egress profiles, test destinations'
+complete -c spacectl -n "not __fish_seen_subcommand_from $verbs" -a port -d 'Forward a host port into a sandbox'
 complete -c spacectl -n "not __fish_seen_subcommand_from $verbs" -a template -d 'Work with templates'
 complete -c spacectl -n "not __fish_seen_subcommand_from $verbs" -a version -d 'Show client and daemon versions'
 complete -c spacectl -n "not __fish_seen_subcommand_from $verbs" -a help -d 'Show help for a verb'
@@ -214,6 +215,14 @@ complete -c spacectl -n "__spacectl_verb_is egress; and __fish_seen_subcommand_f
 complete -c spacectl -n "__spacectl_verb_is egress; and __fish_seen_subcommand_from ls" -s q -l quiet -d 'Print only names'
 complete -c spacectl -n "__spacectl_verb_is egress; and __fish_seen_subcommand_from show" -a '(__spacectl_egress_profiles)' -d 'Profile'
 complete -c spacectl -n "__spacectl_verb_is egress; and __fish_seen_subcommand_from test" -a '(__spacectl_sandboxes)' -d 'Sandbox'
+
+# port [-d] SANDBOX GUEST_PORT [HOST_PORT]|ls [SANDBOX]|rm SANDBOX HOST_PORT|ID...
+complete -c spacectl -n "__spacectl_verb_is port; and not __fish_seen_subcommand_from ls rm" -a ls -d 'List port forwards'
+complete -c spacectl -n "__spacectl_verb_is port; and not __fish_seen_subcommand_from ls rm" -a rm -d 'Remove port forwards'
+complete -c spacectl -n "__spacectl_verb_is port; and test (count (commandline -opc)) -le 3" -a '(__spacectl_sandboxes)' -d 'Sandbox'
+complete -c spacectl -n "__spacectl_verb_is port; and not __fish_seen_subcommand_from ls rm" -s d -l detach -d 'Leave the forward in the daemon'
+complete -c spacectl -n "__spacectl_verb_is port; and not __fish_seen_subcommand_from rm" -l json -d 'Print JSON'
+complete -c spacectl -n "__spacectl_verb_is port; and __fish_seen_subcommand_from ls" -s q -l quiet -d 'Print only ids'
 
 # key create|ls|rm
 complete -c spacectl -n "__fish_seen_subcommand_from key; and not __fish_seen_subcommand_from create ls rm" -a create -d 'Mint an API key'
