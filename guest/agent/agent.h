@@ -129,6 +129,26 @@ int user_resolve(const char *spec, SpaceUser *ret, const char **ret_code, char *
 bool user_home_usable(const SpaceUser *u);
 int user_switch(const SpaceUser *u);
 
+/* net*.c, tunnel.c: egress and inbound ports through the channel (tunnels, lib/proto.h; ARCHITECTURE.md,
+ * decision 10). net_capture_setup runs in the initramfs, before the root switch; net_init opens the proxy,
+ * transparent and DNS listeners; net_resolv_conf points the new root's /etc/resolv.conf at the stub. */
+void net_capture_setup(void);
+void net_init(void);
+void net_resolv_conf(void);
+/* HTTP_PROXY=... records for the processes we start (NULL-terminated), NULL when there is no proxy. */
+const char *const *net_proxy_env(void);
+/* PORT from the host: connect to a guest port, then a tunnel. */
+void net_port(Channel *c, uint32_t id, const uint8_t *p, size_t n);
+/* A frame on a tunnel's or a DNS question's stream: true when it was one of ours (and handled). */
+bool net_frame(Channel *c, const SpaceFrameHeader *h, const uint8_t *p);
+/* The host went away or came back: its tunnels are reset, questions in flight fail. */
+void net_drop_all(Channel *c);
+/* poll plumbing, as for streams: net_poll_fill adds at most AGENT_NET_POLL_MAX fds. */
+#define AGENT_NET_POLL_MAX (8 + SPACE_TUNNELS_MAX)
+size_t net_poll_fill(const Channel *c, struct pollfd *fds, size_t max);
+void net_poll_handle(Channel *c, const struct pollfd *fds, size_t n);
+int net_poll_timeout(void);
+
 /* init.c: INIT and the default environment for EXEC */
 void init_handle(Channel *c, uint32_t id, const uint8_t *p, size_t n);
 /* Default environment records ("K=V"), NULL-terminated. */

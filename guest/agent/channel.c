@@ -95,11 +95,14 @@ static void dispatch(Channel *c, const SpaceFrameHeader *h, const uint8_t *p) {
         case SPACE_F_FILE:
                 files_handle(c, h->stream, p, h->length);
                 return;
+        case SPACE_F_PORT:
+                net_port(c, h->stream, p, h->length);
+                return;
         default:
                 break;
         }
 
-        if (files_frame(c, h, p))
+        if (files_frame(c, h, p) || net_frame(c, h, p))
                 return;
         s = stream_find(h->stream);
         if (!s)
@@ -143,6 +146,7 @@ static void host_gone(Channel *c) {
         c->host_connected = false;
         c->reader->have = 0;
         files_drop_all(); /* nobody will finish them */
+        net_drop_all(c);
         if (c->head_left > 0) {
                 c->out_off += c->head_left;
                 c->head_left = 0;
@@ -154,6 +158,7 @@ static void host_back(Channel *c) {
                 return;
         c->host_connected = true;
         files_drop_all(); /* a new host knows nothing of them */
+        net_drop_all(c);
         channel_send_hello(c);
 }
 

@@ -22,12 +22,24 @@
 #include "../../lib/macro.h"
 #include "agent.h"
 
-#define POLL_MAX (2 + 3 * SPACE_STREAMS_MAX)
+/* the port, the signalfd, three per process, then the network's listeners and tunnels */
+#define POLL_STREAMS (2 + 3 * SPACE_STREAMS_MAX)
+#define POLL_MAX (POLL_STREAMS + AGENT_NET_POLL_MAX)
 
 static int open_port(void) {
         const char *path = getenv("SPACE_AGENT_PORT");
         int fd;
 
+        /* fd:N, an inherited socket (a test's socketpair: a socket has no path to open) */
+        if (getpid() != 1 && path && strncmp(path, "fd:", 3) == 0) {
+                char *end;
+                long n = strtol(path + 3, &end, 10);
+
+                if (end == path + 3 || *end || n < 3 || fcntl((int) n, F_SETFL, O_NONBLOCK) < 0)
+                        return -EBADF;
+                (void) fcntl((int) n, F_SETFD, FD_CLOEXEC);
+                return (int) n;
+        }
         if (getpid() != 1 && path) {
                 fd = open(path, O_RDWR | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
                 return fd < 0 ? -errno : fd;
@@ -47,10 +59,13 @@ int main(int argc, char *argv[]) {
 
                 boot_early();
                 boot_load_modules("/lib/modules-space");
+                net_capture_setup(); /* with the initramfs's tools, before they are freed */
                 boot_read_cmdline(&bc);
                 (void) boot_switch_root(&bc);
                 boot_late_mounts();
         }
+        net_init();
+        net_resolv_conf();
 
         sigemptyset(&mask);
         sigaddset(&mask, SIGCHLD);
@@ -82,14 +97,20 @@ int main(int argc, char *argv[]) {
         channel_io(&c);
 
         for (;;) {
-                size_t n = 0, ns;
+                size_t n = 0, ns, nn;
+                int timeout = streams_poll_timeout(), nt = net_poll_timeout();
 
                 fds[n++] = (struct pollfd) { .fd = c.epoll_fd, .events = POLLIN };
                 fds[n++] = (struct pollfd) { .fd = sfd, .events = POLLIN };
-                ns = streams_poll_fill(&c, fds + n, POLL_MAX - n, owners);
+                ns = streams_poll_fill(&c, fds + n, POLL_STREAMS - n, owners);
+                nn = net_poll_fill(&c, fds + n + ns, POLL_MAX - n - ns);
 
                 /* file reads and lists have no fd to wait on: go round again at once while they can send */
-                if (poll(fds, n + ns, files_want_pump(&c) ? 0 : streams_poll_timeout()) < 0) {
+                if (files_want_pump(&c))
+                        timeout = 0;
+                else if (nt >= 0 && (timeout < 0 || nt < timeout))
+                        timeout = nt;
+                if (poll(fds, n + ns + nn, timeout) < 0) {
                         if (errno != EINTR)
                                 log_err("poll: %m");
                         continue;
@@ -102,6 +123,7 @@ int main(int argc, char *argv[]) {
                 }
                 /* Output first, then exits (EXIT must follow the last DATA and EOF), then the host. */
                 streams_poll_handle(&c, fds + 2, ns, owners);
+                net_poll_handle(&c, fds + 2 + ns, nn);
                 streams_reap(&c);
                 files_pump(&c);
                 channel_io(&c);
