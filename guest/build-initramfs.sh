@@ -9,6 +9,9 @@
 #   /bin/busybox + /bin/APPLET   busybox-static and its applets, for debugging and scripted inits
 #   /lib/modules-space/*.ko      KERNEL_OUTDIR/modules (from build-kernel.sh)
 #   /lib/modules-space/order     module file names in load order
+#   /lib/space-net/              nft (NFT, default /usr/sbin/nft), the libraries it links and the dynamic
+#                                loader, run by the agent to program the transparent capture before the
+#                                root switch; left out with a warning when nft is not installed
 #   /dev/console (c 5 1), /dev/null (c 1 3), /proc /sys /tmp /run /mnt
 #
 # Needs no root: the tree goes through `cpio --owner 0:0`, and the two device nodes, which only root
@@ -25,6 +28,7 @@ AGENT=$1
 KDIR=$2
 OUT=$3
 BUSYBOX=${BUSYBOX:-/bin/busybox}
+NFT=${NFT:-/usr/sbin/nft}
 epoch=${SOURCE_DATE_EPOCH:-86400}
 
 [ -f "$AGENT" ] || die "agent binary '$AGENT' not found: build it first"
@@ -52,6 +56,21 @@ while read -r ko; do
         cp "$KDIR/modules/$ko" "$root/lib/modules-space/$ko"
         echo "$ko"
 done <"$KDIR/modules/order" >"$root/lib/modules-space/order"
+
+# nft is dynamic: the agent runs it through the loader we ship (ld.so --library-path), so nothing in the
+# initramfs needs a /lib64 or an ld.so.cache.
+if [ -x "$NFT" ] && command -v ldd >/dev/null; then
+        mkdir -p "$root/lib/space-net"
+        cp "$NFT" "$root/lib/space-net/nft"
+        libs=$(ldd "$NFT" | awk '$2 == "=>" && $3 ~ /^\// { print $3 } $1 ~ /^\/.*ld-linux/ { print $1 }')
+        [ -n "$libs" ] || die "ldd found no libraries for $NFT"
+        for lib in $libs; do
+                cp -L "$lib" "$root/lib/space-net/${lib##*/}"
+        done
+        [ -f "$root/lib/space-net/ld-linux-x86-64.so.2" ] || die "no ld-linux-x86-64.so.2 among $NFT's libraries"
+else
+        echo "build-initramfs.sh: warning: no $NFT (install nftables): the guest gets no transparent capture" >&2
+fi
 
 find "$root" -exec touch -h -d "@$epoch" {} +
 

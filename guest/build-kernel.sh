@@ -23,7 +23,9 @@ OUTDIR=$1
 # virtio_mmio finds the devices (ACPI), virtio_blk the root disk, virtio_console the agent port.
 # ext4 is built into the cloud kernel; erofs and overlay are for read-only template roots.
 # crc32c is what ext4's metadata checksums ask for (crypto API; built in on cloud, but harmless).
-GUEST_MODULES=${GUEST_MODULES:-"virtio_mmio virtio_blk virtio_console erofs overlay loop"}
+# dummy and nftables (NAT with redirect, reject) are the transparent capture of outbound connections
+# (guest/agent/net-capture.c); conntrack also gives the agent SO_ORIGINAL_DST.
+GUEST_MODULES=${GUEST_MODULES:-"virtio_mmio virtio_blk virtio_console erofs overlay loop dummy nf_tables nft_chain_nat nft_redir nft_reject_inet"}
 CACHE=${SPACE_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/space}
 
 for tool in apt-get apt-cache dpkg-deb depmod modprobe lz4 xz od grep; do
