@@ -86,8 +86,9 @@ check_status "Host 49983-ID.sbx.test reaches its envd: /health 204" 204
 req GET /health -H "Host: 49983-$SB.sbx.test:$API_PORT" -H "X-Access-Token: $(printf 'f%.0s' $(seq 32))"
 check_status "... not with another token: 502 (as for a sandbox that is not there)" 502
 req GET / -H "Host: 8080-$SB.sbx.test:$API_PORT"
-check_status "Host 8080-ID.sbx.test (a server in the sandbox): 501, saying why" 501 not_supported
-check_contains "... that connections are not forwarded into sandboxes yet" "does not forward connections" "$OUT"
+check_status "Host 8080-ID.sbx.test (a server in the sandbox) without the key or its token: 401" 401
+req GET / -H "Host: 8080-$SB.sbx.test:$API_PORT" -H "X-Access-Token: $TOKEN"
+check_status "... with its token, nothing listening on 8080: 502 port_unreachable (t33 has the rest)" 502 port_unreachable
 req GET /health -H "Host: 49983-$SB.evil.test:$API_PORT" -H "X-Access-Token: $TOKEN"
 check_status "another domain is a foreign host: 421" 421
 req DELETE "/sandboxes/$SB" -H "X-API-KEY: $KEY"
