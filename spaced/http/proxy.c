@@ -419,10 +419,12 @@ static void proxy_detach(void *userdata, Request *r) {
         Proxy *p = userdata;
 
         p->request = NULL;
-        p->detached = true;
+        p->io = sd_event_source_disable_unref(p->io);
+        /* a body framed by its length is complete before the server closes: its tunnel ends here (ended runs
+         * right away, which is why detached is set only after) */
         if (p->tunnel)
                 tunnel_abort(p->tunnel, "the HTTP request ended");
-        p->io = sd_event_source_disable_unref(p->io);
+        p->detached = true;
         proxy_free_if_done(p);
 }
 

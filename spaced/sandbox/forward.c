@@ -237,8 +237,8 @@ static int listen_on(unsigned port, int *ret_fd, unsigned *ret_port) {
 
 int forward_add(Sandbox *s, unsigned guest_port, unsigned host_port, Forward **ret, Error *reterr) {
         _cleanup_free_ Forward *f = NULL;
-        unsigned n = 0, bound;
-        int fd, q;
+        unsigned n = 0, bound = 0;
+        int fd = -EBADF, q;
 
         if (guest_port < 1 || guest_port > 65535)
                 return error_set(reterr, ERROR_INVALID_ARGUMENT, "guest port %u is not a TCP port (1 to 65535)",

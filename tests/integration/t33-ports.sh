@@ -12,6 +12,7 @@ space_env_setup
 tcp_config "e2b_domain = sbx.test"
 start_daemon_tcp
 API_KEY=$(mint_key t33) || bail_out "cannot mint an API key"
+DPID=$(daemon_pid)
 
 create_sandbox SB --name t33
 [ -n "$SB" ] || { last_diag; bail_out "create failed"; }
@@ -174,6 +175,60 @@ check_rc "a 300 KB header is refused (no 2xx)" 0 test "${STATUS:0:1}" != 2
 kreq GET "/v1/sandboxes/$SB/ports/8000/index.html"
 check_status "... and the daemon still serves" 200
 
+# ---- what goes through: a server that echoes the request, one that answers chunked, one that answers garbage
+cat >"$TEST_TMP/echo.sh" <<'SCRIPT'
+#!/bin/sh
+# answers with the request line, the header names and the body it got
+cr=$(printf '\r')
+read -r line
+line=${line%"$cr"}
+len=0
+names=
+while read -r h; do
+        h=${h%"$cr"}
+        [ -z "$h" ] && break
+        names="$names ${h%%:*}"
+        case "$h" in [Cc]ontent-[Ll]ength:*) len=${h#*: } ;; esac
+done
+body=$(head -c "$len")
+out="$line|$names|$body"
+printf 'HTTP/1.1 201 Created\r\nContent-Length: %s\r\nX-Echo: yes\r\nConnection: keep-alive\r\n\r\n%s' "${#out}" "$out"
+SCRIPT
+cat >"$TEST_TMP/chunked.sh" <<'SCRIPT'
+#!/bin/sh
+printf 'HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n7;ext=1\r\n-chunks\r\n0\r\nX-Trailer: t\r\n\r\n'
+sleep 1
+SCRIPT
+cat >"$TEST_TMP/garbage.sh" <<'SCRIPT'
+#!/bin/sh
+printf 'SSH-2.0-not-http\r\n\r\n'
+sleep 1
+SCRIPT
+for s in echo chunked garbage; do
+        sc exec -i "$SB" -- sh -c "cat >/tmp/$s.sh && chmod +x /tmp/$s.sh" <"$TEST_TMP/$s.sh" >/dev/null 2>&1
+done
+check_rc "start three small servers (busybox nc) on 8002, 8003, 8004" 0 sc exec "$SB" -- sh -c \
+        '(nc -ll -p 8002 -e /tmp/echo.sh &); (nc -ll -p 8003 -e /tmp/chunked.sh &); (nc -ll -p 8004 -e /tmp/garbage.sh &)'
+sleep 1
+kreq POST "/v1/sandboxes/$SB/ports/8002/a%20b/c?x=1&y=two%20words" -H 'Content-Type: text/plain' \
+        -H 'X-Custom: kept' -H 'Keep-Alive: timeout=5' --data-binary 'the body'
+check_status "POST through the proxy: the server's own status (201)" 201
+check_match "... the method, the path and the query are passed on, re-encoded" \
+        '^POST /a%20b/c\?x=1&y=two%20words HTTP/1.1\|' "$(cat "$OUT")"
+check_match "... and the body" '\|the body$' "$(cat "$OUT")"
+check_contains "... and the client's own headers" "X-Custom" "$OUT"
+check_rc "... but not the API key's header, nor hop-by-hop ones" 1 grep -qiE ' (Authorization|Keep-Alive)( |\|)' "$OUT"
+kreq GET "/v1/sandboxes/$SB/ports/8003/"
+check_status "a chunked answer: 200" 200
+check_eq "... decoded, its trailer dropped" hello-chunks "$(cat "$OUT")"
+kreq GET "/v1/sandboxes/$SB/ports/8004/"
+check_status "an answer that is not HTTP: 502 bad_gateway" 502 bad_gateway
+sc exec "$SB" -- sh -c 'head -c 3000000 /dev/urandom >/tmp/www/big.bin' >/dev/null 2>&1
+GUEST_SUM=$(sc exec "$SB" -- md5sum /tmp/www/big.bin 2>/dev/null | cut -d' ' -f1)
+kreq GET "/v1/sandboxes/$SB/ports/8000/big.bin"
+check_eq "3 MB through the proxy arrive whole" "$GUEST_SUM" "$(md5sum <"$OUT" | cut -d' ' -f1)"
+check_eq "... and through the forward" "$GUEST_SUM" "$(curl -s --max-time 60 "http://$ADDR/big.bin" | md5sum | cut -d' ' -f1)"
+
 # ---- E2B's host form: PORT-ID.DOMAIN
 kreq GET /index.html -H "Host: 8000-$SB.sbx.test:$API_PORT"
 check_status "Host 8000-ID.sbx.test with the key: 200" 200
@@ -215,5 +270,7 @@ wait "$FG4"
 check_eq "the foreground forward of the removed sandbox ends with exit 1" 1 "$?"
 check_contains "... saying why" "its sandbox was removed" "$(cat "$TEST_TMP/fg4.err")"
 check_rc "FW1 is gone with it" 1 grep -q "$FW1" <(sc port ls 2>/dev/null)
+check_eq "one daemon served the whole test (it never crashed)" "$DPID" "$(daemon_pid)"
+check_rc "... and its log has no sanitizer report" 1 grep -qE "AddressSanitizer|runtime error" "$TEST_TMP/spaced.log"
 
 done_testing
