@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli.h"
 #include "macro.h"
@@ -19,7 +20,8 @@
 const CliHelp cmd_egress_help = {
         .synopsis = "egress ls [--json] [-q]\n"
                     "egress show PROFILE [--json]\n"
-                    "egress test SANDBOX HOST[:PORT] [--json]",
+                    "egress test SANDBOX HOST[:PORT] [--json]\n"
+                    "egress log [-f] [-n N] [--json] SANDBOX",
         .summary = "List egress profiles, show one, and say whether a sandbox's policy allows a destination",
         .options =
         "Sub-verbs:\n"
@@ -30,14 +32,19 @@ const CliHelp cmd_egress_help = {
         "                allowed, 1 when denied, 3 when it cannot tell. A name is resolved with the host's\n"
         "                resolver and every address is decided (denied if any is); an IP literal in any form\n"
         "                (2130706433, 0x7f.1, [::ffff:127.0.0.1]) is decided as the address it means\n"
+        "  log SANDBOX   print the gateway's decisions for SANDBOX: time, event (allow, deny, end, dns),\n"
+        "                how the connection came (proxy, transparent, dns), host, address:port, reason,\n"
+        "                and bytes up/down when an allowed connection ends\n"
         "\n"
         "Options:\n"
         "      --json        print the daemon's answer as JSON\n"
         "  -q, --quiet       ls: print only the names\n"
+        "  -f, --follow      log: keep printing new entries until interrupted\n"
+        "  -n, --lines N     log: print only the last N entries first (default: all that are kept)\n"
         "  -h, --help        show this help\n"
         "\n"
         "Profiles are defined in spaced.conf or SPACE_EGRESS_PROFILES and chosen at create (--egress);\n"
-        "see space-egress(5). Nothing is enforced yet: sandboxes have no network at all.\n",
+        "see space-egress(5).\n",
 };
 
 static int print_table(const cJSON *list) {
@@ -217,7 +224,124 @@ static int egress_test(int argc, char *argv[]) {
         return allowed ? 0 : 1;
 }
 
+static void print_entry(const cJSON *e, bool json) {
+        const cJSON *port = cJSON_GetObjectItemCaseSensitive(e, "port");
+        const char *event = json_str(e, "event") ?: "?", *addr = json_str(e, "address");
+        _cleanup_free_ char *text = NULL;
+
+        if (json) {
+                text = cJSON_PrintUnformatted(e);
+                if (text)
+                        printf("%s\n", text);
+                return;
+        }
+        printf("%s %-5s %-11s %s ", json_str(e, "time") ?: "?", event, json_str(e, "via") ?: "-",
+               json_str(e, "host") ?: "-");
+        if (!addr)
+                printf("-");
+        else
+                printf(strchr(addr, ':') ? "[%s]" : "%s", addr);
+        if (cJSON_IsNumber(port) && port->valuedouble > 0)
+                printf(":%.0f", port->valuedouble);
+        printf(" %s", json_str(e, "reason") ?: "-");
+        if (streq(event, "end"))
+                printf(" up=%.0f down=%.0f ms=%.0f",
+                       cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(e, "bytes_up")),
+                       cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(e, "bytes_down")),
+                       cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(e, "duration_ms")));
+        if (json_str(e, "rule"))
+                printf(" (%s)", json_str(e, "rule"));
+        if (json_str(e, "message"))
+                printf(": %s", json_str(e, "message"));
+        printf("\n");
+}
+
+/* Prints the entries after *after, at most the last `tail` of them (0: all), and moves *after on. */
+static int log_fetch(const char *base, unsigned long long *after, unsigned long tail, bool json) {
+        _cleanup_free_ char *path = NULL;
+        SpaceHttpReply reply = {};
+        const cJSON *list, *e;
+        int n, i = 0;
+
+        for (;;) {
+                free(path);
+                if (asprintf(&path, "%s?after=%llu&limit=1000", base, *after) < 0)
+                        return -ENOMEM;
+                if (cli_call("GET", path, NULL, &reply) < 0)
+                        return -EIO;
+                list = cJSON_GetObjectItemCaseSensitive(reply.json, "entries");
+                n = cJSON_GetArraySize(list);
+                i = 0;
+                cJSON_ArrayForEach(e, list) {
+                        const cJSON *seq = cJSON_GetObjectItemCaseSensitive(e, "seq");
+
+                        if (cJSON_IsNumber(seq) && (unsigned long long) seq->valuedouble > *after)
+                                *after = (unsigned long long) seq->valuedouble;
+                        /* a first read prints only the tail, but may take several pages to reach it */
+                        if (tail == 0 || n - i <= (int) tail)
+                                print_entry(e, json);
+                        i++;
+                }
+                space_http_reply_done(&reply);
+                if (fflush(stdout) != 0)
+                        return -EIO;
+                if (n < 1000)
+                        return 0;
+        }
+}
+
+static int egress_log(int argc, char *argv[]) {
+        static const struct option options[] = {
+                { "help", no_argument, NULL, 'h' },
+                { "json", no_argument, NULL, OPT_JSON },
+                { "follow", no_argument, NULL, 'f' },
+                { "lines", required_argument, NULL, 'n' },
+                {}
+        };
+        _cleanup_free_ char *base = NULL;
+        unsigned long long after = 0;
+        unsigned long tail = 0;
+        bool json = false, follow = false;
+        int c;
+
+        opterr = 0;
+        while ((c = getopt_long(argc, argv, ":hfn:", options, NULL)) >= 0)
+                switch (c) {
+                case 'h':
+                        cli_print_help(cli_verb, stdout);
+                        return 0;
+                case OPT_JSON:
+                        json = true;
+                        break;
+                case 'f':
+                        follow = true;
+                        break;
+                case 'n':
+                        if (cli_parse_ulong("--lines", optarg, 1, 1000000, &tail) < 0)
+                                return EXIT_USAGE;
+                        break;
+                default:
+                        return cli_bad_option(c, argv);
+                }
+        if (argc - optind != 1)
+                return cli_usage_error("egress log takes one SANDBOX");
+        if (cli_sandbox_path(argv[optind], "/egress/log", &base) < 0) {
+                log_error("out of memory");
+                return EXIT_FAIL;
+        }
+        if (log_fetch(base, &after, tail, json) < 0)
+                return EXIT_FAIL;
+        while (follow) {
+                /* until interrupted: SIGINT ends us as it ends tail -f */
+                (void) usleep(250 * 1000);
+                if (log_fetch(base, &after, 0, json) < 0)
+                        return EXIT_FAIL;
+        }
+        return 0;
+}
+
 static const SubVerb egress_verbs[] = {
+        { "log", egress_log },
         { "ls", egress_ls },
         { "show", egress_show },
         { "test", egress_test },

@@ -16,6 +16,7 @@
 #define _unused_ __attribute__((unused))
 #define _likely_(x) __builtin_expect(!!(x), 1)
 #define _unlikely_(x) __builtin_expect(!!(x), 0)
+#define MIN(a, b) ((a) < (b) ? (a) : (b))
 #define ELEMENTSOF(a) (sizeof(a) / sizeof((a)[0]))
 
 static inline void freep(void *p) {

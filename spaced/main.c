@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "e2b/e2b.h"
+#include "egress/egress.h"
 #include "http/http.h"
 #include "core/log.h"
 #include "macro.h"
@@ -232,7 +233,7 @@ static int load_config(Manager *m, const char *config_path) {
                 return r;
         }
         if (m->config.egress.n_profiles > 0 || m->config.egress.base.n > 0)
-                log_info("egress: %zu profile(s), %zu base rule(s); not enforced yet (sandboxes have no network)",
+                log_info("egress: %zu profile(s), %zu base rule(s)",
                          m->config.egress.n_profiles, m->config.egress.base.n);
         return 0;
 }
@@ -527,6 +528,13 @@ static int setup_http(Manager *m, int unix_fd, int tcp_fd) {
         r = http_new(m, unix_fd, tcp_fd, &m->http);
         if (r < 0)
                 return log_error_errno(r, "cannot start the HTTP server");
+        /* The gateway never lets a sandbox reach our own TCP API. */
+        {
+                const char *url = http_api_url(m->http), *colon = url ? strrchr(url, ':') : NULL;
+                unsigned long port = colon ? strtoul(colon + 1, NULL, 10) : 0;
+
+                egress_gateway_setup(port <= 65535 ? (uint16_t) port : 0);
+        }
         return 0;
 }
 

@@ -11,7 +11,9 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "channel/agent-internal.h"
 #include "channel/files.h"
+#include "channel/tunnel.h"
 #include "core/log.h"
 #include "io-util.h"
 #include "macro.h"
@@ -47,19 +49,6 @@ struct AgentHealth {
         unsigned suppressed;
 };
 
-struct AgentConn {
-        Sandbox *sandbox;
-        int fd;
-        sd_event_source *io;
-        sd_event_source *reconnect;
-        SpaceFrameReader *reader;
-        SpaceBuf out;
-        uint32_t next_stream;
-        Process *processes;
-        unsigned n_processes;
-        FileXfer *files;             /* file operations (files.c), on streams of their own */
-        unsigned n_files;
-};
 
 static int unix_connect(const char *path, bool nonblock, int *ret_fd) {
         struct sockaddr_un sa = { .sun_family = AF_UNIX };
@@ -405,6 +394,8 @@ static int agent_flush(AgentConn *a) {
                 }
                 space_buf_consume(&a->out, (size_t) n);
         }
+        if (a->tunnels_throttled && a->out.len < AGENT_TUNNEL_QUEUE_MAX)
+                tunnels_kick(a);
         return sd_event_source_set_io_events(a->io, EPOLLIN | (a->out.len > 0 ? EPOLLOUT : 0));
 }
 
@@ -419,6 +410,14 @@ int agent_send(AgentConn *a, uint8_t type, uint8_t fd, uint32_t stream, const vo
         if (r < 0)
                 return r;
         return agent_flush(a);
+}
+
+void channel_refuse_guest_stream(AgentConn *a, uint32_t stream, const char *code, const char *message) {
+        SpaceBuf kv = {};
+
+        if (space_kv_add(&kv, "code", code) >= 0 && space_kv_add(&kv, "message", message) >= 0)
+                (void) agent_send(a, SPACE_F_ERROR, 0, stream, kv.data, kv.len);
+        space_buf_done(&kv);
 }
 
 uint32_t agent_new_stream(AgentConn *a) {
@@ -444,7 +443,30 @@ static FileXfer *find_file(AgentConn *a, uint32_t stream) {
 }
 
 static bool stream_in_use(AgentConn *a, uint32_t stream) {
-        return find_stream(a, stream) || find_file(a, stream);
+        return find_stream(a, stream) || find_file(a, stream) || tunnel_find(a, stream);
+}
+
+uint32_t agent_new_free_stream(AgentConn *a) {
+        uint32_t s;
+
+        do
+                s = agent_new_stream(a);
+        while (stream_in_use(a, s));
+        return s;
+}
+
+size_t agent_queued(AgentConn *a) {
+        return a ? a->out.len : 0;
+}
+
+Sandbox *agent_sandbox(AgentConn *a) {
+        return a ? a->sandbox : NULL;
+}
+
+static ChannelGuestOps guest_ops;
+
+void channel_set_guest_ops(const ChannelGuestOps *ops) {
+        guest_ops = ops ? *ops : (ChannelGuestOps) {};
 }
 
 int agent_register_file(AgentConn *a, FileXfer *x) {
@@ -525,9 +547,30 @@ unsigned agent_process_count(AgentConn *a) {
 
 static void dispatch(AgentConn *a, const SpaceFrameHeader *h, const uint8_t *payload) {
         Process *p;
+        Tunnel *t;
 
-        if (h->stream == 0 || (h->stream & SPACE_STREAM_GUEST_BIT))
-                return; /* HELLO after a guest reboot, or streams we do not serve yet */
+        if (h->stream == 0)
+                return; /* HELLO after a guest reboot */
+        t = tunnel_find(a, h->stream);
+        if (t) {
+                tunnel_on_frame(t, h, payload);
+                return;
+        }
+        if (h->stream & SPACE_STREAM_GUEST_BIT) {
+                /* Streams the guest opens: an outbound connection or a DNS question, for the egress gateway. */
+                if (h->type == SPACE_F_CONNECT) {
+                        if (guest_ops.connect)
+                                guest_ops.connect(a, h->stream, payload, h->length);
+                        else
+                                channel_refuse_guest_stream(a, h->stream, "denied", "this daemon has no egress gateway");
+                } else if (h->type == SPACE_F_RESOLVE) {
+                        if (guest_ops.resolve)
+                                guest_ops.resolve(a, h->stream, payload, h->length);
+                        else
+                                channel_refuse_guest_stream(a, h->stream, "denied", "this daemon has no egress gateway");
+                }
+                return; /* anything else on a stream we do not know (any more): dropped */
+        }
         p = find_stream(a, h->stream);
         if (!p) {
                 FileXfer *x = find_file(a, h->stream);
@@ -654,6 +697,8 @@ static void release_all(AgentConn *a, ErrorCode code, const char *message) {
                 a->n_files--;
                 file_xfer_lost(x, message ?: "lost the channel to the sandbox's agent");
         }
+
+        tunnels_lost(a, message ?: "lost the channel to the sandbox's agent");
 
         a->processes = NULL;
         a->n_processes = 0;

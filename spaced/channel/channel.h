@@ -55,6 +55,18 @@ void agent_unregister_process(AgentConn *a, Process *p);
 int agent_register_file(AgentConn *a, FileXfer *x);      /* a new stream for a file operation (files.c) */
 void agent_unregister_file(AgentConn *a, FileXfer *x);
 unsigned agent_process_count(AgentConn *a);
+uint32_t agent_new_free_stream(AgentConn *a);   /* a host stream id no open stream uses */
+size_t agent_queued(AgentConn *a);              /* bytes waiting to go to the guest */
+Sandbox *agent_sandbox(AgentConn *a);
+/* Streams the guest opens (lib/proto.h, "Tunnels"): CONNECT and RESOLVE go to whoever serves them (the egress
+ * gateway, set at start), so that the channel does not depend on egress. Without one they are refused. */
+typedef struct ChannelGuestOps {
+        void (*connect)(AgentConn *a, uint32_t stream, const uint8_t *kv, size_t n);
+        void (*resolve)(AgentConn *a, uint32_t stream, const uint8_t *kv, size_t n);
+} ChannelGuestOps;
+void channel_set_guest_ops(const ChannelGuestOps *ops);
+/* ERROR(code, message) on a guest stream: a CONNECT or RESOLVE refused. */
+void channel_refuse_guest_stream(AgentConn *a, uint32_t stream, const char *code, const char *message);
 /* A sandbox's channel health across reconnects (backoff, protocol errors); freed with the sandbox. */
 AgentHealth *agent_health_free(AgentHealth *h);
 uint64_t agent_health_next_delay(Sandbox *s);   /* usec before the next reconnect would be tried */

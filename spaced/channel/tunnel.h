@@ -39,8 +39,12 @@ int tunnel_accept_guest(AgentConn *a, uint32_t stream, const TunnelOps *ops, voi
 void tunnel_held(Tunnel *t, const uint8_t **ret_data, size_t *ret_len, bool *ret_eof);
 /* Calls wake each time more guest bytes were held (or the guest closed), until a socket is attached. */
 void tunnel_set_peek_waiter(Tunnel *t, void (*wake)(Tunnel *t, void *userdata));
-/* Bridges a connected non-blocking socket (taken over) and sends OK(addr=addr_text) to the guest. */
+/* Takes over a connected non-blocking socket and sends OK(addr=addr_text) to the guest: from now on what the
+ * socket reads goes to the guest (a server may speak first), but the guest's bytes stay held until
+ * tunnel_release(), so the gateway can still read the SNI or Host a client sends only after OK. */
 int tunnel_attach(Tunnel *t, int fd, const char *addr_text);
+/* The guest's bytes, held ones first, now go to the socket. */
+void tunnel_release(Tunnel *t);
 /* Refuses a CONNECT not yet attached: ERROR(code, message) to the guest; the tunnel is freed (ended is not
  * called). */
 void tunnel_refuse(Tunnel *t, const char *code, const char *message);

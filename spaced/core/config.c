@@ -24,6 +24,8 @@ void config_done(Config *c) {
         egress_config_done(&c->egress);
         strv_free(c->egress_defaults);
         c->egress_defaults = NULL;
+        free(c->egress_hosts_file);
+        c->egress_hosts_file = NULL;
         c->qemu_binary = c->state_dir = c->listen = c->e2b_template = c->e2b_domain = NULL;
 }
 
@@ -166,6 +168,21 @@ static int egress_key(Config *c, const char *key, const char *value, Error *rete
                 for (char *n = strtok_r(copy, ", \t", &save); n; n = strtok_r(NULL, ", \t", &save))
                         if (strv_extend(&c->egress_defaults, n) < 0)
                                 return -ENOMEM;
+                return 1;
+        }
+        if (streq(key, "egress_hosts_file")) {
+                if (value[0] != '/')
+                        return error_set(reterr, ERROR_INVALID_ARGUMENT, "egress_hosts_file must be an absolute "
+                                         "path, got '%s'", value) ?: -EINVAL;
+                free(c->egress_hosts_file);
+                c->egress_hosts_file = strdup(value);
+                return c->egress_hosts_file ? 1 : -ENOMEM;
+        }
+        if (streq(key, "egress_resolve")) {
+                if (!streq(value, "system") && !streq(value, "hosts"))
+                        return error_set(reterr, ERROR_INVALID_ARGUMENT, "egress_resolve must be 'system' or "
+                                         "'hosts', got '%s'", value) ?: -EINVAL;
+                c->egress_hosts_only = streq(value, "hosts");
                 return 1;
         }
         return 0;

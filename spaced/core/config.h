@@ -51,6 +51,10 @@ typedef struct Config {
          * egress_default names, applied by config_egress_finish() once every source is read. */
         EgressConfig egress;
         char **egress_defaults;
+        /* The gateway's resolver: names are looked up in egress_hosts_file (hosts(5) lines) first, then, unless
+         * egress_resolve = hosts, by the system's resolver. */
+        char *egress_hosts_file;
+        bool egress_hosts_only;
 } Config;
 
 #define LISTEN_DEFAULT "127.0.0.1:7070"

@@ -1,11 +1,11 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #pragma once
 
-/* The egress subsystem (ARCHITECTURE.md, decision 10). This step is the policy alone: profiles and rules
- * parsed from spaced.conf and SPACE_EGRESS_PROFILES, the address classes no sandbox reaches unless an IP rule
- * names them, IP literals in every form the guest may write them, and the decision with its reason. Pure
- * functions: no I/O, no logging, -errno and an Error. The gateway that applies it to real connections comes
- * later; today a sandbox has no network at all. The format: space-egress(5). */
+/* The egress subsystem (ARCHITECTURE.md, decision 10): the policy (profiles and rules parsed from spaced.conf
+ * and SPACE_EGRESS_PROFILES, the address classes no sandbox reaches unless an IP rule names them, IP literals
+ * in every form the guest may write them, and the decision with its reason: pure functions, no I/O, no
+ * logging, -errno and an Error), and the gateway that applies it to every connection and DNS question a
+ * sandbox's agent tunnels to the host (gateway.c), with its audit log. The format: space-egress(5). */
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -175,3 +175,23 @@ typedef struct EgressPolicy {
 int egress_policy_build(const EgressConfig *c, char *const *profiles, char *const *allow, char *const *deny,
                         EgressPolicy *ret, Error *reterr);
 void egress_policy_done(EgressPolicy *p);
+
+/* The gateway (gateway.c): serves the CONNECT and RESOLVE streams of every sandbox's channel. self_port is the
+ * daemon's own TCP API port (0: none), which no sandbox reaches. */
+void egress_gateway_setup(uint16_t self_port);
+/* A sandbox is gone: drop what the gateway remembers of it (DNS answers, the audit log's numbering). */
+void egress_gateway_forget(const char *sandbox_id);
+
+/* Names, the way the gateway and `egress test` look them up: the hosts file (egress_hosts_file) first, then
+ * the system resolver on a worker thread (unless egress_resolve = hosts). done runs on the event loop, always
+ * after egress_resolve() returned; err is 0 or -ENOENT (no such name), -EAGAIN (try again), -EIO. */
+#define EGRESS_RESOLVE_ADDRS_MAX 32U
+typedef struct Manager Manager;
+typedef void (*EgressResolveDone)(Manager *m, void *userdata, int err, const EgressAddr *addrs, size_t n);
+int egress_resolve(Manager *m, const char *name, EgressResolveDone done, void *userdata);
+
+/* The audit log of a sandbox (DATA_DIR/egress.log and its rotated predecessor): the entries numbered above
+ * after, oldest first, at most limit, as a JSON array of objects (space-egress(5), "Audit"). */
+typedef struct cJSON cJSON;
+int egress_audit_read(const char *data_dir, uint64_t after, size_t limit, cJSON **ret);
+void egress_audit_forget(const char *sandbox_id);

@@ -12,11 +12,12 @@
 #include "macro.h"
 #include "sandbox/sandbox.h"
 
-/* GET /v1/egress/profiles[/{name}] and POST /v1/sandboxes/{id}/egress/test (space-egress(5)): the policy as
- * loaded, and what it says of a destination. Nothing is enforced yet: a sandbox has no network at all. */
+/* GET /v1/egress/profiles[/{name}], POST /v1/sandboxes/{id}/egress/test and GET /v1/sandboxes/{id}/egress/log
+ * (space-egress(5)): the policy as loaded, what it says of a destination (names resolved as the gateway
+ * resolves them), and the gateway's audit log of a sandbox. */
 
 #define RESOLVE_TIMEOUT_USEC (15ULL * 1000000ULL)
-#define RESOLVE_ADDRS_MAX 32
+#define AUDIT_READ_MAX 1000
 
 static cJSON *rules_to_json(const EgressRules *rules) {
         cJSON *a = cJSON_CreateArray();
@@ -42,7 +43,7 @@ void api_get_egress_profiles(Request *r, const RouteArgs *a) {
         for (size_t i = 0; i < c->n_profiles; i++)
                 cJSON_AddItemToArray(list, profile_to_json(&c->profiles[i]));
         cJSON_AddItemToObject(o, "base", rules_to_json(&c->base));
-        cJSON_AddBoolToObject(o, "enforced", false);
+        cJSON_AddBoolToObject(o, "enforced", true);
         http_respond_json(r, 200, o);
 }
 
@@ -57,49 +58,22 @@ void api_get_egress_profile(Request *r, const RouteArgs *a) {
         http_respond_json(r, 200, profile_to_json(p));
 }
 
-/* A name resolved on a worker thread (getaddrinfo blocks), the request parked until it is done. */
+/* A name resolved the gateway's way (egress_resolve), the request parked until it is done. */
 typedef struct ResolveJob {
-        Manager *manager;
-        char host[EGRESS_HOST_MAX + 1];
-        int gai_error;
-        EgressAddr addrs[RESOLVE_ADDRS_MAX];
+        int err;
+        EgressAddr addrs[EGRESS_RESOLVE_ADDRS_MAX];
         size_t n_addrs;
         bool done;
         bool orphaned;       /* the request went away first: the completion frees the job */
         Waiter *waiters;
 } ResolveJob;
 
-static void resolve_done_cb(Manager *m, void *userdata);
-
-static void *resolve_worker(void *userdata) {
-        ResolveJob *j = userdata;
-        struct addrinfo hints = { .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM }, *res = NULL;
-
-        j->gai_error = getaddrinfo(j->host, NULL, &hints, &res);
-        for (struct addrinfo *i = res; i && j->n_addrs < RESOLVE_ADDRS_MAX; i = i->ai_next) {
-                EgressAddr a = { .family = i->ai_family };
-                bool seen = false;
-
-                if (i->ai_family == AF_INET)
-                        memcpy(a.a, &((struct sockaddr_in *) i->ai_addr)->sin_addr, 4);
-                else if (i->ai_family == AF_INET6)
-                        memcpy(a.a, &((struct sockaddr_in6 *) i->ai_addr)->sin6_addr, 16);
-                else
-                        continue;
-                for (size_t k = 0; k < j->n_addrs; k++)
-                        seen = seen || (j->addrs[k].family == a.family && memcmp(j->addrs[k].a, a.a, 16) == 0);
-                if (!seen)
-                        j->addrs[j->n_addrs++] = a;
-        }
-        if (res)
-                freeaddrinfo(res);
-        completion_post(j->manager, resolve_done_cb, j);
-        return NULL;
-}
-
-static void resolve_done_cb(Manager *m, void *userdata) {
+static void resolve_done_cb(Manager *m, void *userdata, int err, const EgressAddr *addrs, size_t n) {
         ResolveJob *j = userdata;
 
+        j->err = err;
+        j->n_addrs = MIN(n, (size_t) EGRESS_RESOLVE_ADDRS_MAX);
+        memcpy(j->addrs, addrs, j->n_addrs * sizeof *addrs);
         j->done = true;
         if (j->orphaned)
                 free(j);
@@ -187,7 +161,7 @@ static void respond_decisions(Request *r, Sandbox *s, const char *host, const ch
         cJSON_AddItemToObject(o, "rule", cJSON_Duplicate(cJSON_GetObjectItem(answer, "rule"), true));
         cJSON_AddItemToObject(o, "address", cJSON_Duplicate(cJSON_GetObjectItem(answer, "address"), true));
         cJSON_AddItemToObject(o, "addresses", list);
-        cJSON_AddBoolToObject(o, "enforced", false);
+        cJSON_AddBoolToObject(o, "enforced", true);
         http_respond_json(r, 200, o);
 }
 
@@ -235,12 +209,10 @@ void api_post_egress_test(Request *r, const RouteArgs *a) {
                         http_respond_error(r, ERROR_INTERNAL, "out of memory");
                         goto out;
                 }
-                j->manager = m;
-                memcpy(j->host, name, sizeof j->host);
-                q = worker_start(m, resolve_worker, j);
+                q = egress_resolve(m, name, resolve_done_cb, j);
                 if (q < 0) {
                         free(j);
-                        http_respond_error(r, ERROR_INTERNAL, "cannot start a worker thread: %s", strerror(-q));
+                        http_respond_error(r, ERROR_INTERNAL, "cannot resolve %s: %s", name, strerror(-q));
                         goto out;
                 }
                 r->stream = (HttpStream) { .detach = resolve_detach, .userdata = j };
@@ -254,12 +226,53 @@ void api_post_egress_test(Request *r, const RouteArgs *a) {
         if (!j->done)
                 http_respond_error(r, ERROR_DEADLINE_EXCEEDED, "resolving %s took longer than %llu s", name,
                                    RESOLVE_TIMEOUT_USEC / 1000000ULL);
-        else if (j->gai_error != 0 || j->n_addrs == 0)
-                http_respond_error(r, ERROR_INVALID_ARGUMENT, "cannot resolve %s with the host's resolver: %s", name,
-                                   j->gai_error ? gai_strerror(j->gai_error) : "no IPv4 or IPv6 address");
+        else if (j->err < 0 || j->n_addrs == 0)
+                http_respond_error(r, ERROR_INVALID_ARGUMENT, "cannot resolve %s the way the gateway does: %s", name,
+                                   j->err == -ENOENT || j->n_addrs == 0 ? "no such name" : strerror(-j->err));
         else
                 respond_decisions(r, s, host, name, j->addrs, j->n_addrs, (uint16_t) port);
         http_stream_detach(r);
 out:
         cJSON_Delete(o);
+}
+
+/* GET /v1/sandboxes/{id}/egress/log?after=SEQ&limit=N: the entries numbered above SEQ, oldest first. A
+ * follower asks again with the last seq it saw. */
+void api_get_egress_log(Request *r, const RouteArgs *a) {
+        const char *after_s = http_query(r, "after"), *limit_s = http_query(r, "limit");
+        unsigned long long after = 0, limit = AUDIT_READ_MAX;
+        cJSON *o, *list = NULL;
+        Sandbox *s;
+        char *end;
+        int q;
+
+        if (after_s) {
+                errno = 0;
+                after = strtoull(after_s, &end, 10);
+                if (errno || *end || end == after_s || after_s[0] == '-') {
+                        http_respond_error(r, ERROR_INVALID_ARGUMENT, "after must be an entry number (seq), got '%.40s'",
+                                           after_s);
+                        return;
+                }
+        }
+        if (limit_s) {
+                errno = 0;
+                limit = strtoull(limit_s, &end, 10);
+                if (errno || *end || end == limit_s || limit == 0 || limit > AUDIT_READ_MAX) {
+                        http_respond_error(r, ERROR_INVALID_ARGUMENT, "limit must be 1..%d, got '%.40s'", AUDIT_READ_MAX,
+                                           limit_s);
+                        return;
+                }
+        }
+        if (resolve_sandbox(r, a->arg[0], &s) < 0)
+                return;
+        q = egress_audit_read(s->data_dir, after, (size_t) limit, &list);
+        if (q < 0) {
+                http_respond_error(r, ERROR_INTERNAL, "cannot read the egress log: %s", strerror(-q));
+                return;
+        }
+        o = cJSON_CreateObject();
+        cJSON_AddStringToObject(o, "sandbox", s->id);
+        cJSON_AddItemToObject(o, "entries", list);
+        http_respond_json(r, 200, o);
 }

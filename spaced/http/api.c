@@ -84,6 +84,7 @@ const Route api_routes[] = {
         { "GET", "/v1/egress/profiles", api_get_egress_profiles },
         { "GET", "/v1/egress/profiles/{name}", api_get_egress_profile },
         { "POST", "/v1/sandboxes/{id}/egress/test", api_post_egress_test },
+        { "GET", "/v1/sandboxes/{id}/egress/log", api_get_egress_log },
         /* the proxy before DELETE .../ports/{port}: {path} needs the '/' after the port, which that has not */
         { "GET", "/v1/sandboxes/{id}/ports/{port}/{path}", api_proxy },
         { "HEAD", "/v1/sandboxes/{id}/ports/{port}/{path}", api_proxy },

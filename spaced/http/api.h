@@ -150,6 +150,7 @@ extern const Route api_proxy_host_route;
 void api_get_egress_profiles(Request *r, const RouteArgs *a);
 void api_get_egress_profile(Request *r, const RouteArgs *a);
 void api_post_egress_test(Request *r, const RouteArgs *a);
+void api_get_egress_log(Request *r, const RouteArgs *a);
 
 /* api-processes.c */
 void api_post_processes(Request *r, const RouteArgs *a);

@@ -71,6 +71,7 @@ Sandbox *sandbox_free(Sandbox *s) {
         free(s->error);
         free(s->metadata);
         free(s->access_token);
+        egress_gateway_forget(s->id);
         strv_free(s->egress_profiles);
         strv_free(s->egress_allow);
         strv_free(s->egress_deny);

@@ -1,0 +1,36 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#pragma once
+
+/* The host end of a sandbox's channel, shared by agent.c and tunnel.c only (the rest of the daemon sees
+ * AgentConn through channel/channel.h). */
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <systemd/sd-event.h>
+
+#include "channel/channel.h"
+#include "channel/tunnel.h"
+
+/* Tunnels read their sockets only while the channel's output queue is below this; agent_flush() wakes them
+ * (tunnels_kick) when it drains below it again. */
+#define AGENT_TUNNEL_QUEUE_MAX (1U * 1024U * 1024U)
+
+struct AgentConn {
+        Sandbox *sandbox;
+        int fd;
+        sd_event_source *io;
+        sd_event_source *reconnect;
+        SpaceFrameReader *reader;
+        SpaceBuf out;
+        uint32_t next_stream;
+        Process *processes;
+        unsigned n_processes;
+        FileXfer *files;             /* file operations (files.c), on streams of their own */
+        unsigned n_files;
+        Tunnel *tunnels;             /* tunnel.c: CONNECT and PORT streams */
+        unsigned n_tunnels;
+        bool tunnels_throttled;      /* a tunnel stopped reading its socket because out was full */
+};
+
+void tunnels_kick(AgentConn *a);

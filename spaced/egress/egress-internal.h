@@ -1,0 +1,57 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#pragma once
+
+/* The gateway's own pieces (egress/), behind the door egress/egress.h: what it reads from a connection's first
+ * bytes (sniff.c), how it resolves names (resolve.c) and its audit log (audit.c). */
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/manager.h"
+#include "egress/egress.h"
+
+/* sniff.c: what a client's first bytes say about where it means to go. Pure: no I/O. */
+#define EGRESS_SNIFF_MAX (16U * 1024U + 5U)   /* a TLS record, or an HTTP request head */
+
+typedef enum EgressSniffKind {
+        EGRESS_SNIFF_MORE,       /* not enough bytes yet */
+        EGRESS_SNIFF_TLS,        /* a TLS ClientHello */
+        EGRESS_SNIFF_HTTP,       /* an HTTP/1 request head */
+        EGRESS_SNIFF_OTHER,      /* some other protocol: no name to read */
+        EGRESS_SNIFF_BAD,        /* looks like TLS or HTTP but is malformed: why says how */
+} EgressSniffKind;
+
+typedef struct EgressSniff {
+        EgressSniffKind kind;
+        bool has_name;           /* SNI, or an HTTP Host that is a name */
+        char name[EGRESS_HOST_MAX + 1];
+        bool has_literal;        /* an HTTP Host that is an IP literal */
+        EgressAddr literal;
+        const char *why;         /* for BAD */
+} EgressSniff;
+
+/* eof: the client will send nothing more (a short request is then judged as it is). */
+void egress_sniff(const uint8_t *p, size_t n, bool eof, EgressSniff *ret);
+
+/* The hosts file alone (tests, and the `hosts` mode): 1 and the addresses, 0 when it has no such name. */
+int egress_hosts_lookup(const char *path, const char *name, EgressAddr *addrs, size_t max, size_t *ret_n);
+
+/* audit.c: the per-sandbox log of decisions (space-egress(5), "Audit"), JSON lines in DATA_DIR/egress.log,
+ * rotated to egress.log.1 at EGRESS_AUDIT_FILE_MAX. */
+#define EGRESS_AUDIT_FILE_MAX (1024U * 1024U)
+
+typedef struct EgressAuditEntry {
+        const char *event;       /* "allow", "deny", "end" (an allowed connection closed), "dns" */
+        const char *via;         /* "proxy", "transparent", "dns" */
+        const char *host;        /* the name asked for, NULL: none */
+        const char *addr;        /* the address, NULL: none */
+        uint16_t port;
+        const char *reason;      /* egress_reason_to_string(), or the gateway's own ("sni_mismatch", ...) */
+        const char *rule;        /* "profile NAME: allow ...", NULL: none */
+        const char *message;
+        uint64_t bytes_up, bytes_down;
+        uint64_t duration_ms;
+} EgressAuditEntry;
+
+void egress_audit(Manager *m, const char *sandbox_id, const char *data_dir, const EgressAuditEntry *e);

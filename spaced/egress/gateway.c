@@ -1,0 +1,917 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "channel/channel.h"
+#include "channel/tunnel.h"
+#include "core/util.h"
+#include "egress/egress-internal.h"
+#include "macro.h"
+#include "sandbox/sandbox.h"
+
+/* The egress gateway (ARCHITECTURE.md, decision 10): every connection a program in a sandbox makes arrives
+ * here as a CONNECT on the channel, and every DNS question as a RESOLVE. Nothing the guest says is believed:
+ * names are resolved here, the policy is the daemon's, the socket is connected only to an address that was
+ * checked, and the client's first bytes (TLS SNI, HTTP Host) must name what was checked before any of them
+ * leaves the host.
+ *
+ * A connection goes through these steps (GatewayConn.state):
+ *   a name (proxy)        RESOLVING -> CONNECTING -> PEEKING -> OPEN
+ *   an allowed address    CONNECTING -> PEEKING -> OPEN
+ *   an address no IP rule allows, captured transparently: its first bytes must name an allowed host that
+ *   resolves to it        NAMING (-> RESOLVING the name) -> CONNECTING -> OPEN
+ * Any step may end in a denial: the guest gets ERROR (before OK) or CLOSE (after), and the audit log a line. */
+
+#define CONNECT_TIMEOUT_USEC (10ULL * 1000000ULL)
+#define NAMING_TIMEOUT_USEC (5ULL * 1000000ULL)
+#define DNS_TTL_SEC 30U
+#define DNS_CACHE_MAX 2048U
+#define RESOLVES_PER_SANDBOX_MAX 16U    /* names in flight on worker threads, per sandbox */
+#define RESOLVES_MAX 128U               /* and in all */
+
+typedef enum GatewayState {
+        GW_RESOLVING,
+        GW_NAMING,
+        GW_CONNECTING,
+        GW_PEEKING,
+        GW_OPEN,
+        GW_DONE,
+} GatewayState;
+
+typedef struct GatewayConn {
+        Manager *manager;
+        unsigned refs;
+        char *sandbox_id;
+        char *data_dir;
+        Tunnel *tunnel;              /* NULL once it ended */
+        GatewayState state;
+        const char *via;             /* "proxy" or "transparent" */
+        bool has_target_name;        /* the guest asked for a name (else an address) */
+        char target_name[EGRESS_HOST_MAX + 1];
+        char peek_name[EGRESS_HOST_MAX + 1];   /* a name the first bytes gave, being checked */
+        uint16_t port;
+        EgressAddr addr;             /* the address checked, and connected to */
+        char addr_text[EGRESS_ADDR_STRLEN];
+        bool ip_allowed;             /* an IP rule allows addr without a name */
+        char rule[EGRESS_MESSAGE_MAX];
+        int fd;
+        sd_event_source *io, *timer;
+        uint64_t opened_usec;
+        EgressPolicy policy;
+} GatewayConn;
+
+/* The names each sandbox's DNS stub was answered, so that a connection captured to one of those addresses
+ * with that name in its SNI needs no second lookup (and a changing DNS answer does not break it). Only
+ * checked addresses go in. */
+typedef struct DnsEntry {
+        char *sandbox_id;
+        char name[EGRESS_HOST_MAX + 1];
+        EgressAddr addrs[SPACE_RESOLVE_ADDRS_MAX];
+        size_t n;
+        uint64_t expires_usec;
+        struct DnsEntry *next;
+} DnsEntry;
+
+/* A guest's 127.0.0.0/8 is its own loopback: it can never reach the host's. When the policy opens a host
+ * loopback address (an IP rule names it) for an allowed name, the DNS stub answers a stand-in address from
+ * 198.18.0.0/15 instead, which the capture sends here, and which the gateway maps back to the name: the
+ * connection is then decided as one to that name. */
+typedef struct StandIn {
+        char *sandbox_id;
+        char name[EGRESS_HOST_MAX + 1];
+        uint32_t index;              /* 198.18.0.0 + index */
+        struct StandIn *next;
+} StandIn;
+#define STANDIN_MAX 4096U
+
+typedef struct Resolving {
+        char *sandbox_id;
+        unsigned n;
+        struct Resolving *next;
+} Resolving;
+
+static struct {
+        uint16_t self_port;
+        DnsEntry *dns;
+        unsigned n_dns;
+        Resolving *resolving;
+        unsigned n_resolving;
+        StandIn *standins;
+        unsigned n_standins;
+        uint32_t next_standin;
+} gw;
+
+static bool standin_range(const EgressAddr *a) {
+        return a->family == AF_INET && a->a[0] == 198 && (a->a[1] & 0xfe) == 18;
+}
+
+static void standin_addr(uint32_t index, EgressAddr *ret) {
+        uint32_t v = (198U << 24 | 18U << 16) + (index & 0x1ffff);
+
+        *ret = (EgressAddr) { .family = AF_INET, .a = { v >> 24, (v >> 16) & 0xff, (v >> 8) & 0xff, v & 0xff } };
+}
+
+/* The stand-in of (sandbox, name), made when new; false when the table is full. */
+static bool standin_get(const char *sandbox_id, const char *name, EgressAddr *ret) {
+        StandIn *e;
+
+        for (e = gw.standins; e; e = e->next)
+                if (streq(e->sandbox_id, sandbox_id) && streq(e->name, name)) {
+                        standin_addr(e->index, ret);
+                        return true;
+                }
+        if (gw.n_standins >= STANDIN_MAX)
+                return false;
+        e = calloc(1, sizeof *e);
+        if (!e || !(e->sandbox_id = strdup(sandbox_id))) {
+                free(e);
+                return false;
+        }
+        strcpy(e->name, name);
+        /* .0 and .255 of each /24 are skipped: some stacks treat them specially */
+        do
+                e->index = 1 + gw.next_standin++ % 0x1fffe;
+        while ((e->index & 0xff) == 0 || (e->index & 0xff) == 0xff);
+        e->next = gw.standins;
+        gw.standins = e;
+        gw.n_standins++;
+        standin_addr(e->index, ret);
+        return true;
+}
+
+static const char *standin_name(const char *sandbox_id, const EgressAddr *a) {
+        if (!standin_range(a))
+                return NULL;
+        for (StandIn *e = gw.standins; e; e = e->next) {
+                EgressAddr x;
+
+                standin_addr(e->index, &x);
+                if (streq(e->sandbox_id, sandbox_id) && memcmp(x.a, a->a, 4) == 0)
+                        return e->name;
+        }
+        return NULL;
+}
+
+/* ---- bookkeeping ---- */
+
+static Resolving *resolving_get(const char *sandbox_id) {
+        for (Resolving *r = gw.resolving; r; r = r->next)
+                if (streq(r->sandbox_id, sandbox_id))
+                        return r;
+        return NULL;
+}
+
+/* Counts a lookup against the sandbox's share; false when it has too many in flight. */
+static bool resolving_take(const char *sandbox_id) {
+        Resolving *r = resolving_get(sandbox_id);
+
+        if (gw.n_resolving >= RESOLVES_MAX || (r && r->n >= RESOLVES_PER_SANDBOX_MAX))
+                return false;
+        if (!r) {
+                r = calloc(1, sizeof *r);
+                if (!r || !(r->sandbox_id = strdup(sandbox_id))) {
+                        free(r);
+                        return false;
+                }
+                r->next = gw.resolving;
+                gw.resolving = r;
+        }
+        r->n++;
+        gw.n_resolving++;
+        return true;
+}
+
+static void resolving_put(const char *sandbox_id) {
+        for (Resolving **i = &gw.resolving; *i; i = &(*i)->next)
+                if (streq((*i)->sandbox_id, sandbox_id)) {
+                        Resolving *r = *i;
+
+                        gw.n_resolving--;
+                        if (--r->n == 0) {
+                                *i = r->next;
+                                free(r->sandbox_id);
+                                free(r);
+                        }
+                        return;
+                }
+}
+
+static void dns_remember(const char *sandbox_id, const char *name, const EgressAddr *addrs, size_t n) {
+        uint64_t now = now_usec_monotonic();
+        DnsEntry *e = NULL, **oldest = NULL;
+
+        for (DnsEntry **i = &gw.dns; *i; i = &(*i)->next) {
+                if (streq((*i)->sandbox_id, sandbox_id) && streq((*i)->name, name))
+                        e = *i;
+                if (!oldest || (*i)->expires_usec < (*oldest)->expires_usec)
+                        oldest = i;
+        }
+        if (!e) {
+                if (gw.n_dns >= DNS_CACHE_MAX && oldest) {
+                        DnsEntry *o = *oldest;
+
+                        *oldest = o->next;
+                        free(o->sandbox_id);
+                        free(o);
+                        gw.n_dns--;
+                }
+                e = calloc(1, sizeof *e);
+                if (!e || !(e->sandbox_id = strdup(sandbox_id))) {
+                        free(e);
+                        return;
+                }
+                strcpy(e->name, name);
+                e->next = gw.dns;
+                gw.dns = e;
+                gw.n_dns++;
+        }
+        e->n = MIN(n, (size_t) SPACE_RESOLVE_ADDRS_MAX);
+        memcpy(e->addrs, addrs, e->n * sizeof *addrs);
+        e->expires_usec = now + DNS_TTL_SEC * 1000000ULL;
+}
+
+static bool addr_eq(const EgressAddr *a, const EgressAddr *b) {
+        return a->family == b->family && memcmp(a->a, b->a, a->family == AF_INET ? 4 : 16) == 0;
+}
+
+static bool dns_answered(const char *sandbox_id, const char *name, const EgressAddr *addr) {
+        uint64_t now = now_usec_monotonic();
+
+        for (DnsEntry *e = gw.dns; e; e = e->next)
+                if (streq(e->sandbox_id, sandbox_id) && streq(e->name, name) && e->expires_usec > now)
+                        for (size_t i = 0; i < e->n; i++)
+                                if (addr_eq(&e->addrs[i], addr))
+                                        return true;
+        return false;
+}
+
+void egress_gateway_forget(const char *sandbox_id) {
+        for (DnsEntry **i = &gw.dns; *i;) {
+                DnsEntry *e = *i;
+
+                if (streq(e->sandbox_id, sandbox_id)) {
+                        *i = e->next;
+                        free(e->sandbox_id);
+                        free(e);
+                        gw.n_dns--;
+                } else
+                        i = &e->next;
+        }
+        for (StandIn **i = &gw.standins; *i;) {
+                StandIn *e = *i;
+
+                if (streq(e->sandbox_id, sandbox_id)) {
+                        *i = e->next;
+                        free(e->sandbox_id);
+                        free(e);
+                        gw.n_standins--;
+                } else
+                        i = &e->next;
+        }
+        egress_audit_forget(sandbox_id);
+}
+
+/* ---- policy ---- */
+
+static int policy_for(Manager *m, Sandbox *s, EgressPolicy *ret, Error *reterr) {
+        return egress_policy_build(&m->config.egress, s->egress_profiles, s->egress_allow, s->egress_deny, ret,
+                                   reterr);
+}
+
+/* Whether some allow rule names host and no deny rule does; *ret_port is a port such a rule allows (for DNS,
+ * which has none). The gateway resolves only such names, so a lookup cannot carry data out. */
+static bool name_permitted(const EgressPolicy *p, const char *host, uint16_t *ret_port, const char **ret_why) {
+        bool allowed = false;
+        uint16_t port = 443;
+
+        for (size_t s = 0; s < p->n_sources; s++)
+                for (size_t i = 0; p->sources[s].rules && i < p->sources[s].rules->n; i++) {
+                        const EgressRule *r = &p->sources[s].rules->rules[i];
+
+                        if (!r->host || !streq(r->host, host))
+                                continue;
+                        if (r->action == EGRESS_DENY && r->port_min == 0) {
+                                *ret_why = "denied by a rule naming it (denies win over allows)";
+                                return false;
+                        }
+                        if (r->action == EGRESS_ALLOW && !allowed) {
+                                allowed = true;
+                                if (r->port_min != 0)
+                                        port = r->port_min;
+                        }
+                }
+        *ret_why = allowed ? NULL : "no allow rule names it";
+        if (ret_port)
+                *ret_port = port;
+        return allowed;
+}
+
+static void decide(const GatewayConn *c, const char *host, const EgressAddr *addr, uint16_t port, EgressDecision *ret) {
+        EgressQuery q = { .host = host, .addr = *addr, .port = port, .self_port = gw.self_port };
+
+        if (egress_decide(c->policy.sources, c->policy.n_sources, &q, ret) < 0) {
+                *ret = (EgressDecision) { .allowed = false, .reason = EGRESS_REASON_INVALID };
+                (void) snprintf(ret->message, sizeof ret->message, "not an address");
+        }
+}
+
+static void rule_text(const EgressDecision *d, char *buf, size_t size) {
+        if (d->rule)
+                (void) snprintf(buf, size, "%s: %s", d->owner ?: "?", d->rule->text);
+        else
+                buf[0] = 0;
+}
+
+/* ---- a connection ---- */
+
+static GatewayConn *conn_ref(GatewayConn *c) {
+        c->refs++;
+        return c;
+}
+
+static void conn_unref(GatewayConn *c) {
+        if (!c || --c->refs > 0)
+                return;
+        sd_event_source_disable_unref(c->io);
+        sd_event_source_disable_unref(c->timer);
+        safe_close(c->fd);
+        egress_policy_done(&c->policy);
+        free(c->sandbox_id);
+        free(c->data_dir);
+        free(c);
+}
+
+static void audit(GatewayConn *c, const char *event, const char *host, const char *reason, const char *message,
+                  const TunnelStats *st) {
+        EgressAuditEntry e = {
+                .event = event,
+                .via = c->via,
+                .host = host,
+                .addr = c->addr.family ? c->addr_text : NULL,
+                .port = c->port,
+                .reason = reason,
+                .rule = c->rule[0] ? c->rule : NULL,
+                .message = message,
+        };
+
+        if (st) {
+                e.bytes_up = st->up;
+                e.bytes_down = st->down;
+                e.duration_ms = (now_usec_monotonic() - c->opened_usec) / 1000;
+        }
+        egress_audit(c->manager, c->sandbox_id, c->data_dir, &e);
+}
+
+static const char *conn_host(const GatewayConn *c) {
+        if (c->has_target_name)
+                return c->target_name;
+        return c->peek_name[0] ? c->peek_name : NULL;
+}
+
+/* Refuses the connection, before or after OK, and says why in the audit log. */
+static void deny(GatewayConn *c, const char *reason, const char *code, const char *fmt, ...)
+        __attribute__((format(printf, 4, 5)));
+static void deny(GatewayConn *c, const char *reason, const char *code, const char *fmt, ...) {
+        char msg[EGRESS_MESSAGE_MAX + 128];
+        Tunnel *t = c->tunnel;
+        va_list ap;
+
+        va_start(ap, fmt);
+        (void) vsnprintf(msg, sizeof msg, fmt, ap);
+        va_end(ap);
+        audit(c, "deny", conn_host(c), reason, msg, NULL);
+        c->state = GW_DONE;
+        c->io = sd_event_source_disable_unref(c->io);
+        c->timer = sd_event_source_disable_unref(c->timer);
+        c->fd = safe_close(c->fd);
+        if (!t)
+                return;
+        c->tunnel = NULL;
+        /* Before OK the guest gets ERROR (tunnel_refuse frees without calling ended, so its reference is
+         * dropped here); after, CLOSE (tunnel_abort calls conn_ended, which drops it). */
+        if (!c->opened_usec) {
+                tunnel_refuse(t, code, msg);
+                conn_unref(c);
+        } else
+                tunnel_abort(t, msg);
+}
+
+static void open_up(GatewayConn *c) {
+        c->state = GW_OPEN;
+        c->timer = sd_event_source_disable_unref(c->timer);
+        audit(c, "allow", conn_host(c), "allowed", NULL, NULL);
+        tunnel_release(c->tunnel);
+}
+
+static void start_connect(GatewayConn *c);
+static void check_peek(GatewayConn *c);
+
+/* The first bytes named peek_name for an address target: it must be an allowed name that this address is
+ * one of (as the sandbox's DNS was answered, or as resolved now). */
+static void name_checked(GatewayConn *c) {
+        EgressDecision d;
+
+        decide(c, c->peek_name, &c->addr, c->port, &d);
+        if (!d.allowed)
+                return deny(c, egress_reason_to_string(d.reason), "denied", "%s", d.message);
+        rule_text(&d, c->rule, sizeof c->rule);
+        if (c->state == GW_NAMING)
+                start_connect(c);
+        else
+                open_up(c);
+}
+
+static void on_peek_resolved(Manager *m, void *userdata, int err, const EgressAddr *addrs, size_t n) {
+        GatewayConn *c = userdata;
+        bool found = false;
+
+        resolving_put(c->sandbox_id);
+        if (c->tunnel && c->state != GW_DONE) {
+                for (size_t i = 0; i < n && !found; i++)
+                        found = addr_eq(&addrs[i], &c->addr) ||
+                                (addrs[i].family == AF_INET6 && c->addr.family == AF_INET &&
+                                 memcmp(addrs[i].a, "\0\0\0\0\0\0\0\0\0\0\xff\xff", 12) == 0 &&
+                                 memcmp(addrs[i].a + 12, c->addr.a, 4) == 0);
+                if (err < 0)
+                        deny(c, "name_mismatch", "denied", "the connection names %s, which does not resolve (%s)",
+                             c->peek_name, strerror(-err));
+                else if (!found)
+                        deny(c, "name_mismatch", "denied", "the connection names %s, which does not resolve to %s",
+                             c->peek_name, c->addr_text);
+                else
+                        name_checked(c);
+        }
+        conn_unref(c);
+}
+
+/* A verdict on the held first bytes. */
+static void judge(GatewayConn *c, const EgressSniff *sn) {
+        const char *why;
+
+        if (sn->kind == EGRESS_SNIFF_BAD)
+                return deny(c, "bad_first_bytes", "denied", "refused %s", sn->why);
+        if (sn->has_name) {
+                if (c->has_target_name) {
+                        if (!streq(sn->name, c->target_name))
+                                return deny(c, sn->kind == EGRESS_SNIFF_TLS ? "sni_mismatch" : "host_mismatch",
+                                            "denied", "the %s names %s, not %s, the host the connection asked for",
+                                            sn->kind == EGRESS_SNIFF_TLS ? "TLS SNI" : "HTTP Host", sn->name,
+                                            c->target_name);
+                        return open_up(c);
+                }
+                strcpy(c->peek_name, sn->name);
+                if (!name_permitted(&c->policy, sn->name, NULL, &why))
+                        return deny(c, "no_rule", "denied", "the %s names %s: %s",
+                                    sn->kind == EGRESS_SNIFF_TLS ? "TLS SNI" : "HTTP Host", sn->name, why);
+                if (dns_answered(c->sandbox_id, sn->name, &c->addr))
+                        return name_checked(c);
+                if (!resolving_take(c->sandbox_id))
+                        return deny(c, "busy", "busy", "too many names being resolved for this sandbox");
+                if (egress_resolve(c->manager, sn->name, on_peek_resolved, conn_ref(c)) < 0) {
+                        resolving_put(c->sandbox_id);
+                        conn_unref(c);
+                        return deny(c, "resolve_failed", "unreachable", "cannot resolve %s", sn->name);
+                }
+                return;
+        }
+        if (sn->has_literal && !addr_eq(&sn->literal, &c->addr))
+                return deny(c, "host_mismatch", "denied", "the HTTP Host is an address other than %s, the one the "
+                            "connection goes to", c->addr_text);
+        /* No name. */
+        if (c->has_target_name) {
+                if (sn->kind == EGRESS_SNIFF_TLS)
+                        return deny(c, "no_sni", "denied", "a TLS connection to %s without an SNI", c->target_name);
+                return open_up(c);
+        }
+        if (c->ip_allowed)
+                return open_up(c);
+        deny(c, "no_name", "denied", "%s:%u has no IP rule; a connection there must name an allowed host in its TLS SNI "
+             "or HTTP Host", c->addr_text, c->port);
+}
+
+static void check_peek(GatewayConn *c) {
+        const uint8_t *data;
+        size_t len;
+        bool eof;
+        EgressSniff sn;
+
+        if (!c->tunnel || !IN_SET(c->state, GW_NAMING, GW_PEEKING))
+                return;
+        tunnel_held(c->tunnel, &data, &len, &eof);
+        if (len == 0 && !eof)
+                return;
+        egress_sniff(data, len, eof, &sn);
+        if (sn.kind == EGRESS_SNIFF_MORE)
+                return;
+        /* judge() may go on asynchronously (a lookup): stop listening to the bytes until it ends. */
+        tunnel_set_peek_waiter(c->tunnel, NULL);
+        judge(c, &sn);
+}
+
+static void on_peek(Tunnel *t, void *userdata) {
+        check_peek(userdata);
+}
+
+static int on_timeout(sd_event_source *s, uint64_t usec, void *userdata) {
+        GatewayConn *c = userdata;
+
+        if (c->state == GW_CONNECTING)
+                deny(c, "unreachable", "timeout", "connecting to %s:%u timed out", c->addr_text, c->port);
+        else if (c->state == GW_NAMING)
+                deny(c, "no_name", "denied", "%s:%u has no IP rule and the connection named no host within %llu s",
+                     c->addr_text, c->port, NAMING_TIMEOUT_USEC / 1000000ULL);
+        return 0;
+}
+
+static int arm_timer(GatewayConn *c, uint64_t usec) {
+        c->timer = sd_event_source_disable_unref(c->timer);
+        return sd_event_add_time_relative(c->manager->event, &c->timer, CLOCK_MONOTONIC, usec, 0, on_timeout, c);
+}
+
+static int on_connected(sd_event_source *s, int fd, uint32_t revents, void *userdata) {
+        GatewayConn *c = userdata;
+        int err = 0, r;
+        socklen_t len = sizeof err;
+
+        c->io = sd_event_source_disable_unref(c->io);
+        c->timer = sd_event_source_disable_unref(c->timer);
+        if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) < 0)
+                err = errno;
+        if (err != 0) {
+                deny(c, "unreachable", "unreachable", "cannot connect to %s:%u: %s", c->addr_text, c->port, strerror(err));
+                return 0;
+        }
+        c->opened_usec = now_usec_monotonic();
+        r = tunnel_attach(c->tunnel, TAKE_FD(c->fd), c->addr_text);
+        if (r < 0) {
+                deny(c, "internal", "unreachable", "cannot bridge the connection: %s", strerror(-r));
+                return 0;
+        }
+        /* A name given as the target, or an address an IP rule allows: the first bytes still have to agree.
+         * An address whose name was read from the first bytes already: open. */
+        if (c->peek_name[0] && !c->has_target_name) {
+                open_up(c);
+                return 0;
+        }
+        c->state = GW_PEEKING;
+        tunnel_set_peek_waiter(c->tunnel, on_peek);
+        check_peek(c);
+        return 0;
+}
+
+static void start_connect(GatewayConn *c) {
+        union {
+                struct sockaddr sa;
+                struct sockaddr_in in;
+                struct sockaddr_in6 in6;
+        } sa = {};
+        socklen_t len;
+        int r;
+
+        c->state = GW_CONNECTING;
+        if (c->addr.family == AF_INET) {
+                sa.in = (struct sockaddr_in) { .sin_family = AF_INET, .sin_port = htons(c->port) };
+                memcpy(&sa.in.sin_addr, c->addr.a, 4);
+                len = sizeof sa.in;
+        } else {
+                sa.in6 = (struct sockaddr_in6) { .sin6_family = AF_INET6, .sin6_port = htons(c->port) };
+                memcpy(&sa.in6.sin6_addr, c->addr.a, 16);
+                len = sizeof sa.in6;
+        }
+        c->fd = socket(c->addr.family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+        if (c->fd < 0)
+                return deny(c, "internal", "unreachable", "cannot make a socket: %m");
+        if (connect(c->fd, &sa.sa, len) < 0 && errno != EINPROGRESS)
+                return deny(c, "unreachable", "unreachable", "cannot connect to %s:%u: %m", c->addr_text, c->port);
+        r = sd_event_add_io(c->manager->event, &c->io, c->fd, EPOLLOUT, on_connected, c);
+        if (r >= 0)
+                r = arm_timer(c, CONNECT_TIMEOUT_USEC);
+        if (r < 0)
+                deny(c, "internal", "unreachable", "cannot watch the connection: %s", strerror(-r));
+}
+
+static void set_addr(GatewayConn *c, const EgressAddr *a) {
+        c->addr = *a;
+        egress_addr_format(a, c->addr_text);
+}
+
+static void on_target_resolved(Manager *m, void *userdata, int err, const EgressAddr *addrs, size_t n) {
+        GatewayConn *c = userdata;
+        EgressDecision first = {}, d;
+
+        resolving_put(c->sandbox_id);
+        if (!c->tunnel || c->state != GW_RESOLVING)
+                goto out;
+        if (err < 0 || n == 0) {
+                deny(c, "resolve_failed", "unreachable", "cannot resolve %s: %s", c->target_name,
+                     err == -ENOENT ? "no such name" : strerror(-err ?: ENOENT));
+                goto out;
+        }
+        /* The first address the policy allows with this name; never one it does not. */
+        for (size_t i = 0; i < n; i++) {
+                decide(c, c->target_name, &addrs[i], c->port, &d);
+                if (i == 0)
+                        first = d;
+                if (d.allowed) {
+                        set_addr(c, &d.addr);
+                        rule_text(&d, c->rule, sizeof c->rule);
+                        start_connect(c);
+                        goto out;
+                }
+        }
+        set_addr(c, &first.addr);
+        deny(c, egress_reason_to_string(first.reason), "denied", "%s", first.message);
+out:
+        conn_unref(c);
+}
+
+static void conn_ended(Tunnel *t, const TunnelStats *st, const char *why, void *userdata) {
+        GatewayConn *c = userdata;
+
+        c->tunnel = NULL;
+        if (c->state == GW_OPEN)
+                audit(c, "end", conn_host(c), why ? "aborted" : "closed", why, st);
+        c->state = GW_DONE;
+        c->io = sd_event_source_disable_unref(c->io);
+        c->timer = sd_event_source_disable_unref(c->timer);
+        conn_unref(c);
+}
+
+static const TunnelOps conn_ops = {
+        .ended = conn_ended,
+};
+
+/* A refusal before there is a connection object: the guest's CONNECT was malformed or over a limit. */
+static void refuse_early(Manager *m, AgentConn *a, Sandbox *s, uint32_t stream, const char *via, const char *host,
+                         uint16_t port, const char *reason, const char *code, const char *msg) {
+        EgressAuditEntry e = { .event = "deny", .via = via, .host = host, .port = port, .reason = reason, .message = msg };
+
+        egress_audit(m, s->id, s->data_dir, &e);
+        channel_refuse_guest_stream(a, stream, code, msg);
+}
+
+static void on_guest_connect(AgentConn *a, uint32_t stream, const uint8_t *kv, size_t n) {
+        Sandbox *s = agent_sandbox(a);
+        Manager *m = s ? s->manager : NULL;
+        const char *host = NULL, *port_s = NULL, *via = NULL;
+        _cleanup_(error_done) Error e = {};
+        GatewayConn *c;
+        EgressAddr literal;
+        unsigned long port;
+        char *end;
+        int r;
+
+        if (!m)
+                return;
+        if (space_kv_get(kv, n, "host", &host) <= 0 || space_kv_get(kv, n, "port", &port_s) <= 0 ||
+            space_kv_get(kv, n, "via", &via) <= 0)
+                return refuse_early(m, a, s, stream, "proxy", NULL, 0, "invalid", "invalid",
+                                    "a CONNECT needs host, port and via");
+        if (!streq(via, "proxy") && !streq(via, "transparent"))
+                return refuse_early(m, a, s, stream, "proxy", NULL, 0, "invalid", "invalid", "via must be proxy or transparent");
+        via = streq(via, "proxy") ? "proxy" : "transparent";
+        errno = 0;
+        port = strtoul(port_s, &end, 10);
+        if (errno || *end || end == port_s || port == 0 || port > 65535)
+                return refuse_early(m, a, s, stream, via, NULL, 0, "invalid", "invalid", "the port is not 1..65535");
+        if (strlen(host) > EGRESS_HOST_MAX)
+                return refuse_early(m, a, s, stream, via, NULL, (uint16_t) port, "invalid", "invalid", "the host name is too long");
+
+        c = calloc(1, sizeof *c);
+        if (!c)
+                return refuse_early(m, a, s, stream, via, host, (uint16_t) port, "internal", "busy", "out of memory");
+        c->refs = 1;
+        c->manager = m;
+        c->fd = -1;
+        c->via = via;
+        c->port = (uint16_t) port;
+        c->sandbox_id = strdup(s->id);
+        c->data_dir = strdup(s->data_dir);
+        if (!c->sandbox_id || !c->data_dir) {
+                conn_unref(c);
+                return refuse_early(m, a, s, stream, via, host, c->port, "internal", "busy", "out of memory");
+        }
+        r = policy_for(m, s, &c->policy, &e);
+        if (r < 0) {
+                conn_unref(c);
+                return refuse_early(m, a, s, stream, via, host, (uint16_t) port, "internal", "denied",
+                                    e.message ?: "the sandbox's egress policy cannot be built");
+        }
+        r = tunnel_accept_guest(a, stream, &conn_ops, c, &c->tunnel);
+        if (r < 0) {
+                conn_unref(c);
+                return refuse_early(m, a, s, stream, via, host, (uint16_t) port, r == -EMFILE ? "busy" : "invalid",
+                                    r == -EMFILE ? "busy" : "invalid",
+                                    r == -EMFILE ? "too many open connections for this sandbox" : "a stream already in use");
+        }
+        /* From here the tunnel holds c's first reference: conn_ended drops it. */
+
+        if (egress_host_is_numeric(host) || strchr(host, ':')) {
+                EgressDecision d;
+                const char *h = host;
+                char buf[EGRESS_HOST_MAX + 1];
+
+                /* "[::1]" as a proxy may be given it */
+                if (h[0] == '[' && h[strlen(h) - 1] == ']') {
+                        (void) snprintf(buf, sizeof buf, "%.*s", (int) strlen(h) - 2, h + 1);
+                        h = buf;
+                }
+                if (egress_addr_parse_literal(h, &literal) < 0) {
+                        strcpy(c->target_name, "");
+                        return deny(c, "invalid", "invalid", "'%s' is no IP address", host);
+                }
+                if (standin_name(c->sandbox_id, &literal)) {
+                        host = standin_name(c->sandbox_id, &literal);
+                        goto name;
+                }
+                decide(c, NULL, &literal, c->port, &d);
+                set_addr(c, &d.addr);
+                if (d.allowed) {
+                        c->ip_allowed = true;
+                        rule_text(&d, c->rule, sizeof c->rule);
+                        return start_connect(c);
+                }
+                /* Captured without a name: the first bytes may still name an allowed host at this address. A
+                 * program that used the proxy gave the address itself: there is no name to wait for. */
+                if (d.reason == EGRESS_REASON_NO_RULE && streq(via, "transparent")) {
+                        c->state = GW_NAMING;
+                        tunnel_set_peek_waiter(c->tunnel, on_peek);
+                        if (arm_timer(c, NAMING_TIMEOUT_USEC) < 0)
+                                return deny(c, "internal", "denied", "cannot time the connection");
+                        return;
+                }
+                return deny(c, egress_reason_to_string(d.reason), "denied", "%s", d.message);
+        }
+
+name:
+        if (egress_host_normalize(host, c->target_name) < 0) {
+                c->target_name[0] = 0;
+                return deny(c, "invalid", "invalid", "'%.100s' is not an exact host name", host);
+        }
+        c->has_target_name = true;
+        {
+                const char *why;
+
+                if (!name_permitted(&c->policy, c->target_name, NULL, &why))
+                        return deny(c, "no_rule", "denied", "%s: %s", c->target_name, why);
+        }
+        if (!resolving_take(c->sandbox_id))
+                return deny(c, "busy", "busy", "too many names being resolved for this sandbox");
+        c->state = GW_RESOLVING;
+        if (egress_resolve(m, c->target_name, on_target_resolved, conn_ref(c)) < 0) {
+                resolving_put(c->sandbox_id);
+                conn_unref(c);
+                deny(c, "resolve_failed", "unreachable", "cannot resolve %s", c->target_name);
+        }
+}
+
+/* ---- DNS ---- */
+
+typedef struct DnsQuestion {
+        Manager *manager;
+        char *sandbox_id;
+        uint32_t stream;
+        int family;
+        char name[EGRESS_HOST_MAX + 1];
+        uint16_t port;
+} DnsQuestion;
+
+static void dns_audit(Manager *m, Sandbox *s, const char *name, const char *addr, const char *reason, const char *msg) {
+        EgressAuditEntry e = { .event = "dns", .via = "dns", .host = name, .addr = addr, .reason = reason, .message = msg };
+
+        egress_audit(m, s->id, s->data_dir, &e);
+}
+
+static void on_dns_resolved(Manager *m, void *userdata, int err, const EgressAddr *addrs, size_t n) {
+        DnsQuestion *q = userdata;
+        Sandbox *s = sandbox_find_by_id(m, q->sandbox_id);
+        _cleanup_(egress_policy_done) EgressPolicy p = {};
+        _cleanup_(error_done) Error e = {};
+        EgressAddr ok[SPACE_RESOLVE_ADDRS_MAX];
+        char first_denial[EGRESS_MESSAGE_MAX] = "", text[EGRESS_ADDR_STRLEN];
+        size_t n_ok = 0, n_family = 0;
+        SpaceBuf kv = {};
+
+        resolving_put(q->sandbox_id);
+        if (!s || !s->agent)
+                goto out;
+        if (err < 0) {
+                dns_audit(m, s, q->name, NULL, "nxdomain", err == -ENOENT ? "no such name" : strerror(-err));
+                channel_refuse_guest_stream(s->agent, q->stream, err == -ENOENT ? "nxdomain" : "unreachable",
+                                            err == -ENOENT ? "no such name" : strerror(-err));
+                goto out;
+        }
+        if (policy_for(m, s, &p, &e) < 0) {
+                channel_refuse_guest_stream(s->agent, q->stream, "denied", "the sandbox's egress policy cannot be built");
+                goto out;
+        }
+        for (size_t i = 0; i < n && n_ok < SPACE_RESOLVE_ADDRS_MAX; i++) {
+                EgressQuery eq = { .host = q->name, .addr = addrs[i], .port = q->port, .self_port = gw.self_port };
+                EgressDecision d;
+
+                if (addrs[i].family != q->family)
+                        continue;
+                n_family++;
+                if (egress_decide(p.sources, p.n_sources, &eq, &d) < 0)
+                        continue;
+                if (!d.allowed) {
+                        if (!first_denial[0])
+                                (void) snprintf(first_denial, sizeof first_denial, "%s", d.message);
+                        continue;
+                }
+                ok[n_ok++] = d.addr.family == q->family ? d.addr : addrs[i];
+                if (d.cls.cls == EGRESS_CLASS_LOOPBACK) {
+                        /* the guest's loopback is its own: answer the stand-in (A) or nothing (AAAA) */
+                        n_ok--;
+                        if (q->family == AF_INET && standin_get(q->sandbox_id, q->name, &ok[n_ok]))
+                                n_ok++;
+                        n_family--;
+                }
+        }
+        if (n_ok == 0 && n_family > 0) {
+                dns_audit(m, s, q->name, NULL, "denied", first_denial);
+                channel_refuse_guest_stream(s->agent, q->stream, "denied", first_denial);
+                goto out;
+        }
+        /* No address of this family (an AAAA question for a name with only A records): an empty answer. */
+        for (size_t i = 0; i < n_ok; i++) {
+                egress_addr_format(&ok[i], text);
+                if (space_kv_add(&kv, "addr", text) < 0)
+                        goto out;
+        }
+        if (space_kv_addf(&kv, "ttl", "%u", DNS_TTL_SEC) < 0)
+                goto out;
+        if (n_ok > 0) {
+                dns_remember(q->sandbox_id, q->name, ok, n_ok);
+                egress_addr_format(&ok[0], text);
+                dns_audit(m, s, q->name, text, "allowed", NULL);
+        }
+        (void) agent_send(s->agent, SPACE_F_OK, 0, q->stream, kv.data, kv.len);
+out:
+        space_buf_done(&kv);
+        free(q->sandbox_id);
+        free(q);
+}
+
+static void on_guest_resolve(AgentConn *a, uint32_t stream, const uint8_t *kv, size_t n) {
+        Sandbox *s = agent_sandbox(a);
+        Manager *m = s ? s->manager : NULL;
+        _cleanup_(egress_policy_done) EgressPolicy p = {};
+        _cleanup_(error_done) Error e = {};
+        const char *name = NULL, *family = NULL, *why;
+        char norm[EGRESS_HOST_MAX + 1];
+        DnsQuestion *q;
+        uint16_t port;
+
+        if (!m)
+                return;
+        if (space_kv_get(kv, n, "name", &name) <= 0 || space_kv_get(kv, n, "family", &family) <= 0 ||
+            (!streq(family, "4") && !streq(family, "6")))
+                return channel_refuse_guest_stream(a, stream, "invalid", "a RESOLVE needs name and family 4 or 6");
+        if (strlen(name) > EGRESS_HOST_MAX || egress_host_normalize(name, norm) < 0) {
+                dns_audit(m, s, NULL, NULL, "invalid", "a question for something that is no host name");
+                return channel_refuse_guest_stream(a, stream, "invalid", "not a host name");
+        }
+        if (policy_for(m, s, &p, &e) < 0)
+                return channel_refuse_guest_stream(a, stream, "denied", "the sandbox's egress policy cannot be built");
+        if (!name_permitted(&p, norm, &port, &why)) {
+                /* Never resolved: the question goes no further than this log, so it cannot carry data out. */
+                dns_audit(m, s, norm, NULL, "no_rule", why);
+                return channel_refuse_guest_stream(a, stream, "nxdomain", why);
+        }
+        if (!resolving_take(s->id))
+                return channel_refuse_guest_stream(a, stream, "busy", "too many names being resolved for this sandbox");
+        q = calloc(1, sizeof *q);
+        if (!q || !(q->sandbox_id = strdup(s->id))) {
+                free(q);
+                resolving_put(s->id);
+                return channel_refuse_guest_stream(a, stream, "busy", "out of memory");
+        }
+        q->manager = m;
+        q->stream = stream;
+        q->family = streq(family, "4") ? AF_INET : AF_INET6;
+        q->port = port;
+        strcpy(q->name, norm);
+        if (egress_resolve(m, norm, on_dns_resolved, q) < 0) {
+                resolving_put(s->id);
+                free(q->sandbox_id);
+                free(q);
+                channel_refuse_guest_stream(a, stream, "busy", "cannot resolve now");
+        }
+}
+
+void egress_gateway_setup(uint16_t self_port) {
+        static const ChannelGuestOps ops = {
+                .connect = on_guest_connect,
+                .resolve = on_guest_resolve,
+        };
+
+        gw.self_port = self_port;
+        channel_set_guest_ops(&ops);
+}
