@@ -15,6 +15,8 @@ PACKAGES=(
         # the VMM and guest images (guest/build-*.sh, templates/*/build.sh)
         qemu-system-x86 qemu-utils busybox-static bash-static e2fsprogs erofs-utils btrfs-progs
         lz4 xz-utils cpio kmod mmdebstrap
+        # the guest's transparent capture: nft and its libraries go into the initramfs
+        nftables
         # template recipes (spacectl template build): mmdebstrap's keyring checks, and user namespaces for
         # builds by users other than root
         gpg debian-archive-keyring uidmap
