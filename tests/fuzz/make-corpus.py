@@ -374,6 +374,34 @@ def egress_corpus():
     seed("base-clauses", 53, 0, "deny 8.8.4.0/24; allow 9.9.9.9:53, 1.1.1.1", "9.9.9.9", "8.8.4.4", "1.1.1.1")
 
 
+def sniff_corpus():
+    """fuzz-sniff: a connection's first bytes: real ClientHellos (Python's ssl) and HTTP request heads."""
+    import ssl
+    t = "fuzz-sniff"
+
+    def hello(name):
+        ctx = ssl.create_default_context()
+        if name is None:
+            ctx.check_hostname = False
+        inc, out = ssl.MemoryBIO(), ssl.MemoryBIO()
+        obj = ctx.wrap_bio(inc, out, server_hostname=name)
+        try:
+            obj.do_handshake()
+        except ssl.SSLWantReadError:
+            pass
+        return out.read()
+
+    write(t, "tls-sni", hello("allowed.test"))
+    write(t, "tls-no-sni", hello(None))
+    write(t, "tls-long-name", hello("a" * 60 + "." + "b" * 60 + ".example"))
+    write(t, "http-host", b"GET / HTTP/1.1\r\nHost: allowed.test:8080\r\nAccept: */*\r\n\r\n")
+    write(t, "http-literal", b"GET /x HTTP/1.1\r\nhost: [::1]:80\r\n\r\n")
+    write(t, "http-two-hosts", b"GET / HTTP/1.1\r\nHost: a.test\r\nHost: b.test\r\n\r\n")
+    write(t, "http-absolute", b"GET http://other.test/ HTTP/1.1\r\nHost: allowed.test\r\n\r\n")
+    write(t, "http-no-host", b"GET / HTTP/1.0\r\n\r\n")
+    write(t, "other", b"SSH-2.0-OpenSSH_9.2\r\n")
+
+
 def e2b_http_corpus():
     """fuzz-e2b-http: one string, as a header or a decoded query value holds it."""
     t = "fuzz-e2b-http"
@@ -415,6 +443,53 @@ def e2b_http_corpus():
         write(t, name, v.encode())
 
 
+def dns_corpus():
+    """fuzz-dns: one query datagram, as the guest's DNS stub receives it."""
+    t = "fuzz-dns"
+
+    def q(name, qtype=1, flags=0x0100, qd=1, ident=0x1234, extra=b""):
+        m = struct.pack(">HHHHHH", ident, flags, qd, 0, 0, 1 if extra else 0)
+        for label in name.split(".") if name else []:
+            m += bytes([len(label)]) + label.encode()
+        return m + b"\0" + struct.pack(">HH", qtype, 1) + extra
+
+    write(t, "a", q("example.com"))
+    write(t, "aaaa", q("Example.COM", 28))
+    write(t, "mx", q("example.com", 15))
+    write(t, "root", q(""))
+    write(t, "edns", q("a.example", 1, extra=b"\0\0\x29\x04\xd0\0\0\0\0\0\0"))
+    write(t, "response", q("example.com", flags=0x8180))
+    write(t, "status-opcode", q("example.com", flags=0x1000))
+    write(t, "two-questions", q("example.com", qd=2))
+    write(t, "pointer", struct.pack(">HHHHHH", 1, 0, 1, 0, 0, 0) + b"\xc0\x0c\0\1\0\1")
+    write(t, "long-name", q(".".join(["b" * 63] * 3 + ["c" * 61])))
+    write(t, "short", b"\x12\x34\x01")
+    write(t, "localhost", q("localhost"))
+    write(t, "chaos", q("version.bind", 16)[:-2] + b"\0\3")
+
+
+def proxy_request_corpus():
+    """fuzz-proxy-request: the bytes a client sends the guest's HTTP proxy."""
+    t = "fuzz-proxy-request"
+    for name, v in {
+        "connect": b"CONNECT example.com:443 HTTP/1.1\r\nHost: example.com:443\r\nUser-Agent: curl/7.88\r\n\r\n",
+        "connect-v6": b"CONNECT [2001:db8::1]:443 HTTP/1.1\r\n\r\n",
+        "connect-eager": b"CONNECT a.test:443 HTTP/1.1\r\n\r\n\x16\x03\x01\x00\x05hello",
+        "get": b"GET http://example.com/a?b#c HTTP/1.1\r\nHost: example.com\r\nProxy-Authorization: Basic eA==\r\n"
+               b"Proxy-Connection: keep-alive\r\nAccept: */*\r\n\r\n",
+        "post-body": b"POST http://example.com:8080/x HTTP/1.1\r\nContent-Length: 3\r\nConnection: keep-alive\r\n\r\nabc",
+        "websocket": b"GET http://a.test/ws HTTP/1.1\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n",
+        "lf-only": b"HEAD http://a.test?q HTTP/1.0\n\n",
+        "userinfo": b"GET http://allowed.test@evil.test/ HTTP/1.1\r\n\r\n",
+        "https": b"GET https://a.test/ HTTP/1.1\r\n\r\n",
+        "origin": b"GET / HTTP/1.1\r\nHost: a.test\r\n\r\n",
+        "folded": b"GET http://a.test/ HTTP/1.1\r\nA: b\r\n c\r\n\r\n",
+        "bare-cr": b"GET http://a.test/ HTTP/1.1\r\nA: b\rc\r\n\r\n",
+        "zone": b"CONNECT [fe80::1%25eth0]:443 HTTP/1.1\r\n\r\n",
+    }.items():
+        write(t, name, v)
+
+
 def main():
     if os.path.isdir(OUT):
         shutil.rmtree(OUT)
@@ -428,6 +503,9 @@ def main():
     e2b_envelopes_corpus()
     e2b_http_corpus()
     egress_corpus()
+    sniff_corpus()
+    dns_corpus()
+    proxy_request_corpus()
     for d in sorted(os.listdir(OUT)):
         print(f"{d}: {len(os.listdir(os.path.join(OUT, d)))} inputs")
 

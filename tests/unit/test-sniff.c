@@ -1,0 +1,146 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* What the egress gateway reads from a connection's first bytes (spaced/egress/sniff.c): the SNI of a TLS
+ * ClientHello and the Host of an HTTP request, against the forms a hostile guest would send. */
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "egress/egress-internal.h"
+#include "tap.h"
+
+static size_t put16(uint8_t *p, size_t v) {
+        p[0] = (uint8_t) (v >> 8);
+        p[1] = (uint8_t) v;
+        return 2;
+}
+
+/* A ClientHello in one record: n_sni server_name extensions naming sni (none when NULL), after an unrelated
+ * extension. extra_len is added to the server_name list's length (a lie when not 0). */
+static size_t hello(uint8_t *out, const char *sni, int n_sni, int extra_len) {
+        uint8_t body[4096], ext[2048];
+        size_t b = 0, e = 0, o = 0, hs;
+
+        /* an unrelated extension first: supported_versions */
+        e += put16(ext + e, 43);
+        e += put16(ext + e, 3);
+        ext[e++] = 2, ext[e++] = 3, ext[e++] = 4;
+        for (int i = 0; sni && i < n_sni; i++) {
+                size_t l = strlen(sni);
+                e += put16(ext + e, 0);
+                e += put16(ext + e, l + 5);
+                e += put16(ext + e, l + 3 + (size_t) extra_len);
+                ext[e++] = 0;
+                e += put16(ext + e, l);
+                memcpy(ext + e, sni, l);
+                e += l;
+        }
+        body[b++] = 3, body[b++] = 3;               /* legacy_version */
+        memset(body + b, 0x11, 32), b += 32;         /* random */
+        body[b++] = 0;                               /* session id */
+        b += put16(body + b, 2);                     /* cipher suites */
+        body[b++] = 0x13, body[b++] = 0x01;
+        body[b++] = 1, body[b++] = 0;                /* compression */
+        b += put16(body + b, e);
+        memcpy(body + b, ext, e), b += e;
+
+        hs = b + 4;
+        out[o++] = 22, out[o++] = 3, out[o++] = 1;
+        o += put16(out + o, hs);
+        out[o++] = 1;
+        out[o++] = (uint8_t) (b >> 16), out[o++] = (uint8_t) (b >> 8), out[o++] = (uint8_t) b;
+        memcpy(out + o, body, b);
+        return o + b;
+}
+
+static EgressSniff sniff(const void *p, size_t n, bool eof) {
+        EgressSniff s;
+
+        egress_sniff(p, n, eof, &s);
+        return s;
+}
+
+static EgressSniff sniff_str(const char *s, bool eof) {
+        return sniff(s, strlen(s), eof);
+}
+
+int main(void) {
+        uint8_t buf[8192];
+        EgressSniff s;
+        size_t n;
+        bool all_more = true;
+        char *big;
+
+        plan(0);
+
+        n = hello(buf, "allowed.test", 1, 0);
+        s = sniff(buf, n, false);
+        ok(s.kind == EGRESS_SNIFF_TLS && s.has_name && strcmp(s.name, "allowed.test") == 0, "a ClientHello's SNI");
+        for (size_t i = 1; i < n; i++)
+                all_more = all_more && sniff(buf, i, false).kind == EGRESS_SNIFF_MORE;
+        ok(all_more, "every shorter prefix asks for more bytes");
+        ok(sniff(buf, n - 1, true).kind == EGRESS_SNIFF_BAD, "... and is refused when the client stops there");
+        s = sniff(buf, n, true);
+        ok(s.kind == EGRESS_SNIFF_TLS && s.has_name, "bytes after the record do not matter (eof)");
+
+        n = hello(buf, "ALLOWED.Test.", 1, 0);
+        s = sniff(buf, n, false);
+        ok(s.has_name && strcmp(s.name, "allowed.test") == 0, "an SNI is compared normalized: ALLOWED.Test. is allowed.test");
+        n = hello(buf, NULL, 0, 0);
+        s = sniff(buf, n, false);
+        ok(s.kind == EGRESS_SNIFF_TLS && !s.has_name, "a ClientHello without SNI: TLS, no name");
+        n = hello(buf, "a.test", 2, 0);
+        ok(sniff(buf, n, false).kind == EGRESS_SNIFF_BAD, "two server_name extensions: refused");
+        n = hello(buf, "a.test", 1, 7);
+        ok(sniff(buf, n, false).kind == EGRESS_SNIFF_BAD, "a server_name list longer than its extension: refused");
+        n = hello(buf, "127.0.0.1", 1, 0);
+        ok(sniff(buf, n, false).kind == EGRESS_SNIFF_BAD, "an SNI that is an IP literal: refused");
+        n = hello(buf, "*.test", 1, 0);
+        ok(sniff(buf, n, false).kind == EGRESS_SNIFF_BAD, "a wildcard SNI: refused");
+        n = hello(buf, "x.test", 1, 0);
+        buf[n - 3] = 0; /* "x.t\0st" */
+        ok(sniff(buf, n, false).kind == EGRESS_SNIFF_BAD, "an SNI with a NUL byte: refused");
+        n = hello(buf, "allowed.test", 1, 0);
+        buf[8] ^= 0x01; /* handshake length no longer fills the record: a split ClientHello */
+        ok(sniff(buf, n, false).kind == EGRESS_SNIFF_BAD, "a ClientHello not exactly one record: refused");
+        n = hello(buf, "allowed.test", 1, 0);
+        buf[5] = 2; /* a ServerHello */
+        ok(sniff(buf, n, false).kind == EGRESS_SNIFF_BAD, "a handshake that is not a ClientHello: refused");
+        buf[0] = 22, buf[1] = 3, buf[2] = 1, buf[3] = 0xff, buf[4] = 0xff;
+        ok(sniff(buf, 5, false).kind == EGRESS_SNIFF_BAD, "a record length over 16 KiB: refused at once");
+
+        s = sniff_str("GET / HTTP/1.1\r\nHost: allowed.test:8080\r\nAccept: */*\r\n\r\n", false);
+        ok(s.kind == EGRESS_SNIFF_HTTP && s.has_name && strcmp(s.name, "allowed.test") == 0, "an HTTP Host, port dropped");
+        s = sniff_str("GET / HTTP/1.1\r\nhOsT:   allowed.test  \r\n\r\n", false);
+        ok(s.has_name && strcmp(s.name, "allowed.test") == 0, "a Host header in any case, with blanks");
+        s = sniff_str("GET / HTTP/1.1\r\nHost: [::1]:80\r\n\r\n", false);
+        ok(s.kind == EGRESS_SNIFF_HTTP && s.has_literal && s.literal.family == AF_INET6, "an IPv6 literal Host");
+        s = sniff_str("GET / HTTP/1.1\r\nHost: 0x7f.1\r\n\r\n", false);
+        ok(s.has_literal && s.literal.family == AF_INET && s.literal.a[0] == 127 && s.literal.a[3] == 1,
+           "a Host in hex IPv4 is read as the address it means");
+        ok(sniff_str("GET / HTTP/1.1\r\nHost: a.test\r\nHost: b.test\r\n\r\n", false).kind == EGRESS_SNIFF_BAD,
+           "two Host headers: refused");
+        ok(sniff_str("GET http://other.test/ HTTP/1.1\r\nHost: allowed.test\r\n\r\n", false).kind == EGRESS_SNIFF_BAD,
+           "an absolute-form target (a host of its own): refused");
+        ok(sniff_str("GET / HTTP/1.1\r\nX: a\r\n b\r\nHost: a.test\r\n\r\n", false).kind == EGRESS_SNIFF_BAD,
+           "a folded header: refused");
+        ok(sniff_str("GET / HTTP/1.1\r\nHost: *.test\r\n\r\n", false).kind == EGRESS_SNIFF_BAD, "a wildcard Host: refused");
+        ok(sniff_str("GET / HTTP/1.1\r\nHost: a.test:80x\r\n\r\n", false).kind == EGRESS_SNIFF_BAD, "a Host with a bad port: refused");
+        s = sniff_str("GET / HTTP/1.0\r\n\r\n", false);
+        ok(s.kind == EGRESS_SNIFF_HTTP && !s.has_name && !s.has_literal, "HTTP/1.0 without Host: no name");
+        ok(sniff_str("GET / HTTP/1.1\r\nHost: a.te", false).kind == EGRESS_SNIFF_MORE, "a head cut short: more");
+        ok(sniff_str("GET / HTTP/1.1\r\nHost: a.te", true).kind == EGRESS_SNIFF_BAD, "... refused at eof");
+        ok(sniff_str("GET", false).kind == EGRESS_SNIFF_MORE, "a method without its space: more");
+        big = malloc(20000);
+        memcpy(big, "GET / HTTP/1.1\r\nX: ", 19);
+        memset(big + 19, 'a', 20000 - 19);
+        ok(sniff(big, 20000, false).kind == EGRESS_SNIFF_BAD, "a request head over 16 KiB: refused");
+        free(big);
+        ok(sniff("GET / HTTP/1.1\r\nHost: a\0b\r\n\r\n", 29, false).kind == EGRESS_SNIFF_BAD, "a NUL in the head: refused");
+
+        ok(sniff_str("SSH-2.0-OpenSSH_9.2\r\n", false).kind == EGRESS_SNIFF_OTHER, "SSH: another protocol");
+        ok(sniff("\x00\x01\x02", 3, false).kind == EGRESS_SNIFF_OTHER, "binary: another protocol");
+        ok(sniff("", 0, true).kind == EGRESS_SNIFF_OTHER, "nothing, then eof: no name");
+        ok(sniff("", 0, false).kind == EGRESS_SNIFF_MORE, "nothing yet: more");
+        ok(sniff("\x16\x02", 2, false).kind == EGRESS_SNIFF_OTHER, "a record of TLS major version 2: another protocol");
+        return done();
+}
