@@ -16,6 +16,11 @@
 static void set(EgressSniff *s, EgressSniffKind kind, const char *why) {
         s->kind = kind;
         s->why = why;
+        /* a refusal carries no name, even one read before what made it refuse (a second SNI) */
+        if (kind == EGRESS_SNIFF_BAD || kind == EGRESS_SNIFF_MORE) {
+                s->has_name = s->has_literal = false;
+                s->name[0] = 0;
+        }
 }
 
 typedef struct Cursor {
