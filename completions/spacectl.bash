@@ -150,15 +150,16 @@ _spacectl() {
             COMPREPLY=($(compgen -W "--json --help" -- "$cur")) ;;
         egress)
             if [[ $npos -eq 0 && $cur != -* ]]; then
-                COMPREPLY=($(compgen -W "ls show test" -- "$cur"))
+                COMPREPLY=($(compgen -W "ls show test log" -- "$cur"))
             elif [[ $cur == -* ]]; then
                 case $sandbox in
                     ls) COMPREPLY=($(compgen -W "--json --quiet --help" -- "$cur")) ;;
                     show|test) COMPREPLY=($(compgen -W "--json --help" -- "$cur")) ;;
+                    log) COMPREPLY=($(compgen -W "--follow --lines --json --help" -- "$cur")) ;;
                 esac
             elif [[ $npos -eq 1 && $sandbox == show ]]; then
                 COMPREPLY=($(compgen -W "$(_spacectl_egress_profiles)" -- "$cur"))
-            elif [[ $npos -eq 1 && $sandbox == test ]]; then
+            elif [[ $npos -eq 1 && ( $sandbox == test || $sandbox == log ) ]]; then
                 COMPREPLY=($(compgen -W "$(_spacectl_sandboxes)" -- "$cur"))
             fi ;;
         key)

@@ -207,14 +207,17 @@ complete -c spacectl -n "__fish_seen_subcommand_from op; and __fish_seen_subcomm
 # info
 complete -c spacectl -n "__fish_seen_subcommand_from info" -l json -d 'Print JSON'
 
-# egress ls|show PROFILE|test SANDBOX HOST[:PORT]
-complete -c spacectl -n "__spacectl_verb_is egress; and not __fish_seen_subcommand_from ls show test" -a ls -d 'List egress profiles'
-complete -c spacectl -n "__spacectl_verb_is egress; and not __fish_seen_subcommand_from ls show test" -a show -d 'Print a profile'
-complete -c spacectl -n "__spacectl_verb_is egress; and not __fish_seen_subcommand_from ls show test" -a test -d 'Would a sandbox reach HOST[:PORT]'
-complete -c spacectl -n "__spacectl_verb_is egress; and __fish_seen_subcommand_from ls show test" -l json -d 'Print JSON'
+# egress ls|show PROFILE|test SANDBOX HOST[:PORT]|log SANDBOX
+complete -c spacectl -n "__spacectl_verb_is egress; and not __fish_seen_subcommand_from ls show test log" -a ls -d 'List egress profiles'
+complete -c spacectl -n "__spacectl_verb_is egress; and not __fish_seen_subcommand_from ls show test log" -a show -d 'Print a profile'
+complete -c spacectl -n "__spacectl_verb_is egress; and not __fish_seen_subcommand_from ls show test log" -a test -d 'Would a sandbox reach HOST[:PORT]'
+complete -c spacectl -n "__spacectl_verb_is egress; and __fish_seen_subcommand_from ls show test log" -l json -d 'Print JSON'
 complete -c spacectl -n "__spacectl_verb_is egress; and __fish_seen_subcommand_from ls" -s q -l quiet -d 'Print only names'
 complete -c spacectl -n "__spacectl_verb_is egress; and __fish_seen_subcommand_from show" -a '(__spacectl_egress_profiles)' -d 'Profile'
-complete -c spacectl -n "__spacectl_verb_is egress; and __fish_seen_subcommand_from test" -a '(__spacectl_sandboxes)' -d 'Sandbox'
+complete -c spacectl -n "__spacectl_verb_is egress; and __fish_seen_subcommand_from test log" -a '(__spacectl_sandboxes)' -d 'Sandbox'
+complete -c spacectl -n "__spacectl_verb_is egress; and not __fish_seen_subcommand_from ls show test log" -a log -d "The gateway's decisions for a sandbox"
+complete -c spacectl -n "__spacectl_verb_is egress; and __fish_seen_subcommand_from log" -s f -l follow -d 'Keep printing new entries'
+complete -c spacectl -n "__spacectl_verb_is egress; and __fish_seen_subcommand_from log" -s n -l lines -x -d 'Print only the last N first'
 
 # port [-d] SANDBOX GUEST_PORT [HOST_PORT]|ls [SANDBOX]|rm SANDBOX HOST_PORT|ID...
 complete -c spacectl -n "__spacectl_verb_is port; and not __fish_seen_subcommand_from ls rm" -a ls -d 'List port forwards'

@@ -74,7 +74,7 @@ check_eq "each template subcommand has a section in spacectl(1)" "" "$missing_ma
 # ---- the other pages
 # egress's sub-verbs, the same way (its help lists them under "Sub-verbs:")
 mapfile -t EGRESS_SUBS < <("$SPACECTL_BIN" help egress 2>&1 | awk '/^Sub-verbs:/ { on = 1; next } on && NF == 0 { exit } on && /^  [a-z]/ { print $1 }')
-check_eq "spacectl help egress lists ls, show and test" "ls show test" "${EGRESS_SUBS[*]}"
+check_eq "spacectl help egress lists ls, show, test and log" "ls show test log" "${EGRESS_SUBS[*]}"
 BASH_EGRESS=$(bash_offers "egress ")
 FISH_EGRESS=$(fish_offers "egress ")
 missing_bash= missing_fish= missing_man= missing_zsh=
