@@ -2,8 +2,9 @@
 # SPDX-License-Identifier: Apache-2.0
 # Template recipes (issue 4, space-template(5)): `spacectl template build` of templates/minimal gives the
 # builtin's tree; templates/seed (Debian 12 from Debian's archive, with mmdebstrap) boots and runs python3 with
-# its defaults (workdir /home/user, user `user` uid 1000, ca-certificates) and builds to the same digest twice;
-# a scratch recipe's files, run commands, owners and times land in the tarball, byte for byte the same twice;
+# its defaults (workdir /home/user, user `user` uid 1000, ca-certificates, curl and pip) and builds to the same
+# digest twice; a scratch recipe's files, run commands, owners and times land in the tarball, byte for byte the
+# same twice;
 # bad recipes fail with file:line: key messages and exit 1, imports nothing and leave no files behind.
 # Downloads from Debian's archive; the packages are cached in ~/.cache/space/apt between runs.
 . "$(dirname "$0")/lib.sh"
@@ -85,7 +86,7 @@ check_match "seed: stdout is the digest" "$DIGEST_RE" "$SEED"
 check_eq "seed: stderr stays empty" "" "$(cat "$ERR")"
 check_eq "seed:latest points at it" "$SEED" "$(digest_of seed:latest)"
 sc template inspect seed >"$TEST_TMP/seed.json"
-check_eq "seed: the recipe's description" "Debian 12 minbase with bash, coreutils, python3 and ca-certificates" \
+check_eq "seed: the recipe's description" "Debian 12 minbase with bash, coreutils, python3, pip, curl and ca-certificates" \
         "$(json "$TEST_TMP/seed.json" 'd["description"]')"
 check_eq "seed: the recipe's shape" "1 512 2048" \
         "$(json "$TEST_TMP/seed.json" '"%d %d %d" % (d["vcpu"], d["memory_mib"], d["disk_mib"])')"
@@ -109,6 +110,10 @@ check_eq "exec -u root overrides the template's user" "0" "$(cat "$OUT")"
 check_in "the recipe's environment" "$SBS" "C.UTF-8" printenv LANG
 check_in "ca-certificates is installed" "$SBS" "install ok installed" \
         dpkg-query -W -f='${Status}' ca-certificates
+check_in "curl and pip are installed (for egress)" "$SBS" "curl ok, pip ok" \
+        sh -c 'curl --version >/dev/null && echo -n "curl ok, " && python3 -m pip --version >/dev/null && echo "pip ok"'
+check_in "pip may install for the user (PEP 668 lifted by the recipe's environment)" "$SBS" "1" \
+        printenv PIP_BREAK_SYSTEM_PACKAGES
 run sc exec "$SBS" -- sh -c 'grep -c "BEGIN CERTIFICATE" /etc/ssl/certs/ca-certificates.crt'
 if [ "$RC" -eq 0 ] && [ "$(cat "$OUT")" -ge 100 ]; then
         pass "the CA bundle holds $(cat "$OUT") certificates"
