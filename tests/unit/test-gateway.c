@@ -1,0 +1,426 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+
+/* The egress gateway (spaced/egress/gateway.c) and the host's tunnels (spaced/channel/tunnel.c) against a
+ * hostile guest: the test speaks the channel protocol itself on a socketpair, as root in a guest could, to
+ * the real agent.c, with servers on 127.0.33.x as the destinations. What an attacker tries first:
+ *  - a CONNECT to a name no rule names, or malformed: refused, and nothing connects anywhere;
+ *  - an allowed name whose ClientHello names another host: the server accepts but receives not one byte;
+ *  - more data than the window, more credit than the window: the tunnel is closed;
+ *  - a flood of CONNECTs: held tunnels are capped, the rest refused as busy, the channel stays up;
+ *  - DNS questions for names no rule names: NXDOMAIN.
+ * And the way it should work: an allowed name with the right SNI gets through, both ways. */
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "../../lib/macro.h"
+#include "channel/channel.h"
+#include "core/log.h"
+#include "core/store.h"
+#include "core/util.h"
+#include "core/worker.h"
+#include "egress/egress.h"
+#include "io-util.h"
+#include "sandbox/sandbox.h"
+#include "tap.h"
+
+#define ASSERT(x)                                                                               \
+        do {                                                                                    \
+                if (!(x)) {                                                                     \
+                        fprintf(stderr, "%s:%d: %s failed\n", __FILE__, __LINE__, #x);         \
+                        abort();                                                                \
+                }                                                                               \
+        } while (0)
+
+#define ALLOWED "127.0.33.2"
+
+static Manager manager;
+static char tmpdir[] = "/tmp/test-gateway-XXXXXX";
+static int guest = -1;                 /* our end of the channel: we are the guest */
+static SpaceFrameReader reader;
+static uint32_t next_stream = SPACE_STREAM_GUEST_BIT | 1;
+
+typedef struct Frame {
+        SpaceFrameHeader h;
+        uint8_t payload[SPACE_FRAME_PAYLOAD_MAX + 1];
+} Frame;
+
+static void send_frame(uint8_t type, uint8_t fd, uint32_t stream, const void *p, size_t n) {
+        _cleanup_(space_buf_done) SpaceBuf b = {};
+
+        ASSERT(space_frame_append(&b, type, fd, stream, p, n) >= 0);
+        ASSERT(loop_write(guest, b.data, b.len) >= 0);
+}
+
+static void send_kv(uint8_t type, uint32_t stream, const char *k1, const char *v1, const char *k2, const char *v2,
+                    const char *k3, const char *v3) {
+        _cleanup_(space_buf_done) SpaceBuf kv = {};
+
+        if (k1)
+                ASSERT(space_kv_add(&kv, k1, v1) >= 0);
+        if (k2)
+                ASSERT(space_kv_add(&kv, k2, v2) >= 0);
+        if (k3)
+                ASSERT(space_kv_add(&kv, k3, v3) >= 0);
+        send_frame(type, 0, stream, kv.data, kv.len);
+}
+
+static uint32_t connect_to(const char *host, const char *port, const char *via) {
+        uint32_t s = next_stream++;
+
+        send_kv(SPACE_F_CONNECT, s, "host", host, "port", port, "via", via);
+        return s;
+}
+
+/* The next frame the host sends on stream (frames on others, and CREDIT, are skipped), within usec; false when
+ * none came. */
+static bool next_frame(uint32_t stream, uint64_t usec, Frame *ret) {
+        uint64_t end = now_usec_monotonic() + usec;
+        static uint8_t pending[SPACE_FRAME_MAX * 2];
+        static size_t n_pending;
+
+        while (now_usec_monotonic() < end) {
+                while (n_pending > 0) {
+                        SpaceFrameHeader h;
+                        const uint8_t *payload;
+                        size_t used = 0;
+                        int r = space_frame_reader_feed(&reader, pending, n_pending, &used, &h, &payload);
+
+                        memmove(pending, pending + used, n_pending - used);
+                        n_pending -= used;
+                        ASSERT(r >= 0);
+                        if (r == 0)
+                                break;
+                        if (h.stream == stream && h.type != SPACE_F_CREDIT) {
+                                ret->h = h;
+                                memcpy(ret->payload, payload, h.length);
+                                ret->payload[h.length] = 0;
+                                return true;
+                        }
+                }
+                (void) sd_event_run(manager.event, 1000);
+                ssize_t n = recv(guest, pending + n_pending, sizeof pending - n_pending, MSG_DONTWAIT);
+                if (n > 0)
+                        n_pending += (size_t) n;
+        }
+        return false;
+}
+
+static const char *kv(const Frame *f, const char *key) {
+        const char *v = NULL;
+
+        return space_kv_get(f->payload, f->h.length, key, &v) > 0 ? v : "";
+}
+
+/* A server on ALLOWED: accepts one connection and counts what it reads. */
+static int server_listen_buf(uint16_t *ret_port, int rcvbuf) {
+        struct sockaddr_in a = { .sin_family = AF_INET };
+        socklen_t len = sizeof a;
+        int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+
+        ASSERT(fd >= 0);
+        /* a server that hardly takes anything: what the host holds for it is bounded by the window alone */
+        if (rcvbuf > 0)
+                ASSERT(setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof rcvbuf) >= 0);
+        ASSERT(inet_pton(AF_INET, ALLOWED, &a.sin_addr) == 1);
+        ASSERT(bind(fd, (struct sockaddr *) &a, sizeof a) >= 0);
+        ASSERT(listen(fd, 16) >= 0);
+        ASSERT(getsockname(fd, (struct sockaddr *) &a, &len) >= 0);
+        *ret_port = ntohs(a.sin_port);
+        return fd;
+}
+
+static int server_listen(uint16_t *ret_port) {
+        return server_listen_buf(ret_port, 0);
+}
+
+static size_t hello(uint8_t *out, const char *sni) {
+        size_t l = strlen(sni), o = 0, ext = l + 9, body = 2 + 32 + 1 + 4 + 2 + 2 + ext, hs = body + 4;
+
+        out[o++] = 22, out[o++] = 3, out[o++] = 1, out[o++] = (uint8_t) (hs >> 8), out[o++] = (uint8_t) hs;
+        out[o++] = 1, out[o++] = 0, out[o++] = (uint8_t) (body >> 8), out[o++] = (uint8_t) body;
+        out[o++] = 3, out[o++] = 3;
+        memset(out + o, 7, 32), o += 32;
+        out[o++] = 0;
+        out[o++] = 0, out[o++] = 2, out[o++] = 0x13, out[o++] = 1;
+        out[o++] = 1, out[o++] = 0;
+        out[o++] = (uint8_t) (ext >> 8), out[o++] = (uint8_t) ext;
+        out[o++] = 0, out[o++] = 0, out[o++] = (uint8_t) ((l + 5) >> 8), out[o++] = (uint8_t) (l + 5);
+        out[o++] = (uint8_t) ((l + 3) >> 8), out[o++] = (uint8_t) (l + 3), out[o++] = 0;
+        out[o++] = (uint8_t) (l >> 8), out[o++] = (uint8_t) l;
+        memcpy(out + o, sni, l);
+        return o + l;
+}
+
+/* Reads what the accepted connection has, until it ends or usec pass: the byte count, -1 if never accepted. */
+static ssize_t server_drain(int lfd, uint64_t usec, char *buf, size_t size) {
+        uint64_t end = now_usec_monotonic() + usec;
+        int c = -1;
+        size_t got = 0;
+
+        while (now_usec_monotonic() < end) {
+                (void) sd_event_run(manager.event, 1000);
+                if (c < 0) {
+                        c = accept4(lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+                        continue;
+                }
+                ssize_t n = recv(c, buf + got, size - got, 0);
+                if (n == 0 || (n < 0 && errno != EAGAIN))
+                        break;
+                if (n > 0)
+                        got += (size_t) n;
+        }
+        if (c < 0)
+                return -1;
+        close(c);
+        return (ssize_t) got;
+}
+
+static void test_refusals(void) {
+        bool got;
+        Frame f;
+        uint32_t s;
+
+        s = connect_to("denied.test", "443", "proxy");
+        got = next_frame(s, 2000000, &f);
+        ok(got && f.h.type == SPACE_F_ERROR && streq(kv(&f, "code"), "denied"),
+           "CONNECT to a name no rule names: ERROR denied (%s)", kv(&f, "message"));
+        s = next_stream++;
+        send_kv(SPACE_F_CONNECT, s, "host", "allowed.test", "via", "proxy", NULL, NULL);
+        ok(next_frame(s, 2000000, &f) && f.h.type == SPACE_F_ERROR && streq(kv(&f, "code"), "invalid"),
+           "CONNECT without a port: ERROR invalid");
+        s = connect_to("allowed.test", "0", "proxy");
+        ok(next_frame(s, 2000000, &f) && f.h.type == SPACE_F_ERROR, "port 0: refused");
+        s = connect_to("allowed.test", "443", "magic");
+        ok(next_frame(s, 2000000, &f) && f.h.type == SPACE_F_ERROR, "via other than proxy or transparent: refused");
+        s = connect_to("0x7f.0x2103", "443", "proxy");   /* 127.0.33.3 in hex: other.test's, which no IP rule opens */
+        got = next_frame(s, 2000000, &f);
+        ok(got && f.h.type == SPACE_F_ERROR && streq(kv(&f, "code"), "denied"),
+           "an IP literal in hex through the proxy: decided as 127.0.33.3 and refused (%s)", kv(&f, "message"));
+        s = connect_to("other.test", "443", "proxy");
+        got = next_frame(s, 5000000, &f);
+        ok(got && f.h.type == SPACE_F_ERROR && streq(kv(&f, "code"), "denied"),
+           "an allowed name at an address no IP rule opens: refused (%s)", kv(&f, "message"));
+        s = connect_to("169.254.169.254", "80", "transparent");
+        ok(next_frame(s, 2000000, &f) && f.h.type == SPACE_F_ERROR, "the metadata address, captured: refused");
+        s = connect_to("*.test", "443", "proxy");
+        ok(next_frame(s, 2000000, &f) && f.h.type == SPACE_F_ERROR && streq(kv(&f, "code"), "invalid"),
+           "a wildcard as the host: invalid");
+
+        s = next_stream++;
+        send_kv(SPACE_F_RESOLVE, s, "name", "c2VjcmV0.exfil.test", "family", "4", NULL, NULL);
+        ok(next_frame(s, 2000000, &f) && f.h.type == SPACE_F_ERROR && streq(kv(&f, "code"), "nxdomain"),
+           "RESOLVE of a name no rule names: nxdomain, never looked up");
+        s = next_stream++;
+        send_kv(SPACE_F_RESOLVE, s, "name", "allowed.test", "family", "4", NULL, NULL);
+        got = next_frame(s, 5000000, &f);
+        ok(got && f.h.type == SPACE_F_OK && strncmp(kv(&f, "addr"), "198.18.", 7) == 0,
+           "RESOLVE allowed.test: a stand-in for the host's loopback (%s)", kv(&f, "addr"));
+        s = next_stream++;
+        send_frame(SPACE_F_DATA, 1, s, "junk", 4);   /* data on a stream that does not exist */
+        s = next_stream++;
+        send_kv(SPACE_F_RESOLVE, s, "name", "denied.test", "family", "6", NULL, NULL);
+        ok(next_frame(s, 2000000, &f) && f.h.type == SPACE_F_ERROR, "data on an unknown stream: dropped, the channel serves on");
+}
+
+static void test_sni_mismatch(void) {
+        uint16_t port;
+        int lfd = server_listen(&port);
+        char p[8], buf[4096];
+        uint8_t ch[512];
+        size_t n;
+        Frame f;
+        uint32_t s;
+        ssize_t got;
+
+        snprintf(p, sizeof p, "%u", port);
+        s = connect_to("allowed.test", p, "proxy");
+        ok(next_frame(s, 5000000, &f) && f.h.type == SPACE_F_OK && streq(kv(&f, "addr"), ALLOWED),
+           "CONNECT allowed.test: OK, connected to %s", ALLOWED);
+        n = hello(ch, "other.test");
+        send_frame(SPACE_F_DATA, 1, s, ch, n);
+        ok(next_frame(s, 2000000, &f) && f.h.type == SPACE_F_CLOSE, "a ClientHello naming other.test: CLOSE");
+        got = server_drain(lfd, 500000, buf, sizeof buf);
+        ok(got == 0, "... and the server got not one byte of it (%zd)", got);
+
+        s = connect_to("allowed.test", p, "proxy");
+        ok(next_frame(s, 5000000, &f) && f.h.type == SPACE_F_OK, "CONNECT allowed.test again: OK");
+        n = hello(ch, "allowed.test");
+        send_frame(SPACE_F_DATA, 1, s, ch, n);
+        send_frame(SPACE_F_EOF, 1, s, NULL, 0);
+        got = server_drain(lfd, 2000000, buf, sizeof buf);
+        ok(got == (ssize_t) n && memcmp(buf, ch, n) == 0, "the right SNI: the server gets the ClientHello whole");
+        close(lfd);
+}
+
+static void test_window(void) {
+        uint16_t port;
+        int lfd = server_listen_buf(&port, 1024);
+        static uint8_t big[SPACE_FRAME_PAYLOAD_MAX];
+        uint8_t le[4];
+        char p[8];
+        Frame f;
+        uint32_t s;
+        bool closed = false;
+
+        snprintf(p, sizeof p, "%u", port);
+        /* an address an IP rule allows on this port, without SNI: through at once, and the server never reads */
+        s = connect_to(ALLOWED, p, "transparent");
+        ok(next_frame(s, 5000000, &f) && f.h.type == SPACE_F_OK, "CONNECT to an allowed address: OK");
+        memset(big, 'x', sizeof big);
+        send_frame(SPACE_F_DATA, 1, s, "plain", 5);
+        for (unsigned i = 0; i < 40 && !closed; i++) {   /* 2.5 MiB, far past the window */
+                send_frame(SPACE_F_DATA, 1, s, big, sizeof big);
+                closed = next_frame(s, 20000, &f) && f.h.type == SPACE_F_CLOSE;
+        }
+        ok(closed, "data past the window: the host closes the tunnel");
+
+        s = connect_to(ALLOWED, p, "transparent");
+        ok(next_frame(s, 5000000, &f) && f.h.type == SPACE_F_OK, "another: OK");
+        space_put_le32(le, 0x7fffffff);
+        send_frame(SPACE_F_CREDIT, 0, s, le, 4);
+        ok(next_frame(s, 2000000, &f) && f.h.type == SPACE_F_CLOSE, "credit past the window: CLOSE");
+        close(lfd);
+}
+
+/* Reads every frame the host sends for usec: how many were ERROR with code busy, and how many anything else
+ * (CREDIT aside) on streams from first on. */
+static void drain(uint32_t first, uint64_t usec, unsigned *ret_busy, unsigned *ret_other) {
+        uint64_t end = now_usec_monotonic() + usec;
+        static uint8_t buf[SPACE_FRAME_MAX * 2];
+        static size_t n;
+
+        while (now_usec_monotonic() < end) {
+                ssize_t got;
+
+                (void) sd_event_run(manager.event, 1000);
+                got = recv(guest, buf + n, sizeof buf - n, MSG_DONTWAIT);
+                if (got > 0)
+                        n += (size_t) got;
+                for (;;) {
+                        SpaceFrameHeader h;
+                        const uint8_t *payload;
+                        const char *code = NULL;
+                        size_t used = 0;
+                        int r = space_frame_reader_feed(&reader, buf, n, &used, &h, &payload);
+
+                        memmove(buf, buf + used, n - used);
+                        n -= used;
+                        ASSERT(r >= 0);
+                        if (r == 0)
+                                break;
+                        if (h.stream < first || h.type == SPACE_F_CREDIT)
+                                continue;
+                        if (h.type == SPACE_F_ERROR && space_kv_get(payload, h.length, "code", &code) > 0 &&
+                            streq(code, "busy"))
+                                (*ret_busy)++;
+                        else
+                                (*ret_other)++;
+                }
+        }
+}
+
+static void test_flood(void) {
+        unsigned busy = 0, other = 0, late_busy = 0, late_other = 0;
+        uint32_t first = next_stream;
+        Frame f;
+
+        /* Captured connections to a public address with no rule wait for a name in their first bytes: each
+         * holds a tunnel. */
+        for (unsigned i = 0; i < SPACE_TUNNELS_MAX + 40; i++) {
+                (void) connect_to("93.184.216.34", "80", "transparent");
+                (void) sd_event_run(manager.event, 0);   /* the host reads as a real one would */
+        }
+        drain(first, 1000000, &busy, &other);
+        ok(busy == 40 && other == 0, "%u CONNECTs: the 40 past %u refused as busy (%u), the rest held (%u answered)",
+           SPACE_TUNNELS_MAX + 40, SPACE_TUNNELS_MAX, busy, other);
+        {
+                uint32_t q = next_stream++;
+
+                send_kv(SPACE_F_RESOLVE, q, "name", "allowed.test", "family", "4", NULL, NULL);
+                ok(next_frame(q, 5000000, &f) && f.h.type == SPACE_F_OK, "... and the channel still answers");
+        }
+        /* the held ones give up after the naming timeout: refused, not leaked */
+        drain(first, 6000000, &late_busy, &late_other);
+        ok(late_other == SPACE_TUNNELS_MAX, "the %u held ones that never name a host are refused after the naming "
+           "timeout (%u)", SPACE_TUNNELS_MAX, late_other);
+        (void) connect_to("93.184.216.34", "80", "transparent");
+        drain(next_stream - 1, 200000, &late_busy, &late_other);
+        ok(late_busy == 0, "... which frees their places");
+}
+
+int main(void) {
+        _cleanup_free_ char *db = NULL, *hosts = NULL, *run = NULL;
+        Error err = {};
+        Sandbox *s;
+        int sv[2];
+        FILE *f;
+
+        plan(0);
+        log_max_level = LOG_ERR_LEVEL;
+        (void) signal(SIGPIPE, SIG_IGN);
+        ASSERT(mkdtemp(tmpdir));
+        (void) asprintf(&db, "%s/state.db", tmpdir);
+        (void) asprintf(&hosts, "%s/hosts", tmpdir);
+        (void) asprintf(&run, "%s/run", tmpdir);
+        ASSERT(mkdir(run, 0700) >= 0);
+        f = fopen(hosts, "we");
+        ASSERT(f);
+        fprintf(f, "%s allowed.test\n127.0.33.3 other.test\n", ALLOWED);
+        fclose(f);
+
+        ASSERT(sd_event_new(&manager.event) >= 0);
+        ASSERT(completions_setup(&manager) >= 0);
+        ASSERT(store_open(db, &manager.store, &err) >= 0);
+        manager.state_dir = tmpdir;
+        manager.config.egress_hosts_file = strdup(hosts);
+        manager.config.egress_hosts_only = true;
+        ASSERT(egress_profiles_parse(&manager.config.egress, "t: allow allowed.test, other.test, " ALLOWED, &err) >= 0);
+        egress_gateway_setup(0);
+
+        s = calloc(1, sizeof *s);
+        s->manager = &manager;
+        snprintf(s->id, sizeof s->id, "%s", "0000000000000000000000000000abcd");
+        s->state = SANDBOX_RUNNING;
+        s->template_name = strdup("minimal");
+        s->template_digest = strdup("0123456789abcdef");
+        s->run_dir = strdup(run);
+        (void) asprintf(&s->data_dir, "%s/data", tmpdir);
+        (void) mkdir(s->data_dir, 0700);
+        s->egress_profiles = calloc(2, sizeof(char *));
+        s->egress_profiles[0] = strdup("t");
+        s->next = manager.sandboxes;
+        manager.sandboxes = s;
+
+        ASSERT(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) >= 0);
+        ASSERT(agent_attach(s, sv[0]) >= 0);
+        guest = sv[1];
+
+        test_refusals();
+        test_sni_mismatch();
+        test_window();
+        test_flood();
+
+        {
+                struct stat st;
+                _cleanup_free_ char *log = NULL;
+
+                (void) asprintf(&log, "%s/egress.log", s->data_dir);
+                ok(stat(log, &st) == 0 && st.st_size > 0, "every decision went to the audit log");
+        }
+        s->agent = agent_free(s->agent);
+        close(guest);
+        {
+                _cleanup_free_ char *cmd = NULL;
+                (void) asprintf(&cmd, "rm -rf %s", tmpdir);
+                (void) system(cmd);
+        }
+        return done();
+}
