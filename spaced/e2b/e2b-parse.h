@@ -83,6 +83,8 @@ typedef struct E2bNewSandbox {
         char *metadata;               /* JSON text of an object of strings, or NULL */
         char **env;                   /* envVars as NAME=VALUE, or NULL */
         bool auto_pause, auto_resume;
+        char **egress_allow;          /* allow_internet_access and network.allowOut/denyOut, as egress lists */
+        char **egress_deny;
 } E2bNewSandbox;
 
 void e2b_new_sandbox_done(E2bNewSandbox *n);

@@ -199,7 +199,7 @@ static bool json_empty(const cJSON *v) {
 }
 
 /* What of E2B's create space cannot do yet is refused, so that nobody believes a sandbox is confined or
- * connected when it is not. */
+ * connected when it is not. (network.allowOut and denyOut are egress lists: network_lists().) */
 static int check_unsupported(Request *r, cJSON *o) {
         static const char *const network_fields[] = { "allowOut", "denyOut", "allowPublicTraffic",
                                                       "maskRequestHost", NULL };
@@ -219,14 +219,6 @@ static int check_unsupported(Request *r, cJSON *o) {
                                                    i->string);
                                 return -EINVAL;
                         }
-                }
-                if (!json_empty(cJSON_GetObjectItemCaseSensitive(v, "allowOut")) ||
-                    !json_empty(cJSON_GetObjectItemCaseSensitive(v, "denyOut"))) {
-                        http_respond_error(r, ERROR_INVALID_ARGUMENT,
-                                           "network.allowOut and network.denyOut are not supported by space yet: "
-                                           "its sandboxes have no network device, and per-sandbox egress rules "
-                                           "come with egress profiles; leave them out");
-                        return -EOPNOTSUPP;
                 }
                 if (cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(v, "allowPublicTraffic")) ||
                     !json_empty(cJSON_GetObjectItemCaseSensitive(v, "maskRequestHost"))) {
@@ -299,10 +291,30 @@ static void created(Request *r, E2bWait *w) {
         respond_sandbox(r, 201, s);
 }
 
+/* allow_internet_access, network.allowOut and network.denyOut as the sandbox's own egress lists
+ * (space-egress(5), egress_lists_from_e2b()). */
+static int network_lists(Request *r, cJSON *body, bool internet, E2bNewSandbox *n) {
+        _cleanup_strv_free_ char **allow_out = NULL, **deny_out = NULL;
+        _cleanup_(error_done) Error e = {};
+        cJSON *net = cJSON_GetObjectItemCaseSensitive(body, "network");
+        int q;
+
+        if (net && cJSON_IsObject(net) &&
+            ((q = get_strv_field(r, net, "allowOut", EGRESS_RULES_MAX, &allow_out)) < 0 ||
+             (q = get_strv_field(r, net, "denyOut", EGRESS_RULES_MAX, &deny_out)) < 0))
+                return q;
+        q = egress_lists_from_e2b(allow_out, deny_out, internet, &n->egress_allow, &n->egress_deny, &e);
+        if (q < 0)
+                return http_respond_error(r, ERROR_INVALID_ARGUMENT, "%s", e.message ?: "bad network options") ?: q;
+        return 0;
+}
+
 void e2b_new_sandbox_done(E2bNewSandbox *n) {
         cJSON_Delete(n->body);
         free(n->metadata);
         strv_free(n->env);
+        strv_free(n->egress_allow);
+        strv_free(n->egress_deny);
         *n = (E2bNewSandbox) {};
 }
 
@@ -329,10 +341,12 @@ int e2b_new_sandbox_parse(Request *r, E2bNewSandbox *ret) {
             (q = get_metadata_field(r, n.body, "metadata", &n.metadata)) < 0 ||
             (q = env_vars_field(r, n.body, &n.env)) < 0 ||
             (q = get_bool_field(r, n.body, "autoPause", &n.auto_pause)) < 0 ||
-            (q = get_bool_field(r, n.body, "secure", &flag)) < 0 ||
-            /* true is the SDKs' default; false is kept too: a sandbox has no network device yet, so it
-             * reaches nothing either way (ARCHITECTURE.md, decision 10) */
-            (q = get_bool_field(r, n.body, "allow_internet_access", &flag)) < 0 || (q = check_unsupported(r, n.body)) < 0)
+            (q = get_bool_field(r, n.body, "secure", &flag)) < 0 || (q = check_unsupported(r, n.body)) < 0)
+                return q;
+        /* true is the SDKs' default (the sandbox's profiles decide); false denies everything the allowOut list
+         * does not name */
+        flag = true;
+        if ((q = get_bool_field(r, n.body, "allow_internet_access", &flag)) < 0 || (q = network_lists(r, n.body, flag, &n)) < 0)
                 return q;
         v = cJSON_GetObjectItemCaseSensitive(n.body, "autoResume");
         if (v && !cJSON_IsNull(v)) {
@@ -400,6 +414,8 @@ static void post_sandboxes(Request *r, const RouteArgs *a) {
                 return;
         SandboxSpec spec = {
                 .egress_profiles = egress,
+                .egress_allow = n.egress_allow,
+                .egress_deny = n.egress_deny,
                 .template_ref = source ? source->template_name : tmpl,
                 .env = source ? merged : n.env,
                 .metadata = n.metadata,

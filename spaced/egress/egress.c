@@ -647,6 +647,58 @@ int egress_list_check(char *const *list, EgressAction action, const char *what, 
         return r;
 }
 
+/* E2B's network options onto a sandbox's own lists. In E2B an allowOut entry wins over a denyOut entry that
+ * holds it (denyOut ["0.0.0.0/0"] with allowOut ["1.1.1.1"] means "only 1.1.1.1"), and allow_internet_access
+ * false is denyOut everything. Here denies win and everything not allowed is denied already, so a deny that
+ * holds one of the allows is what E2B means by "nothing else": it is dropped, and only the allows open
+ * anything. A deny that holds no allow stays, and wins over the sandbox's profiles too. */
+static bool rule_holds(const EgressRule *outer, const EgressRule *inner) {
+        if (outer->host)
+                return inner->host && streq(outer->host, inner->host);
+        if (inner->host)
+                return outer->prefix == 0; /* a name may resolve anywhere: only "all of it" surely holds it */
+        return inner->addr.family == outer->addr.family && inner->prefix >= outer->prefix &&
+               addr_in(&inner->addr, &outer->addr, outer->prefix);
+}
+
+int egress_lists_from_e2b(char *const *allow_out, char *const *deny_out, bool internet, char ***ret_allow,
+                          char ***ret_deny, Error *reterr) {
+        _cleanup_(egress_rules_done) EgressRules allows = {}, denies = {};
+        _cleanup_strv_free_ char **allow = NULL, **deny = NULL;
+        int r;
+
+        for (char *const *t = allow_out; t && *t; t++) {
+                r = egress_rule_parse(&allows, EGRESS_ALLOW, *t, "network.allowOut", reterr);
+                if (r < 0)
+                        return r;
+                if (strv_extend(&allow, *t) < 0)
+                        return -ENOMEM;
+        }
+        for (char *const *t = deny_out; t && *t; t++) {
+                r = egress_rule_parse(&denies, EGRESS_DENY, *t, "network.denyOut", reterr);
+                if (r < 0)
+                        return r;
+        }
+        if (!internet) {
+                r = egress_rule_parse(&denies, EGRESS_DENY, "0.0.0.0/0", "allow_internet_access", reterr);
+                if (r >= 0)
+                        r = egress_rule_parse(&denies, EGRESS_DENY, "::/0", "allow_internet_access", reterr);
+                if (r < 0)
+                        return r;
+        }
+        for (size_t i = 0; i < denies.n; i++) {
+                bool holds = false;
+
+                for (size_t j = 0; j < allows.n && !holds; j++)
+                        holds = rule_holds(&denies.rules[i], &allows.rules[j]);
+                if (!holds && strv_extend(&deny, denies.rules[i].text + strlen("deny ")) < 0)
+                        return -ENOMEM;
+        }
+        *ret_allow = TAKE_PTR(allow);
+        *ret_deny = TAKE_PTR(deny);
+        return 0;
+}
+
 /* ---- address classes ---- */
 
 typedef struct ClassRange {

@@ -93,6 +93,12 @@ int egress_profiles_select(const EgressConfig *c, char *const *requested, char *
 /* Checks per-sandbox allow or deny entries (targets as in a rule). */
 int egress_list_check(char *const *list, EgressAction action, const char *what, Error *reterr);
 
+/* E2B's network.allowOut, network.denyOut and allow_internet_access as a sandbox's own allow and deny lists
+ * (E2B's allows win over the denies that hold them; here denies win, so those denies are dropped: see
+ * egress.c). The lists are new (NULL when empty); ERROR_INVALID_ARGUMENT names the option and the entry. */
+int egress_lists_from_e2b(char *const *allow_out, char *const *deny_out, bool internet, char ***ret_allow,
+                          char ***ret_deny, Error *reterr);
+
 /* Address classes no sandbox reaches unless an IP rule inside the class names them. */
 typedef enum EgressClass {
         EGRESS_CLASS_PUBLIC,

@@ -196,6 +196,16 @@ test('errors say what is wrong', async () => {
     (e) => e instanceof SandboxError && /template 'no-such-template' does not exist/.test(e.message))
   await assert.rejects(Sandbox.list({ apiKey: 'e2b_' + '0'.repeat(40) }).nextItems(), AuthenticationError)
   await assert.rejects(Sandbox.connect('0'.repeat(32)), NotFoundError)
-  await assert.rejects(Sandbox.create(TEMPLATE, { timeoutMs: 30_000, network: { denyOut: ['0.0.0.0/0'] } }),
-    /not supported by space/)
+  await assert.rejects(Sandbox.create(TEMPLATE, { timeoutMs: 30_000, network: { denyOut: ['10.0.0.0/33'] } }),
+    /network.denyOut/)
+})
+
+test('network options are the sandbox\'s egress lists', async () => {
+  const s = await Sandbox.create(TEMPLATE, { timeoutMs: 60_000, network: { allowOut: ['1.1.1.1'], denyOut: ['0.0.0.0/0'] } })
+  try {
+    const { body } = await spaceApi('GET', `/v1/sandboxes/${s.sandboxId}`)
+    assert.deepEqual([body.egress_allow, body.egress_deny], [['1.1.1.1'], []])
+  } finally {
+    await s.kill()
+  }
 })

@@ -281,12 +281,34 @@ def test_errors_say_what_is_wrong():
     with pytest.raises(NotFoundException):
         Sandbox.connect("0" * 32)
     with pytest.raises(SandboxException, match="not supported by space"):
-        Sandbox.create(TEMPLATE, timeout=30, network={"allow_out": ["1.1.1.1"]})
-    with pytest.raises(SandboxException, match="not supported by space"):
         Sandbox.create(TEMPLATE, timeout=30, volume_mounts={"/data": "vol"})
-    # allow_internet_access=False is accepted: a sandbox has no network device to begin with
-    s = Sandbox.create(TEMPLATE, timeout=30, allow_internet_access=False)
-    s.kill()
+    with pytest.raises(SandboxException, match=r"network.allowOut.*wildcard"):
+        Sandbox.create(TEMPLATE, timeout=30, network={"allow_out": ["*.example.com"]})
+
+
+def egress_lists(sandbox_id):
+    status, body = space_api("GET", f"/v1/sandboxes/{sandbox_id}")
+    assert status == 200
+    return body["egress_allow"], body["egress_deny"]
+
+
+def test_network_options_are_egress_lists():
+    # E2B's allow_out wins over a deny_out that holds it; space denies what nothing allows anyway, so that
+    # deny is dropped and only the allows open anything (space-egress(5))
+    s = Sandbox.create(TEMPLATE, timeout=60, network={"allow_out": ["1.1.1.1", "example.com"],
+                                                      "deny_out": ["0.0.0.0/0", "8.8.8.8"]})
+    try:
+        assert egress_lists(s.sandbox_id) == (["1.1.1.1", "example.com"], ["8.8.8.8"])
+    finally:
+        s.kill()
+    # no internet: every address denied, which wins over any profile
+    s = Sandbox.create(TEMPLATE, timeout=60, allow_internet_access=False)
+    try:
+        assert egress_lists(s.sandbox_id) == ([], ["0.0.0.0/0", "::/0"])
+        r = s.commands.run("curl -fsS --max-time 10 http://example.com/ || echo refused $?")
+        assert "refused" in r.stdout
+    finally:
+        s.kill()
 
 
 def test_logs_list_what_ran():
