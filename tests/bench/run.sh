@@ -10,6 +10,8 @@
 # bench_cli.py (BENCH_ONLY=cli): spacectl's start-up, --help and version, next to /bin/true: wall time and page
 # faults over BENCH_CLI_RUNS (>= 200) runs; BENCH_CLI_BASELINE=/path/to/an/older/spacectl puts it side by side.
 # bench_scale.py (BENCH_ONLY=scale): how the cost grows with 1, 10, 50 and 100 idle sandboxes, one table row per size.
+# bench_egress.py (BENCH_ONLY=egress): connect latency and MB/s from a sandbox through its proxy and the egress
+# gateway to tests/integration/egress-servers.py on the host, next to the same client on the host and in the guest.
 #
 # Knobs: BENCH_CREATES (>= 20, default 20), BENCH_EXECS (>= 50, default 50), BENCH_PINGS (default 200),
 #        BENCH_RAW_RESTORE_CMD (see tests/bench/bench.py), BENCH_STREAM_MIB (default 64), BENCH_STREAM_RUNS
@@ -25,7 +27,11 @@
 #        sandbox at each N, tests/bench/bench_scale.py): BENCH_SCALE_SIZES (default 1,10,50,100; a size that
 #        memory does not allow is skipped, with the reason), BENCH_SCALE_LS_RUNS (>= 20), BENCH_SCALE_WINDOW
 #        (idle window in s, default 10), BENCH_SCALE_MEMORY_LIMIT_MIB (the daemon's memory_limit_mib for this
-#        part; default max(RAM - 2 GiB, 80% of RAM); more than RAM overcommits, idle guests touch little of theirs).
+#        part; default max(RAM - 2 GiB, 80% of RAM); more than RAM overcommits, idle guests touch little of theirs);
+#        egress (tests/bench/bench_egress.py): BENCH_EGRESS_CONNECTS (>= 50, default 200), BENCH_EGRESS_MIB (default
+#        64), BENCH_EGRESS_RUNS (>= 3), BENCH_EGRESS_VIA (default proxy,transparent), BENCH_EGRESS_TEMPLATE
+#        (default seed, built when missing), BENCH_EGRESS_ADDR (default 127.0.0.2) and BENCH_EGRESS_NAME (default
+#        allowed.test), which the profile bench-egress below allows; BENCH_EGRESS_DENIED (default 127.0.0.3).
 # Numbers from a --enable-sanitizers build are slower than a release build: configure without it for figures
 # worth quoting.
 
@@ -33,13 +39,20 @@
 
 export BENCH_OUT=${BENCH_OUT:-$TOP_BUILDDIR/bench-results.json}
 space_env_setup >&2
+# The egress part's profile (space-egress(5)): the address its servers listen on, every port, and the name the
+# captured path connects to, which the daemon's hosts file maps there.
+export BENCH_EGRESS_NAME=${BENCH_EGRESS_NAME:-allowed.test}
+printf '%s\t%s\n' "${BENCH_EGRESS_ADDR:-127.0.0.2}" "$BENCH_EGRESS_NAME" "${BENCH_EGRESS_DENIED:-127.0.0.3}" \
+        denied.test >"$TEST_TMP/egress-bench.hosts"
+egress_conf=("egress_profile = bench-egress: allow ${BENCH_EGRESS_ADDR:-127.0.0.2}, $BENCH_EGRESS_NAME"
+        "egress_hosts_file = $TEST_TMP/egress-bench.hosts")
 # The scale part's memory_limit_mib (bench_scale.py): the daemon's default is 80% of RAM in guest memory.
 scale_limit_mib=${BENCH_SCALE_MEMORY_LIMIT_MIB:-$(awk '/^MemTotal:/ { t = int($2 / 1024); r = t - 2048;
         d = int(t * 8 / 10); print (r > d ? r : d) }' /proc/meminfo)}
 if [ "${BENCH_ONLY:-}" = scale ]; then
-        tcp_config "memory_limit_mib = $scale_limit_mib"
+        tcp_config "memory_limit_mib = $scale_limit_mib" "${egress_conf[@]}"
 else
-        tcp_config
+        tcp_config "${egress_conf[@]}"
 fi
 start_daemon_tcp >&2
 export TEST_TMP TOP_BUILDDIR SPACECTL_BIN
@@ -136,6 +149,14 @@ if [ -z "${BENCH_ONLY:-}" ] || [ "$BENCH_ONLY" = e2b ]; then
                 echo "bench: cannot install the E2B SDKs" >&2
                 rc=1
         fi
+fi
+if [ -z "${BENCH_ONLY:-}" ] || [ "$BENCH_ONLY" = egress ]; then
+        # Egress through the gateway (bench_egress.py), with the profile bench-egress of the config above. It
+        # starts tests/integration/egress-servers.py itself (its PID goes to extra.pids) and fails, saying why,
+        # when this daemon does not enforce egress.
+        daemon_answers || spacectl version >/dev/null 2>&1
+        SEEN_PIDS+=("$(daemon_pid)")
+        python3 "$TESTS_DIR/../bench/bench_egress.py" || rc=1
 fi
 # QEMUs the baseline left running (bench.py kills them itself; this is the safety net).
 for pid in $(cat "$TEST_TMP/extra.pids" 2>/dev/null); do track_pid "$pid"; done
