@@ -30,6 +30,8 @@
 
 #define CONNECT_TIMEOUT_USEC (10ULL * 1000000ULL)
 #define NAMING_TIMEOUT_USEC (5ULL * 1000000ULL)
+/* first bytes that are a start but no verdict (half a line, half a ClientHello) are judged as they are then */
+#define PEEK_MORE_TIMEOUT_USEC (10ULL * 1000000ULL)
 #define DNS_TTL_SEC 30U
 #define DNS_CACHE_MAX 2048U
 #define RESOLVES_PER_SANDBOX_MAX 16U    /* names in flight on worker threads, per sandbox */
@@ -411,6 +413,7 @@ static void open_up(GatewayConn *c) {
 
 static void start_connect(GatewayConn *c);
 static void check_peek(GatewayConn *c);
+static int arm_timer(GatewayConn *c, uint64_t usec);
 
 /* The first bytes named peek_name for an address target: it must be an allowed name that this address is
  * one of (as the sandbox's DNS was answered, or as resolved now). */
@@ -438,6 +441,15 @@ static void on_peek_resolved(Manager *m, void *userdata, int err, const EgressAd
                                 (addrs[i].family == AF_INET6 && c->addr.family == AF_INET &&
                                  memcmp(addrs[i].a, "\0\0\0\0\0\0\0\0\0\0\xff\xff", 12) == 0 &&
                                  memcmp(addrs[i].a + 12, c->addr.a, 4) == 0);
+                for (size_t i = 0; i < n && found && err >= 0; i++) {
+                        EgressDecision d;
+
+                        decide(c, c->peek_name, &addrs[i], c->port, &d);
+                        if (!d.allowed) {
+                                deny(c, egress_reason_to_string(d.reason), "denied", "%s", d.message);
+                                goto out;
+                        }
+                }
                 if (err < 0)
                         deny(c, "name_mismatch", "denied", "the connection names %s, which does not resolve (%s)",
                              c->peek_name, strerror(-err));
@@ -447,6 +459,7 @@ static void on_peek_resolved(Manager *m, void *userdata, int err, const EgressAd
                 else
                         name_checked(c);
         }
+out:
         conn_unref(c);
 }
 
@@ -507,8 +520,14 @@ static void check_peek(GatewayConn *c) {
         if (len == 0 && !eof)
                 return;
         egress_sniff(data, len, eof, &sn);
-        if (sn.kind == EGRESS_SNIFF_MORE)
+        if (sn.kind == EGRESS_SNIFF_MORE) {
+                /* Nothing yet: a server that speaks first is served meanwhile, and the client's first bytes
+                 * are still checked whenever they come. A start of something waits only so long. */
+                if (len > 0 && c->state == GW_PEEKING && !c->timer)
+                        (void) arm_timer(c, PEEK_MORE_TIMEOUT_USEC);
                 return;
+        }
+        c->timer = sd_event_source_disable_unref(c->timer);
         /* judge() may go on asynchronously (a lookup): stop listening to the bytes until it ends. */
         tunnel_set_peek_waiter(c->tunnel, NULL);
         judge(c, &sn);
@@ -526,6 +545,20 @@ static int on_timeout(sd_event_source *s, uint64_t usec, void *userdata) {
         else if (c->state == GW_NAMING)
                 deny(c, "no_name", "denied", "%s:%u has no IP rule and the connection named no host within %llu s",
                      c->addr_text, c->port, NAMING_TIMEOUT_USEC / 1000000ULL);
+        else if (c->state == GW_PEEKING && c->tunnel) {
+                const uint8_t *data;
+                size_t len;
+                bool eof;
+                EgressSniff sn;
+
+                /* judged as if the client had stopped there: half a request or a ClientHello is refused, half
+                 * a line of some other protocol goes on as that protocol */
+                c->timer = sd_event_source_disable_unref(c->timer);
+                tunnel_held(c->tunnel, &data, &len, &eof);
+                egress_sniff(data, len, true, &sn);
+                tunnel_set_peek_waiter(c->tunnel, NULL);
+                judge(c, &sn);
+        }
         return 0;
 }
 
@@ -613,20 +646,21 @@ static void on_target_resolved(Manager *m, void *userdata, int err, const Egress
                      err == -ENOENT ? "no such name" : strerror(-err ?: ENOENT));
                 goto out;
         }
-        /* The first address the policy allows with this name; never one it does not. */
+        /* A name is only as safe as every address it has: one denied (a rebinding answer that adds 127.0.0.1 to
+         * a public address) denies the name, as `egress test` says. Else the first address. */
         for (size_t i = 0; i < n; i++) {
                 decide(c, c->target_name, &addrs[i], c->port, &d);
                 if (i == 0)
                         first = d;
-                if (d.allowed) {
+                if (!d.allowed) {
                         set_addr(c, &d.addr);
-                        rule_text(&d, c->rule, sizeof c->rule);
-                        start_connect(c);
+                        deny(c, egress_reason_to_string(d.reason), "denied", "%s", d.message);
                         goto out;
                 }
         }
         set_addr(c, &first.addr);
-        deny(c, egress_reason_to_string(first.reason), "denied", "%s", first.message);
+        rule_text(&first, c->rule, sizeof c->rule);
+        start_connect(c);
 out:
         conn_unref(c);
 }
@@ -834,7 +868,15 @@ static void on_dns_resolved(Manager *m, void *userdata, int err, const EgressAdd
                         n_family--;
                 }
         }
-        if (n_ok == 0 && n_family > 0) {
+        /* as for a connection: one denied address (of either family) denies the name */
+        for (size_t i = 0; i < n && !first_denial[0]; i++) {
+                EgressQuery eq = { .host = q->name, .addr = addrs[i], .port = q->port, .self_port = gw.self_port };
+                EgressDecision d;
+
+                if (addrs[i].family != q->family && egress_decide(p.sources, p.n_sources, &eq, &d) >= 0 && !d.allowed)
+                        (void) snprintf(first_denial, sizeof first_denial, "%s", d.message);
+        }
+        if (first_denial[0] || (n_ok == 0 && n_family > 0)) {
                 dns_audit(m, s, q->name, NULL, "denied", first_denial);
                 channel_refuse_guest_stream(s->agent, q->stream, "denied", first_denial);
                 goto out;

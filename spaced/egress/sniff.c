@@ -12,6 +12,7 @@
 
 #define HTTP_HEAD_MAX (16U * 1024U)
 #define TLS_RECORD_MAX (16U * 1024U)
+#define HTTP_LINE_MAX (8U * 1024U)
 
 static void set(EgressSniff *s, EgressSniffKind kind, const char *why) {
         s->kind = kind;
@@ -247,5 +248,28 @@ void egress_sniff(const uint8_t *p, size_t n, bool eof, EgressSniff *ret) {
                 return set(ret, EGRESS_SNIFF_OTHER, NULL);
         if (i == n)
                 return set(ret, eof ? EGRESS_SNIFF_OTHER : EGRESS_SNIFF_MORE, NULL);
+        /* Many line protocols start with an upper-case word and a space too (SMTP's EHLO, Redis, IRC): it is
+         * HTTP only when the first line ends in the version. */
+        {
+                const uint8_t *nl = memchr(p, '\n', MIN(n, (size_t) HTTP_LINE_MAX));
+                size_t len;
+
+                if (!nl) {
+                        if (n >= HTTP_LINE_MAX)
+                                return set(ret, EGRESS_SNIFF_BAD, "a first line over 8 KiB");
+                        return set(ret, eof ? EGRESS_SNIFF_OTHER : EGRESS_SNIFF_MORE, NULL);
+                }
+                bool cr;
+
+                len = (size_t) (nl - p);
+                cr = len > 0 && p[len - 1] == '\r';
+                if (cr)
+                        len--;
+                if (len < 9 || memcmp(p + len - 9, " HTTP/1.", 8) != 0 || !isdigit(p[len - 1]))
+                        return set(ret, EGRESS_SNIFF_OTHER, NULL);
+                /* lenient servers take bare LF lines, which this reader would not see the end of */
+                if (!cr)
+                        return set(ret, EGRESS_SNIFF_BAD, "an HTTP request line ending in a bare LF");
+        }
         sniff_http(p, n, eof, ret);
 }

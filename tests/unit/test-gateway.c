@@ -208,6 +208,14 @@ static void test_refusals(void) {
         got = next_frame(s, 5000000, &f);
         ok(got && f.h.type == SPACE_F_ERROR && streq(kv(&f, "code"), "denied"),
            "an allowed name at an address no IP rule opens: refused (%s)", kv(&f, "message"));
+        s = connect_to("both.test", "443", "proxy");
+        got = next_frame(s, 5000000, &f);
+        ok(got && f.h.type == SPACE_F_ERROR && streq(kv(&f, "code"), "denied"),
+           "a name with an allowed and a denied address: refused, not served from the allowed one (%s)",
+           kv(&f, "message"));
+        s = next_stream++;
+        send_kv(SPACE_F_RESOLVE, s, "name", "both.test", "family", "4", NULL, NULL);
+        ok(next_frame(s, 5000000, &f) && f.h.type == SPACE_F_ERROR, "... and the DNS stub is not answered it");
         s = connect_to("169.254.169.254", "80", "transparent");
         ok(next_frame(s, 2000000, &f) && f.h.type == SPACE_F_ERROR, "the metadata address, captured: refused");
         s = connect_to("*.test", "443", "proxy");
@@ -249,6 +257,14 @@ static void test_sni_mismatch(void) {
         ok(next_frame(s, 2000000, &f) && f.h.type == SPACE_F_CLOSE, "a ClientHello naming other.test: CLOSE");
         got = server_drain(lfd, 500000, buf, sizeof buf);
         ok(got == 0, "... and the server got not one byte of it (%zd)", got);
+
+        s = connect_to(ALLOWED, p, "proxy");
+        ok(next_frame(s, 5000000, &f) && f.h.type == SPACE_F_OK, "CONNECT to the allowed address: OK");
+        send_frame(SPACE_F_DATA, 1, s, "PING x\r\n", 8);
+        send_frame(SPACE_F_EOF, 1, s, NULL, 0);
+        got = server_drain(lfd, 2000000, buf, sizeof buf);
+        ok(got == 8 && memcmp(buf, "PING x\r\n", 8) == 0,
+           "a line protocol that starts like a request ('PING x'): goes through as what it is");
 
         s = connect_to("allowed.test", p, "proxy");
         ok(next_frame(s, 5000000, &f) && f.h.type == SPACE_F_OK, "CONNECT allowed.test again: OK");
@@ -373,7 +389,7 @@ int main(void) {
         ASSERT(mkdir(run, 0700) >= 0);
         f = fopen(hosts, "we");
         ASSERT(f);
-        fprintf(f, "%s allowed.test\n127.0.33.3 other.test\n", ALLOWED);
+        fprintf(f, "%s allowed.test\n127.0.33.3 other.test\n%s both.test\n127.0.33.3 both.test\n", ALLOWED, ALLOWED);
         fclose(f);
 
         ASSERT(sd_event_new(&manager.event) >= 0);
@@ -382,7 +398,7 @@ int main(void) {
         manager.state_dir = tmpdir;
         manager.config.egress_hosts_file = strdup(hosts);
         manager.config.egress_hosts_only = true;
-        ASSERT(egress_profiles_parse(&manager.config.egress, "t: allow allowed.test, other.test, " ALLOWED, &err) >= 0);
+        ASSERT(egress_profiles_parse(&manager.config.egress, "t: allow allowed.test, other.test, both.test, " ALLOWED, &err) >= 0);
         egress_gateway_setup(0);
 
         s = calloc(1, sizeof *s);

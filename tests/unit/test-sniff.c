@@ -138,6 +138,13 @@ int main(void) {
         ok(sniff("GET / HTTP/1.1\r\nHost: a\0b\r\n\r\n", 29, false).kind == EGRESS_SNIFF_BAD, "a NUL in the head: refused");
 
         ok(sniff_str("SSH-2.0-OpenSSH_9.2\r\n", false).kind == EGRESS_SNIFF_OTHER, "SSH: another protocol");
+        ok(sniff_str("PING x\r\n", false).kind == EGRESS_SNIFF_OTHER, "a line protocol's 'PING x': another protocol");
+        ok(sniff_str("EHLO me\r\n\x01\x02", false).kind == EGRESS_SNIFF_OTHER, "SMTP's EHLO: another protocol");
+        ok(sniff_str("GET key\r\n", false).kind == EGRESS_SNIFF_OTHER, "Redis' 'GET key': another protocol");
+        ok(sniff_str("SET k v", false).kind == EGRESS_SNIFF_MORE, "an upper-case word and a space, no line yet: more");
+        ok(sniff_str("SET k v", true).kind == EGRESS_SNIFF_OTHER, "... another protocol at eof");
+        ok(sniff_str("GET / HTTP/1.1\nHost: other.test\n\n", false).kind == EGRESS_SNIFF_BAD,
+           "a request line ending in a bare LF (a lenient server would read its Host): refused");
         ok(sniff("\x00\x01\x02", 3, false).kind == EGRESS_SNIFF_OTHER, "binary: another protocol");
         ok(sniff("", 0, true).kind == EGRESS_SNIFF_OTHER, "nothing, then eof: no name");
         ok(sniff("", 0, false).kind == EGRESS_SNIFF_MORE, "nothing yet: more");
