@@ -380,6 +380,53 @@ int http_respond_stream_status(Request *r, unsigned status, uint64_t size, const
         return q;
 }
 
+/* MHD sent the 101 head: the connection is the handler's now (MHD keeps it suspended until it is closed). */
+static void on_upgrade(void *cls, struct MHD_Connection *c, void *con_cls, const char *extra_in, size_t extra_in_size,
+                       MHD_socket sock, struct MHD_UpgradeResponseHandle *urh) {
+        Request *r = con_cls;
+
+        if (!r || !r->upgraded) {
+                (void) MHD_upgrade_action(urh, MHD_UPGRADE_ACTION_CLOSE);
+                return;
+        }
+        r->upgrade = urh;
+        r->upgraded(r->upgraded_userdata, r, sock, extra_in, extra_in_size);
+}
+
+int http_respond_upgrade(Request *r, const char *const *headers, HttpUpgraded upgraded, void *userdata) {
+        struct MHD_Response *resp;
+        enum MHD_Result q;
+
+        /* MHD refuses an upgrade on anything else, and HTTP/1.0 has no Upgrade */
+        if (!r->version || !streq(r->version, MHD_HTTP_VERSION_1_1))
+                return -EPROTONOSUPPORT;
+        resp = MHD_create_response_for_upgrade(on_upgrade, NULL); /* it says "Connection: Upgrade" itself */
+        if (!resp)
+                return -ENOMEM;
+        for (const char *const *h = headers; h && h[0] && h[1]; h += 2)
+                MHD_add_response_header(resp, h[0], h[1]);
+        r->upgraded = upgraded;
+        r->upgraded_userdata = userdata;
+        q = MHD_queue_response(r->connection, MHD_HTTP_SWITCHING_PROTOCOLS, resp);
+        MHD_destroy_response(resp);
+        if (q != MHD_YES) {
+                r->upgraded = NULL;
+                return -EIO;
+        }
+        r->responded = true;
+        return 0;
+}
+
+void http_upgrade_close(Request *r) {
+        struct MHD_UpgradeResponseHandle *urh = TAKE_PTR(r->upgrade);
+
+        if (!urh)
+                return;
+        /* a resume in MHD's eyes: the next run closes the socket and completes the request */
+        (void) MHD_upgrade_action(urh, MHD_UPGRADE_ACTION_CLOSE);
+        http_schedule(r->http);
+}
+
 const char *http_query(Request *r, const char *key) {
         return MHD_lookup_connection_value(r->connection, MHD_GET_ARGUMENT_KIND, key);
 }
@@ -629,6 +676,7 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *connection, c
                 r->connection = connection;
                 r->method = method;
                 r->url = url;
+                r->version = version;
                 *con_cls = r;
                 request_begin(l, r);
                 return MHD_YES;
@@ -691,7 +739,10 @@ static int listener_start(Http *h, Listener *l, int fd, bool tcp) {
         /* Over TCP a connection that sends no request (or stalls in one) is closed after a while; the unix
          * socket is the user's own and keeps the old behaviour. Suspended connections (long polls, SSE
          * waiting for output) never time out, and http_set_streaming() exempts running streams. */
-        l->daemon = MHD_start_daemon(MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG, 0, NULL, NULL,
+        /* MHD_ALLOW_UPGRADE: the port proxy's WebSockets. Without TLS, MHD hands over the connection's own socket
+         * and only takes it back to close it, so this works with an external event loop (http_respond_upgrade). */
+        l->daemon = MHD_start_daemon(MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | MHD_ALLOW_UPGRADE | MHD_USE_ERROR_LOG,
+                                     0, NULL, NULL,
                                      on_access, l, MHD_OPTION_LISTEN_SOCKET, fd,
                                      MHD_OPTION_NOTIFY_COMPLETED, on_completed, h,
                                      MHD_OPTION_CONNECTION_TIMEOUT, tcp ? (unsigned) HTTP_TCP_IDLE_TIMEOUT_SEC : 0U,

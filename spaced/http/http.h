@@ -31,6 +31,12 @@ typedef enum RequestKind {
 
 typedef struct Request Request;
 
+/* After a 101 answer (http_respond_upgrade()) the connection is no longer HTTP: upgraded gets the client's
+ * socket (read and write it, shut it down, never close it) and the bytes the client sent after its request
+ * (extra, n: they come before anything read from fd). The handler owns the connection from then on and hands
+ * it back with http_upgrade_close(); the request ends (r->stream.detach) soon after. */
+typedef void (*HttpUpgraded)(void *userdata, Request *r, int fd, const char *extra, size_t n);
+
 /* How a route's errors look (the same ErrorCode, the same message): the native API's {"code": "name"}, E2B's
  * control plane and envd REST {"code": <HTTP status>} (its SDKs parse that), or Connect RPC's
  * {"code": "not_found"} with the status Connect gives that code. Set from the route before anything is
@@ -74,6 +80,7 @@ struct Request {
         struct MHD_Connection *connection;
         const char *method;
         const char *url;
+        const char *version;   /* "HTTP/1.1" */
         RequestKind kind;
         SpaceBuf body;
         bool body_too_large;
@@ -104,6 +111,10 @@ struct Request {
         /* What the request serves or waits for (a process stream, a file transfer): detached when it ends. */
         HttpStream stream;
         struct StreamBody *body_reader; /* the live streaming response, if any */
+        /* A 101 answer: who takes the connection, and MHD's handle on it once taken. */
+        HttpUpgraded upgraded;
+        void *upgraded_userdata;
+        struct MHD_UpgradeResponseHandle *upgrade;
 };
 
 /* unix_fd: the API socket (peer credentials); tcp_fd: the TCP listener (API keys), or -1. */
@@ -138,6 +149,11 @@ int http_respond_stream(Request *r, const char *const *headers);
 /* The same with another status and, unless HTTP_SIZE_UNKNOWN, a body of size bytes (a reverse proxy's answer). */
 #define HTTP_SIZE_UNKNOWN UINT64_MAX
 int http_respond_stream_status(Request *r, unsigned status, uint64_t size, const char *const *headers);
+/* Answers 101 Switching Protocols with headers (name, value, ..., NULL; an Upgrade among them) and, once the
+ * head is sent, hands the connection to upgraded. -EPROTONOSUPPORT for a request that is not HTTP/1.1. */
+int http_respond_upgrade(Request *r, const char *const *headers, HttpUpgraded upgraded, void *userdata);
+/* The upgraded connection is done: MHD closes the client's socket and ends the request. */
+void http_upgrade_close(Request *r);
 /* Detaches r from what it serves (calls r->stream.detach) and forgets it. */
 void http_stream_detach(Request *r);
 const char *http_query(Request *r, const char *key);

@@ -13,6 +13,7 @@
 #include "core/log.h"
 #include "core/util.h"
 #include "http/api.h"
+#include "http/proxy-upgrade.h"
 #include "macro.h"
 #include "sandbox/forward.h"
 #include "sandbox/sandbox.h"
@@ -25,6 +26,12 @@
  * carries to 127.0.0.1:port in the guest; the answer's head is parsed here and its body streamed back as it
  * comes, never held whole: the server in the guest is as untrusted as the guest, so its head is bounded and
  * checked, and its body goes through the tunnel's credit.
+ *
+ * A request that asks to switch protocols (Connection: Upgrade with an Upgrade, in HTTP/1.1: a WebSocket) goes
+ * with its Upgrade and Connection: Upgrade instead of Connection: close. A 101 from the server is answered with
+ * the server's headers through MHD's upgrade support, and from then on proxy-upgrade.c carries bytes both ways
+ * between the client's socket and the tunnel; any other answer is passed back as usual. The server must
+ * answer the switch within PROXY_UPGRADE_HEAD_SEC: a suspended request would not notice its client leave.
  */
 
 #define PROXY_HEAD_MAX (64 * 1024)    /* the server's status line and headers */
@@ -32,6 +39,8 @@
 #define PROXY_PATH_MAX 8192           /* of the path and query sent on */
 #define PROXY_WAKE_WAIT_SEC 120
 #define PROXY_CHUNK_LINE_MAX 1024
+#define PROXY_UPGRADE_HEAD_SEC 30
+#define PROXY_UPGRADE_VALUE_MAX 256  /* of the Upgrade header sent on */
 
 typedef enum ProxyState {
         PROXY_OPENING,    /* PORT sent, the guest has not answered */
@@ -39,6 +48,9 @@ typedef enum ProxyState {
         PROXY_HEAD,       /* the head is parsed, not yet answered */
         PROXY_BODY,       /* answered: the body streams */
         PROXY_FAILED,     /* error and message say why; answered when the handler runs again */
+        PROXY_UPGRADING,  /* 101 queued: MHD sends it, then hands over the client's socket */
+        PROXY_BRIDGE,     /* switched: bytes go both ways (bridge) */
+        PROXY_CLOSED,     /* switched and over: the socket went back to MHD */
 } ProxyState;
 
 typedef enum BodyFraming {
@@ -66,6 +78,9 @@ typedef struct Proxy {
         unsigned port;
         char sandbox_id[SANDBOX_ID_LEN + 1];
         bool head_only;            /* a HEAD request: no body comes back */
+        bool upgrade;              /* the client asked to switch protocols */
+        sd_event_source *timer;    /* an upgrade's deadline for the server's answer */
+        Bridge *bridge;            /* PROXY_BRIDGE */
         SpaceBuf out;              /* the request, as it goes to the server */
         size_t out_pos;
         SpaceBuf in;               /* what the server sent that was not passed on yet */
@@ -84,6 +99,8 @@ typedef struct Proxy {
 
 static void proxy_free(Proxy *p) {
         sd_event_source_disable_unref(p->io);
+        sd_event_source_disable_unref(p->timer);
+        bridge_free(p->bridge);
         safe_close(p->fd);
         space_buf_done(&p->out);
         space_buf_done(&p->in);
@@ -127,7 +144,7 @@ static void proxy_fail(Proxy *p, ErrorCode code, const char *fmt, ...) {
 
         if (p->state == PROXY_FAILED)
                 return;
-        if (p->state == PROXY_HEAD || p->state == PROXY_BODY) {
+        if (p->state != PROXY_OPENING && p->state != PROXY_EXCHANGE) {
                 p->broken = true; /* answered already: the body is cut short instead */
                 return;
         }
@@ -177,7 +194,7 @@ static int parse_head(Proxy *p) {
         const char *data = (const char *) p->in.data + p->in_pos, *line, *end;
         size_t n = p->in.len - p->in_pos, len = head_end(data, n);
         _cleanup_strv_free_ char **headers = NULL;
-        bool chunked = false, have_length = false, close_framed = false;
+        bool chunked = false, have_length = false, close_framed = false, switching, have_upgrade = false;
         uint64_t length = 0;
         unsigned status, count = 0;
 
@@ -192,6 +209,8 @@ static int parse_head(Proxy *p) {
         status = (unsigned) ((data[9] - '0') * 100 + (data[10] - '0') * 10 + (data[11] - '0'));
         if (status < 100 || status > 599)
                 return -EBADMSG;
+        /* the one interim answer that is final: a switch the client asked for */
+        switching = status == 101 && p->upgrade;
         line = memchr(data, '\n', len);
         for (line = line + 1; line < end; ) {
                 const char *eol = memchr(line, '\n', (size_t) (end - line)), *colon, *v, *ve;
@@ -239,8 +258,11 @@ static int parse_head(Proxy *p) {
                         chunked = k >= 7 && strncasecmp(ve - 7, "chunked", 7) == 0 &&
                                   (k == 7 || ve[-8] == ' ' || ve[-8] == ',' || ve[-8] == '\t');
                         close_framed = !chunked;
-                }
-                if (!hop_by_hop(line, name_len)) {
+                } else if (name_len == 7 && strncasecmp(line, "upgrade", 7) == 0)
+                        have_upgrade = have_upgrade || v < ve;
+                /* a switch keeps its Upgrade: the client checks it (MHD adds Connection: Upgrade itself) */
+                if (!hop_by_hop(line, name_len) ||
+                    (switching && name_len == 7 && strncasecmp(line, "upgrade", 7) == 0)) {
                         char *name = strndup(line, name_len), *value = strndup(v, (size_t) (ve - v));
 
                         if (!name || !value || strv_extend(&headers, name) < 0 || strv_extend(&headers, value) < 0) {
@@ -254,7 +276,9 @@ static int parse_head(Proxy *p) {
                 line = eol + 1;
         }
         p->in_pos += len;
-        if (status >= 100 && status < 200) {
+        if (switching && !have_upgrade)
+                return -EBADMSG; /* a switch to what? */
+        if (status >= 100 && status < 200 && !switching) {
                 /* an interim answer (103 Early Hints, a 100 we did not ask for): the final one follows; a 101
                  * would switch protocols, which we never asked for */
                 if (status == 101)
@@ -264,7 +288,7 @@ static int parse_head(Proxy *p) {
         p->status = status;
         strv_free(p->headers);
         p->headers = TAKE_PTR(headers);
-        if (p->head_only || status == 204 || status == 304) {
+        if (p->head_only || switching || status == 204 || status == 304) {
                 p->framing = BODY_NONE;
                 p->remaining = have_length ? length : 0;
         } else if (chunked) {
@@ -420,9 +444,13 @@ static void proxy_detach(void *userdata, Request *r) {
 
         p->request = NULL;
         p->io = sd_event_source_disable_unref(p->io);
+        p->timer = sd_event_source_disable_unref(p->timer);
+        /* a switched connection still bridged (MHD let it go first): its socket is closed right after this */
+        p->bridge = bridge_free(p->bridge);
         /* a body framed by its length is complete before the server closes: its tunnel ends here (ended runs
-         * right away, which is why detached is set only after) */
-        if (p->tunnel)
+         * right away, which is why detached is set only after); a switched connection that ended cleanly lets
+         * its tunnel deliver what it still holds */
+        if (p->tunnel && p->state != PROXY_CLOSED)
                 tunnel_abort(p->tunnel, "the HTTP request ended");
         p->detached = true;
         proxy_free_if_done(p);
@@ -433,6 +461,106 @@ static void proxy_release(void *userdata) {
 
         p->released = true;
         proxy_free_if_done(p);
+}
+
+/* ---- a switch of protocols */
+
+/* The switched connection is over: why is NULL when both sides closed their sending halves and everything was
+ * delivered; then the tunnel (if it has not ended yet) still passes on what it holds, and ends by itself. */
+static void proxy_end_bridge(Proxy *p, const char *why) {
+        if (p->state == PROXY_CLOSED)
+                return;
+        p->state = PROXY_CLOSED;
+        if (why)
+                log_debug("proxy to port %u of sandbox %s: the switched connection ended: %s", p->port,
+                          p->sandbox_id, why);
+        p->bridge = bridge_free(p->bridge);
+        p->io = sd_event_source_disable_unref(p->io);
+        p->fd = safe_close(p->fd); /* the tunnel still reads what was written before */
+        if (why && p->tunnel)
+                tunnel_abort(p->tunnel, why);
+        if (p->request)
+                http_upgrade_close(p->request);
+}
+
+static void bridge_done(Bridge *b, const char *why, void *userdata) {
+        proxy_end_bridge(userdata, why);
+}
+
+/* MHD sent our 101 and hands over the client's socket: the rest of the request (if the server answered before
+ * taking it all) and what the client sent since go to the server first, what the server sent after its head
+ * to the client. */
+static void proxy_upgraded(void *userdata, Request *r, int fd, const char *extra, size_t n) {
+        Proxy *p = userdata;
+        size_t to_server, to_client;
+        int q;
+
+        p->io = sd_event_source_disable_unref(p->io); /* the bridge watches p->fd from now on */
+        p->state = PROXY_BRIDGE;
+        if (p->broken || p->fd < 0) {
+                proxy_end_bridge(p, "the connection into the sandbox ended before the switch");
+                return;
+        }
+        if (p->out_pos > 0) {
+                space_buf_consume(&p->out, p->out_pos);
+                p->out_pos = 0;
+        }
+        if (p->in_pos > 0) {
+                space_buf_consume(&p->in, p->in_pos);
+                p->in_pos = 0;
+        }
+        if (n > 0 && space_buf_append(&p->out, extra, n) < 0) {
+                proxy_end_bridge(p, "out of memory");
+                return;
+        }
+        to_server = p->out.len;
+        to_client = p->in.len;
+        q = bridge_new(http_manager(r->http)->event, fd, p->fd, p->out.data, to_server, p->in.data, to_client,
+                       bridge_done, p, &p->bridge);
+        space_buf_done(&p->out);
+        space_buf_done(&p->in);
+        if (q < 0)
+                proxy_end_bridge(p, "cannot bridge the connection");
+}
+
+/* The server's 101: the same to the client, with the server's headers (its Upgrade, Sec-WebSocket-Accept). */
+static void proxy_switch(Request *r, Proxy *p) {
+        int q;
+
+        if (p->broken) {
+                p->state = PROXY_FAILED;
+                http_respond_error(r, ERROR_PORT_UNREACHABLE, "the connection to port %u of sandbox %s ended as "
+                                   "it switched protocols", p->port, p->sandbox_id);
+                return;
+        }
+        p->state = PROXY_UPGRADING;
+        q = http_respond_upgrade(r, (const char *const *) p->headers, proxy_upgraded, p);
+        if (q < 0) {
+                p->state = PROXY_FAILED;
+                http_respond_error(r, ERROR_INTERNAL, "cannot switch protocols: %s", strerror(-q));
+        }
+        proxy_update_io(p); /* what is left of the request still goes out until the switch */
+}
+
+static int on_upgrade_deadline(sd_event_source *s, uint64_t usec, void *userdata) {
+        Proxy *p = userdata;
+
+        p->timer = sd_event_source_disable_unref(p->timer);
+        proxy_fail(p, ERROR_DEADLINE_EXCEEDED, "the server on port %u of sandbox %s did not answer the upgrade "
+                   "within %d s", p->port, p->sandbox_id, PROXY_UPGRADE_HEAD_SEC);
+        return 0;
+}
+
+/* Whether an Upgrade value can be sent on as it is: printable ASCII (tokens, "/", ","), not long. */
+static bool upgrade_value_ok(const char *v) {
+        size_t n = strlen(v);
+
+        if (n == 0 || n > PROXY_UPGRADE_VALUE_MAX)
+                return false;
+        for (const unsigned char *c = (const unsigned char *) v; *c; c++)
+                if ((*c < 0x20 && *c != '\t') || *c >= 0x7f)
+                        return false;
+        return true;
 }
 
 /* ---- the socket */
@@ -476,6 +604,7 @@ static void exchange_read(Proxy *p) {
                 }
                 if (q > 0) {
                         p->state = PROXY_HEAD;
+                        p->timer = sd_event_source_disable_unref(p->timer);
                         proxy_update_io(p);
                         proxy_wake(p);
                         return;
@@ -522,6 +651,8 @@ static void tunnel_opened(Tunnel *t, int err, const char *message, void *userdat
                 proxy_free_if_done(p);
                 return;
         }
+        if (p->state != PROXY_OPENING)
+                return; /* failed meanwhile (an upgrade's deadline): the request ends, and the tunnel with it */
         p->state = PROXY_EXCHANGE;
         proxy_update_io(p);
 }
@@ -531,12 +662,15 @@ static void tunnel_ended(Tunnel *t, const TunnelStats *st, const char *why, void
 
         p->tunnel = NULL;
         if (why) {
-                p->broken = p->broken || p->state == PROXY_BODY || p->state == PROXY_HEAD;
+                p->broken = p->broken || p->state == PROXY_BODY || p->state == PROXY_HEAD ||
+                            p->state == PROXY_UPGRADING;
                 if (p->state == PROXY_OPENING || p->state == PROXY_EXCHANGE)
                         proxy_fail(p, ERROR_PORT_UNREACHABLE, "the connection to port %u of sandbox %s ended: %s",
                                    p->port, p->sandbox_id, why);
                 else if (p->state == PROXY_BODY)
                         proxy_wake(p); /* the body reader sees it */
+                else if (p->state == PROXY_BRIDGE)
+                        proxy_end_bridge(p, why); /* the sandbox or its server went away: so does the client */
         }
         proxy_free_if_done(p);
 }
@@ -617,8 +751,9 @@ static enum MHD_Result copy_query(void *cls, enum MHD_ValueKind kind, const char
         return MHD_YES;
 }
 
-/* The request as it goes to the server: path is what the client asked for under the prefix. */
-static int build_request(Request *r, const char *path, unsigned port, SpaceBuf *out) {
+/* The request as it goes to the server: path is what the client asked for under the prefix; upgrade the
+ * protocol it asks to switch to, or NULL. */
+static int build_request(Request *r, const char *path, unsigned port, const char *upgrade, SpaceBuf *out) {
         const char *key = http_header(r, "X-API-Key"), *host = http_header(r, MHD_HTTP_HEADER_HOST);
         HeaderCopy h = { .request = r, .out = out, .connection = http_header(r, MHD_HTTP_HEADER_CONNECTION) };
         QueryCopy qc = { .out = out, .first = true };
@@ -650,9 +785,21 @@ static int build_request(Request *r, const char *path, unsigned port, SpaceBuf *
                 if (space_buf_append(out, line, strlen(line)) < 0)
                         return -ENOMEM;
         }
-        snprintf(line, sizeof line, "X-Forwarded-Proto: http\r\nConnection: close\r\nContent-Length: %zu\r\n\r\n",
-                 r->body.len);
-        if (space_buf_append(out, line, strlen(line)) < 0 || space_buf_append(out, r->body.data, r->body.len) < 0)
+        /* a switch keeps the connection (after the 101 it is the new protocol's), anything else is one request */
+        if (upgrade)
+                snprintf(line, sizeof line, "X-Forwarded-Proto: http\r\nConnection: Upgrade\r\nUpgrade: %.*s\r\n",
+                         PROXY_UPGRADE_VALUE_MAX, upgrade);
+        else
+                snprintf(line, sizeof line, "X-Forwarded-Proto: http\r\nConnection: close\r\n");
+        if (space_buf_append(out, line, strlen(line)) < 0)
+                return -ENOMEM;
+        /* a WebSocket handshake is a GET without a body: some servers refuse one that declares a length */
+        if (!upgrade || r->body.len > 0) {
+                snprintf(line, sizeof line, "Content-Length: %zu\r\n", r->body.len);
+                if (space_buf_append(out, line, strlen(line)) < 0)
+                        return -ENOMEM;
+        }
+        if (space_buf_append(out, "\r\n", 2) < 0 || space_buf_append(out, r->body.data, r->body.len) < 0)
                 return -ENOMEM;
         return 0;
 }
@@ -739,11 +886,15 @@ static void proxy_start(Request *r, const RouteArgs *a) {
                 http_respond_error(r, ERROR_INVALID_PATH, "the path sent on may not have '.' or '..' segments");
                 return;
         }
+        /* an Upgrade counts only where Connection names it, and never in HTTP/1.0 (RFC 9110, 7.8): else it is
+         * dropped like any hop-by-hop header */
         upgrade = http_header(r, MHD_HTTP_HEADER_UPGRADE);
-        if (upgrade && *upgrade) {
-                http_respond_error(r, ERROR_NOT_SUPPORTED, "the port proxy does not switch protocols (Upgrade: %.32s, "
-                                   "a WebSocket?) yet; forward the port instead: spacectl port SANDBOX %lu", upgrade,
-                                   port);
+        if (!upgrade || !*upgrade || !named_in_connection(http_header(r, MHD_HTTP_HEADER_CONNECTION), "upgrade") ||
+            !r->version || !streq(r->version, MHD_HTTP_VERSION_1_1))
+                upgrade = NULL;
+        if (upgrade && !upgrade_value_ok(upgrade)) {
+                http_respond_error(r, ERROR_INVALID_ARGUMENT, "the Upgrade header is over %d bytes or not "
+                                   "printable ASCII", PROXY_UPGRADE_VALUE_MAX);
                 return;
         }
         if (r->host_port)
@@ -783,10 +934,11 @@ static void proxy_start(Request *r, const RouteArgs *a) {
         p->port = (unsigned) port;
         p->released = true; /* no response body holds it yet */
         p->head_only = streq(r->method, "HEAD");
+        p->upgrade = upgrade != NULL;
         memcpy(p->sandbox_id, s->id, sizeof p->sandbox_id);
         r->stream = (HttpStream) { .read = proxy_read, .detach = proxy_detach, .release = proxy_release,
                                    .userdata = p };
-        q = build_request(r, path, p->port, &p->out);
+        q = build_request(r, path, p->port, upgrade, &p->out);
         if (q == -E2BIG) {
                 http_respond_error(r, ERROR_INVALID_ARGUMENT, "the path and query are over %d bytes", PROXY_PATH_MAX);
                 return;
@@ -797,6 +949,10 @@ static void proxy_start(Request *r, const RouteArgs *a) {
         }
         p->fd = sv[0];
         q = sd_event_add_io(m->event, &p->io, p->fd, EPOLLOUT, on_proxy_io, p);
+        if (q >= 0 && upgrade)
+                q = sd_event_add_time(m->event, &p->timer, CLOCK_MONOTONIC,
+                                      now_usec_monotonic() + PROXY_UPGRADE_HEAD_SEC * 1000000ULL, 0,
+                                      on_upgrade_deadline, p);
         if (q >= 0) {
                 (void) sd_event_source_set_enabled(p->io, SD_EVENT_OFF);
                 q = tunnel_open_port(s->agent, (uint16_t) port, sv[1], &proxy_tunnel_ops, p, &p->tunnel);
@@ -830,6 +986,10 @@ static void proxy_answer(Request *r, Proxy *p) {
         case PROXY_HEAD: {
                 uint64_t size = HTTP_SIZE_UNKNOWN;
 
+                if (p->status == 101) {
+                        proxy_switch(r, p);
+                        return;
+                }
                 p->state = PROXY_BODY;
                 if (p->framing == BODY_LENGTH || (p->framing == BODY_NONE && p->status != 304 && p->remaining > 0))
                         size = p->remaining;
@@ -843,6 +1003,9 @@ static void proxy_answer(Request *r, Proxy *p) {
                 return;
         }
         case PROXY_BODY:
+        case PROXY_UPGRADING:
+        case PROXY_BRIDGE:
+        case PROXY_CLOSED:
                 return;
         }
 }

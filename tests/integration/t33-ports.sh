@@ -5,7 +5,9 @@
 # proxy reaches the same server at /v1/sandboxes/ID/ports/PORT/PATH (with the API key over TCP) and under the
 # E2B host name PORT-ID.DOMAIN. A connection wakes a suspended or paused sandbox; a forward goes with its
 # sandbox. Bad input: port 0 and 70000, a host port in use, an unknown sandbox, dot segments in the proxied path,
-# huge headers, an upgrade (not proxied yet: 501), a port nothing listens on (502, a reset connection).
+# huge headers, a port nothing listens on (502, a reset connection). WebSockets go through the proxy (a bash echo
+# server in the guest, a hand-written client here); a server that floods after its 101 is held back by the
+# tunnel's credit, one that never answers the handshake gets the client a 504, and neither stalls the daemon.
 . "$(dirname "$0")/lib.sh"
 
 space_env_setup
@@ -167,8 +169,11 @@ check_status "... also percent-encoded" 400 invalid_path
 kreq GET "/v1/sandboxes/$SB/ports/8000/index.html%0d%0aX-Injected:%20yes"
 check_rc "CR LF in the path does not split the request line (no 2xx, the daemon answers)" 0 \
         test "$STATUS" != 000 -a "${STATUS:0:1}" != 2
-kreq GET "/v1/sandboxes/$SB/ports/8000/" -H 'Connection: Upgrade' -H 'Upgrade: websocket'
-check_status "an upgrade (WebSocket): 501, saying so" 501 not_supported
+kreq GET "/v1/sandboxes/$SB/ports/8000/index.html" -H 'Connection: Upgrade' -H 'Upgrade: websocket'
+check_status "an upgrade the server does not take: its plain answer comes back (200)" 200
+check_eq "... with its body" hello-from-guest "$(cat "$OUT")"
+kreq GET "/v1/sandboxes/$SB/ports/8000/index.html" -H 'Connection: Upgrade' -H "Upgrade: $(printf 'w%.0s' $(seq 300))"
+check_status "an Upgrade over 256 bytes: 400" 400 invalid_argument
 BIG=$(head -c 300000 /dev/zero | tr '\0' a)
 kreq GET "/v1/sandboxes/$SB/ports/8000/index.html" -H "X-Big: $BIG"
 check_rc "a 300 KB header is refused (no 2xx)" 0 test "${STATUS:0:1}" != 2
@@ -240,6 +245,263 @@ check_status "... with a token that is not its own: 404" 404
 kreq GET / -H "Host: 8001-$SB.sbx.test:$API_PORT"
 check_status "Host 8001-ID.sbx.test (nothing there): 502" 502 port_unreachable
 
+# ---- WebSockets through the proxy
+# The guest's servers (busybox nc -e, bash): an echo server that does the handshake and unmasks frames, one that
+# answers 101 and then floods (counting the 64 KiB blocks it got out), one that never answers.
+cat >"$TEST_TMP/ws-echo.sh" <<'SCRIPT'
+#!/bin/bash
+# A WebSocket echo server on stdin and stdout: the handshake, with the names of the headers it got in X-Seen;
+# then each frame (payloads under 64 KiB) comes back unmasked; a close frame is answered and ends it.
+cr=$'\r'
+key=
+seen=
+read -r line || exit 0
+while read -r h; do
+        h=${h%"$cr"}
+        [ -z "$h" ] && break
+        seen="$seen ${h%%:*}"
+        case "${h,,}" in sec-websocket-key:*) key=${h#*:} && key=${key# } ;; esac
+done
+hex=$(printf '%s' "${key}258EAFA5-E914-47DA-95CA-C5AB0DC85B11" | sha1sum | cut -d' ' -f1)
+accept=$(printf '%s' "$hex" | xxd -r -p | base64)
+printf 'HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: %s\r\nX-Seen:%s\r\n\r\n' \
+        "$accept" "$seen"
+bytes() { dd bs=1 count="$1" 2>/dev/null | od -An -v -tu1; }
+while :; do
+        set -- $(bytes 2)
+        [ $# -eq 2 ] || exit 0
+        b0=$1
+        len=$(($2 & 127))
+        if [ "$len" -eq 126 ]; then
+                set -- $(bytes 2)
+                len=$(($1 * 256 + $2))
+        fi
+        mask=($(bytes 4))
+        data=($(bytes "$len"))
+        out=
+        for ((i = 0; i < len; i++)); do
+                printf -v x '\\x%02x' $((data[i] ^ mask[i % 4]))
+                out+=$x
+        done
+        if [ "$len" -lt 126 ]; then
+                printf -v hdr '\\x%02x\\x%02x' "$b0" "$len"
+        else
+                printf -v hdr '\\x%02x\\x7e\\x%02x\\x%02x' "$b0" $((len >> 8)) $((len & 255))
+        fi
+        printf "$hdr$out"
+        [ $((b0 & 15)) -eq 8 ] && exit 0
+done
+SCRIPT
+cat >"$TEST_TMP/ws-flood.sh" <<'SCRIPT'
+#!/bin/bash
+# 101 to anything, then zeros as fast as the connection takes them
+while read -r h; do
+        h=${h%$'\r'}
+        [ -z "$h" ] && break
+done
+printf 'HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n'
+i=0
+while head -c 65536 /dev/zero; do
+        i=$((i + 1))
+        echo "$i" >/tmp/flood.count
+done
+echo done >/tmp/flood.done
+SCRIPT
+printf '#!/bin/sh\nexec sleep 120\n' >"$TEST_TMP/ws-mute.sh"
+for s in ws-echo ws-flood ws-mute; do
+        sc exec -i "$SB" -- sh -c "cat >/tmp/$s.sh && chmod +x /tmp/$s.sh" <"$TEST_TMP/$s.sh" >/dev/null 2>&1
+done
+check_rc "start a WebSocket echo server, a flooder and a mute server (nc) on 8005, 8006, 8007" 0 sc exec "$SB" -- \
+        sh -c '(nc -ll -p 8005 -e /tmp/ws-echo.sh &); (nc -ll -p 8006 -e /tmp/ws-flood.sh &); (nc -ll -p 8007 -e /tmp/ws-mute.sh &)'
+sleep 1
+
+# The client: the handshake, the frames (masked) and their reading, by hand.
+cat >"$TEST_TMP/ws-client.py" <<'SCRIPT'
+#!/usr/bin/env python3
+# ws-client.py MODE PORT PATH KEY [HOST]: a WebSocket client written out by hand (stdlib only).
+#   echo   the handshake with one frame sent along; then a text frame, a 200-byte binary frame and a close
+#   hold   the handshake; reads nothing for HOLD seconds (env), then READ bytes (env), then closes
+#   hang   the handshake; prints the status of whatever comes back, and how long it took
+#   wait   the handshake; then reads until the connection ends
+import base64, hashlib, os, socket, struct, sys, time
+
+mode, port, path, key = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
+host = sys.argv[5] if len(sys.argv) > 5 else "127.0.0.1:%d" % port
+sock = socket.create_connection(("127.0.0.1", port), timeout=90)
+wskey = base64.b64encode(os.urandom(16)).decode()
+head = ("GET %s HTTP/1.1\r\nHost: %s\r\nAuthorization: Bearer %s\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n"
+        "Sec-WebSocket-Key: %s\r\nSec-WebSocket-Version: 13\r\nOrigin: http://test\r\n\r\n" % (path, host, key, wskey))
+buf = b""
+
+
+def fill():
+    global buf
+    d = sock.recv(65536)
+    if not d:
+        raise EOFError
+    buf += d
+
+
+def take(n):
+    global buf
+    while len(buf) < n:
+        fill()
+    out, buf = buf[:n], buf[n:]
+    return out
+
+
+def read_head():
+    global buf
+    while b"\r\n\r\n" not in buf:
+        fill()
+    h, buf = buf.split(b"\r\n\r\n", 1)
+    lines = h.decode("latin-1").split("\r\n")
+    return lines[0], {l.split(":", 1)[0].strip().lower(): l.split(":", 1)[1].strip() for l in lines[1:] if ":" in l}
+
+
+def frame(opcode, payload):
+    mask = os.urandom(4)
+    n = len(payload)
+    hdr = bytes([0x80 | opcode]) + (bytes([0x80 | n]) if n < 126 else bytes([0x80 | 126]) + struct.pack(">H", n))
+    return hdr + mask + bytes(b ^ mask[i % 4] for i, b in enumerate(payload))
+
+
+def read_frame():
+    b0, b1 = take(2)
+    if b1 & 0x80:
+        raise ValueError("a masked frame from the server")
+    n = b1 & 127
+    if n == 126:
+        n = struct.unpack(">H", take(2))[0]
+    elif n == 127:
+        n = struct.unpack(">Q", take(8))[0]
+    return b0 & 15, take(n)
+
+
+t0 = time.time()
+sock.sendall(head.encode() + (frame(1, b"sent-with-the-handshake") if mode == "echo" else b""))
+try:
+    status, headers = read_head()
+except (EOFError, OSError) as e:
+    print("status=none (%r) after=%d" % (e, time.time() - t0))
+    sys.exit(0)
+code = status.split(" ")[1]
+print("status=" + code)
+print("after=%d" % (time.time() - t0))
+if mode == "hang" or code != "101":
+    sys.exit(0)
+want = base64.b64encode(hashlib.sha1((wskey + "258EAFA5-E914-47DA-95CA-C5AB0DC85B11").encode()).digest()).decode()
+print("accept=" + ("ok" if headers.get("sec-websocket-accept") == want else "bad"))
+print("upgrade=" + headers.get("upgrade", ""))
+print("connection=" + headers.get("connection", ""))
+print("seen=" + headers.get("x-seen", ""))
+if mode == "echo":
+    op, data = read_frame()
+    print("early=%d:%s" % (op, data.decode()))
+    sock.sendall(frame(1, b"hello-ws"))
+    op, data = read_frame()
+    print("text=%d:%s" % (op, data.decode()))
+    blob = bytes(range(200))
+    sock.sendall(frame(2, blob))
+    op, data = read_frame()
+    print("binary=%d:%s" % (op, "same" if data == blob else "differs"))
+    sock.sendall(frame(8, struct.pack(">H", 1000)))
+    op, data = read_frame()
+    print("close=%d:%d" % (op, struct.unpack(">H", data)[0] if len(data) == 2 else -1))
+    try:
+        sock.settimeout(30)
+        print("eof=" + ("yes" if sock.recv(1) == b"" else "no"))
+    except OSError as e:
+        print("eof=%r" % e)
+elif mode == "wait":
+    sock.settimeout(60)
+    try:
+        while sock.recv(65536):
+            pass
+        print("eof=yes")
+    except OSError as e:
+        print("eof=%r" % e)
+elif mode == "hold":
+    time.sleep(float(os.environ.get("HOLD", "5")))
+    want_bytes, got = int(os.environ.get("READ", "0")), len(buf)
+    while got < want_bytes:
+        d = sock.recv(65536)
+        if not d:
+            break
+        got += len(d)
+    print("read=%d" % min(got, want_bytes))
+    sock.close()
+SCRIPT
+# ws MODE PORT PATH KEY [HOST]: the client's answers in $WS_OUT (check_rc would overwrite $OUT)
+WS_OUT=$TEST_TMP/ws.out
+ws() {
+        timeout 120 python3 "$TEST_TMP/ws-client.py" "$@" >"$WS_OUT" 2>"$TEST_TMP/ws.err"
+}
+wsval() {
+        sed -n "s/^$1=//p" "$WS_OUT" | head -n1
+}
+
+# a server that never answers the handshake: the client gets 504 after 30 s; meanwhile everything else goes on
+timeout 120 python3 "$TEST_TMP/ws-client.py" hang "$API_PORT" "/v1/sandboxes/$SB/ports/8007/" "$API_KEY" \
+        >"$TEST_TMP/ws-hang.out" 2>&1 &
+WS_HANG=$!
+track_pid "$WS_HANG"
+
+ws echo "$API_PORT" "/v1/sandboxes/$SB/ports/8005/chat?room=1" "$API_KEY"
+check_eq "WebSocket through /v1/sandboxes/ID/ports/8005/: 101" 101 "$(wsval status)"
+check_eq "... Sec-WebSocket-Accept is right for the client's key" ok "$(wsval accept)"
+check_eq "... Upgrade: websocket" websocket "$(wsval upgrade)"
+check_match "... Connection: Upgrade" '^[Uu]pgrade$' "$(wsval connection)"
+for h in Connection Upgrade Sec-WebSocket-Key Sec-WebSocket-Version Origin; do
+        check_match "... the server got the client's $h" " $h( |\$)" "$(wsval seen)"
+done
+check_rc "... but not the API key's header" 1 grep -qi 'Authorization' <<<"$(wsval seen)"
+check_eq "... a frame sent along with the handshake is echoed" "1:sent-with-the-handshake" "$(wsval early)"
+check_eq "... a text frame is echoed" "1:hello-ws" "$(wsval text)"
+check_eq "... a 200-byte binary frame too" "2:same" "$(wsval binary)"
+check_eq "... a close frame is answered" "8:1000" "$(wsval close)"
+check_eq "... and the server's end reaches the client" yes "$(wsval eof)"
+[ "$(wsval eof)" = yes ] || diag_file "$TEST_TMP/ws.err"
+ws echo "$API_PORT" / "$API_KEY" "8005-$SB.sbx.test:$API_PORT"
+check_eq "E2B's host form 8005-ID.sbx.test: the same echo" "101 1:hello-ws" "$(wsval status) $(wsval text)"
+kreq GET "/v1/sandboxes/$SB/ports/8001/" -H 'Connection: Upgrade' -H 'Upgrade: websocket' \
+        -H 'Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==' -H 'Sec-WebSocket-Version: 13'
+check_status "an upgrade to a port nothing listens on: 502" 502 port_unreachable
+req GET "/v1/sandboxes/$SB/ports/8005/" -H 'Connection: Upgrade' -H 'Upgrade: websocket' \
+        -H 'Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==' -H 'Sec-WebSocket-Version: 13'
+check_status "... without a key: 401" 401
+
+# a flood after the 101: what the server gets out is what the sockets and the tunnel's window hold, not more
+sc exec "$SB" -- rm -f /tmp/flood.count /tmp/flood.done >/dev/null 2>&1
+HOLD=8 READ=8000000 timeout 120 python3 "$TEST_TMP/ws-client.py" hold "$API_PORT" "/v1/sandboxes/$SB/ports/8006/" \
+        "$API_KEY" >"$TEST_TMP/ws-flood.out" 2>&1 &
+WS_FLOOD=$!
+track_pid "$WS_FLOOD"
+sleep 5
+flood_count() { sc exec "$SB" -- cat /tmp/flood.count 2>/dev/null || echo 0; }
+C1=$(flood_count)
+t0=$(now_ms)
+kreq GET /v1/version
+check_status "while a client does not read a flood, the daemon answers /v1/version" 200
+check_rc "... at once" 0 test $(($(now_ms) - t0)) -lt 5000
+sleep 2
+C2=$(flood_count)
+diag "flood: $C1 then $C2 blocks of 64 KiB out of the guest's server"
+check_rc "... the server is held back: under 32 MiB got out" 0 test "${C2:-0}" -lt 512
+check_rc "... and no more gets out while the client does not read" 0 test "${C2:-0}" -le $((${C1:-0} + 1))
+wait "$WS_FLOOD"
+check_eq "... then the client reads 8 MB of the flood" 8000000 "$(sed -n 's/^read=//p' "$TEST_TMP/ws-flood.out")"
+flood_done() { sc exec "$SB" -- test -e /tmp/flood.done >/dev/null 2>&1; }
+if wait_for 30 flood_done; then pass "... and when the client goes, the server's writes fail: it ends"
+else fail "... and when the client goes, the server's writes fail: it ends" "$(flood_count) blocks"; fi
+
+wait "$WS_HANG"
+check_eq "a server that never answers the handshake: 504 for the client" 504 \
+        "$(sed -n 's/^status=//p' "$TEST_TMP/ws-hang.out")"
+check_match "... after the 30 s deadline" '^(29|3[0-9])$' "$(sed -n 's/^after=//p' "$TEST_TMP/ws-hang.out")"
+kreq GET /v1/version
+check_status "... and the daemon still serves" 200
+
 # ---- wake on demand
 check_rc "suspend SB" 0 sc suspend "$SB"
 check_eq "... it is suspended" suspended "$(state_of "$SB")"
@@ -260,7 +522,16 @@ FG4=$!
 track_pid "$FG4"
 fg4_listening() { grep -q "127.0.0.1:" "$TEST_TMP/fg4.out"; }
 wait_for 30 fg4_listening || fail "a foreground forward starts" "$(cat "$TEST_TMP/fg4.err")"
+timeout 120 python3 "$TEST_TMP/ws-client.py" wait "$API_PORT" "/v1/sandboxes/$SB/ports/8005/" "$API_KEY" \
+        >"$TEST_TMP/ws-wait.out" 2>&1 &
+WS_WAIT=$!
+track_pid "$WS_WAIT"
+ws_open() { grep -q '^status=' "$TEST_TMP/ws-wait.out"; }
+wait_for 30 ws_open
+check_eq "a WebSocket is open when its sandbox is removed" 101 "$(sed -n 's/^status=//p' "$TEST_TMP/ws-wait.out")"
 check_rc "rm SB" 0 sc rm -f "$SB"
+wait "$WS_WAIT"
+check_eq "... the WebSocket's connection ends with it" yes "$(sed -n 's/^eof=//p' "$TEST_TMP/ws-wait.out")"
 check_rc "the detached forward's port is closed" 7 curl -s -o /dev/null --max-time 10 "http://$ADDR/"
 check_rc "port ls has none left" 0 sc port ls --json
 check_eq "... empty" 0 "$(json "$OUT" 'len(d["forwards"])')"
