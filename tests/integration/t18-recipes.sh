@@ -126,7 +126,11 @@ check_in "no documentation but copyright files" "$SBS" "copyright" ls /usr/share
 check_in "no manual pages" "$SBS" "0" sh -c 'find /usr/share/man -type f 2>/dev/null | wc -l'
 check_in "bash, coreutils" "$SBS" "ok" bash -c 'type -p ls >/dev/null && [ "$(ls --version | head -c 11)" = "ls (GNU cor" ] && echo ok'
 check_in "the recipe's /etc/hosts" "$SBS" "127.0.1.1	space" grep 127.0.1.1 /etc/hosts
-check_in "the host's resolv.conf is not in the image" "$SBS" "0" stat -c %s /etc/resolv.conf
+# the agent mounts its DNS stub's resolv.conf over the image's: under it, the image's is empty
+check_in "the guest's resolver is the agent's DNS stub alone" "$SBS" "nameserver 127.0.0.53" grep nameserver /etc/resolv.conf
+run sc exec -u root "$SBS" -- sh -c 'umount /etc/resolv.conf && stat -c %s /etc/resolv.conf'
+check_eq "the host's resolv.conf is not in the image" "0" "$(cat "$OUT")"
+
 check_rc "remove it" 0 sc rm "$SBS"
 
 # The same recipe from the same packages: the same tree. Debian's archive may publish an update in between,
