@@ -33,8 +33,9 @@ const CliHelp cmd_port_help = {
         "  -h, --help        show this help\n"
         "\n"
         "The daemon owns the listener; each connection wakes a suspended or paused sandbox and is carried to\n"
-        "127.0.0.1:GUEST_PORT in the guest. A forward goes away with its sandbox. Over the API, HTTP servers are\n"
-        "also reached without a forward at /v1/sandboxes/SANDBOX/ports/GUEST_PORT/PATH.\n",
+        "127.0.0.1:GUEST_PORT in the guest. A forward goes away with its sandbox; a detached one outlives a\n"
+        "restart of the daemon, on the same port. Over the API, HTTP servers are also reached without a forward\n"
+        "at /v1/sandboxes/SANDBOX/ports/GUEST_PORT/PATH.\n",
 };
 
 typedef struct Foreground {

@@ -20,6 +20,7 @@
 #include "macro.h"
 #include "core/util.h"
 #include "core/worker.h"
+#include "sandbox/forward.h"
 #include "sandbox/sandbox.h"
 #include "template/template.h"
 #include "paths.h"
@@ -502,8 +503,8 @@ static int setup_event_loop(Manager *m) {
         return 0;
 }
 
-/* What a previous daemon left: stale base snapshot builds, and sandboxes and operations to adopt, finish or
- * roll back. */
+/* What a previous daemon left: stale base snapshot builds, sandboxes and operations to adopt, finish or roll
+ * back, and background port forwards to listen on again. */
 static void reconcile(Manager *m) {
         int r;
 
@@ -511,6 +512,8 @@ static void reconcile(Manager *m) {
         r = manager_reconcile(m);
         if (r < 0)
                 log_warning_errno(r, "reconciling state failed");
+        /* after the sandboxes are settled: a forward goes with a sandbox that reconciling removed */
+        forwards_restore(m);
 }
 
 static void detect_disk_backend(Manager *m) {

@@ -32,6 +32,7 @@ typedef struct Operation Operation;
 #define SANDBOX_TOKEN_LEN 32   /* the E2B envd access token, hex */
 #define CHECKPOINT_ID_LEN 19 /* "cp-" + 16 hex */
 #define OPERATION_ID_LEN 19 /* "op-" + 16 hex */
+#define FORWARD_ID_LEN 19   /* "fw-" + 16 hex */
 #define SANDBOX_NAME_MAX 63
 #define SANDBOX_ENV_MAX 256
 

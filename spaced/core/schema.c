@@ -265,6 +265,23 @@ static int migrate_v5(sqlite3 *db, Error *reterr) {
                     reterr);
 }
 
+/* Background port forwards (sandbox/forward.c: `spacectl port -d`, POST .../ports without hold), so that a
+ * restarted daemon listens on their ports again, with their ids. A row is written when such a forward is
+ * added and deleted when it is removed (port rm, its sandbox removed). Held forwards have no row: their holder
+ * is a client whose connection ends with the daemon. No foreign key on sandbox_id: the rows of a sandbox
+ * removed while no daemon ran (an interrupted rm, finished at start) are for forwards_restore to drop and
+ * report, not to vanish without a word. */
+static int migrate_v6(sqlite3 *db, Error *reterr) {
+        return exec(db,
+                    "CREATE TABLE forwards ("
+                    "  id TEXT PRIMARY KEY NOT NULL,"
+                    "  sandbox_id TEXT NOT NULL,"
+                    "  guest_port INTEGER NOT NULL,"
+                    "  host_port INTEGER NOT NULL,"
+                    "  created_at INTEGER NOT NULL);",
+                    reterr);
+}
+
 typedef struct Migration {
         int version; /* the user_version it leaves behind */
         const char *name;
@@ -276,6 +293,7 @@ static const Migration migrations[] = {
         { 3, "sandbox metadata, E2B access tokens and auto resume", migrate_v3 },
         { 4, "the time to live a sandbox was given", migrate_v4 },
         { 5, "egress profiles and lists of sandboxes and checkpoints", migrate_v5 },
+        { 6, "background port forwards", migrate_v6 },
 };
 
 static int read_version(sqlite3 *db, int *ret, Error *reterr) {

@@ -59,3 +59,17 @@ int store_load_processes(Store *s, const char *sandbox_id, const char *state_fil
                          size_t *ret_n);
 /* Keeps the newest `keep` finished processes of a sandbox; returns the log paths of the rows it dropped. */
 int store_prune_processes(Store *s, const char *sandbox_id, unsigned keep, char ***ret_log_paths);
+
+/* Background port forwards (store-forward.c, sandbox/forward.h): what a restarted daemon listens on again. */
+typedef struct ForwardRecord {
+        char id[FORWARD_ID_LEN + 1];
+        char sandbox_id[SANDBOX_ID_LEN + 1];
+        uint16_t guest_port;
+        uint16_t host_port;
+        int64_t created_at;
+} ForwardRecord;
+int store_put_forward(Store *s, const ForwardRecord *r);
+int store_delete_forward(Store *s, const char *id);  /* 0 also when there is none */
+/* Every row, oldest first, in one array (free()); rows that are not a forward (an id, a sandbox id or a port
+ * out of shape) are skipped. */
+int store_load_forwards(Store *s, ForwardRecord **ret, size_t *ret_n);

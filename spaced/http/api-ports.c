@@ -13,7 +13,8 @@
 
 /* POST|GET /v1/sandboxes/{id}/ports, DELETE /v1/sandboxes/{id}/ports/{port}, GET /v1/ports: port forwards
  * (sandbox/forward.h). A forward asked for with "hold": true lives as long as the request: its answer is an
- * event stream that says where it listens and, should it go away first, why. */
+ * event stream that says where it listens and, should it go away first, why. One without it is kept in the
+ * store and outlives a restart of the daemon. */
 
 /* A held stream's comment line this often: a client that went away is only seen when a write to it fails. */
 #define HOLD_KEEPALIVE_SEC 10
@@ -192,7 +193,7 @@ void api_post_ports(Request *r, const RouteArgs *a) {
                                    "forward to (1 to 65535)");
         if (q <= 0 || get_uint_field(r, o, "host_port", 1, 65535, &host) < 0 || get_bool_field(r, o, "hold", &hold) < 0)
                 goto out;
-        if (forward_add(s, (unsigned) guest, (unsigned) host, &f, &e) < 0) {
+        if (forward_add(s, (unsigned) guest, (unsigned) host, !hold, &f, &e) < 0) {
                 http_respond_error(r, e.code, "%s", error_message(&e));
                 goto out;
         }
@@ -231,6 +232,7 @@ void api_get_all_ports(Request *r, const RouteArgs *a) {
 }
 
 void api_delete_port(Request *r, const RouteArgs *a) {
+        _cleanup_(error_done) Error e = {};
         Forward *f;
         Sandbox *s;
 
@@ -240,6 +242,11 @@ void api_delete_port(Request *r, const RouteArgs *a) {
         if (!f) {
                 http_respond_error(r, ERROR_FORWARD_NOT_FOUND, "sandbox %s has no port forward '%s' (a host port or "
                                    "a forward id; 'spacectl port ls' lists them)", s->id, a->arg[1]);
+                return;
+        }
+        /* forgotten first: a removal that a restart would undo is refused, and the forward stays */
+        if (forward_forget(f, &e) < 0) {
+                http_respond_error(r, e.code, "%s", error_message(&e));
                 return;
         }
         forward_remove(f);

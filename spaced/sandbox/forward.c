@@ -11,6 +11,7 @@
 #include "channel/tunnel.h"
 #include "core/log.h"
 #include "core/operation.h"
+#include "core/store.h"
 #include "core/util.h"
 #include "macro.h"
 #include "sandbox/forward.h"
@@ -235,21 +236,15 @@ static int listen_on(unsigned port, int *ret_fd, unsigned *ret_port) {
         return 0;
 }
 
-int forward_add(Sandbox *s, unsigned guest_port, unsigned host_port, Forward **ret, Error *reterr) {
+/* The listener and the Forward, linked into s->forwards, with id (NULL: a new one). Checks the limit but not
+ * the ports nor the sandbox's state: forward_add checks those; a restored forward comes back to a sandbox in
+ * whatever state, as it would have stayed with it in a daemon that kept running. */
+static int forward_open(Sandbox *s, const char *id, unsigned guest_port, unsigned host_port, Forward **ret,
+                        Error *reterr) {
         _cleanup_free_ Forward *f = NULL;
         unsigned n = 0, bound = 0;
         int fd = -EBADF, q;
 
-        if (guest_port < 1 || guest_port > 65535)
-                return error_set(reterr, ERROR_INVALID_ARGUMENT, "guest port %u is not a TCP port (1 to 65535)",
-                                 guest_port) ?: -EINVAL;
-        if (host_port > 65535)
-                return error_set(reterr, ERROR_INVALID_ARGUMENT,
-                                 "host port %u is not a TCP port (1 to 65535, or none for a free one)",
-                                 host_port) ?: -EINVAL;
-        if (IN_SET(s->state, SANDBOX_DELETING, SANDBOX_ERROR, SANDBOX_STOPPED, SANDBOX_POOLED))
-                return error_set(reterr, ERROR_SANDBOX_NOT_RUNNING, "sandbox %s is %s: nothing to forward to",
-                                 s->id, sandbox_state_to_string(s->state)) ?: -EBUSY;
         for (Forward *i = s->forwards; i; i = i->next)
                 n++;
         if (n >= FORWARDS_MAX)
@@ -270,8 +265,13 @@ int forward_add(Sandbox *s, unsigned guest_port, unsigned host_port, Forward **r
                 safe_close(fd);
                 return error_set(reterr, ERROR_INTERNAL, "out of memory") ?: -ENOMEM;
         }
-        memcpy(f->id, "fw-", 3);
-        q = random_hex(f->id + 3, FORWARD_ID_LEN - 3);
+        if (id) {
+                snprintf(f->id, sizeof f->id, "%s", id);
+                q = 0;
+        } else {
+                memcpy(f->id, "fw-", 3);
+                q = random_hex(f->id + 3, FORWARD_ID_LEN - 3);
+        }
         if (q >= 0)
                 q = sd_event_add_io(s->manager->event, &f->listener, fd, EPOLLIN, on_accept, f);
         if (q < 0) {
@@ -286,29 +286,12 @@ int forward_add(Sandbox *s, unsigned guest_port, unsigned host_port, Forward **r
         f->created_at = now_unix();
         f->next = s->forwards;
         s->forwards = f;
-        log_info("forward %s: 127.0.0.1:%u to port %u of sandbox %s", f->id, bound, guest_port, s->id);
         *ret = TAKE_PTR(f);
         return 0;
 }
 
-Forward *forward_find(Sandbox *s, const char *ref) {
-        char *end;
-        unsigned long port;
-
-        for (Forward *f = s->forwards; f; f = f->next)
-                if (streq(f->id, ref))
-                        return f;
-        errno = 0;
-        port = strtoul(ref, &end, 10);
-        if (errno || end == ref || *end || ref[0] < '0' || ref[0] > '9')
-                return NULL;
-        for (Forward *f = s->forwards; f; f = f->next)
-                if (f->host_port == port)
-                        return f;
-        return NULL;
-}
-
-void forward_remove(Forward *f) {
+/* Unlinks f, closes its listener and ends its connections; the caller frees it. */
+static void forward_close(Forward *f) {
         Sandbox *s = f->sandbox;
 
         for (Forward **i = &s->forwards; *i; i = &(*i)->next)
@@ -329,6 +312,93 @@ void forward_remove(Forward *f) {
                 c->prev = c->next = NULL;
                 tunnel_abort(c->tunnel, "the port forward was removed");
         }
+}
+
+static ForwardRecord forward_record(const Forward *f) {
+        ForwardRecord r = { .guest_port = f->guest_port, .host_port = f->host_port, .created_at = f->created_at };
+
+        memcpy(r.id, f->id, sizeof r.id);
+        memcpy(r.sandbox_id, f->sandbox->id, sizeof r.sandbox_id);
+        return r;
+}
+
+int forward_add(Sandbox *s, unsigned guest_port, unsigned host_port, bool keep, Forward **ret, Error *reterr) {
+        Forward *f;
+        int q;
+
+        if (guest_port < 1 || guest_port > 65535)
+                return error_set(reterr, ERROR_INVALID_ARGUMENT, "guest port %u is not a TCP port (1 to 65535)",
+                                 guest_port) ?: -EINVAL;
+        if (host_port > 65535)
+                return error_set(reterr, ERROR_INVALID_ARGUMENT,
+                                 "host port %u is not a TCP port (1 to 65535, or none for a free one)",
+                                 host_port) ?: -EINVAL;
+        if (IN_SET(s->state, SANDBOX_DELETING, SANDBOX_ERROR, SANDBOX_STOPPED, SANDBOX_POOLED))
+                return error_set(reterr, ERROR_SANDBOX_NOT_RUNNING, "sandbox %s is %s: nothing to forward to",
+                                 s->id, sandbox_state_to_string(s->state)) ?: -EBUSY;
+        q = forward_open(s, NULL, guest_port, host_port, &f, reterr);
+        if (q < 0)
+                return q;
+        if (keep) {
+                /* recorded before the client hears of it: a forward it was told of survives a crash */
+                ForwardRecord r = forward_record(f);
+
+                q = store_put_forward(s->manager->store, &r);
+                if (q < 0) {
+                        forward_close(f);
+                        free(f);
+                        return error_set(reterr, ERROR_INTERNAL, "cannot record the port forward in the state "
+                                         "database: %s", strerror(-q)) ?: q;
+                }
+                f->kept = true;
+        }
+        log_info("forward %s: 127.0.0.1:%u to port %u of sandbox %s%s", f->id, f->host_port, f->guest_port, s->id,
+                 keep ? "" : " (held)");
+        *ret = f;
+        return 0;
+}
+
+Forward *forward_find(Sandbox *s, const char *ref) {
+        char *end;
+        unsigned long port;
+
+        for (Forward *f = s->forwards; f; f = f->next)
+                if (streq(f->id, ref))
+                        return f;
+        errno = 0;
+        port = strtoul(ref, &end, 10);
+        if (errno || end == ref || *end || ref[0] < '0' || ref[0] > '9')
+                return NULL;
+        for (Forward *f = s->forwards; f; f = f->next)
+                if (f->host_port == port)
+                        return f;
+        return NULL;
+}
+
+int forward_forget(Forward *f, Error *reterr) {
+        int q;
+
+        if (!f->kept)
+                return 0;
+        q = store_delete_forward(f->sandbox->manager->store, f->id);
+        if (q < 0)
+                return error_set(reterr, ERROR_INTERNAL, "cannot delete the port forward from the state database: "
+                                 "%s", strerror(-q)) ?: q;
+        f->kept = false;
+        return 0;
+}
+
+void forward_remove(Forward *f) {
+        Sandbox *s = f->sandbox;
+        int q;
+
+        if (f->kept) {
+                /* its sandbox goes (a port rm forgot it first): a row left behind is dropped at the next start */
+                q = store_delete_forward(s->manager->store, f->id);
+                if (q < 0)
+                        log_warning_errno(q, "forward %s: cannot delete it from the state database: %m", f->id);
+        }
+        forward_close(f);
         log_info("forward %s: removed (127.0.0.1:%u to port %u of sandbox %s)", f->id, f->host_port, f->guest_port,
                  s->id);
         if (f->gone)
@@ -339,4 +409,44 @@ void forward_remove(Forward *f) {
 void forwards_free(Sandbox *s) {
         while (s->forwards)
                 forward_remove(s->forwards);
+}
+
+static void restore_one(Manager *m, const ForwardRecord *r) {
+        _cleanup_(error_done) Error e = {};
+        Sandbox *s = sandbox_find_by_id(m, r->sandbox_id);
+        const char *why;
+        Forward *f;
+        int q;
+
+        if (!s)
+                why = "its sandbox is gone";
+        else if (forward_open(s, r->id, r->guest_port, r->host_port, &f, &e) >= 0) {
+                f->created_at = r->created_at;
+                f->kept = true;
+                log_info("forward %s: 127.0.0.1:%u to port %u of sandbox %s, again after the restart", f->id,
+                         f->host_port, f->guest_port, s->id);
+                return;
+        } else if (e.code == ERROR_PORT_IN_USE)
+                why = "the port is in use by something else now";
+        else
+                why = error_message(&e);
+        log_warning("forward %s: dropped after the restart (127.0.0.1:%u to port %u of sandbox %s): %s", r->id,
+                    r->host_port, r->guest_port, r->sandbox_id, why);
+        q = store_delete_forward(m->store, r->id);
+        if (q < 0)
+                log_warning_errno(q, "forward %s: cannot delete it from the state database: %m", r->id);
+}
+
+void forwards_restore(Manager *m) {
+        _cleanup_free_ ForwardRecord *rows = NULL;
+        size_t n = 0;
+        int q;
+
+        q = store_load_forwards(m->store, &rows, &n);
+        if (q < 0) {
+                log_warning_errno(q, "cannot read the port forwards from the state database: %m");
+                return;
+        }
+        for (size_t i = 0; i < n; i++)
+                restore_one(m, &rows[i]);
 }

@@ -4,7 +4,8 @@
 /* Port forwards into a sandbox (spacectl port): a listener on 127.0.0.1 that the daemon owns; each connection
  * it accepts becomes a PORT tunnel to a port of the guest (channel/tunnel.h). A forward lives until it is
  * removed, its holder goes away (a held forward: spacectl port in the foreground) or its sandbox does. A
- * connection to a suspended or paused sandbox wakes it first and waits for that. */
+ * connection to a suspended or paused sandbox wakes it first and waits for that. A background forward (not
+ * held) has a row in the store and outlives a restart of the daemon: the next one listens on its port again. */
 
 #include <stdbool.h>
 #include <stdint.h>
@@ -14,7 +15,6 @@
 #include "core/waiter.h"
 #include "sandbox/sandbox.h"
 
-#define FORWARD_ID_LEN 19          /* "fw-" + 16 hex */
 #define FORWARDS_MAX 64            /* per sandbox */
 #define FORWARD_PENDING_MAX 64     /* accepted connections waiting for their sandbox to wake, per forward */
 #define FORWARD_WAKE_WAIT_SEC 120  /* how long they wait */
@@ -32,6 +32,7 @@ struct Forward {
         unsigned active;           /* tunnels open now */
         uint64_t bytes_up;         /* from the guest, of the tunnels that ended */
         uint64_t bytes_down;
+        bool kept;                 /* a background forward: its row in the store brings it back after a restart */
         /* Held: told once when the forward goes away by anything but forward_remove() of the holder itself (a
          * `port rm`, its sandbox removed); the holder must not touch f after. NULL: not held. */
         void (*gone)(Forward *f, void *userdata);
@@ -47,16 +48,26 @@ struct Forward {
         Forward *next;
 };
 
-/* Listens on 127.0.0.1:host_port (0: a free port, chosen by the kernel) and forwards to guest_port. Errors:
- * invalid_argument (a port out of range), port_in_use, permission_denied (a privileged port),
- * limit_exceeded (FORWARDS_MAX), sandbox_not_running (a sandbox being removed or failed). */
-int forward_add(Sandbox *s, unsigned guest_port, unsigned host_port, Forward **ret, Error *reterr);
+/* Listens on 127.0.0.1:host_port (0: a free port, chosen by the kernel) and forwards to guest_port. keep: a
+ * background forward, recorded in the store before this returns (a held one is not: its holder does not outlive
+ * the daemon). Errors: invalid_argument (a port out of range), port_in_use, permission_denied (a privileged
+ * port), limit_exceeded (FORWARDS_MAX), sandbox_not_running (a sandbox being removed or failed), internal
+ * (the store cannot be written). */
+int forward_add(Sandbox *s, unsigned guest_port, unsigned host_port, bool keep, Forward **ret, Error *reterr);
 /* By id, or by host port (decimal). */
 Forward *forward_find(Sandbox *s, const char *ref);
-/* Closes the listener, ends its open connections and frees f. Calls f->gone (when set) unless it is cleared. */
+/* Deletes a kept forward's row, so that it does not come back after a restart: before forward_remove() of a
+ * `port rm`, which fails whole (the forward stays) when the store cannot be written. 0 for one not kept. */
+int forward_forget(Forward *f, Error *reterr);
+/* Closes the listener, ends its open connections and frees f (and its row in the store, if it still has one).
+ * Calls f->gone (when set) unless it is cleared. */
 void forward_remove(Forward *f);
 /* Every forward of s (the sandbox goes away). */
 void forwards_free(Sandbox *s);
+/* At start, once the sandboxes are loaded and reconciled: each recorded forward listens again on its host port
+ * with its id. One whose sandbox is gone or whose port cannot be had (taken by something else by now) is
+ * dropped, its row deleted, with a warning that names it, its port and why. */
+void forwards_restore(Manager *m);
 
 /* Readies s for a connection or a request: 1 when it runs now; 0 with *ret_op the operation to wait for (a
  * wake of a suspended sandbox, a resume of a paused one, or whatever change is already under way); < 0 with

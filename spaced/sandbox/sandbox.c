@@ -760,6 +760,7 @@ static void delete_done(Manager *m, void *userdata) {
 
 static void *delete_worker(void *userdata) {
         DeleteJob *j = userdata;
+        crash_point("delete-journaled");
         sandbox_cleanup_vm_files(j->pid, j->run_dir, j->data_dir);
         completion_post(j->manager, delete_done, j);
         return NULL;

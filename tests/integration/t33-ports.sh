@@ -4,8 +4,10 @@
 # sandbox, in the foreground until interrupted or detached (-d) until `port rm`; `port ls` lists them. The API's
 # proxy reaches the same server at /v1/sandboxes/ID/ports/PORT/PATH (with the API key over TCP) and under the
 # E2B host name PORT-ID.DOMAIN. A connection wakes a suspended or paused sandbox; a forward goes with its
-# sandbox. Bad input: port 0 and 70000, a host port in use, an unknown sandbox, dot segments in the proxied path,
-# huge headers, a port nothing listens on (502, a reset connection). WebSockets go through the proxy (a bash echo
+# sandbox. Detached forwards outlive the daemon (kill -9) on their ports and with their ids, held ones do not;
+# one whose port was taken meanwhile, or whose sandbox a restart removed, is dropped with a warning. Bad input:
+# port 0 and 70000, a host port in use, an unknown sandbox, dot segments in the proxied path, huge headers, a
+# port nothing listens on (502, a reset connection). WebSockets go through the proxy (a bash echo
 # server in the guest, a hand-written client here); a server that floods after its 101 is held back by the
 # tunnel's credit, one that never answers the handshake gets the client a 504, and neither stalls the daemon.
 . "$(dirname "$0")/lib.sh"
@@ -516,6 +518,86 @@ run fetch "http://$ADDR/index.html"
 check_eq "a connection resumes a paused sandbox" hello-from-guest "$(cat "$OUT")"
 check_eq "... it runs" running "$(state_of "$SB")"
 
+# ---- background forwards outlive the daemon, killed with -9 (held ones do not); one whose port was taken
+# meanwhile, or whose sandbox went, is dropped with a warning
+P_TAKEN=$(free_port)
+check_rc "port -d SB 8000 P_TAKEN (its port is taken while the daemon is down)" 0 sc port -d "$SB" 8000 "$P_TAKEN"
+create_sandbox SB2 --name t33-gone
+[ -n "$SB2" ] || { last_diag; bail_out "create of a second sandbox failed"; }
+check_rc "port -d SB2 8000 (its sandbox is removed by a restart)" 0 sc port -d "$SB2" 8000
+ADDR_GONE=$(head -n1 "$OUT")
+P5=$(free_port)
+spacectl port "$SB" 8000 "$P5" >"$TEST_TMP/fg5.out" 2>"$TEST_TMP/fg5.err" &
+FG5=$!
+track_pid "$FG5"
+fg5_listening() { grep -q "127.0.0.1:$P5" "$TEST_TMP/fg5.out"; }
+wait_for 30 fg5_listening || fail "a foreground forward starts" "$(cat "$TEST_TMP/fg5.err")"
+sc port ls --json >"$TEST_TMP/ports-before.json" 2>/dev/null
+fw_of() { json "$1" '[f["id"] for f in d["forwards"] if f["address"] == "'"$2"'"][0]'; }
+FW_REFUSED=$(fw_of "$TEST_TMP/ports-before.json" "$ADDR_REFUSED")
+FW_TAKEN=$(fw_of "$TEST_TMP/ports-before.json" "127.0.0.1:$P_TAKEN")
+FW_GONE=$(fw_of "$TEST_TMP/ports-before.json" "$ADDR_GONE")
+check_eq "five forwards before the crash" 5 "$(json "$TEST_TMP/ports-before.json" 'len(d["forwards"])')"
+
+kill -KILL "$DPID"
+if wait_for 10 pid_gone "$DPID"; then pass "spaced died on SIGKILL"; else fail "spaced died on SIGKILL"; fi
+fg5_done() { ! pid_alive "$FG5"; }
+wait_for 30 fg5_done || fail "the foreground forward's spacectl ends with the daemon"
+wait "$FG5" 2>/dev/null
+# something else takes P_TAKEN while no daemon runs
+python3 -c 'import socket, sys, time
+s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("127.0.0.1", int(sys.argv[1]))); s.listen(); print("listening", flush=True); time.sleep(600)' \
+        "$P_TAKEN" >"$TEST_TMP/taker.out" 2>&1 &
+TAKER=$!
+track_pid "$TAKER"
+taker_listening() { grep -q listening "$TEST_TMP/taker.out"; }
+wait_for 10 taker_listening || bail_out "cannot take 127.0.0.1:$P_TAKEN: $(cat "$TEST_TMP/taker.out")"
+# the next daemon kills itself as it removes a sandbox (just after journaling the removal)
+LOG_MARK=$(wc -l <"$TEST_TMP/spaced.log")
+SPACE_TEST_CRASH_AT=delete-journaled "$SPACED_BIN" >>"$TEST_TMP/spaced.log" 2>&1 </dev/null &
+CRASHING=$!
+disown "$CRASHING"
+SEEN_PIDS+=("$CRASHING")
+wait_for 60 daemon_answers && wait_for 20 tcp_answers || { diag_file "$TEST_TMP/spaced.log" 40; bail_out "spaced did not start again"; }
+SEEN_PIDS+=("$(daemon_pid)")
+
+check_rc "port ls --json after the restart" 0 sc port ls --json
+cp "$OUT" "$TEST_TMP/ports-after.json"
+check_eq "... the detached forwards are back, with their ids, ports and guest ports" \
+        "$(json "$TEST_TMP/ports-before.json" 'sorted([f["id"], f["address"], f["guest_port"], f["created_at"]] for f in d["forwards"] if f["id"] in ("'"$FW1"'", "'"$FW_REFUSED"'", "'"$FW_GONE"'"))')" \
+        "$(json "$TEST_TMP/ports-after.json" 'sorted([f["id"], f["address"], f["guest_port"], f["created_at"]] for f in d["forwards"])')"
+check_eq "... FW1 listens where it did" "$ADDR" "$(json "$TEST_TMP/ports-after.json" '[f["address"] for f in d["forwards"] if f["id"] == "'"$FW1"'"][0]')"
+check_eq "... detached still" false "$(json "$TEST_TMP/ports-after.json" '[f["held"] for f in d["forwards"] if f["id"] == "'"$FW1"'"][0]')"
+check_rc "... the held forward is not back" 7 curl -s -o /dev/null --max-time 10 "http://127.0.0.1:$P5/"
+run fetch "http://$ADDR/index.html"
+check_eq "... a connection through FW1 reaches the guest's server again" hello-from-guest "$(cat "$OUT")"
+check_rc "... the forward whose port was taken is gone from port ls" 1 grep -q "$FW_TAKEN" "$TEST_TMP/ports-after.json"
+check_match "... the log names it, its port and why" \
+        "forward $FW_TAKEN: dropped after the restart \(127\.0\.0\.1:$P_TAKEN to port 8000 .*\): the port is in use" \
+        "$(tail -n +"$((LOG_MARK + 1))" "$TEST_TMP/spaced.log" | grep dropped | head -n 5)"
+check_rc "... and what took the port still has it" 0 pid_alive "$TAKER"
+
+run sc rm -f "$SB2"
+if wait_for 30 pid_gone "$CRASHING"; then pass "rm SB2: the daemon is killed as it removes SB2 (crash point)"
+else fail "rm SB2: the daemon is killed as it removes SB2 (crash point)"; fi
+LOG_MARK=$(wc -l <"$TEST_TMP/spaced.log")
+start_daemon_tcp
+DPID=$(daemon_pid)
+check_eq "... the restart finishes the removal: SB2 is gone" "" "$(state_of "$SB2")"
+check_rc "... its forward's port is closed" 7 curl -s -o /dev/null --max-time 10 "http://$ADDR_GONE/"
+sc port ls --json >"$OUT" 2>/dev/null
+check_eq "... port ls lists FW1 and the forward to 8001, no more" \
+        "$(printf '%s\n' "$FW1" "$FW_REFUSED" | sort | tr '\n' ' ')" \
+        "$(json "$OUT" '"\n".join(sorted(f["id"] for f in d["forwards"]))' | tr '\n' ' ')"
+check_match "... the log names the dropped forward, its port and why" \
+        "forward $FW_GONE: dropped after the restart \($(sed 's/\./\\./g' <<<"$ADDR_GONE") to port 8000 of sandbox $SB2\): its sandbox is gone" \
+        "$(tail -n +"$((LOG_MARK + 1))" "$TEST_TMP/spaced.log" | grep dropped | head -n 5)"
+run fetch "http://$ADDR/index.html"
+check_eq "FW1 serves after a second restart too" hello-from-guest "$(cat "$OUT")"
+kill "$TAKER"
+wait "$TAKER" 2>/dev/null
+
 # ---- a forward goes with its sandbox
 spacectl port "$SB" 8000 >"$TEST_TMP/fg4.out" 2>"$TEST_TMP/fg4.err" &
 FG4=$!
@@ -541,7 +623,7 @@ wait "$FG4"
 check_eq "the foreground forward of the removed sandbox ends with exit 1" 1 "$?"
 check_contains "... saying why" "its sandbox was removed" "$(cat "$TEST_TMP/fg4.err")"
 check_rc "FW1 is gone with it" 1 grep -q "$FW1" <(sc port ls 2>/dev/null)
-check_eq "one daemon served the whole test (it never crashed)" "$DPID" "$(daemon_pid)"
+check_eq "the daemon started last served the rest of the test (it never crashed)" "$DPID" "$(daemon_pid)"
 check_rc "... and its log has no sanitizer report" 1 grep -qE "AddressSanitizer|runtime error" "$TEST_TMP/spaced.log"
 
 done_testing

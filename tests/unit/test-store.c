@@ -3,7 +3,8 @@
 /* spaced/core/store.c against a real SQLite file: every field of sandboxes and operations survives a round trip
  * and a daemon restart, names are unique unless NULL, pruning keeps running operations, and a database
  * from a newer daemon or a garbage file is refused rather than crashed on. The migrations (core/schema.c):
- * each runs once, a database from before them is completed and keeps its rows, a failure is reported. */
+ * each runs once, a database from before them is completed and keeps its rows, a failure is reported. Port
+ * forwards (core/store-forward.c): rows round-trip, are deleted by id, and ones out of shape are skipped. */
 
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE /* asprintf */
@@ -37,6 +38,12 @@
 #define ID_B "11111111111111111111111111111111"
 #define ID_C "22222222222222222222222222222222"
 #define ID_D "33333333333333333333333333333333"
+
+#define FW_A "fw-00000000000000a1"
+#define FW_D "fw-00000000000000d1"
+#define FW_X "fw-0000000000000001"
+#define FW_Y "fw-0000000000000002"
+#define FW_Z "fw-0000000000000003"
 
 #define OP_RUN "op-0000000000000001"
 #define OP_FAIL "op-0000000000000002"
@@ -174,6 +181,11 @@ static bool sandbox_equal(const Sandbox *a, const Sandbox *b) {
         return eq;
 }
 
+static bool forward_record_equal(const ForwardRecord *a, const ForwardRecord *b) {
+        return streq(a->id, b->id) && streq(a->sandbox_id, b->sandbox_id) && a->guest_port == b->guest_port &&
+               a->host_port == b->host_port && a->created_at == b->created_at;
+}
+
 static bool operation_equal(const Operation *a, const Operation *b) {
         return streq(a->id, b->id) && streq_ptr(a->kind, b->kind) && a->state == b->state &&
                streq(a->sandbox_id, b->sandbox_id) && a->created_at == b->created_at &&
@@ -259,7 +271,7 @@ static int sql_create(const char *path, const char *sql) {
 static long long count_tables(const char *path) {
         return sql_int(path, "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name IN ('sandboxes',"
                              " 'operations', 'api_keys', 'processes', 'templates', 'template_tags', 'checkpoints',"
-                             " 'pools')");
+                             " 'pools', 'forwards')");
 }
 
 /* store_open on a database that a migration cannot fix: refused with a message holding want, nothing changed. */
@@ -300,7 +312,7 @@ int main(void) {
         Error msg = {};
         int r;
 
-        plan(85);
+        plan(96);
 
         if (!mkdtemp(dir) || asprintf(&path, "%s/state.db", dir) < 0 || asprintf(&newer, "%s/newer.db", dir) < 0 ||
             asprintf(&garbage, "%s/garbage.db", dir) < 0 || asprintf(&missing, "%s/no/such/dir/x.db", dir) < 0 ||
@@ -323,7 +335,7 @@ int main(void) {
            "schema has the sandboxes and operations tables");
         ok(sql_int(path, "PRAGMA user_version") == SCHEMA_VERSION, "schema version %d is recorded in user_version",
            SCHEMA_VERSION);
-        ok(count_tables(path) == 8, "a new database has all eight tables");
+        ok(count_tables(path) == 9, "a new database has all nine tables");
 
         /* Sandboxes. */
         ok(store_put_sandbox(s, &sandbox_a) == 0, "put the full sandbox");
@@ -411,6 +423,39 @@ int main(void) {
         o = find_operation(&m, op_pending.id);
         ok(o && operation_equal(o, &op_pending), "a running operation is kept however old it is");
 
+        /* Port forwards: a row per background forward, oldest first; ID_D has no sandbox row (removed while no
+         * daemon ran): the row stays for the daemon to report. */
+        ForwardRecord fw_a = { .id = FW_A, .sandbox_id = ID_A, .guest_port = 8000, .host_port = 65535,
+                               .created_at = 1700000100 };
+        ForwardRecord fw_d = { .id = FW_D, .sandbox_id = ID_D, .guest_port = 65535, .host_port = 1,
+                               .created_at = 1700000000 };
+        ForwardRecord *rows = NULL;
+        size_t n_rows = 0;
+
+        ok(store_put_forward(s, &fw_a) == 0 && store_put_forward(s, &fw_d) == 0, "put two forwards");
+        ok(store_put_forward(s, &fw_a) == -EEXIST, "a second row with the same id is refused");
+        ok(sql_exec(path, "INSERT INTO forwards VALUES ('fw-short', '" ID_A "', 80, 8080, 1);"
+                          "INSERT INTO forwards VALUES ('" FW_X "', '" ID_A "', 0, 8080, 2);"
+                          "INSERT INTO forwards VALUES ('" FW_Y "', '" ID_A "', 80, 65536, 3);"
+                          "INSERT INTO forwards VALUES ('" FW_Z "', 'nosuch', 80, 8080, 4)") == SQLITE_OK,
+           "rows out of shape put there with sqlite3");
+        r = store_load_forwards(s, &rows, &n_rows);
+        ok(r == 0 && n_rows == 2, "load forwards: the two good rows, the rest skipped (r=%d n=%zu)", r, n_rows);
+        ok(n_rows == 2 && forward_record_equal(&rows[0], &fw_d) && forward_record_equal(&rows[1], &fw_a),
+           "every field round-trips, oldest first");
+        free(rows);
+        rows = NULL;
+        ok(store_delete_forward(s, FW_D) == 0, "delete a forward");
+        ok(store_delete_forward(s, FW_D) == 0, "deleting it again is not an error");
+        ok(store_delete_sandbox(s, ID_A) == 0 && sql_int(path, "SELECT count(*) FROM forwards WHERE id = '" FW_A "'") == 1,
+           "a sandbox's row deleted leaves its forwards, for the daemon to drop with a warning");
+        ok(store_put_sandbox(s, &sandbox_a) == 0, "put the sandbox back");
+        r = store_load_forwards(s, &rows, &n_rows);
+        ok(r == 0 && n_rows == 1 && forward_record_equal(&rows[0], &fw_a), "one forward left (r=%d n=%zu)", r,
+           n_rows);
+        free(rows);
+        rows = NULL;
+
         /* Daemon restart: close, reopen the same file, everything is still there. */
         free_sandboxes(&m);
         operations_free(&m);
@@ -424,11 +469,15 @@ int main(void) {
                 reload(s, &m);
                 ok(count_sandboxes(&m) == 2 && count_operations(&m) == 2, "reopened: 2 sandboxes and 2 operations");
                 check_sandboxes(&m, "reopen");
+                r = store_load_forwards(s, &rows, &n_rows);
+                ok(r == 0 && n_rows == 1 && forward_record_equal(&rows[0], &fw_a), "reopened: the forward is there");
+                free(rows);
+                rows = NULL;
                 free_sandboxes(&m);
                 operations_free(&m);
                 s = store_close(s);
         } else
-                for (int i = 0; i < 7; i++)
+                for (int i = 0; i < 8; i++)
                         ok(false, "reopen failed");
 
         /* A database from a newer daemon is refused, not migrated down or clobbered. */
@@ -450,7 +499,7 @@ int main(void) {
         ok(r == 0 && s, "latest database: opens (r=%d %s)", r, msg.message ?: "");
         error_done(&msg);
         s = store_close(s);
-        ok(count_tables(newer) == 7, "latest database: no migration ran again");
+        ok(count_tables(newer) == 8, "latest database: no migration ran again");
 
         /* A database from a daemon before numbered migrations (user_version 0, no later columns) is migrated
          * and keeps its rows. */
@@ -499,7 +548,7 @@ int main(void) {
         ok(r == 0 && s, "user_version 1 database: opens (r=%d %s)", r, msg.message ?: "");
         error_done(&msg);
         s = store_close(s);
-        ok(count_tables(old1) == 8 && sql_int(old1, "PRAGMA user_version") == SCHEMA_VERSION &&
+        ok(count_tables(old1) == 9 && sql_int(old1, "PRAGMA user_version") == SCHEMA_VERSION &&
            sql_int(old1, "SELECT count(*) FROM pragma_table_info('sandboxes') WHERE name = 'last_active'") == 1,
            "user_version 1 database: all tables and columns, user_version %d", SCHEMA_VERSION);
 
