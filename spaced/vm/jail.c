@@ -160,6 +160,12 @@ static int jail_add(VmJail *j, const char *path, unsigned flags, bool optional) 
                         j->m[i].flags |= flags & JAIL_RW;
                         return 0;
                 }
+        /* Inside a directory bound read-only already (an installed kernel under /usr/local/lib/space, inside
+         * /usr): it is there, and no mount point could be made for it in a read-only bind. */
+        for (size_t i = 0; i < j->n; i++)
+                if ((j->m[i].flags & JAIL_DIR) && !(j->m[i].flags & (JAIL_RW | JAIL_LINK)) && !(flags & JAIL_RW) &&
+                    strncmp(path, j->m[i].path, strlen(j->m[i].path)) == 0 && path[strlen(j->m[i].path)] == '/')
+                        return 0;
 
         if (stat(path, &st) < 0)
                 return optional && errno == ENOENT ? 0 : -errno;

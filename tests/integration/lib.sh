@@ -417,6 +417,8 @@ _space_cleanup() {
         _kill_pids "${pids[@]}"
         # a loop-mounted state dir, once nothing uses it
         _unmount_btrfs_state
+        # guest files a test put under /usr (an installed layout)
+        [ -n "${USR_LIB_DIR:-}" ] && case $USR_LIB_DIR in /usr/local/lib/space-t*) rm -rf "$USR_LIB_DIR" ;; esac
 
         if [ -n "${SPACE_TEST_KEEP:-}" ]; then
                 diag "kept $TEST_TMP"

@@ -258,4 +258,23 @@ QC=$(qemu_pid_of "$C")
 check_eq "with confine = off QEMU shares the daemon's mount namespace" "$(ns_of "$(daemon_pid)" mnt)" "$(ns_of "$QC" mnt)"
 check_rc "exec with confine = off" 0 sc exec "$C" -- true
 
+# ---- an installed layout: `make install` puts the guest files in /usr/local/lib/space, inside the /usr that
+# QEMU's namespace has read-only already (no mount point can be made there for them)
+if mkdir -p /usr/local/lib 2>/dev/null && [ -w /usr/local/lib ]; then
+        USR_LIB_DIR=$(mktemp -d /usr/local/lib/space-t28.XXXXXX)
+        cp -rL "$STAGE_LIB_DIR"/. "$USR_LIB_DIR"/ || bail_out "cannot copy the guest files to $USR_LIB_DIR"
+        DP=$(daemon_pid)
+        kill "$DP" && wait_for 30 pid_gone "$DP" || bail_out "spaced did not stop"
+        write_config "confine = on"
+        export SPACE_LIB_DIR=$USR_LIB_DIR
+        start_daemon
+        create_sandbox U --name t28-usr
+        check_match "confine = on with the guest files under /usr: a sandbox is made" "$ID_RE" "$U" || last_diag
+        check_rc "  ... and runs commands" 0 sc exec "$U" -- true
+        [ -n "$U" ] && check_rc "  ... its QEMU in a mount namespace of its own" 1 \
+                test "$(ns_of "$(daemon_pid)" mnt)" = "$(ns_of "$(qemu_pid_of "$U")" mnt)"
+else
+        skip "the guest files under /usr: /usr/local/lib is not writable by this user"
+fi
+
 done_testing
