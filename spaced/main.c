@@ -532,12 +532,7 @@ static int setup_http(Manager *m, int unix_fd, int tcp_fd) {
         if (r < 0)
                 return log_error_errno(r, "cannot start the HTTP server");
         /* The gateway never lets a sandbox reach our own TCP API. */
-        {
-                const char *url = http_api_url(m->http), *colon = url ? strrchr(url, ':') : NULL;
-                unsigned long port = colon ? strtoul(colon + 1, NULL, 10) : 0;
-
-                egress_gateway_setup(port <= 65535 ? (uint16_t) port : 0);
-        }
+        egress_gateway_setup(http_api_port(m->http));
         return 0;
 }
 

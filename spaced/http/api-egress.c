@@ -91,14 +91,6 @@ static void resolve_detach(void *userdata, Request *r) {
                 j->orphaned = true;
 }
 
-/* The port of our own TCP API, which no sandbox may reach. */
-static uint16_t self_port(Manager *m) {
-        const char *url = http_api_url(m->http), *colon = url ? strrchr(url, ':') : NULL;
-        unsigned long p = colon ? strtoul(colon + 1, NULL, 10) : 0;
-
-        return p <= 65535 ? (uint16_t) p : 0;
-}
-
 static cJSON *decision_to_json(const EgressDecision *d) {
         cJSON *o = cJSON_CreateObject();
         char addr[EGRESS_ADDR_STRLEN];
@@ -135,7 +127,7 @@ static void respond_decisions(Request *r, Sandbox *s, const char *host, const ch
         o = cJSON_CreateObject();
         list = cJSON_CreateArray();
         for (size_t i = 0; i < n; i++) {
-                EgressQuery query = { .host = name, .addr = addrs[i], .port = port, .self_port = self_port(m) };
+                EgressQuery query = { .host = name, .addr = addrs[i], .port = port, .self_port = http_api_port(r->http) };
                 EgressDecision d;
                 cJSON *one;
 

@@ -52,6 +52,13 @@ const char *http_api_url(Http *h) {
         return h->api_url;
 }
 
+uint16_t http_api_port(Http *h) {
+        const char *colon = h->api_url ? strrchr(h->api_url, ':') : NULL;
+        unsigned long p = colon ? strtoul(colon + 1, NULL, 10) : 0;
+
+        return p <= 65535 ? (uint16_t) p : 0;
+}
+
 static void listener_run(Listener *l);
 
 static int on_kick(sd_event_source *s, void *userdata) {

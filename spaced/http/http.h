@@ -124,6 +124,8 @@ Manager *http_manager(Http *h);
 Auth *http_auth(Http *h);
 /* "http://127.0.0.1:PORT" of the TCP listener, or NULL without one. */
 const char *http_api_url(Http *h);
+/* The TCP API's port, 0 without one: the port no sandbox may reach (the egress gateway's self_port). */
+uint16_t http_api_port(Http *h);
 /* Whether a TCP request's Host header (NAME[:PORT]) names the listener bound to listen_host (numeric, as
  * inet_ntop gives it) and port: localhost, 127.0.0.1, [::1] or listen_host, with the port (which only port 80
  * may leave out). The one place that decides which names a listener answers to. */
