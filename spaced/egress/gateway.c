@@ -814,7 +814,14 @@ typedef struct DnsQuestion {
         int family;
         char name[EGRESS_HOST_MAX + 1];
         uint16_t port;
+        EgressPolicy policy;          /* built when the question came, for the answer too */
 } DnsQuestion;
+
+static void dns_question_free(DnsQuestion *q) {
+        egress_policy_done(&q->policy);
+        free(q->sandbox_id);
+        free(q);
+}
 
 static void dns_audit(Manager *m, Sandbox *s, const char *name, const char *addr, const char *reason, const char *msg) {
         EgressAuditEntry e = { .event = "dns", .via = "dns", .host = name, .addr = addr, .reason = reason, .message = msg };
@@ -825,11 +832,9 @@ static void dns_audit(Manager *m, Sandbox *s, const char *name, const char *addr
 static void on_dns_resolved(Manager *m, void *userdata, int err, const EgressAddr *addrs, size_t n) {
         DnsQuestion *q = userdata;
         Sandbox *s = sandbox_find_by_id(m, q->sandbox_id);
-        _cleanup_(egress_policy_done) EgressPolicy p = {};
-        _cleanup_(error_done) Error e = {};
         EgressAddr ok[SPACE_RESOLVE_ADDRS_MAX];
         char first_denial[EGRESS_MESSAGE_MAX] = "", text[EGRESS_ADDR_STRLEN];
-        size_t n_ok = 0, n_family = 0;
+        size_t n_ok = 0;
         SpaceBuf kv = {};
 
         resolving_put(q->sandbox_id);
@@ -841,42 +846,30 @@ static void on_dns_resolved(Manager *m, void *userdata, int err, const EgressAdd
                                             err == -ENOENT ? "no such name" : strerror(-err));
                 goto out;
         }
-        if (policy_for(m, s, &p, &e) < 0) {
-                channel_refuse_guest_stream(s->agent, q->stream, "denied", "the sandbox's egress policy cannot be built");
-                goto out;
-        }
-        for (size_t i = 0; i < n && n_ok < SPACE_RESOLVE_ADDRS_MAX; i++) {
+        /* Every address is decided once: as for a connection, one denied address (of either family) denies the
+         * name; the allowed ones of the family asked for are the answer. */
+        for (size_t i = 0; i < n; i++) {
                 EgressQuery eq = { .host = q->name, .addr = addrs[i], .port = q->port, .self_port = gw.self_port };
                 EgressDecision d;
 
-                if (addrs[i].family != q->family)
-                        continue;
-                n_family++;
-                if (egress_decide(p.sources, p.n_sources, &eq, &d) < 0)
+                if (egress_decide(q->policy.sources, q->policy.n_sources, &eq, &d) < 0)
                         continue;
                 if (!d.allowed) {
                         if (!first_denial[0])
                                 (void) snprintf(first_denial, sizeof first_denial, "%s", d.message);
                         continue;
                 }
-                ok[n_ok++] = d.addr.family == q->family ? d.addr : addrs[i];
+                if (addrs[i].family != q->family || n_ok >= SPACE_RESOLVE_ADDRS_MAX)
+                        continue;
                 if (d.cls.cls == EGRESS_CLASS_LOOPBACK) {
                         /* the guest's loopback is its own: answer the stand-in (A) or nothing (AAAA) */
-                        n_ok--;
                         if (q->family == AF_INET && standin_get(q->sandbox_id, q->name, &ok[n_ok]))
                                 n_ok++;
-                        n_family--;
+                        continue;
                 }
+                ok[n_ok++] = d.addr.family == q->family ? d.addr : addrs[i];
         }
-        /* as for a connection: one denied address (of either family) denies the name */
-        for (size_t i = 0; i < n && !first_denial[0]; i++) {
-                EgressQuery eq = { .host = q->name, .addr = addrs[i], .port = q->port, .self_port = gw.self_port };
-                EgressDecision d;
-
-                if (addrs[i].family != q->family && egress_decide(p.sources, p.n_sources, &eq, &d) >= 0 && !d.allowed)
-                        (void) snprintf(first_denial, sizeof first_denial, "%s", d.message);
-        }
-        if (first_denial[0] || (n_ok == 0 && n_family > 0)) {
+        if (first_denial[0]) {
                 dns_audit(m, s, q->name, NULL, "denied", first_denial);
                 channel_refuse_guest_stream(s->agent, q->stream, "denied", first_denial);
                 goto out;
@@ -897,8 +890,7 @@ static void on_dns_resolved(Manager *m, void *userdata, int err, const EgressAdd
         (void) agent_send(s->agent, SPACE_F_OK, 0, q->stream, kv.data, kv.len);
 out:
         space_buf_done(&kv);
-        free(q->sandbox_id);
-        free(q);
+        dns_question_free(q);
 }
 
 static void on_guest_resolve(AgentConn *a, uint32_t stream, const uint8_t *kv, size_t n) {
@@ -939,11 +931,12 @@ static void on_guest_resolve(AgentConn *a, uint32_t stream, const uint8_t *kv, s
         q->stream = stream;
         q->family = streq(family, "4") ? AF_INET : AF_INET6;
         q->port = port;
+        q->policy = p;
+        p = (EgressPolicy) {};
         strcpy(q->name, norm);
         if (egress_resolve(m, norm, on_dns_resolved, q) < 0) {
                 resolving_put(s->id);
-                free(q->sandbox_id);
-                free(q);
+                dns_question_free(q);
                 channel_refuse_guest_stream(a, stream, "busy", "cannot resolve now");
         }
 }
