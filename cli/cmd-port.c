@@ -249,32 +249,13 @@ static int print_table(const cJSON *list) {
 }
 
 static int port_ls(int argc, char *argv[]) {
-        static const struct option options[] = {
-                { "help", no_argument, NULL, 'h' },
-                { "json", no_argument, NULL, OPT_JSON },
-                { "quiet", no_argument, NULL, 'q' },
-                {}
-        };
         _cleanup_free_ char *path = NULL;
-        bool json = false, quiet = false;
-        int c;
+        bool json, quiet;
+        int r;
 
-        opterr = 0;
-        while ((c = getopt_long(argc, argv, ":hq", options, NULL)) >= 0) {
-                switch (c) {
-                case 'h':
-                        cli_print_help(cli_verb, stdout);
-                        return 0;
-                case OPT_JSON:
-                        json = true;
-                        break;
-                case 'q':
-                        quiet = true;
-                        break;
-                default:
-                        return cli_bad_option(c, argv);
-                }
-        }
+        r = cli_list_flags(argc, argv, &json, &quiet);
+        if (r >= 0)
+                return r;
         if (argc - optind > 1)
                 return cli_usage_error("port ls takes at most one SANDBOX");
         if (json && quiet)

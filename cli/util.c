@@ -283,9 +283,9 @@ bool json_num(const cJSON *o, const char *key, double *ret) {
         return true;
 }
 
-/* The options of every list verb (ls, template ls, key ls): -h, --json, -q and no arguments. Returns -1
+/* -h, --json and -q of a list verb; its arguments, if it takes any, are left at argv[optind...]. Returns -1
  * when the verb goes on, else the exit status to return (0 after --help). */
-int cli_list_options(int argc, char *argv[], const char *what, bool *ret_json, bool *ret_quiet) {
+int cli_list_flags(int argc, char *argv[], bool *ret_json, bool *ret_quiet) {
         static const struct option options[] = {
                 { "help", no_argument, NULL, 'h' },
                 { "json", no_argument, NULL, OPT_JSON },
@@ -311,6 +311,16 @@ int cli_list_options(int argc, char *argv[], const char *what, bool *ret_json, b
                         return cli_bad_option(c, argv);
                 }
         }
+        return -1;
+}
+
+/* The options of every list verb (ls, template ls, key ls): -h, --json, -q and no arguments. Returns -1
+ * when the verb goes on, else the exit status to return (0 after --help). */
+int cli_list_options(int argc, char *argv[], const char *what, bool *ret_json, bool *ret_quiet) {
+        int r = cli_list_flags(argc, argv, ret_json, ret_quiet);
+
+        if (r >= 0)
+                return r;
         if (optind < argc)
                 return cli_usage_error("%s takes no arguments, got '%s'", what, argv[optind]);
         if (*ret_json && *ret_quiet)
