@@ -7,8 +7,18 @@
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
+#include <stdlib.h>
 
 static unsigned tap_planned, tap_run, tap_failed;
+
+/* A precondition of the test itself (a socketpair, a temporary directory), not a check: abort when it fails. */
+#define ASSERT(x)                                                                               \
+        do {                                                                                    \
+                if (!(x)) {                                                                     \
+                        fprintf(stderr, "%s:%d: %s failed\n", __FILE__, __LINE__, #x);         \
+                        abort();                                                                \
+                }                                                                               \
+        } while (0)
 
 static inline void plan(unsigned n) {
         tap_planned = n;

@@ -34,14 +34,6 @@
 #include "sandbox/sandbox.h"
 #include "tap.h"
 
-#define ASSERT(x)                                                                               \
-        do {                                                                                    \
-                if (!(x)) {                                                             \
-                        fprintf(stderr, "%s:%d: %s failed\n", __FILE__, __LINE__, #x); \
-                        abort();                                                        \
-                }                                                                       \
-        } while (0)
-
 static Manager manager;
 static char tmpdir[] = "/tmp/test-channel-XXXXXX";
 static pid_t fake_qemu;

@@ -31,14 +31,6 @@
 #include "sandbox/sandbox.h"
 #include "tap.h"
 
-#define ASSERT(x)                                                                               \
-        do {                                                                                    \
-                if (!(x)) {                                                                     \
-                        fprintf(stderr, "%s:%d: %s failed\n", __FILE__, __LINE__, #x);         \
-                        abort();                                                                \
-                }                                                                               \
-        } while (0)
-
 #define ALLOWED "127.0.33.2"
 
 static Manager manager;
@@ -79,9 +71,10 @@ static uint32_t connect_to(const char *host, const char *port, const char *via) 
         return s;
 }
 
-/* The next frame the host sends on stream (frames on others, and CREDIT, are skipped), within usec; false when
- * none came. */
-static bool next_frame(uint32_t stream, uint64_t usec, Frame *ret) {
+/* Runs the host's loop for up to usec and hands each frame the host sends to on_frame until it returns true
+ * (true then; false when the time ran out). One buffer for every reader, so no frame is lost between them. */
+static bool pump(uint64_t usec, bool (*on_frame)(const SpaceFrameHeader *h, const uint8_t *payload, void *ud),
+                 void *ud) {
         uint64_t end = now_usec_monotonic() + usec;
         static uint8_t pending[SPACE_FRAME_MAX * 2];
         static size_t n_pending;
@@ -98,12 +91,8 @@ static bool next_frame(uint32_t stream, uint64_t usec, Frame *ret) {
                         ASSERT(r >= 0);
                         if (r == 0)
                                 break;
-                        if (h.stream == stream && h.type != SPACE_F_CREDIT) {
-                                ret->h = h;
-                                memcpy(ret->payload, payload, h.length);
-                                ret->payload[h.length] = 0;
+                        if (on_frame(&h, payload, ud))
                                 return true;
-                        }
                 }
                 (void) sd_event_run(manager.event, 1000);
                 ssize_t n = recv(guest, pending + n_pending, sizeof pending - n_pending, MSG_DONTWAIT);
@@ -111,6 +100,28 @@ static bool next_frame(uint32_t stream, uint64_t usec, Frame *ret) {
                         n_pending += (size_t) n;
         }
         return false;
+}
+
+typedef struct Wanted {
+        uint32_t stream;
+        Frame *frame;
+} Wanted;
+
+static bool take_wanted(const SpaceFrameHeader *h, const uint8_t *payload, void *ud) {
+        Wanted *w = ud;
+
+        if (h->stream != w->stream || h->type == SPACE_F_CREDIT)
+                return false;
+        w->frame->h = *h;
+        memcpy(w->frame->payload, payload, h->length);
+        w->frame->payload[h->length] = 0;
+        return true;
+}
+
+/* The next frame the host sends on stream (frames on others, and CREDIT, are skipped), within usec; false when
+ * none came. */
+static bool next_frame(uint32_t stream, uint64_t usec, Frame *ret) {
+        return pump(usec, take_wanted, &(Wanted) { .stream = stream, .frame = ret });
 }
 
 static const char *kv(const Frame *f, const char *key) {
@@ -306,41 +317,28 @@ static void test_window(void) {
         close(lfd);
 }
 
+typedef struct Tally {
+        uint32_t first;
+        unsigned *busy, *other;
+} Tally;
+
+static bool count_frame(const SpaceFrameHeader *h, const uint8_t *payload, void *ud) {
+        Tally *t = ud;
+        const char *code = NULL;
+
+        if (h->stream < t->first || h->type == SPACE_F_CREDIT)
+                return false;
+        if (h->type == SPACE_F_ERROR && space_kv_get(payload, h->length, "code", &code) > 0 && streq(code, "busy"))
+                (*t->busy)++;
+        else
+                (*t->other)++;
+        return false;
+}
+
 /* Reads every frame the host sends for usec: how many were ERROR with code busy, and how many anything else
  * (CREDIT aside) on streams from first on. */
 static void drain(uint32_t first, uint64_t usec, unsigned *ret_busy, unsigned *ret_other) {
-        uint64_t end = now_usec_monotonic() + usec;
-        static uint8_t buf[SPACE_FRAME_MAX * 2];
-        static size_t n;
-
-        while (now_usec_monotonic() < end) {
-                ssize_t got;
-
-                (void) sd_event_run(manager.event, 1000);
-                got = recv(guest, buf + n, sizeof buf - n, MSG_DONTWAIT);
-                if (got > 0)
-                        n += (size_t) got;
-                for (;;) {
-                        SpaceFrameHeader h;
-                        const uint8_t *payload;
-                        const char *code = NULL;
-                        size_t used = 0;
-                        int r = space_frame_reader_feed(&reader, buf, n, &used, &h, &payload);
-
-                        memmove(buf, buf + used, n - used);
-                        n -= used;
-                        ASSERT(r >= 0);
-                        if (r == 0)
-                                break;
-                        if (h.stream < first || h.type == SPACE_F_CREDIT)
-                                continue;
-                        if (h.type == SPACE_F_ERROR && space_kv_get(payload, h.length, "code", &code) > 0 &&
-                            streq(code, "busy"))
-                                (*ret_busy)++;
-                        else
-                                (*ret_other)++;
-                }
-        }
+        (void) pump(usec, count_frame, &(Tally) { .first = first, .busy = ret_busy, .other = ret_other });
 }
 
 static void test_flood(void) {
