@@ -113,23 +113,11 @@ void tunnel_abort(Tunnel *t, const char *why) {
         tunnel_end(t, why ?: "aborted", true);
 }
 
-uint32_t tunnel_stream(const Tunnel *t) {
-        return t->stream;
-}
-
-TunnelStats tunnel_stats(const Tunnel *t) {
-        return t->st;
-}
-
 Tunnel *tunnel_find(AgentConn *a, uint32_t stream) {
         for (Tunnel *t = a ? a->tunnels : NULL; t; t = t->next)
                 if (t->stream == stream)
                         return t;
         return NULL;
-}
-
-unsigned tunnel_count(AgentConn *a) {
-        return a ? a->n_tunnels : 0;
 }
 
 static bool want_read(const Tunnel *t) {

@@ -28,7 +28,8 @@ typedef struct TunnelOps {
 } TunnelOps;
 
 /* Inbound: opens a PORT stream to guest_port and, once the guest is connected, bridges fd (a connected,
- * non-blocking socket, which the tunnel takes over and closes) to it. -EMFILE over SPACE_TUNNELS_MAX. */
+ * non-blocking socket, which the tunnel takes over and closes) to it. On failure fd stays the caller's.
+ * -EMFILE over SPACE_TUNNELS_MAX. */
 int tunnel_open_port(AgentConn *a, uint16_t guest_port, int fd, const TunnelOps *ops, void *userdata,
                      Tunnel **ret);
 
@@ -51,11 +52,8 @@ void tunnel_refuse(Tunnel *t, const char *code, const char *message);
 
 /* Ends a tunnel from the host: CLOSE to the guest, the socket reset. ended is called with why. */
 void tunnel_abort(Tunnel *t, const char *why);
-uint32_t tunnel_stream(const Tunnel *t);
-TunnelStats tunnel_stats(const Tunnel *t);
 
 /* agent.c's side: frames for a tunnel's stream, and the channel going away (every tunnel ends with why). */
 Tunnel *tunnel_find(AgentConn *a, uint32_t stream);
 void tunnel_on_frame(Tunnel *t, const SpaceFrameHeader *h, const uint8_t *payload);
 void tunnels_lost(AgentConn *a, const char *why);
-unsigned tunnel_count(AgentConn *a);
