@@ -86,6 +86,7 @@ int cli_usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* Reports getopt's '?' or ':' for argv[optind - 1]; returns cli_usage_error()'s status. */
 int cli_bad_option(int c, char *argv[]);
 int cli_list_options(int argc, char *argv[], const char *what, bool *ret_json, bool *ret_quiet);
+int cli_json_flags(int argc, char *argv[], bool *ret_json);
 /* cli_list_options' -h, --json and -q alone, for a list verb that takes arguments (port ls [SANDBOX]). */
 int cli_list_flags(int argc, char *argv[], bool *ret_json, bool *ret_quiet);
 int cli_list_show(const char *path, const char *key, const char *what, bool json, const char *quiet_field,

@@ -90,30 +90,6 @@ static int egress_ls(int argc, char *argv[]) {
                              print_table);
 }
 
-/* --json and --help only; the rest are positional. -1 to go on, else the exit status. */
-static int json_options(int argc, char *argv[], bool *ret_json) {
-        static const struct option options[] = {
-                { "help", no_argument, NULL, 'h' },
-                { "json", no_argument, NULL, OPT_JSON },
-                {}
-        };
-        int c;
-
-        opterr = 0;
-        while ((c = getopt_long(argc, argv, ":h", options, NULL)) >= 0)
-                switch (c) {
-                case 'h':
-                        cli_print_help(cli_verb, stdout);
-                        return 0;
-                case OPT_JSON:
-                        *ret_json = true;
-                        break;
-                default:
-                        return cli_bad_option(c, argv);
-                }
-        return -1;
-}
-
 static int egress_show(int argc, char *argv[]) {
         _cleanup_free_ char *esc = NULL, *path = NULL;
         SpaceHttpReply reply = {};
@@ -121,7 +97,7 @@ static int egress_show(int argc, char *argv[]) {
         bool json = false;
         int r;
 
-        r = json_options(argc, argv, &json);
+        r = cli_json_flags(argc, argv, &json);
         if (r >= 0)
                 return r;
         if (argc - optind != 1)
@@ -181,7 +157,7 @@ static int egress_test(int argc, char *argv[]) {
         cJSON *body;
         int r;
 
-        r = json_options(argc, argv, &json);
+        r = cli_json_flags(argc, argv, &json);
         if (r >= 0)
                 return r;
         if (argc - optind != 2)

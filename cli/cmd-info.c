@@ -22,30 +22,15 @@ const CliHelp cmd_info_help = {
 };
 
 int cmd_info(int argc, char *argv[]) {
-        static const struct option options[] = {
-                { "help", no_argument, NULL, 'h' },
-                { "json", no_argument, NULL, OPT_JSON },
-                {}
-        };
         SpaceHttpReply reply = {};
         bool json = false;
         double v, used;
         char a[32], b[32];
-        int c, r = 0;
+        int q, r = 0;
 
-        opterr = 0;
-        while ((c = getopt_long(argc, argv, ":h", options, NULL)) >= 0) {
-                switch (c) {
-                case 'h':
-                        cli_print_help(cli_verb, stdout);
-                        return 0;
-                case OPT_JSON:
-                        json = true;
-                        break;
-                default:
-                        return cli_bad_option(c, argv);
-                }
-        }
+        q = cli_json_flags(argc, argv, &json);
+        if (q >= 0)
+                return q;
         if (optind < argc)
                 return cli_usage_error("info takes no arguments, got '%s'", argv[optind]);
 

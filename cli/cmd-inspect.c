@@ -24,29 +24,14 @@ const CliHelp cmd_inspect_help = {
 };
 
 int cmd_inspect(int argc, char *argv[]) {
-        static const struct option options[] = {
-                { "help", no_argument, NULL, 'h' },
-                { "json", no_argument, NULL, OPT_JSON },
-                {}
-        };
         _cleanup_free_ char *path = NULL;
         SpaceHttpReply reply = {};
         bool json = false;
-        int opt, r;
+        int r;
 
-        opterr = 0;
-        while ((opt = getopt_long(argc, argv, ":h", options, NULL)) >= 0) {
-                switch (opt) {
-                case 'h':
-                        cli_print_help(cli_verb, stdout);
-                        return 0;
-                case OPT_JSON:
-                        json = true;
-                        break;
-                default:
-                        return cli_bad_option(opt, argv);
-                }
-        }
+        r = cli_json_flags(argc, argv, &json);
+        if (r >= 0)
+                return r;
         if (argc - optind != 1)
                 return cli_usage_error("inspect needs exactly one SANDBOX");
         if (!*argv[optind])

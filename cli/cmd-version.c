@@ -24,29 +24,14 @@ const CliHelp cmd_version_help = {
 };
 
 int cmd_version(int argc, char *argv[]) {
-        static const struct option options[] = {
-                { "help", no_argument, NULL, 'h' },
-                { "json", no_argument, NULL, OPT_JSON },
-                {}
-        };
         SpaceHttpReply reply = {};
         bool json = false, have_server = false;
         SpaceHttp *h;
-        int c, r = -ENOTCONN;
+        int q, r = -ENOTCONN;
 
-        opterr = 0;
-        while ((c = getopt_long(argc, argv, ":h", options, NULL)) >= 0) {
-                switch (c) {
-                case 'h':
-                        cli_print_help(cli_verb, stdout);
-                        return 0;
-                case OPT_JSON:
-                        json = true;
-                        break;
-                default:
-                        return cli_bad_option(c, argv);
-                }
-        }
+        q = cli_json_flags(argc, argv, &json);
+        if (q >= 0)
+                return q;
         if (optind < argc)
                 return cli_usage_error("version takes no arguments, got '%s'", argv[optind]);
 

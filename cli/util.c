@@ -283,6 +283,34 @@ bool json_num(const cJSON *o, const char *key, double *ret) {
         return true;
 }
 
+/* -h and --json, for verbs whose only option that is (info, version, inspect, egress show and test); the
+ * arguments are left at argv[optind...]. Returns -1 when the verb goes on, else the exit status (0 after
+ * --help). */
+int cli_json_flags(int argc, char *argv[], bool *ret_json) {
+        static const struct option options[] = {
+                { "help", no_argument, NULL, 'h' },
+                { "json", no_argument, NULL, OPT_JSON },
+                {}
+        };
+        int c;
+
+        *ret_json = false;
+        opterr = 0;
+        while ((c = getopt_long(argc, argv, ":h", options, NULL)) >= 0) {
+                switch (c) {
+                case 'h':
+                        cli_print_help(cli_verb, stdout);
+                        return 0;
+                case OPT_JSON:
+                        *ret_json = true;
+                        break;
+                default:
+                        return cli_bad_option(c, argv);
+                }
+        }
+        return -1;
+}
+
 /* -h, --json and -q of a list verb; its arguments, if it takes any, are left at argv[optind...]. Returns -1
  * when the verb goes on, else the exit status to return (0 after --help). */
 int cli_list_flags(int argc, char *argv[], bool *ret_json, bool *ret_quiet) {
