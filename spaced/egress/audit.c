@@ -11,7 +11,6 @@
 #include <cjson/cJSON.h>
 
 #include "core/log.h"
-#include "core/util.h"
 #include "egress/egress-internal.h"
 #include "macro.h"
 
