@@ -81,7 +81,8 @@ def smaps_rollup_kib(pid):
 
 
 def save_results(path, key, res):
-    """Puts res under key in the JSON document at path, which the other parts of the same run fill too."""
+    """Puts res under key in the JSON document at path, which the other parts of the same run fill too, and
+    returns the whole document (a part's table may quote another part's figures)."""
     try:
         with open(path) as f:
             doc = json.load(f)
@@ -91,6 +92,7 @@ def save_results(path, key, res):
     with open(path, "w") as f:
         json.dump(doc, f, indent=2)
         f.write("\n")
+    return doc
 
 
 def run(argv, timeout=300, check=True):
