@@ -197,6 +197,10 @@ def raw_restore():
     argv = [VM_SMOKE, "--kernel", os.path.join(LIB, "vmlinux"), "--initrd", os.path.join(LIB, "initramfs.cpio"),
             "--rootfs", minimal_rootfs(), "--dir", d, "-n", str(N_CREATE),
             "--pings", "1", "--accel", accel, "--keep"]
+    # --first-exec: a base warmed as spaced warms its own, and each restore's own first `true` timed (under TCG
+    # a VM's first command pays for translating the fork and exec paths, which a warm exec does not show).
+    if "--first-exec" in helptext:
+        argv.append("--first-exec")
     r = run(argv, timeout=900)
     out = json.loads(r.stdout.decode())
     m = re.search(r"kept pid (\d+) \(run dir ([^)]*)\)", r.stderr.decode(errors="replace"))
@@ -206,8 +210,13 @@ def raw_restore():
             f.write(m.group(1) + "\n")
         sock = (int(m.group(1)), os.path.join(m.group(2), "agent.sock"))
     pong = out["restore"]["spawn_to_first_pong_ms"]
-    return {"method": "vm-smoke restore to first PONG, plus space-chan exec at the same percentile", "accel": out.get("accel"),
-            "restore_to_pong_ms": pong, "base": out.get("base")}, sock
+    res = {"method": "vm-smoke restore to first PONG, plus space-chan exec at the same percentile", "accel": out.get("accel"),
+           "restore_to_pong_ms": pong, "base": out.get("base")}
+    first = out["restore"].get("spawn_to_first_exec_exit_ms")
+    if first:
+        res["method"] = "vm-smoke --first-exec: restore, first PONG and the VM's first exec of true"
+        res["restore_first_exec_ms"] = first
+    return res, sock
 
 
 def raw_channel(sock):
@@ -286,19 +295,25 @@ def main():
         kill_pid(kept[0], TMP)
     res["raw"] = raw
 
-    # Raw time to interactive: a direct figure from the hook, or restore-to-PONG plus a raw exec at the same
-    # percentile (the current vm-smoke measures the restore up to the first PONG, not an exec).
+    # Raw time to interactive: a direct figure from the hook, or the restored VM's own first exec (vm-smoke
+    # --first-exec), or else restore-to-PONG plus a warm raw exec at the same percentile. The last one leaves
+    # out what every VM's first command costs under TCG (translating its code), so it is kept only beside the
+    # first-exec figure, as "warm", to show that cost.
     rr = raw.get("restore", {})
     rexec = (raw.get("channel") or {}).get("exec_ms")
+    warm = None
+    if "restore_to_pong_ms" in rr and rexec:
+        p = rr["restore_to_pong_ms"]
+        warm = {"p50": round(p["p50"] + rexec["p50"], 1), "p90": round(p["p90"] + rexec["p90"], 1),
+                "p99": round(p["p99"] + rexec["p99"], 1) if "p99" in p else None}
     if "restore_exec_ms" in rr:
         raw_tti = rr["restore_exec_ms"]
-    elif "restore_to_pong_ms" in rr and rexec:
-        p = rr["restore_to_pong_ms"]
-        raw_tti = {"p50": round(p["p50"] + rexec["p50"], 1), "p90": round(p["p90"] + rexec["p90"], 1),
-                   "p99": round(p["p99"] + rexec["p99"], 1) if "p99" in p else None}
+    elif "restore_first_exec_ms" in rr:
+        raw_tti = rr["restore_first_exec_ms"]
     else:
-        raw_tti = None
+        raw_tti = warm
     res["raw_tti_ms"] = raw_tti
+    res["raw_tti_warm_exec_ms"] = warm
     tti = res["spaced"]["tti_ms"]
     ex = res["spaced"]["exec_ms"]
     res["ratios"] = {
@@ -331,7 +346,9 @@ def print_table(res, out_path):
     add("time to interactive (create + exec true)", s["tti_ms"], "ms")
     add("  of which create", s["create_ms"], "ms")
     add("  of which first exec", s["first_exec_ms"], "ms")
-    add("raw: restore + one exec, no daemon", res["raw_tti_ms"], "ms")
+    add("raw: restore + first exec, no daemon", res["raw_tti_ms"], "ms")
+    if res.get("raw_tti_warm_exec_ms") and res["raw_tti_warm_exec_ms"] != res["raw_tti_ms"]:
+        add("  raw: restore to PONG + a warm exec", res["raw_tti_warm_exec_ms"], "ms")
     add("exec round trip (spacectl exec SB true)", s["exec_ms"], "ms")
     add("raw: space-chan exec -- true", ch.get("exec_ms"), "ms")
     add("raw: channel ping", ping, "us", key=lambda d, p: d.get(p + "_us") if d else None)

@@ -8,6 +8,9 @@
  *   2. restore N sandboxes from it, one after the other: own run dir, own qcow2 overlay over base.qcow2 (the disk
  *      the saved memory expects), share=off on base.mem, -incoming defer, restore, cont, agent PING -> PONG.
  *      All N stay up until the end, so the RSS figures are for N VMs side by side.
+ *   --first-exec: the base warms up as the daemon's does (`sh -c true`, `true`, `sync` before the save), and
+ *      each restore runs `true` right after its first PONG: restore + the VM's own first command, which under
+ *      TCG pays for translating the fork and exec paths in a QEMU whose translation cache the restore left empty.
  *
  * This is the raw-QEMU baseline the benchmarks compare the daemon with. Every QEMU started is killed by pid.
  */
@@ -171,12 +174,30 @@ static int agent_wait(int fd, SpaceFrameReader *rd, uint8_t want, uint32_t strea
                         off += used;
                         if (r == 0)
                                 continue;
-                        if (h.type == want && (want != SPACE_F_PONG || h.stream == stream))
+                        if (h.type == want && ((want != SPACE_F_PONG && want != SPACE_F_EXIT) || h.stream == stream))
                                 return 0;
                         if (want == SPACE_F_HELLO && h.type == SPACE_F_PONG)
                                 return 0; /* it is up and talking */
                 }
         }
+}
+
+/* Runs argv in the guest and waits for its EXIT (the commands here print nothing, so no credit is needed). */
+static int agent_run(int fd, SpaceFrameReader *rd, uint32_t stream, char **argv) {
+        SpaceBuf kv = {}, b = {};
+        int r = 0;
+
+        for (char **a = argv; *a && r >= 0; a++)
+                r = space_kv_add(&kv, "argv", *a);
+        if (r >= 0)
+                r = space_kv_add(&kv, "stdin", "0");
+        if (r >= 0)
+                r = space_frame_append(&b, SPACE_F_EXEC, 0, stream, kv.data, kv.len);
+        if (r >= 0 && send(fd, b.data, b.len, MSG_NOSIGNAL) != (ssize_t) b.len)
+                r = -EIO;
+        space_buf_done(&kv);
+        space_buf_done(&b);
+        return r < 0 ? r : agent_wait(fd, rd, SPACE_F_EXIT, stream, 30000, 0);
 }
 
 static int cmp_double(const void *a, const void *b) {
@@ -227,7 +248,8 @@ static void usage(void) {
                 "usage: vm-smoke [--kernel VMLINUX] --initrd CPIO [--rootfs EXT4] [--dir DIR] [-n N]\n"
                 "                [--memory MIB] [--vcpus N] [--accel auto|tcg|kvm] [--kernel-args ARGS]\n"
                 "                [--pings N]  (round trips per sandbox after the first PONG, default 20)\n"
-                "                [--keep]   (leave the last sandbox running and print its pid)\n");
+                "                [--keep]   (leave the last sandbox running and print its pid)\n"
+                "                [--first-exec]  (warm the base like spaced; time restore + first `true`)\n");
         exit(2);
 }
 
@@ -237,14 +259,14 @@ int main(int argc, char **argv) {
                    *kargs = NULL;
         unsigned n = 5, vcpus = 1, pings = 20;
         uint64_t mem_mib = 256;
-        bool keep = false;
+        bool keep = false, first_exec = false;
         static const struct option opts[] = {
                 { "kernel", required_argument, NULL, 'k' }, { "initrd", required_argument, NULL, 'i' },
                 { "rootfs", required_argument, NULL, 'r' }, { "dir", required_argument, NULL, 'd' },
                 { "memory", required_argument, NULL, 'm' }, { "vcpus", required_argument, NULL, 'c' },
                 { "accel", required_argument, NULL, 'a' },  { "kernel-args", required_argument, NULL, 'A' },
                 { "keep", no_argument, NULL, 'K' },         { "help", no_argument, NULL, 'h' },
-                { "pings", required_argument, NULL, 'p' },
+                { "pings", required_argument, NULL, 'p' }, { "first-exec", no_argument, NULL, 'F' },
                 {},
         };
         int o, r;
@@ -260,6 +282,7 @@ int main(int argc, char **argv) {
                 case 'a': accel_s = optarg; break;
                 case 'A': kargs = optarg; break;
                 case 'K': keep = true; break;
+                case 'F': first_exec = true; break;
                 case 'n': n = (unsigned) strtoul(optarg, NULL, 10); break;
                 case 'p': pings = (unsigned) strtoul(optarg, NULL, 10); break;
                 default: usage();
@@ -335,6 +358,17 @@ int main(int argc, char **argv) {
                 die("waiting for the agent's HELLO", r, NULL);
         }
         double t_hello = now_ms();
+        if (first_exec) {
+                char *shell[] = { "sh", "-c", "true", NULL }, *direct[] = { "true", NULL }, *sync_argv[] = { "sync", NULL };
+
+                r = agent_run(afd, &rd, 2, shell);
+                if (r >= 0)
+                        r = agent_run(afd, &rd, 3, direct);
+                if (r >= 0)
+                        r = agent_run(afd, &rd, 4, sync_argv);
+                if (r < 0)
+                        die("warming up the base VM", r, NULL);
+        }
 
         _cleanup_close_ int sfd = open(base_state, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
         if (sfd < 0)
@@ -359,8 +393,9 @@ int main(int argc, char **argv) {
         /* ---- 2. restores ---- */
         double *spawn_qmp = calloc(n, sizeof(double)), *spawn_restored = calloc(n, sizeof(double)),
                *spawn_pong = calloc(n, sizeof(double)), *clone = calloc(n, sizeof(double)),
-               *rtt = calloc((size_t) n * pings, sizeof(double)), *rss = calloc(n, sizeof(double));
-        if (!spawn_qmp || !spawn_restored || !spawn_pong || !clone || !rtt || !rss)
+               *rtt = calloc((size_t) n * pings, sizeof(double)), *rss = calloc(n, sizeof(double)),
+               *spawn_exit = calloc(n, sizeof(double));
+        if (!spawn_qmp || !spawn_restored || !spawn_pong || !clone || !rtt || !rss || !spawn_exit)
                 die("calloc", ENOMEM, NULL);
 
         for (unsigned i = 0; i < n; i++) {
@@ -419,6 +454,14 @@ int main(int argc, char **argv) {
                 if (r < 0)
                         die("pinging a restored agent", r, NULL);
                 spawn_pong[i] = now_ms() - s0;
+                if (first_exec) {
+                        char *direct[] = { "true", NULL };
+
+                        r = agent_run(a, &srd, 5, direct);
+                        if (r < 0)
+                                die("the first exec in a restored VM", r, NULL);
+                        spawn_exit[i] = now_ms() - s0;
+                }
 
                 /* More round trips: the steady-state channel latency. */
                 for (unsigned k = 0; k < pings; k++) {
@@ -454,6 +497,8 @@ int main(int argc, char **argv) {
         print_stat("spawn_to_qmp_ms", spawn_qmp, n, false);
         print_stat("spawn_to_restored_ms", spawn_restored, n, false);
         print_stat("spawn_to_first_pong_ms", spawn_pong, n, false);
+        if (first_exec)
+                print_stat("spawn_to_first_exec_exit_ms", spawn_exit, n, false);
         print_stat("ping_rtt_us", rtt, (size_t) n * pings, false);
         print_stat("rss_mib", rss, n, true);
         printf("  }\n}\n");
@@ -468,6 +513,7 @@ int main(int argc, char **argv) {
         free(spawn_qmp);
         free(spawn_restored);
         free(spawn_pong);
+        free(spawn_exit);
         free(clone);
         free(rtt);
         free(rss);
