@@ -122,6 +122,7 @@ class Scale:
         self.tti = []          # create -> first exec, ms, one per sandbox in self.ids' order
         self.create_ms = []
         self.exec_ms = []
+        self.others = set()    # sandboxes that were there before this part started
 
     def add_one(self):
         t0 = time.perf_counter()
@@ -167,10 +168,10 @@ class Scale:
         daemon_cpu = (d1 - d0) / CLK_TCK / wall * 100.0
         per_guest = [(q1[p] - q0[p]) / CLK_TCK / wall * 100.0 for p in qpids]
 
-        # spacectl ls (the table people read), with n rows
-        rows = len(spacectl("ls", "-q").stdout.decode().split())
-        if rows != n:
-            raise RuntimeError("spacectl ls -q lists %d sandboxes, expected %d" % (rows, n))
+        # spacectl ls (the table people read), with n rows of ours (and those other parts of a full run left)
+        rows = set(spacectl("ls", "-q").stdout.decode().split()) - self.others
+        if rows != set(self.ids):
+            raise RuntimeError("spacectl ls -q lists %d sandboxes of this part, expected %d" % (len(rows), n))
         spacectl("ls")
         ls_ms = []
         for _ in range(LS_RUNS):
@@ -230,6 +231,9 @@ def bench(res):
         (",".join(map(str, sizes())), info.get("memory_limit_mib"), guest_mib, res["host_mem_total_mib"],
          meminfo()["MemAvailable"], info.get("accel")))
     s = Scale()
+    # Sandboxes that were there before (a full make bench runs other parts first): not ours to count or remove.
+    s.others = set(spacectl("ls", "-q").stdout.decode().split())
+    res["other_sandboxes"] = len(s.others)
     res["sizes"] = []
     private_est = guest_mib    # until a size measured it
     try:
@@ -292,6 +296,8 @@ def print_table(res, out_path):
               (d["n"], t["p50"], t["p90"], t["p99"], d["ls_ms"]["p50"], d["daemon_cpu_pct"],
                d["daemon_cpu_pct_schedstat"], d["daemon_rss_mib"], d["qemu_cpu_pct_total"], d["private_mib"]["p50"],
                d["private_mib"]["mean"]))
+    if res.get("other_sandboxes"):
+        print("(%d sandboxes of earlier parts were running too; not counted above)" % res["other_sandboxes"])
     if "error" in res:
         print("error: %s" % res["error"])
     print("tti: create -> first exec, over the last up-to-%d creates at that size (warm: one create before N=1 is "
