@@ -151,6 +151,16 @@ static void wake_clients(Process *p) {
         }
 }
 
+/* What one record may add to a log file: the data, its header, and a new file's header when it rotates. */
+#define LOG_RECORD_OVERHEAD 64U
+
+static void count_log_bytes(Process *p, uint64_t n) {
+        Sandbox *s = process_sandbox(p);
+
+        if (s)
+                s->process_log_bytes += n;
+}
+
 static int append_event(Process *p, uint8_t type, const void *data, size_t n) {
         uint64_t id = p->last_id + 1;
         size_t before = p->ring.bytes;
@@ -158,7 +168,9 @@ static int append_event(Process *p, uint8_t type, const void *data, size_t n) {
 
         if (p->log && !p->log_failed) {
                 r = process_log_append(p->log, id, type, data, n);
-                if (r < 0) {
+                if (r >= 0)
+                        count_log_bytes(p, n + LOG_RECORD_OVERHEAD);
+                else {
                         log_warning_errno(r, "sandbox %s: process %d: cannot write its log %s; keeping output in "
                                           "memory only", p->sandbox_id, p->pid, p->log_path);
                         p->log_failed = true;
@@ -632,21 +644,30 @@ static int build_exec(const ExecSpec *spec, bool hold, SpaceBuf *kv, Error *rete
 static Process *find_live(const char *sandbox_id, int pid, const char *session_id);
 
 /* Keeps the sandbox's process logs under PROCESS_LOGS_MAX: the oldest of ended processes are removed (their
- * events are then reported lost to a reader); what running ones hold cannot go, so then no new process. */
+ * events are then reported lost to a reader); what running ones hold cannot go, so then no new process.
+ * The directory holds up to PROCESS_KEEP_FINISHED logs, so it is scanned only when the bytes counted since
+ * the last scan (never fewer than are there: removals and rotations are not taken off) may have passed the
+ * limit: an agent's thousandth exec costs no thousand stat() calls. */
 static int logs_make_room(Sandbox *s, Error *reterr) {
         _cleanup_free_ char *dir = NULL;
         struct { char name[32]; uint64_t size; int64_t mtime; } *files = NULL;
         size_t n = 0, cap = 0;
         uint64_t total = 0, running = 0;
+        bool complete = true;
         struct dirent *de;
         DIR *d;
         int r = 0;
 
+        if (s->process_log_bytes_known && s->process_log_bytes <= PROCESS_LOGS_MAX)
+                return 0;
         if (!s->data_dir || asprintf(&dir, "%s/processes", s->data_dir) < 0)
                 return 0;
         d = opendir(dir);
-        if (!d)
+        if (!d) {
+                s->process_log_bytes = 0;
+                s->process_log_bytes_known = errno == ENOENT;
                 return 0;
+        }
         while ((de = readdir(d))) {
                 struct stat st;
                 int pid;
@@ -663,8 +684,10 @@ static int logs_make_room(Sandbox *s, Error *reterr) {
                 }
                 if (n == cap) {
                         void *m = realloc(files, (cap = cap ? cap * 2 : 64) * sizeof *files);
-                        if (!m)
+                        if (!m) {
+                                complete = false;
                                 break;
+                        }
                         files = m;
                 }
                 strcpy(files[n].name, de->d_name);   /* length checked above */
@@ -687,6 +710,8 @@ static int logs_make_room(Sandbox *s, Error *reterr) {
                               "sandbox %s: the logs of its running processes take %llu MiB, over the limit of %llu MiB "
                               "per sandbox; end some of them first", s->id,
                               (unsigned long long) (running >> 20), (unsigned long long) (PROCESS_LOGS_MAX >> 20)) ?: -ENOSPC;
+        s->process_log_bytes = total;
+        s->process_log_bytes_known = complete;
         closedir(d);
         free(files);
         return r;
@@ -1055,9 +1080,14 @@ static void open_log(Process *p) {
         if (!s || !s->data_dir || asprintf(&dir, "%s/processes", s->data_dir) < 0 ||
             asprintf(&path, "%s/%d.log", dir, p->pid) < 0)
                 return;
-        r = space_mkdir_p(dir, 0700);
+        /* Most sandboxes have the directory after their first command: one mkdir, not one per path level. */
+        r = mkdir(dir, 0700) < 0 && errno != EEXIST ? -errno : 0;
+        if (r == -ENOENT)
+                r = space_mkdir_p(dir, 0700);
         if (r >= 0)
                 r = process_log_create(path, PROCESS_LOG_CAP, &p->log);
+        if (r >= 0)
+                s->process_log_bytes += LOG_RECORD_OVERHEAD;
         if (r < 0) {
                 log_warning_errno(r, "sandbox %s: cannot create the log %s", p->sandbox_id, path);
                 return;

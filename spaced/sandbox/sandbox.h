@@ -69,6 +69,10 @@ struct Sandbox {
         AgentConn *agent;
         struct AgentHealth *agent_health;   /* backoff and protocol errors of its channel, across reconnects */
         struct Forward *forwards;           /* its port forwards (sandbox/forward.h): they go with it */
+        /* At least what its process logs hold (channel/process.c): the sum a scan of the directory found, plus
+         * everything written since. An exec scans again only once this passes the limit. */
+        uint64_t process_log_bytes;
+        bool process_log_bytes_known;
         Sandbox *next;
 };
 
@@ -84,7 +88,9 @@ struct Checkpoint {
         uint64_t disk_mib;
         char **env;
         char *disk;          /* the frozen layer */
-        char *state_path;    /* memory and device state */
+        char *state_path;    /* device state, and the RAM too when mem_path is NULL */
+        char *mem_path;      /* the RAM as a file that its forks and restores map copy-on-write, as creates map
+                              * the base snapshot's; NULL: a checkpoint from before, or whose split failed */
         int64_t created_at;
         uint64_t pause_usec; /* how long the sandbox was stopped to take it */
         uint64_t size_bytes;
@@ -150,6 +156,11 @@ Checkpoint *checkpoint_free(Checkpoint *c);
 int checkpoint_create_start(Manager *m, Sandbox *s, const char *name, Operation **ret_op, Checkpoint **ret_cp,
                             Error *reterr);
 int checkpoint_remove(Manager *m, Checkpoint *c, Error *reterr);
+/* The files a restore or fork from c needs are there and of the sizes it needs: a clear error before any VM is
+ * touched. Stats only. */
+int checkpoint_check_files(const Checkpoint *c, Error *reterr);
+/* The same for a memory file alone, from a worker: it is there, a regular file of memory_mib MiB. */
+int checkpoint_mem_check(const char *mem_path, uint64_t memory_mib, Error *reterr);
 int sandbox_restore_start(Manager *m, Sandbox *s, Checkpoint *c, Operation **ret_op, Error *reterr);
 /* Forks count sandboxes from a checkpoint, or from a running sandbox through a checkpoint taken first. */
 int fork_start(Manager *m, Sandbox *from_sandbox, Checkpoint *from_checkpoint, unsigned count,
