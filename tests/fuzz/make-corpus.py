@@ -506,6 +506,76 @@ def proxy_request_corpus():
         write(t, name, v)
 
 
+def migstream_corpus():
+    """fuzz-migstream: a checkpoint's state file as QEMU 7.2 writes it (lib/migstream.c): magic, configuration,
+    the "ram" setup, pages, device sections. The "mem" block is 16 pages, as the target's memory file."""
+    t = "fuzz-migstream"
+    page_size, mem_pages, rom = 4096, 16, "/rom@etc/acpi/tables"
+    ZERO, MEM_SIZE, PAGE, EOS, CONT = 0x02, 0x04, 0x08, 0x10, 0x20
+
+    def name(n):
+        return struct.pack(">B", len(n)) + n.encode()
+
+    def prologue(caps=("x-ignore-shared",), extra=b""):
+        b = struct.pack(">II", 0x5145564D, 3) + b"\x07" + struct.pack(">I", 7) + b"microvm"
+        b += b"\x05" + name("configuration/capabilities") + struct.pack(">II", 1, len(caps))
+        b += b"".join(name(c) for c in caps)
+        return b + extra
+
+    def section(typ, sid=2):
+        return struct.pack(">BI", typ, sid)
+
+    def footer(sid=2):
+        return struct.pack(">BI", 0x7E, sid)
+
+    def eos():
+        return struct.pack(">Q", EOS) + footer()
+
+    def setup(mem_len=mem_pages * page_size, rom_pages=2):
+        b = section(0x01) + name("ram") + struct.pack(">II", 0, 4)
+        b += struct.pack(">Q", (mem_len + rom_pages * page_size) | MEM_SIZE)
+        b += name("mem") + struct.pack(">QQ", mem_len, 0)
+        b += name(rom) + struct.pack(">QQ", rom_pages * page_size, 0)
+        return b + eos()
+
+    def page(block, off, data=None, fill=0):
+        b = struct.pack(">Q", off | (PAGE if data is not None else ZERO) | (0 if block else CONT))
+        if block:
+            b += name(block)
+        return b + (data if data is not None else bytes([fill]))
+
+    def zeros(first=0):
+        return page("mem", first * page_size) + b"".join(page(None, i * page_size) for i in range(first + 1, mem_pages))
+
+    def devices():
+        desc = b'{"page_size": 4096, "devices": []}'
+        b = section(0x04, 3) + name("timer") + struct.pack(">IIQ", 0, 2, 0x0123456789ABCDEF) + footer(3)
+        b += section(0x04, 4) + name("cpu") + struct.pack(">II", 0, 17) + bytes(i * 7 % 256 for i in range(300))
+        b += footer(4) + b"\x00\x06" + struct.pack(">I", len(desc)) + desc
+        return b
+
+    data = bytes((i * 13 + 1) % 256 for i in range(page_size))
+    romdata = bytes((0x52 + i) % 256 for i in range(page_size))
+    all_zero = prologue() + setup() + section(0x02) + zeros() + eos() + section(0x03) + eos() + devices()
+    write(t, "all-zero", all_zero)
+    mixed = prologue() + setup() + section(0x02)
+    mixed += page("mem", 0, data) + page(None, page_size, data[::-1]) + page(None, 2 * page_size)
+    mixed += page(rom, 0, romdata) + page("mem", 3 * page_size, data) + page(rom, page_size, fill=0)
+    mixed += page("mem", 4 * page_size) + b"".join(page(None, i * page_size) for i in range(5, mem_pages)) + eos()
+    mixed += section(0x02) + page(rom, page_size, romdata) + page("mem", page_size, data) + page(None, 0) + eos()
+    mixed += section(0x03) + page("mem", 5 * page_size, fill=0x5A) + eos() + devices()
+    write(t, "mixed", mixed)
+    subsections = b"\x05" + name("configuration/target-page-bits") + struct.pack(">II", 1, 12)
+    subsections += b"\x05" + name("configuration/uuid") + struct.pack(">I", 1) + bytes(range(16))
+    write(t, "uuid-page-bits", prologue(("x-ignore-shared", "validate-uuid"), subsections) + setup() +
+          section(0x02) + zeros() + eos() + section(0x03) + eos() + devices())
+    # refused: what the tests name, as starting points
+    write(t, "no-ignore-shared", prologue(("postcopy-ram",)) + setup() + section(0x03) + zeros() + eos() + devices())
+    write(t, "page-past-block", prologue() + setup() + section(0x03) + page("mem", mem_pages * page_size, data) +
+          zeros() + eos() + devices())
+    write(t, "truncated", all_zero[:len(all_zero) // 2])
+    write(t, "block-section", prologue() + section(0x01, 1) + name("block") + struct.pack(">II", 0, 1))
+
 def main():
     if os.path.isdir(OUT):
         shutil.rmtree(OUT)
@@ -522,6 +592,7 @@ def main():
     sniff_corpus()
     dns_corpus()
     proxy_request_corpus()
+    migstream_corpus()
     for d in sorted(os.listdir(OUT)):
         print(f"{d}: {len(os.listdir(os.path.join(OUT, d)))} inputs")
 
