@@ -282,6 +282,13 @@ static int migrate_v6(sqlite3 *db, Error *reterr) {
                     reterr);
 }
 
+/* A checkpoint's RAM in a file of its own (sandbox/checkpoint.c), which its forks and restores map instead of
+ * loading every page from the state file: the path, or NULL for a checkpoint whose state file holds its RAM
+ * (older ones, and those whose stream could not be split). */
+static int migrate_v7(sqlite3 *db, Error *reterr) {
+        return exec(db, "ALTER TABLE checkpoints ADD COLUMN mem_path TEXT;", reterr);
+}
+
 typedef struct Migration {
         int version; /* the user_version it leaves behind */
         const char *name;
@@ -294,6 +301,7 @@ static const Migration migrations[] = {
         { 4, "the time to live a sandbox was given", migrate_v4 },
         { 5, "egress profiles and lists of sandboxes and checkpoints", migrate_v5 },
         { 6, "background port forwards", migrate_v6 },
+        { 7, "checkpoint memory files", migrate_v7 },
 };
 
 static int read_version(sqlite3 *db, int *ret, Error *reterr) {

@@ -7,11 +7,14 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/vfs.h>
 #include <unistd.h>
+#include <linux/magic.h>
 
 #include "core/log.h"
 #include "json-util.h"
 #include "macro.h"
+#include "migstream.h"
 #include "string-util.h"
 #include "paths.h"
 #include "core/util.h"
@@ -23,8 +26,10 @@
 
 /* Checkpoints, restore and fork (ARCHITECTURE.md, decision 6). A checkpoint stops the sandbox, freezes its disk
  * (disk/disk.c: a qcow2 layer the VM leaves for a new one on top, or a read-only btrfs snapshot), writes memory
- * and device state, and lets it run again: the pause is mostly the state write. Restore and fork are creates whose source is the
- * checkpoint instead of the template's base snapshot. */
+ * and device state, and lets it run again: the pause is mostly the state write. Then, the guest running, the state
+ * file is split: its RAM to a memory file of its own (<id>.mem), the rest (device state) stays. Restore and fork
+ * are creates whose source is the checkpoint instead of the template's base snapshot, and like them map that
+ * memory file copy-on-write (ARCHITECTURE.md, decision 4) rather than load every page. */
 
 #define CHECKPOINT_TIMEOUT_MS (600 * 1000)
 #define RESTORE_TIMEOUT_MS (120 * 1000)
@@ -41,6 +46,7 @@ Checkpoint *checkpoint_free(Checkpoint *c) {
         strv_free(c->egress_deny);
         free(c->disk);
         free(c->state_path);
+        free(c->mem_path);
         free(c);
         return NULL;
 }
@@ -86,8 +92,8 @@ static int checkpoint_save(Manager *m, const Checkpoint *c) {
         rc = sqlite3_prepare_v2(db,
                                 "INSERT OR REPLACE INTO checkpoints (id, name, sandbox_id, template, template_digest,"
                                 " vcpu, memory_mib, disk_mib, env, disk, state_path, created_at, pause_usec,"
-                                " size_bytes, egress_profiles, egress_allow, egress_deny)"
-                                " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                                " size_bytes, egress_profiles, egress_allow, egress_deny, mem_path)"
+                                " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
                                 -1, &st, NULL);
         if (rc == SQLITE_OK) {
                 sqlite3_bind_text(st, 1, c->id, -1, SQLITE_STATIC);
@@ -108,6 +114,8 @@ static int checkpoint_save(Manager *m, const Checkpoint *c) {
                 sqlite3_bind_text(st, 15, profiles, -1, SQLITE_STATIC);
                 sqlite3_bind_text(st, 16, allow, -1, SQLITE_STATIC);
                 sqlite3_bind_text(st, 17, deny, -1, SQLITE_STATIC);
+                if (c->mem_path)
+                        sqlite3_bind_text(st, 18, c->mem_path, -1, SQLITE_STATIC);
                 rc = sqlite3_step(st);
         }
         sqlite3_finalize(st);
@@ -140,7 +148,7 @@ int checkpoints_load(Manager *m) {
         rc = sqlite3_prepare_v2(db,
                                 "SELECT id, name, sandbox_id, template, template_digest, vcpu, memory_mib, disk_mib,"
                                 " env, disk, state_path, created_at, pause_usec, size_bytes, egress_profiles,"
-                                " egress_allow, egress_deny FROM checkpoints"
+                                " egress_allow, egress_deny, mem_path FROM checkpoints"
                                 " ORDER BY created_at DESC",
                                 -1, &st, NULL);
         if (rc != SQLITE_OK)
@@ -172,6 +180,7 @@ int checkpoints_load(Manager *m) {
                 c->egress_profiles = strv_from_json_text((const char *) sqlite3_column_text(st, 14));
                 c->egress_allow = strv_from_json_text((const char *) sqlite3_column_text(st, 15));
                 c->egress_deny = strv_from_json_text((const char *) sqlite3_column_text(st, 16));
+                c->mem_path = col(st, 17);
                 c->ready = true;
                 if (!c->template_name || !c->disk || !c->state_path || !c->egress_profiles || !c->egress_allow ||
                     !c->egress_deny) {
@@ -183,7 +192,8 @@ int checkpoints_load(Manager *m) {
         }
         sqlite3_finalize(st);
 
-        /* State files of checkpoints a crash interrupted before they were recorded. */
+        /* State and memory files of checkpoints a crash interrupted before they were recorded, and the halves of
+         * a split it interrupted. */
         {
                 _cleanup_free_ char *dir = NULL;
                 _cleanup_closedir_ DIR *d = NULL;
@@ -197,7 +207,7 @@ int checkpoints_load(Manager *m) {
                                 if (de->d_name[0] == '.' || asprintf(&path, "%s/%s", dir, de->d_name) < 0)
                                         continue;
                                 for (Checkpoint *c = m->checkpoints; c && !known; c = c->next)
-                                        known = streq(c->state_path, path);
+                                        known = streq(c->state_path, path) || streq_ptr(c->mem_path, path);
                                 if (!known)
                                         (void) unlink(path);
                         }
@@ -216,7 +226,9 @@ typedef struct CheckpointJob {
         char *data_dir;
         char *state_dir;
         char *state_path;
+        char *mem_path;       /* where the RAM goes when the state file is split */
         uint64_t disk_mib;
+        uint64_t memory_mib;
         /* a fork waiting for this checkpoint */
         unsigned fork_count;
         char fork_op[OPERATION_ID_LEN + 1];
@@ -224,6 +236,7 @@ typedef struct CheckpointJob {
         int r;
         Error error;
         char *frozen_layer;
+        bool has_mem;         /* the split made mem_path */
         uint64_t pause_usec;
         uint64_t disk_usec;   /* of the pause: stop and the disk's snapshot */
         uint64_t size_bytes;
@@ -236,12 +249,84 @@ static void checkpoint_job_free(CheckpointJob *j) {
         free(j->data_dir);
         free(j->state_dir);
         free(j->state_path);
+        free(j->mem_path);
         error_done(&j->error);
         free(j->frozen_layer);
         free(j);
 }
 
 static void checkpoint_done(Manager *m, void *userdata);
+
+/* The state file's RAM pages to a memory file of their own, and the state file without them (lib/migstream.h):
+ * forks and restores then map the memory file copy-on-write, as creates map the base snapshot's, and share its
+ * clean pages instead of each loading every page. Runs after cont: the guest does not wait for it. Any failure
+ * leaves the whole stream and no memory file, and the checkpoint works as checkpoints did before. */
+static int checkpoint_split(CheckpointJob *j) {
+        _cleanup_free_ char *tmp = NULL;
+        _cleanup_close_ int in = -1, out = -1, mem = -1;
+        uint64_t t0 = now_usec_monotonic();
+        MigStreamStats st = {};
+        struct statfs sfs;
+        const char *what;
+        int r;
+
+        if (asprintf(&tmp, "%s.split", j->state_path) < 0)
+                return -ENOMEM;
+        what = "opening the files";
+        in = open(j->state_path, O_RDONLY | O_CLOEXEC);
+        if (in < 0)
+                goto fail_errno;
+        mem = open(j->mem_path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+        if (mem < 0)
+                goto fail_errno;
+        out = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+        if (out < 0)
+                goto fail_errno;
+        what = "sizing the memory file";
+        if (ftruncate(mem, (off_t) (j->memory_mib << 20)) < 0)
+                goto fail_errno;
+        what = "splitting the stream";
+        r = migstream_split(in, out, mem, VM_MEM_BACKEND_ID, &st);
+        if (r < 0)
+                goto fail;
+        /* As base.c does for base.mem: on tmpfs, a hole read through a private mapping allocates a page, and on a
+         * full one QEMU dies of SIGBUS; elsewhere the holes stay and cost nothing. */
+        what = "allocating the memory file";
+        if (fstatfs(mem, &sfs) >= 0 && sfs.f_type == TMPFS_MAGIC &&
+            fallocate(mem, 0, 0, (off_t) (j->memory_mib << 20)) < 0)
+                goto fail_errno;
+        what = "writing the files";
+        if (fsync(mem) < 0 || fsync(out) < 0)
+                goto fail_errno;
+        /* A crash may leave the rename unwritten while the row names the memory file: the whole stream and
+         * the memory file restore the same guest (QEMU loads the pages over the mapping). */
+        what = "replacing the state file";
+        if (rename(tmp, j->state_path) < 0)
+                goto fail_errno;
+        log_info("checkpoint %s: RAM split off in %.1f ms: %llu pages to %s (%llu zero), device state %llu KiB",
+                 j->checkpoint_id, (double) (now_usec_monotonic() - t0) / 1000.0,
+                 (unsigned long long) st.data_pages, j->mem_path, (unsigned long long) st.zero_pages,
+                 (unsigned long long) (st.bytes_out >> 10));
+        return 0;
+
+fail_errno:
+        r = -errno;
+fail:
+        (void) unlink(tmp);
+        (void) unlink(j->mem_path);
+        log_warning("checkpoint %s: its RAM stays in the state file, forks load it from there (%s: %s)",
+                    j->checkpoint_id, what,
+                    r == -EBADMSG ? "a migration stream this daemon does not know" : strerror(-r));
+        return r;
+}
+
+static uint64_t file_bytes(const char *path, bool allocated) {
+        struct stat st;
+
+        if (!path || stat(path, &st) < 0)
+                return 0;
+        return allocated ? (uint64_t) st.st_blocks * 512 : (uint64_t) st.st_size;
+}
 
 static void *checkpoint_worker(void *userdata) {
         CheckpointJob *j = userdata;
@@ -289,19 +374,24 @@ out:
                 j->pause_usec = now_usec_monotonic() - t_stop;
         }
         qmp_close(q);
+        if (r >= 0)
+                j->has_mem = checkpoint_split(j) >= 0;
         /* Synced after cont: nothing reads the file before this job ends, so the guest need not wait for
-         * the disk. */
-        if (r >= 0 && fsync(fd) < 0) {
+         * the disk. A split synced its files itself. */
+        if (r >= 0 && !j->has_mem && fsync(fd) < 0) {
                 r = -errno;
                 (void) error_set(&j->error, error_code_from_errno(-errno), "writing %s: %m", j->state_path);
         }
         if (r >= 0) {
-                struct stat st;
-                if (fstat(fd, &st) >= 0)
-                        j->size_bytes = (uint64_t) st.st_size;
+                /* what it takes on disk: the memory file's holes are free */
+                j->size_bytes = file_bytes(j->state_path, false) + (j->has_mem ? file_bytes(j->mem_path, true) : 0);
                 j->frozen_layer = TAKE_PTR(d.frozen);
-        } else
+        } else {
                 (void) unlink(j->state_path);
+                if (j->has_mem)
+                        (void) unlink(j->mem_path);
+                j->has_mem = false;
+        }
         disk_checkpoint_done(&d, r >= 0);
         j->r = r;
         completion_post(j->manager, checkpoint_done, j);
@@ -324,6 +414,8 @@ static void checkpoint_done(Manager *m, void *userdata) {
                 s->busy = false;
         if (j->r >= 0 && c) {
                 c->disk = TAKE_PTR(j->frozen_layer);
+                if (j->has_mem)
+                        c->mem_path = TAKE_PTR(j->mem_path);
                 c->pause_usec = j->pause_usec;
                 c->size_bytes = j->size_bytes;
                 c->ready = true;
@@ -421,7 +513,8 @@ static int checkpoint_prepare(Manager *m, Sandbox *s, const char *name, Checkpoi
         c->egress_deny = sandbox_strv_copy(s->egress_deny);
         if (!c->egress_profiles || !c->egress_allow || !c->egress_deny)
                 r = -ENOMEM;
-        if (asprintf(&dir, "%s/checkpoints", m->state_dir) < 0 || asprintf(&c->state_path, "%s/%s.state", dir, c->id) < 0)
+        if (asprintf(&dir, "%s/checkpoints", m->state_dir) < 0 ||
+            asprintf(&c->state_path, "%s/%s.state", dir, c->id) < 0 || asprintf(&j->mem_path, "%s/%s.mem", dir, c->id) < 0)
                 r = -ENOMEM;
         if (r >= 0)
                 r = space_mkdir_p(dir, 0700);
@@ -433,6 +526,7 @@ static int checkpoint_prepare(Manager *m, Sandbox *s, const char *name, Checkpoi
         j->state_dir = strdup(m->state_dir);
         j->state_path = c->state_path ? strdup(c->state_path) : NULL;
         j->disk_mib = s->disk_mib;
+        j->memory_mib = s->memory_mib;
         if (r < 0 || !c->template_name || !c->env || (name && !c->name) || !j->run_dir || !j->data_dir ||
             !j->state_dir || !j->state_path) {
                 checkpoint_free(c);
@@ -490,6 +584,8 @@ int checkpoint_remove(Manager *m, Checkpoint *c, Error *reterr) {
                 return error_set(reterr, ERROR_CHECKPOINT_BUSY, "checkpoint %s is still being taken", c->id) ?: -EBUSY;
         (void) checkpoint_delete_row(m, c->id);
         (void) unlink(c->state_path);
+        if (c->mem_path)
+                (void) unlink(c->mem_path);
         disk_forget(c->disk);
         for (Checkpoint **i = &m->checkpoints; *i; i = &(*i)->next)
                 if (*i == c) {
@@ -498,6 +594,35 @@ int checkpoint_remove(Manager *m, Checkpoint *c, Error *reterr) {
                 }
         checkpoint_free(c);
         (void) layers_gc(m);
+        return 0;
+}
+
+int checkpoint_mem_check(const char *mem_path, uint64_t memory_mib, Error *reterr) {
+        struct stat st;
+
+        if (stat(mem_path, &st) < 0) {
+                int r = -errno;
+                return error_set(reterr, ERROR_IO_ERROR, "its memory file %s: %s", mem_path, strerror(-r)) ?: r;
+        }
+        if (!S_ISREG(st.st_mode) || (uint64_t) st.st_size != memory_mib << 20)
+                return error_set(reterr, ERROR_IO_ERROR, "its memory file %s is damaged: %llu bytes, not the %llu MiB "
+                                 "of its RAM", mem_path, (unsigned long long) st.st_size,
+                                 (unsigned long long) memory_mib) ?: -EIO;
+        return 0;
+}
+
+int checkpoint_check_files(const Checkpoint *c, Error *reterr) {
+        _cleanup_(error_done) Error e = {};
+        int r;
+
+        if (access(c->state_path, R_OK) < 0) {
+                r = -errno;
+                return error_set(reterr, ERROR_IO_ERROR, "checkpoint %s cannot be used: its state file %s: %s", c->id,
+                                 c->state_path, strerror(-r)) ?: r;
+        }
+        if (c->mem_path && (r = checkpoint_mem_check(c->mem_path, c->memory_mib, &e)) < 0)
+                return error_set(reterr, ERROR_IO_ERROR, "checkpoint %s cannot be used: %s", c->id,
+                                 e.message ?: strerror(-r)) ?: r;
         return 0;
 }
 
@@ -544,6 +669,11 @@ int fork_start(Manager *m, Sandbox *from_sandbox, Checkpoint *from_checkpoint, u
         if (from_checkpoint && !from_checkpoint->ready)
                 return error_set(reterr, ERROR_CHECKPOINT_BUSY, "checkpoint %s is still being taken",
                                            from_checkpoint->id) ?: -EBUSY;
+        if (from_checkpoint) {
+                r = checkpoint_check_files(from_checkpoint, reterr);
+                if (r < 0)
+                        return r;
+        }
         {
                 uint64_t need = (uint64_t) count * (from_checkpoint ? from_checkpoint->memory_mib : from_sandbox->memory_mib);
                 uint64_t in_use = manager_memory_in_use(m);
@@ -620,8 +750,10 @@ typedef struct RestoreJob {
         char *run_dir;
         char *data_dir;
         char *state_path;
+        char *mem_path;       /* the checkpoint's RAM file, or NULL: the RAM is in state_path */
         char *frozen_disk;
         uint64_t disk_mib;
+        uint64_t memory_mib;
         BaseRequest base;
         char **init_env;
         int r;
@@ -634,6 +766,7 @@ static void restore_job_free(RestoreJob *j) {
         free(j->run_dir);
         free(j->data_dir);
         free(j->state_path);
+        free(j->mem_path);
         free(j->frozen_disk);
         base_request_done(&j->base);
         strv_free(j->init_env);
@@ -715,7 +848,14 @@ static void *restore_worker(void *userdata) {
                 (void) error_set(&j->error, error_code_from_errno(r), "cannot hand the disk to QEMU: %s", strerror(-r));
                 goto out;
         }
+        if (j->mem_path) {
+                r = checkpoint_mem_check(j->mem_path, j->memory_mib, &j->error);
+                if (r < 0)
+                        goto out;
+        }
         VmConfig c = base_restore_config(&b, &j->base, j->run_dir, qemu_disk, qemu_dir);
+        if (j->mem_path)
+                c.mem_path = j->mem_path;
         r = vm_start(&c, 10000, &j->new_pid, &q, &j->error);
         if (r >= 0)
                 r = vm_restore_state(q, fd, RESTORE_TIMEOUT_MS, &j->error);
@@ -755,6 +895,10 @@ int sandbox_restore_start(Manager *m, Sandbox *s, Checkpoint *c, Operation **ret
                 return error_set(reterr, ERROR_TEMPLATE_NOT_FOUND,
                                            "checkpoint %s was taken from template %s, which is no longer installed",
                                            c->id, c->template_name) ?: -ENOENT;
+        /* before the sandbox's VM is stopped for it */
+        r = checkpoint_check_files(c, reterr);
+        if (r < 0)
+                return r;
         j = calloc(1, sizeof *j);
         if (!j)
                 return -ENOMEM;
@@ -766,14 +910,17 @@ int sandbox_restore_start(Manager *m, Sandbox *s, Checkpoint *c, Operation **ret
         j->data_dir = strdup(s->data_dir);
         j->state_path = strdup(c->state_path);
         j->frozen_disk = strdup(c->disk);
+        j->mem_path = c->mem_path ? strdup(c->mem_path) : NULL;
         j->disk_mib = c->disk_mib;
+        j->memory_mib = c->memory_mib;
         j->init_env = calloc(1, sizeof(char *));
         for (char **e = t->env; e && *e; e++)
                 (void) strv_extend(&j->init_env, *e);
         for (char **e = c->env; e && *e; e++)
                 (void) strv_extend(&j->init_env, *e);
         r = base_request_init(m, t, c->vcpu, c->memory_mib, &j->base);
-        if (r < 0 || !j->run_dir || !j->data_dir || !j->state_path || !j->frozen_disk || !j->init_env) {
+        if (r < 0 || !j->run_dir || !j->data_dir || !j->state_path || !j->frozen_disk || !j->init_env ||
+            (c->mem_path && !j->mem_path)) {
                 restore_job_free(j);
                 return -ENOMEM;
         }

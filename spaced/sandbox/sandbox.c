@@ -160,7 +160,9 @@ typedef struct CreateJob {
         uint64_t grow_bytes;  /* from the base: the size the guest's disk and filesystem grow to, or 0 */
         char **init_env;
         char *source_state;   /* restore from a checkpoint instead of the base snapshot */
+        char *source_mem;     /* its RAM file, mapped instead of the base's; NULL: the RAM is in source_state */
         char *source_disk;
+        uint64_t memory_mib;
         char parent_op[OPERATION_ID_LEN + 1];  /* the fork this create is part of */
         bool pooled;          /* for a warm pool: leave it paused after the handshake */
         char *warm_cwd;       /* pooled: the template's workdir and user, for the warm-up command */
@@ -178,6 +180,7 @@ static void create_job_free(CreateJob *j) {
         free(j->data_dir);
         strv_free(j->init_env);
         free(j->source_state);
+        free(j->source_mem);
         free(j->source_disk);
         free(j->warm_cwd);
         free(j->warm_user);
@@ -226,7 +229,15 @@ static void *create_worker(void *userdata) {
                 (void) error_set(&j->error, error_code_from_errno(r), "cannot hand the disk to QEMU: %s", strerror(-r));
                 goto finish;
         }
+        if (j->source_mem) {
+                r = checkpoint_mem_check(j->source_mem, j->memory_mib, &j->error);
+                if (r < 0)
+                        goto finish;
+        }
         VmConfig c = base_restore_config(&b, &j->base, j->run_dir, qemu_disk, qemu_dir);
+        /* the checkpoint's RAM, mapped privately as the base's is; the state file then holds only devices */
+        if (j->source_mem)
+                c.mem_path = j->source_mem;
         r = vm_start(&c, 10000, &j->pid, &q, &j->error);
         if (r < 0)
                 goto finish;
@@ -534,7 +545,9 @@ static int create_job_new(Manager *m, const SandboxSpec *spec, const CreatePlan 
         if (spec->source) {
                 j->source_state = strdup(spec->source->state_path);
                 j->source_disk = strdup(spec->source->disk);
-                if (!j->source_state || !j->source_disk)
+                j->source_mem = spec->source->mem_path ? strdup(spec->source->mem_path) : NULL;
+                j->memory_mib = spec->source->memory_mib;
+                if (!j->source_state || !j->source_disk || (spec->source->mem_path && !j->source_mem))
                         goto oom;
         }
         if (spec->parent_op)

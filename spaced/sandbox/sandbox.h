@@ -73,6 +73,7 @@ struct Sandbox {
          * everything written since. An exec scans again only once this passes the limit. */
         uint64_t process_log_bytes;
         bool process_log_bytes_known;
+        unsigned processes_unpruned;        /* processes started since the last prune of its finished ones */
         Sandbox *next;
 };
 

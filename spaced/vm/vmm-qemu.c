@@ -228,7 +228,7 @@ int vm_build_argv(const VmConfig *c, char ***ret_argv) {
 
         strv_add(&s, c->qemu_binary ?: "qemu-system-x86_64");
         strv_add(&s, "-M");
-        strv_add(&s, "microvm,x-option-roms=off,memory-backend=mem");
+        strv_add(&s, "microvm,x-option-roms=off,memory-backend=" VM_MEM_BACKEND_ID);
         if (c->accel == VM_ACCEL_KVM) {
                 strv_add(&s, "-accel");
                 strv_add(&s, "kvm");
@@ -252,8 +252,8 @@ int vm_build_argv(const VmConfig *c, char ***ret_argv) {
          * sandbox die rather than a silently reset one. */
         strv_add(&s, "-no-reboot");
         strv_add(&s, "-object");
-        strv_addf(&s, "memory-backend-file,id=mem,size=%" PRIu64 "M,mem-path=%s,share=%s", c->memory_mib, mem,
-                  c->mem_share ? "on" : "off");
+        strv_addf(&s, "memory-backend-file,id=" VM_MEM_BACKEND_ID ",size=%" PRIu64 "M,mem-path=%s,share=%s",
+                  c->memory_mib, mem, c->mem_share ? "on" : "off");
         strv_add(&s, "-kernel");
         strv_add(&s, c->kernel);
         if (c->initrd) {

@@ -45,6 +45,10 @@ typedef enum VmConfine {
         VM_CONFINE_OFF,
 } VmConfine;
 
+/* The memory backend's id, which is also the name of the guest RAM's block in a migration stream
+ * (lib/migstream.h splits a checkpoint's stream by it). */
+#define VM_MEM_BACKEND_ID "mem"
+
 typedef struct VmConfig {
         const char *qemu_binary;  /* NULL: "qemu-system-x86_64" from PATH */
         const char *run_dir;      /* must exist, mode 0700 */
@@ -54,7 +58,7 @@ typedef struct VmConfig {
         const char *disk_format;  /* "qcow2" or "raw" */
         const char *disk_dir;     /* the sandbox's own directory the disk is in, bound writable when confined,
                                    * so a layer linked there later reaches QEMU; NULL: the disk alone is bound */
-        const char *mem_path;     /* memory-backend-file path (the base snapshot's RAM file) */
+        const char *mem_path;     /* memory-backend-file path (the base snapshot's or a checkpoint's RAM file) */
         bool mem_share;           /* share=on while building a base snapshot, share=off for sandboxes */
         unsigned vcpus;
         uint64_t memory_mib;
