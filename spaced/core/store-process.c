@@ -27,15 +27,14 @@ void process_record_done(ProcessRecord *r) {
 }
 
 int store_put_process(Store *s, const ProcessRecord *r) {
-        _cleanup_finalize_ sqlite3_stmt *st = NULL;
+        _cleanup_reset_ sqlite3_stmt *st = NULL;
         int rc;
 
-        rc = sqlite3_prepare_v2(store_db(s),
-                                "INSERT OR REPLACE INTO processes (" PROCESS_COLUMNS ")"
-                                " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
-                                -1, &st, NULL);
-        if (rc != SQLITE_OK)
-                return sqlite_to_errno(rc);
+        rc = store_stmt(s, STORE_STMT_PUT_PROCESS,
+                        "INSERT OR REPLACE INTO processes (" PROCESS_COLUMNS ") VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                        &st);
+        if (rc < 0)
+                return rc;
         sqlite_bind_text(st, 1, r->sandbox_id);
         sqlite3_bind_int(st, 2, r->pid);
         sqlite3_bind_int64(st, 3, r->stream);
@@ -173,21 +172,20 @@ nomem:
 }
 
 int store_prune_processes(Store *s, const char *sandbox_id, unsigned keep, char ***ret_log_paths) {
-        _cleanup_finalize_ sqlite3_stmt *sel = NULL, *del = NULL;
+        _cleanup_reset_ sqlite3_stmt *sel = NULL, *del = NULL;
         _cleanup_free_ int *pids = NULL;
         char **paths = NULL;
         size_t n = 0;
         int rc;
 
-        rc = sqlite3_prepare_v2(store_db(s),
-                                "SELECT pid, log_path FROM processes WHERE sandbox_id = ?1 AND state IN ('exited','lost')"
-                                " ORDER BY exited_at DESC, rowid DESC LIMIT -1 OFFSET ?2",
-                                -1, &sel, NULL);
-        if (rc == SQLITE_OK)
-                rc = sqlite3_prepare_v2(store_db(s), "DELETE FROM processes WHERE sandbox_id = ? AND pid = ?", -1,
-                                        &del, NULL);
-        if (rc != SQLITE_OK)
-                return sqlite_to_errno(rc);
+        rc = store_stmt(s, STORE_STMT_PRUNE_SELECT,
+                        "SELECT pid, log_path FROM processes WHERE sandbox_id = ?1 AND state IN ('exited','lost')"
+                        " ORDER BY exited_at DESC, rowid DESC LIMIT -1 OFFSET ?2",
+                        &sel);
+        if (rc >= 0)
+                rc = store_stmt(s, STORE_STMT_PRUNE_DELETE, "DELETE FROM processes WHERE sandbox_id = ? AND pid = ?", &del);
+        if (rc < 0)
+                return rc;
         sqlite_bind_text(sel, 1, sandbox_id);
         sqlite3_bind_int(sel, 2, (int) keep);
         /* collect first, delete after: no deleting under a running SELECT */
@@ -208,6 +206,7 @@ int store_prune_processes(Store *s, const char *sandbox_id, unsigned keep, char 
                         break;
                 paths[++n] = NULL;
         }
+        sqlite3_reset(sel);
         for (size_t i = 0; i < n; i++) {
                 sqlite3_reset(del);
                 sqlite_bind_text(del, 1, sandbox_id);

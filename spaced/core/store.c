@@ -13,7 +13,22 @@
 
 struct Store {
         sqlite3 *db;
+        sqlite3_stmt *stmts[_STORE_STMT_MAX];
 };
+
+int store_stmt(Store *s, StoreStmt which, const char *sql, sqlite3_stmt **ret) {
+        int rc;
+
+        if (!s->stmts[which]) {
+                rc = sqlite3_prepare_v3(s->db, sql, -1, SQLITE_PREPARE_PERSISTENT, &s->stmts[which], NULL);
+                if (rc != SQLITE_OK)
+                        return sqlite_to_errno(rc);
+        }
+        sqlite3_reset(s->stmts[which]);
+        sqlite3_clear_bindings(s->stmts[which]);
+        *ret = s->stmts[which];
+        return 0;
+}
 
 int sqlite_to_errno(int rc) {
         switch (rc) {
@@ -78,13 +93,15 @@ sqlite3 *store_db(Store *s) {
 Store *store_close(Store *s) {
         if (!s)
                 return NULL;
+        for (size_t i = 0; i < _STORE_STMT_MAX; i++)
+                sqlite3_finalize(s->stmts[i]);
         sqlite3_close(s->db);
         free(s);
         return NULL;
 }
 
 int store_put_sandbox(Store *s, const Sandbox *sb) {
-        _cleanup_finalize_ sqlite3_stmt *st = NULL;
+        _cleanup_reset_ sqlite3_stmt *st = NULL;
         _cleanup_free_ char *env = strv_to_json_text(sb->env), *egress_profiles = strv_to_json_text(sb->egress_profiles),
                             *egress_allow = strv_to_json_text(sb->egress_allow),
                             *egress_deny = strv_to_json_text(sb->egress_deny);
@@ -92,27 +109,27 @@ int store_put_sandbox(Store *s, const Sandbox *sb) {
 
         if (!env || !egress_profiles || !egress_allow || !egress_deny)
                 return -ENOMEM;
-        rc = sqlite3_prepare_v2(s->db,
-                                /* an upsert on id only: REPLACE would also evict a row holding the same name */
-                                "INSERT INTO sandboxes (id, name, template, template_digest, state, vcpu,"
-                                " memory_mib, disk_mib, env, created_at, qemu_pid, run_dir, data_dir, error,"
-                                " idle_timeout, expires_at, on_expiry, last_active, metadata, access_token, auto_resume, ttl,"
-                                " egress_profiles, egress_allow, egress_deny)"
-                                " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"
-                                " ON CONFLICT(id) DO UPDATE SET name=excluded.name, template=excluded.template,"
-                                " template_digest=excluded.template_digest, state=excluded.state, vcpu=excluded.vcpu,"
-                                " memory_mib=excluded.memory_mib, disk_mib=excluded.disk_mib, env=excluded.env,"
-                                " created_at=excluded.created_at, qemu_pid=excluded.qemu_pid, run_dir=excluded.run_dir,"
-                                " data_dir=excluded.data_dir, error=excluded.error,"
-                                " idle_timeout=excluded.idle_timeout, expires_at=excluded.expires_at,"
-                                " on_expiry=excluded.on_expiry, last_active=excluded.last_active,"
-                                " metadata=excluded.metadata, access_token=excluded.access_token,"
-                                " auto_resume=excluded.auto_resume, ttl=excluded.ttl,"
-                                " egress_profiles=excluded.egress_profiles, egress_allow=excluded.egress_allow,"
-                                " egress_deny=excluded.egress_deny",
-                                -1, &st, NULL);
-        if (rc != SQLITE_OK)
-                return sqlite_to_errno(rc);
+        rc = store_stmt(s, STORE_STMT_PUT_SANDBOX,
+                       /* an upsert on id only: REPLACE would also evict a row holding the same name */
+                       "INSERT INTO sandboxes (id, name, template, template_digest, state, vcpu,"
+                       " memory_mib, disk_mib, env, created_at, qemu_pid, run_dir, data_dir, error,"
+                       " idle_timeout, expires_at, on_expiry, last_active, metadata, access_token, auto_resume, ttl,"
+                       " egress_profiles, egress_allow, egress_deny)"
+                       " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"
+                       " ON CONFLICT(id) DO UPDATE SET name=excluded.name, template=excluded.template,"
+                       " template_digest=excluded.template_digest, state=excluded.state, vcpu=excluded.vcpu,"
+                       " memory_mib=excluded.memory_mib, disk_mib=excluded.disk_mib, env=excluded.env,"
+                       " created_at=excluded.created_at, qemu_pid=excluded.qemu_pid, run_dir=excluded.run_dir,"
+                       " data_dir=excluded.data_dir, error=excluded.error,"
+                       " idle_timeout=excluded.idle_timeout, expires_at=excluded.expires_at,"
+                       " on_expiry=excluded.on_expiry, last_active=excluded.last_active,"
+                       " metadata=excluded.metadata, access_token=excluded.access_token,"
+                       " auto_resume=excluded.auto_resume, ttl=excluded.ttl,"
+                       " egress_profiles=excluded.egress_profiles, egress_allow=excluded.egress_allow,"
+                       " egress_deny=excluded.egress_deny",
+                       &st);
+        if (rc < 0)
+                return rc;
         sqlite_bind_text(st, 1, sb->id);
         sqlite_bind_text(st, 2, sb->name);
         sqlite_bind_text(st, 3, sb->template_name);
