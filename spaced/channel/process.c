@@ -116,9 +116,16 @@ static void process_save(Process *p) {
                 p->saved = true;
 }
 
+/* Keeps the newest PROCESS_KEEP_FINISHED finished processes of the sandbox. That query sorts all of them, so it
+ * runs every PRUNE_EVERY starts rather than on each: up to PRUNE_EVERY - 1 more may be listed for a while. */
+#define PRUNE_EVERY 16U
+
 static void prune_finished(Process *p) {
         _cleanup_strv_free_ char **paths = NULL;
+        Sandbox *s = process_sandbox(p);
 
+        if (s && s->processes_unpruned++ % PRUNE_EVERY != 0)
+                return;
         if (store_prune_processes(p->manager->store, p->sandbox_id, PROCESS_KEEP_FINISHED, &paths) < 0)
                 return;
         for (char **i = paths; i && *i; i++)
