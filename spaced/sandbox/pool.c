@@ -213,6 +213,7 @@ typedef struct HandoutJob {
         char **env;
         int fd;
         int r;
+        uint64_t started_usec, cont_usec, init_usec;   /* the handout, and its QMP cont and INIT round trip */
         Error error;
 } HandoutJob;
 
@@ -222,7 +223,9 @@ static void handout_done(Manager *m, void *userdata) {
         Operation *op = operation_find(m, j->op_id);
 
         if (s && j->r >= 0) {
-                log_info("sandbox %s handed out from the warm pool of %s", s->id, s->template_name);
+                log_info("sandbox %s handed out from the warm pool of %s in %.1f ms (cont %.1f, INIT %.1f)", s->id,
+                         s->template_name, (double) (now_usec_monotonic() - j->started_usec) / 1000.0,
+                         (double) j->cont_usec / 1000.0, (double) j->init_usec / 1000.0);
                 s->state = SANDBOX_RUNNING;
                 s->created_at = now_unix();
                 s->last_active = s->created_at;
@@ -256,10 +259,15 @@ static void *handout_worker(void *userdata) {
         HandoutJob *j = userdata;
         char hostname[32];
 
+        uint64_t t0 = now_usec_monotonic(), t1;
+
         snprintf(hostname, sizeof hostname, "sb-%.12s", j->id);
         j->r = vm_qmp_simple(j->run_dir, "cont", &j->error);
+        t1 = now_usec_monotonic();
+        j->cont_usec = t1 - t0;
         if (j->r >= 0)
                 j->r = agent_reidentify(j->fd, j->id, hostname, j->env, HANDOUT_TIMEOUT_MS, &j->error);
+        j->init_usec = now_usec_monotonic() - t1;
         completion_post(j->manager, handout_done, j);
         return NULL;
 }
@@ -282,6 +290,7 @@ int pool_take(Manager *m, const Template *t, const char *name, char **env, Opera
                 return -ENOMEM;
         j->manager = m;
         j->fd = -1;
+        j->started_usec = now_usec_monotonic();
         memcpy(j->id, s->id, sizeof j->id);
         j->run_dir = strdup(s->run_dir);
         j->env = calloc(1, sizeof(char *));
