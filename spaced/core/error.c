@@ -106,16 +106,21 @@ unsigned error_code_http_status(ErrorCode c) {
 }
 
 int error_setv(Error *e, ErrorCode code, const char *fmt, va_list ap) {
+        char *msg = NULL;
+        int r = 0;
+
         if (!e)
                 return 0;
-        free(e->message);
-        e->message = NULL;
-        e->code = code;
-        if (fmt && vasprintf(&e->message, fmt, ap) < 0) {
-                e->message = NULL;
-                return -ENOMEM;
+        /* Formatted before the old message is freed: an argument may be that message (fork_child_done hands
+         * operation_finish its op's own). */
+        if (fmt && vasprintf(&msg, fmt, ap) < 0) {
+                msg = NULL;
+                r = -ENOMEM;
         }
-        return 0;
+        free(e->message);
+        e->message = msg;
+        e->code = code;
+        return r;
 }
 
 int error_set(Error *e, ErrorCode code, const char *fmt, ...) {
