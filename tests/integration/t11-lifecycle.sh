@@ -4,6 +4,9 @@
 # while paused), suspend/wake (QEMU gone while suspended) and a daemon kill -9 while suspended; exec wakes a
 # suspended sandbox; checkpoint + fork -n 3 give forks that diverge and differ in hostname, sandbox id and
 # random bytes; restore brings a file back; checkpoint rm; idle suspend; a time to live removes a sandbox.
+# A checkpoint's RAM is a file of its own that forks and restores map (their QEMU's maps show it), with the guest's
+# memory as it was (a tmpfs file, a process still running), across a daemon restart too; one whose memory file
+# is gone or whose device state was tampered with fails clearly and leaves nothing behind.
 . "$(dirname "$0")/lib.sh"
 
 space_env_setup
@@ -135,6 +138,9 @@ track_sandbox "$SB"
 
 # ---- checkpoint + fork
 check_rc "write a file before the checkpoint" 0 sc exec "$SB" -- sh -c 'echo v1 > /tmp/f; echo parent > /tmp/origin'
+# guest memory only: a tmpfs file and a process, which a fork must find as they were
+check_rc "write a tmpfs file and start a sleeper" 0 sc exec "$SB" -- sh -c \
+        'echo in-ram > /dev/shm/t11-shm; sleep 100000 </dev/null >/dev/null 2>&1 & echo $! > /dev/shm/t11-sleeper'
 check_rc "checkpoint --name" 0 sc checkpoint "$SB" --name t11-cp
 CP=$(head -n1 "$OUT")
 check_match "checkpoint prints its id" '^cp-[0-9a-f]+$' "$CP"
@@ -146,6 +152,19 @@ check_rc "checkpoint ls --json --sandbox" 0 sc checkpoint ls --json --sandbox t1
 check_eq "  ... has it" "$CP" "$(json "$OUT" '[c["id"] for c in d["checkpoints"] if c.get("name") == "t11-cp"][0]' 2>&1)"
 check_eq "  ... ready, with the pause it took" "ready true" \
         "$(json "$OUT" '[c["state"] + " " + str(c["pause_ms"] > 0).lower() for c in d["checkpoints"] if c["id"] == "'"$CP"'"][0]' 2>&1)"
+CPDIR=$SPACE_STATE_DIR/checkpoints
+CP_MIB=$(json "$OUT" '[c["memory_mib"] for c in d["checkpoints"] if c["id"] == "'"$CP"'"][0]')
+CP_SIZE=$(json "$OUT" '[c["size_bytes"] for c in d["checkpoints"] if c["id"] == "'"$CP"'"][0]')
+check_eq "its RAM is a memory file of the sandbox's size" "$((CP_MIB << 20))" "$(stat -c %s "$CPDIR/$CP.mem" 2>&1)"
+STATE_BYTES=$(stat -c %s "$CPDIR/$CP.state")
+if [ "$STATE_BYTES" -lt $((4 << 20)) ]; then pass "  ... and the state file keeps only device state ($STATE_BYTES bytes)"; else
+        fail "  ... and the state file keeps only device state" "$STATE_BYTES bytes"; fi
+MEM_ALLOC=$(($(stat -c %b "$CPDIR/$CP.mem") * 512))
+if [ "$MEM_ALLOC" -lt $((CP_MIB << 20)) ] && [ "$CP_SIZE" -eq $((STATE_BYTES + MEM_ALLOC)) ]; then
+        pass "  ... sparse, and size_bytes counts both ($CP_SIZE)"
+else
+        fail "  ... sparse, and size_bytes counts both" "size_bytes $CP_SIZE, state $STATE_BYTES, memory file $MEM_ALLOC allocated"
+fi
 
 check_rc "fork the checkpoint (by name) -n 3" 0 sc fork t11-cp -n 3
 mapfile -t FORKS <"$OUT"
@@ -164,6 +183,17 @@ if [ "${#FORKS[@]}" -eq 3 ]; then
         done
         if [ $ok = 1 ]; then pass "forks have the parent's files and their own id in /run/space/sandbox-id"; else
                 fail "forks have the parent's files and their own id in /run/space/sandbox-id" "$(cat "$TEST_TMP"/fork*.out)"; fi
+        check_rc "a fork has the tmpfs file of the checkpoint" 0 sc exec "${FORKS[1]}" -- cat /dev/shm/t11-shm
+        check_eq "  ... with its content" in-ram "$(cat "$OUT")"
+        check_rc "  ... and its sleeper still runs" 0 sc exec "${FORKS[1]}" -- sh -c 'kill -0 "$(cat /dev/shm/t11-sleeper)"'
+        F0=$(count_of "${FORKS[1]}")
+        sleep 1
+        F1=$(count_of "${FORKS[1]}")
+        if is_num_gt "$F1" "$F0"; then pass "  ... and so does the counter ($F0 -> $F1)"; else
+                fail "  ... and so does the counter" "$F0 -> $F1"; fi
+        QP=$(qemu_pid_of "${FORKS[1]}")
+        if grep -qF "$CPDIR/$CP.mem" "/proc/$QP/maps" 2>/dev/null; then pass "the fork's QEMU maps the checkpoint's memory file"; else
+                fail "the fork's QEMU maps the checkpoint's memory file" "pid '$QP'" "$(grep -E 'base|checkpoints' "/proc/$QP/maps" 2>&1 | head -n 3)"; fi
         for field in 2:sandbox-id 3:hostname 4:random-bytes; do
                 n=${field%%:*}
                 distinct=$( (for i in 0 1 2; do sed -n "${n}p" "$TEST_TMP/fork$i.out"; done; sc exec "$SB" -- sh -c 'cat /run/space/sandbox-id; hostname; head -c 16 /dev/urandom | od -x | head -n1' | sed -n "$((n - 1))p") | sort -u | wc -l)
@@ -191,15 +221,56 @@ check_eq "  ... and the checkpoint the fork took is gone (only t11-cp is left)" 
         "$(json "$OUT" '" ".join(c.get("name") or c["id"] for c in d["checkpoints"])')"
 check_rc "remove the forks" 0 sc rm -f "${FORKS[@]}" "${FORKS2[@]}"
 
-# ---- restore
-check_rc "change the file after the checkpoint" 0 sc exec "$SB" -- sh -c 'echo v2 > /tmp/f; echo new > /tmp/after'
+# ---- restore (after a daemon restart: the memory file is in the checkpoint's row)
+check_rc "change the file after the checkpoint" 0 sc exec "$SB" -- sh -c 'echo v2 > /tmp/f; echo new > /tmp/after; echo changed > /dev/shm/t11-shm'
+OLD=$(daemon_pid)
+kill -KILL "$OLD"
+wait_for 10 pid_gone "$OLD" || fail "spaced died on SIGKILL"
+start_daemon
 check_rc "restore the sandbox to the checkpoint" 0 sc restore "$SB" t11-cp
 check_eq "restore prints the sandbox id" "$SB" "$(head -n1 "$OUT")"
 track_sandbox "$SB"
 check_rc "the file is back" 0 sc exec "$SB" -- cat /tmp/f
 check_eq "  ... with its checkpoint content" v1 "$(cat "$OUT")"
 check_fails "a file made after the checkpoint is gone" sc exec "$SB" -- cat /tmp/after
+check_rc "the tmpfs file is back" 0 sc exec "$SB" -- cat /dev/shm/t11-shm
+check_eq "  ... with its checkpoint content" in-ram "$(cat "$OUT")"
+QP=$(qemu_pid_of "$SB")
+if grep -qF "$CPDIR/$CP.mem" "/proc/$QP/maps" 2>/dev/null; then pass "the restored QEMU maps the memory file"; else
+        fail "the restored QEMU maps the memory file" "pid '$QP'"; fi
 check_fails "restore to an unknown checkpoint fails" sc restore "$SB" no-such-cp
+
+# ---- a checkpoint whose files are damaged: a clear error, nothing half made, the daemon goes on
+check_rc "a second checkpoint" 0 sc checkpoint "$SB" --name t11-cp2
+CP2=$(head -n1 "$OUT")
+N0=$(sandbox_count)
+DPID=$(daemon_pid)
+mv "$CPDIR/$CP2.mem" "$TEST_TMP/cp2.mem"
+check_fails "a fork of it without its memory file fails" sc fork t11-cp2
+check_match "  ... saying so" "memory file.*$CP2.mem" "$(cat "$ERR")"
+check_fails "a restore to it fails" sc restore "$SB" t11-cp2
+check_match "  ... saying so" "memory file" "$(cat "$ERR")"
+check_eq "  ... before the sandbox was stopped" running "$(state_of "$SB")"
+mv "$TEST_TMP/cp2.mem" "$CPDIR/$CP2.mem"
+cp "$CPDIR/$CP2.state" "$TEST_TMP/cp2.state"
+head -c "$(($(stat -c %s "$CPDIR/$CP2.state") / 2))" "$TEST_TMP/cp2.state" >"$CPDIR/$CP2.state"
+check_fails "a fork of it with its device state cut in half fails" sc fork t11-cp2
+check_match "  ... saying why" "loading the snapshot" "$(cat "$ERR")"
+printf 'XXXX' | dd of="$CPDIR/$CP2.state" bs=1 seek=0 conv=notrunc status=none
+check_fails "a fork of it with a tampered magic fails" sc fork t11-cp2
+check_match "  ... saying why" "loading the snapshot" "$(cat "$ERR")"
+check_eq "  ... and leaves no sandbox behind" "$N0" "$(sandbox_count)"
+check_eq "the daemon goes on (the same one)" "$DPID" "$(daemon_pid)"
+check_fails "a restore to it fails" sc restore "$SB" t11-cp2
+check_match "  ... saying why" "loading the snapshot" "$(cat "$ERR")"
+check_eq "  ... and leaves the sandbox stopped, not half made" stopped "$(state_of "$SB")"
+check_eq "  ... and the daemon goes on" "$DPID" "$(daemon_pid)"
+check_rc "a restore to the good checkpoint brings it back" 0 sc restore "$SB" t11-cp
+track_sandbox "$SB"
+check_rc "  ... running" 0 sc exec "$SB" -- cat /dev/shm/t11-shm
+check_rc "checkpoint rm of the damaged one" 0 sc checkpoint rm t11-cp2
+if [ ! -e "$CPDIR/$CP2.mem" ] && [ ! -e "$CPDIR/$CP2.state" ]; then pass "  ... removes its memory and state files"; else
+        fail "  ... removes its memory and state files" "$(ls "$CPDIR")"; fi
 
 # ---- checkpoint rm
 check_rc "checkpoint rm by name" 0 sc checkpoint rm t11-cp
