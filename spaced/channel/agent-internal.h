@@ -31,6 +31,7 @@ struct AgentConn {
         Tunnel *tunnels;             /* tunnel.c: CONNECT and PORT streams */
         unsigned n_tunnels;
         bool tunnels_throttled;      /* a tunnel stopped reading its socket because out was full */
+        bool awaiting_identity;      /* agent_reidentify_send()'s OK or ERROR is still to come */
 };
 
 void tunnels_kick(AgentConn *a);

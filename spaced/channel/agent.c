@@ -161,12 +161,11 @@ int agent_wait_hello(const char *socket_path, int timeout_ms, int *ret_fd, Error
         return 0;
 }
 
-static int send_identity(int fd, SpaceFrameReader *rd, uint8_t *pending, size_t *pending_len, uint32_t stream,
-                         const char *sandbox_id, const char *hostname, char **env, uint64_t disk_bytes,
-                         uint64_t deadline, Error *reterr) {
-        _cleanup_(space_buf_done) SpaceBuf kv = {};
-        SpaceFrameHeader h;
-        const uint8_t *payload;
+/* The stream the INIT of a handout goes on: below the first one agent_setup() hands out (16). */
+#define REIDENTIFY_STREAM 3
+
+static int identity_frame(const char *sandbox_id, const char *hostname, char **env, uint64_t disk_bytes,
+                          SpaceBuf *kv) {
         uint8_t seed[32];
         char seed_hex[65];
         struct timespec ts;
@@ -178,33 +177,51 @@ static int send_identity(int fd, SpaceFrameReader *rd, uint8_t *pending, size_t 
         for (size_t i = 0; i < sizeof seed; i++)
                 snprintf(seed_hex + 2 * i, 3, "%02x", seed[i]);
         clock_gettime(CLOCK_REALTIME, &ts);
-        r = space_kv_add(&kv, "hostname", hostname);
+        r = space_kv_add(kv, "hostname", hostname);
         if (r >= 0)
-                r = space_kv_add(&kv, "sandbox_id", sandbox_id);
+                r = space_kv_add(kv, "sandbox_id", sandbox_id);
         if (r >= 0)
-                r = space_kv_addf(&kv, "time_ns", "%llu",
+                r = space_kv_addf(kv, "time_ns", "%llu",
                                   (unsigned long long) ts.tv_sec * 1000000000ULL + (unsigned long long) ts.tv_nsec);
         if (r >= 0)
-                r = space_kv_add(&kv, "seed", seed_hex);
+                r = space_kv_add(kv, "seed", seed_hex);
         for (char **e = env; r >= 0 && e && *e; e++)
-                r = space_kv_add(&kv, "env", *e);
+                r = space_kv_add(kv, "env", *e);
         if (r >= 0 && disk_bytes > 0)
-                r = space_kv_addf(&kv, "disk_bytes", "%llu", (unsigned long long) disk_bytes);
+                r = space_kv_addf(kv, "disk_bytes", "%llu", (unsigned long long) disk_bytes);
         if (r < 0)
                 return r;
-        if (kv.len > SPACE_FRAME_PAYLOAD_MAX)
-                return -E2BIG;
+        return kv->len > SPACE_FRAME_PAYLOAD_MAX ? -E2BIG : 0;
+}
+
+static void refused_identity(const uint8_t *payload, size_t n, int r, Error *reterr) {
+        const char *msg = NULL;
+
+        if (r == -EPROTO) {
+                /* the guest's own words, bounded: it is not trusted */
+                if (space_kv_get(payload, n, "message", &msg) <= 0)
+                        msg = "no reason given";
+                (void) error_set(reterr, ERROR_INTERNAL, "the guest agent refused its identity: %.200s", msg);
+        } else
+                (void) error_set(reterr, ERROR_INTERNAL, "the guest agent refused its identity: %s", strerror(-r));
+}
+
+static int send_identity(int fd, SpaceFrameReader *rd, uint8_t *pending, size_t *pending_len, uint32_t stream,
+                         const char *sandbox_id, const char *hostname, char **env, uint64_t disk_bytes,
+                         uint64_t deadline, Error *reterr) {
+        _cleanup_(space_buf_done) SpaceBuf kv = {};
+        SpaceFrameHeader h = {};
+        const uint8_t *payload = NULL;
+        int r;
+
+        r = identity_frame(sandbox_id, hostname, env, disk_bytes, &kv);
+        if (r < 0)
+                return r;
         r = send_frame_blocking(fd, SPACE_F_INIT, stream, kv.data, kv.len);
         if (r >= 0)
                 r = wait_frame(fd, rd, SPACE_F_OK, stream, deadline, &h, &payload, pending, pending_len);
-        if (r == -EPROTO) {
-                /* the guest's own words, bounded: it is not trusted */
-                const char *msg = NULL;
-                if (space_kv_get(payload, h.length, "message", &msg) <= 0)
-                        msg = "no reason given";
-                (void) error_set(reterr, ERROR_INTERNAL, "the guest agent refused its identity: %.200s", msg);
-        } else if (r < 0)
-                (void) error_set(reterr, ERROR_INTERNAL, "the guest agent refused its identity: %s", strerror(-r));
+        if (r < 0)
+                refused_identity(payload, h.length, r, reterr);
         return r;
 }
 
@@ -273,17 +290,16 @@ int agent_run_blocking(int fd, char **argv, char **env, const char *cwd, const c
         return r;
 }
 
-int agent_reidentify(int fd, const char *sandbox_id, const char *hostname, char **env, int timeout_ms,
-                     Error *reterr) {
-        uint64_t deadline = now_usec_monotonic() + (uint64_t) timeout_ms * 1000;
-        _cleanup_free_ SpaceFrameReader *rd = calloc(1, sizeof *rd);
-        _cleanup_free_ uint8_t *pending = malloc(65536);
-        size_t pending_len = 0;
+int agent_reidentify_send(int fd, const char *sandbox_id, const char *hostname, char **env, Error *reterr) {
+        _cleanup_(space_buf_done) SpaceBuf kv = {};
+        int r;
 
-        if (!rd || !pending)
-                return -ENOMEM;
-        return send_identity(fd, rd, pending, &pending_len, 3, sandbox_id, hostname, env, 0, deadline,
-                             reterr);
+        r = identity_frame(sandbox_id, hostname, env, 0, &kv);
+        if (r >= 0)
+                r = send_frame_blocking(fd, SPACE_F_INIT, REIDENTIFY_STREAM, kv.data, kv.len);
+        if (r < 0)
+                (void) error_set(reterr, ERROR_INTERNAL, "cannot send the warm sandbox its identity: %s", strerror(-r));
+        return r;
 }
 
 /* ---- event loop side ---- */
@@ -571,6 +587,18 @@ static void dispatch(AgentConn *a, const SpaceFrameHeader *h, const uint8_t *pay
                 }
                 return; /* anything else on a stream we do not know (any more): dropped */
         }
+        if (a->awaiting_identity && h->stream == REIDENTIFY_STREAM &&
+            (h->type == SPACE_F_OK || h->type == SPACE_F_ERROR)) {
+                _cleanup_(error_done) Error e = {};
+
+                a->awaiting_identity = false;
+                if (h->type == SPACE_F_OK)
+                        return;
+                refused_identity(payload, h->length, -EPROTO, &e);
+                log_error("sandbox %s: %s", a->sandbox->id, e.message);
+                sandbox_mark_failed(a->sandbox, e.message);
+                return;
+        }
         p = find_stream(a, h->stream);
         if (!p) {
                 FileXfer *x = find_file(a, h->stream);
@@ -670,6 +698,14 @@ int agent_attach(Sandbox *s, int fd) {
         int r = agent_setup(s, fd);
         if (r < 0)
                 safe_close(fd);
+        return r;
+}
+
+int agent_attach_reidentified(Sandbox *s, int fd) {
+        int r = agent_attach(s, fd);
+
+        if (r >= 0 && s->agent)
+                s->agent->awaiting_identity = true;
         return r;
 }
 

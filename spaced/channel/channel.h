@@ -36,9 +36,11 @@ static inline void channel_waiter_wake(const ChannelWaiter *w) {
  * when not 0: the guest grows its root filesystem to that). Returns the connected fd. */
 int agent_handshake(const char *socket_path, const char *sandbox_id, const char *hostname, char **env,
                     uint64_t disk_bytes, int timeout_ms, int *ret_fd, Error *reterr);
-/* INIT again on a handshaken fd that the event loop does not watch yet (a warm-pool handout). */
-int agent_reidentify(int fd, const char *sandbox_id, const char *hostname, char **env, int timeout_ms,
-                     Error *reterr);
+/* INIT again on a handshaken fd that the event loop does not watch yet (a warm-pool handout), without waiting
+ * for the answer: agent_attach_reidentified() takes the fd and the answer. The agent reads its channel in order,
+ * so every command sent after it runs with the new identity; a guest that refuses it fails the sandbox. */
+int agent_reidentify_send(int fd, const char *sandbox_id, const char *hostname, char **env, Error *reterr);
+int agent_attach_reidentified(Sandbox *s, int fd);
 /* Runs argv to its end on a handshaken fd the event loop does not watch (output is dropped; it must be
  * small); env, cwd and user as an exec's (each may be NULL). */
 int agent_run_blocking(int fd, char **argv, char **env, const char *cwd, const char *user, int timeout_ms);

@@ -16,12 +16,11 @@
 #include "core/store.h"
 
 /* Warm pools (ARCHITECTURE.md, decision 4): N sandboxes per template, restored, handshaken and paused, so a create of the
- * template's default shape is a QMP cont and one INIT with the new identity away. Pool members are ordinary
+ * template's default shape is a QMP cont away, with an INIT for the new identity sent ahead of it (its answer is
+ * not waited for: the guest takes it before any command that comes after). Pool members are ordinary
  * sandboxes that users cannot see until handed out; the pool refills in the background and never takes
  * memory a user's create needs (it only fills up to the memory limit, and members are not persisted: a
  * restarted daemon removes them and makes new ones). */
-
-#define HANDOUT_TIMEOUT_MS 30000
 
 static PoolConfig *pool_config_find(Manager *m, const char *template_name) {
         for (PoolConfig *p = m->pools; p; p = p->next)
@@ -213,7 +212,7 @@ typedef struct HandoutJob {
         char **env;
         int fd;
         int r;
-        uint64_t started_usec, cont_usec, init_usec;   /* the handout, and its QMP cont and INIT round trip */
+        uint64_t started_usec, cont_usec;   /* the handout, and its QMP cont */
         Error error;
 } HandoutJob;
 
@@ -223,13 +222,13 @@ static void handout_done(Manager *m, void *userdata) {
         Operation *op = operation_find(m, j->op_id);
 
         if (s && j->r >= 0) {
-                log_info("sandbox %s handed out from the warm pool of %s in %.1f ms (cont %.1f, INIT %.1f)", s->id,
+                log_info("sandbox %s handed out from the warm pool of %s in %.1f ms (cont %.1f)", s->id,
                          s->template_name, (double) (now_usec_monotonic() - j->started_usec) / 1000.0,
-                         (double) j->cont_usec / 1000.0, (double) j->init_usec / 1000.0);
+                         (double) j->cont_usec / 1000.0);
                 s->state = SANDBOX_RUNNING;
                 s->created_at = now_unix();
                 s->last_active = s->created_at;
-                if (agent_attach(s, TAKE_FD(j->fd)) < 0)
+                if (agent_attach_reidentified(s, TAKE_FD(j->fd)) < 0)
                         log_warning("sandbox %s: cannot watch the agent after handout", s->id);
                 (void) sandbox_save(s);
                 if (op)
@@ -259,15 +258,16 @@ static void *handout_worker(void *userdata) {
         HandoutJob *j = userdata;
         char hostname[32];
 
-        uint64_t t0 = now_usec_monotonic(), t1;
+        uint64_t t0 = now_usec_monotonic();
 
         snprintf(hostname, sizeof hostname, "sb-%.12s", j->id);
-        j->r = vm_qmp_simple(j->run_dir, "cont", &j->error);
-        t1 = now_usec_monotonic();
-        j->cont_usec = t1 - t0;
+        /* INIT first, then cont: the frame waits in the channel for the guest, whose first act on waking is to
+         * take its identity. Its answer is not waited for (agent_attach_reidentified): it comes before the answer
+         * to anything the user sends after it. */
+        j->r = agent_reidentify_send(j->fd, j->id, hostname, j->env, &j->error);
         if (j->r >= 0)
-                j->r = agent_reidentify(j->fd, j->id, hostname, j->env, HANDOUT_TIMEOUT_MS, &j->error);
-        j->init_usec = now_usec_monotonic() - t1;
+                j->r = vm_qmp_simple(j->run_dir, "cont", &j->error);
+        j->cont_usec = now_usec_monotonic() - t0;
         completion_post(j->manager, handout_done, j);
         return NULL;
 }

@@ -25,6 +25,7 @@
 #include <unistd.h>
 
 #include "../../lib/macro.h"
+#include "channel/agent-internal.h"
 #include "channel/channel.h"
 #include "channel/process.h"
 #include "core/log.h"
@@ -155,6 +156,51 @@ static void test_started_reused_pid(void) {
         safe_close(sv[1]);
 }
 
+
+/* ---- a warm handout: INIT sent unanswered, the answer taken by the attached channel ---- */
+
+static void test_reidentify(void) {
+        ExecSpec spec = { .argv = (char *[]) { (char *) "true", NULL } };
+        _cleanup_free_ SpaceFrameReader *rd = calloc(1, sizeof *rd), *rd2 = calloc(1, sizeof *rd2);
+        Sandbox *s = sandbox_make("00000000000000000000000000000005");
+        Sandbox *t = sandbox_make("00000000000000000000000000000006");
+        char *env[] = { (char *) "N=1", NULL };
+        const char refusal[] = "message=sethostname: no\0";
+        uint32_t init, exec;
+        Process *p;
+        int sv[2];
+
+        ASSERT(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) >= 0);
+        ASSERT(agent_reidentify_send(sv[0], s->id, "sb-000000000000", env, NULL) >= 0);
+        ASSERT(agent_attach_reidentified(s, sv[0]) >= 0);
+        init = expect_frame(sv[1], rd, SPACE_F_INIT);
+        ASSERT(process_exec(s, &spec, &p, NULL) >= 0);
+        exec = expect_frame(sv[1], rd, SPACE_F_EXEC);
+        ok(init != 0 && exec != 0 && init != exec,
+           "handout: INIT is on the channel before the first command, which goes out unanswered INIT or not "
+           "(streams %u, %u)", init, exec);
+        send_frame(sv[1], SPACE_F_OK, 0, init, NULL, 0);
+        send_frame(sv[1], SPACE_F_STARTED, 0, exec, "pid=9", 6);
+        loop_for(50000);
+        ok(s->state == SANDBOX_RUNNING && s->agent && !s->agent->awaiting_identity && p->state == PROCESS_RUNNING,
+           "handout: the guest's OK is taken by the channel; the sandbox runs its command");
+        send_frame(sv[1], SPACE_F_EXIT, 0, exec, "code=0", 7);
+        loop_for(50000);
+        s->agent = agent_free(s->agent);
+        safe_close(sv[1]);
+
+        ASSERT(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) >= 0);
+        ASSERT(agent_reidentify_send(sv[0], t->id, "sb-000000000000", NULL, NULL) >= 0);
+        ASSERT(agent_attach_reidentified(t, sv[0]) >= 0);
+        init = expect_frame(sv[1], rd2, SPACE_F_INIT);
+        send_frame(sv[1], SPACE_F_ERROR, 0, init, refusal, sizeof refusal - 1);
+        loop_for(50000);
+        ok(t->state == SANDBOX_ERROR && t->error && strstr(t->error, "refused its identity: sethostname: no"),
+           "handout: a guest that refuses its identity fails the sandbox: %s", t->error ?: "(none)");
+        if (t->agent)
+                t->agent = agent_free(t->agent);
+        safe_close(sv[1]);
+}
 
 /* ---- the fake QEMU: agent.sock, accepted by hand ---- */
 
@@ -484,6 +530,7 @@ int main(void) {
         fake_arg = strdup(arg);
         test_started_reused_pid();
         test_bounds();
+        test_reidentify();
         listener_open();
         test_garbage_backoff_failed();
         test_flood_responsive();
