@@ -16,6 +16,7 @@ import math
 import os
 import platform
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -157,11 +158,33 @@ def bench_tti():
     return {"tti_ms": stats(tti, "ms"), "create_ms": stats(creates, "ms"), "first_exec_ms": stats(execs, "ms")}
 
 
+def curl_exec_argv(sid):
+    """The same request as `spacectl exec SB true` made by curl(1), which links the same libcurl: what any client
+    of the API pays to start and to speak HTTP, next to what spacectl pays. None without curl or a unix socket."""
+    sock = ENV.get("SPACE_SOCKET")
+    curl = shutil.which("curl")
+    if not sock or not curl:
+        return None
+    return [curl, "-sSfN", "--unix-socket", sock, "-H", "Content-Type: application/json", "-d", '{"argv":["true"]}',
+            "http://localhost/v1/sandboxes/%s/processes" % sid]
+
+
 def bench_exec(sid):
+    """spacectl exec round trips, and (interleaved, so both see the same machine) the same request by curl(1)."""
+    curl = curl_exec_argv(sid)
     for _ in range(3):
         spacectl("exec", sid, "--", "true")
-    lat = [timed([SPACECTL, "exec", sid, "--", "true"])[0] for _ in range(N_EXEC)]
-    return stats(lat, "ms")
+        if curl:
+            run(curl)
+    lat, clat = [], []
+    for _ in range(N_EXEC):
+        lat.append(timed([SPACECTL, "exec", sid, "--", "true"])[0])
+        if curl:
+            ms, r = timed(curl)
+            if b"process_exited" not in r.stdout:
+                raise RuntimeError("curl's exec stream has no process_exited event: %r" % r.stdout[-200:])
+            clat.append(ms)
+    return stats(lat, "ms"), stats(clat, "ms")
 
 
 # ----------------------------------------------------------------------------------------- raw baselines
@@ -257,7 +280,7 @@ def main():
     res["spaced"] = bench_tti()
     log("exec round trip, %d runs" % N_EXEC)
     _, sid = create()
-    res["spaced"]["exec_ms"] = bench_exec(sid)
+    res["spaced"]["exec_ms"], res["spaced"]["curl_exec_ms"] = bench_exec(sid)
     try:
         res["accel"] = json.loads(spacectl("inspect", sid, "--json").stdout.decode()).get("accel")
     except Exception:
@@ -350,6 +373,8 @@ def print_table(res, out_path):
     if res.get("raw_tti_warm_exec_ms") and res["raw_tti_warm_exec_ms"] != res["raw_tti_ms"]:
         add("  raw: restore to PONG + a warm exec", res["raw_tti_warm_exec_ms"], "ms")
     add("exec round trip (spacectl exec SB true)", s["exec_ms"], "ms")
+    if s.get("curl_exec_ms"):
+        add("  the same request by curl(1), same libcurl", s["curl_exec_ms"], "ms")
     add("raw: space-chan exec -- true", ch.get("exec_ms"), "ms")
     add("raw: channel ping", ping, "us", key=lambda d, p: d.get(p + "_us") if d else None)
 
