@@ -206,34 +206,16 @@ static void refused_identity(const uint8_t *payload, size_t n, int r, Error *ret
                 (void) error_set(reterr, ERROR_INTERNAL, "the guest agent refused its identity: %s", strerror(-r));
 }
 
-static int send_identity(int fd, SpaceFrameReader *rd, uint8_t *pending, size_t *pending_len, uint32_t stream,
-                         const char *sandbox_id, const char *hostname, char **env, uint64_t disk_bytes,
-                         uint64_t deadline, Error *reterr) {
-        _cleanup_(space_buf_done) SpaceBuf kv = {};
-        SpaceFrameHeader h = {};
-        const uint8_t *payload = NULL;
-        int r;
-
-        r = identity_frame(sandbox_id, hostname, env, disk_bytes, &kv);
-        if (r < 0)
-                return r;
-        r = send_frame_blocking(fd, SPACE_F_INIT, stream, kv.data, kv.len);
-        if (r >= 0)
-                r = wait_frame(fd, rd, SPACE_F_OK, stream, deadline, &h, &payload, pending, pending_len);
-        if (r < 0)
-                refused_identity(payload, h.length, r, reterr);
-        return r;
-}
-
 int agent_handshake(const char *socket_path, const char *sandbox_id, const char *hostname, char **env,
                     uint64_t disk_bytes, int timeout_ms, int *ret_fd, Error *reterr) {
         uint64_t deadline = now_usec_monotonic() + (uint64_t) timeout_ms * 1000;
+        _cleanup_(space_buf_done) SpaceBuf kv = {};
         _cleanup_free_ SpaceFrameReader *rd = calloc(1, sizeof *rd);
         _cleanup_free_ uint8_t *pending = malloc(65536);
         _cleanup_close_ int fd = -1;
         size_t pending_len = 0;
-        SpaceFrameHeader h;
-        const uint8_t *payload;
+        SpaceFrameHeader h = {};
+        const uint8_t *payload = NULL;
         int r;
 
         if (!rd || !pending)
@@ -244,7 +226,16 @@ int agent_handshake(const char *socket_path, const char *sandbox_id, const char 
                                  strerror(-r));
                 return r;
         }
+        /* INIT right behind the PING: the agent answers them in order, so the guest that has just woken takes
+         * both in one round trip. */
+        r = identity_frame(sandbox_id, hostname, env, disk_bytes, &kv);
+        if (r < 0) {
+                (void) error_set(reterr, ERROR_INTERNAL, "cannot make the sandbox's identity: %s", strerror(-r));
+                return r;
+        }
         r = send_frame_blocking(fd, SPACE_F_PING, 1, "hs", 2);
+        if (r >= 0)
+                r = send_frame_blocking(fd, SPACE_F_INIT, 2, kv.data, kv.len);
         if (r >= 0)
                 r = wait_frame(fd, rd, SPACE_F_PONG, 1, deadline, &h, &payload, pending, &pending_len);
         if (r < 0) {
@@ -252,10 +243,11 @@ int agent_handshake(const char *socket_path, const char *sandbox_id, const char 
                                  strerror(-r));
                 return r;
         }
-        r = send_identity(fd, rd, pending, &pending_len, 2, sandbox_id, hostname, env, disk_bytes, deadline,
-                          reterr);
-        if (r < 0)
+        r = wait_frame(fd, rd, SPACE_F_OK, 2, deadline, &h, &payload, pending, &pending_len);
+        if (r < 0) {
+                refused_identity(payload, h.length, r, reterr);
                 return r;
+        }
         *ret_fd = TAKE_FD(fd);
         return 0;
 }
