@@ -7,7 +7,8 @@
 #   - no QEMU process (command line naming our temp dir) that no sandbox owns;
 #   - no data lost: a file written before a crashed suspend or checkpoint is still there after recovery;
 #   - after rm -f of every sandbox and checkpoint rm of every checkpoint, the sandboxes dirs (state and run),
-#     the checkpoints dir and the disk store (qcow2 layers, btrfs volumes) are empty.
+#     the checkpoints dir and the disk store (qcow2 layers, btrfs volumes) are empty, but for the blank
+#     overlays of the base snapshots' disks that new layers are copied from.
 # SPACE_TEST_STATE_FS=btrfs runs it all on a loop-mounted btrfs state dir (t21), whose checkpoints take a
 # snapshot instead of switching layers.
 # One state dir for the whole test, so the base snapshot is made once; the daemon restarts between cases.
@@ -109,9 +110,22 @@ dir_empty() {
         [ ! -d "$1" ] || [ -z "$(ls -A "$1" 2>/dev/null)" ]
 }
 
+# The layers dir may keep its cache of blank overlays (layers/.blank, copied for each new layer), but only of the
+# base snapshots' disks, which stay: a blank whose backing is a layer goes with that layer.
+layers_clean() {
+        local f
+        [ -z "$(ls -A "$SPACE_STATE_DIR/layers" 2>/dev/null | grep -vx .blank)" ] || return 1
+        for f in "$SPACE_STATE_DIR"/layers/.blank/*; do
+                [ -e "$f" ] || continue
+                case $f in */.new-*) return 1 ;; esac
+                grep -q "$SPACE_STATE_DIR/layers/" "$f" && return 1
+        done
+        return 0
+}
+
 all_clean() {
         dir_empty "$SPACE_STATE_DIR/sandboxes" && dir_empty "$SPACE_RUNTIME_DIR/sandboxes" &&
-                dir_empty "$SPACE_STATE_DIR/checkpoints" && dir_empty "$SPACE_STATE_DIR/layers" &&
+                dir_empty "$SPACE_STATE_DIR/checkpoints" && layers_clean &&
                 dir_empty "$SPACE_STATE_DIR/volumes" && [ -z "$(live_qemus)" ]
 }
 
@@ -208,7 +222,7 @@ check_invariants() {
                         "state/sandboxes: $(ls -A "$SPACE_STATE_DIR/sandboxes" 2>/dev/null | tr '\n' ' ')" \
                         "run/sandboxes: $(ls -A "$SPACE_RUNTIME_DIR/sandboxes" 2>/dev/null | tr '\n' ' ')" \
                         "checkpoints: $(ls -A "$SPACE_STATE_DIR/checkpoints" 2>/dev/null | tr '\n' ' ')" \
-                        "disks: $(ls -A "$SPACE_STATE_DIR/layers" "$SPACE_STATE_DIR/volumes" 2>/dev/null | tr '\n' ' ')" \
+                        "disks: $(ls -A "$SPACE_STATE_DIR/layers" "$SPACE_STATE_DIR/layers/.blank" "$SPACE_STATE_DIR/volumes" 2>/dev/null | tr '\n' ' ')" \
                         "qemus: $(live_qemus | tr '\n' ' ')" "left in ls: $(sc ls -q 2>/dev/null | tr '\n' ' ')"
                 diag_log_since "$mark"
                 # start the next case clean
