@@ -172,6 +172,8 @@ typedef struct CreateJob {
         Error error;
         pid_t pid;
         int agent_fd;
+        /* where the time went, for the log: the disk, QEMU to its QMP, the restore, the agent's handshake */
+        uint64_t t_start, t_disk, t_spawn, t_restore, t_agent;
 } CreateJob;
 
 static void create_job_free(CreateJob *j) {
@@ -201,6 +203,7 @@ static void *create_worker(void *userdata) {
         r = base_snapshot_ensure(j->manager, &j->base, &b, &j->error);
         if (r < 0)
                 goto finish;
+        j->t_start = now_usec_monotonic();
         if (asprintf(&agent_path, "%s/agent.sock", j->run_dir) < 0 || asprintf(&hostname, "sb-%.12s", j->id) < 0) {
                 r = -ENOMEM;
                 goto finish;
@@ -224,6 +227,7 @@ static void *create_worker(void *userdata) {
                 goto finish;
         }
         crash_point("create-layer");
+        j->t_disk = now_usec_monotonic();
         r = disk_qemu_path(j->data_dir, disk, &qemu_disk, &qemu_dir);
         if (r < 0) {
                 (void) error_set(&j->error, error_code_from_errno(r), "cannot hand the disk to QEMU: %s", strerror(-r));
@@ -242,6 +246,7 @@ static void *create_worker(void *userdata) {
         if (r < 0)
                 goto finish;
         crash_point("create-spawned");
+        j->t_spawn = now_usec_monotonic();
         {
                 const char *state = j->source_state ?: b.state_path;
                 _cleanup_close_ int fd = open(state, O_RDONLY | O_CLOEXEC);
@@ -271,8 +276,10 @@ static void *create_worker(void *userdata) {
         if (r < 0)
                 goto finish;
         crash_point("create-restored");
+        j->t_restore = now_usec_monotonic();
         r = agent_handshake(agent_path, j->id, hostname, j->init_env, j->grow_bytes, RESTORE_TIMEOUT_MS, &j->agent_fd,
                             &j->error);
+        j->t_agent = now_usec_monotonic();
         if (r >= 0 && j->pooled) {
                 /* Under TCG a VM's first fork and exec pay for translating that code (its QEMU's translation
                  * cache starts empty at the restore); a warm sandbox pays here, in the pool, instead of in
@@ -341,7 +348,10 @@ static void create_done(Manager *m, void *userdata) {
                         fork_child_done(m, j->parent_op, false, msg);
         } else {
                 (void) sandbox_save(s);
-                log_info("sandbox %s running (pid %d)", s->id, (int) s->qemu_pid);
+                log_info("sandbox %s running (pid %d) in %.1f ms: disk %.1f, QEMU up %.1f, restore %.1f, agent %.1f",
+                         s->id, (int) s->qemu_pid, (double) (now_usec_monotonic() - j->t_start) / 1000.0,
+                         (double) (j->t_disk - j->t_start) / 1000.0, (double) (j->t_spawn - j->t_disk) / 1000.0,
+                         (double) (j->t_restore - j->t_spawn) / 1000.0, (double) (j->t_agent - j->t_restore) / 1000.0);
                 if (op)
                         operation_finish(op, ERROR_NONE, NULL);
                 if (j->parent_op[0])
