@@ -128,19 +128,26 @@ static int rd_fill(Reader *r) {
         return n > 0;
 }
 
-/* n bytes or -EBADMSG: a stream that ends inside a field is truncated. */
+/* 0 once there is a byte to read; -EBADMSG at the end: a stream that ends inside a field is truncated. */
+static int rd_ensure(Reader *r) {
+        int q;
+
+        if (r->pos < r->len)
+                return 0;
+        q = rd_fill(r);
+        return q < 0 ? q : q == 0 ? -EBADMSG : 0;
+}
+
+/* n bytes or -EBADMSG. */
 static int rd_get(Reader *r, void *dst, size_t n) {
         uint8_t *d = dst;
 
         while (n > 0) {
                 size_t k;
-                if (r->pos == r->len) {
-                        int q = rd_fill(r);
-                        if (q < 0)
-                                return q;
-                        if (q == 0)
-                                return -EBADMSG;
-                }
+                int q = rd_ensure(r);
+
+                if (q < 0)
+                        return q;
                 k = MIN(n, r->len - r->pos);
                 memcpy(d, r->buf + r->pos, k);
                 r->pos += k;
@@ -152,13 +159,10 @@ static int rd_get(Reader *r, void *dst, size_t n) {
 }
 
 static int rd_peek(Reader *r, uint8_t *ret) {
-        if (r->pos == r->len) {
-                int q = rd_fill(r);
-                if (q < 0)
-                        return q;
-                if (q == 0)
-                        return -EBADMSG;
-        }
+        int q = rd_ensure(r);
+
+        if (q < 0)
+                return q;
         *ret = r->buf[r->pos];
         return 0;
 }

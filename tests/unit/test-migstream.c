@@ -91,18 +91,26 @@ static void eos_footer(Buf *b) {
 }
 
 /* The "ram" START section: the block list (mem, then the ROM) and EOS. */
-static void ram_setup(Buf *b, uint64_t mem_len) {
+/* The START of the "ram" section up to its MEM_SIZE record; the block list follows. */
+static void ram_start(Buf *b, uint64_t total) {
         section(b, 0x01, RAM_SECTION);
         put_name(b, "ram");
         put32(b, 0);
         put32(b, 4);
-        put64(b, (mem_len + ROM_PAGES * PAGE) | MEM_SIZE);
-        put_name(b, "mem");
-        put64(b, mem_len);
+        put64(b, total | MEM_SIZE);
+}
+
+/* One entry of the block list: its name, length and (x-ignore-shared) address. */
+static void ram_block(Buf *b, const char *name, uint64_t len) {
+        put_name(b, name);
+        put64(b, len);
         put64(b, 0);
-        put_name(b, ROM);
-        put64(b, ROM_PAGES * PAGE);
-        put64(b, 0);
+}
+
+static void ram_setup(Buf *b, uint64_t mem_len) {
+        ram_start(b, mem_len + ROM_PAGES * PAGE);
+        ram_block(b, "mem", mem_len);
+        ram_block(b, ROM, ROM_PAGES * PAGE);
         eos_footer(b);
 }
 
@@ -467,45 +475,25 @@ static void test_hostile(void) {
         b.n = 0;
 
         prologue(&b, "x-ignore-shared");
-        section(&b, 0x01, RAM_SECTION);
-        put_name(&b, "ram");
-        put32(&b, 0);
-        put32(&b, 4);
-        put64(&b, (UINT64_MAX & ~(uint64_t) (PAGE - 1)) | MEM_SIZE);
+        ram_start(&b, UINT64_MAX & ~(uint64_t) (PAGE - 1));
         for (unsigned i = 0; i < 100; i++) {
                 char name[16];
                 snprintf(name, sizeof name, "b%u", i);
-                put_name(&b, name);
-                put64(&b, PAGE);
-                put64(&b, 0);
+                ram_block(&b, name, PAGE);
         }
         refuse_whole("more blocks than any machine has", &b, MEM_PAGES * PAGE);
         b.n = 0;
 
         prologue(&b, "x-ignore-shared");
-        section(&b, 0x01, RAM_SECTION);
-        put_name(&b, "ram");
-        put32(&b, 0);
-        put32(&b, 4);
-        put64(&b, (MEM_PAGES * PAGE) | MEM_SIZE);
-        put_name(&b, "mem");
-        put64(&b, 2 * MEM_PAGES * PAGE);
-        put64(&b, 0);
+        ram_start(&b, MEM_PAGES * PAGE);
+        ram_block(&b, "mem", 2 * MEM_PAGES * PAGE);
         refuse_whole("a block longer than the total", &b, MEM_PAGES * PAGE);
         b.n = 0;
 
         prologue(&b, "x-ignore-shared");
-        section(&b, 0x01, RAM_SECTION);
-        put_name(&b, "ram");
-        put32(&b, 0);
-        put32(&b, 4);
-        put64(&b, (2 * MEM_PAGES * PAGE) | MEM_SIZE);
-        put_name(&b, "mem");
-        put64(&b, MEM_PAGES * PAGE);
-        put64(&b, 0);
-        put_name(&b, "mem");
-        put64(&b, MEM_PAGES * PAGE);
-        put64(&b, 0);
+        ram_start(&b, 2 * MEM_PAGES * PAGE);
+        ram_block(&b, "mem", MEM_PAGES * PAGE);
+        ram_block(&b, "mem", MEM_PAGES * PAGE);
         refuse_whole("the same block twice", &b, MEM_PAGES * PAGE);
         b.n = 0;
 
