@@ -252,6 +252,36 @@ int agent_handshake(const char *socket_path, const char *sandbox_id, const char 
         return 0;
 }
 
+/* The warm-up's stream: below the first one agent_setup() hands out (16), apart from the handout's INIT (3). */
+#define WARM_UP_STREAM 5
+
+static int exec_frame(char **argv, char **env, const char *cwd, const char *user, SpaceBuf *kv) {
+        int r = 0;
+
+        for (char **a = argv; r >= 0 && *a; a++)
+                r = space_kv_add(kv, "argv", *a);
+        for (char **e = env; r >= 0 && e && *e; e++)
+                r = space_kv_add(kv, "env", *e);
+        if (r >= 0 && cwd)
+                r = space_kv_add(kv, "cwd", cwd);
+        if (r >= 0 && user)
+                r = space_kv_add(kv, "user", user);
+        if (r >= 0)
+                r = space_kv_add(kv, "stdin", "0");
+        if (r >= 0 && kv->len > SPACE_FRAME_PAYLOAD_MAX)
+                r = -E2BIG;
+        return r;
+}
+
+int agent_warm_up_send(AgentConn *a, char **env, const char *cwd, const char *user) {
+        _cleanup_(space_buf_done) SpaceBuf kv = {};
+        char *argv[] = { (char *) "true", NULL };
+        int r;
+
+        r = exec_frame(argv, env, cwd, user, &kv);
+        return r < 0 ? r : agent_send(a, SPACE_F_EXEC, 0, WARM_UP_STREAM, kv.data, kv.len);
+}
+
 int agent_run_blocking(int fd, char **argv, char **env, const char *cwd, const char *user, int timeout_ms) {
         uint64_t deadline = now_usec_monotonic() + (uint64_t) timeout_ms * 1000;
         _cleanup_free_ SpaceFrameReader *rd = calloc(1, sizeof *rd);
@@ -264,16 +294,7 @@ int agent_run_blocking(int fd, char **argv, char **env, const char *cwd, const c
 
         if (!rd || !pending)
                 return -ENOMEM;
-        for (char **a = argv; r >= 0 && *a; a++)
-                r = space_kv_add(&kv, "argv", *a);
-        for (char **e = env; r >= 0 && e && *e; e++)
-                r = space_kv_add(&kv, "env", *e);
-        if (r >= 0 && cwd)
-                r = space_kv_add(&kv, "cwd", cwd);
-        if (r >= 0 && user)
-                r = space_kv_add(&kv, "user", user);
-        if (r >= 0)
-                r = space_kv_add(&kv, "stdin", "0");
+        r = exec_frame(argv, env, cwd, user, &kv);
         if (r >= 0)
                 r = send_frame_blocking(fd, SPACE_F_EXEC, 4, kv.data, kv.len);
         if (r >= 0)

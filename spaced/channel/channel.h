@@ -41,6 +41,10 @@ int agent_handshake(const char *socket_path, const char *sandbox_id, const char 
  * so every command sent after it runs with the new identity; a guest that refuses it fails the sandbox. */
 int agent_reidentify_send(int fd, const char *sandbox_id, const char *hostname, char **env, Error *reterr);
 int agent_attach_reidentified(Sandbox *s, int fd);
+/* Runs `true` (through PATH, with env, cwd and user as an exec's) on the attached channel and forgets it: no
+ * process row, no log; its frames are taken as those of a stream nobody follows. Under TCG a new QEMU's first
+ * command pays for translating the guest's fork and exec paths: this one pays it while the user is not waiting. */
+int agent_warm_up_send(AgentConn *a, char **env, const char *cwd, const char *user);
 /* Runs argv to its end on a handshaken fd the event loop does not watch (output is dropped; it must be
  * small); env, cwd and user as an exec's (each may be NULL). */
 int agent_run_blocking(int fd, char **argv, char **env, const char *cwd, const char *user, int timeout_ms);
