@@ -295,8 +295,10 @@ static int checkpoint_split(CheckpointJob *j) {
         if (fstatfs(mem, &sfs) >= 0 && sfs.f_type == TMPFS_MAGIC &&
             fallocate(mem, 0, 0, (off_t) (j->memory_mib << 20)) < 0)
                 goto fail_errno;
+        /* A fork's checkpoint is gone once its forks exist, and they do not outlive the host: only a checkpoint
+         * that stays is worth the wait for the disk (most of a split's time). */
         what = "writing the files";
-        if (fsync(mem) < 0 || fsync(out) < 0)
+        if (j->fork_count == 0 && (fsync(mem) < 0 || fsync(out) < 0))
                 goto fail_errno;
         /* A crash may leave the rename unwritten while the row names the memory file: the whole stream and
          * the memory file restore the same guest (QEMU loads the pages over the mapping). */
@@ -377,8 +379,8 @@ out:
         if (r >= 0)
                 j->has_mem = checkpoint_split(j) >= 0;
         /* Synced after cont: nothing reads the file before this job ends, so the guest need not wait for
-         * the disk. A split synced its files itself. */
-        if (r >= 0 && !j->has_mem && fsync(fd) < 0) {
+         * the disk. A split synced its files itself; a fork's checkpoint is not kept (above). */
+        if (r >= 0 && !j->has_mem && j->fork_count == 0 && fsync(fd) < 0) {
                 r = -errno;
                 (void) error_set(&j->error, error_code_from_errno(-errno), "writing %s: %m", j->state_path);
         }
