@@ -32,6 +32,7 @@ struct AgentConn {
         unsigned n_tunnels;
         bool tunnels_throttled;      /* a tunnel stopped reading its socket because out was full */
         bool awaiting_identity;      /* agent_reidentify_send()'s OK or ERROR is still to come */
+        bool warming_up;             /* agent_warm_up_send()'s command has not ended yet */
 };
 
 void tunnels_kick(AgentConn *a);

@@ -2,6 +2,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -279,7 +280,23 @@ int agent_warm_up_send(AgentConn *a, char **env, const char *cwd, const char *us
         int r;
 
         r = exec_frame(argv, env, cwd, user, &kv);
-        return r < 0 ? r : agent_send(a, SPACE_F_EXEC, 0, WARM_UP_STREAM, kv.data, kv.len);
+        if (r >= 0)
+                r = agent_send(a, SPACE_F_EXEC, 0, WARM_UP_STREAM, kv.data, kv.len);
+        if (r >= 0)
+                a->warming_up = true;
+        return r;
+}
+
+/* The user's command came before the warm-up ended: the translations made so far stay, and the rest is the
+ * user's command's to make, which then has the guest's one CPU to itself instead of sharing it. */
+static void warm_up_cancel(AgentConn *a) {
+        uint8_t le[4];
+
+        if (!a->warming_up)
+                return;
+        a->warming_up = false;
+        space_put_le32(le, (uint32_t) SIGKILL);
+        (void) agent_send(a, SPACE_F_SIGNAL, 0, WARM_UP_STREAM, le, sizeof le);
 }
 
 int agent_run_blocking(int fd, char **argv, char **env, const char *cwd, const char *user, int timeout_ms) {
@@ -533,6 +550,7 @@ static void link_process(AgentConn *a, Process *p) {
 int agent_register_process(AgentConn *a, Process *p) {
         if (a->n_processes >= SPACE_STREAMS_MAX)
                 return -EMFILE;
+        warm_up_cancel(a);
         do
                 p->stream = agent_new_stream(a);
         while (stream_in_use(a, p->stream));
@@ -612,6 +630,8 @@ static void dispatch(AgentConn *a, const SpaceFrameHeader *h, const uint8_t *pay
                 sandbox_mark_failed(a->sandbox, e.message);
                 return;
         }
+        if (h->stream == WARM_UP_STREAM && (h->type == SPACE_F_EXIT || h->type == SPACE_F_ERROR))
+                a->warming_up = false;
         p = find_stream(a, h->stream);
         if (!p) {
                 FileXfer *x = find_file(a, h->stream);
