@@ -5,6 +5,7 @@
 (a) time to interactive: `spacectl create` -> first `spacectl exec SB true` completes, over >= 20 creates (each
     removed afterwards, untimed), next to a raw baseline: QEMU restoring the same template's base snapshot with
     no daemon, then one exec through the agent.
+    And the first exec 0.5 s after a create returned (an agent's think time), over 10 creates.
 (b) exec round trip: `spacectl exec SB true` over >= 50 runs, next to a raw channel ping and a raw exec
     (tests/tools/space-chan on an agent socket no daemon holds).
 
@@ -30,6 +31,8 @@ LIB = ENV["SPACE_LIB_DIR"]
 N_CREATE = max(20, int(ENV.get("BENCH_CREATES", "20")))
 N_EXEC = max(50, int(ENV.get("BENCH_EXECS", "50")))
 N_PING = int(ENV.get("BENCH_PINGS", "200"))
+N_THINK = 10            # creates whose first exec comes THINK_S later
+THINK_S = 0.5
 GOAL = 1.3
 VM_SMOKE = os.path.join(BUILD, "tests/tools/vm-smoke")
 SPACE_CHAN = os.path.join(BUILD, "tests/tools/space-chan")
@@ -158,6 +161,17 @@ def bench_tti():
     return {"tti_ms": stats(tti, "ms"), "create_ms": stats(creates, "ms"), "first_exec_ms": stats(execs, "ms")}
 
 
+def bench_first_exec_after_pause():
+    """The first exec THINK_S after the create returned, as an agent's next step comes after its model's answer."""
+    execs = []
+    for i in range(N_THINK):
+        _, sid = create()
+        time.sleep(THINK_S)
+        execs.append(timed([SPACECTL, "exec", sid, "--", "true"])[0])
+        spacectl("rm", "-f", sid)
+    return {"think_s": THINK_S, "first_exec_ms": stats(execs, "ms")}
+
+
 def curl_exec_argv(sid):
     """The same request as `spacectl exec SB true` made by curl(1), which links the same libcurl: what any client
     of the API pays to start and to speak HTTP, next to what spacectl pays. None without curl or a unix socket."""
@@ -278,6 +292,8 @@ def main():
     res["first_create"] = bench_first_create()
     log("time to interactive, %d creates" % N_CREATE)
     res["spaced"] = bench_tti()
+    log("first exec %.1f s after the create, %d creates" % (THINK_S, N_THINK))
+    res["spaced"]["after_pause"] = bench_first_exec_after_pause()
     log("exec round trip, %d runs" % N_EXEC)
     _, sid = create()
     res["spaced"]["exec_ms"], res["spaced"]["curl_exec_ms"] = bench_exec(sid)
@@ -369,6 +385,8 @@ def print_table(res, out_path):
     add("time to interactive (create + exec true)", s["tti_ms"], "ms")
     add("  of which create", s["create_ms"], "ms")
     add("  of which first exec", s["first_exec_ms"], "ms")
+    if s.get("after_pause"):
+        add("first exec %.1f s after the create" % s["after_pause"]["think_s"], s["after_pause"]["first_exec_ms"], "ms")
     add("raw: restore + first exec, no daemon", res["raw_tti_ms"], "ms")
     if res.get("raw_tti_warm_exec_ms") and res["raw_tti_warm_exec_ms"] != res["raw_tti_ms"]:
         add("  raw: restore to PONG + a warm exec", res["raw_tti_warm_exec_ms"], "ms")
