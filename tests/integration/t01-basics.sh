@@ -28,6 +28,10 @@ SB=$(head -n1 "$OUT")
 check_match "create prints only an id (32 lowercase hex)" "$ID_RE" "$SB"
 [ -n "$SB" ] && grep -qE "$ID_RE" <<<"$SB" || bail_out "create failed, nothing else can be tested"
 track_sandbox "$SB"
+# Under TCG the daemon runs one unseen command after a create (ARCHITECTURE.md, Create): it is no process of
+# the user's, so ps lists nothing yet.
+check_rc "ps right after the create exits 0" 0 sc ps "$SB" --json
+check_eq "ps right after the create lists no process" 0 "$(json "$OUT" 'len(d["processes"])' 2>&1)"
 
 # ---- ls and inspect
 check_rc "ls exits 0" 0 sc ls

@@ -202,6 +202,35 @@ static void test_reidentify(void) {
         safe_close(sv[1]);
 }
 
+/* ---- the unseen warm-up after a create: ended by the user's first command if still running ---- */
+
+static void test_warm_up(void) {
+        ExecSpec spec = { .argv = (char *[]) { (char *) "true", NULL } };
+        _cleanup_free_ SpaceFrameReader *rd = calloc(1, sizeof *rd);
+        Sandbox *s = sandbox_make("00000000000000000000000000000007");
+        uint32_t warm, sig;
+        Process *p;
+        int sv[2];
+
+        ASSERT(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) >= 0);
+        ASSERT(agent_attach(s, sv[0]) >= 0);
+        ASSERT(agent_warm_up_send(s->agent, NULL, NULL, NULL) >= 0);
+        warm = expect_frame(sv[1], rd, SPACE_F_EXEC);
+        ASSERT(process_exec(s, &spec, &p, NULL) >= 0);
+        sig = expect_frame(sv[1], rd, SPACE_F_SIGNAL);
+        ok(warm != 0 && sig == warm && !s->agent->warming_up && process_find_by_pid(s, 0) == NULL,
+           "warm-up: a command that comes first ends it (SIGNAL on its stream %u), and it is no process of the user's",
+           warm);
+        send_frame(sv[1], SPACE_F_EXIT, 0, warm, "code=137", 9);
+
+        ASSERT(agent_warm_up_send(s->agent, NULL, NULL, NULL) >= 0);
+        send_frame(sv[1], SPACE_F_EXIT, 0, warm, "code=0", 7);
+        loop_for(50000);
+        ok(!s->agent->warming_up, "warm-up: its EXIT is taken by the channel, and nothing is left to end");
+        s->agent = agent_free(s->agent);
+        safe_close(sv[1]);
+}
+
 /* ---- the fake QEMU: agent.sock, accepted by hand ---- */
 
 static int listener = -1;
@@ -531,6 +560,7 @@ int main(void) {
         test_started_reused_pid();
         test_bounds();
         test_reidentify();
+        test_warm_up();
         listener_open();
         test_garbage_backoff_failed();
         test_flood_responsive();
