@@ -30,3 +30,23 @@ int loop_write(int fd, const void *buf, size_t n) {
         }
         return 0;
 }
+
+int loop_pwrite(int fd, const void *buf, size_t n, uint64_t off) {
+        const uint8_t *p = buf;
+
+        while (n > 0) {
+                ssize_t k = pwrite(fd, p, n, (off_t) off);
+
+                if (k < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        return -errno;
+                }
+                if (k == 0)
+                        return -EIO;
+                p += k;
+                n -= (size_t) k;
+                off += (uint64_t) k;
+        }
+        return 0;
+}

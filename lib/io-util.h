@@ -2,6 +2,7 @@
 #pragma once
 
 #include <stddef.h>
+#include <stdint.h>
 
 /* Writes all n bytes of buf to fd. Returns 0, or -errno of the write that failed (-EPIPE when the reader is
  * gone; SIGPIPE should be ignored).
@@ -16,3 +17,7 @@
  *   - spaced's agent handshake writes frames on a blocking socket, where EAGAIN does not happen.
  * A reader that never reads blocks the caller, as a blocking write would. */
 int loop_write(int fd, const void *buf, size_t n);
+
+/* Writes all n bytes of buf to fd at offset off (a regular file: no EAGAIN). Returns 0, or -errno of the pwrite
+ * that failed; a pwrite that writes nothing is -EIO. EINTR retries and a short write goes on with the rest. */
+int loop_pwrite(int fd, const void *buf, size_t n, uint64_t off);

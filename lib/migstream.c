@@ -270,25 +270,6 @@ static int copy_u8(Split *s, uint8_t *ret) {
         return q < 0 ? q : wr_u8(&s->out, *ret);
 }
 
-static int pwrite_all(int fd, const void *buf, size_t n, uint64_t off) {
-        const uint8_t *p = buf;
-
-        while (n > 0) {
-                ssize_t k = pwrite(fd, p, n, (off_t) off);
-                if (k < 0) {
-                        if (errno == EINTR)
-                                continue;
-                        return -errno;
-                }
-                if (k == 0)
-                        return -EIO;
-                p += k;
-                n -= (size_t) k;
-                off += (uint64_t) k;
-        }
-        return 0;
-}
-
 /* ---- the header and the configuration section ---- */
 
 static int copy_header(Split *s) {
@@ -428,7 +409,7 @@ static int mem_flush(Split *s) {
 
         if (s->run_len == 0)
                 return 0;
-        q = pwrite_all(s->mem_fd, s->run, s->run_len, s->run_off);
+        q = loop_pwrite(s->mem_fd, s->run, s->run_len, s->run_off);
         s->run_len = 0;
         return q;
 }
@@ -453,7 +434,7 @@ static int mem_page(Split *s, uint64_t off, const uint8_t *data) {
                 if ((q = mem_flush(s)) < 0)
                         return q;
                 bit_clear(s->written, i);
-                return pwrite_all(s->mem_fd, zero_page, sizeof zero_page, off);
+                return loop_pwrite(s->mem_fd, zero_page, sizeof zero_page, off);
         }
         if (++s->mem_writes > s->mem_writes_max)
                 return -EBADMSG;

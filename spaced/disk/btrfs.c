@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "disk/btrfs.h"
+#include "io-util.h"
 #include "macro.h"
 #include "paths.h"
 #include "core/util.h"
@@ -181,18 +182,16 @@ static int copy_range(int in, int out, off_t from, off_t to, bool *use_cfr) {
                 return -ENOMEM;
         for (off_t o = from; o < to;) {
                 size_t want = (size_t) (to - o) < (1u << 20) ? (size_t) (to - o) : (1u << 20);
-                ssize_t n = pread(in, buf, want, o), w;
+                ssize_t n = pread(in, buf, want, o);
+                int r;
+
                 if (n < 0 && errno == EINTR)
                         continue;
                 if (n <= 0)
                         return n < 0 ? -errno : -EIO;
-                for (ssize_t done = 0; done < n; done += w) {
-                        w = pwrite(out, buf + done, (size_t) (n - done), o + done);
-                        if (w < 0 && errno == EINTR)
-                                w = 0;
-                        else if (w <= 0)
-                                return w < 0 ? -errno : -EIO;
-                }
+                r = loop_pwrite(out, buf, (size_t) n, (uint64_t) o);
+                if (r < 0)
+                        return r;
                 o += n;
         }
         return 0;

@@ -13,6 +13,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "io-util.h"
 #include "macro.h"
 #include "template/template-tree.h"
 
@@ -576,13 +577,10 @@ static int write_data(Tree *t, struct archive *a, int fd, int64_t declared, Tree
                                 goto out;
                         }
                 }
-                for (size_t done = 0; done < size;) {
-                        ssize_t w = pwrite(fd, (const char *) buf + done, size - done, offset + (off_t) done);
-                        if (w < 0) {
-                                r = fail(reterr, -errno, entry, "cannot write it: %m");
-                                goto out;
-                        }
-                        done += (size_t) w;
+                r = loop_pwrite(fd, buf, size, (uint64_t) offset);
+                if (r < 0) {
+                        r = fail(reterr, r, entry, "cannot write it: %s", strerror(-r));
+                        goto out;
                 }
                 EVP_DigestUpdate(ctx, buf, size);
                 off += (int64_t) size;
