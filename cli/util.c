@@ -283,11 +283,16 @@ bool json_num(const cJSON *o, const char *key, double *ret) {
         return true;
 }
 
-/* -h and --json, for verbs whose only option that is (info, version, inspect, egress show and test); the
- * arguments are left at argv[optind...]. Returns -1 when the verb goes on, else the exit status (0 after
- * --help). */
-int cli_json_flags(int argc, char *argv[], bool *ret_json) {
+/* -h and --json, and -q when ret_quiet is given: the one option loop of the verbs that take only those; their
+ * arguments are left at argv[optind...]. Returns -1 when the verb goes on, else the exit status (0 after --help). */
+static int json_quiet_flags(int argc, char *argv[], bool *ret_json, bool *ret_quiet) {
         static const struct option options[] = {
+                { "help", no_argument, NULL, 'h' },
+                { "json", no_argument, NULL, OPT_JSON },
+                { "quiet", no_argument, NULL, 'q' },
+                {}
+        };
+        static const struct option no_quiet[] = {
                 { "help", no_argument, NULL, 'h' },
                 { "json", no_argument, NULL, OPT_JSON },
                 {}
@@ -295,36 +300,10 @@ int cli_json_flags(int argc, char *argv[], bool *ret_json) {
         int c;
 
         *ret_json = false;
+        if (ret_quiet)
+                *ret_quiet = false;
         opterr = 0;
-        while ((c = getopt_long(argc, argv, ":h", options, NULL)) >= 0) {
-                switch (c) {
-                case 'h':
-                        cli_print_help(cli_verb, stdout);
-                        return 0;
-                case OPT_JSON:
-                        *ret_json = true;
-                        break;
-                default:
-                        return cli_bad_option(c, argv);
-                }
-        }
-        return -1;
-}
-
-/* -h, --json and -q of a list verb; its arguments, if it takes any, are left at argv[optind...]. Returns -1
- * when the verb goes on, else the exit status to return (0 after --help). */
-int cli_list_flags(int argc, char *argv[], bool *ret_json, bool *ret_quiet) {
-        static const struct option options[] = {
-                { "help", no_argument, NULL, 'h' },
-                { "json", no_argument, NULL, OPT_JSON },
-                { "quiet", no_argument, NULL, 'q' },
-                {}
-        };
-        int c;
-
-        *ret_json = *ret_quiet = false;
-        opterr = 0;
-        while ((c = getopt_long(argc, argv, ":hq", options, NULL)) >= 0) {
+        while ((c = getopt_long(argc, argv, ret_quiet ? ":hq" : ":h", ret_quiet ? options : no_quiet, NULL)) >= 0) {
                 switch (c) {
                 case 'h':
                         cli_print_help(cli_verb, stdout);
@@ -340,6 +319,16 @@ int cli_list_flags(int argc, char *argv[], bool *ret_json, bool *ret_quiet) {
                 }
         }
         return -1;
+}
+
+/* -h and --json, for verbs whose only option that is (info, version, inspect, egress show and test). */
+int cli_json_flags(int argc, char *argv[], bool *ret_json) {
+        return json_quiet_flags(argc, argv, ret_json, NULL);
+}
+
+/* -h, --json and -q of a list verb; its arguments, if it takes any, are left at argv[optind...]. */
+int cli_list_flags(int argc, char *argv[], bool *ret_json, bool *ret_quiet) {
+        return json_quiet_flags(argc, argv, ret_json, ret_quiet);
 }
 
 /* The options of every list verb (ls, template ls, key ls): -h, --json, -q and no arguments. Returns -1
