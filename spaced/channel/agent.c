@@ -162,8 +162,11 @@ int agent_wait_hello(const char *socket_path, int timeout_ms, int *ret_fd, Error
         return 0;
 }
 
-/* The stream the INIT of a handout goes on: below the first one agent_setup() hands out (16). */
+/* Streams below AGENT_FIRST_STREAM are the daemon's own and never a process's: 1 and 2 the handshake's PING and
+ * INIT, 3 a handout's INIT, 4 agent_run_blocking()'s command, 5 the warm-up after a create. */
+#define AGENT_FIRST_STREAM 16U
 #define REIDENTIFY_STREAM 3
+#define RUN_BLOCKING_STREAM 4
 
 static int identity_frame(const char *sandbox_id, const char *hostname, char **env, uint64_t disk_bytes,
                           SpaceBuf *kv) {
@@ -253,7 +256,6 @@ int agent_handshake(const char *socket_path, const char *sandbox_id, const char 
         return 0;
 }
 
-/* The warm-up's stream: below the first one agent_setup() hands out (16), apart from the handout's INIT (3). */
 #define WARM_UP_STREAM 5
 
 static int exec_frame(char **argv, char **env, const char *cwd, const char *user, SpaceBuf *kv) {
@@ -313,10 +315,11 @@ int agent_run_blocking(int fd, char **argv, char **env, const char *cwd, const c
                 return -ENOMEM;
         r = exec_frame(argv, env, cwd, user, &kv);
         if (r >= 0)
-                r = send_frame_blocking(fd, SPACE_F_EXEC, 4, kv.data, kv.len);
+                r = send_frame_blocking(fd, SPACE_F_EXEC, RUN_BLOCKING_STREAM, kv.data, kv.len);
         if (r >= 0)
-                r = wait_frame(fd, rd, SPACE_F_EXIT, 4, deadline, &h, &payload, pending, &pending_len);
-        (void) send_frame_blocking(fd, SPACE_F_CLOSE, 4, NULL, 0);
+                r = wait_frame(fd, rd, SPACE_F_EXIT, RUN_BLOCKING_STREAM, deadline, &h, &payload, pending,
+                               &pending_len);
+        (void) send_frame_blocking(fd, SPACE_F_CLOSE, RUN_BLOCKING_STREAM, NULL, 0);
         return r;
 }
 
@@ -470,7 +473,7 @@ uint32_t agent_new_stream(AgentConn *a) {
         uint32_t s = a->next_stream++;
 
         if (a->next_stream >= SPACE_STREAM_GUEST_BIT)
-                a->next_stream = 1;
+                a->next_stream = AGENT_FIRST_STREAM;
         return s;
 }
 
@@ -707,7 +710,7 @@ static int agent_setup(Sandbox *s, int fd) {
         /* Streams of a previous daemon may still be open in the agent: start somewhere else. */
         if (getrandom(&start, sizeof start, 0) != sizeof start)
                 start = (uint32_t) now_usec_monotonic();
-        a->next_stream = 16 + (start & 0x3fffffff);
+        a->next_stream = AGENT_FIRST_STREAM + (start & 0x3fffffff);
         if (!a->reader) {
                 free(a);
                 return -ENOMEM;

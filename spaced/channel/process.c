@@ -15,6 +15,7 @@
 #include "macro.h"
 #include "string-util.h"
 #include "paths.h"
+#include "channel/agent-internal.h"
 #include "channel/process.h"
 #include "core/util.h"
 #include "sandbox/sandbox.h"
@@ -73,8 +74,10 @@ static char **strv_copy(char **l) {
         return c;
 }
 
+/* Through its channel while it has one (every event of a running process counts its log bytes here); by id
+ * otherwise, since a process may outlive its sandbox. */
 static Sandbox *process_sandbox(Process *p) {
-        return sandbox_find_by_id(p->manager, p->sandbox_id);
+        return p->agent ? p->agent->sandbox : sandbox_find_by_id(p->manager, p->sandbox_id);
 }
 
 static void flow_update(Process *p);
