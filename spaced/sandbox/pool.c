@@ -212,7 +212,7 @@ typedef struct HandoutJob {
         char **env;
         int fd;
         int r;
-        uint64_t started_usec, cont_usec;   /* the handout, and its QMP cont */
+        uint64_t started_usec, cont_usec;   /* the handout, and its INIT sent plus QMP cont */
         Error error;
 } HandoutJob;
 
@@ -256,9 +256,8 @@ static void handout_done(Manager *m, void *userdata) {
 
 static void *handout_worker(void *userdata) {
         HandoutJob *j = userdata;
-        char hostname[32];
-
         uint64_t t0 = now_usec_monotonic();
+        char hostname[32];
 
         snprintf(hostname, sizeof hostname, "sb-%.12s", j->id);
         /* INIT first, then cont: the frame waits in the channel for the guest, whose first act on waking is to
