@@ -21,7 +21,6 @@
  * chained them had the dropped ones never been sent. */
 
 #include <errno.h>
-#include <fcntl.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
