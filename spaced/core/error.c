@@ -78,6 +78,7 @@ static const struct {
         [ERROR_TOO_MANY_TRANSFERS] = { "too_many_transfers", 503 },
         [ERROR_TOO_MANY_PROCESSES] = { "too_many_processes", 503 },
         [ERROR_TOO_MANY_STREAMS] = { "too_many_streams", 503 },
+        [ERROR_RESOURCE_EXHAUSTED] = { "resource_exhausted", 429 },
         [ERROR_INSUFFICIENT_MEMORY] = { "insufficient_memory", 507 },
         [ERROR_NO_SPACE] = { "no_space", 507 },
 };

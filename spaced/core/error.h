@@ -83,6 +83,8 @@ typedef enum ErrorCode {
         ERROR_TOO_MANY_TRANSFERS,
         ERROR_TOO_MANY_PROCESSES,
         ERROR_TOO_MANY_STREAMS,      /* event streams (attach, logs) open on one sandbox */
+        /* a client or a guest over its share (a buffer, a rate): 429 */
+        ERROR_RESOURCE_EXHAUSTED,
         /* out of room: 507 */
         ERROR_INSUFFICIENT_MEMORY,
         ERROR_NO_SPACE,

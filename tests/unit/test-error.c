@@ -36,7 +36,7 @@ int main(void) {
                 { "limit_exceeded", 413 },
                 { "internal", 500 },             { "protocol_error", 502 },       { "channel_lost", 503 },
                 { "too_many_transfers", 503 },   { "insufficient_memory", 507 },  { "no_space", 507 },
-                { "too_many_processes", 503 },   { "too_many_streams", 503 },
+                { "too_many_processes", 503 },   { "too_many_streams", 503 },     { "resource_exhausted", 429 },
                 { "invalid_host", 421 },         { "egress_profile_not_found", 404 },
         };
         Error e = {};
