@@ -49,7 +49,7 @@ static const char tables_v2[] =
         "  finished_at INTEGER NOT NULL DEFAULT 0,"
         "  error_code TEXT,"
         "  error_message TEXT);"
-        /* API keys (http/auth.c): only a crypt(3) hash of each key */
+        /* API keys (http/auth.c): only a salted hash of each key */
         "CREATE TABLE IF NOT EXISTS api_keys ("
         "  id TEXT PRIMARY KEY NOT NULL,"
         "  name TEXT,"

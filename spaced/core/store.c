@@ -361,6 +361,19 @@ int store_delete_key(Store *s, const char *id) {
         return sqlite3_changes(s->db) > 0 ? 0 : -ENOENT;
 }
 
+int store_set_key_hash(Store *s, const char *id, const char *hash) {
+        _cleanup_finalize_ sqlite3_stmt *st = NULL;
+        int rc;
+
+        rc = sqlite3_prepare_v2(s->db, "UPDATE api_keys SET hash = ? WHERE id = ?", -1, &st, NULL);
+        if (rc != SQLITE_OK)
+                return sqlite_to_errno(rc);
+        sqlite_bind_text(st, 1, hash);
+        sqlite_bind_text(st, 2, id);
+        rc = sqlite3_step(st);
+        return rc == SQLITE_DONE ? 0 : sqlite_to_errno(rc);
+}
+
 int store_touch_key(Store *s, const char *id, int64_t last_used_at) {
         _cleanup_finalize_ sqlite3_stmt *st = NULL;
         int rc;

@@ -21,7 +21,7 @@ int store_load_operations(Store *s, Manager *m);
 /* Drops finished operations older than max_age seconds. */
 int store_prune_operations(Store *s, int64_t older_than);
 
-/* API keys (auth.c): id, name (may be NULL), crypt(3) hash, times in unix seconds. */
+/* API keys (auth.c): id, name (may be NULL), hash (auth.c's form), times in unix seconds. */
 typedef int (*store_key_fn)(void *userdata, const char *id, const char *name, const char *hash, int64_t created_at,
                             int64_t last_used_at);
 int store_put_key(Store *s, const char *id, const char *name, const char *hash, int64_t created_at);
@@ -29,6 +29,7 @@ int store_put_key(Store *s, const char *id, const char *name, const char *hash, 
 int store_load_keys(Store *s, store_key_fn fn, void *userdata);
 int store_delete_key(Store *s, const char *id);  /* -ENOENT when there is none */
 int store_touch_key(Store *s, const char *id, int64_t last_used_at);
+int store_set_key_hash(Store *s, const char *id, const char *hash);
 
 /* Processes (store-process.c). argv is a JSON array; exit_code -1 and signal 0 mean none; exited_at 0 none. */
 typedef struct ProcessRecord {

@@ -1,6 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #include <crypt.h>
 #include <errno.h>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -17,14 +19,21 @@ struct Auth {
         char *dummy_hash;
 };
 
+/* Keys are 160 random bits: no one guesses one, so a slow hash would only slow the daemon (each well-formed
+ * key that came over TCP ran 5000 rounds of SHA-256-crypt on the event loop). A key is kept as
+ * "$hmac-sha256$SALT$MAC", MAC = HMAC-SHA256(SALT, key) with a random salt per key: one keyed hash per check,
+ * and a copy of the database still holds no key. Rows from before ("$5$", crypt(3)) are checked with crypt and
+ * rewritten the new way on their first use. */
+#define HASH_PREFIX "$hmac-sha256$"
+#define HASH_SALT_HEX 32
+#define HASH_MAC_HEX 64
+#define HASH_LEN (sizeof(HASH_PREFIX) - 1 + HASH_SALT_HEX + 1 + HASH_MAC_HEX)
+
 static ApiKey *api_key_free(ApiKey *k) {
         if (!k)
                 return NULL;
         free(k->name);
         free(k->hash);
-        if (k->verified)
-                explicit_bzero(k->verified, strlen(k->verified));
-        free(k->verified);
         free(k);
         return NULL;
 }
@@ -78,17 +87,59 @@ static int load_one(void *userdata, const char *id, const char *name, const char
         return 0;
 }
 
-static char *hash_key(const char *key) {
-        _cleanup_free_ struct crypt_data *cd = calloc(1, sizeof *cd);
-        char salt[CRYPT_GENSALT_OUTPUT_SIZE];
-        const char *h;
+static void hex_of(const unsigned char *b, size_t n, char *ret) {
+        static const char hex[] = "0123456789abcdef";
 
-        if (!cd || !crypt_gensalt_rn("$5$", 0, NULL, 0, salt, sizeof salt))
-                return NULL;
-        h = crypt_rn(key, salt, cd, sizeof *cd);
-        if (!h || h[0] == '*')
+        for (size_t i = 0; i < n; i++) {
+                ret[2 * i] = hex[b[i] >> 4];
+                ret[2 * i + 1] = hex[b[i] & 15];
+        }
+        ret[2 * n] = 0;
+}
+
+/* "$hmac-sha256$SALT$MAC" of key with salt (HASH_SALT_HEX hex) into ret (HASH_LEN + 1). */
+static int hmac_hash(const char *key, const char *salt, char ret[static HASH_LEN + 1]) {
+        unsigned char mac[EVP_MAX_MD_SIZE];
+        unsigned n = 0;
+
+        if (!HMAC(EVP_sha256(), salt, HASH_SALT_HEX, (const unsigned char *) key, strlen(key), mac, &n) ||
+            n * 2 != HASH_MAC_HEX)
+                return -EIO;
+        memcpy(ret, HASH_PREFIX, strlen(HASH_PREFIX));
+        memcpy(ret + strlen(HASH_PREFIX), salt, HASH_SALT_HEX);
+        ret[strlen(HASH_PREFIX) + HASH_SALT_HEX] = '$';
+        hex_of(mac, n, ret + strlen(HASH_PREFIX) + HASH_SALT_HEX + 1);
+        explicit_bzero(mac, sizeof mac);
+        return 0;
+}
+
+static char *hash_key(const char *key) {
+        char salt[HASH_SALT_HEX + 1], h[HASH_LEN + 1];
+
+        if (random_hex(salt, HASH_SALT_HEX) < 0 || hmac_hash(key, salt, h) < 0)
                 return NULL;
         return strdup(h);
+}
+
+/* Whether key is the one hash was made of: one HMAC for our own hashes, crypt(3) for a row from before. */
+static bool hash_matches(const char *hash, const char *key) {
+        char h[HASH_LEN + 1];
+
+        if (strlen(hash) == HASH_LEN && strncmp(hash, HASH_PREFIX, strlen(HASH_PREFIX)) == 0) {
+                if (hmac_hash(key, hash + strlen(HASH_PREFIX), h) < 0)
+                        return false;
+                return secret_equal(h, hash);
+        }
+        if (strncmp(hash, "$5$", 3) == 0) {
+                _cleanup_free_ struct crypt_data *cd = calloc(1, sizeof *cd);
+                const char *c;
+
+                if (!cd)
+                        return false;
+                c = crypt_rn(key, hash, cd, sizeof *cd);
+                return c && c[0] != '*' && secret_equal(c, hash);
+        }
+        return false;
 }
 
 int auth_new(Store *store, Auth **ret) {
@@ -178,6 +229,7 @@ int auth_mint(Auth *a, const char *name, char *ret_key, ApiKey **ret) {
 
 int auth_verify(Auth *a, const char *key, int64_t now, ApiKey **ret) {
         char id[API_KEY_ID_LEN + 1];
+        bool match;
         ApiKey *k;
 
         if (!api_key_syntax_valid(key))
@@ -185,19 +237,18 @@ int auth_verify(Auth *a, const char *key, int64_t now, ApiKey **ret) {
         memcpy(id, key + strlen(API_KEY_PREFIX), API_KEY_ID_LEN);
         id[API_KEY_ID_LEN] = 0;
         k = find(a, id);
-        /* An unknown id costs the same crypt as a known one with a wrong secret; it fails all the same. */
-        if (!k || !k->verified || !secret_equal(k->verified, key)) {
-                _cleanup_free_ struct crypt_data *cd = calloc(1, sizeof *cd);
-                const char *want = k ? k->hash : a->dummy_hash;
-                const char *h;
+        /* an unknown id costs the same HMAC as a known one with a wrong secret; it fails all the same */
+        match = hash_matches(k ? k->hash : a->dummy_hash, key);
+        if (!k || !match)
+                return -EACCES;
+        if (strncmp(k->hash, HASH_PREFIX, strlen(HASH_PREFIX)) != 0) {
+                _cleanup_free_ char *h = hash_key(key);
 
-                if (!cd)
-                        return -ENOMEM;
-                h = crypt_rn(key, want, cd, sizeof *cd);
-                if (!k || !h || h[0] == '*' || !secret_equal(h, want))
-                        return -EACCES;
-                free(k->verified);
-                k->verified = strdup(key); /* NULL is fine: the next check runs crypt again */
+                /* a crypt(3) row: from now on one HMAC; kept as it was if that cannot be written */
+                if (h && store_set_key_hash(a->store, k->id, h) >= 0) {
+                        free(k->hash);
+                        k->hash = TAKE_PTR(h);
+                }
         }
         if (now - k->last_used_at >= API_KEY_TOUCH_SEC) {
                 k->last_used_at = now;

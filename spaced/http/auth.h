@@ -3,7 +3,7 @@
 
 /* API keys for the TCP listener (ARCHITECTURE.md, decision 11). A key is "e2b_" + 40 lowercase hex (E2B SDKs accept the
  * shape); its first 8 hex are the key's id, kept in clear to find the row. The whole key is stored only as a
- * crypt(3) SHA-256 hash ("$5$", libcrypt) and shown once, when minted. */
+ * salted HMAC-SHA256 (auth.c says why not a slow hash) and shown once, when minted. */
 
 #include <stdbool.h>
 #include <stdint.h>
@@ -26,7 +26,6 @@ typedef struct ApiKey {
         char *hash;
         int64_t created_at;
         int64_t last_used_at;  /* 0 = never */
-        char *verified;        /* the key itself once it has been checked against hash: later checks skip crypt */
         struct ApiKey *next;
 } ApiKey;
 

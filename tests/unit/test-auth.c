@@ -8,6 +8,7 @@
 #define _GNU_SOURCE /* asprintf */
 #endif
 
+#include <crypt.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -67,7 +68,7 @@ static void test_key_timing(const char *dir) {
         }
         ok(auth_verify(a, key, 0, NULL) == 0, "the minted key is accepted");
 
-        /* Same id, wrong secret: crypt runs and fails. Another id: found nowhere. */
+        /* Same id, wrong secret: the HMAC runs and fails. Another id: found nowhere. */
         memcpy(wrong_secret, key, sizeof key);
         wrong_secret[API_KEY_LEN - 1] = key[API_KEY_LEN - 1] == '0' ? '1' : '0';
         memcpy(unknown_id, key, sizeof key);
@@ -78,10 +79,53 @@ static void test_key_timing(const char *dir) {
         ok(refused, "a wrong secret and an unknown id are refused");
         diag("median refusal: known id with a wrong secret %.3f ms, unknown id %.3f ms", t_wrong / 1e6,
              t_unknown / 1e6);
-        /* Without the dummy hash an unknown id answers in about a microsecond, a thousand times sooner. */
+        /* Without the dummy hash an unknown id answers without computing a hash at all. */
         ok(t_unknown * 4 >= t_wrong, "an unknown key id takes about as long as a known one (%.3f vs %.3f ms)",
            t_unknown / 1e6, t_wrong / 1e6);
 
+        auth_free(a);
+        store_close(s);
+        unlink(path);
+}
+
+static int first_hash(void *userdata, const char *id, const char *name, const char *hash, int64_t created_at,
+                      int64_t last_used_at) {
+        char **ret = userdata;
+
+        if (!*ret)
+                *ret = strdup(hash);
+        return 0;
+}
+
+/* A key minted by a daemon from before (a crypt(3) "$5$" row) still opens, and is kept as an HMAC from its first
+ * use on, so that later checks of it (and of anything claiming its id) cost one keyed hash. */
+static void test_legacy_key(const char *dir) {
+        _cleanup_free_ char *path = NULL, *hash = NULL, *after = NULL;
+        static const char key[] = API_KEY_PREFIX "0123abcd0123456789abcdef0123456789abcdef";
+        struct crypt_data cd = {};
+        char salt[CRYPT_GENSALT_OUTPUT_SIZE];
+        Store *s = NULL;
+        Auth *a = NULL;
+        Error e = {};
+
+        if (asprintf(&path, "%s/legacy.db", dir) < 0 || store_open(path, &s, &e) < 0 ||
+            !crypt_gensalt_rn("$5$", 0, NULL, 0, salt, sizeof salt) || !crypt_rn(key, salt, &cd, sizeof cd) ||
+            store_put_key(s, "0123abcd", "old", cd.output, 1) < 0 || auth_new(s, &a) < 0) {
+                ok(false, "set up a store with a crypt(3) key (%s)", e.message ?: "");
+                error_done(&e);
+                return;
+        }
+        ok(store_load_keys(s, first_hash, &hash) == 0 && hash && strncmp(hash, "$5$", 3) == 0,
+           "the old row holds a crypt(3) hash");
+        ok(auth_verify(a, API_KEY_PREFIX "0123abcd0123456789abcdef0123456789abcdee", 0, NULL) == -EACCES,
+           "a wrong secret for the old key is refused");
+        ok(auth_verify(a, key, 0, NULL) == 0, "the old key is accepted");
+        (void) store_load_keys(s, first_hash, &after);
+        ok(after && strncmp(after, "$hmac-sha256$", 13) == 0, "its row was rewritten as an HMAC (%.16s...)",
+           after ?: "(none)");
+        auth_free(a);
+        a = NULL;
+        ok(auth_new(s, &a) == 0 && auth_verify(a, key, 0, NULL) == 0, "and it still opens after a restart");
         auth_free(a);
         store_close(s);
         unlink(path);
@@ -170,6 +214,7 @@ int main(void) {
                 return 99;
         }
         test_key_timing(dir);
+        test_legacy_key(dir);
         test_hosts();
         test_host_sandbox();
         (void) rmdir(dir);
