@@ -49,10 +49,11 @@ const char *e2b_sandbox_token(Sandbox *s);
  * is parked and routed again). Returns 1 with *ret, 0 when parked, < 0 when answered. */
 int e2b_envd_sandbox(Request *r, Sandbox **ret);
 
-/* The user an envd request runs as: Authorization: Basic base64("NAME:") on RPC, ?username= on /files,
- * else the template's default user (E2B's "user"), else root. Checked against lib/user.h's rules; copied to
- * buf (E2B_USER_MAX + 1). Returns 0, or < 0 when answered (400/401). */
-int e2b_envd_user(Request *r, Sandbox *s, char *buf);
+/* The user an envd request runs as: ?username=, else (when basic_auth: not for a signed URL, whose user is
+ * the signed query's alone) Authorization: Basic base64("NAME:"), else the template's default user (E2B's
+ * "user"), else root. Checked against lib/user.h's rules; copied to buf (E2B_USER_MAX + 1). Returns 0, or < 0
+ * when answered (400/401). */
+int e2b_envd_user(Request *r, Sandbox *s, bool basic_auth, char *buf);
 /* path made absolute: a relative one (or empty) counts from the user's home as E2B's images have it (/root
  * for root, else /home/NAME). */
 int e2b_resolve_path(const char *path, const char *user, char **ret);

@@ -157,7 +157,7 @@ int e2b_user_from_basic_auth(const char *v, char *buf) {
         return 0;
 }
 
-int e2b_envd_user(Request *r, Sandbox *s, char *buf) {
+int e2b_envd_user(Request *r, Sandbox *s, bool basic_auth, char *buf) {
         const char *auth = http_header(r, MHD_HTTP_HEADER_AUTHORIZATION), *q = http_query(r, "username");
         const char *def;
 
@@ -166,7 +166,7 @@ int e2b_envd_user(Request *r, Sandbox *s, char *buf) {
                 if (strlen(q) > E2B_USER_MAX)
                         return http_respond_error(r, ERROR_INVALID_ARGUMENT, "username is too long") ?: -EINVAL;
                 strcpy(buf, q);
-        } else if (auth && strncasecmp(auth, "Basic", 5) == 0) {
+        } else if (basic_auth && auth && strncasecmp(auth, "Basic", 5) == 0) {
                 if (e2b_user_from_basic_auth(auth, buf) < 0)
                         return http_respond_error(r, ERROR_INVALID_ARGUMENT,
                                                   "Authorization: Basic must carry base64 of \"USER:\"") ?: -EINVAL;

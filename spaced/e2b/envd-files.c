@@ -111,17 +111,31 @@ static int signed_sandbox(Request *r, const char *op, Sandbox **ret) {
         return 1;
 }
 
-/* The sandbox, user and path of a /files request: 1 to go on, 0 when parked or answered. */
+/* The sandbox, user and path of a /files request: 1 to go on, 0 when parked or answered. A signed URL grants
+ * what its signature binds and nothing else: the path, the operation, the user of the signed query (never an
+ * Authorization header, which anyone holding the link can add) and the expiry; *ret_signed tells the upload
+ * to write that path alone. */
 static int files_target(Request *r, const char *op, Sandbox **ret_s, char *user, const char *path,
-                        char **ret_path) {
-        if (http_query(r, "signature") && !http_header(r, "X-Access-Token") && !r->authenticated) {
+                        char **ret_path, bool *ret_signed) {
+        bool sig = http_query(r, "signature") && !http_header(r, "X-Access-Token") && !r->authenticated;
+
+        if (ret_signed)
+                *ret_signed = sig;
+        if (sig) {
                 if (signed_sandbox(r, op, ret_s) < 0)
                         return 0;
         } else if (e2b_envd_sandbox(r, ret_s) <= 0)
                 return 0;
-        if (!path)
-                return e2b_envd_user(r, *ret_s, user) < 0 ? 0 : 1;
-        return envd_user_path(r, *ret_s, user, path, ret_path);
+        if (e2b_envd_user(r, *ret_s, !sig, user) < 0)
+                return 0;
+        if (!path) {
+                if (sig)
+                        return http_respond_error(r, ERROR_INVALID_PATH, "a signed URL must name the file it "
+                                                  "%s (?path=, as the signature binds it)",
+                                                  streq(op, "read") ? "reads" : "writes"), 0;
+                return 1;
+        }
+        return envd_resolve_path(r, user, path, ret_path);
 }
 
 /* A query value with its length (MHD's decoding may leave a NUL inside): NULL when absent; < 0 answered. */
@@ -228,7 +242,7 @@ void envd_get_files(Request *r, const RouteArgs *a) {
                 return;
         if (!p)
                 return (void) http_respond_error(r, ERROR_INVALID_PATH, "path is required");
-        if (files_target(r, "read", &s, user, p, &path) <= 0)
+        if (files_target(r, "read", &s, user, p, &path, NULL) <= 0)
                 return;
         if (space_kv_add(&kv, "op", "read") < 0 || space_kv_add(&kv, "path", path) < 0 ||
             space_kv_add(&kv, "user", user) < 0)
@@ -259,6 +273,7 @@ typedef struct Upload {
         char sandbox_id[SANDBOX_ID_LEN + 1];
         char user[E2B_USER_MAX + 1];
         char *query_path;             /* ?path=, resolved: the first part's target */
+        bool signed_url;              /* by a signed URL: query_path is the only file it may write */
         struct MHD_PostProcessor *pp; /* multipart; NULL for a raw body */
         UploadPart *parts;
         size_t n_parts;
@@ -373,6 +388,12 @@ static int part_add(Upload *u, const char *name) {
         UploadPart *l;
         int k;
 
+        if (u->signed_url && u->n_parts > 0) {
+                upload_fail(u, ERROR_PERMISSION_DENIED, "a signed URL writes only the file it was signed for (%s); "
+                            "this body has a second file part: send one part, or one request per file",
+                            u->query_path);
+                return -EPERM;
+        }
         if (u->n_parts >= UPLOAD_FILES_MAX) {
                 upload_fail(u, ERROR_LIMIT_EXCEEDED, "more than %u files in one upload", UPLOAD_FILES_MAX);
                 return -E2BIG;
@@ -697,7 +718,7 @@ void envd_post_files_begin(Request *r, const RouteArgs *a) {
         u = calloc(1, sizeof *u);
         if (!u)
                 return (void) http_respond_error(r, ERROR_INTERNAL, "out of memory");
-        if (files_target(r, "write", &s, u->user, p, &path) <= 0) {
+        if (files_target(r, "write", &s, u->user, p, &path, &u->signed_url) <= 0) {
                 free(u);
                 return;
         }

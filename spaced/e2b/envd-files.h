@@ -16,6 +16,8 @@
 int envd_fs_target(Request *r, Sandbox **ret_s, char *user, const char *path, char **ret_path);
 /* The same once the sandbox is known: the user, and path made absolute against its home and checked. */
 int envd_user_path(Request *r, Sandbox *s, char *user, const char *path, char **ret_path);
+/* The absolute path that path (relative to user's home, or absolute) names, checked: 1, or 0 when answered. */
+int envd_resolve_path(Request *r, const char *user, const char *path, char **ret_path);
 /* Path checks of envd_fs_target for a path that is absolute already: 0, or < 0 when answered (400). */
 int envd_check_path(Request *r, const char *what, const char *path);
 

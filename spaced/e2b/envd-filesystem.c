@@ -57,11 +57,15 @@ int envd_check_path(Request *r, const char *what, const char *path) {
 }
 
 int envd_user_path(Request *r, Sandbox *s, char *user, const char *path, char **ret_path) {
+        if (e2b_envd_user(r, s, true, user) < 0)
+                return 0;
+        return envd_resolve_path(r, user, path, ret_path);
+}
+
+int envd_resolve_path(Request *r, const char *user, const char *path, char **ret_path) {
         _cleanup_free_ char *p = NULL;
         size_t n;
 
-        if (e2b_envd_user(r, s, user) < 0)
-                return 0;
         if (e2b_resolve_path(path, user, &p) < 0) {
                 http_respond_error(r, ERROR_INTERNAL, "out of memory");
                 return 0;

@@ -299,7 +299,7 @@ static void process_start(Request *r, const RouteArgs *a) {
         Process *p;
         int k;
 
-        if (e2b_envd_sandbox(r, &s) <= 0 || e2b_envd_user(r, s, user) < 0 || connect_timeout_ms(r, &timeout_ms) < 0)
+        if (e2b_envd_sandbox(r, &s) <= 0 || e2b_envd_user(r, s, true, user) < 0 || connect_timeout_ms(r, &timeout_ms) < 0)
                 return;
         o = connect_request_message(r, true);
         if (!o)

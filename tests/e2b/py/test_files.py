@@ -1,12 +1,14 @@
 # SPDX-License-Identifier: Apache-2.0
 """sbx.files through the Python SDK (sync): envd's filesystem service and /files, as the default user
 `user` unless a test says otherwise."""
+import base64
 import gzip
 import hashlib
 import io
 import os
 import subprocess
 import time
+import urllib.parse
 import urllib.request
 import zlib
 
@@ -178,6 +180,39 @@ def test_signed_urls_with_curl(sbx, tmp_path):
     url = sbx.upload_url("/home/user/up.txt")
     subprocess.run(["curl", "-sf", "-F", f"file=@{src}", url], capture_output=True, check=True)
     assert sbx.files.read("/home/user/up.txt") == "uploaded"
+
+
+def _post_signed(url, body, headers):
+    req = urllib.request.Request(url, data=body, method="POST", headers=headers)
+    try:
+        with urllib.request.urlopen(req) as r:
+            return r.status, r.read()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read()
+
+
+def test_signed_upload_writes_its_path_as_its_user(sbx):
+    # what a link holder tries first: a Basic header naming root, and a second part naming another file
+    url = sbx.upload_url("notes.txt")
+    root = {"Authorization": "Basic " + base64.b64encode(b"root:").decode()}
+    body, headers = _multipart(b"notes.txt", b"mine")
+    st, out = _post_signed(url, body, {**headers, **root})
+    assert st == 200, out
+    owner = sbx.commands.run("stat -c %U /home/user/notes.txt").stdout.strip()
+    assert owner == "user"
+    b = b"XyZbOuNdArY"
+    two = (b"--" + b + b'\r\nContent-Disposition: form-data; name="file"; filename="notes.txt"\r\n\r\nok\r\n'
+           b"--" + b + b'\r\nContent-Disposition: form-data; name="file"; filename="/etc/profile.d/zz.sh"\r\n\r\n'
+           b"echo owned\r\n--" + b + b"--\r\n")
+    st, out = _post_signed(url, two, {**headers, **root})
+    assert st == 403 and b"signed for" in out, (st, out)
+    assert not sbx.files.exists("/etc/profile.d/zz.sh")
+    assert sbx.commands.run("test ! -e /etc/profile.d/zz.sh", user="root").exit_code == 0
+    # a signed URL must name its file: signed for no path, it would let its parts name any
+    raw = hashlib.sha256(f":write::{sbx._envd_access_token}".encode()).digest()
+    sig = "v1_" + base64.b64encode(raw).decode().rstrip("=")
+    st, out = _post_signed(url.split("?")[0] + "?signature=" + urllib.parse.quote(sig), body, headers)
+    assert st == 400 and b"must name the file" in out, (st, out)
 
 
 def _raw_files(sbx, method, query, headers=None, body=None):
