@@ -14,7 +14,7 @@
 #include "macro.h"
 
 const CliHelp cmd_port_help = {
-        .synopsis = "port [-d] [--json] SANDBOX GUEST_PORT [HOST_PORT]\n"
+        .synopsis = "port [-d] [--any-user] [--json] SANDBOX GUEST_PORT [HOST_PORT]\n"
                     "port ls [--json] [-q] [SANDBOX]\n"
                     "port rm SANDBOX HOST_PORT|ID...",
         .summary = "Forward a port on 127.0.0.1 to a port inside a sandbox",
@@ -28,11 +28,13 @@ const CliHelp cmd_port_help = {
         "\n"
         "Options:\n"
         "  -d, --detach      leave the forward in the daemon and return; 'port rm' removes it\n"
+        "      --any-user    let every local user connect (127.0.0.1 is all of theirs), not only you and root\n"
         "      --json        print the forward (ls: {\"forwards\": [...]}) as JSON\n"
         "  -q, --quiet       ls: print only the ids\n"
         "  -h, --help        show this help\n"
         "\n"
-        "The daemon owns the listener; each connection wakes a suspended or paused sandbox and is carried to\n"
+        "The daemon owns the listener; only your own connections (and root's) are served, others are closed\n"
+        "unanswered. Each connection wakes a suspended or paused sandbox and is carried to\n"
         "127.0.0.1:GUEST_PORT in the guest. A forward goes away with its sandbox; a detached one outlives a\n"
         "restart of the daemon, on the same port. Over the API, HTTP servers are also reached without a forward\n"
         "at /v1/sandboxes/SANDBOX/ports/GUEST_PORT/PATH.\n",
@@ -58,6 +60,8 @@ static void print_forward(const cJSON *f, const char *ref, bool json, bool detac
         (void) json_num(f, "guest_port", &guest);
         printf("%s\n", json_str(f, "address") ?: "?");
         fflush(stdout);
+        if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(f, "any_user")))
+                fprintf(stderr, "Every local user can connect to %s, not only you.\n", json_str(f, "address") ?: "?");
         if (detached)
                 fprintf(stderr, "Forwarding %s to port %.0f of %s (%s); remove it with 'spacectl port rm %s %.0f'.\n",
                         json_str(f, "address") ?: "?", guest, ref, json_str(f, "id") ?: "?", ref, host);
@@ -161,12 +165,13 @@ static int port_forward(int argc, char *argv[]) {
                 { "help", no_argument, NULL, 'h' },
                 { "detach", no_argument, NULL, 'd' },
                 { "json", no_argument, NULL, OPT_JSON },
+                { "any-user", no_argument, NULL, 'A' },
                 {}
         };
         _cleanup_free_ char *path = NULL;
         SpaceHttpReply reply = {};
         unsigned long guest, host = 0;
-        bool detach = false, json = false;
+        bool detach = false, json = false, any_user = false;
         const char *ref;
         cJSON *body;
         int c, r;
@@ -183,6 +188,9 @@ static int port_forward(int argc, char *argv[]) {
                 case OPT_JSON:
                         json = true;
                         break;
+                case 'A':
+                        any_user = true;
+                        break;
                 default:
                         return cli_bad_option(c, argv);
                 }
@@ -198,7 +206,8 @@ static int port_forward(int argc, char *argv[]) {
 
         body = cJSON_CreateObject();
         if (!body || !cJSON_AddNumberToObject(body, "guest_port", (double) guest) ||
-            (host > 0 && !cJSON_AddNumberToObject(body, "host_port", (double) host))) {
+            (host > 0 && !cJSON_AddNumberToObject(body, "host_port", (double) host)) ||
+            (any_user && !cJSON_AddTrueToObject(body, "any_user"))) {
                 cJSON_Delete(body);
                 log_error("out of memory");
                 return EXIT_FAIL;
@@ -229,7 +238,7 @@ static int print_table(const cJSON *list) {
         if (!t)
                 return -ENOMEM;
         cJSON_ArrayForEach(f, list) {
-                char sandbox[13], guest[16], conns[48];
+                char sandbox[13], guest[16], conns[48], mode[32];
                 double g = 0, n = 0, active = 0;
 
                 snprintf(sandbox, sizeof sandbox, "%s", json_str(f, "sandbox_id") ?: "?");
@@ -238,10 +247,11 @@ static int print_table(const cJSON *list) {
                 (void) json_num(f, "active", &active);
                 snprintf(guest, sizeof guest, "%.0f", g);
                 snprintf(conns, sizeof conns, "%.0f (%.0f open)", n, active);
+                snprintf(mode, sizeof mode, "%s%s",
+                         cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(f, "held")) ? "foreground" : "detached",
+                         cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(f, "any_user")) ? ", any user" : "");
                 const char *cells[] = { json_str(f, "id") ?: "?", sandbox, json_str(f, "address") ?: "?", guest,
-                                        cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(f, "held")) ? "foreground"
-                                                                                                  : "detached",
-                                        conns };
+                                        mode, conns };
                 if (table_add(t, cells) < 0)
                         return -ENOMEM;
         }

@@ -181,7 +181,7 @@ _spacectl() {
                 case $sandbox in
                     ls) COMPREPLY=($(compgen -W "--json --quiet --help" -- "$cur")) ;;
                     rm) COMPREPLY=($(compgen -W "--help" -- "$cur")) ;;
-                    *) COMPREPLY=($(compgen -W "--detach --json --help" -- "$cur")) ;;
+                    *) COMPREPLY=($(compgen -W "--detach --any-user --json --help" -- "$cur")) ;;
                 esac
             elif [[ $npos -eq 1 && ( $sandbox == ls || $sandbox == rm ) ]]; then
                 COMPREPLY=($(compgen -W "$(_spacectl_sandboxes)" -- "$cur"))

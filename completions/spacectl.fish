@@ -224,6 +224,7 @@ complete -c spacectl -n "__spacectl_verb_is port; and not __fish_seen_subcommand
 complete -c spacectl -n "__spacectl_verb_is port; and not __fish_seen_subcommand_from ls rm" -a rm -d 'Remove port forwards'
 complete -c spacectl -n "__spacectl_verb_is port; and test (count (commandline -opc)) -le 3" -a '(__spacectl_sandboxes)' -d 'Sandbox'
 complete -c spacectl -n "__spacectl_verb_is port; and not __fish_seen_subcommand_from ls rm" -s d -l detach -d 'Leave the forward in the daemon'
+complete -c spacectl -n "__spacectl_verb_is port; and not __fish_seen_subcommand_from ls rm" -l any-user -d 'Let every local user connect'
 complete -c spacectl -n "__spacectl_verb_is port; and not __fish_seen_subcommand_from rm" -l json -d 'Print JSON'
 complete -c spacectl -n "__spacectl_verb_is port; and __fish_seen_subcommand_from ls" -s q -l quiet -d 'Print only ids'
 

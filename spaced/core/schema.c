@@ -289,6 +289,12 @@ static int migrate_v7(sqlite3 *db, Error *reterr) {
         return exec(db, "ALTER TABLE checkpoints ADD COLUMN mem_path TEXT;", reterr);
 }
 
+/* Forwards open to every local user (sandbox/forward.c): 0, the default, lets only the daemon's own user (and
+ * root) connect. */
+static int migrate_v8(sqlite3 *db, Error *reterr) {
+        return exec(db, "ALTER TABLE forwards ADD COLUMN any_user INTEGER NOT NULL DEFAULT 0;", reterr);
+}
+
 typedef struct Migration {
         int version; /* the user_version it leaves behind */
         const char *name;
@@ -302,6 +308,7 @@ static const Migration migrations[] = {
         { 5, "egress profiles and lists of sandboxes and checkpoints", migrate_v5 },
         { 6, "background port forwards", migrate_v6 },
         { 7, "checkpoint memory files", migrate_v7 },
+        { 8, "port forwards open to every local user", migrate_v8 },
 };
 
 static int read_version(sqlite3 *db, int *ret, Error *reterr) {

@@ -15,8 +15,8 @@ int store_put_forward(Store *s, const ForwardRecord *r) {
         int rc;
 
         rc = sqlite3_prepare_v2(store_db(s),
-                                "INSERT INTO forwards (id, sandbox_id, guest_port, host_port, created_at)"
-                                " VALUES (?,?,?,?,?)",
+                                "INSERT INTO forwards (id, sandbox_id, guest_port, host_port, created_at, any_user)"
+                                " VALUES (?,?,?,?,?,?)",
                                 -1, &st, NULL);
         if (rc != SQLITE_OK)
                 return sqlite_to_errno(rc);
@@ -25,6 +25,7 @@ int store_put_forward(Store *s, const ForwardRecord *r) {
         sqlite3_bind_int(st, 3, r->guest_port);
         sqlite3_bind_int(st, 4, r->host_port);
         sqlite3_bind_int64(st, 5, r->created_at);
+        sqlite3_bind_int(st, 6, r->any_user);
         rc = sqlite3_step(st);
         return rc == SQLITE_DONE ? 0 : sqlite_to_errno(rc);
 }
@@ -51,7 +52,8 @@ static int row_to_record(sqlite3_stmt *st, ForwardRecord *r) {
             guest > 65535 || host < 1 || host > 65535)
                 return -EBADMSG;
         *r = (ForwardRecord) { .guest_port = (uint16_t) guest, .host_port = (uint16_t) host,
-                               .created_at = sqlite3_column_int64(st, 4) };
+                               .created_at = sqlite3_column_int64(st, 4),
+                               .any_user = sqlite3_column_int(st, 5) != 0 };
         memcpy(r->id, id, FORWARD_ID_LEN + 1);
         memcpy(r->sandbox_id, sid, SANDBOX_ID_LEN + 1);
         return 0;
@@ -64,7 +66,7 @@ int store_load_forwards(Store *s, ForwardRecord **ret, size_t *ret_n) {
         int rc;
 
         rc = sqlite3_prepare_v2(store_db(s),
-                                "SELECT id, sandbox_id, guest_port, host_port, created_at FROM forwards"
+                                "SELECT id, sandbox_id, guest_port, host_port, created_at, any_user FROM forwards"
                                 " ORDER BY created_at, rowid",
                                 -1, &st, NULL);
         if (rc != SQLITE_OK)

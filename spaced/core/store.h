@@ -68,6 +68,7 @@ typedef struct ForwardRecord {
         uint16_t guest_port;
         uint16_t host_port;
         int64_t created_at;
+        bool any_user;        /* every local user may connect, not only the daemon's own */
 } ForwardRecord;
 int store_put_forward(Store *s, const ForwardRecord *r);
 int store_delete_forward(Store *s, const char *id);  /* 0 also when there is none */

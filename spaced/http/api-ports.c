@@ -32,10 +32,12 @@ static cJSON *forward_to_json(const Forward *f) {
         snprintf(addr, sizeof addr, "http://127.0.0.1:%u", f->host_port);
         cJSON_AddStringToObject(o, "url", addr);
         cJSON_AddBoolToObject(o, "held", f->gone != NULL);
+        cJSON_AddBoolToObject(o, "any_user", f->any_user);
         format_rfc3339(f->created_at, when);
         cJSON_AddStringToObject(o, "created_at", when);
         cJSON_AddNumberToObject(o, "connections", (double) f->connections);
         cJSON_AddNumberToObject(o, "active", f->active);
+        cJSON_AddNumberToObject(o, "refused", (double) f->refused);
         return o;
 }
 
@@ -173,10 +175,10 @@ static void respond_held(Request *r, Forward *f) {
 /* ---- the routes */
 
 void api_post_ports(Request *r, const RouteArgs *a) {
-        static const char *const fields[] = { "guest_port", "host_port", "hold", NULL };
+        static const char *const fields[] = { "guest_port", "host_port", "hold", "any_user", NULL };
         _cleanup_(error_done) Error e = {};
         uint64_t guest = 0, host = 0;
-        bool hold = false;
+        bool hold = false, any_user = false;
         Forward *f;
         Sandbox *s;
         cJSON *o;
@@ -191,9 +193,10 @@ void api_post_ports(Request *r, const RouteArgs *a) {
         if (q == 0)
                 http_respond_error(r, ERROR_INVALID_ARGUMENT, "guest_port is required: the port in the sandbox to "
                                    "forward to (1 to 65535)");
-        if (q <= 0 || get_uint_field(r, o, "host_port", 1, 65535, &host) < 0 || get_bool_field(r, o, "hold", &hold) < 0)
+        if (q <= 0 || get_uint_field(r, o, "host_port", 1, 65535, &host) < 0 ||
+            get_bool_field(r, o, "hold", &hold) < 0 || get_bool_field(r, o, "any_user", &any_user) < 0)
                 goto out;
-        if (forward_add(s, (unsigned) guest, (unsigned) host, !hold, &f, &e) < 0) {
+        if (forward_add(s, (unsigned) guest, (unsigned) host, !hold, any_user, &f, &e) < 0) {
                 http_respond_error(r, e.code, "%s", error_message(&e));
                 goto out;
         }

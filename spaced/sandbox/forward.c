@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <inttypes.h>
 #include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,6 +17,7 @@
 #include "macro.h"
 #include "sandbox/forward.h"
 #include "sandbox/sandbox.h"
+#include "sock-diag.h"
 
 /* One accepted connection while its tunnel is open. */
 struct ForwardConn {
@@ -197,6 +199,30 @@ static void conn_start(Forward *f, int fd) {
         f->active++;
 }
 
+/* Whether the client at the other end of cfd may use f: its socket is the daemon's user's or root's, or f is
+ * open to anyone. Asked before the sandbox is woken or anything is sent into it. */
+static bool client_allowed(Forward *f, int cfd) {
+        uid_t uid;
+        int q;
+
+        if (f->any_user)
+                return true;
+        q = tcp_peer_uid(cfd, &uid);
+        if (q >= 0 && (uid == getuid() || uid == 0))
+                return true;
+        f->refused++;
+        /* once per forward and then every 64th: a neighbour's loop must not fill the log */
+        if (f->refused % 64 == 1) {
+                if (q < 0)
+                        log_warning_errno(q, "forward %s: closed a connection whose owner cannot be told: %m", f->id);
+                else
+                        log_warning("forward %s: closed a connection of uid %u: the forward is its creator's (open it "
+                                    "to every local user with 'spacectl port --any-user'); %" PRIu64 " so far",
+                                    f->id, (unsigned) uid, f->refused);
+        }
+        return false;
+}
+
 static int on_accept(sd_event_source *es, int fd, uint32_t revents, void *userdata) {
         Forward *f = userdata;
 
@@ -208,6 +234,10 @@ static int on_accept(sd_event_source *es, int fd, uint32_t revents, void *userda
                         if (errno != EAGAIN && errno != EINTR && errno != ECONNABORTED)
                                 log_warning_errno(-errno, "forward %s: accept: %m", f->id);
                         break;
+                }
+                if (!client_allowed(f, cfd)) {
+                        safe_close(cfd);
+                        continue;
                 }
                 f->connections++;
                 conn_start(f, cfd);
@@ -239,8 +269,8 @@ static int listen_on(unsigned port, int *ret_fd, unsigned *ret_port) {
 /* The listener and the Forward, linked into s->forwards, with id (NULL: a new one). Checks the limit but not
  * the ports nor the sandbox's state: forward_add checks those; a restored forward comes back to a sandbox in
  * whatever state, as it would have stayed with it in a daemon that kept running. */
-static int forward_open(Sandbox *s, const char *id, unsigned guest_port, unsigned host_port, Forward **ret,
-                        Error *reterr) {
+static int forward_open(Sandbox *s, const char *id, unsigned guest_port, unsigned host_port, bool any_user,
+                        Forward **ret, Error *reterr) {
         _cleanup_free_ Forward *f = NULL;
         unsigned n = 0, bound = 0;
         int fd = -EBADF, q;
@@ -283,6 +313,7 @@ static int forward_open(Sandbox *s, const char *id, unsigned guest_port, unsigne
         f->sandbox = s;
         f->guest_port = (uint16_t) guest_port;
         f->host_port = (uint16_t) bound;
+        f->any_user = any_user;
         f->created_at = now_unix();
         f->next = s->forwards;
         s->forwards = f;
@@ -315,14 +346,16 @@ static void forward_close(Forward *f) {
 }
 
 static ForwardRecord forward_record(const Forward *f) {
-        ForwardRecord r = { .guest_port = f->guest_port, .host_port = f->host_port, .created_at = f->created_at };
+        ForwardRecord r = { .guest_port = f->guest_port, .host_port = f->host_port, .created_at = f->created_at,
+                            .any_user = f->any_user };
 
         memcpy(r.id, f->id, sizeof r.id);
         memcpy(r.sandbox_id, f->sandbox->id, sizeof r.sandbox_id);
         return r;
 }
 
-int forward_add(Sandbox *s, unsigned guest_port, unsigned host_port, bool keep, Forward **ret, Error *reterr) {
+int forward_add(Sandbox *s, unsigned guest_port, unsigned host_port, bool keep, bool any_user, Forward **ret,
+                Error *reterr) {
         Forward *f;
         int q;
 
@@ -336,7 +369,7 @@ int forward_add(Sandbox *s, unsigned guest_port, unsigned host_port, bool keep, 
         if (IN_SET(s->state, SANDBOX_DELETING, SANDBOX_ERROR, SANDBOX_STOPPED, SANDBOX_POOLED))
                 return error_set(reterr, ERROR_SANDBOX_NOT_RUNNING, "sandbox %s is %s: nothing to forward to",
                                  s->id, sandbox_state_to_string(s->state)) ?: -EBUSY;
-        q = forward_open(s, NULL, guest_port, host_port, &f, reterr);
+        q = forward_open(s, NULL, guest_port, host_port, any_user, &f, reterr);
         if (q < 0)
                 return q;
         if (keep) {
@@ -352,8 +385,8 @@ int forward_add(Sandbox *s, unsigned guest_port, unsigned host_port, bool keep, 
                 }
                 f->kept = true;
         }
-        log_info("forward %s: 127.0.0.1:%u to port %u of sandbox %s%s", f->id, f->host_port, f->guest_port, s->id,
-                 keep ? "" : " (held)");
+        log_info("forward %s: 127.0.0.1:%u to port %u of sandbox %s%s%s", f->id, f->host_port, f->guest_port, s->id,
+                 keep ? "" : " (held)", any_user ? ", open to every local user" : "");
         *ret = f;
         return 0;
 }
@@ -420,7 +453,7 @@ static void restore_one(Manager *m, const ForwardRecord *r) {
 
         if (!s)
                 why = "its sandbox is gone";
-        else if (forward_open(s, r->id, r->guest_port, r->host_port, &f, &e) >= 0) {
+        else if (forward_open(s, r->id, r->guest_port, r->host_port, r->any_user, &f, &e) >= 0) {
                 f->created_at = r->created_at;
                 f->kept = true;
                 log_info("forward %s: 127.0.0.1:%u to port %u of sandbox %s, again after the restart", f->id,

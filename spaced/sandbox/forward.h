@@ -2,7 +2,9 @@
 #pragma once
 
 /* Port forwards into a sandbox (spacectl port): a listener on 127.0.0.1 that the daemon owns; each connection
- * it accepts becomes a PORT tunnel to a port of the guest (channel/tunnel.h). A forward lives until it is
+ * it accepts becomes a PORT tunnel to a port of the guest (channel/tunnel.h). Loopback is every local user's:
+ * a connection whose client socket another user owns (the kernel says whose, lib/sock-diag.h) is closed before
+ * anything else happens, unless the forward was made open to any user. A forward lives until it is
  * removed, its holder goes away (a held forward: spacectl port in the foreground) or its sandbox does. A
  * connection to a suspended or paused sandbox wakes it first and waits for that. A background forward (not
  * held) has a row in the store and outlives a restart of the daemon: the next one listens on its port again. */
@@ -33,6 +35,8 @@ struct Forward {
         uint64_t bytes_up;         /* from the guest, of the tunnels that ended */
         uint64_t bytes_down;
         bool kept;                 /* a background forward: its row in the store brings it back after a restart */
+        bool any_user;             /* every local user may connect; else only the daemon's user and root */
+        uint64_t refused;          /* connections of other users, closed unserved */
         /* Held: told once when the forward goes away by anything but forward_remove() of the holder itself (a
          * `port rm`, its sandbox removed); the holder must not touch f after. NULL: not held. */
         void (*gone)(Forward *f, void *userdata);
@@ -50,10 +54,11 @@ struct Forward {
 
 /* Listens on 127.0.0.1:host_port (0: a free port, chosen by the kernel) and forwards to guest_port. keep: a
  * background forward, recorded in the store before this returns (a held one is not: its holder does not outlive
- * the daemon). Errors: invalid_argument (a port out of range), port_in_use, permission_denied (a privileged
+ * the daemon). any_user: connections of every local user are served, not only the daemon's own user's. Errors: invalid_argument (a port out of range), port_in_use, permission_denied (a privileged
  * port), limit_exceeded (FORWARDS_MAX), sandbox_not_running (a sandbox being removed or failed), internal
  * (the store cannot be written). */
-int forward_add(Sandbox *s, unsigned guest_port, unsigned host_port, bool keep, Forward **ret, Error *reterr);
+int forward_add(Sandbox *s, unsigned guest_port, unsigned host_port, bool keep, bool any_user, Forward **ret,
+                Error *reterr);
 /* By id, or by host port (decimal). */
 Forward *forward_find(Sandbox *s, const char *ref);
 /* Deletes a kept forward's row, so that it does not come back after a restart: before forward_remove() of a

@@ -504,9 +504,19 @@ check_match "... after the 30 s deadline" '^(29|3[0-9])$' "$(sed -n 's/^after=//
 kreq GET /v1/version
 check_status "... and the daemon still serves" 200
 
-# ---- wake on demand
+# ---- wake on demand; a neighbour (another local uid, made up here) is refused before anything wakes
 check_rc "suspend SB" 0 sc suspend "$SB"
 check_eq "... it is suspended" suspended "$(state_of "$SB")"
+NEIGHBOUR_UID=$((40000 + RANDOM % 20000))
+as_neighbour() {
+        setpriv --reuid="$NEIGHBOUR_UID" --regid="$NEIGHBOUR_UID" --clear-groups -- "$@"
+}
+run as_neighbour curl -sS --max-time 10 "http://$ADDR/index.html"
+check "another local user (uid $NEIGHBOUR_UID) gets no answer from the forward" test "$RC" -ne 0 -a ! -s "$OUT"
+check_eq "... and the sandbox was not woken for it" suspended "$(state_of "$SB")"
+check_rc "... port ls --json" 0 sc port ls "$SB" --json
+check_eq "... counts it as refused" 1 "$(json "$OUT" '[f["refused"] for f in d["forwards"] if f["id"] == "'"$FW1"'"][0]')"
+check_contains "... and the daemon's log says whose connection it closed" "uid $NEIGHBOUR_UID" "$(cat "$TEST_TMP/spaced.log")"
 run fetch "http://$ADDR/index.html"
 check_eq "a connection through the forward wakes it and is served" hello-from-guest "$(cat "$OUT")"
 check_eq "... it runs again" running "$(state_of "$SB")"
@@ -517,6 +527,14 @@ check_rc "pause SB" 0 sc pause "$SB"
 run fetch "http://$ADDR/index.html"
 check_eq "a connection resumes a paused sandbox" hello-from-guest "$(cat "$OUT")"
 check_eq "... it runs" running "$(state_of "$SB")"
+check_rc "port -d --any-user SB 8000" 0 sc port -d --any-user "$SB" 8000
+ADDR_ANY=$(head -n1 "$OUT")
+check_contains "... saying every local user can connect" "Every local user can connect to $ADDR_ANY" "$ERR"
+run as_neighbour curl -sS -f --max-time 30 "http://$ADDR_ANY/index.html"
+check_eq "... which serves another local user too" hello-from-guest "$(cat "$OUT")"
+check_rc "port ls" 0 sc port ls "$SB"
+check_contains "... shows it open to any user" "detached, any user" "$OUT"
+check_rc "port rm SB ADDR_ANY" 0 sc port rm "$SB" "${ADDR_ANY#127.0.0.1:}"
 
 # ---- background forwards outlive the daemon, killed with -9 (held ones do not); one whose port was taken
 # meanwhile, or whose sandbox went, is dropped with a warning
