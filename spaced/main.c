@@ -271,10 +271,12 @@ static int apply_accel_arg(Manager *m) {
         return 0;
 }
 
-/* The runtime directory holds the API socket, the lock, the pid file and every QEMU's sockets: a neighbour
- * who owns it or can write to it (/tmp/space-UID created first by someone else) could plant symlinks or
- * listen in our place, so we refuse to start rather than fix it (it may be theirs to fix). */
-static int check_private_dir(const char *path, const char *what) {
+/* The runtime directory holds the API socket, the lock, the pid file and every QEMU's sockets; the state
+ * directory the database (every sandbox's tokens), disks and memory images: a neighbour who owns one or can
+ * get into it (/tmp/space-UID created first by someone else) could read them, plant symlinks or listen in our
+ * place, so we refuse to start rather than fix it (it may be theirs to fix). override names the variable that
+ * points elsewhere. */
+static int check_private_dir(const char *path, const char *what, const char *override) {
         struct stat st = {};
         int r;
 
@@ -284,12 +286,12 @@ static int check_private_dir(const char *path, const char *what) {
                 return 0;
         case -ELOOP:
                 log_error("the %s %s is a symlink; refusing to use it (someone may have planted it): remove it, "
-                          "or point SPACE_RUNTIME_DIR or XDG_RUNTIME_DIR at a directory of your own", what, path);
+                          "or point %s at a directory of your own", what, path, override);
                 break;
         case -EPERM:
                 log_error("the %s %s belongs to uid %u, not to us (uid %u); refusing to use it: remove it, or "
-                          "point SPACE_RUNTIME_DIR or XDG_RUNTIME_DIR at a directory of your own with mode 0700",
-                          what, path, (unsigned) st.st_uid, (unsigned) geteuid());
+                          "point %s at a directory of your own with mode 0700",
+                          what, path, (unsigned) st.st_uid, (unsigned) geteuid(), override);
                 break;
         case -EACCES:
                 log_error("the %s %s has mode %04o: group and others can get in, refusing to use it; it must be "
@@ -311,7 +313,9 @@ static int make_dirs(const Manager *m) {
                 r = space_mkdir_p(m->state_dir, 0700);
         if (r < 0)
                 return log_error_errno(r, "cannot create %s or %s", m->runtime_dir, m->state_dir);
-        r = check_private_dir(m->runtime_dir, "runtime directory");
+        r = check_private_dir(m->runtime_dir, "runtime directory", "SPACE_RUNTIME_DIR or XDG_RUNTIME_DIR");
+        if (r >= 0)
+                r = check_private_dir(m->state_dir, "state directory", "SPACE_STATE_DIR or XDG_STATE_HOME");
         if (r < 0)
                 return r;
         /* The socket may live elsewhere (--socket, SPACE_SOCKET): its directory must be as private. */
@@ -327,7 +331,7 @@ static int make_dirs(const Manager *m) {
         r = space_mkdir_p(socket_dir, 0700);
         if (r < 0)
                 return log_error_errno(r, "cannot create %s", socket_dir);
-        return check_private_dir(socket_dir, "socket's directory");
+        return check_private_dir(socket_dir, "socket's directory", "SPACE_SOCKET");
 }
 
 /* One daemon per user: concurrent spacectl calls may each start one; the losers leave quietly. -EWOULDBLOCK
@@ -563,6 +567,9 @@ int main(int argc, char **argv) {
         if (r <= 0)
                 return r < 0 ? 2 : 0;
         signal(SIGPIPE, SIG_IGN);
+        /* everything the daemon makes is its user's alone (the database holds every sandbox's tokens); what must
+         * be shared is shared with an explicit mode */
+        (void) umask(0077);
 
         if (resolve_paths(&m, &config_path) < 0 || load_config(&m, config_path) < 0 || resolve_dirs(&m) < 0)
                 return 1;

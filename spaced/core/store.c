@@ -1,8 +1,12 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #include <errno.h>
+#include <fcntl.h>
 #include <sqlite3.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "json-util.h"
 #include "macro.h"
@@ -54,6 +58,32 @@ int sqlite_to_errno(int rc) {
         }
 }
 
+/* chmod 0600 of the database and of its WAL files (SQLite gives those the database's mode, but they may be
+ * older than this check), whichever exist. */
+static int store_make_private(const char *path) {
+        static const char *const suffixes[] = { "", "-wal", "-shm" };
+
+        for (size_t i = 0; i < ELEMENTSOF(suffixes); i++) {
+                _cleanup_free_ char *p = NULL;
+                _cleanup_close_ int fd = -EBADF;
+                struct stat st;
+
+                if (asprintf(&p, "%s%s", path, suffixes[i]) < 0)
+                        return -ENOMEM;
+                fd = open(p, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY);
+                if (fd < 0) {
+                        if (errno == ENOENT)
+                                continue;
+                        return -errno;
+                }
+                if (fstat(fd, &st) < 0)
+                        return -errno;
+                if ((st.st_mode & 0077) && fchmod(fd, st.st_mode & 0700) < 0)
+                        return -errno;
+        }
+        return 0;
+}
+
 int store_open(const char *path, Store **ret, Error *reterr) {
         _cleanup_free_ Store *s = calloc(1, sizeof *s);
         _cleanup_(error_done) Error msg = {};
@@ -62,6 +92,11 @@ int store_open(const char *path, Store **ret, Error *reterr) {
 
         if (!s)
                 return -ENOMEM;
+        /* a database an older daemon made under a looser umask: it holds tokens in clear */
+        r = store_make_private(path);
+        if (r < 0)
+                return error_set(reterr, ERROR_INTERNAL, "%s: cannot make it private to its user (chmod 0600): %s",
+                                 path, strerror(-r)) ?: r;
         rc = sqlite3_open_v2(path, &s->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
                              NULL);
         if (rc != SQLITE_OK)

@@ -479,6 +479,8 @@ mount_btrfs_state() {
         fi
         mkdir -p "$SPACE_STATE_DIR"
         mount "$BTRFS_LOOP" "$SPACE_STATE_DIR" || bail_out "cannot mount $BTRFS_LOOP on $SPACE_STATE_DIR"
+        # a new file system's root is 0755: the daemon wants its state directory private
+        chmod 0700 "$SPACE_STATE_DIR"
         return 0
 }
 

@@ -55,6 +55,31 @@ check_contains "... and says so" "is a symlink" "$SAID"
 rm -f "$RUN"
 rm -rf "$TEST_TMP/elsewhere"
 
+# ---- the state directory: the database holds every sandbox's tokens, the disks and memory images their data
+STATE=$SPACE_STATE_DIR
+mkdir -p "$STATE"
+chmod 0755 "$STATE"
+spaced_once
+check_eq "a state directory of mode 0755: spaced exits 1" 1 "$RC" || last_diag
+check_contains "... and says the mode and what it must be" "state directory $STATE has mode 0755" "$SAID"
+check_contains "... and what to do" "chmod 0700 $STATE" "$SAID"
+check_rc "... and opened no database there" 1 test -e "$STATE/space.db"
+if [ "$(id -u)" -eq 0 ]; then
+        chmod 0700 "$STATE"
+        chown nobody "$STATE"
+        spaced_once
+        check_eq "a state directory owned by nobody: spaced exits 1" 1 "$RC" || last_diag
+        check_contains "... and says whose it is" "belongs to uid 65534" "$SAID"
+else
+        skip "a state directory owned by someone else" "chown needs root"
+        skip "... and says whose it is" "chown needs root"
+fi
+rm -rf "$STATE"
+# a database an older daemon left readable by others (its umask) is made the user's alone
+mkdir -m 0700 "$STATE"
+sqlite3 "$STATE/space.db" 'PRAGMA user_version = 0;' 2>/dev/null || python3 -c 'import sqlite3, sys; sqlite3.connect(sys.argv[1]).execute("PRAGMA user_version = 0")' "$STATE/space.db"
+chmod 0644 "$STATE/space.db"
+
 # A symlink at the lock file would make spaced create or open whatever it points at.
 mkdir -m 0700 "$RUN"
 ln -s "$TEST_TMP/victim-lock" "$RUN/spaced.lock"
@@ -72,6 +97,9 @@ start_daemon
 check_eq "a symlink planted at spaced.pid: its target is untouched" precious "$(cat "$TEST_TMP/victim-pid")"
 check "... and spaced.pid is a file of the daemon's own" test -f "$RUN/spaced.pid" -a ! -L "$RUN/spaced.pid"
 check_eq "... holding its pid" "$DAEMON_PID" "$(daemon_pid)"
+check_eq "a database left with mode 0644 is made 0600" 600 "$(stat -c %a "$STATE/space.db")"
+check_eq "... and its WAL too" 600 "$(stat -c %a "$STATE/space.db-wal")"
+check_eq "the daemon runs with umask 077" 0077 "$(awk '/^Umask:/ { print $2 }' "/proc/$DAEMON_PID/status")"
 _kill_pids "$DAEMON_PID"
 DAEMON_PID=
 
