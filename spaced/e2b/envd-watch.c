@@ -21,7 +21,9 @@
  *
  * Bounds: a listing of at most WATCH_JSON_MAX bytes (a recursive watch of a big tree fails with
  * resource_exhausted), WATCH_EVENTS_MAX events kept for a polled watcher (the rest are dropped),
- * WATCHERS_MAX watchers in the daemon; a polled watcher nobody asks for WATCHER_IDLE_USEC is dropped.
+ * WATCHERS_MAX watchers in the daemon; a polled watcher nobody asks for WATCHER_IDLE_USEC is dropped; a
+ * stream holds at most WATCH_OUT_MAX bytes its client has not read, and one that does not keep up with a
+ * churning directory ends with resource_exhausted rather than grow.
  */
 
 #define WATCH_POLL_USEC (200 * USEC_PER_MSEC)
@@ -30,6 +32,7 @@
 #define WATCHERS_MAX 256U
 #define WATCHER_IDLE_USEC (10 * 60 * USEC_PER_SEC)
 #define WATCHER_ID_LEN 32
+#define WATCH_OUT_MAX (1U * 1024U * 1024U)
 #ifndef USEC_PER_MSEC
 #define USEC_PER_MSEC 1000ULL
 #endif
@@ -142,8 +145,19 @@ static void stream_wake(Watcher *w) {
                 http_resume(w->r);
 }
 
+static void stream_end(Watcher *w, const char *code, const char *message);
+
 static void stream_message(Watcher *w, const char *json) {
-        if (connect_envelope_append(&w->out, 0, json, strlen(json)) >= 0) {
+        size_t n = strlen(json);
+
+        if (w->ended)
+                return;
+        if (w->out.len - w->out_off + 5 + n > WATCH_OUT_MAX) {
+                stream_end(w, "resource_exhausted", "the client did not read the watch's events as fast as they "
+                           "came: over 1 MiB of them waited; watch again, and read the stream as it comes");
+                return;
+        }
+        if (connect_envelope_append(&w->out, 0, json, n) >= 0) {
                 w->last_sent = now_usec();
                 stream_wake(w);
         }
@@ -471,6 +485,11 @@ static ssize_t stream_read(void *userdata, char *buf, size_t max) {
                 n = max;
         memcpy(buf, w->out.data + w->out_off, n);
         w->out_off += n;
+        /* a client that reads a little at a time must not keep what it read */
+        if (w->out_off >= 64 * 1024) {
+                space_buf_consume(&w->out, w->out_off);
+                w->out_off = 0;
+        }
         return (ssize_t) n;
 }
 

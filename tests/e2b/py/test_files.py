@@ -5,7 +5,10 @@ import base64
 import gzip
 import hashlib
 import io
+import json
 import os
+import socket
+import struct
 import subprocess
 import time
 import urllib.parse
@@ -107,6 +110,64 @@ def test_users_and_relative_paths(sbx):
     assert sbx.files.read("/root/ok.txt", user="root") == "yes"
     # a relative path of root's is below /root
     assert sbx.files.write("rootrel.txt", "r", user="root").path == "/root/rootrel.txt"
+
+
+def _connect_frames(data):
+    frames = []
+    while len(data) >= 5:
+        flags, n = struct.unpack(">BI", data[:5])
+        if len(data) < 5 + n:
+            break
+        frames.append((flags, json.loads(data[5:5 + n])))
+        data = data[5 + n:]
+    return frames
+
+
+def test_unread_watch_stream_ends_bounded(sbx):
+    # what a hostile client tries: a WatchDir stream it never reads, over a directory that churns (1200 files
+    # with long names, all of them growing in a loop). The daemon holds at most 1 MiB of unread events, then
+    # ends the stream with resource_exhausted; the kernel's socket buffers hold a few MiB more before that.
+    name = "n" * 240
+    sbx.commands.run(f"mkdir -p /home/user/churn && cd /home/user/churn && for i in $(seq 1200); do : > {name}$i; done")
+    u = urllib.parse.urlparse(os.environ["E2B_SANDBOX_URL"])
+    body = json.dumps({"path": "/home/user/churn"}).encode()
+    body = struct.pack(">BI", 0, len(body)) + body
+    head = (f"POST /filesystem.Filesystem/WatchDir HTTP/1.1\r\nHost: {u.netloc}\r\n"
+            f"E2b-Sandbox-Id: {sbx.sandbox_id}\r\nX-Access-Token: {sbx._envd_access_token}\r\n"
+            f"Content-Type: application/connect+json\r\nConnect-Protocol-Version: 1\r\nConnection: close\r\n"
+            f"Content-Length: {len(body)}\r\n\r\n").encode()
+    before = _daemon_hwm_kib()
+    s = socket.socket()
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    s.connect((u.hostname, u.port))
+    s.sendall(head + body)
+    churn = sbx.commands.run("cd /home/user/churn; while :; do truncate -s +1 *; done", background=True)
+    try:
+        time.sleep(18)  # about 1300 events a second here: the cap and the buffers fill in about 14 s
+    finally:
+        churn.kill()
+    s.settimeout(30)
+    data = b""
+    while chunk := s.recv(1 << 16):
+        data += chunk
+    s.close()
+    head, raw = data.split(b"\r\n\r\n", 1)
+    assert head.startswith(b"HTTP/1.1 200"), head
+    if b"transfer-encoding: chunked" in head.lower():
+        out = b""
+        while raw:
+            size, raw = raw.split(b"\r\n", 1)
+            if int(size, 16) == 0:
+                break
+            out, raw = out + raw[:int(size, 16)], raw[int(size, 16) + 2:]
+        raw = out
+    frames = _connect_frames(raw)
+    assert frames and frames[-1][0] == 2, (len(frames), frames[-1:])
+    assert frames[-1][1]["error"]["code"] == "resource_exhausted", frames[-1]
+    assert sum(1 for f in frames if "filesystem" in f[1]) > 1000
+    # what it cost the daemon: about the cap, not what the directory churned out
+    assert _daemon_hwm_kib() - before < 32 * 1024
+    sbx.commands.run("rm -rf /home/user/churn")
 
 
 def test_watch_dir_polled(sbx):
