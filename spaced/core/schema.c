@@ -295,6 +295,12 @@ static int migrate_v8(sqlite3 *db, Error *reterr) {
         return exec(db, "ALTER TABLE forwards ADD COLUMN any_user INTEGER NOT NULL DEFAULT 0;", reterr);
 }
 
+/* A token of its own for a sandbox's ports (E2B's trafficAccessToken, http/proxy.c), so that a link to a web app
+ * in a sandbox does not carry the token that runs commands in it. NULL until first given out. */
+static int migrate_v9(sqlite3 *db, Error *reterr) {
+        return exec(db, "ALTER TABLE sandboxes ADD COLUMN traffic_token TEXT;", reterr);
+}
+
 typedef struct Migration {
         int version; /* the user_version it leaves behind */
         const char *name;
@@ -309,6 +315,7 @@ static const Migration migrations[] = {
         { 6, "background port forwards", migrate_v6 },
         { 7, "checkpoint memory files", migrate_v7 },
         { 8, "port forwards open to every local user", migrate_v8 },
+        { 9, "traffic tokens for sandbox ports", migrate_v9 },
 };
 
 static int read_version(sqlite3 *db, int *ret, Error *reterr) {

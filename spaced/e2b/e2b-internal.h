@@ -28,10 +28,16 @@
 /* An envd call, POST /SERVICE/METHOD: the sandbox's token instead of a key; Connect's errors, or on a server
  * stream an end-of-stream envelope (more fields, such as .begin, may follow the handler). */
 #define ENVD_RPC(service, method, handler, ...)                                                              \
-        { "POST", "/" service "/" method, handler, .auth = ROUTE_AUTH_TOKEN, .errors = ERROR_STYLE_CONNECT,  \
-          __VA_ARGS__ }
+        { "POST", "/" service "/" method, handler, .auth = ROUTE_AUTH_TOKEN, .token_ok = e2b_envd_token_ok,   \
+          .errors = ERROR_STYLE_CONNECT, __VA_ARGS__ }
 #define ENVD_STREAM(service, method, handler)                                                                \
-        { "POST", "/" service "/" method, handler, .auth = ROUTE_AUTH_TOKEN, .errors = ERROR_STYLE_CONNECT_STREAM }
+        { "POST", "/" service "/" method, handler, .auth = ROUTE_AUTH_TOKEN, .token_ok = e2b_envd_token_ok,   \
+          .errors = ERROR_STYLE_CONNECT_STREAM }
+
+/* Whether an envd call without an API key carries the token of the sandbox it names (or of some sandbox,
+ * when it names none): the lookup of e2b_envd_sandbox() alone, before the body is read. Answers as it would
+ * when not. */
+bool e2b_envd_token_ok(Request *r);
 
 /* Each file of the facade has its table (ends with an entry whose method is NULL). */
 extern const Route e2b_sandbox_routes[];     /* e2b-sandboxes.c: the control plane */
@@ -40,8 +46,10 @@ extern const Route envd_process_routes[];    /* envd-process.c: process.Process 
 extern const Route envd_filesystem_routes[]; /* envd-filesystem.c: filesystem.Filesystem, /files */
 extern const Route envd_meta_routes[];       /* e2b.c: /health */
 
-/* The sandbox's envd access token, made (and saved) now for a sandbox from before the facade. */
+/* The sandbox's envd access token and its traffic token (its ports', http/proxy.c), made (and saved) now for a
+ * sandbox that has none yet (a fork, one from before the facade): for answers that give them out. */
 const char *e2b_sandbox_token(Sandbox *s);
+const char *e2b_sandbox_traffic_token(Sandbox *s);
 
 /* The sandbox an envd request is for: named by E2b-Sandbox-Id, else found by X-Access-Token. The token must
  * match unless the request carries an API key (or came over the unix socket). A sandbox that is not running

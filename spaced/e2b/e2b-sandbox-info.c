@@ -60,10 +60,10 @@ static void add_domain(Manager *m, cJSON *o) {
 }
 
 cJSON *e2b_sandbox_json(Manager *m, Sandbox *s) {
-        const char *token = e2b_sandbox_token(s);
+        const char *token = e2b_sandbox_token(s), *traffic = e2b_sandbox_traffic_token(s);
         cJSON *o;
 
-        if (!token)
+        if (!token || !traffic)
                 return NULL;
         o = cJSON_CreateObject();
         cJSON_AddStringToObject(o, "sandboxID", s->id);
@@ -72,7 +72,7 @@ cJSON *e2b_sandbox_json(Manager *m, Sandbox *s) {
         cJSON_AddStringToObject(o, "clientID", E2B_CLIENT_ID);
         cJSON_AddStringToObject(o, "envdVersion", E2B_ENVD_VERSION);
         cJSON_AddStringToObject(o, "envdAccessToken", token);
-        cJSON_AddNullToObject(o, "trafficAccessToken");
+        cJSON_AddStringToObject(o, "trafficAccessToken", traffic);
         add_domain(m, o);
         return o;
 }

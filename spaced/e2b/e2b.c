@@ -41,23 +41,33 @@ int e2b_add_routes(void) {
         return 0;
 }
 
-const char *e2b_sandbox_token(Sandbox *s) {
+/* *slot, made now for a sandbox that has none yet (a fork, a row of an older daemon): only where a token is
+ * given out, never in a lookup (a token nobody was given opens nothing). */
+static const char *token_ensure(Sandbox *s, char **slot) {
         char *t;
 
-        if (s->access_token)
-                return s->access_token;
+        if (*slot)
+                return *slot;
         t = malloc(SANDBOX_TOKEN_LEN + 1);
         if (!t || random_hex(t, SANDBOX_TOKEN_LEN) < 0) {
                 free(t);
                 return NULL;
         }
-        s->access_token = t;
+        *slot = t;
         (void) sandbox_save(s);
         return t;
 }
 
+const char *e2b_sandbox_token(Sandbox *s) {
+        return token_ensure(s, &s->access_token);
+}
+
+const char *e2b_sandbox_traffic_token(Sandbox *s) {
+        return token_ensure(s, &s->traffic_token);
+}
+
 static bool token_matches(Sandbox *s, const char *token) {
-        const char *want = e2b_sandbox_token(s);
+        const char *want = s->access_token;
 
         return want && token && strlen(token) == SANDBOX_TOKEN_LEN &&
                memeq_const_time(want, token, SANDBOX_TOKEN_LEN);
@@ -76,16 +86,16 @@ static Sandbox *sandbox_by_token(Manager *m, const char *token) {
         return found;
 }
 
-int e2b_envd_sandbox(Request *r, Sandbox **ret) {
+/* The sandbox an envd request names and whose token it carries (or that an API key opens): 1 with *ret, < 0
+ * when answered. Looks, nothing more. */
+static int envd_lookup(Request *r, Sandbox **ret) {
         Manager *m = http_manager(r->http);
         const char *id = http_header(r, "E2b-Sandbox-Id"), *token = http_header(r, "X-Access-Token");
+        Sandbox *s = NULL;
 
         /* without the header, a Host of the form 49983-ID.DOMAIN names it (E2B's own routing) */
         if ((!id || !*id) && r->host_sandbox[0])
                 id = r->host_sandbox;
-        Sandbox *s = NULL;
-        int q;
-
         if (id && *id) {
                 s = sandbox_find_by_id(m, id);
                 if (s && s->pooled)
@@ -107,6 +117,23 @@ int e2b_envd_sandbox(Request *r, Sandbox **ret) {
                                           "sandbox %.64s not found, or the access token is not its own",
                                           id && *id ? id : "(by token)") ?: -ENOENT;
         }
+        *ret = s;
+        return 1;
+}
+
+bool e2b_envd_token_ok(Request *r) {
+        Sandbox *s;
+
+        return envd_lookup(r, &s) > 0;
+}
+
+int e2b_envd_sandbox(Request *r, Sandbox **ret) {
+        Sandbox *s = NULL;
+        int q;
+
+        q = envd_lookup(r, &s);
+        if (q < 0)
+                return q;
         if ((s->state == SANDBOX_SUSPENDED || s->state == SANDBOX_WAKING) && s->auto_resume) {
                 q = api_ensure_awake(r, s);
                 if (q <= 0)

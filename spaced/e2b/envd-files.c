@@ -93,7 +93,7 @@ static int signed_sandbox(Request *r, const char *op, Sandbox **ret) {
         for (Sandbox *s = m->sandboxes; s; s = s->next) {
                 const char *token;
 
-                if (s->pooled || !(token = e2b_sandbox_token(s)))
+                if (s->pooled || !(token = s->access_token))
                         continue;
                 if (envd_signature_of(path, op, user, token, exp, want) < 0)
                         return http_respond_error(r, ERROR_INTERNAL, "cannot compute the signature") ?: -EIO;

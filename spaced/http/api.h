@@ -47,6 +47,10 @@ typedef struct Route {
         /* Set for routes whose body is streamed (the begin sets r->upload) instead of collected. */
         void (*begin)(Request *r, const RouteArgs *a);
         RouteAuth auth;
+        /* ROUTE_AUTH_TOKEN: over TCP without a valid API key, called before any of the body is read: whether the
+         * request carries a token that can open it (a lookup, no more); false when it answered (401, 404). NULL:
+         * the route has no body to protect. */
+        bool (*token_ok)(Request *r);
         ErrorStyle errors;
 } Route;
 

@@ -659,6 +659,9 @@ static void request_begin(Listener *l, Request *r) {
                 }
                 if (!authenticate_tcp(r, rt))
                         return;
+                /* a token route's token, before it may send a body (up to HTTP_BODY_MAX) for nothing */
+                if (rt && !r->authenticated && rt->auth == ROUTE_AUTH_TOKEN && rt->token_ok && !rt->token_ok(r))
+                        return;
         }
         if (!rt) {
                 api_route(r); /* 404 or 405, without reading a body */

@@ -830,29 +830,34 @@ static bool path_ok(const char *path) {
         return true;
 }
 
-/* The E2B host form authenticates with an API key or the sandbox's own access token (as envd does); an unknown
- * sandbox and a wrong token get the same answer. */
+/* The E2B host form authenticates with an API key or the sandbox's traffic token (E2B's trafficAccessToken),
+ * which opens its ports and nothing else: the envd token, which runs commands, is not taken here, so that a
+ * link to a web app in the sandbox need not carry it. An unknown sandbox and a wrong token get the same answer.
+ * Looks only: it runs before the request's body is read (the route's token_ok) and again in the handler. */
 static Sandbox *host_sandbox(Request *r) {
         Sandbox *s = sandbox_find_by_id(http_manager(r->http), r->host_sandbox);
-        const char *token = http_header(r, "X-Access-Token");
+        const char *token = http_header(r, "E2b-Traffic-Access-Token");
 
-        if (!token || !*token)
-                token = http_header(r, "E2b-Traffic-Access-Token");
         if (s && s->pooled)
                 s = NULL;
         if (s && !r->authenticated &&
-            !(token && s->access_token && strlen(token) == SANDBOX_TOKEN_LEN &&
-              memeq_const_time(token, s->access_token, SANDBOX_TOKEN_LEN)))
+            !(token && s->traffic_token && strlen(token) == SANDBOX_TOKEN_LEN &&
+              memeq_const_time(token, s->traffic_token, SANDBOX_TOKEN_LEN)))
                 s = NULL;
         if (!s) {
                 if (!r->authenticated && (!token || !*token))
                         http_respond_error(r, ERROR_UNAUTHORIZED, "a sandbox's port needs an API key or the sandbox's "
-                                           "access token (X-Access-Token)");
+                                           "traffic token (E2b-Traffic-Access-Token: the trafficAccessToken of the "
+                                           "create or connect answer; its envd token is not taken here)");
                 else
-                        http_respond_error(r, ERROR_SANDBOX_NOT_FOUND, "sandbox %s not found, or the access token is "
-                                           "not its own", r->host_sandbox);
+                        http_respond_error(r, ERROR_SANDBOX_NOT_FOUND, "sandbox %s not found, or the traffic token "
+                                           "is not its own", r->host_sandbox);
         }
         return s;
+}
+
+static bool proxy_token_ok(Request *r) {
+        return host_sandbox(r) != NULL;
 }
 
 static void proxy_start(Request *r, const RouteArgs *a) {
@@ -1024,5 +1029,6 @@ const Route api_proxy_host_route = {
         .pattern = "",
         .handler = api_proxy,
         .auth = ROUTE_AUTH_TOKEN,
+        .token_ok = proxy_token_ok,
         .errors = ERROR_STYLE_NATIVE,
 };

@@ -71,6 +71,7 @@ Sandbox *sandbox_free(Sandbox *s) {
         free(s->error);
         free(s->metadata);
         free(s->access_token);
+        free(s->traffic_token);
         egress_gateway_forget(s->id);
         strv_free(s->egress_profiles);
         strv_free(s->egress_allow);
@@ -677,9 +678,10 @@ static int egress_choice(Manager *m, const SandboxSpec *spec, EgressChoice *ret,
 }
 
 /* What every new sandbox gets whichever way it was made (a create, or a pool handout whose member nobody has
- * seen): the user's labels, a fresh envd access token and its egress. Takes egress's lists. */
+ * seen): the user's labels, a fresh envd access token and traffic token, and its egress. Takes egress's
+ * lists. */
 static int create_identity(Sandbox *s, const SandboxSpec *spec, EgressChoice *egress) {
-        char *metadata = NULL, *token = malloc(SANDBOX_TOKEN_LEN + 1);
+        char *metadata = NULL, *token = malloc(SANDBOX_TOKEN_LEN + 1), *traffic = malloc(SANDBOX_TOKEN_LEN + 1);
         int r;
 
         strv_free(s->egress_profiles);
@@ -689,13 +691,17 @@ static int create_identity(Sandbox *s, const SandboxSpec *spec, EgressChoice *eg
         s->egress_allow = TAKE_PTR(egress->allow);
         s->egress_deny = TAKE_PTR(egress->deny);
 
-        if (!token || (spec->metadata && !(metadata = strdup(spec->metadata)))) {
+        if (!token || !traffic || (spec->metadata && !(metadata = strdup(spec->metadata)))) {
                 free(token);
+                free(traffic);
                 return -ENOMEM;
         }
         r = random_hex(token, SANDBOX_TOKEN_LEN);
+        if (r >= 0)
+                r = random_hex(traffic, SANDBOX_TOKEN_LEN);
         if (r < 0) {
                 free(token);
+                free(traffic);
                 free(metadata);
                 return r;
         }
@@ -703,6 +709,8 @@ static int create_identity(Sandbox *s, const SandboxSpec *spec, EgressChoice *eg
         s->metadata = metadata;
         free(s->access_token);
         s->access_token = token;
+        free(s->traffic_token);
+        s->traffic_token = traffic;
         return 0;
 }
 

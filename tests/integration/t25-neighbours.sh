@@ -174,7 +174,7 @@ else
 fi
 
 # ---- the TCP listener: Host header and uniform 401s
-tcp_config
+tcp_config "e2b_domain = sbx.test"
 start_daemon_tcp
 API_KEY=$(mint_key t25) || bail_out "cannot mint an API key"
 
@@ -232,5 +232,37 @@ check_eq "token route: an existing session with a wrong token answers the same" 
 req GET "$S_URL?token=$S_TOK"
 check_status "token route: the session's own token still attaches" 200
 check_contains "... and streams its output" "$(printf 't25-25\n' | base64)" "$OUT"
+
+# A token route's token is checked before its body is read: a client that declares a 1 MiB body and sends
+# none is answered at once, rather than held (and its body collected) until it is sent.
+# answer_before_body PATH HEADER...: the status a POST to PATH gets within 5 s without its body, or "none".
+answer_before_body() {
+        python3 - "$API_PORT" "$@" <<'PY'
+import socket, sys
+port, path, headers = int(sys.argv[1]), sys.argv[2], sys.argv[3:]
+s = socket.create_connection(("127.0.0.1", port))
+head = f"POST {path} HTTP/1.1\r\nContent-Type: application/json\r\nContent-Length: 1048000\r\n"
+head += "".join(h + "\r\n" for h in headers) + "\r\n"
+s.sendall(head.encode())
+s.settimeout(5)
+try:
+    line = s.recv(4096).split(b"\r\n", 1)[0].decode()
+    print(line.split(" ")[1] if line.startswith("HTTP/1.1 ") else "garbage")
+except socket.timeout:
+    print("none")
+PY
+}
+check_eq "envd call with a wrong token: answered before the body (Connect's 503)" 503 \
+        "$(answer_before_body /process.Process/List "Host: 127.0.0.1:$API_PORT" "E2b-Sandbox-Id: $SB" "X-Access-Token: $TOK")"
+check_eq "envd call with no token: 401 before the body" 401 \
+        "$(answer_before_body /process.Process/List "Host: 127.0.0.1:$API_PORT" "E2b-Sandbox-Id: $SB")"
+check_eq "an envd stream with a wrong token: its error (HTTP 200, an end-of-stream) before the body" 200 \
+        "$(answer_before_body /process.Process/Start "Host: 127.0.0.1:$API_PORT" "E2b-Sandbox-Id: $SB" "X-Access-Token: $TOK")"
+check_eq "a sandbox's port with no token: 401 before the body" 401 \
+        "$(answer_before_body /upload "Host: 8000-$SB.sbx.test:$API_PORT")"
+check_eq "... with a traffic token that is not its own: 404 before the body" 404 \
+        "$(answer_before_body /upload "Host: 8000-$SB.sbx.test:$API_PORT" "E2b-Traffic-Access-Token: ${TOK:0:32}")"
+check_eq "... nor is the envd token taken there: 401" 401 \
+        "$(answer_before_body /upload "Host: 8000-$SB.sbx.test:$API_PORT" "X-Access-Token: ${TOK:0:32}")"
 
 done_testing

@@ -80,6 +80,9 @@ req POST /sandboxes -H "X-API-KEY: $KEY" -H 'Content-Type: application/json' -d 
 check_eq "create over the control plane: 201" 201 "$STATUS"
 SB=$(json "$OUT" 'd["sandboxID"]' 2>/dev/null)
 TOKEN=$(json "$OUT" 'd["envdAccessToken"]' 2>/dev/null)
+TRAFFIC=$(json "$OUT" 'd["trafficAccessToken"]' 2>/dev/null)
+check_match "create answers a traffic token of its own" '^[0-9a-f]{32}$' "$TRAFFIC"
+check "... not the envd token" test "$TRAFFIC" != "$TOKEN"
 check_eq "create answers the configured domain" sbx.test "$(json "$OUT" 'd["domain"]' 2>&1)"
 req GET /health -H "Host: 49983-$SB.sbx.test:$API_PORT" -H "X-Access-Token: $TOKEN"
 check_status "Host 49983-ID.sbx.test reaches its envd: /health 204" 204
@@ -87,8 +90,12 @@ req GET /health -H "Host: 49983-$SB.sbx.test:$API_PORT" -H "X-Access-Token: $(pr
 check_status "... not with another token: 502 (as for a sandbox that is not there)" 502
 req GET / -H "Host: 8080-$SB.sbx.test:$API_PORT"
 check_status "Host 8080-ID.sbx.test (a server in the sandbox) without the key or its token: 401" 401
+req GET / -H "Host: 8080-$SB.sbx.test:$API_PORT" -H "E2b-Traffic-Access-Token: $TRAFFIC"
+check_status "... with its traffic token, nothing listening on 8080: 502 port_unreachable (t33 has the rest)" 502 port_unreachable
 req GET / -H "Host: 8080-$SB.sbx.test:$API_PORT" -H "X-Access-Token: $TOKEN"
-check_status "... with its token, nothing listening on 8080: 502 port_unreachable (t33 has the rest)" 502 port_unreachable
+check_status "... its envd token does not open its ports: 401" 401
+req GET /health -H "Host: 49983-$SB.sbx.test:$API_PORT" -H "X-Access-Token: $TRAFFIC"
+check_status "... nor does the traffic token open envd: 502 (as for a sandbox that is not there)" 502
 req GET /health -H "Host: 49983-$SB.evil.test:$API_PORT" -H "X-Access-Token: $TOKEN"
 check_status "another domain is a foreign host: 421" 421
 req DELETE "/sandboxes/$SB" -H "X-API-KEY: $KEY"

@@ -242,8 +242,8 @@ check_status "Host 8000-ID.sbx.test with the key: 200" 200
 check_eq "... the guest's page" hello-from-guest "$(cat "$OUT")"
 req GET /index.html -H "Host: 8000-$SB.sbx.test:$API_PORT"
 check_status "... without a key or the sandbox's token: 401" 401
-req GET /index.html -H "Host: 8000-$SB.sbx.test:$API_PORT" -H "X-Access-Token: $(printf 'f%.0s' $(seq 32))"
-check_status "... with a token that is not its own: 404" 404
+req GET /index.html -H "Host: 8000-$SB.sbx.test:$API_PORT" -H "E2b-Traffic-Access-Token: $(printf 'f%.0s' $(seq 32))"
+check_status "... with a traffic token that is not its own: 404" 404
 kreq GET / -H "Host: 8001-$SB.sbx.test:$API_PORT"
 check_status "Host 8001-ID.sbx.test (nothing there): 502" 502 port_unreachable
 
