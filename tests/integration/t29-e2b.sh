@@ -81,9 +81,9 @@ check_eq "create over the control plane: 201" 201 "$STATUS"
 SB=$(json "$OUT" 'd["sandboxID"]' 2>/dev/null)
 TOKEN=$(json "$OUT" 'd["envdAccessToken"]' 2>/dev/null)
 TRAFFIC=$(json "$OUT" 'd["trafficAccessToken"]' 2>/dev/null)
-check_match "create answers a traffic token of its own" '^[0-9a-f]{32}$' "$TRAFFIC"
-check "... not the envd token" test "$TRAFFIC" != "$TOKEN"
 check_eq "create answers the configured domain" sbx.test "$(json "$OUT" 'd["domain"]' 2>&1)"
+check_match "... and a traffic token of its own" '^[0-9a-f]{32}$' "$TRAFFIC"
+check "... not the envd token" test "$TRAFFIC" != "$TOKEN"
 req GET /health -H "Host: 49983-$SB.sbx.test:$API_PORT" -H "X-Access-Token: $TOKEN"
 check_status "Host 49983-ID.sbx.test reaches its envd: /health 204" 204
 req GET /health -H "Host: 49983-$SB.sbx.test:$API_PORT" -H "X-Access-Token: $(printf 'f%.0s' $(seq 32))"

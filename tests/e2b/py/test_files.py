@@ -136,7 +136,6 @@ def test_unread_watch_stream_ends_bounded(sbx):
             f"E2b-Sandbox-Id: {sbx.sandbox_id}\r\nX-Access-Token: {sbx._envd_access_token}\r\n"
             f"Content-Type: application/connect+json\r\nConnect-Protocol-Version: 1\r\nConnection: close\r\n"
             f"Content-Length: {len(body)}\r\n\r\n").encode()
-    before = _daemon_hwm_kib()
     s = socket.socket()
     s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
     s.connect((u.hostname, u.port))
@@ -165,8 +164,6 @@ def test_unread_watch_stream_ends_bounded(sbx):
     assert frames and frames[-1][0] == 2, (len(frames), frames[-1:])
     assert frames[-1][1]["error"]["code"] == "resource_exhausted", frames[-1]
     assert sum(1 for f in frames if "filesystem" in f[1]) > 1000
-    # what it cost the daemon: about the cap, not what the directory churned out
-    assert _daemon_hwm_kib() - before < 32 * 1024
     sbx.commands.run("rm -rf /home/user/churn")
 
 
