@@ -1,11 +1,12 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 
 /*
- * QEMU's own user, mount and pid namespaces (ARCHITECTURE.md, decision 12). An escaped QEMU runs as the user,
- * and seccomp alone leaves it every file the user can reach (the state database, the home directory, every
- * other sandbox's disk and sockets) and every process it may signal. In its namespaces it sees a read-only
- * tmpfs holding only what it needs, each bound at the path it has outside, so QEMU's command line and the
- * sockets the daemon connects to are the same as without them; it is pid 1 and alone.
+ * QEMU's own user, mount, pid, network, IPC and UTS namespaces (ARCHITECTURE.md, decision 12). An escaped QEMU
+ * runs as the user, and seccomp alone leaves it every file the user can reach (the state database, the home
+ * directory, every other sandbox's disk and sockets), every process it may signal and the user's whole
+ * network. In its namespaces it sees a read-only tmpfs holding only what it needs, each bound at the path it
+ * has outside, so QEMU's command line and the sockets the daemon connects to are the same as without them; it
+ * is pid 1 and alone, and its network is a loopback that is down.
  *
  * Done by hand in the forked children rather than with bwrap: no process stays between setsid and QEMU (the
  * pid the daemon records and vm_pid_alive() checks stays QEMU's), and no new dependency.
@@ -88,8 +89,12 @@ VmJail *vm_jail_free(VmJail *j) {
 
 const char *vm_jail_step_name(const VmJail *j, int step, char *buf, size_t size) {
         switch (step) {
-        case JAIL_STEP_UNSHARE:
-                return "unshare";
+        case JAIL_STEP_USERNS:
+                return "user and pid namespaces";
+        case JAIL_STEP_NETNS:
+                return "network, IPC and UTS namespaces";
+        case JAIL_STEP_MNTNS:
+                return "mount namespace";
         case JAIL_STEP_MAPS:
                 return "uid/gid map";
         case JAIL_STEP_ROOT:
@@ -415,7 +420,7 @@ int vm_jail_unshare(VmJail *j, bool *ret_fell_back, int *ret_step) {
         int r;
 
         *ret_fell_back = false;
-        *ret_step = JAIL_STEP_UNSHARE;
+        *ret_step = JAIL_STEP_USERNS;
         if (!j)
                 return 0;
         /* A pid namespace of its own: QEMU can then signal no process but itself (a user namespace alone
@@ -435,13 +440,20 @@ int vm_jail_unshare(VmJail *j, bool *ret_fell_back, int *ret_step) {
         if ((r = write_all("/proc/self/setgroups", "deny")) < 0 || (r = write_all("/proc/self/uid_map", j->uid_map)) < 0 ||
             (r = write_all("/proc/self/gid_map", j->gid_map)) < 0)
                 return r;
+        /* QEMU needs no network: its sockets are unix sockets by path (which any network namespace reaches) and
+         * snapshots come as fds. So its own, with a loopback that stays down: no host address, LAN or metadata
+         * service, no loopback server and no abstract unix socket (an X server's) of the host's. IPC: the
+         * host's System V objects and POSIX message queues; UTS because it costs nothing. */
+        *ret_step = JAIL_STEP_NETNS;
+        if (unshare(CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS) < 0)
+                return -errno;
         return 0;
 }
 
 int vm_jail_enter(VmJail *j, int *ret_step) {
         int r;
 
-        *ret_step = JAIL_STEP_UNSHARE;
+        *ret_step = JAIL_STEP_MNTNS;
         if (!j)
                 return 0;
         if (unshare(CLONE_NEWNS) < 0)

@@ -33,10 +33,18 @@ static inline void vm_jail_freep(VmJail **j) {
         *j = vm_jail_free(*j);
 }
 VmConfine vm_jail_mode(const VmJail *j);
-/* In the helper that forks QEMU, between fork and exec: makes the user and pid namespaces (QEMU, forked
- * next, is pid 1 in the latter). *ret_fell_back when confine=auto found no user namespaces and left the
- * helper as it was. */
-enum { JAIL_STEP_UNSHARE = -1, JAIL_STEP_MAPS = -2, JAIL_STEP_ROOT = -3, JAIL_STEP_PIVOT = -4, JAIL_STEP_CAPS = -5 };
+/* In the helper that forks QEMU, between fork and exec: makes the user, pid, network, IPC and UTS namespaces
+ * (QEMU, forked next, is pid 1 in the pid namespace). *ret_fell_back when confine=auto found no user
+ * namespaces and left the helper as it was. */
+enum {
+        JAIL_STEP_USERNS = -1,
+        JAIL_STEP_MAPS = -2,
+        JAIL_STEP_ROOT = -3,
+        JAIL_STEP_PIVOT = -4,
+        JAIL_STEP_CAPS = -5,
+        JAIL_STEP_NETNS = -6,
+        JAIL_STEP_MNTNS = -7,
+};
 int vm_jail_unshare(VmJail *j, bool *ret_fell_back, int *ret_step);
 /* In QEMU's process before exec: its own mount namespace, pivoted into, and no capabilities left. */
 int vm_jail_enter(VmJail *j, int *ret_step);

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
-# QEMU in its own user, mount and pid namespaces (confine = on), looked at from inside: nsenter into a
-# QEMU's namespaces without capabilities, as QEMU runs, and try what an escaped QEMU would. The user's home,
-# the state database, the API socket and another sandbox's run dir, data dir and disk are not there; its own
+# QEMU in its own user, mount, pid, network, IPC and UTS namespaces (confine = on), looked at from inside:
+# nsenter into a QEMU's namespaces without capabilities, as QEMU runs, and try what an escaped QEMU would. The
+# user's home, the state database, the API socket and another sandbox's run dir, data dir and disk are not
+# there, nor any network: a server on the host's loopback and an abstract unix socket of the host's cannot be
+# reached from it. Its own
 # sockets, disk, kernel and /usr are, all but its disk, run dir and base memory file read-only. It can
 # neither ptrace nor signal a sibling QEMU or the daemon. A qcow2 checkpoint hands QEMU the new layer through
 # data_dir/qemu and takes the frozen one away: after two checkpoints QEMU holds no writable fd on a frozen
@@ -34,12 +36,12 @@ mount_opts() {
         awk -v p="$2" '$5 == p { print $6 }' "/proc/$1/mountinfo" 2>/dev/null | tail -n1
 }
 
-# in_qemu PID CMD...: CMD in QEMU PID's user and mount namespaces, at its root, with QEMU's uid and no
-# capabilities (nsenter alone would hold all of them in that user namespace).
+# in_qemu PID CMD...: CMD in QEMU PID's user, mount, network and IPC namespaces, at its root, with QEMU's uid
+# and no capabilities (nsenter alone would hold all of them in that user namespace).
 in_qemu() {
         local pid=$1
         shift
-        nsenter -t "$pid" -U -m --root --wd --preserve-credentials -- \
+        nsenter -t "$pid" -U -m -n -i --root --wd --preserve-credentials -- \
                 setpriv --bounding-set=-all --inh-caps=-all --ambient-caps=-all --securebits=+noroot,+noroot_locked \
                 -- "$@"
 }
@@ -82,7 +84,7 @@ pid_alive "$QA" && pid_alive "$QB" || bail_out "no QEMU pids ($QA, $QB)"
 ROOT=/proc/$QA/root
 
 # ---- namespaces
-for ns in mnt user pid; do
+for ns in mnt user pid net ipc uts; do
         if [ -n "$(ns_of "$QA" $ns)" ] && [ "$(ns_of "$QA" $ns)" != "$(ns_of "$DP" $ns)" ]; then
                 pass "QEMU's $ns namespace is not the daemon's"
         else
@@ -136,6 +138,45 @@ check_fails "/usr cannot be written" in_qemu_writes "$QA" /usr/bin/env
 check_fails "the guest kernel cannot be written" in_qemu_writes "$QA" "$SPACE_LIB_DIR/vmlinux"
 check_fails "nothing can be made in the root" in_qemu "$QA" mkdir /x
 check_fails "no new mount (no capabilities)" in_qemu "$QA" mount -t tmpfs none "$RUN_A"
+
+# ---- no network: a server on the host's loopback and an abstract unix socket (an X server's, say) answer from
+# the host, and not from inside
+LISTENER='import os, socket, sys
+t = socket.create_server(("127.0.0.1", 0))
+u = socket.socket(socket.AF_UNIX)
+u.bind("\0" + sys.argv[2])
+u.listen(8)
+with open(sys.argv[1] + ".tmp", "w") as f:
+    f.write("%d\n" % t.getsockname()[1])
+os.rename(sys.argv[1] + ".tmp", sys.argv[1])
+while True:
+    for s in (t, u):
+        s.settimeout(0.05)
+        try:
+            s.accept()[0].close()
+        except OSError:
+            pass'
+CONNECT='import socket, sys
+if sys.argv[1] == "tcp":
+    socket.create_connection(("127.0.0.1", int(sys.argv[2])), timeout=3).close()
+else:
+    s = socket.socket(socket.AF_UNIX)
+    s.settimeout(3)
+    s.connect("\0" + sys.argv[2])'
+ABSTRACT=space-t28-$$
+python3 -c "$LISTENER" "$TEST_TMP/listener.port" "$ABSTRACT" &
+LISTENER_PID=$!
+track_pid "$LISTENER_PID"
+wait_for 10 test -s "$TEST_TMP/listener.port" || bail_out "the test's listener did not start"
+PORT=$(cat "$TEST_TMP/listener.port")
+check_rc "the host's loopback server answers on the host" 0 python3 -c "$CONNECT" tcp "$PORT"
+check_rc "the host's abstract unix socket answers on the host" 0 python3 -c "$CONNECT" unix "$ABSTRACT"
+check_fails "  ... the loopback server does not from inside QEMU's namespaces" in_qemu "$QA" python3 -c "$CONNECT" tcp "$PORT"
+check_contains "  ... for want of a network" "unreachable" "$ERR"
+check_fails "  ... nor the abstract unix socket" in_qemu "$QA" python3 -c "$CONNECT" unix "$ABSTRACT"
+check_eq "QEMU's network has a loopback alone" lo \
+        "$(in_qemu "$QA" python3 -c 'import socket; print(" ".join(n for _, n in socket.if_nameindex()))' 2>&1)"
+kill "$LISTENER_PID"
 
 # ---- other processes: ptrace and process_vm_readv/writev need CAP_SYS_PTRACE in the target's user namespace
 # (commoncap), which no QEMU holds in a sibling's or the daemon's. Signals need only the same uid, but in its
