@@ -858,7 +858,7 @@ static void *restore_worker(void *userdata) {
         VmConfig c = base_restore_config(&b, &j->base, j->run_dir, qemu_disk, qemu_dir);
         if (j->mem_path)
                 c.mem_path = j->mem_path;
-        r = vm_start(&c, 10000, &j->new_pid, &q, &j->error);
+        r = vm_start(&c, 10000, &j->new_pid, &q, NULL, &j->error);
         if (r >= 0)
                 r = vm_restore_state(q, fd, RESTORE_TIMEOUT_MS, &j->error);
         if (r >= 0)

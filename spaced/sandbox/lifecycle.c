@@ -150,7 +150,7 @@ static int do_wake(LifecycleJob *j) {
                 goto out;
         }
         VmConfig c = base_restore_config(&b, &j->base, j->run_dir, qemu_disk, qemu_dir);
-        r = vm_start(&c, 10000, &j->new_pid, &q, &j->error);
+        r = vm_start(&c, 10000, &j->new_pid, &q, NULL, &j->error);
         if (r < 0)
                 goto out;
         r = vm_restore_state(q, fd, WAKE_TIMEOUT_MS, &j->error);

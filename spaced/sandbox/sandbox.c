@@ -242,7 +242,7 @@ static void *create_worker(void *userdata) {
         /* the checkpoint's RAM, mapped privately as the base's is; the state file then holds only devices */
         if (j->source_mem)
                 c.mem_path = j->source_mem;
-        r = vm_start(&c, 10000, &j->pid, &q, &j->error);
+        r = vm_start(&c, 10000, &j->pid, &q, NULL, &j->error);
         if (r < 0)
                 goto finish;
         crash_point("create-spawned");

@@ -10,7 +10,10 @@
 # data_dir/qemu and takes the frozen one away: after two checkpoints QEMU holds no writable fd on a frozen
 # layer and has no path to it, and a fork sees its checkpoint's layer read-only. QEMU holds no capabilities
 # and keeps its seccomp filter. The sandbox works across suspend/wake, checkpoints, fork, restore and a
-# daemon killed and restarted. confine = off runs QEMU in the daemon's namespaces, as before. The base memory
+# daemon killed and restarted. confine = off runs QEMU in the daemon's namespaces, as before. Where no user
+# namespace can be made (the daemon in one of the test's own whose user.max_user_namespaces is 0),
+# confine = auto warns at start and runs QEMU unconfined, which info says, with the sysctl; confine = on fails
+# the create. The base memory
 # file stays writable to QEMU before QEMU 8.2 (ARCHITECTURE.md, decision 12); what holds is checked: it is
 # mapped private, and a guest's writes never reach it.
 . "$(dirname "$0")/lib.sh"
@@ -298,6 +301,52 @@ create_sandbox C --name t28-off
 QC=$(qemu_pid_of "$C")
 check_eq "with confine = off QEMU shares the daemon's mount namespace" "$(ns_of "$(daemon_pid)" mnt)" "$(ns_of "$QC" mnt)"
 check_rc "exec with confine = off" 0 sc exec "$C" -- true
+
+# ---- confinement impossible: the daemon runs in a user namespace of the test's own whose
+# user.max_user_namespaces is 0, so that no child of it can make one (ENOSPC), as on a host with that sysctl at 0
+NOUSERNS=$TEST_TMP/spaced-nouserns
+printf '#!/bin/sh\nexec unshare --user --map-root-user sh -c %s "%s" "$@"\n' \
+        "'echo 0 >/proc/sys/user/max_user_namespaces && exec \"\$0\" \"\$@\"'" "$SPACED_BIN" >"$NOUSERNS"
+chmod +x "$NOUSERNS"
+restart_daemon() { # restart_daemon SPACED CONFIG-LINE
+        local dp
+        if dp=$(daemon_pid); then
+                kill "$dp" && wait_for 30 pid_gone "$dp" || bail_out "spaced did not stop"
+        fi
+        write_config "$2"
+        LOG_FROM=$(($(stat -c %s "$TEST_TMP/spaced.log") + 1))
+        SPACED_BIN=$1 start_daemon
+}
+# what the daemon logged since restart_daemon
+log_since() {
+        tail -c "+$LOG_FROM" "$TEST_TMP/spaced.log"
+}
+if unshare --user --map-root-user sh -c 'echo 0 >/proc/sys/user/max_user_namespaces && ! unshare --user true' 2>/dev/null; then
+        restart_daemon "$NOUSERNS" "confine = auto"
+        UNCONF="user and pid namespaces: No space left on device; user.max_user_namespaces is 0"
+        check_contains "confine = auto without user namespaces: one warning at start" \
+                "QEMU runs unconfined, without namespaces of its own: $UNCONF" "$(log_since)"
+        check_contains "  ... that says what to do" "sysctl user.max_user_namespaces=" "$(log_since)"
+        check_rc "info" 0 sc info
+        check_contains "  ... says QEMU runs unconfined, and why" "Confinement:  none, QEMU runs unconfined: $UNCONF" "$OUT"
+        check_eq "  ... and so does its JSON" "False|auto" \
+                "$(sc info --json >"$TEST_TMP/i.json" && json "$TEST_TMP/i.json" 'str(d["confined"]) + "|" + d["confine"]')"
+        create_sandbox N --name t28-nouserns
+        check_match "a sandbox is made, unconfined" "$ID_RE" "$N" || last_diag
+        QN=$(qemu_pid_of "$N")
+        check_eq "  ... its QEMU in the daemon's user and network namespaces" \
+                "$(ns_of "$(daemon_pid)" user) $(ns_of "$(daemon_pid)" net)" "$(ns_of "$QN" user) $(ns_of "$QN" net)"
+        check_rc "  ... which runs commands" 0 sc exec "$N" -- true
+
+        restart_daemon "$NOUSERNS" "confine = on"
+        check_contains "confine = on without user namespaces: a warning at start" \
+                "confine = on, but QEMU cannot be confined here: $UNCONF" "$(log_since)"
+        check_fails "  ... and a create fails" sc_create --name t28-on
+        check_contains "  ... saying why" "cannot confine QEMU in its own namespaces: $UNCONF" "$ERR"
+        check_contains "  ... and that confine = on asked for it" "(confine = on in spaced.conf)" "$ERR"
+else
+        skip "confinement impossible" "cannot make a user namespace with user.max_user_namespaces = 0 here"
+fi
 
 # ---- an installed layout: `make install` puts the guest files in /usr/local/lib/space, inside the /usr that
 # QEMU's namespace has read-only already (no mount point can be made there for them)
