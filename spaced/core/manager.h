@@ -46,8 +46,8 @@ struct Manager {
         char *lib_dir;
         char *socket_path;
         VmAccel accel;
-        /* Whether the QEMUs it starts run in namespaces of their own (ARCHITECTURE.md, decision 12), as the
-         * probe at start found; and why not. */
+        /* Whether the QEMUs started now run in namespaces of their own (ARCHITECTURE.md, decision 12): the probe
+         * at start, then what the last QEMU started found; and why not. */
         bool confined;
         char *unconfined_reason;
         unsigned tsc_khz;

@@ -289,6 +289,15 @@ static int migrate_v7(sqlite3 *db, Error *reterr) {
         return exec(db, "ALTER TABLE checkpoints ADD COLUMN mem_path TEXT;", reterr);
 }
 
+/* Whether a sandbox's QEMU, as last started, runs in namespaces of its own (ARCHITECTURE.md, decision 12), and
+ * why not: what confine = auto found the host refuse, or confine = off. NULL for older rows: not recorded. */
+static int migrate_v8(sqlite3 *db, Error *reterr) {
+        return exec(db,
+                    "ALTER TABLE sandboxes ADD COLUMN confined INTEGER;"
+                    "ALTER TABLE sandboxes ADD COLUMN unconfined_reason TEXT;",
+                    reterr);
+}
+
 typedef struct Migration {
         int version; /* the user_version it leaves behind */
         const char *name;
@@ -302,6 +311,7 @@ static const Migration migrations[] = {
         { 5, "egress profiles and lists of sandboxes and checkpoints", migrate_v5 },
         { 6, "background port forwards", migrate_v6 },
         { 7, "checkpoint memory files", migrate_v7 },
+        { 8, "whether a sandbox's QEMU is confined", migrate_v8 },
 };
 
 static int read_version(sqlite3 *db, int *ret, Error *reterr) {

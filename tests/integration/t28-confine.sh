@@ -10,10 +10,10 @@
 # data_dir/qemu and takes the frozen one away: after two checkpoints QEMU holds no writable fd on a frozen
 # layer and has no path to it, and a fork sees its checkpoint's layer read-only. QEMU holds no capabilities
 # and keeps its seccomp filter. The sandbox works across suspend/wake, checkpoints, fork, restore and a
-# daemon killed and restarted. confine = off runs QEMU in the daemon's namespaces, as before. Where no user
-# namespace can be made (the daemon in one of the test's own whose user.max_user_namespaces is 0),
-# confine = auto warns at start and runs QEMU unconfined, which info says, with the sysctl; confine = on fails
-# the create. The base memory
+# daemon killed and restarted. confine = off runs QEMU in the daemon's namespaces, as before, and says so in
+# inspect. Where no user namespace can be made (the daemon in one of the test's own whose
+# user.max_user_namespaces is 0), confine = auto warns at start and runs QEMU unconfined, which info and the
+# sandbox's inspect say, with the sysctl, also after a restart; confine = on fails the create. The base memory
 # file stays writable to QEMU before QEMU 8.2 (ARCHITECTURE.md, decision 12); what holds is checked: it is
 # mapped private, and a guest's writes never reach it.
 . "$(dirname "$0")/lib.sh"
@@ -105,6 +105,8 @@ check_eq "QEMU holds no capabilities" 0000000000000000 "$(awk '/^CapEff/ { print
 check_eq "QEMU's bounding set is empty" 0000000000000000 "$(awk '/^CapBnd/ { print $2 }' "/proc/$QA/status")"
 check_eq "QEMU's seccomp filter (-sandbox on) is in place" 2 "$(awk '/^Seccomp:/ { print $2 }' "/proc/$QA/status")"
 check_rc "nsenter reaches QEMU's view (its root is not the host's)" 0 in_qemu "$QA" sh -c '! test -e /etc/passwd'
+check_eq "inspect says its QEMU is confined" "True|None" \
+        "$(sc inspect "$A" --json >"$TEST_TMP/a.json" && json "$TEST_TMP/a.json" 'str(d["confined"]) + "|" + str(d["unconfined_reason"])')"
 
 # ---- what it cannot reach, tried from inside
 RUN_B=$(echo "$SPACE_RUNTIME_DIR"/sandboxes/"$B"*)
@@ -301,6 +303,8 @@ create_sandbox C --name t28-off
 QC=$(qemu_pid_of "$C")
 check_eq "with confine = off QEMU shares the daemon's mount namespace" "$(ns_of "$(daemon_pid)" mnt)" "$(ns_of "$QC" mnt)"
 check_rc "exec with confine = off" 0 sc exec "$C" -- true
+check_eq "  ... and inspect says so" "False|confine = off in spaced.conf" \
+        "$(sc inspect "$C" --json >"$TEST_TMP/c.json" && json "$TEST_TMP/c.json" 'str(d["confined"]) + "|" + d["unconfined_reason"]')"
 
 # ---- confinement impossible: the daemon runs in a user namespace of the test's own whose
 # user.max_user_namespaces is 0, so that no child of it can make one (ENOSPC), as on a host with that sysctl at 0
@@ -337,6 +341,10 @@ if unshare --user --map-root-user sh -c 'echo 0 >/proc/sys/user/max_user_namespa
         check_eq "  ... its QEMU in the daemon's user and network namespaces" \
                 "$(ns_of "$(daemon_pid)" user) $(ns_of "$(daemon_pid)" net)" "$(ns_of "$QN" user) $(ns_of "$QN" net)"
         check_rc "  ... which runs commands" 0 sc exec "$N" -- true
+        check_rc "inspect" 0 sc inspect "$N"
+        check_contains "  ... says it is not confined" "confined: false" "$OUT"
+        check_contains "  ... and why" "unconfined_reason: $UNCONF" "$OUT"
+        check_eq "no second warning for it" 1 "$(log_since | grep -c 'QEMU runs unconfined')"
 
         restart_daemon "$NOUSERNS" "confine = on"
         check_contains "confine = on without user namespaces: a warning at start" \
@@ -344,6 +352,13 @@ if unshare --user --map-root-user sh -c 'echo 0 >/proc/sys/user/max_user_namespa
         check_fails "  ... and a create fails" sc_create --name t28-on
         check_contains "  ... saying why" "cannot confine QEMU in its own namespaces: $UNCONF" "$ERR"
         check_contains "  ... and that confine = on asked for it" "(confine = on in spaced.conf)" "$ERR"
+
+        restart_daemon "$SPACED_BIN" "confine = auto"
+        check_eq "after a restart where namespaces can be made, info says QEMU is confined" True \
+                "$(sc info --json >"$TEST_TMP/i.json" && json "$TEST_TMP/i.json" 'str(d["confined"])')"
+        check_eq "  ... the unconfined sandbox's inspect still says it is not, and why" "False|$UNCONF" \
+                "$(sc inspect "$N" --json >"$TEST_TMP/n.json" && json "$TEST_TMP/n.json" 'str(d["confined"]) + "|" + d["unconfined_reason"].split(" (")[0]')"
+        check_eq "  ... and it kept its QEMU" "$QN" "$(qemu_pid_of "$N")"
 else
         skip "confinement impossible" "cannot make a user namespace with user.max_user_namespaces = 0 here"
 fi
