@@ -922,9 +922,10 @@ int vm_restore_state(Qmp *q, int state_fd, int timeout_ms, Error *reterr) {
                         reterr);
         if (r < 0)
                 return r;
-        /* A failed incoming migration makes QEMU 7.2 exit, which shows up here as a closed connection. */
+        /* A failed incoming migration makes QEMU 7.2 exit, which shows up here as a closed connection: EOF on
+         * a read, or EPIPE when it went between two polls. */
         r = qmp_wait_status_change(q, "inmigrate", remaining_ms(deadline), &status, reterr);
-        if (r == -ECONNRESET)
+        if (IN_SET(r, -ECONNRESET, -EPIPE))
                 (void) error_set(reterr, ERROR_INTERNAL, "QEMU exited while loading the snapshot (see qemu.log)");
         if (r < 0)
                 return r;
