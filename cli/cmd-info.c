@@ -14,12 +14,25 @@
 
 const CliHelp cmd_info_help = {
         .synopsis = "info [--json]",
-        .summary = "Show the daemon: version, socket, API URL, accelerator, memory",
+        .summary = "Show the daemon: version, socket, API URL, accelerator, confinement, memory",
         .options =
         "Options:\n"
         "      --json    print the reply of GET /v1/info\n"
         "  -h, --help    show this help\n",
 };
+
+/* Whether QEMU runs in namespaces of its own, and why not when it does not (a daemon from before says
+ * nothing). */
+static void print_confinement(const cJSON *j) {
+        const cJSON *c = cJSON_GetObjectItemCaseSensitive(j, "confined");
+        const char *setting = json_str(j, "confine") ?: "?";
+
+        if (cJSON_IsTrue(c))
+                printf("Confinement:  QEMU in namespaces of its own (confine = %s)\n", setting);
+        else if (cJSON_IsFalse(c))
+                printf("Confinement:  none, QEMU runs unconfined: %s (confine = %s)\n",
+                       json_str(j, "unconfined_reason") ?: "no reason given", setting);
+}
 
 int cmd_info(int argc, char *argv[]) {
         SpaceHttpReply reply = {};
@@ -49,6 +62,7 @@ int cmd_info(int argc, char *argv[]) {
 
                 printf("Version:      spaced %s (API %s)\n", json_str(j, "version") ?: "?", json_str(j, "api") ?: "?");
                 printf("Accelerator:  %s\n", json_str(j, "accel") ?: "?");
+                print_confinement(j);
                 printf("Socket:       %s\n", json_str(j, "socket") ?: "-");
                 printf("API URL:      %s\n", json_str(j, "api_url") ?: "- (no TCP listener)");
                 if (json_num(j, "pid", &v))

@@ -448,6 +448,30 @@ static void detect_host(Manager *m) {
         m->memory_limit_mib = m->config.memory_limit_mib ?: host_memory_mib() * 8 / 10;
 }
 
+/* Whether QEMU can be confined here (ARCHITECTURE.md, decision 12), said once at start when it cannot: under
+ * auto every QEMU then runs without its namespaces, under on every create fails. */
+static void detect_confinement(Manager *m) {
+        _cleanup_free_ char *reason = NULL;
+
+        m->confined = false;
+        if (m->config.confine == VM_CONFINE_OFF) {
+                m->unconfined_reason = strdup(VM_UNCONFINED_OFF);
+                return;
+        }
+        if (vm_confine_probe(&reason) >= 0) {
+                m->confined = true;
+                return;
+        }
+        if (m->config.confine == VM_CONFINE_AUTO)
+                log_warning("QEMU runs unconfined, without namespaces of its own: %s. Set confine = on in spaced.conf "
+                            "to refuse to start sandboxes instead, or confine = off to silence this",
+                            reason ?: "the probe failed");
+        else
+                log_warning("confine = on, but QEMU cannot be confined here: %s. Sandboxes will fail to start",
+                            reason ?: "the probe failed");
+        m->unconfined_reason = TAKE_PTR(reason);
+}
+
 /* The state database, with the sandboxes and operations it journals. */
 static int open_store(Manager *m) {
         _cleanup_(error_done) Error err = {};
@@ -585,6 +609,7 @@ int main(int argc, char **argv) {
         write_pid_file(m.runtime_dir, &pid_path);
 
         detect_host(&m);
+        detect_confinement(&m);
         pthread_mutex_init(&m.completions_lock, NULL);
         pthread_mutex_init(&m.base_lock, NULL);
         if (open_store(&m) < 0)

@@ -93,6 +93,10 @@ int confine_from_string(const char *s, VmConfine *ret) {
         return 0;
 }
 
+const char *confine_to_string(VmConfine c) {
+        return c == VM_CONFINE_ON ? "on" : c == VM_CONFINE_OFF ? "off" : "auto";
+}
+
 int accel_setting_from_string(const char *s, AccelSetting *ret) {
         if (streq(s, "auto"))
                 *ret = ACCEL_AUTO;

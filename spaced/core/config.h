@@ -71,6 +71,7 @@ int config_load_egress_env(Config *c, const char *value, Error *reterr);
 int config_egress_finish(Config *c, Error *reterr);
 int accel_setting_from_string(const char *s, AccelSetting *ret);
 int confine_from_string(const char *s, VmConfine *ret);
+const char *confine_to_string(VmConfine c);
 /* c's import limits with the defaults filled in. */
 ImportLimits config_import_limits(const Config *c);
 uint64_t host_memory_mib(void);

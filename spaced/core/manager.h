@@ -46,6 +46,10 @@ struct Manager {
         char *lib_dir;
         char *socket_path;
         VmAccel accel;
+        /* Whether the QEMUs started now run in namespaces of their own (ARCHITECTURE.md, decision 12): the probe
+         * at start, then what the last QEMU started found; and why not. */
+        bool confined;
+        char *unconfined_reason;
         unsigned tsc_khz;
         unsigned host_cpus;
         DiskBackend disk_backend;   /* of $state, for new base snapshots */

@@ -301,6 +301,15 @@ static int migrate_v9(sqlite3 *db, Error *reterr) {
         return exec(db, "ALTER TABLE sandboxes ADD COLUMN traffic_token TEXT;", reterr);
 }
 
+/* Whether a sandbox's QEMU, as last started, runs in namespaces of its own (ARCHITECTURE.md, decision 12), and
+ * why not: what confine = auto found the host refuse, or confine = off. NULL for older rows: not recorded. */
+static int migrate_v10(sqlite3 *db, Error *reterr) {
+        return exec(db,
+                    "ALTER TABLE sandboxes ADD COLUMN confined INTEGER;"
+                    "ALTER TABLE sandboxes ADD COLUMN unconfined_reason TEXT;",
+                    reterr);
+}
+
 typedef struct Migration {
         int version; /* the user_version it leaves behind */
         const char *name;
@@ -316,6 +325,7 @@ static const Migration migrations[] = {
         { 7, "checkpoint memory files", migrate_v7 },
         { 8, "port forwards open to every local user", migrate_v8 },
         { 9, "traffic tokens for sandbox ports", migrate_v9 },
+        { 10, "whether a sandbox's QEMU is confined", migrate_v10 },
 };
 
 static int read_version(sqlite3 *db, int *ret, Error *reterr) {

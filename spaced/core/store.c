@@ -149,8 +149,8 @@ int store_put_sandbox(Store *s, const Sandbox *sb) {
                        "INSERT INTO sandboxes (id, name, template, template_digest, state, vcpu,"
                        " memory_mib, disk_mib, env, created_at, qemu_pid, run_dir, data_dir, error,"
                        " idle_timeout, expires_at, on_expiry, last_active, metadata, access_token, auto_resume, ttl,"
-                       " egress_profiles, egress_allow, egress_deny, traffic_token)"
-                       " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"
+                       " egress_profiles, egress_allow, egress_deny, traffic_token, confined, unconfined_reason)"
+                       " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"
                        " ON CONFLICT(id) DO UPDATE SET name=excluded.name, template=excluded.template,"
                        " template_digest=excluded.template_digest, state=excluded.state, vcpu=excluded.vcpu,"
                        " memory_mib=excluded.memory_mib, disk_mib=excluded.disk_mib, env=excluded.env,"
@@ -161,7 +161,8 @@ int store_put_sandbox(Store *s, const Sandbox *sb) {
                        " metadata=excluded.metadata, access_token=excluded.access_token,"
                        " auto_resume=excluded.auto_resume, ttl=excluded.ttl,"
                        " egress_profiles=excluded.egress_profiles, egress_allow=excluded.egress_allow,"
-                       " egress_deny=excluded.egress_deny, traffic_token=excluded.traffic_token",
+                       " egress_deny=excluded.egress_deny, traffic_token=excluded.traffic_token,"
+                       " confined=excluded.confined, unconfined_reason=excluded.unconfined_reason",
                        &st);
         if (rc < 0)
                 return rc;
@@ -191,6 +192,11 @@ int store_put_sandbox(Store *s, const Sandbox *sb) {
         sqlite_bind_text(st, 24, egress_allow);
         sqlite_bind_text(st, 25, egress_deny);
         sqlite_bind_text(st, 26, sb->traffic_token);
+        if (sb->confined == SANDBOX_CONFINED_UNKNOWN)
+                sqlite3_bind_null(st, 27);
+        else
+                sqlite3_bind_int(st, 27, sb->confined == SANDBOX_CONFINED_YES);
+        sqlite_bind_text(st, 28, sb->unconfined_reason);
         rc = sqlite3_step(st);
         return rc == SQLITE_DONE ? 0 : sqlite_to_errno(rc);
 }
@@ -215,7 +221,7 @@ int store_load_sandboxes(Store *s, Manager *m) {
                                 "SELECT id, name, template, template_digest, state, vcpu, memory_mib, disk_mib, env,"
                                 " created_at, qemu_pid, run_dir, data_dir, error, idle_timeout, expires_at, on_expiry,"
                                 " last_active, metadata, access_token, auto_resume, ttl, egress_profiles, egress_allow,"
-                                " egress_deny, traffic_token FROM sandboxes ORDER BY created_at",
+                                " egress_deny, traffic_token, confined, unconfined_reason FROM sandboxes ORDER BY created_at",
                                 -1, &st, NULL);
         if (rc != SQLITE_OK)
                 return sqlite_to_errno(rc);
@@ -259,6 +265,9 @@ int store_load_sandboxes(Store *s, Manager *m) {
                 sb->egress_allow = strv_from_json_text((const char *) sqlite3_column_text(st, 23));
                 sb->egress_deny = strv_from_json_text((const char *) sqlite3_column_text(st, 24));
                 sb->traffic_token = sqlite_column_strdup(st, 25);
+                if (sqlite3_column_type(st, 26) != SQLITE_NULL)
+                        sb->confined = sqlite3_column_int(st, 26) ? SANDBOX_CONFINED_YES : SANDBOX_CONFINED_NO;
+                sb->unconfined_reason = sqlite_column_strdup(st, 27);
                 if (!sb->template_name || !sb->env || !sb->egress_profiles || !sb->egress_allow || !sb->egress_deny) {
                         sandbox_free(sb);
                         return -ENOMEM;

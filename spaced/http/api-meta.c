@@ -35,6 +35,12 @@ void api_get_info(Request *r, const RouteArgs *a) {
         cJSON_AddStringToObject(o, "version", PACKAGE_VERSION);
         cJSON_AddStringToObject(o, "api", "v1");
         cJSON_AddStringToObject(o, "accel", m->accel == VM_ACCEL_KVM ? "kvm" : "tcg");
+        cJSON_AddStringToObject(o, "confine", confine_to_string(m->config.confine));
+        cJSON_AddBoolToObject(o, "confined", m->confined);
+        if (!m->confined && m->unconfined_reason)
+                cJSON_AddStringToObject(o, "unconfined_reason", m->unconfined_reason);
+        else
+                cJSON_AddNullToObject(o, "unconfined_reason");
         cJSON_AddStringToObject(o, "socket", m->socket_path);
         if (url)
                 cJSON_AddStringToObject(o, "api_url", url);

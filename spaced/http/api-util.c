@@ -43,6 +43,14 @@ cJSON *sandbox_to_json(Sandbox *s) {
         cJSON_AddStringToObject(o, "created_at", when);
         cJSON_AddNumberToObject(o, "qemu_pid", s->qemu_pid);
         cJSON_AddStringToObject(o, "accel", s->manager->accel == VM_ACCEL_KVM ? "kvm" : "tcg");
+        if (s->confined == SANDBOX_CONFINED_UNKNOWN)
+                cJSON_AddNullToObject(o, "confined");
+        else
+                cJSON_AddBoolToObject(o, "confined", s->confined == SANDBOX_CONFINED_YES);
+        if (s->confined == SANDBOX_CONFINED_NO && s->unconfined_reason)
+                cJSON_AddStringToObject(o, "unconfined_reason", s->unconfined_reason);
+        else
+                cJSON_AddNullToObject(o, "unconfined_reason");
         cJSON_AddNumberToObject(o, "idle_timeout", (double) s->idle_timeout);
         if (s->expires_at > 0) {
                 format_rfc3339(s->expires_at, when);

@@ -256,7 +256,7 @@ int base_snapshot_ensure(Manager *m, const BaseRequest *req, BaseSnapshot *ret, 
                 .tcg_cache_mib = req->tcg_cache_mib,
                 .confine = req->confine,
         };
-        r = vm_start(&c, 10000, &pid, &q, reterr);
+        r = vm_start(&c, 10000, &pid, &q, NULL, reterr);
         if (r < 0)
                 goto fail;
         if (asprintf(&agent_sock, "%s/agent.sock", run_dir) < 0) {

@@ -761,6 +761,7 @@ typedef struct RestoreJob {
         int r;
         Error error;
         pid_t new_pid;
+        char *unconfined;     /* vm_start()'s, why the new QEMU runs unconfined (NULL: it does not) */
         int agent_fd;
 } RestoreJob;
 
@@ -772,6 +773,7 @@ static void restore_job_free(RestoreJob *j) {
         free(j->frozen_disk);
         base_request_done(&j->base);
         strv_free(j->init_env);
+        free(j->unconfined);
         error_done(&j->error);
         safe_close(j->agent_fd);
         free(j);
@@ -787,6 +789,7 @@ static void restore_done(Manager *m, void *userdata) {
                 if (j->r >= 0) {
                         s->qemu_pid = j->new_pid;
                         s->state = SANDBOX_RUNNING;
+                        sandbox_set_confined(s, TAKE_PTR(j->unconfined));
                         free(s->error);
                         s->error = NULL;
                         if (agent_attach(s, TAKE_FD(j->agent_fd)) < 0)
@@ -858,7 +861,7 @@ static void *restore_worker(void *userdata) {
         VmConfig c = base_restore_config(&b, &j->base, j->run_dir, qemu_disk, qemu_dir);
         if (j->mem_path)
                 c.mem_path = j->mem_path;
-        r = vm_start(&c, 10000, &j->new_pid, &q, &j->error);
+        r = vm_start(&c, 10000, &j->new_pid, &q, &j->unconfined, &j->error);
         if (r >= 0)
                 r = vm_restore_state(q, fd, RESTORE_TIMEOUT_MS, &j->error);
         if (r >= 0)

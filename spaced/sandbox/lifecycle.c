@@ -38,6 +38,7 @@ typedef struct LifecycleJob {
         int r;
         Error error;
         pid_t new_pid;
+        char *unconfined;     /* wake: vm_start()'s, why the new QEMU runs unconfined (NULL: it does not) */
         int agent_fd;
         OperationProgress progress; /* suspend: the operation's, while it runs */
 } LifecycleJob;
@@ -55,6 +56,7 @@ static void job_free(LifecycleJob *j) {
         free(j->data_dir);
         base_request_done(&j->base);
         strv_free(j->init_env);
+        free(j->unconfined);
         error_done(&j->error);
         safe_close(j->agent_fd);
         free(j);
@@ -150,7 +152,7 @@ static int do_wake(LifecycleJob *j) {
                 goto out;
         }
         VmConfig c = base_restore_config(&b, &j->base, j->run_dir, qemu_disk, qemu_dir);
-        r = vm_start(&c, 10000, &j->new_pid, &q, &j->error);
+        r = vm_start(&c, 10000, &j->new_pid, &q, &j->unconfined, &j->error);
         if (r < 0)
                 goto out;
         r = vm_restore_state(q, fd, WAKE_TIMEOUT_MS, &j->error);
@@ -248,6 +250,7 @@ static void lifecycle_done(Manager *m, void *userdata) {
                 if (j->r >= 0) {
                         s->state = SANDBOX_RUNNING;
                         s->qemu_pid = j->new_pid;
+                        sandbox_set_confined(s, TAKE_PTR(j->unconfined));
                         if (agent_attach(s, TAKE_FD(j->agent_fd)) < 0)
                                 log_warning("sandbox %s: cannot watch the agent after wake", s->id);
                         remove_suspend_files(s->data_dir);

@@ -76,6 +76,7 @@ Sandbox *sandbox_free(Sandbox *s) {
         strv_free(s->egress_profiles);
         strv_free(s->egress_allow);
         strv_free(s->egress_deny);
+        free(s->unconfined_reason);
         free(s);
         return NULL;
 }
@@ -140,6 +141,33 @@ int sandbox_save(Sandbox *s) {
         return r;
 }
 
+void sandbox_set_confined(Sandbox *s, char *unconfined) {
+        Manager *m = s->manager;
+
+        free(s->unconfined_reason);
+        s->unconfined_reason = unconfined;
+        s->confined = unconfined ? SANDBOX_CONFINED_NO : SANDBOX_CONFINED_YES;
+        if (!unconfined) {
+                if (!m->confined)
+                        log_info("sandbox %s: QEMU runs in its own namespaces again", s->id);
+                m->confined = true;
+                free(m->unconfined_reason);
+                m->unconfined_reason = NULL;
+                return;
+        }
+        /* The warning at start said it for every QEMU after it; this is the host changing since. */
+        if (m->confined)
+                log_warning("sandbox %s: QEMU runs unconfined: %s", s->id, unconfined);
+        m->confined = false;
+        if (!streq_ptr(unconfined, m->unconfined_reason)) {
+                char *copy = strdup(unconfined);
+                if (copy) {
+                        free(m->unconfined_reason);
+                        m->unconfined_reason = copy;
+                }
+        }
+}
+
 uint64_t manager_memory_in_use(Manager *m) {
         uint64_t sum = 0;
         for (Sandbox *s = m->sandboxes; s; s = s->next)
@@ -172,6 +200,7 @@ typedef struct CreateJob {
         int r;
         Error error;
         pid_t pid;
+        char *unconfined;     /* vm_start()'s: why its QEMU runs unconfined, NULL when it does not */
         int agent_fd;
         /* where the time went, for the log: the disk, QEMU to its QMP, the restore, the agent's handshake */
         uint64_t t_start, t_disk, t_spawn, t_restore, t_agent;
@@ -187,6 +216,7 @@ static void create_job_free(CreateJob *j) {
         free(j->source_disk);
         free(j->warm_cwd);
         free(j->warm_user);
+        free(j->unconfined);
         error_done(&j->error);
         safe_close(j->agent_fd);
         free(j);
@@ -243,7 +273,7 @@ static void *create_worker(void *userdata) {
         /* the checkpoint's RAM, mapped privately as the base's is; the state file then holds only devices */
         if (j->source_mem)
                 c.mem_path = j->source_mem;
-        r = vm_start(&c, 10000, &j->pid, &q, &j->error);
+        r = vm_start(&c, 10000, &j->pid, &q, &j->unconfined, &j->error);
         if (r < 0)
                 goto finish;
         crash_point("create-spawned");
@@ -353,6 +383,7 @@ static void create_done(Manager *m, void *userdata) {
                 if (j->parent_op[0])
                         fork_child_done(m, j->parent_op, false, msg);
         } else {
+                sandbox_set_confined(s, TAKE_PTR(j->unconfined));
                 (void) sandbox_save(s);
                 log_info("sandbox %s running (pid %d) in %.1f ms: disk %.1f, QEMU up %.1f, restore %.1f, agent %.1f",
                          s->id, (int) s->qemu_pid, (double) (now_usec_monotonic() - j->t_start) / 1000.0,

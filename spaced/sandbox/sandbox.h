@@ -19,6 +19,13 @@ enum {
 
 #define IDLE_TIMEOUT_DEFAULT (6 * 3600)
 
+/* Whether a sandbox's QEMU runs in namespaces of its own (ARCHITECTURE.md, decision 12). */
+typedef enum SandboxConfined {
+        SANDBOX_CONFINED_UNKNOWN,   /* not started yet, or by a daemon that did not record it */
+        SANDBOX_CONFINED_YES,
+        SANDBOX_CONFINED_NO,        /* unconfined_reason says why */
+} SandboxConfined;
+
 typedef enum SandboxState {
         SANDBOX_CREATING,
         SANDBOX_RUNNING,
@@ -63,6 +70,9 @@ struct Sandbox {
         char **egress_profiles;
         char **egress_allow;
         char **egress_deny;
+        /* Its QEMU as last started (create, wake, restore): in its namespaces or not, and why not. */
+        SandboxConfined confined;
+        char *unconfined_reason;
         bool busy;           /* a lifecycle operation is in flight */
         bool pooled;         /* made for a warm pool (POOLED once ready) */
         bool has_pool_fd;
@@ -113,6 +123,9 @@ int sandbox_resolve(Manager *m, const char *ref, Sandbox **ret);
 Sandbox *sandbox_free(Sandbox *s);
 void sandbox_unlink(Manager *m, Sandbox *s);
 int sandbox_save(Sandbox *s);
+/* Records how s's QEMU was just started: unconfined is vm_start()'s reason (taken; NULL: confined). The
+ * daemon's view (GET /v1/info) follows what the last start found, with a warning when it changes for the worse. */
+void sandbox_set_confined(Sandbox *s, char *unconfined);
 /* The sandbox cannot be used any more (its guest abused the channel): QEMU is killed, state error with reason,
  * saved; the disk stays until rm. */
 void sandbox_mark_failed(Sandbox *s, const char *reason);

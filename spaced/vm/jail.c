@@ -1,11 +1,12 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 
 /*
- * QEMU's own user, mount and pid namespaces (ARCHITECTURE.md, decision 12). An escaped QEMU runs as the user,
- * and seccomp alone leaves it every file the user can reach (the state database, the home directory, every
- * other sandbox's disk and sockets) and every process it may signal. In its namespaces it sees a read-only
- * tmpfs holding only what it needs, each bound at the path it has outside, so QEMU's command line and the
- * sockets the daemon connects to are the same as without them; it is pid 1 and alone.
+ * QEMU's own user, mount, pid, network, IPC and UTS namespaces (ARCHITECTURE.md, decision 12). An escaped QEMU
+ * runs as the user, and seccomp alone leaves it every file the user can reach (the state database, the home
+ * directory, every other sandbox's disk and sockets), every process it may signal and the user's whole
+ * network. In its namespaces it sees a read-only tmpfs holding only what it needs, each bound at the path it
+ * has outside, so QEMU's command line and the sockets the daemon connects to are the same as without them; it
+ * is pid 1 and alone, and its network is a loopback that is down.
  *
  * Done by hand in the forked children rather than with bwrap: no process stays between setsid and QEMU (the
  * pid the daemon records and vm_pid_alive() checks stays QEMU's), and no new dependency.
@@ -32,6 +33,7 @@
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <sys/syscall.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <endian.h>
@@ -88,8 +90,12 @@ VmJail *vm_jail_free(VmJail *j) {
 
 const char *vm_jail_step_name(const VmJail *j, int step, char *buf, size_t size) {
         switch (step) {
-        case JAIL_STEP_UNSHARE:
-                return "unshare";
+        case JAIL_STEP_USERNS:
+                return "user and pid namespaces";
+        case JAIL_STEP_NETNS:
+                return "network, IPC and UTS namespaces";
+        case JAIL_STEP_MNTNS:
+                return "mount namespace";
         case JAIL_STEP_MAPS:
                 return "uid/gid map";
         case JAIL_STEP_ROOT:
@@ -107,6 +113,33 @@ const char *vm_jail_step_name(const VmJail *j, int step, char *buf, size_t size)
 
 VmConfine vm_jail_mode(const VmJail *j) {
         return j ? j->mode : VM_CONFINE_OFF;
+}
+
+bool vm_jail_refused(int step, int err) {
+        switch (step) {
+        case JAIL_STEP_USERNS:
+        case JAIL_STEP_NETNS:
+        case JAIL_STEP_MNTNS:
+                /* sysctls and limits (EPERM, ENOSPC, EUSERS), seccomp (EPERM, ENOSYS), no kernel support */
+                return IN_SET(err, EPERM, EACCES, EINVAL, ENOSPC, EUSERS, ENOSYS);
+        case JAIL_STEP_MAPS:
+        case JAIL_STEP_ROOT:
+                /* AppArmor's restricted user namespaces: unshare() works, but nothing may be done in them */
+                return IN_SET(err, EPERM, EACCES);
+        }
+        return false;
+}
+
+static int jail_alloc(VmConfine mode, VmJail **ret) {
+        VmJail *j = calloc(1, sizeof(VmJail));
+
+        if (!j)
+                return -ENOMEM;
+        j->mode = mode;
+        snprintf(j->uid_map, sizeof(j->uid_map), "%u %u 1\n", (unsigned) getuid(), (unsigned) getuid());
+        snprintf(j->gid_map, sizeof(j->gid_map), "%u %u 1\n", (unsigned) getgid(), (unsigned) getgid());
+        *ret = j;
+        return 0;
 }
 
 /* A new entry for path (its place in the staging tree made up), not yet counted: the caller fills in the
@@ -256,13 +289,9 @@ int vm_jail_new(const VmConfig *c, const char *binary, VmJail **ret, Error *rete
         if (c->confine == VM_CONFINE_OFF)
                 return 0;
 
-        j = calloc(1, sizeof(VmJail));
-        if (!j)
-                return -ENOMEM;
-        j->mode = c->confine;
-        snprintf(j->uid_map, sizeof(j->uid_map), "%u %u 1\n", (unsigned) getuid(), (unsigned) getuid());
-        snprintf(j->gid_map, sizeof(j->gid_map), "%u %u 1\n", (unsigned) getgid(), (unsigned) getgid());
-
+        r = jail_alloc(c->confine, &j);
+        if (r < 0)
+                return r;
         r = jail_add_system(j);
         if (r < 0)
                 goto fail;
@@ -411,37 +440,36 @@ static int bind_one(const JailMount *m) {
         return mount(NULL, m->dst, NULL, f, NULL) < 0 ? -errno : 0;
 }
 
-int vm_jail_unshare(VmJail *j, bool *ret_fell_back, int *ret_step) {
+int vm_jail_unshare(VmJail *j, int *ret_step) {
         int r;
 
-        *ret_fell_back = false;
-        *ret_step = JAIL_STEP_UNSHARE;
+        *ret_step = JAIL_STEP_USERNS;
         if (!j)
                 return 0;
         /* A pid namespace of its own: QEMU can then signal no process but itself (a user namespace alone
          * keeps it from tracing others, not from killing or stopping them). */
-        if (unshare(CLONE_NEWUSER | CLONE_NEWPID) < 0) {
-                r = -errno;
-                /* No user namespaces here (sysctls, a container's seccomp policy): auto runs QEMU as before. */
-                if (j->mode == VM_CONFINE_AUTO && IN_SET(r, -EPERM, -EINVAL, -ENOSPC, -EUSERS, -ENOSYS)) {
-                        *ret_fell_back = true;
-                        return 0;
-                }
-                return r;
-        }
+        if (unshare(CLONE_NEWUSER | CLONE_NEWPID) < 0)
+                return -errno;
         /* The user's uid and gid map to themselves: files keep their owners, and QEMU's sockets belong to the
          * user outside. */
         *ret_step = JAIL_STEP_MAPS;
         if ((r = write_all("/proc/self/setgroups", "deny")) < 0 || (r = write_all("/proc/self/uid_map", j->uid_map)) < 0 ||
             (r = write_all("/proc/self/gid_map", j->gid_map)) < 0)
                 return r;
+        /* QEMU needs no network: its sockets are unix sockets by path (which any network namespace reaches) and
+         * snapshots come as fds. So its own, with a loopback that stays down: no host address, LAN or metadata
+         * service, no loopback server and no abstract unix socket (an X server's) of the host's. IPC: the
+         * host's System V objects and POSIX message queues; UTS because it costs nothing. */
+        *ret_step = JAIL_STEP_NETNS;
+        if (unshare(CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS) < 0)
+                return -errno;
         return 0;
 }
 
 int vm_jail_enter(VmJail *j, int *ret_step) {
         int r;
 
-        *ret_step = JAIL_STEP_UNSHARE;
+        *ret_step = JAIL_STEP_MNTNS;
         if (!j)
                 return 0;
         if (unshare(CLONE_NEWNS) < 0)
@@ -489,4 +517,128 @@ int vm_jail_enter(VmJail *j, int *ret_step) {
         if (prctl(PR_SET_SECUREBITS, SECBIT_NOROOT | SECBIT_NOROOT_LOCKED, 0, 0, 0) < 0)
                 return -errno;
         return 0;
+}
+
+/* ---- in the daemon: can QEMU be confined here, and if not, why ---- */
+
+static bool sysctl_value(const char *name, long *ret) {
+        char path[128], buf[32];
+        _cleanup_close_ int fd = -1;
+        ssize_t n;
+
+        snprintf(path, sizeof path, "/proc/sys/%s", name);
+        fd = open(path, O_RDONLY | O_CLOEXEC);
+        if (fd < 0 || (n = read(fd, buf, sizeof buf - 1)) <= 0)
+                return false;
+        buf[n] = 0;
+        return sscanf(buf, "%ld", ret) == 1;
+}
+
+/* The first of the user.max_*_namespaces limits of step's namespaces that is 0, as "user.max_X_namespaces". */
+static const char *zero_limit(int step) {
+        static const char *const user[] = { "user/max_user_namespaces", "user/max_pid_namespaces", NULL },
+                          *const net[] = { "user/max_net_namespaces", "user/max_ipc_namespaces",
+                                           "user/max_uts_namespaces", NULL },
+                          *const mnt[] = { "user/max_mnt_namespaces", NULL };
+        const char *const *l = step == JAIL_STEP_USERNS ? user : step == JAIL_STEP_NETNS ? net : mnt;
+        long v;
+
+        for (; *l; l++)
+                if (sysctl_value(*l, &v) && v == 0)
+                        return *l + strlen("user/");
+        return NULL;
+}
+
+int vm_confine_explain(const VmJail *j, int step, int err, char **ret) {
+        char buf[PATH_MAX + 16], hint[256] = "";
+        const char *limit;
+        long v;
+
+        /* Root may make user namespaces whatever unprivileged_userns_clone says. */
+        if (step == JAIL_STEP_USERNS && geteuid() != 0 && sysctl_value("kernel/unprivileged_userns_clone", &v) && v == 0)
+                snprintf(hint, sizeof hint, "kernel.unprivileged_userns_clone is 0, which forbids user namespaces "
+                         "to users other than root; sysctl kernel.unprivileged_userns_clone=1 allows them");
+        else if (IN_SET(err, EPERM, EACCES) && sysctl_value("kernel/apparmor_restrict_unprivileged_userns", &v) && v != 0)
+                snprintf(hint, sizeof hint, "AppArmor restricts unprivileged user namespaces "
+                         "(kernel.apparmor_restrict_unprivileged_userns is %ld); an AppArmor profile for spaced "
+                         "that allows userns lifts it, as sysctl kernel.apparmor_restrict_unprivileged_userns=0 "
+                         "does for every program", v);
+        else if (err == ENOSPC && (limit = zero_limit(step)))
+                snprintf(hint, sizeof hint, "user.%s is 0 (/proc/sys/user/%s), which allows none; sysctl "
+                         "user.%s=N allows N", limit, limit, limit);
+        else if (err == ENOSPC)
+                snprintf(hint, sizeof hint, "a limit of /proc/sys/user/max_*_namespaces is reached");
+        else if (err == EUSERS)
+                snprintf(hint, sizeof hint, "user namespaces nest 32 deep at most, and spaced runs that deep");
+        else if (IN_SET(err, EPERM, ENOSYS) && step != JAIL_STEP_MAPS)
+                snprintf(hint, sizeof hint, "a seccomp filter or security module refuses unshare(2), as a "
+                         "container's default profile does");
+        else if (err == EINVAL && step != JAIL_STEP_MAPS)
+                snprintf(hint, sizeof hint, "the kernel lacks these namespaces (CONFIG_USER_NS and the like)");
+
+        return asprintf(ret, "%s: %s%s%s", vm_jail_step_name(j, step, buf, sizeof buf), strerror(err),
+                        hint[0] ? "; " : "", hint) < 0 ? -ENOMEM : 0;
+}
+
+/* The probe's child reports the step that failed and its errno, as the spawn helpers do. */
+static void probe_report(int fd, int step, int err) {
+        int m[2] = { step, err };
+        (void) !write(fd, m, sizeof m);
+}
+
+int vm_confine_probe(char **ret_reason) {
+        _cleanup_(vm_jail_freep) VmJail *j = NULL;
+        _cleanup_close_ int rfd = -1, wfd = -1;
+        int p[2], m[2], r;
+        pid_t pid;
+
+        *ret_reason = NULL;
+        r = jail_alloc(VM_CONFINE_ON, &j);
+        if (r < 0)
+                return r;
+        if (pipe2(p, O_CLOEXEC) < 0)
+                return -errno;
+        rfd = p[0];
+        wfd = p[1];
+        /* What vm_spawn()'s helpers do, with nothing bound: namespaces, maps, a new root, no capabilities. */
+        pid = fork();
+        if (pid < 0)
+                return -errno;
+        if (pid == 0) {
+                int step, k = vm_jail_unshare(j, &step);
+                if (k < 0) {
+                        probe_report(wfd, step, -k);
+                        _exit(1);
+                }
+                pid_t g = fork();
+                if (g < 0) {
+                        probe_report(wfd, JAIL_STEP_USERNS, errno);
+                        _exit(1);
+                }
+                if (g == 0) {
+                        k = vm_jail_enter(j, &step);
+                        if (k < 0)
+                                probe_report(wfd, step, -k);
+                        _exit(k < 0);
+                }
+                int st = 0;
+                while (waitpid(g, &st, 0) < 0 && errno == EINTR)
+                        ;
+                _exit(WIFEXITED(st) && WEXITSTATUS(st) == 0 ? 0 : 1);
+        }
+        wfd = safe_close(wfd);
+        int status = 0;
+        while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+                ;
+        ssize_t n;
+        while ((n = read(rfd, m, sizeof m)) < 0 && errno == EINTR)
+                ;
+        if (n == (ssize_t) sizeof m) {
+                r = vm_confine_explain(j, m[0], m[1], ret_reason);
+                return r < 0 ? r : -m[1];
+        }
+        if (WIFEXITED(status) && WEXITSTATUS(status) == 0)
+                return 0;
+        *ret_reason = strdup("the probe of QEMU's namespaces died without a word");
+        return -EIO;
 }

@@ -33,12 +33,24 @@ static inline void vm_jail_freep(VmJail **j) {
         *j = vm_jail_free(*j);
 }
 VmConfine vm_jail_mode(const VmJail *j);
-/* In the helper that forks QEMU, between fork and exec: makes the user and pid namespaces (QEMU, forked
- * next, is pid 1 in the latter). *ret_fell_back when confine=auto found no user namespaces and left the
- * helper as it was. */
-enum { JAIL_STEP_UNSHARE = -1, JAIL_STEP_MAPS = -2, JAIL_STEP_ROOT = -3, JAIL_STEP_PIVOT = -4, JAIL_STEP_CAPS = -5 };
-int vm_jail_unshare(VmJail *j, bool *ret_fell_back, int *ret_step);
+/* In the helper that forks QEMU, between fork and exec: makes the user, pid, network, IPC and UTS namespaces
+ * (QEMU, forked next, is pid 1 in the pid namespace). */
+enum {
+        JAIL_STEP_USERNS = -1,
+        JAIL_STEP_MAPS = -2,
+        JAIL_STEP_ROOT = -3,
+        JAIL_STEP_PIVOT = -4,
+        JAIL_STEP_CAPS = -5,
+        JAIL_STEP_NETNS = -6,
+        JAIL_STEP_MNTNS = -7,
+};
+int vm_jail_unshare(VmJail *j, int *ret_step);
 /* In QEMU's process before exec: its own mount namespace, pivoted into, and no capabilities left. */
 int vm_jail_enter(VmJail *j, int *ret_step);
 /* What *ret_step names, for the error message. */
 const char *vm_jail_step_name(const VmJail *j, int step, char *buf, size_t size);
+/* Whether err at step is the host refusing namespaces (a sysctl, a limit, seccomp, AppArmor, no kernel
+ * support) rather than something of ours failing: confine = auto then runs QEMU without them. */
+bool vm_jail_refused(int step, int err);
+/* "STEP: ERROR", and when the host's settings tell why, "; WHY, and what changes it". */
+int vm_confine_explain(const VmJail *j, int step, int err, char **ret);

@@ -31,7 +31,6 @@
 #include <cJSON.h>
 
 #include "vm/vmm.h"
-#include "core/log.h"
 #include "macro.h"
 #include "vm/vmm-internal.h"
 
@@ -506,7 +505,7 @@ static int find_binary(const char *name, char **ret) {
 }
 
 /* What the spawn helpers report through the status pipe. */
-enum { SPAWN_MSG_PID = 1, SPAWN_MSG_ERRNO = 2, SPAWN_MSG_JAIL_ERRNO = 3, SPAWN_MSG_UNCONFINED = 4, SPAWN_MSG_JAIL_STEP = 5 };
+enum { SPAWN_MSG_PID = 1, SPAWN_MSG_ERRNO = 2, SPAWN_MSG_JAIL_ERRNO = 3, SPAWN_MSG_JAIL_STEP = 5 };
 typedef struct SpawnMsg {
         int kind;
         int value;
@@ -571,65 +570,26 @@ _Noreturn static void exec_qemu(const char *binary, char **argv, int null_fd, in
         _exit(127);
 }
 
-int vm_spawn(const VmConfig *c, pid_t *ret_pid, Error *reterr) {
-        _cleanup_strv_free_ char **argv = NULL;
-        _cleanup_free_ char *binary = NULL, *log_path = NULL, *qmp_path = NULL, *pid_path = NULL, *pid_tmp = NULL;
-        _cleanup_close_ int null_fd = -1, log_fd = -1, rfd = -1, wfd = -1;
-        _cleanup_(vm_jail_freep) VmJail *jail = NULL;
-        pid_t qemu = 0;
-        int exec_errno = 0, jail_errno = 0, jail_step = 0, r;
-        bool unconfined = false;
+/* What the spawn helpers reported. */
+typedef struct SpawnReport {
+        pid_t qemu;
+        int exec_errno, jail_errno, jail_step;
+} SpawnReport;
 
-        if (!c || !ret_pid)
-                return -EINVAL;
-        r = vm_build_argv(c, &argv);
-        if (r < 0) {
-                (void) error_set(reterr, ERROR_INTERNAL, "invalid VM configuration");
-                return r;
-        }
-        r = find_binary(argv[0], &binary);
-        if (r < 0) {
-                (void) error_set(reterr, ERROR_INTERNAL, "cannot find %s: %s", argv[0], strerror(-r));
-                return r;
-        }
+typedef struct SpawnArgs {
+        const char *binary;
+        char **argv;
+        int null_fd, log_fd;
+        const char *pid_tmp, *pid_path;
+} SpawnArgs;
 
-        /* Two QEMUs on one run dir would fight over its sockets. */
-        pid_t old;
-        if (vm_read_pidfile(c->run_dir, &old) >= 0 && vm_pid_alive(old, c->run_dir)) {
-                (void) error_set(reterr, ERROR_INTERNAL, "QEMU %d still runs in %s", (int) old, c->run_dir);
-                return -EBUSY;
-        }
-
-        /* Stale files from a previous QEMU in this run dir would make us talk to nothing or read a wrong pid. */
-        static const char *const stale[] = { "qmp.sock", "agent.sock", "qemu.pid" };
-        for (size_t i = 0; i < ELEMENTSOF(stale); i++) {
-                _cleanup_free_ char *p = run_file(c->run_dir, stale[i]);
-                if (!p)
-                        return -ENOMEM;
-                if (unlink(p) < 0 && errno != ENOENT)
-                        return -errno;
-        }
-
-        log_path = run_file(c->run_dir, "qemu.log");
-        qmp_path = run_file(c->run_dir, "qmp.sock");
-        pid_path = run_file(c->run_dir, "qemu.pid");
-        pid_tmp = run_file(c->run_dir, ".qemu.pid.new");
-        if (!log_path || !qmp_path || !pid_path || !pid_tmp)
-                return -ENOMEM;
-        /* O_APPEND so vm_log_trim() can truncate it under QEMU's feet. */
-        log_fd = open(log_path, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY, 0600);
-        if (log_fd < 0) {
-                r = -errno;
-                (void) error_set(reterr, ERROR_INTERNAL, "cannot open %s: %s", log_path, strerror(errno));
-                return r;
-        }
-        null_fd = open("/dev/null", O_RDONLY | O_CLOEXEC | O_NOCTTY);
-        if (null_fd < 0)
-                return -errno;
-        r = vm_jail_new(c, binary, &jail, reterr);
-        if (r < 0)
-                return r;
+/* Forks the helper that makes jail's namespaces (none when NULL), forks QEMU into them and writes its pid file;
+ * returns once QEMU has exec'd or the helpers failed, with what they said. */
+static int spawn_helpers(const SpawnArgs *a, VmJail *jail, SpawnReport *ret) {
+        _cleanup_close_ int rfd = -1, wfd = -1;
         int p[2];
+
+        *ret = (SpawnReport) {};
         if (pipe2(p, O_CLOEXEC) < 0)
                 return -errno;
         rfd = p[0];
@@ -639,37 +599,34 @@ int vm_spawn(const VmConfig *c, pid_t *ret_pid, Error *reterr) {
         if (mid < 0)
                 return -errno;
         if (mid == 0) {
-                bool fell_back;
                 int step, k;
 
                 /* Own session: QEMU survives the daemon and no terminal signal reaches it. */
                 (void) setsid();
                 /* The user and pid namespaces are made here, so that QEMU, forked next, is pid 1 in the
                  * latter; the mount namespace in QEMU's process. */
-                k = vm_jail_unshare(jail, &fell_back, &step);
+                k = vm_jail_unshare(jail, &step);
                 if (k < 0) {
                         report(wfd, SPAWN_MSG_JAIL_STEP, step);
                         report(wfd, SPAWN_MSG_JAIL_ERRNO, -k);
                         _exit(127);
                 }
-                if (fell_back)
-                        report(wfd, SPAWN_MSG_UNCONFINED, 0);
                 pid_t gc = fork();
                 if (gc < 0) {
                         report(wfd, SPAWN_MSG_ERRNO, errno);
                         _exit(1);
                 }
                 if (gc == 0) {
-                        k = fell_back ? 0 : vm_jail_enter(jail, &step);
+                        k = vm_jail_enter(jail, &step);
                         if (k < 0) {
                                 report(wfd, SPAWN_MSG_JAIL_STEP, step);
                                 report(wfd, SPAWN_MSG_JAIL_ERRNO, -k);
                                 _exit(127);
                         }
-                        exec_qemu(binary, argv, null_fd, log_fd, wfd);
+                        exec_qemu(a->binary, a->argv, a->null_fd, a->log_fd, wfd);
                 }
                 /* Here, not from the daemon: a daemon killed now still leaves the file for the next one. */
-                k = write_pidfile(pid_tmp, pid_path, gc);
+                k = write_pidfile(a->pid_tmp, a->pid_path, gc);
                 if (k < 0) {
                         (void) kill(gc, SIGKILL);
                         report(wfd, SPAWN_MSG_ERRNO, -k);
@@ -691,70 +648,154 @@ int vm_spawn(const VmConfig *c, pid_t *ret_pid, Error *reterr) {
                 if (k != (ssize_t) sizeof(m))
                         break;
                 if (m.kind == SPAWN_MSG_PID)
-                        qemu = m.value;
+                        ret->qemu = m.value;
                 else if (m.kind == SPAWN_MSG_ERRNO)
-                        exec_errno = m.value ?: EIO;
+                        ret->exec_errno = m.value ?: EIO;
                 else if (m.kind == SPAWN_MSG_JAIL_ERRNO)
-                        jail_errno = m.value ?: EIO;
+                        ret->jail_errno = m.value ?: EIO;
                 else if (m.kind == SPAWN_MSG_JAIL_STEP)
-                        jail_step = m.value;
-                else if (m.kind == SPAWN_MSG_UNCONFINED)
-                        unconfined = true;
+                        ret->jail_step = m.value;
         }
-        if (jail_errno) {
-                char buf[PATH_MAX + 16];
-                (void) error_set(reterr, ERROR_INTERNAL, "cannot confine QEMU in its own namespaces: %s: %s%s",
-                                 vm_jail_step_name(jail, jail_step, buf, sizeof(buf)), strerror(jail_errno),
-                                 vm_jail_mode(jail) == VM_CONFINE_ON ? " (confine = on in spaced.conf)" : "");
-                return -jail_errno;
-        }
-        if (unconfined) {
-                /* Once per daemon: every QEMU after the first falls back the same way. */
-                static bool warned = false;
-                if (!__atomic_exchange_n(&warned, true, __ATOMIC_RELAXED))
-                        log_warning("QEMU runs unconfined: this host allows no user namespaces (confine = auto; "
-                                    "enable them, or set confine = off to silence this)");
-        }
-        if (exec_errno || qemu <= 0) {
-                (void) error_set(reterr, ERROR_INTERNAL, "cannot start %s: %s", binary, strerror(exec_errno ?: EIO));
-                return -(exec_errno ?: EIO);
-        }
+        return 0;
+}
 
-        /* Wait until QEMU got through its command line (the QMP socket exists), so a bad option or path is
-         * reported here with QEMU's own words rather than as a QMP timeout. Later start failures (kernel,
-         * disk) show up as a QMP connection that closes: see vm_start(). */
+/* Waits until QEMU got through its command line (the QMP socket exists), so a bad option or path is reported
+ * with QEMU's own words rather than as a QMP timeout. Later start failures (kernel, disk) show up as a QMP
+ * connection that closes: see vm_start(). */
+static int wait_qmp_socket(const char *run_dir, const char *qmp_path, pid_t qemu, Error *reterr) {
         int64_t deadline = now_ms() + VM_SPAWN_START_TIMEOUT_MS;
+
         for (unsigned i = 0;; i++) {
                 struct stat st;
                 if (!pid_running(qemu)) {
                         _cleanup_free_ char *tail = NULL;
-                        (void) vm_log_tail(c->run_dir, VM_LOG_TAIL_MAX, &tail);
+                        (void) vm_log_tail(run_dir, VM_LOG_TAIL_MAX, &tail);
                         (void) error_set(reterr, ERROR_INTERNAL, "QEMU exited at start: %s", tail && *tail ? tail : "(no output)");
                         return -ECHILD;
                 }
                 if (stat(qmp_path, &st) == 0 && S_ISSOCK(st.st_mode))
-                        break;
+                        return 0;
                 if (remaining_ms(deadline) == 0) {
-                        (void) vm_kill(qemu, c->run_dir, 1000);
+                        (void) vm_kill(qemu, run_dir, 1000);
                         (void) error_set(reterr, ERROR_INTERNAL, "QEMU did not create %s in time", qmp_path);
                         return -ETIMEDOUT;
                 }
                 (void) usleep(i < 100 ? 500 : 5000);
         }
+}
 
-        *ret_pid = qemu;
+/* Two QEMUs on one run dir would fight over its sockets, and stale files from a previous one would make us talk
+ * to nothing or read a wrong pid. */
+static int run_dir_prepare(const char *run_dir, Error *reterr) {
+        static const char *const stale[] = { "qmp.sock", "agent.sock", "qemu.pid" };
+        pid_t old;
+
+        if (vm_read_pidfile(run_dir, &old) >= 0 && vm_pid_alive(old, run_dir)) {
+                (void) error_set(reterr, ERROR_INTERNAL, "QEMU %d still runs in %s", (int) old, run_dir);
+                return -EBUSY;
+        }
+        for (size_t i = 0; i < ELEMENTSOF(stale); i++) {
+                _cleanup_free_ char *p = run_file(run_dir, stale[i]);
+                if (!p)
+                        return -ENOMEM;
+                if (unlink(p) < 0 && errno != ENOENT)
+                        return -errno;
+        }
         return 0;
 }
 
-int vm_start(const VmConfig *c, int timeout_ms, pid_t *ret_pid, Qmp **ret_qmp, Error *reterr) {
-        _cleanup_free_ char *qmp_path = NULL;
+int vm_spawn(const VmConfig *c, pid_t *ret_pid, char **ret_unconfined, Error *reterr) {
+        _cleanup_strv_free_ char **argv = NULL;
+        _cleanup_free_ char *binary = NULL, *log_path = NULL, *qmp_path = NULL, *pid_path = NULL, *pid_tmp = NULL,
+                            *unconfined = NULL;
+        _cleanup_close_ int null_fd = -1, log_fd = -1;
+        _cleanup_(vm_jail_freep) VmJail *jail = NULL;
+        SpawnReport rep;
+        int r;
+
+        if (!c || !ret_pid)
+                return -EINVAL;
+        r = vm_build_argv(c, &argv);
+        if (r < 0) {
+                (void) error_set(reterr, ERROR_INTERNAL, "invalid VM configuration");
+                return r;
+        }
+        r = find_binary(argv[0], &binary);
+        if (r < 0) {
+                (void) error_set(reterr, ERROR_INTERNAL, "cannot find %s: %s", argv[0], strerror(-r));
+                return r;
+        }
+        r = run_dir_prepare(c->run_dir, reterr);
+        if (r < 0)
+                return r;
+
+        log_path = run_file(c->run_dir, "qemu.log");
+        qmp_path = run_file(c->run_dir, "qmp.sock");
+        pid_path = run_file(c->run_dir, "qemu.pid");
+        pid_tmp = run_file(c->run_dir, ".qemu.pid.new");
+        if (!log_path || !qmp_path || !pid_path || !pid_tmp)
+                return -ENOMEM;
+        /* O_APPEND so vm_log_trim() can truncate it under QEMU's feet. */
+        log_fd = open(log_path, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY, 0600);
+        if (log_fd < 0) {
+                r = -errno;
+                (void) error_set(reterr, ERROR_INTERNAL, "cannot open %s: %s", log_path, strerror(errno));
+                return r;
+        }
+        null_fd = open("/dev/null", O_RDONLY | O_CLOEXEC | O_NOCTTY);
+        if (null_fd < 0)
+                return -errno;
+        r = vm_jail_new(c, binary, &jail, reterr);
+        if (r < 0)
+                return r;
+        if (!jail && !(unconfined = strdup(VM_UNCONFINED_OFF)))
+                return -ENOMEM;
+
+        SpawnArgs a = { binary, argv, null_fd, log_fd, pid_tmp, pid_path };
+        r = spawn_helpers(&a, jail, &rep);
+        if (r < 0)
+                return r;
+        if (rep.jail_errno && vm_jail_mode(jail) == VM_CONFINE_AUTO && vm_jail_refused(rep.jail_step, rep.jail_errno)) {
+                /* The host refuses the namespaces (ARCHITECTURE.md, decision 12): auto runs QEMU without them,
+                 * and says why. Those that were made went with the helpers, so start over. */
+                r = vm_confine_explain(jail, rep.jail_step, rep.jail_errno, &unconfined);
+                if (r >= 0)
+                        r = spawn_helpers(&a, NULL, &rep);
+                if (r < 0)
+                        return r;
+        }
+        if (rep.jail_errno) {
+                _cleanup_free_ char *why = NULL;
+                (void) vm_confine_explain(jail, rep.jail_step, rep.jail_errno, &why);
+                (void) error_set(reterr, ERROR_INTERNAL, "cannot confine QEMU in its own namespaces: %s%s",
+                                 why ?: strerror(rep.jail_errno),
+                                 vm_jail_mode(jail) == VM_CONFINE_ON ? " (confine = on in spaced.conf)" : "");
+                return -rep.jail_errno;
+        }
+        if (rep.exec_errno || rep.qemu <= 0) {
+                (void) error_set(reterr, ERROR_INTERNAL, "cannot start %s: %s", binary, strerror(rep.exec_errno ?: EIO));
+                return -(rep.exec_errno ?: EIO);
+        }
+        r = wait_qmp_socket(c->run_dir, qmp_path, rep.qemu, reterr);
+        if (r < 0)
+                return r;
+
+        *ret_pid = rep.qemu;
+        if (ret_unconfined)
+                *ret_unconfined = TAKE_PTR(unconfined);
+        return 0;
+}
+
+int vm_start(const VmConfig *c, int timeout_ms, pid_t *ret_pid, Qmp **ret_qmp, char **ret_unconfined,
+             Error *reterr) {
+        _cleanup_free_ char *qmp_path = NULL, *unconfined = NULL;
         int64_t deadline = now_ms() + (timeout_ms < 0 ? 0 : timeout_ms);
         pid_t pid;
         int r;
 
         if (!c || !ret_pid || !ret_qmp)
                 return -EINVAL;
-        r = vm_spawn(c, &pid, reterr);
+        r = vm_spawn(c, &pid, &unconfined, reterr);
         if (r < 0)
                 return r;
         qmp_path = run_file(c->run_dir, "qmp.sock");
@@ -772,6 +813,8 @@ int vm_start(const VmConfig *c, int timeout_ms, pid_t *ret_pid, Qmp **ret_qmp, E
                 if (r >= 0) {
                         *ret_pid = pid;
                         *ret_qmp = q;
+                        if (ret_unconfined)
+                                *ret_unconfined = TAKE_PTR(unconfined);
                         return 0;
                 }
                 if (!pid_running(pid)) {
@@ -879,9 +922,10 @@ int vm_restore_state(Qmp *q, int state_fd, int timeout_ms, Error *reterr) {
                         reterr);
         if (r < 0)
                 return r;
-        /* A failed incoming migration makes QEMU 7.2 exit, which shows up here as a closed connection. */
+        /* A failed incoming migration makes QEMU 7.2 exit, which shows up here as a closed connection: EOF on
+         * a read, or EPIPE when it went between two polls. */
         r = qmp_wait_status_change(q, "inmigrate", remaining_ms(deadline), &status, reterr);
-        if (r == -ECONNRESET)
+        if (IN_SET(r, -ECONNRESET, -EPIPE))
                 (void) error_set(reterr, ERROR_INTERNAL, "QEMU exited while loading the snapshot (see qemu.log)");
         if (r < 0)
                 return r;

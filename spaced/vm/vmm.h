@@ -36,9 +36,9 @@ typedef enum VmAccel {
  * ~150 ms more (measured: tcg_cache_mib in spaced.conf trades the two). KVM has no such cache. */
 #define VM_TCG_CACHE_MIB_DEFAULT 32U
 
-/* Whether QEMU runs in its own user and mount namespace that sees only its own files (vm/jail.c). auto: when
- * the host allows unprivileged user namespaces, else as before with one warning; on: a sandbox fails to start
- * without them. */
+/* Whether QEMU runs in namespaces of its own, its mount namespace holding only its own files (vm/jail.c). auto:
+ * when the host allows unprivileged user namespaces, else unconfined, which vm_start() says; on: a sandbox fails
+ * to start without them. */
 typedef enum VmConfine {
         VM_CONFINE_AUTO,
         VM_CONFINE_ON,
@@ -70,6 +70,14 @@ typedef struct VmConfig {
         VmConfine confine;
 } VmConfig;
 
+/* Why a QEMU started with confine = off runs unconfined. */
+#define VM_UNCONFINED_OFF "confine = off in spaced.conf"
+
+/* Whether QEMU can be confined here: forks a child that makes the namespaces vm_spawn() makes, with nothing in
+ * them. 0 if so; else -errno and in *ret_reason why not (the sysctl or policy that refuses them, when one
+ * does, and what changes it). */
+int vm_confine_probe(char **ret_reason);
+
 /* Picks the accelerator for accel=auto: KVM when /dev/kvm opens read-write and the host is not kvm-pvm
  * (/sys/module/kvm_pvm absent), else TCG. Fills a reason string for the log. */
 VmAccel vm_accel_detect(char **ret_reason);
@@ -81,8 +89,10 @@ int vm_build_argv(const VmConfig *c, char ***ret_argv);
 
 /* Starts QEMU detached from the daemon (own session via double fork, stdin /dev/null, stderr to
  * run_dir/qemu.log) so it outlives spaced; confined as c->confine says, every path on its command line bound
- * at the same path inside. Returns QEMU's pid as the daemon sees it (the fork's, also in run_dir/qemu.pid). */
-int vm_spawn(const VmConfig *c, pid_t *ret_pid, Error *reterr);
+ * at the same path inside. Returns QEMU's pid as the daemon sees it (the fork's, also in run_dir/qemu.pid), and
+ * in *ret_unconfined (optional) NULL when QEMU runs in its namespaces, else why not: confine = off, or under
+ * auto what the host refused. */
+int vm_spawn(const VmConfig *c, pid_t *ret_pid, char **ret_unconfined, Error *reterr);
 
 /* QMP client: connect (retrying until timeout_ms while the socket appears), read the greeting, send
  * qmp_capabilities. */
@@ -113,7 +123,8 @@ int vm_restore_state(Qmp *q, int state_fd, int timeout_ms, Error *reterr);
 
 /* vm_spawn() + qmp_open() while watching the process: a QEMU that exits before QMP answers is reported with
  * the tail of qemu.log at once, not after the timeout. On failure QEMU is killed. */
-int vm_start(const VmConfig *c, int timeout_ms, pid_t *ret_pid, Qmp **ret_qmp, Error *reterr);
+int vm_start(const VmConfig *c, int timeout_ms, pid_t *ret_pid, Qmp **ret_qmp, char **ret_unconfined,
+             Error *reterr);
 /* Last <= max bytes of run_dir/qemu.log, non-printable bytes replaced, trailing newlines dropped. */
 int vm_log_tail(const char *run_dir, size_t max, char **ret);
 /* Truncates run_dir/qemu.log to empty when it is larger than max_bytes (call now and then for long-lived VMs). */

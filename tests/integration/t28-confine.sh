@@ -1,14 +1,19 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
-# QEMU in its own user, mount and pid namespaces (confine = on), looked at from inside: nsenter into a
-# QEMU's namespaces without capabilities, as QEMU runs, and try what an escaped QEMU would. The user's home,
-# the state database, the API socket and another sandbox's run dir, data dir and disk are not there; its own
+# QEMU in its own user, mount, pid, network, IPC and UTS namespaces (confine = on), looked at from inside:
+# nsenter into a QEMU's namespaces without capabilities, as QEMU runs, and try what an escaped QEMU would. The
+# user's home, the state database, the API socket and another sandbox's run dir, data dir and disk are not
+# there, nor any network: a server on the host's loopback and an abstract unix socket of the host's cannot be
+# reached from it. Its own
 # sockets, disk, kernel and /usr are, all but its disk, run dir and base memory file read-only. It can
 # neither ptrace nor signal a sibling QEMU or the daemon. A qcow2 checkpoint hands QEMU the new layer through
 # data_dir/qemu and takes the frozen one away: after two checkpoints QEMU holds no writable fd on a frozen
 # layer and has no path to it, and a fork sees its checkpoint's layer read-only. QEMU holds no capabilities
 # and keeps its seccomp filter. The sandbox works across suspend/wake, checkpoints, fork, restore and a
-# daemon killed and restarted. confine = off runs QEMU in the daemon's namespaces, as before. The base memory
+# daemon killed and restarted. confine = off runs QEMU in the daemon's namespaces, as before, and says so in
+# inspect. Where no user namespace can be made (the daemon in one of the test's own whose
+# user.max_user_namespaces is 0), confine = auto warns at start and runs QEMU unconfined, which info and the
+# sandbox's inspect say, with the sysctl, also after a restart; confine = on fails the create. The base memory
 # file stays writable to QEMU before QEMU 8.2 (ARCHITECTURE.md, decision 12); what holds is checked: it is
 # mapped private, and a guest's writes never reach it.
 . "$(dirname "$0")/lib.sh"
@@ -34,12 +39,12 @@ mount_opts() {
         awk -v p="$2" '$5 == p { print $6 }' "/proc/$1/mountinfo" 2>/dev/null | tail -n1
 }
 
-# in_qemu PID CMD...: CMD in QEMU PID's user and mount namespaces, at its root, with QEMU's uid and no
-# capabilities (nsenter alone would hold all of them in that user namespace).
+# in_qemu PID CMD...: CMD in QEMU PID's user, mount, network and IPC namespaces, at its root, with QEMU's uid
+# and no capabilities (nsenter alone would hold all of them in that user namespace).
 in_qemu() {
         local pid=$1
         shift
-        nsenter -t "$pid" -U -m --root --wd --preserve-credentials -- \
+        nsenter -t "$pid" -U -m -n -i --root --wd --preserve-credentials -- \
                 setpriv --bounding-set=-all --inh-caps=-all --ambient-caps=-all --securebits=+noroot,+noroot_locked \
                 -- "$@"
 }
@@ -82,7 +87,7 @@ pid_alive "$QA" && pid_alive "$QB" || bail_out "no QEMU pids ($QA, $QB)"
 ROOT=/proc/$QA/root
 
 # ---- namespaces
-for ns in mnt user pid; do
+for ns in mnt user pid net ipc uts; do
         if [ -n "$(ns_of "$QA" $ns)" ] && [ "$(ns_of "$QA" $ns)" != "$(ns_of "$DP" $ns)" ]; then
                 pass "QEMU's $ns namespace is not the daemon's"
         else
@@ -100,6 +105,8 @@ check_eq "QEMU holds no capabilities" 0000000000000000 "$(awk '/^CapEff/ { print
 check_eq "QEMU's bounding set is empty" 0000000000000000 "$(awk '/^CapBnd/ { print $2 }' "/proc/$QA/status")"
 check_eq "QEMU's seccomp filter (-sandbox on) is in place" 2 "$(awk '/^Seccomp:/ { print $2 }' "/proc/$QA/status")"
 check_rc "nsenter reaches QEMU's view (its root is not the host's)" 0 in_qemu "$QA" sh -c '! test -e /etc/passwd'
+check_eq "inspect says its QEMU is confined" "True|None" \
+        "$(sc inspect "$A" --json >"$TEST_TMP/a.json" && json "$TEST_TMP/a.json" 'str(d["confined"]) + "|" + str(d["unconfined_reason"])')"
 
 # ---- what it cannot reach, tried from inside
 RUN_B=$(echo "$SPACE_RUNTIME_DIR"/sandboxes/"$B"*)
@@ -136,6 +143,45 @@ check_fails "/usr cannot be written" in_qemu_writes "$QA" /usr/bin/env
 check_fails "the guest kernel cannot be written" in_qemu_writes "$QA" "$SPACE_LIB_DIR/vmlinux"
 check_fails "nothing can be made in the root" in_qemu "$QA" mkdir /x
 check_fails "no new mount (no capabilities)" in_qemu "$QA" mount -t tmpfs none "$RUN_A"
+
+# ---- no network: a server on the host's loopback and an abstract unix socket (an X server's, say) answer from
+# the host, and not from inside
+LISTENER='import os, socket, sys
+t = socket.create_server(("127.0.0.1", 0))
+u = socket.socket(socket.AF_UNIX)
+u.bind("\0" + sys.argv[2])
+u.listen(8)
+with open(sys.argv[1] + ".tmp", "w") as f:
+    f.write("%d\n" % t.getsockname()[1])
+os.rename(sys.argv[1] + ".tmp", sys.argv[1])
+while True:
+    for s in (t, u):
+        s.settimeout(0.05)
+        try:
+            s.accept()[0].close()
+        except OSError:
+            pass'
+CONNECT='import socket, sys
+if sys.argv[1] == "tcp":
+    socket.create_connection(("127.0.0.1", int(sys.argv[2])), timeout=3).close()
+else:
+    s = socket.socket(socket.AF_UNIX)
+    s.settimeout(3)
+    s.connect("\0" + sys.argv[2])'
+ABSTRACT=space-t28-$$
+python3 -c "$LISTENER" "$TEST_TMP/listener.port" "$ABSTRACT" &
+LISTENER_PID=$!
+track_pid "$LISTENER_PID"
+wait_for 10 test -s "$TEST_TMP/listener.port" || bail_out "the test's listener did not start"
+PORT=$(cat "$TEST_TMP/listener.port")
+check_rc "the host's loopback server answers on the host" 0 python3 -c "$CONNECT" tcp "$PORT"
+check_rc "the host's abstract unix socket answers on the host" 0 python3 -c "$CONNECT" unix "$ABSTRACT"
+check_fails "  ... the loopback server does not from inside QEMU's namespaces" in_qemu "$QA" python3 -c "$CONNECT" tcp "$PORT"
+check_contains "  ... for want of a network" "unreachable" "$ERR"
+check_fails "  ... nor the abstract unix socket" in_qemu "$QA" python3 -c "$CONNECT" unix "$ABSTRACT"
+check_eq "QEMU's network has a loopback alone" lo \
+        "$(in_qemu "$QA" python3 -c 'import socket; print(" ".join(n for _, n in socket.if_nameindex()))' 2>&1)"
+kill "$LISTENER_PID"
 
 # ---- other processes: ptrace and process_vm_readv/writev need CAP_SYS_PTRACE in the target's user namespace
 # (commoncap), which no QEMU holds in a sibling's or the daemon's. Signals need only the same uid, but in its
@@ -257,6 +303,65 @@ create_sandbox C --name t28-off
 QC=$(qemu_pid_of "$C")
 check_eq "with confine = off QEMU shares the daemon's mount namespace" "$(ns_of "$(daemon_pid)" mnt)" "$(ns_of "$QC" mnt)"
 check_rc "exec with confine = off" 0 sc exec "$C" -- true
+check_eq "  ... and inspect says so" "False|confine = off in spaced.conf" \
+        "$(sc inspect "$C" --json >"$TEST_TMP/c.json" && json "$TEST_TMP/c.json" 'str(d["confined"]) + "|" + d["unconfined_reason"]')"
+
+# ---- confinement impossible: the daemon runs in a user namespace of the test's own whose
+# user.max_user_namespaces is 0, so that no child of it can make one (ENOSPC), as on a host with that sysctl at 0
+NOUSERNS=$TEST_TMP/spaced-nouserns
+printf '#!/bin/sh\nexec unshare --user --map-root-user sh -c %s "%s" "$@"\n' \
+        "'echo 0 >/proc/sys/user/max_user_namespaces && exec \"\$0\" \"\$@\"'" "$SPACED_BIN" >"$NOUSERNS"
+chmod +x "$NOUSERNS"
+restart_daemon() { # restart_daemon SPACED CONFIG-LINE
+        local dp
+        if dp=$(daemon_pid); then
+                kill "$dp" && wait_for 30 pid_gone "$dp" || bail_out "spaced did not stop"
+        fi
+        write_config "$2"
+        LOG_FROM=$(($(stat -c %s "$TEST_TMP/spaced.log") + 1))
+        SPACED_BIN=$1 start_daemon
+}
+# what the daemon logged since restart_daemon
+log_since() {
+        tail -c "+$LOG_FROM" "$TEST_TMP/spaced.log"
+}
+if unshare --user --map-root-user sh -c 'echo 0 >/proc/sys/user/max_user_namespaces && ! unshare --user true' 2>/dev/null; then
+        restart_daemon "$NOUSERNS" "confine = auto"
+        UNCONF="user and pid namespaces: No space left on device; user.max_user_namespaces is 0"
+        check_contains "confine = auto without user namespaces: one warning at start" \
+                "QEMU runs unconfined, without namespaces of its own: $UNCONF" "$(log_since)"
+        check_contains "  ... that says what to do" "sysctl user.max_user_namespaces=" "$(log_since)"
+        check_rc "info" 0 sc info
+        check_contains "  ... says QEMU runs unconfined, and why" "Confinement:  none, QEMU runs unconfined: $UNCONF" "$OUT"
+        check_eq "  ... and so does its JSON" "False|auto" \
+                "$(sc info --json >"$TEST_TMP/i.json" && json "$TEST_TMP/i.json" 'str(d["confined"]) + "|" + d["confine"]')"
+        create_sandbox N --name t28-nouserns
+        check_match "a sandbox is made, unconfined" "$ID_RE" "$N" || last_diag
+        QN=$(qemu_pid_of "$N")
+        check_eq "  ... its QEMU in the daemon's user and network namespaces" \
+                "$(ns_of "$(daemon_pid)" user) $(ns_of "$(daemon_pid)" net)" "$(ns_of "$QN" user) $(ns_of "$QN" net)"
+        check_rc "  ... which runs commands" 0 sc exec "$N" -- true
+        check_rc "inspect" 0 sc inspect "$N"
+        check_contains "  ... says it is not confined" "confined: false" "$OUT"
+        check_contains "  ... and why" "unconfined_reason: $UNCONF" "$OUT"
+        check_eq "no second warning for it" 1 "$(log_since | grep -c 'QEMU runs unconfined')"
+
+        restart_daemon "$NOUSERNS" "confine = on"
+        check_contains "confine = on without user namespaces: a warning at start" \
+                "confine = on, but QEMU cannot be confined here: $UNCONF" "$(log_since)"
+        check_fails "  ... and a create fails" sc_create --name t28-on
+        check_contains "  ... saying why" "cannot confine QEMU in its own namespaces: $UNCONF" "$ERR"
+        check_contains "  ... and that confine = on asked for it" "(confine = on in spaced.conf)" "$ERR"
+
+        restart_daemon "$SPACED_BIN" "confine = auto"
+        check_eq "after a restart where namespaces can be made, info says QEMU is confined" True \
+                "$(sc info --json >"$TEST_TMP/i.json" && json "$TEST_TMP/i.json" 'str(d["confined"])')"
+        check_eq "  ... the unconfined sandbox's inspect still says it is not, and why" "False|$UNCONF" \
+                "$(sc inspect "$N" --json >"$TEST_TMP/n.json" && json "$TEST_TMP/n.json" 'str(d["confined"]) + "|" + d["unconfined_reason"].split(" (")[0]')"
+        check_eq "  ... and it kept its QEMU" "$QN" "$(qemu_pid_of "$N")"
+else
+        skip "confinement impossible" "cannot make a user namespace with user.max_user_namespaces = 0 here"
+fi
 
 # ---- an installed layout: `make install` puts the guest files in /usr/local/lib/space, inside the /usr that
 # QEMU's namespace has read-only already (no mount point can be made there for them)

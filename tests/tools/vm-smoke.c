@@ -338,7 +338,7 @@ int main(int argc, char **argv) {
         Qmp *q = NULL;
         pid_t pid;
         double t0 = now_ms();
-        r = vm_start(&base, 30000, &pid, &q, &err);
+        r = vm_start(&base, 30000, &pid, &q, NULL, &err);
         if (r < 0)
                 die("starting the base VM", r, err.message);
         vms[n_vms++] = (Vm) { .pid = pid };
@@ -422,7 +422,7 @@ int main(int argc, char **argv) {
                         die("opening the state file", errno, base_state);
 
                 double s0 = now_ms();
-                r = vm_start(&c, 30000, &pid, &q, &err);
+                r = vm_start(&c, 30000, &pid, &q, NULL, &err);
                 if (r < 0)
                         die("starting a sandbox", r, err.message);
                 vms[n_vms] = (Vm) { .pid = pid };

@@ -67,6 +67,8 @@ static const Sandbox sandbox_a = {
         .run_dir = "/run/user/1000/space/sandboxes/" ID_A,
         .data_dir = "/home/u/.local/state/space/sandboxes/" ID_A,
         .error = "it's \"broken\"; DROP TABLE sandboxes; --",
+        .confined = SANDBOX_CONFINED_NO,
+        .unconfined_reason = "user and pid namespaces: No space left on device; user.max_user_namespaces is 0",
 };
 
 /* Everything optional left out. */
@@ -89,6 +91,7 @@ static const Sandbox sandbox_c = {
         .disk_mib = 1024,
         .created_at = 1700000002,
         .error = "boot timed out",
+        .confined = SANDBOX_CONFINED_YES,
 };
 
 static size_t strv_len(char **v) {
@@ -177,6 +180,8 @@ static bool sandbox_equal(const Sandbox *a, const Sandbox *b) {
         CHECK(streq_ptr(a->run_dir, b->run_dir), "run_dir");
         CHECK(streq_ptr(a->data_dir, b->data_dir), "data_dir");
         CHECK(streq_ptr(a->error, b->error), "error");
+        CHECK(a->confined == b->confined, "confined");
+        CHECK(streq_ptr(a->unconfined_reason, b->unconfined_reason), "unconfined_reason");
 #undef CHECK
         return eq;
 }
@@ -197,7 +202,7 @@ static void check_sandboxes(Manager *m, const char *when) {
         Sandbox *a = find_sandbox(m, ID_A), *b = find_sandbox(m, ID_B);
 
         ok(a && sandbox_equal(a, &sandbox_a), "%s: every field of the full sandbox round-trips", when);
-        ok(b && sandbox_equal(b, &sandbox_b), "%s: NULL name, digest, dirs, error and env round-trip", when);
+        ok(b && sandbox_equal(b, &sandbox_b), "%s: NULL name, digest, dirs, error, env and an unknown confinement round-trip", when);
         ok(b && b->env && strv_len(b->env) == 0, "%s: a NULL env loads as an empty list", when);
         ok(a && a->manager == m, "%s: loaded sandboxes point at their manager", when);
 }
@@ -524,7 +529,8 @@ int main(void) {
                 ok(store_load_sandboxes(s, &om) == 0 && (d = find_sandbox(&om, ID_D)) && d->name &&
                    strcmp(d->name, "old") == 0 && d->memory_mib == 512 && d->env && d->env[0] &&
                    strcmp(d->env[0], "X=1") == 0 && d->idle_timeout == 21600 && d->expires_at == 0 &&
-                   d->on_expiry == EXPIRY_REMOVE && d->last_active == 0,
+                   d->on_expiry == EXPIRY_REMOVE && d->last_active == 0 &&
+                   d->confined == SANDBOX_CONFINED_UNKNOWN && !d->unconfined_reason,
                    "old database: the sandbox is kept, the new columns have their defaults");
                 ok(store_get_process(s, ID_D, 7, &pr) == 0 && !pr.user && pr.argv && strstr(pr.argv, "sh"),
                    "old database: the process is kept, without a user");
