@@ -28,17 +28,25 @@
  * comes, never held whole: the server in the guest is as untrusted as the guest, so its heads are bounded
  * together and checked (http/proxy-answer.c, fuzzed), and its body goes through the tunnel's credit.
  *
+ * Time is bounded too: the answer's head must come within proxy_head_timeout (spaced.conf) of the request
+ * leaving, or the client gets 504; the body may then go proxy_idle_timeout without a byte either way, after
+ * which it is cut short. Both matter because a suspended request would not notice its client leave: without
+ * them a server that never answers, or stalls, would hold a tunnel and the request until the sandbox went.
+ * What the client does not read MHD stops sending, and its own timeout (set to the same idle time) closes
+ * the connection; meanwhile credit holds the guest back.
+ *
  * A request that asks to switch protocols (Connection: Upgrade with an Upgrade, in HTTP/1.1: a WebSocket) goes
  * with its Upgrade and Connection: Upgrade instead of Connection: close. A 101 from the server is answered with
  * the server's headers through MHD's upgrade support, and from then on proxy-upgrade.c carries bytes both ways
- * between the client's socket and the tunnel; any other answer is passed back as usual. The server must
- * answer the switch within PROXY_UPGRADE_HEAD_SEC: a suspended request would not notice its client leave.
+ * between the client's socket and the tunnel; any other answer is passed back as usual. A server answers a
+ * switch at once if at all, so its head has at most PROXY_UPGRADE_HEAD_SEC (or the head's deadline if shorter).
  */
 
 #define PROXY_PATH_MAX 8192           /* of the path and query sent on */
 #define PROXY_WAKE_WAIT_SEC 120
 #define PROXY_UPGRADE_HEAD_SEC 30
 #define PROXY_UPGRADE_VALUE_MAX 256  /* of the Upgrade header sent on */
+#define USEC_PER_SEC 1000000ULL
 
 typedef enum ProxyState {
         PROXY_OPENING,    /* PORT sent, the guest has not answered */
@@ -61,7 +69,10 @@ typedef struct Proxy {
         char *message;
         unsigned port;
         char sandbox_id[SANDBOX_ID_LEN + 1];
-        sd_event_source *timer;    /* an upgrade's deadline for the server's answer */
+        unsigned head_sec;         /* the head's deadline, from the request's start */
+        unsigned idle_sec;         /* the body's most time without a byte either way */
+        sd_event_source *timer;    /* the head's deadline, then the body's idle timeout */
+        uint64_t active_usec;      /* PROXY_BODY: when a byte last went either way */
         Bridge *bridge;            /* PROXY_BRIDGE */
         SpaceBuf out;              /* the request, as it goes to the server */
         size_t out_pos;
@@ -157,8 +168,10 @@ static ssize_t proxy_read(void *userdata, char *buf, size_t max) {
                         log_info("proxy to port %u of sandbox %s: malformed chunked body", p->port, p->sandbox_id);
                         return HTTP_STREAM_ERROR;
                 }
-                if (n > 0)
+                if (n > 0) {
+                        p->active_usec = now_usec_monotonic();
                         return n;
+                }
                 if (p->body.done)
                         return HTTP_STREAM_END;
                 if (p->eof)
@@ -288,15 +301,6 @@ static void proxy_switch(Request *r, Proxy *p) {
         proxy_update_io(p); /* what is left of the request still goes out until the switch */
 }
 
-static int on_upgrade_deadline(sd_event_source *s, uint64_t usec, void *userdata) {
-        Proxy *p = userdata;
-
-        p->timer = sd_event_source_disable_unref(p->timer);
-        proxy_fail(p, ERROR_DEADLINE_EXCEEDED, "the server on port %u of sandbox %s did not answer the upgrade "
-                   "within %d s", p->port, p->sandbox_id, PROXY_UPGRADE_HEAD_SEC);
-        return 0;
-}
-
 /* Whether an Upgrade value can be sent on as it is: printable ASCII (tokens, "/", ","), not long. */
 static bool upgrade_value_ok(const char *v) {
         size_t n = strlen(v);
@@ -307,6 +311,51 @@ static bool upgrade_value_ok(const char *v) {
                 if ((*c < 0x20 && *c != '\t') || *c >= 0x7f)
                         return false;
         return true;
+}
+
+/* ---- time */
+
+/* Until the head: its deadline. Then, while the body streams: its idle timeout, which moves with each byte
+ * either way (checked when it fires, not re-armed per byte). */
+static int on_proxy_timer(sd_event_source *s, uint64_t usec, void *userdata) {
+        Proxy *p = userdata;
+        uint64_t now = now_usec_monotonic(), due = p->active_usec + p->idle_sec * USEC_PER_SEC;
+
+        if (p->state == PROXY_BODY && now < due) {
+                if (sd_event_source_set_time(s, due) >= 0 && sd_event_source_set_enabled(s, SD_EVENT_ONESHOT) >= 0)
+                        return 0;
+        }
+        p->timer = sd_event_source_disable_unref(p->timer);
+        if (p->state == PROXY_OPENING || p->state == PROXY_EXCHANGE) {
+                if (p->parser.upgrade)
+                        proxy_fail(p, ERROR_DEADLINE_EXCEEDED, "the server on port %u of sandbox %s did not answer "
+                                   "the upgrade within %u s", p->port, p->sandbox_id,
+                                   MIN(p->head_sec, (unsigned) PROXY_UPGRADE_HEAD_SEC));
+                else
+                        proxy_fail(p, ERROR_DEADLINE_EXCEEDED, "the server on port %u of sandbox %s sent no answer "
+                                   "head within %u s", p->port, p->sandbox_id, p->head_sec);
+        } else if (p->state == PROXY_BODY) {
+                log_info("proxy to port %u of sandbox %s: no byte either way for %u s, the answer is cut short",
+                         p->port, p->sandbox_id, p->idle_sec);
+                p->broken = true;
+                proxy_wake(p); /* a reader waiting for the server sees it; MHD's own timeout ends one that is not */
+        }
+        return 0;
+}
+
+/* The body's idle timeout, from now; the connection's own in MHD to the same, for a client that stops reading
+ * (MHD then stops asking for the body, so only its timeout notices). */
+static void proxy_arm_idle(Proxy *p, Request *r) {
+        int q;
+
+        p->active_usec = now_usec_monotonic();
+        p->timer = sd_event_source_disable_unref(p->timer);
+        q = sd_event_add_time(http_manager(r->http)->event, &p->timer, CLOCK_MONOTONIC,
+                              p->active_usec + p->idle_sec * USEC_PER_SEC, 0, on_proxy_timer, p);
+        if (q < 0)
+                log_warning("proxy to port %u of sandbox %s: no idle timeout for the answer: %s", p->port,
+                            p->sandbox_id, strerror(-q));
+        http_set_idle_timeout(r, p->idle_sec);
 }
 
 /* ---- the socket */
@@ -393,6 +442,7 @@ static int on_proxy_io(sd_event_source *es, int fd, uint32_t revents, void *user
                         break;
                 }
                 p->out_pos += (size_t) n;
+                p->active_usec = now_usec_monotonic(); /* the rest of a request body counts as the body's bytes */
         }
         if (p->out_pos >= p->out.len && p->out.data) {
                 space_buf_done(&p->out);
@@ -419,7 +469,7 @@ static void tunnel_opened(Tunnel *t, int err, const char *message, void *userdat
                 return;
         }
         if (p->state != PROXY_OPENING)
-                return; /* failed meanwhile (an upgrade's deadline): the request ends, and the tunnel with it */
+                return; /* failed meanwhile (the head's deadline): the request ends, and the tunnel with it */
         p->state = PROXY_EXCHANGE;
         proxy_update_io(p);
 }
@@ -701,6 +751,8 @@ static void proxy_start(Request *r, const RouteArgs *a) {
         p->port = (unsigned) port;
         p->released = true; /* no response body holds it yet */
         p->parser = (ProxyHeadParser) { .head_only = streq(r->method, "HEAD"), .upgrade = upgrade != NULL };
+        p->head_sec = m->config.proxy_head_timeout ?: PROXY_HEAD_TIMEOUT_DEFAULT;
+        p->idle_sec = m->config.proxy_idle_timeout ?: PROXY_IDLE_TIMEOUT_DEFAULT;
         memcpy(p->sandbox_id, s->id, sizeof p->sandbox_id);
         r->stream = (HttpStream) { .read = proxy_read, .detach = proxy_detach, .release = proxy_release,
                                    .userdata = p };
@@ -715,10 +767,10 @@ static void proxy_start(Request *r, const RouteArgs *a) {
         }
         p->fd = sv[0];
         q = sd_event_add_io(m->event, &p->io, p->fd, EPOLLOUT, on_proxy_io, p);
-        if (q >= 0 && upgrade)
-                q = sd_event_add_time(m->event, &p->timer, CLOCK_MONOTONIC,
-                                      now_usec_monotonic() + PROXY_UPGRADE_HEAD_SEC * 1000000ULL, 0,
-                                      on_upgrade_deadline, p);
+        if (q >= 0)
+                q = sd_event_add_time(m->event, &p->timer, CLOCK_MONOTONIC, now_usec_monotonic() +
+                                      (upgrade ? MIN(p->head_sec, (unsigned) PROXY_UPGRADE_HEAD_SEC) : p->head_sec) *
+                                      USEC_PER_SEC, 0, on_proxy_timer, p);
         if (q >= 0) {
                 (void) sd_event_source_set_enabled(p->io, SD_EVENT_OFF);
                 q = tunnel_open_port(s->agent, (uint16_t) port, sv[1], &proxy_tunnel_ops, p, &p->tunnel);
@@ -766,6 +818,7 @@ static void proxy_answer(Request *r, Proxy *p) {
                 q = http_respond_stream_status(r, p->head.status, size, (const char *const *) p->head.headers);
                 if (q < 0 && !r->body_reader)
                         p->released = true;
+                proxy_arm_idle(p, r);
                 proxy_update_io(p);
                 return;
         }
