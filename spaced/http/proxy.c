@@ -35,6 +35,9 @@
  * What the client does not read MHD stops sending, and its own timeout (set to the same idle time) closes
  * the connection; meanwhile credit holds the guest back.
  *
+ * Secrets of ours never enter the guest: X-API-Key, E2B's access tokens and an Authorization holding a value
+ * shaped like our API keys are dropped from every request, whichever of them authenticated it.
+ *
  * A request that asks to switch protocols (Connection: Upgrade with an Upgrade, in HTTP/1.1: a WebSocket) goes
  * with its Upgrade and Connection: Upgrade instead of Connection: close. A 101 from the server is answered with
  * the server's headers through MHD's upgrade support, and from then on proxy-upgrade.c carries bytes both ways
@@ -514,10 +517,8 @@ static int append_encoded(SpaceBuf *b, const char *s, bool query) {
 }
 
 typedef struct HeaderCopy {
-        Request *request;
         SpaceBuf *out;
         const char *connection;   /* the client's Connection header: the headers it names are its own */
-        const char *skip_key;     /* the header that carried our API key */
         int error;
 } HeaderCopy;
 
@@ -536,13 +537,21 @@ static bool named_in_connection(const char *connection, const char *name) {
         return false;
 }
 
+/* Whether a request header carries a secret of ours, which the guest never sees: the API key's header, E2B's
+ * access tokens, an Authorization holding something shaped like our keys. Every one of them is dropped, not
+ * only the one that authenticated the request. The shape is enough: checking the value against the keys
+ * would cost a crypt per request, and a revoked key, or another daemon's, is as much a secret. */
+static bool secret_header(const char *key, const char *value) {
+        return strcasecmp(key, "X-API-Key") == 0 || strcasecmp(key, "X-Access-Token") == 0 ||
+               strcasecmp(key, "E2b-Traffic-Access-Token") == 0 ||
+               (strcasecmp(key, MHD_HTTP_HEADER_AUTHORIZATION) == 0 && api_key_shape_in(value));
+}
+
 static enum MHD_Result copy_header(void *cls, enum MHD_ValueKind kind, const char *key, const char *value) {
         HeaderCopy *h = cls;
 
         if (!key || !value || proxy_hop_by_hop(key, strlen(key)) || strcasecmp(key, "Host") == 0 ||
-            strcasecmp(key, "Expect") == 0 || strcasecmp(key, "X-Access-Token") == 0 ||
-            strcasecmp(key, "E2b-Traffic-Access-Token") == 0 || (h->skip_key && strcasecmp(key, h->skip_key) == 0) ||
-            named_in_connection(h->connection, key))
+            strcasecmp(key, "Expect") == 0 || secret_header(key, value) || named_in_connection(h->connection, key))
                 return MHD_YES;
         if (space_buf_append(h->out, key, strlen(key)) < 0 || space_buf_append(h->out, ": ", 2) < 0 ||
             space_buf_append(h->out, value, strlen(value)) < 0 || space_buf_append(h->out, "\r\n", 2) < 0)
@@ -571,14 +580,11 @@ static enum MHD_Result copy_query(void *cls, enum MHD_ValueKind kind, const char
 /* The request as it goes to the server: path is what the client asked for under the prefix; upgrade the
  * protocol it asks to switch to, or NULL. */
 static int build_request(Request *r, const char *path, unsigned port, const char *upgrade, SpaceBuf *out) {
-        const char *key = http_header(r, "X-API-Key"), *host = http_header(r, MHD_HTTP_HEADER_HOST);
-        HeaderCopy h = { .request = r, .out = out, .connection = http_header(r, MHD_HTTP_HEADER_CONNECTION) };
+        const char *host = http_header(r, MHD_HTTP_HEADER_HOST);
+        HeaderCopy h = { .out = out, .connection = http_header(r, MHD_HTTP_HEADER_CONNECTION) };
         QueryCopy qc = { .out = out, .first = true };
         char line[512];
 
-        /* the API key is ours, not the sandbox's: the header that carried it stays here */
-        if (r->tcp && r->authenticated)
-                h.skip_key = key && *key ? "X-API-Key" : MHD_HTTP_HEADER_AUTHORIZATION;
         if (space_buf_append(out, r->method, strlen(r->method)) < 0 || space_buf_append(out, " ", 1) < 0 ||
             append_encoded(out, path, false) < 0)
                 return -ENOMEM;
