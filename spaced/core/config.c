@@ -334,6 +334,17 @@ int config_load(Config *c, const char *path, Error *reterr) {
                         if (errno || *end || end == value || v < 4 || v > 1024)
                                 goto bad;
                         c->tcg_cache_mib = (unsigned) v;
+                } else if (streq(key, "proxy_head_timeout") || streq(key, "proxy_idle_timeout")) {
+                        char *end;
+                        unsigned long v;
+
+                        errno = 0;
+                        v = strtoul(value, &end, 10);
+                        if (errno || *end || end == value || !isdigit((unsigned char) *value) || v < 1 ||
+                            v > PROXY_TIMEOUT_MAX)
+                                goto bad;
+                        *(streq(key, "proxy_head_timeout") ? &c->proxy_head_timeout : &c->proxy_idle_timeout) =
+                                (unsigned) v;
                 } else if (streq(key, "import_max_bytes")) {
                         if (parse_size(value, &c->import.max_bytes) < 0)
                                 goto bad;
@@ -404,6 +415,7 @@ bad:
                          "%s:%u: expected one of 'accel = auto|kvm|tcg', 'memory_limit_mib = N', "
                          "'state_dir = /ABSOLUTE/PATH', 'qemu = PATH', 'idle_timeout = SECONDS', "
                          "'tcg_cache_mib = 4..1024', 'confine = auto|on|off', "
+                         "'proxy_head_timeout|proxy_idle_timeout = 1..86400 (seconds)', "
                          "'import_max_bytes|import_max_disk_bytes|import_max_entry_bytes = N[K|M|G|T]', "
                          "'import_max_entries|import_max_path|import_max_layers = N', "
                          "'listen = 127.0.0.1:PORT|off' (loopback addresses only), "

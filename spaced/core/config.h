@@ -55,7 +55,17 @@ typedef struct Config {
          * egress_resolve = hosts, by the system's resolver. */
         char *egress_hosts_file;
         bool egress_hosts_only;
+        /* The port proxy (http/proxy.c): how long a server in a sandbox may take to send its answer's head,
+         * and how long the answer's body may then go without a byte either way; seconds, 0 = the defaults. */
+        unsigned proxy_head_timeout;
+        unsigned proxy_idle_timeout;
 } Config;
+
+#define PROXY_HEAD_TIMEOUT_DEFAULT 60
+/* Longer than the head's: an event stream, or a long computation that streams its results, may be silent for
+ * minutes and still be alive. */
+#define PROXY_IDLE_TIMEOUT_DEFAULT 300
+#define PROXY_TIMEOUT_MAX 86400
 
 #define LISTEN_DEFAULT "127.0.0.1:7070"
 #define E2B_TEMPLATE_DEFAULT "seed"

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #include <crypt.h>
+#include <ctype.h>
 #include <errno.h>
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
@@ -275,4 +276,18 @@ int auth_delete(Auth *a, const char *id) {
         *p = k->next;
         api_key_free(k);
         return 0;
+}
+
+bool api_key_shape_in(const char *s) {
+        size_t prefix = strlen(API_KEY_PREFIX);
+
+        for (const char *c = s; c && (c = strcasestr(c, API_KEY_PREFIX)); c++) {
+                size_t hex = 0;
+
+                while (hex < API_KEY_HEX && isxdigit((unsigned char) c[prefix + hex]))
+                        hex++;
+                if (hex == API_KEY_HEX)
+                        return true;
+        }
+        return false;
 }

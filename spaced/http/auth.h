@@ -42,4 +42,7 @@ int auth_delete(Auth *a, const char *id);
 ApiKey *auth_keys(Auth *a);
 
 bool api_key_syntax_valid(const char *key);
+/* Whether s holds anything shaped like a key (the prefix and API_KEY_HEX hex digits, in any case), anywhere:
+ * "Bearer KEY", a bare KEY, another scheme's. For what must never leave the host with a key in it. */
+bool api_key_shape_in(const char *s);
 bool api_key_id_valid(const char *id);

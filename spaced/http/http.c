@@ -635,6 +635,13 @@ void http_set_streaming(Request *r) {
                 (void) MHD_set_connection_option(r->connection, MHD_CONNECTION_OPTION_TIMEOUT, (unsigned) 0);
 }
 
+void http_set_idle_timeout(Request *r, unsigned sec) {
+        /* as above: a suspended connection is on no timeout list for MHD to move it between */
+        if (r->suspended)
+                return;
+        (void) MHD_set_connection_option(r->connection, MHD_CONNECTION_OPTION_TIMEOUT, sec);
+}
+
 static void request_begin(Listener *l, Request *r) {
         const Route *rt;
         RouteArgs a;

@@ -139,6 +139,10 @@ int http_host_sandbox(const char *host, const char *domain, unsigned listen_port
 /* For long-lived responses (SSE): exempts the connection from the TCP idle timeout. Done automatically for
  * requests answered with http_respond_stream(). */
 void http_set_streaming(Request *r);
+/* For a long-lived response that bounds its own idleness (the port proxy's): MHD closes the connection after
+ * sec seconds without a byte sent or received, on either listener. Call it while the request is not
+ * suspended (right after answering). It stays for the connection's later requests. */
+void http_set_idle_timeout(Request *r, unsigned sec);
 
 int http_respond_json(Request *r, unsigned status, cJSON *body);  /* takes ownership of body */
 /* {"code", "message"} with the code's HTTP status (core/error.h), in the route's ErrorStyle. */

@@ -13,6 +13,7 @@
 #include "core/log.h"
 #include "core/util.h"
 #include "http/api.h"
+#include "http/proxy-answer.h"
 #include "http/proxy-upgrade.h"
 #include "macro.h"
 #include "sandbox/forward.h"
@@ -24,23 +25,31 @@
  * is PORT-ID.DOMAIN (E2B's getHost(port)). The request (its body collected like any other, HTTP_BODY_MAX) is
  * written as HTTP/1.1 with "Connection: close" into one end of a socketpair whose other end a PORT tunnel
  * carries to 127.0.0.1:port in the guest; the answer's head is parsed here and its body streamed back as it
- * comes, never held whole: the server in the guest is as untrusted as the guest, so its head is bounded and
- * checked, and its body goes through the tunnel's credit.
+ * comes, never held whole: the server in the guest is as untrusted as the guest, so its heads are bounded
+ * together and checked (http/proxy-answer.c, fuzzed), and its body goes through the tunnel's credit.
+ *
+ * Time is bounded too: the answer's head must come within proxy_head_timeout (spaced.conf) of the request
+ * leaving, or the client gets 504; the body may then go proxy_idle_timeout without a byte either way, after
+ * which it is cut short. Both matter because a suspended request would not notice its client leave: without
+ * them a server that never answers, or stalls, would hold a tunnel and the request until the sandbox went.
+ * What the client does not read MHD stops sending, and its own timeout (set to the same idle time) closes
+ * the connection; meanwhile credit holds the guest back.
+ *
+ * Secrets of ours never enter the guest: X-API-Key, E2B's access tokens and an Authorization holding a value
+ * shaped like our API keys are dropped from every request, whichever of them authenticated it.
  *
  * A request that asks to switch protocols (Connection: Upgrade with an Upgrade, in HTTP/1.1: a WebSocket) goes
  * with its Upgrade and Connection: Upgrade instead of Connection: close. A 101 from the server is answered with
  * the server's headers through MHD's upgrade support, and from then on proxy-upgrade.c carries bytes both ways
- * between the client's socket and the tunnel; any other answer is passed back as usual. The server must
- * answer the switch within PROXY_UPGRADE_HEAD_SEC: a suspended request would not notice its client leave.
+ * between the client's socket and the tunnel; any other answer is passed back as usual. A server answers a
+ * switch at once if at all, so its head has at most PROXY_UPGRADE_HEAD_SEC (or the head's deadline if shorter).
  */
 
-#define PROXY_HEAD_MAX (64 * 1024)    /* the server's status line and headers */
-#define PROXY_HEADERS_MAX 128
 #define PROXY_PATH_MAX 8192           /* of the path and query sent on */
 #define PROXY_WAKE_WAIT_SEC 120
-#define PROXY_CHUNK_LINE_MAX 1024
 #define PROXY_UPGRADE_HEAD_SEC 30
 #define PROXY_UPGRADE_VALUE_MAX 256  /* of the Upgrade header sent on */
+#define USEC_PER_SEC 1000000ULL
 
 typedef enum ProxyState {
         PROXY_OPENING,    /* PORT sent, the guest has not answered */
@@ -53,20 +62,6 @@ typedef enum ProxyState {
         PROXY_CLOSED,     /* switched and over: the socket went back to MHD */
 } ProxyState;
 
-typedef enum BodyFraming {
-        BODY_NONE,
-        BODY_LENGTH,
-        BODY_CHUNKED,
-        BODY_CLOSE,       /* until the server closes */
-} BodyFraming;
-
-typedef enum ChunkState {
-        CHUNK_SIZE,
-        CHUNK_DATA,
-        CHUNK_DATA_END,
-        CHUNK_TRAILER,
-} ChunkState;
-
 typedef struct Proxy {
         Request *request;          /* NULL once the request ended */
         Tunnel *tunnel;            /* NULL once it ended */
@@ -77,9 +72,10 @@ typedef struct Proxy {
         char *message;
         unsigned port;
         char sandbox_id[SANDBOX_ID_LEN + 1];
-        bool head_only;            /* a HEAD request: no body comes back */
-        bool upgrade;              /* the client asked to switch protocols */
-        sd_event_source *timer;    /* an upgrade's deadline for the server's answer */
+        unsigned head_sec;         /* the head's deadline, from the request's start */
+        unsigned idle_sec;         /* the body's most time without a byte either way */
+        sd_event_source *timer;    /* the head's deadline, then the body's idle timeout */
+        uint64_t active_usec;      /* PROXY_BODY: when a byte last went either way */
         Bridge *bridge;            /* PROXY_BRIDGE */
         SpaceBuf out;              /* the request, as it goes to the server */
         size_t out_pos;
@@ -88,12 +84,9 @@ typedef struct Proxy {
         bool eof;                  /* the server closed its side */
         bool broken;               /* the tunnel ended abnormally */
         bool reader_waiting;       /* the response body waits for bytes */
-        unsigned status;
-        char **headers;            /* name, value, ...: what goes back to the client */
-        BodyFraming framing;
-        uint64_t remaining;        /* BODY_LENGTH, or of the current chunk */
-        ChunkState chunk;
-        bool body_done;
+        ProxyHeadParser parser;    /* whether a 101 is final, a body follows, how much of the heads came */
+        ProxyHead head;            /* the final head */
+        ProxyBody body;
         bool detached, released;
 } Proxy;
 
@@ -104,7 +97,7 @@ static void proxy_free(Proxy *p) {
         safe_close(p->fd);
         space_buf_done(&p->out);
         space_buf_done(&p->in);
-        strv_free(p->headers);
+        proxy_head_done(&p->head);
         free(p->message);
         free(p);
 }
@@ -159,271 +152,40 @@ static void proxy_fail(Proxy *p, ErrorCode code, const char *fmt, ...) {
         proxy_wake(p);
 }
 
-/* ---- the answer's head */
-
-static bool is_token_char(char c) {
-        return c && (isalnum((unsigned char) c) || strchr("!#$%&'*+-.^_`|~", c));
-}
-
-/* Headers that concern one connection, not the message: never passed on, either way. */
-static bool hop_by_hop(const char *name, size_t n) {
-        static const char *const names[] = { "connection", "keep-alive", "proxy-connection", "proxy-authenticate",
-                                             "proxy-authorization", "te", "trailer", "trailers",
-                                             "transfer-encoding", "upgrade", "content-length" };
-
-        for (size_t i = 0; i < ELEMENTSOF(names); i++)
-                if (strlen(names[i]) == n && strncasecmp(name, names[i], n) == 0)
-                        return true;
-        return false;
-}
-
-/* The end of the head in data[0..n) (the offset after its empty line), or 0 when it is not all there. */
-static size_t head_end(const char *data, size_t n) {
-        for (size_t i = 0; i + 1 < n; i++)
-                if (data[i] == '\n') {
-                        if (data[i + 1] == '\n')
-                                return i + 2;
-                        if (data[i + 1] == '\r' && i + 2 < n && data[i + 2] == '\n')
-                                return i + 3;
-                }
-        return 0;
-}
-
-/* Parses one head at in_pos: 1 parsed (a final one: status, headers and framing set), 0 more needed, -EBADMSG. */
-static int parse_head(Proxy *p) {
-        const char *data = (const char *) p->in.data + p->in_pos, *line, *end;
-        size_t n = p->in.len - p->in_pos, len = head_end(data, n);
-        _cleanup_strv_free_ char **headers = NULL;
-        bool chunked = false, have_length = false, close_framed = false, switching, have_upgrade = false;
-        uint64_t length = 0;
-        unsigned status, count = 0;
-
-        if (len == 0)
-                return 0;
-        end = data + len;
-        /* HTTP/1.x SSS[ reason] */
-        if (len < 12 || memcmp(data, "HTTP/1.", 7) != 0 || !isdigit((unsigned char) data[7]) || data[8] != ' ' ||
-            !isdigit((unsigned char) data[9]) || !isdigit((unsigned char) data[10]) ||
-            !isdigit((unsigned char) data[11]) || (data[12] != ' ' && data[12] != '\r' && data[12] != '\n'))
-                return -EBADMSG;
-        status = (unsigned) ((data[9] - '0') * 100 + (data[10] - '0') * 10 + (data[11] - '0'));
-        if (status < 100 || status > 599)
-                return -EBADMSG;
-        /* the one interim answer that is final: a switch the client asked for */
-        switching = status == 101 && p->upgrade;
-        line = memchr(data, '\n', len);
-        for (line = line + 1; line < end; ) {
-                const char *eol = memchr(line, '\n', (size_t) (end - line)), *colon, *v, *ve;
-                size_t name_len;
-
-                if (!eol)
-                        return -EBADMSG;
-                ve = eol > line && eol[-1] == '\r' ? eol - 1 : eol;
-                if (ve == line)
-                        break; /* the empty line */
-                colon = memchr(line, ':', (size_t) (ve - line));
-                if (!colon || colon == line)
-                        return -EBADMSG;
-                name_len = (size_t) (colon - line);
-                for (size_t i = 0; i < name_len; i++)
-                        if (!is_token_char(line[i]))
-                                return -EBADMSG; /* a folded line too: it starts with a blank */
-                for (v = colon + 1; v < ve && (*v == ' ' || *v == '\t'); v++)
-                        ;
-                while (ve > v && (ve[-1] == ' ' || ve[-1] == '\t'))
-                        ve--;
-                for (const char *c = v; c < ve; c++)
-                        if (((unsigned char) *c < 0x20 && *c != '\t') || *c == 0x7f)
-                                return -EBADMSG;
-                if (++count > PROXY_HEADERS_MAX)
-                        return -EBADMSG;
-                if (name_len == 14 && strncasecmp(line, "content-length", 14) == 0) {
-                        uint64_t l = 0;
-
-                        if (v == ve || ve - v > 15)
-                                return -EBADMSG;
-                        for (const char *c = v; c < ve; c++) {
-                                if (!isdigit((unsigned char) *c))
-                                        return -EBADMSG;
-                                l = l * 10 + (uint64_t) (*c - '0');
-                        }
-                        if (have_length && l != length)
-                                return -EBADMSG; /* two lengths: which one would the client believe? */
-                        have_length = true;
-                        length = l;
-                } else if (name_len == 17 && strncasecmp(line, "transfer-encoding", 17) == 0) {
-                        /* chunked must come last; any other coding ends with the connection */
-                        size_t k = (size_t) (ve - v);
-
-                        chunked = k >= 7 && strncasecmp(ve - 7, "chunked", 7) == 0 &&
-                                  (k == 7 || ve[-8] == ' ' || ve[-8] == ',' || ve[-8] == '\t');
-                        close_framed = !chunked;
-                } else if (name_len == 7 && strncasecmp(line, "upgrade", 7) == 0)
-                        have_upgrade = have_upgrade || v < ve;
-                /* a switch keeps its Upgrade: the client checks it (MHD adds Connection: Upgrade itself) */
-                if (!hop_by_hop(line, name_len) ||
-                    (switching && name_len == 7 && strncasecmp(line, "upgrade", 7) == 0)) {
-                        char *name = strndup(line, name_len), *value = strndup(v, (size_t) (ve - v));
-
-                        if (!name || !value || strv_extend(&headers, name) < 0 || strv_extend(&headers, value) < 0) {
-                                free(name);
-                                free(value);
-                                return -ENOMEM;
-                        }
-                        free(name);
-                        free(value);
-                }
-                line = eol + 1;
-        }
-        p->in_pos += len;
-        if (switching && !have_upgrade)
-                return -EBADMSG; /* a switch to what? */
-        if (status >= 100 && status < 200 && !switching) {
-                /* an interim answer (103 Early Hints, a 100 we did not ask for): the final one follows; a 101
-                 * would switch protocols, which we never asked for */
-                if (status == 101)
-                        return -EBADMSG;
-                return parse_head(p);
-        }
-        p->status = status;
-        strv_free(p->headers);
-        p->headers = TAKE_PTR(headers);
-        if (p->head_only || switching || status == 204 || status == 304) {
-                p->framing = BODY_NONE;
-                p->remaining = have_length ? length : 0;
-        } else if (chunked) {
-                p->framing = BODY_CHUNKED;
-                p->chunk = CHUNK_SIZE;
-        } else if (have_length && !close_framed) {
-                p->framing = BODY_LENGTH;
-                p->remaining = length;
-        } else
-                p->framing = BODY_CLOSE;
-        return 1;
-}
-
 /* ---- the body */
-
-/* Finds a whole line at in_pos: its length without the line end (and skips it), or -EAGAIN. */
-static ssize_t take_line(Proxy *p, const char **ret) {
-        const char *data = (const char *) p->in.data + p->in_pos, *eol;
-        size_t n = p->in.len - p->in_pos, len;
-
-        eol = memchr(data, '\n', n);
-        if (!eol)
-                return n > PROXY_CHUNK_LINE_MAX ? -EBADMSG : -EAGAIN;
-        len = (size_t) (eol - data);
-        p->in_pos += len + 1;
-        if (len > 0 && data[len - 1] == '\r')
-                len--;
-        *ret = data;
-        return (ssize_t) len;
-}
-
-/* Body bytes from in into out: how many, or -EBADMSG on a malformed chunked body. Sets body_done. */
-static ssize_t decode(Proxy *p, char *out, size_t max) {
-        size_t produced = 0;
-
-        while (produced < max && !p->body_done) {
-                size_t avail = p->in.len - p->in_pos, k;
-                const char *line;
-                ssize_t l;
-
-                switch (p->framing) {
-                case BODY_NONE:
-                        p->body_done = true;
-                        break;
-                case BODY_LENGTH:
-                case BODY_CLOSE:
-                        if (p->framing == BODY_LENGTH && p->remaining == 0) {
-                                p->body_done = true;
-                                break;
-                        }
-                        k = MIN(max - produced, avail);
-                        if (p->framing == BODY_LENGTH)
-                                k = (size_t) MIN((uint64_t) k, p->remaining);
-                        if (k == 0)
-                                return (ssize_t) produced;
-                        memcpy(out + produced, p->in.data + p->in_pos, k);
-                        p->in_pos += k;
-                        produced += k;
-                        if (p->framing == BODY_LENGTH)
-                                p->remaining -= k;
-                        break;
-                case BODY_CHUNKED:
-                        if (p->chunk == CHUNK_DATA) {
-                                k = (size_t) MIN((uint64_t) MIN(max - produced, avail), p->remaining);
-                                if (k == 0 && p->remaining > 0)
-                                        return (ssize_t) produced;
-                                memcpy(out + produced, p->in.data + p->in_pos, k);
-                                p->in_pos += k;
-                                produced += k;
-                                p->remaining -= k;
-                                if (p->remaining == 0)
-                                        p->chunk = CHUNK_DATA_END;
-                                break;
-                        }
-                        l = take_line(p, &line);
-                        if (l == -EAGAIN)
-                                return (ssize_t) produced;
-                        if (l < 0)
-                                return l;
-                        if (p->chunk == CHUNK_SIZE) {
-                                uint64_t size = 0;
-                                size_t digits = 0;
-
-                                for (; digits < (size_t) l && isxdigit((unsigned char) line[digits]); digits++) {
-                                        if (digits >= 15)
-                                                return -EBADMSG;
-                                        size = size * 16 + (uint64_t) (isdigit((unsigned char) line[digits])
-                                                                               ? line[digits] - '0'
-                                                                               : (tolower((unsigned char) line[digits]) - 'a' + 10));
-                                }
-                                if (digits == 0 || (digits < (size_t) l && line[digits] != ';' && line[digits] != ' ' &&
-                                                    line[digits] != '\t'))
-                                        return -EBADMSG;
-                                p->remaining = size;
-                                p->chunk = size == 0 ? CHUNK_TRAILER : CHUNK_DATA;
-                        } else if (p->chunk == CHUNK_DATA_END) {
-                                if (l != 0)
-                                        return -EBADMSG;
-                                p->chunk = CHUNK_SIZE;
-                        } else if (l == 0) /* CHUNK_TRAILER: trailers are dropped, the empty line ends it */
-                                p->body_done = true;
-                        break;
-                }
-        }
-        return (ssize_t) produced;
-}
 
 static ssize_t proxy_read(void *userdata, char *buf, size_t max) {
         Proxy *p = userdata;
 
         for (;;) {
                 char tmp[16 * 1024];
+                size_t used;
                 ssize_t n;
 
                 if (p->broken)
                         return HTTP_STREAM_ERROR;
-                n = decode(p, buf, max);
+                n = proxy_body_decode(&p->body, (const char *) p->in.data + p->in_pos, p->in.len - p->in_pos, &used,
+                                      buf, max);
+                p->in_pos += used;
                 if (n < 0) {
                         log_info("proxy to port %u of sandbox %s: malformed chunked body", p->port, p->sandbox_id);
                         return HTTP_STREAM_ERROR;
                 }
-                if (n > 0)
+                if (n > 0) {
+                        p->active_usec = now_usec_monotonic();
                         return n;
-                if (p->body_done)
+                }
+                if (p->body.done)
                         return HTTP_STREAM_END;
                 if (p->eof)
                         /* the server closed: the end of a body framed by that, else one cut short */
-                        return p->framing == BODY_CLOSE ? HTTP_STREAM_END : HTTP_STREAM_ERROR;
-                /* everything held was passed on (or is a partial line): make room, then read on */
+                        return p->body.framing == PROXY_BODY_CLOSE ? HTTP_STREAM_END : HTTP_STREAM_ERROR;
+                /* everything held was passed on, or is a partial line (at most PROXY_ANSWER_LINE_MAX, the
+                 * decoder said): make room, then read on */
                 if (p->in_pos > 0) {
                         space_buf_consume(&p->in, p->in_pos);
                         p->in_pos = 0;
                 }
-                if (p->in.len > PROXY_CHUNK_LINE_MAX)
-                        return HTTP_STREAM_ERROR;
                 n = read(p->fd, tmp, MIN(sizeof tmp, max));
                 if (n < 0 && (errno == EAGAIN || errno == EINTR)) {
                         p->reader_waiting = true;
@@ -534,21 +296,12 @@ static void proxy_switch(Request *r, Proxy *p) {
                 return;
         }
         p->state = PROXY_UPGRADING;
-        q = http_respond_upgrade(r, (const char *const *) p->headers, proxy_upgraded, p);
+        q = http_respond_upgrade(r, (const char *const *) p->head.headers, proxy_upgraded, p);
         if (q < 0) {
                 p->state = PROXY_FAILED;
                 http_respond_error(r, ERROR_INTERNAL, "cannot switch protocols: %s", strerror(-q));
         }
         proxy_update_io(p); /* what is left of the request still goes out until the switch */
-}
-
-static int on_upgrade_deadline(sd_event_source *s, uint64_t usec, void *userdata) {
-        Proxy *p = userdata;
-
-        p->timer = sd_event_source_disable_unref(p->timer);
-        proxy_fail(p, ERROR_DEADLINE_EXCEEDED, "the server on port %u of sandbox %s did not answer the upgrade "
-                   "within %d s", p->port, p->sandbox_id, PROXY_UPGRADE_HEAD_SEC);
-        return 0;
 }
 
 /* Whether an Upgrade value can be sent on as it is: printable ASCII (tokens, "/", ","), not long. */
@@ -563,19 +316,67 @@ static bool upgrade_value_ok(const char *v) {
         return true;
 }
 
+/* ---- time */
+
+/* Until the head: its deadline. Then, while the body streams: its idle timeout, which moves with each byte
+ * either way (checked when it fires, not re-armed per byte). */
+static int on_proxy_timer(sd_event_source *s, uint64_t usec, void *userdata) {
+        Proxy *p = userdata;
+        uint64_t now = now_usec_monotonic(), due = p->active_usec + p->idle_sec * USEC_PER_SEC;
+
+        if (p->state == PROXY_BODY && now < due) {
+                if (sd_event_source_set_time(s, due) >= 0 && sd_event_source_set_enabled(s, SD_EVENT_ONESHOT) >= 0)
+                        return 0;
+        }
+        p->timer = sd_event_source_disable_unref(p->timer);
+        if (p->state == PROXY_OPENING || p->state == PROXY_EXCHANGE) {
+                if (p->parser.upgrade)
+                        proxy_fail(p, ERROR_DEADLINE_EXCEEDED, "the server on port %u of sandbox %s did not answer "
+                                   "the upgrade within %u s", p->port, p->sandbox_id,
+                                   MIN(p->head_sec, (unsigned) PROXY_UPGRADE_HEAD_SEC));
+                else
+                        proxy_fail(p, ERROR_DEADLINE_EXCEEDED, "the server on port %u of sandbox %s sent no answer "
+                                   "head within %u s", p->port, p->sandbox_id, p->head_sec);
+        } else if (p->state == PROXY_BODY) {
+                log_info("proxy to port %u of sandbox %s: no byte either way for %u s, the answer is cut short",
+                         p->port, p->sandbox_id, p->idle_sec);
+                p->broken = true;
+                proxy_wake(p); /* a reader waiting for the server sees it; MHD's own timeout ends one that is not */
+        }
+        return 0;
+}
+
+/* The body's idle timeout, from now; the connection's own in MHD to the same, for a client that stops reading
+ * (MHD then stops asking for the body, so only its timeout notices). */
+static void proxy_arm_idle(Proxy *p, Request *r) {
+        int q;
+
+        p->active_usec = now_usec_monotonic();
+        p->timer = sd_event_source_disable_unref(p->timer);
+        q = sd_event_add_time(http_manager(r->http)->event, &p->timer, CLOCK_MONOTONIC,
+                              p->active_usec + p->idle_sec * USEC_PER_SEC, 0, on_proxy_timer, p);
+        if (q < 0)
+                log_warning("proxy to port %u of sandbox %s: no idle timeout for the answer: %s", p->port,
+                            p->sandbox_id, strerror(-q));
+        http_set_idle_timeout(r, p->idle_sec);
+}
+
 /* ---- the socket */
 
 static void exchange_read(Proxy *p) {
         char tmp[16 * 1024];
         ssize_t n;
+        size_t used;
         int q;
 
         while (p->state == PROXY_EXCHANGE) {
-                size_t room = PROXY_HEAD_MAX - (p->in.len - p->in_pos);
+                /* what is held is a partial head: the heads together stay within their bound, so does this */
+                size_t held = p->in.len - p->in_pos,
+                       room = PROXY_ANSWER_HEAD_MAX - MIN(p->parser.taken + held, (size_t) PROXY_ANSWER_HEAD_MAX);
 
                 if (room == 0) {
-                        proxy_fail(p, ERROR_BAD_GATEWAY, "the server on port %u of sandbox %s answered with a head "
-                                   "over %d KiB", p->port, p->sandbox_id, PROXY_HEAD_MAX / 1024);
+                        proxy_fail(p, ERROR_BAD_GATEWAY, "the server on port %u of sandbox %s answered with heads "
+                                   "over %d KiB", p->port, p->sandbox_id, PROXY_ANSWER_HEAD_MAX / 1024);
                         return;
                 }
                 n = read(p->fd, tmp, MIN(sizeof tmp, room));
@@ -596,7 +397,19 @@ static void exchange_read(Proxy *p) {
                         proxy_fail(p, ERROR_INTERNAL, "out of memory");
                         return;
                 }
-                q = parse_head(p);
+                q = proxy_head_parse(&p->parser, (const char *) p->in.data + p->in_pos, p->in.len - p->in_pos, &used,
+                                     &p->head);
+                p->in_pos += used;
+                if (q == -E2BIG) {
+                        proxy_fail(p, ERROR_BAD_GATEWAY, "the server on port %u of sandbox %s answered with heads "
+                                   "over %d KiB (interim 1xx heads count too)", p->port, p->sandbox_id,
+                                   PROXY_ANSWER_HEAD_MAX / 1024);
+                        return;
+                }
+                if (q == -ENOMEM) {
+                        proxy_fail(p, ERROR_INTERNAL, "out of memory");
+                        return;
+                }
                 if (q < 0) {
                         proxy_fail(p, ERROR_BAD_GATEWAY, "the server on port %u of sandbox %s answered with no valid "
                                    "HTTP/1.x response head", p->port, p->sandbox_id);
@@ -605,9 +418,15 @@ static void exchange_read(Proxy *p) {
                 if (q > 0) {
                         p->state = PROXY_HEAD;
                         p->timer = sd_event_source_disable_unref(p->timer);
+                        proxy_body_init(&p->body, &p->head);
                         proxy_update_io(p);
                         proxy_wake(p);
                         return;
+                }
+                /* interim heads were taken and dropped: so are their bytes */
+                if (p->in_pos > 0) {
+                        space_buf_consume(&p->in, p->in_pos);
+                        p->in_pos = 0;
                 }
         }
 }
@@ -626,6 +445,7 @@ static int on_proxy_io(sd_event_source *es, int fd, uint32_t revents, void *user
                         break;
                 }
                 p->out_pos += (size_t) n;
+                p->active_usec = now_usec_monotonic(); /* the rest of a request body counts as the body's bytes */
         }
         if (p->out_pos >= p->out.len && p->out.data) {
                 space_buf_done(&p->out);
@@ -652,7 +472,7 @@ static void tunnel_opened(Tunnel *t, int err, const char *message, void *userdat
                 return;
         }
         if (p->state != PROXY_OPENING)
-                return; /* failed meanwhile (an upgrade's deadline): the request ends, and the tunnel with it */
+                return; /* failed meanwhile (the head's deadline): the request ends, and the tunnel with it */
         p->state = PROXY_EXCHANGE;
         proxy_update_io(p);
 }
@@ -697,10 +517,8 @@ static int append_encoded(SpaceBuf *b, const char *s, bool query) {
 }
 
 typedef struct HeaderCopy {
-        Request *request;
         SpaceBuf *out;
         const char *connection;   /* the client's Connection header: the headers it names are its own */
-        const char *skip_key;     /* the header that carried our API key */
         int error;
 } HeaderCopy;
 
@@ -719,13 +537,21 @@ static bool named_in_connection(const char *connection, const char *name) {
         return false;
 }
 
+/* Whether a request header carries a secret of ours, which the guest never sees: the API key's header, E2B's
+ * access tokens, an Authorization holding something shaped like our keys. Every one of them is dropped, not
+ * only the one that authenticated the request. The shape is enough: checking the value against the keys
+ * would cost a crypt per request, and a revoked key, or another daemon's, is as much a secret. */
+static bool secret_header(const char *key, const char *value) {
+        return strcasecmp(key, "X-API-Key") == 0 || strcasecmp(key, "X-Access-Token") == 0 ||
+               strcasecmp(key, "E2b-Traffic-Access-Token") == 0 ||
+               (strcasecmp(key, MHD_HTTP_HEADER_AUTHORIZATION) == 0 && api_key_shape_in(value));
+}
+
 static enum MHD_Result copy_header(void *cls, enum MHD_ValueKind kind, const char *key, const char *value) {
         HeaderCopy *h = cls;
 
-        if (!key || !value || hop_by_hop(key, strlen(key)) || strcasecmp(key, "Host") == 0 ||
-            strcasecmp(key, "Expect") == 0 || strcasecmp(key, "X-Access-Token") == 0 ||
-            strcasecmp(key, "E2b-Traffic-Access-Token") == 0 || (h->skip_key && strcasecmp(key, h->skip_key) == 0) ||
-            named_in_connection(h->connection, key))
+        if (!key || !value || proxy_hop_by_hop(key, strlen(key)) || strcasecmp(key, "Host") == 0 ||
+            strcasecmp(key, "Expect") == 0 || secret_header(key, value) || named_in_connection(h->connection, key))
                 return MHD_YES;
         if (space_buf_append(h->out, key, strlen(key)) < 0 || space_buf_append(h->out, ": ", 2) < 0 ||
             space_buf_append(h->out, value, strlen(value)) < 0 || space_buf_append(h->out, "\r\n", 2) < 0)
@@ -754,14 +580,11 @@ static enum MHD_Result copy_query(void *cls, enum MHD_ValueKind kind, const char
 /* The request as it goes to the server: path is what the client asked for under the prefix; upgrade the
  * protocol it asks to switch to, or NULL. */
 static int build_request(Request *r, const char *path, unsigned port, const char *upgrade, SpaceBuf *out) {
-        const char *key = http_header(r, "X-API-Key"), *host = http_header(r, MHD_HTTP_HEADER_HOST);
-        HeaderCopy h = { .request = r, .out = out, .connection = http_header(r, MHD_HTTP_HEADER_CONNECTION) };
+        const char *host = http_header(r, MHD_HTTP_HEADER_HOST);
+        HeaderCopy h = { .out = out, .connection = http_header(r, MHD_HTTP_HEADER_CONNECTION) };
         QueryCopy qc = { .out = out, .first = true };
         char line[512];
 
-        /* the API key is ours, not the sandbox's: the header that carried it stays here */
-        if (r->tcp && r->authenticated)
-                h.skip_key = key && *key ? "X-API-Key" : MHD_HTTP_HEADER_AUTHORIZATION;
         if (space_buf_append(out, r->method, strlen(r->method)) < 0 || space_buf_append(out, " ", 1) < 0 ||
             append_encoded(out, path, false) < 0)
                 return -ENOMEM;
@@ -938,8 +761,9 @@ static void proxy_start(Request *r, const RouteArgs *a) {
         p->request = r;
         p->port = (unsigned) port;
         p->released = true; /* no response body holds it yet */
-        p->head_only = streq(r->method, "HEAD");
-        p->upgrade = upgrade != NULL;
+        p->parser = (ProxyHeadParser) { .head_only = streq(r->method, "HEAD"), .upgrade = upgrade != NULL };
+        p->head_sec = m->config.proxy_head_timeout ?: PROXY_HEAD_TIMEOUT_DEFAULT;
+        p->idle_sec = m->config.proxy_idle_timeout ?: PROXY_IDLE_TIMEOUT_DEFAULT;
         memcpy(p->sandbox_id, s->id, sizeof p->sandbox_id);
         r->stream = (HttpStream) { .read = proxy_read, .detach = proxy_detach, .release = proxy_release,
                                    .userdata = p };
@@ -954,10 +778,10 @@ static void proxy_start(Request *r, const RouteArgs *a) {
         }
         p->fd = sv[0];
         q = sd_event_add_io(m->event, &p->io, p->fd, EPOLLOUT, on_proxy_io, p);
-        if (q >= 0 && upgrade)
-                q = sd_event_add_time(m->event, &p->timer, CLOCK_MONOTONIC,
-                                      now_usec_monotonic() + PROXY_UPGRADE_HEAD_SEC * 1000000ULL, 0,
-                                      on_upgrade_deadline, p);
+        if (q >= 0)
+                q = sd_event_add_time(m->event, &p->timer, CLOCK_MONOTONIC, now_usec_monotonic() +
+                                      (upgrade ? MIN(p->head_sec, (unsigned) PROXY_UPGRADE_HEAD_SEC) : p->head_sec) *
+                                      USEC_PER_SEC, 0, on_proxy_timer, p);
         if (q >= 0) {
                 (void) sd_event_source_set_enabled(p->io, SD_EVENT_OFF);
                 q = tunnel_open_port(s->agent, (uint16_t) port, sv[1], &proxy_tunnel_ops, p, &p->tunnel);
@@ -991,19 +815,21 @@ static void proxy_answer(Request *r, Proxy *p) {
         case PROXY_HEAD: {
                 uint64_t size = HTTP_SIZE_UNKNOWN;
 
-                if (p->status == 101) {
+                if (p->head.status == 101) {
                         proxy_switch(r, p);
                         return;
                 }
                 p->state = PROXY_BODY;
-                if (p->framing == BODY_LENGTH || (p->framing == BODY_NONE && p->status != 304 && p->remaining > 0))
-                        size = p->remaining;
-                else if (p->framing == BODY_NONE && !p->head_only)
+                if (p->head.framing == PROXY_BODY_LENGTH ||
+                    (p->head.framing == PROXY_BODY_NONE && p->head.status != 304 && p->head.length > 0))
+                        size = p->head.length;
+                else if (p->head.framing == PROXY_BODY_NONE && !p->parser.head_only)
                         size = 0;
                 p->released = false;
-                q = http_respond_stream_status(r, p->status, size, (const char *const *) p->headers);
+                q = http_respond_stream_status(r, p->head.status, size, (const char *const *) p->head.headers);
                 if (q < 0 && !r->body_reader)
                         p->released = true;
+                proxy_arm_idle(p, r);
                 proxy_update_io(p);
                 return;
         }

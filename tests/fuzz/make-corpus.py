@@ -506,6 +506,35 @@ def proxy_request_corpus():
         write(t, name, v)
 
 
+def proxy_answer_corpus():
+    """fuzz-proxy-answer: what a server in a sandbox answers the port proxy. Bytes 0-2: flags (1 upgrade, 2 HEAD),
+    read size - 1, body bytes per call - 1."""
+    t = "fuzz-proxy-answer"
+    early = b"HTTP/1.1 103 Early Hints\r\nLink: </s.css>; rel=preload\r\n\r\n"
+    for name, (flags, v) in {
+        "length": (0, b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\nContent-Type: text/plain\r\n\r\nhello"),
+        "chunked": (0, b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n7;ext=1\r\n-chunks\r\n"
+                       b"0\r\nX-Trailer: t\r\n\r\n"),
+        "close": (0, b"HTTP/1.0 200 OK\nServer: x\n\nuntil the end"),
+        "interim": (0, early + b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n"),
+        "interim-flood": (0, early * 1200 + b"HTTP/1.1 200 OK\r\n\r\n"),
+        "switch": (1, b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+                      b"Sec-WebSocket-Accept: x\r\n\r\n\x81\x02hi"),
+        "switch-unasked": (0, b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\n\r\n"),
+        "head": (2, b"HTTP/1.1 200 OK\r\nContent-Length: 99\r\n\r\n"),
+        "no-content": (0, b"HTTP/1.1 204 No Content\r\nContent-Length: 3\r\n\r\nabc"),
+        "two-lengths": (0, b"HTTP/1.1 200 OK\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\nab"),
+        "gzip-chunked": (0, b"HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip, chunked\r\n\r\n1\r\nx\r\n0\r\n\r\n"),
+        "coding-close": (0, b"HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip\r\nContent-Length: 2\r\n\r\nabcd"),
+        "folded": (0, b"HTTP/1.1 200 OK\r\nA: b\r\n c\r\n\r\n"),
+        "garbage": (0, b"SSH-2.0-not-http\r\n\r\n"),
+        "trailer-flood": (0, b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n" + b"X-T: abc\r\n" * 2000),
+        "long-size-line": (0, b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n1;" + b"e" * 1100 + b"\r\nx\r\n"),
+    }.items():
+        write(t, name, bytes([flags, 15, 63]) + v)
+    write(t, "byte-reads", bytes([0, 0, 0]) + early + b"HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\nabc")
+
+
 def migstream_corpus():
     """fuzz-migstream: a checkpoint's state file as QEMU 7.2 writes it (lib/migstream.c): magic, configuration,
     the "ram" setup, pages, device sections. The "mem" block is 16 pages, as the target's memory file."""
@@ -592,6 +621,7 @@ def main():
     sniff_corpus()
     dns_corpus()
     proxy_request_corpus()
+    proxy_answer_corpus()
     migstream_corpus()
     for d in sorted(os.listdir(OUT)):
         print(f"{d}: {len(os.listdir(os.path.join(OUT, d)))} inputs")

@@ -205,6 +205,31 @@ static void test_host_sandbox(void) {
         }
 }
 
+/* What the port proxy drops from an Authorization header on its way into a guest. */
+static void test_key_shape(void) {
+        static const char key[] = "e2b_0123456789abcdef0123456789abcdef01234567";
+        static const struct {
+                const char *value;
+                bool want;
+        } cases[] = {
+                { "Bearer e2b_0123456789abcdef0123456789abcdef01234567", true },
+                { "bearer   E2B_0123456789ABCDEF0123456789ABCDEF01234567", true },
+                { "e2b_0123456789abcdef0123456789abcdef01234567", true },
+                { "Token x, e2b_e2b_0123456789abcdef0123456789abcdef01234567", true },
+                { "Bearer e2b_0123456789abcdef0123456789abcdef0123456", false }, /* 39 hex */
+                { "Bearer e2b_", false },
+                { "Basic dXNlcjpwYXNz", false },
+                { "Bearer some-app-token", false },
+                { "", false },
+        };
+
+        ok(api_key_syntax_valid(key) && api_key_shape_in(key), "a key is shaped like one");
+        for (size_t i = 0; i < ELEMENTSOF(cases); i++)
+                ok(api_key_shape_in(cases[i].value) == cases[i].want, "Authorization '%s': %s", cases[i].value,
+                   cases[i].want ? "holds a key's shape" : "holds none");
+        ok(!api_key_shape_in(NULL), "NULL holds none");
+}
+
 int main(void) {
         char dir[] = "/tmp/test-auth-XXXXXX";
 
@@ -217,6 +242,7 @@ int main(void) {
         test_legacy_key(dir);
         test_hosts();
         test_host_sandbox();
+        test_key_shape();
         (void) rmdir(dir);
         return done();
 }
