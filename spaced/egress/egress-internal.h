@@ -55,3 +55,20 @@ typedef struct EgressAuditEntry {
 } EgressAuditEntry;
 
 void egress_audit(Manager *m, const char *sandbox_id, const char *data_dir, const EgressAuditEntry *e);
+
+/* gateway-sandbox.c: what the gateway keeps of each sandbox between frames: its policy, built once; its lookups
+ * in flight. */
+typedef struct GatewayPolicy {
+        unsigned refs;
+        EgressPolicy policy;
+} GatewayPolicy;
+
+/* A reference to the sandbox's policy, built when it has none (-errno and reterr when it cannot be). */
+int gateway_policy_get(Manager *m, Sandbox *s, GatewayPolicy **ret, Error *reterr);
+GatewayPolicy *gateway_policy_ref(GatewayPolicy *p);
+GatewayPolicy *gateway_policy_unref(GatewayPolicy *p);   /* NULL */
+
+/* Counts a lookup against the sandbox's share and everyone's; false when there are too many in flight. */
+bool gateway_lookup_take(const char *sandbox_id);
+void gateway_lookup_put(const char *sandbox_id);
+void gateway_sandbox_forget(const char *sandbox_id);

@@ -171,7 +171,8 @@ const char *egress_reason_to_string(EgressReason r);
 int egress_decide(const EgressSource *sources, size_t n_sources, const EgressQuery *q, EgressDecision *ret);
 
 /* A sandbox's policy: the sources egress_decide() takes, built from the config, its profiles and its own
- * lists. Profiles no longer in the config are left out (their allowances are gone, denies never widen). */
+ * lists. Profiles no longer in the config are left out (their allowances are gone, denies never widen). Never
+ * copied: its last source points at its own rules (own), so a copy would point at the original's. */
 typedef struct EgressPolicy {
         EgressRules own;              /* the sandbox's allow and deny lists, parsed */
         EgressSource *sources;
@@ -185,8 +186,13 @@ void egress_policy_done(EgressPolicy *p);
 /* The gateway (gateway.c): serves the CONNECT and RESOLVE streams of every sandbox's channel. self_port is the
  * daemon's own TCP API port (0: none), which no sandbox reaches. */
 void egress_gateway_setup(uint16_t self_port);
-/* A sandbox is gone: drop what the gateway remembers of it (DNS answers, the audit log's numbering). */
+/* A sandbox is gone: drop what the gateway remembers of it (its policy, DNS answers, the audit log's
+ * numbering). */
 void egress_gateway_forget(const char *sandbox_id);
+/* The sandbox's egress lists or profiles changed (a pool member handed out to a create): the gateway builds its
+ * policy again at the next question. It keeps one per sandbox otherwise, pointing into the config's profiles,
+ * which are loaded once at start. */
+void egress_gateway_policy_changed(const char *sandbox_id);
 
 /* Names, the way the gateway and `egress test` look them up: the hosts file (egress_hosts_file) first, then
  * the system resolver on a worker thread (unless egress_resolve = hosts). done runs on the event loop, always

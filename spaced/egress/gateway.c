@@ -34,8 +34,6 @@
 #define PEEK_MORE_TIMEOUT_USEC (10ULL * 1000000ULL)
 #define DNS_TTL_SEC 30U
 #define DNS_CACHE_MAX 2048U
-#define RESOLVES_PER_SANDBOX_MAX 16U    /* names in flight on worker threads, per sandbox */
-#define RESOLVES_MAX 128U               /* and in all */
 
 typedef enum GatewayState {
         GW_RESOLVING,
@@ -65,7 +63,7 @@ typedef struct GatewayConn {
         int fd;
         sd_event_source *io, *timer;
         uint64_t opened_usec;
-        EgressPolicy policy;
+        GatewayPolicy *policy;
 } GatewayConn;
 
 /* The names each sandbox's DNS stub was answered, so that a connection captured to one of those addresses
@@ -92,18 +90,10 @@ typedef struct StandIn {
 } StandIn;
 #define STANDIN_MAX 4096U
 
-typedef struct Resolving {
-        char *sandbox_id;
-        unsigned n;
-        struct Resolving *next;
-} Resolving;
-
 static struct {
         uint16_t self_port;
         DnsEntry *dns;
         unsigned n_dns;
-        Resolving *resolving;
-        unsigned n_resolving;
         StandIn *standins;
         unsigned n_standins;
         uint32_t next_standin;
@@ -161,48 +151,6 @@ static const char *standin_name(const char *sandbox_id, const EgressAddr *a) {
 }
 
 /* ---- bookkeeping ---- */
-
-static Resolving *resolving_get(const char *sandbox_id) {
-        for (Resolving *r = gw.resolving; r; r = r->next)
-                if (streq(r->sandbox_id, sandbox_id))
-                        return r;
-        return NULL;
-}
-
-/* Counts a lookup against the sandbox's share; false when it has too many in flight. */
-static bool resolving_take(const char *sandbox_id) {
-        Resolving *r = resolving_get(sandbox_id);
-
-        if (gw.n_resolving >= RESOLVES_MAX || (r && r->n >= RESOLVES_PER_SANDBOX_MAX))
-                return false;
-        if (!r) {
-                r = calloc(1, sizeof *r);
-                if (!r || !(r->sandbox_id = strdup(sandbox_id))) {
-                        free(r);
-                        return false;
-                }
-                r->next = gw.resolving;
-                gw.resolving = r;
-        }
-        r->n++;
-        gw.n_resolving++;
-        return true;
-}
-
-static void resolving_put(const char *sandbox_id) {
-        for (Resolving **i = &gw.resolving; *i; i = &(*i)->next)
-                if (streq((*i)->sandbox_id, sandbox_id)) {
-                        Resolving *r = *i;
-
-                        gw.n_resolving--;
-                        if (--r->n == 0) {
-                                *i = r->next;
-                                free(r->sandbox_id);
-                                free(r);
-                        }
-                        return;
-                }
-}
 
 static void dns_remember(const char *sandbox_id, const char *name, const EgressAddr *addrs, size_t n) {
         uint64_t now = now_usec_monotonic();
@@ -276,15 +224,11 @@ void egress_gateway_forget(const char *sandbox_id) {
                 } else
                         i = &e->next;
         }
+        gateway_sandbox_forget(sandbox_id);
         egress_audit_forget(sandbox_id);
 }
 
 /* ---- policy ---- */
-
-static int policy_for(Manager *m, Sandbox *s, EgressPolicy *ret, Error *reterr) {
-        return egress_policy_build(&m->config.egress, s->egress_profiles, s->egress_allow, s->egress_deny, ret,
-                                   reterr);
-}
 
 /* Whether some allow rule names host and no deny rule does; *ret_port is a port such a rule allows (for DNS,
  * which has none). The gateway resolves only such names, so a lookup cannot carry data out. */
@@ -317,7 +261,7 @@ static bool name_permitted(const EgressPolicy *p, const char *host, uint16_t *re
 static void decide(const GatewayConn *c, const char *host, const EgressAddr *addr, uint16_t port, EgressDecision *ret) {
         EgressQuery q = { .host = host, .addr = *addr, .port = port, .self_port = gw.self_port };
 
-        if (egress_decide(c->policy.sources, c->policy.n_sources, &q, ret) < 0) {
+        if (egress_decide(c->policy->policy.sources, c->policy->policy.n_sources, &q, ret) < 0) {
                 *ret = (EgressDecision) { .allowed = false, .reason = EGRESS_REASON_INVALID };
                 (void) snprintf(ret->message, sizeof ret->message, "not an address");
         }
@@ -343,7 +287,7 @@ static void conn_unref(GatewayConn *c) {
         sd_event_source_disable_unref(c->io);
         sd_event_source_disable_unref(c->timer);
         safe_close(c->fd);
-        egress_policy_done(&c->policy);
+        gateway_policy_unref(c->policy);
         free(c->sandbox_id);
         free(c->data_dir);
         free(c);
@@ -434,7 +378,7 @@ static void on_peek_resolved(Manager *m, void *userdata, int err, const EgressAd
         GatewayConn *c = userdata;
         bool found = false;
 
-        resolving_put(c->sandbox_id);
+        gateway_lookup_put(c->sandbox_id);
         if (c->tunnel && c->state != GW_DONE) {
                 for (size_t i = 0; i < n && !found; i++)
                         found = addr_eq(&addrs[i], &c->addr) ||
@@ -479,15 +423,15 @@ static void judge(GatewayConn *c, const EgressSniff *sn) {
                         return open_up(c);
                 }
                 strcpy(c->peek_name, sn->name);
-                if (!name_permitted(&c->policy, sn->name, NULL, &why))
+                if (!name_permitted(&c->policy->policy, sn->name, NULL, &why))
                         return deny(c, "no_rule", "denied", "the %s names %s: %s",
                                     sn->kind == EGRESS_SNIFF_TLS ? "TLS SNI" : "HTTP Host", sn->name, why);
                 if (dns_answered(c->sandbox_id, sn->name, &c->addr))
                         return name_checked(c);
-                if (!resolving_take(c->sandbox_id))
+                if (!gateway_lookup_take(c->sandbox_id))
                         return deny(c, "busy", "busy", "too many names being resolved for this sandbox");
                 if (egress_resolve(c->manager, sn->name, on_peek_resolved, conn_ref(c)) < 0) {
-                        resolving_put(c->sandbox_id);
+                        gateway_lookup_put(c->sandbox_id);
                         conn_unref(c);
                         return deny(c, "resolve_failed", "unreachable", "cannot resolve %s", sn->name);
                 }
@@ -638,7 +582,7 @@ static void on_target_resolved(Manager *m, void *userdata, int err, const Egress
         GatewayConn *c = userdata;
         EgressDecision first = {}, d;
 
-        resolving_put(c->sandbox_id);
+        gateway_lookup_put(c->sandbox_id);
         if (!c->tunnel || c->state != GW_RESOLVING)
                 goto out;
         if (err < 0 || n == 0) {
@@ -731,7 +675,7 @@ static void on_guest_connect(AgentConn *a, uint32_t stream, const uint8_t *kv, s
                 conn_unref(c);
                 return refuse_early(m, a, s, stream, via, host, c->port, "internal", "busy", "out of memory");
         }
-        r = policy_for(m, s, &c->policy, &e);
+        r = gateway_policy_get(m, s, &c->policy, &e);
         if (r < 0) {
                 conn_unref(c);
                 return refuse_early(m, a, s, stream, via, host, (uint16_t) port, "internal", "denied",
@@ -792,14 +736,14 @@ name:
         {
                 const char *why;
 
-                if (!name_permitted(&c->policy, c->target_name, NULL, &why))
+                if (!name_permitted(&c->policy->policy, c->target_name, NULL, &why))
                         return deny(c, "no_rule", "denied", "%s: %s", c->target_name, why);
         }
-        if (!resolving_take(c->sandbox_id))
+        if (!gateway_lookup_take(c->sandbox_id))
                 return deny(c, "busy", "busy", "too many names being resolved for this sandbox");
         c->state = GW_RESOLVING;
         if (egress_resolve(m, c->target_name, on_target_resolved, conn_ref(c)) < 0) {
-                resolving_put(c->sandbox_id);
+                gateway_lookup_put(c->sandbox_id);
                 conn_unref(c);
                 deny(c, "resolve_failed", "unreachable", "cannot resolve %s", c->target_name);
         }
@@ -814,11 +758,11 @@ typedef struct DnsQuestion {
         int family;
         char name[EGRESS_HOST_MAX + 1];
         uint16_t port;
-        EgressPolicy policy;          /* built when the question came, for the answer too */
+        GatewayPolicy *policy;        /* the one the question was decided with, for the answer too */
 } DnsQuestion;
 
 static void dns_question_free(DnsQuestion *q) {
-        egress_policy_done(&q->policy);
+        gateway_policy_unref(q->policy);
         free(q->sandbox_id);
         free(q);
 }
@@ -837,7 +781,7 @@ static void on_dns_resolved(Manager *m, void *userdata, int err, const EgressAdd
         size_t n_ok = 0;
         SpaceBuf kv = {};
 
-        resolving_put(q->sandbox_id);
+        gateway_lookup_put(q->sandbox_id);
         if (!s || !s->agent)
                 goto out;
         if (err < 0) {
@@ -852,7 +796,7 @@ static void on_dns_resolved(Manager *m, void *userdata, int err, const EgressAdd
                 EgressQuery eq = { .host = q->name, .addr = addrs[i], .port = q->port, .self_port = gw.self_port };
                 EgressDecision d;
 
-                if (egress_decide(q->policy.sources, q->policy.n_sources, &eq, &d) < 0)
+                if (egress_decide(q->policy->policy.sources, q->policy->policy.n_sources, &eq, &d) < 0)
                         continue;
                 if (!d.allowed) {
                         if (!first_denial[0])
@@ -896,10 +840,10 @@ out:
 static void on_guest_resolve(AgentConn *a, uint32_t stream, const uint8_t *kv, size_t n) {
         Sandbox *s = agent_sandbox(a);
         Manager *m = s ? s->manager : NULL;
-        _cleanup_(egress_policy_done) EgressPolicy p = {};
         _cleanup_(error_done) Error e = {};
         const char *name = NULL, *family = NULL, *why;
         char norm[EGRESS_HOST_MAX + 1];
+        GatewayPolicy *p = NULL;
         DnsQuestion *q;
         uint16_t port;
 
@@ -912,19 +856,23 @@ static void on_guest_resolve(AgentConn *a, uint32_t stream, const uint8_t *kv, s
                 dns_audit(m, s, NULL, NULL, "invalid", "a question for something that is no host name");
                 return channel_refuse_guest_stream(a, stream, "invalid", "not a host name");
         }
-        if (policy_for(m, s, &p, &e) < 0)
+        if (gateway_policy_get(m, s, &p, &e) < 0)
                 return channel_refuse_guest_stream(a, stream, "denied", "the sandbox's egress policy cannot be built");
-        if (!name_permitted(&p, norm, &port, &why)) {
+        if (!name_permitted(&p->policy, norm, &port, &why)) {
+                gateway_policy_unref(p);
                 /* Never resolved: the question goes no further than this log, so it cannot carry data out. */
                 dns_audit(m, s, norm, NULL, "no_rule", why);
                 return channel_refuse_guest_stream(a, stream, "nxdomain", why);
         }
-        if (!resolving_take(s->id))
+        if (!gateway_lookup_take(s->id)) {
+                gateway_policy_unref(p);
                 return channel_refuse_guest_stream(a, stream, "busy", "too many names being resolved for this sandbox");
+        }
         q = calloc(1, sizeof *q);
         if (!q || !(q->sandbox_id = strdup(s->id))) {
                 free(q);
-                resolving_put(s->id);
+                gateway_policy_unref(p);
+                gateway_lookup_put(s->id);
                 return channel_refuse_guest_stream(a, stream, "busy", "out of memory");
         }
         q->manager = m;
@@ -932,10 +880,9 @@ static void on_guest_resolve(AgentConn *a, uint32_t stream, const uint8_t *kv, s
         q->family = streq(family, "4") ? AF_INET : AF_INET6;
         q->port = port;
         q->policy = p;
-        p = (EgressPolicy) {};
         strcpy(q->name, norm);
         if (egress_resolve(m, norm, on_dns_resolved, q) < 0) {
-                resolving_put(s->id);
+                gateway_lookup_put(s->id);
                 dns_question_free(q);
                 channel_refuse_guest_stream(a, stream, "busy", "cannot resolve now");
         }

@@ -688,6 +688,8 @@ static int create_identity(Sandbox *s, const SandboxSpec *spec, EgressChoice *eg
         s->egress_profiles = TAKE_PTR(egress->profiles);
         s->egress_allow = TAKE_PTR(egress->allow);
         s->egress_deny = TAKE_PTR(egress->deny);
+        /* a pool member's policy was its pool's until now */
+        egress_gateway_policy_changed(s->id);
 
         if (!token || (spec->metadata && !(metadata = strdup(spec->metadata)))) {
                 free(token);
