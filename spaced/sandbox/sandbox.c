@@ -833,6 +833,8 @@ int sandbox_delete_start(Manager *m, Sandbox *s, bool force, Operation **ret_op,
         memcpy(j->op_id, op->id, sizeof j->op_id);
         s->state = SANDBOX_DELETING;
         s->agent = agent_free(s->agent);
+        /* the gateway's buffered audit lines go out now, not into a directory the worker is removing */
+        egress_gateway_forget(s->id);
         (void) sandbox_save(s);
         r = worker_start(m, delete_worker, j);
         if (r < 0) {

@@ -26,6 +26,7 @@
 #include "core/store.h"
 #include "core/util.h"
 #include "core/worker.h"
+#include <cjson/cJSON.h>
 #include "egress/egress.h"
 #include "io-util.h"
 #include "sandbox/sandbox.h"
@@ -370,6 +371,43 @@ static void test_flood(void) {
         ok(late_busy == 0, "... which frees their places");
 }
 
+/* The entries of the sandbox's audit log whose reason is reason, and whose message has needle. */
+static unsigned audit_count(Sandbox *sb, const char *reason, const char *needle) {
+        cJSON *list = NULL, *e;
+        unsigned n = 0;
+
+        ASSERT(egress_audit_read(sb->id, sb->data_dir, 0, 100000, &list) >= 0);
+        cJSON_ArrayForEach(e, list) {
+                cJSON *r = cJSON_GetObjectItem(e, "reason"), *m = cJSON_GetObjectItem(e, "message");
+
+                if (cJSON_IsString(r) && streq(r->valuestring, reason) &&
+                    (!needle || (cJSON_IsString(m) && strstr(m->valuestring, needle))))
+                        n++;
+        }
+        cJSON_Delete(list);
+        return n;
+}
+
+static void test_audit_batched(Sandbox *sb) {
+        _cleanup_free_ char *log = NULL;
+        struct stat before, after;
+        Frame f;
+        uint32_t s;
+
+        (void) asprintf(&log, "%s/egress.log", sb->data_dir);
+        (void) audit_count(sb, "", NULL); /* writes what waits */
+        ASSERT(stat(log, &before) == 0);
+        s = next_stream++;
+        send_kv(SPACE_F_RESOLVE, s, "name", "batched.exfil.test", "family", "4", NULL, NULL);
+        ok(next_frame(s, 2000000, &f) && f.h.type == SPACE_F_ERROR, "a DNS question no rule allows: refused");
+        ASSERT(stat(log, &after) == 0);
+        ok(after.st_size == before.st_size, "... its audit line is not written at once");
+        (void) pump(400000, count_frame, &(Tally) { .first = UINT32_MAX, .busy = &(unsigned) { 0 },
+                                                     .other = &(unsigned) { 0 } });
+        ASSERT(stat(log, &after) == 0);
+        ok(after.st_size > before.st_size, "... but within a fraction of a second");
+}
+
 int main(void) {
         _cleanup_free_ char *db = NULL, *hosts = NULL, *run = NULL;
         Error err = {};
@@ -421,6 +459,7 @@ int main(void) {
         test_sni_mismatch();
         test_window();
         test_flood();
+        test_audit_batched(s);
 
         {
                 struct stat st;
