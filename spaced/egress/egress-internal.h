@@ -57,7 +57,7 @@ typedef struct EgressAuditEntry {
 void egress_audit(Manager *m, const char *sandbox_id, const char *data_dir, const EgressAuditEntry *e);
 
 /* gateway-sandbox.c: what the gateway keeps of each sandbox between frames: its policy, built once; its lookups
- * in flight. */
+ * in flight; its rates, and its refusals logged once a burst. */
 typedef struct GatewayPolicy {
         unsigned refs;
         EgressPolicy policy;
@@ -71,4 +71,24 @@ GatewayPolicy *gateway_policy_unref(GatewayPolicy *p);   /* NULL */
 /* Counts a lookup against the sandbox's share and everyone's; false when there are too many in flight. */
 bool gateway_lookup_take(const char *sandbox_id);
 void gateway_lookup_put(const char *sandbox_id);
+
+typedef enum GatewayKind {
+        GATEWAY_RESOLVE,
+        GATEWAY_CONNECT,
+        _GATEWAY_KIND_MAX,
+} GatewayKind;
+
+/* Takes a token of the sandbox's bucket for kind. false: over its rate, refused; e (via, host, port as far as
+ * known) is then filled with the refusal (reason rate_limited, the message in ret_message) and logged if it is
+ * the first of a burst. */
+bool gateway_admit(Manager *m, Sandbox *s, GatewayKind kind, EgressAuditEntry *e, char *ret_message, size_t size);
+typedef enum GatewayLimit {
+        GATEWAY_LIMIT_RATE,      /* the sandbox's rate (rate_limited) */
+        GATEWAY_LIMIT_SHARE,     /* its lookups or connections in flight (busy) */
+        _GATEWAY_LIMIT_MAX,
+} GatewayLimit;
+
+/* A refusal over one of the sandbox's limits: logged if it is the first of a burst of them, else counted (and
+ * the count logged when the burst ends, or a minute on if it does not). */
+void gateway_refused(Manager *m, Sandbox *s, GatewayKind kind, GatewayLimit limit, const EgressAuditEntry *e);
 void gateway_sandbox_forget(const char *sandbox_id);

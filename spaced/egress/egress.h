@@ -186,8 +186,8 @@ void egress_policy_done(EgressPolicy *p);
 /* The gateway (gateway.c): serves the CONNECT and RESOLVE streams of every sandbox's channel. self_port is the
  * daemon's own TCP API port (0: none), which no sandbox reaches. */
 void egress_gateway_setup(uint16_t self_port);
-/* A sandbox is gone: drop what the gateway remembers of it (its policy, DNS answers), and write out its audit
- * log. */
+/* A sandbox is gone: drop what the gateway remembers of it (its policy, DNS answers, rates), and write out its
+ * audit log. */
 void egress_gateway_forget(const char *sandbox_id);
 /* The sandbox's egress lists or profiles changed (a pool member handed out to a create): the gateway builds its
  * policy again at the next question. It keeps one per sandbox otherwise, pointing into the config's profiles,

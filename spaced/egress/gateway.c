@@ -634,6 +634,36 @@ static void refuse_early(Manager *m, AgentConn *a, Sandbox *s, uint32_t stream, 
         channel_refuse_guest_stream(a, stream, code, msg);
 }
 
+/* Over the sandbox's share of open connections (SPACE_TUNNELS_MAX): refused, and logged once a burst. */
+static void refuse_busy(Manager *m, AgentConn *a, Sandbox *s, uint32_t stream, const char *via, const char *host,
+                        uint16_t port) {
+        EgressAuditEntry e = { .event = "deny", .via = via, .host = host, .port = port, .reason = "busy",
+                               .message = "too many open connections for this sandbox" };
+
+        gateway_refused(m, s, GATEWAY_CONNECT, GATEWAY_LIMIT_SHARE, &e);
+        channel_refuse_guest_stream(a, stream, "busy", e.message);
+}
+
+/* The sandbox's rate of CONNECTs, before anything else is read of one: a flood costs no more than this. */
+static bool connect_admitted(Manager *m, AgentConn *a, Sandbox *s, uint32_t stream, const uint8_t *kv, size_t n) {
+        EgressAuditEntry e = { .via = "proxy" };
+        const char *via = NULL, *port = NULL;
+        char msg[EGRESS_MESSAGE_MAX];
+
+        /* what the first refusal of a burst logs; checked no further */
+        (void) space_kv_get(kv, n, "host", &e.host);
+        if (space_kv_get(kv, n, "via", &via) > 0 && streq(via, "transparent"))
+                e.via = "transparent";
+        if (space_kv_get(kv, n, "port", &port) > 0)
+                e.port = (uint16_t) strtoul(port, NULL, 10);
+        if (e.host && strlen(e.host) > EGRESS_HOST_MAX)
+                e.host = NULL;
+        if (gateway_admit(m, s, GATEWAY_CONNECT, &e, msg, sizeof msg))
+                return true;
+        channel_refuse_guest_stream(a, stream, "busy", msg);
+        return false;
+}
+
 static void on_guest_connect(AgentConn *a, uint32_t stream, const uint8_t *kv, size_t n) {
         Sandbox *s = agent_sandbox(a);
         Manager *m = s ? s->manager : NULL;
@@ -646,6 +676,8 @@ static void on_guest_connect(AgentConn *a, uint32_t stream, const uint8_t *kv, s
         int r;
 
         if (!m)
+                return;
+        if (!connect_admitted(m, a, s, stream, kv, n))
                 return;
         if (space_kv_get(kv, n, "host", &host) <= 0 || space_kv_get(kv, n, "port", &port_s) <= 0 ||
             space_kv_get(kv, n, "via", &via) <= 0)
@@ -682,11 +714,14 @@ static void on_guest_connect(AgentConn *a, uint32_t stream, const uint8_t *kv, s
                                     e.message ?: "the sandbox's egress policy cannot be built");
         }
         r = tunnel_accept_guest(a, stream, &conn_ops, c, &c->tunnel);
+        if (r == -EMFILE) {
+                conn_unref(c);
+                return refuse_busy(m, a, s, stream, via, host, (uint16_t) port);
+        }
         if (r < 0) {
                 conn_unref(c);
-                return refuse_early(m, a, s, stream, via, host, (uint16_t) port, r == -EMFILE ? "busy" : "invalid",
-                                    r == -EMFILE ? "busy" : "invalid",
-                                    r == -EMFILE ? "too many open connections for this sandbox" : "a stream already in use");
+                return refuse_early(m, a, s, stream, via, host, (uint16_t) port, "invalid", "invalid",
+                                    "a stream already in use");
         }
         /* From here the tunnel holds c's first reference: conn_ended drops it. */
 
@@ -842,13 +877,20 @@ static void on_guest_resolve(AgentConn *a, uint32_t stream, const uint8_t *kv, s
         Manager *m = s ? s->manager : NULL;
         _cleanup_(error_done) Error e = {};
         const char *name = NULL, *family = NULL, *why;
-        char norm[EGRESS_HOST_MAX + 1];
+        char norm[EGRESS_HOST_MAX + 1], msg[EGRESS_MESSAGE_MAX];
+        EgressAuditEntry over = { .via = "dns" };
         GatewayPolicy *p = NULL;
         DnsQuestion *q;
         uint16_t port;
 
         if (!m)
                 return;
+        /* Before anything else, so that a flood costs no more than this. */
+        (void) space_kv_get(kv, n, "name", &over.host);
+        if (over.host && strlen(over.host) > EGRESS_HOST_MAX)
+                over.host = NULL;
+        if (!gateway_admit(m, s, GATEWAY_RESOLVE, &over, msg, sizeof msg))
+                return channel_refuse_guest_stream(a, stream, "busy", msg);
         if (space_kv_get(kv, n, "name", &name) <= 0 || space_kv_get(kv, n, "family", &family) <= 0 ||
             (!streq(family, "4") && !streq(family, "6")))
                 return channel_refuse_guest_stream(a, stream, "invalid", "a RESOLVE needs name and family 4 or 6");
@@ -865,8 +907,12 @@ static void on_guest_resolve(AgentConn *a, uint32_t stream, const uint8_t *kv, s
                 return channel_refuse_guest_stream(a, stream, "nxdomain", why);
         }
         if (!gateway_lookup_take(s->id)) {
+                EgressAuditEntry busy = { .event = "deny", .via = "dns", .host = norm, .reason = "busy",
+                                          .message = "too many names being resolved for this sandbox" };
+
                 gateway_policy_unref(p);
-                return channel_refuse_guest_stream(a, stream, "busy", "too many names being resolved for this sandbox");
+                gateway_refused(m, s, GATEWAY_RESOLVE, GATEWAY_LIMIT_SHARE, &busy);
+                return channel_refuse_guest_stream(a, stream, "busy", busy.message);
         }
         q = calloc(1, sizeof *q);
         if (!q || !(q->sandbox_id = strdup(s->id))) {

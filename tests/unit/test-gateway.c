@@ -7,8 +7,10 @@
  *  - an allowed name whose ClientHello names another host: the server accepts but receives not one byte;
  *  - more data than the window, more credit than the window: the tunnel is closed;
  *  - a flood of CONNECTs: held tunnels are capped, the rest refused as busy, the channel stays up;
- *  - DNS questions for names no rule names: NXDOMAIN.
- * And the way it should work: an allowed name with the right SNI gets through, both ways. */
+ *  - DNS questions for names no rule names: NXDOMAIN;
+ *  - more DNS questions or CONNECTs a second than the sandbox's rate: refused as busy at once, logged once.
+ * And the way it should work: an allowed name with the right SNI gets through, both ways. Audit lines are
+ * written together, a moment later, or when the log is read. */
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -388,6 +390,45 @@ static unsigned audit_count(Sandbox *sb, const char *reason, const char *needle)
         return n;
 }
 
+static void test_rates(Sandbox *sb) {
+        unsigned busy = 0, other = 0;
+        uint32_t first = next_stream;
+        Frame f;
+        uint32_t s;
+
+        manager.config.egress_limits = (EgressLimits) { .resolve_rate = 5, .resolve_burst = 10, .connect_rate = 5,
+                                                        .connect_burst = 10 };
+        for (unsigned i = 0; i < 50; i++) {
+                char name[64];
+
+                snprintf(name, sizeof name, "q%u.exfil.test", i);
+                send_kv(SPACE_F_RESOLVE, next_stream++, "name", name, "family", "4", NULL, NULL);
+        }
+        drain(first, 500000, &busy, &other);
+        ok(other == 10 && busy == 40, "50 DNS questions at a rate of 5 a second, a burst of 10: 10 answered, 40 refused "
+           "as busy at once (%u, %u)", other, busy);
+        ok(audit_count(sb, "rate_limited", "over the sandbox's rate of 5 DNS questions") == 1,
+           "... and logged once, with the reason rate_limited");
+
+        first = next_stream;
+        busy = other = 0;
+        for (unsigned i = 0; i < 30; i++)
+                (void) connect_to("denied.test", "443", "proxy");
+        drain(first, 500000, &busy, &other);
+        ok(other == 10 && busy == 20, "30 CONNECTs at 5 a second, a burst of 10: 10 decided, 20 refused as busy (%u, %u)",
+           other, busy);
+        ok(audit_count(sb, "rate_limited", "over the sandbox's rate of 5 connections") == 1, "... logged once");
+
+        /* a quiet second later: admitted again, and the burst is counted */
+        (void) pump(1100000, count_frame, &(Tally) { .first = UINT32_MAX, .busy = &busy, .other = &other });
+        s = next_stream++;
+        send_kv(SPACE_F_RESOLVE, s, "name", "allowed.test", "family", "4", NULL, NULL);
+        ok(next_frame(s, 5000000, &f) && f.h.type == SPACE_F_OK, "a second later the sandbox is answered again");
+        ok(audit_count(sb, "rate_limited", "39 more DNS questions refused") == 1,
+           "... and the log counts the burst's other refusals in one entry");
+        manager.config.egress_limits = (EgressLimits) {};
+}
+
 static void test_audit_batched(Sandbox *sb) {
         _cleanup_free_ char *log = NULL;
         struct stat before, after;
@@ -459,6 +500,7 @@ int main(void) {
         test_sni_mismatch();
         test_window();
         test_flood();
+        test_rates(s);
         test_audit_batched(s);
 
         {
