@@ -29,10 +29,21 @@ typedef struct EgressSniff {
         bool has_literal;        /* an HTTP Host that is an IP literal */
         EgressAddr literal;
         const char *why;         /* for BAD */
+        /* HTTP: the head's bytes (through its empty line) and how the body after it is framed */
+        size_t head_len;
+        bool chunked;            /* Transfer-Encoding ending in chunked */
+        uint64_t length;         /* else Content-Length (0: none, no body) */
+        bool upgrade;            /* Upgrade: websocket with Connection: upgrade */
+        bool http10;
 } EgressSniff;
 
-/* eof: the client will send nothing more (a short request is then judged as it is). */
+/* eof: the client will send nothing more (a short request is then judged as it is). An HTTP head is read
+ * strictly (RFC 9112): CRLF line ends only, no control bytes, header names that are tokens, one Host, one
+ * Content-Length of digits, no Transfer-Encoding but one ending in chunked and never with a Content-Length:
+ * whatever lenient servers could read otherwise is refused, so that they and the gateway agree on the Host
+ * and on where the next request starts. */
 void egress_sniff(const uint8_t *p, size_t n, bool eof, EgressSniff *ret);
+bool egress_http_tchar(uint8_t c);
 
 /* The hosts file alone (tests, and the `hosts` mode): 1 and the addresses, 0 when it has no such name. */
 int egress_hosts_lookup(const char *path, const char *name, EgressAddr *addrs, size_t max, size_t *ret_n);

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "egress/egress-internal.h"
+#include "macro.h"
 #include "tap.h"
 
 static size_t put16(uint8_t *p, size_t v) {
@@ -61,6 +62,50 @@ static EgressSniff sniff(const void *p, size_t n, bool eof) {
 
 static EgressSniff sniff_str(const char *s, bool eof) {
         return sniff(s, strlen(s), eof);
+}
+
+
+/* Heads that lenient servers read differently from a strict reader: each would let a Host past it. */
+static void test_strict_heads(void) {
+        static const struct {
+                const char *head, *what;
+        } refused[] = {
+                { "GET / HTTP/1.1\r\nX: a\nHost: other.test\r\n\r\n", "a bare LF inside a header line" },
+                { "GET / HTTP/1.1\r\nX: a\rHost: other.test\r\n\r\n", "a bare CR inside a header line" },
+                { "GET / HTTP/1.1\r\nHost : other.test\r\n\r\n", "a blank before the colon ('Host :')" },
+                { "GET / HTTP/1.1\r\nHost: a.test\r\nno colon here\r\n\r\n", "a header line without a colon" },
+                { "GET / HTTP/1.1\r\nHost:\x0b" "other.test\r\n\r\n", "a control byte (VT) in a value" },
+                { "POST / HTTP/1.1\r\nHost: a.test\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n",
+                  "Content-Length and Transfer-Encoding both" },
+                { "POST / HTTP/1.1\r\nHost: a.test\r\nContent-Length: 5\r\nContent-Length: 5\r\n\r\n",
+                  "two Content-Length headers" },
+                { "POST / HTTP/1.1\r\nHost: a.test\r\nContent-Length: 5, 5\r\n\r\n", "a Content-Length list" },
+                { "POST / HTTP/1.1\r\nHost: a.test\r\nContent-Length: +5\r\n\r\n", "a signed Content-Length" },
+                { "POST / HTTP/1.1\r\nHost: a.test\r\nTransfer-Encoding: gzip\r\n\r\n",
+                  "a Transfer-Encoding that does not end in chunked" },
+                { "POST / HTTP/1.1\r\nHost: a.test\r\nTransfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n\r\n",
+                  "two Transfer-Encoding headers" },
+                { "POST / HTTP/1.0\r\nHost: a.test\r\nTransfer-Encoding: chunked\r\n\r\n",
+                  "Transfer-Encoding in HTTP/1.0" },
+                { "\r\nGET / HTTP/1.1\r\nHost: other.test\r\n\r\n", "a request after an empty line" },
+        };
+        EgressSniff s;
+
+        for (size_t i = 0; i < ELEMENTSOF(refused); i++)
+                ok(sniff_str(refused[i].head, false).kind == EGRESS_SNIFF_BAD, "refused: %s", refused[i].what);
+        ok(sniff("\r\x00\x00\x01\x85", 5, false).kind == EGRESS_SNIFF_OTHER,
+           "a binary protocol whose first byte is CR (a length): another protocol");
+
+        s = sniff_str("POST /x HTTP/1.1\r\nHost: a.test\r\nContent-Length: 0012\r\n\r\nbody", false);
+        ok(s.kind == EGRESS_SNIFF_HTTP && s.length == 12 && !s.chunked && s.head_len == 56,
+           "Content-Length 0012: a body of 12 after a head of 56 bytes (%zu)", s.head_len);
+        s = sniff_str("POST / HTTP/1.1\r\nTransfer-Encoding: gzip, Chunked\r\nHost: a.test\r\n\r\n", false);
+        ok(s.kind == EGRESS_SNIFF_HTTP && s.chunked, "Transfer-Encoding ending in chunked: a chunked body");
+        s = sniff_str("GET /ws HTTP/1.1\r\nHost: a.test\r\nUpgrade: WebSocket\r\nConnection: keep-alive, Upgrade\r\n\r\n",
+                      false);
+        ok(s.kind == EGRESS_SNIFF_HTTP && s.upgrade, "a websocket upgrade is seen");
+        s = sniff_str("GET / HTTP/1.1\r\nHost: a.test\r\nUpgrade: h2c\r\nConnection: Upgrade\r\n\r\n", false);
+        ok(s.kind == EGRESS_SNIFF_HTTP && !s.upgrade, "... an h2c one is not (it stays framed as HTTP)");
 }
 
 int main(void) {
@@ -149,5 +194,6 @@ int main(void) {
         ok(sniff("", 0, true).kind == EGRESS_SNIFF_OTHER, "nothing, then eof: no name");
         ok(sniff("", 0, false).kind == EGRESS_SNIFF_MORE, "nothing yet: more");
         ok(sniff("\x16\x02", 2, false).kind == EGRESS_SNIFF_OTHER, "a record of TLS major version 2: another protocol");
+        test_strict_heads();
         return done();
 }
