@@ -45,6 +45,37 @@ typedef struct EgressSniff {
 void egress_sniff(const uint8_t *p, size_t n, bool eof, EgressSniff *ret);
 bool egress_http_tchar(uint8_t c);
 
+/* http-stream.c: the requests of a plain HTTP connection, one after another (RFC 9112 6.3): a head, its body
+ * by Content-Length or chunked framing (a request without either has none), then the next head. The gateway
+ * lets bytes through only as far as this says they belong to a request whose head it checked. Pure: no I/O.
+ * A websocket upgrade on the connection's first request leaves the stream to the gateway, which has seen
+ * the server's answer: switched (101), the rest is the new protocol's; else requests go on. */
+typedef enum EgressHttpStep {
+        EGRESS_HTTP_MORE,        /* no verdict on the bytes yet: hold them, and give more */
+        EGRESS_HTTP_HEAD,        /* a request head, *ret_used bytes: *ret_head says what it names */
+        EGRESS_HTTP_BODY,        /* *ret_used bytes of the request's body or its chunk framing */
+        EGRESS_HTTP_WAIT,        /* an upgrade was asked for: hold what follows until egress_http_stream_switched() */
+        EGRESS_HTTP_BAD,         /* framing no two servers would read alike: *ret_why */
+} EgressHttpStep;
+
+typedef struct EgressHttpStream {
+        unsigned state;
+        uint64_t left;           /* bytes of a body or chunk */
+        size_t scanned;          /* bytes of a head looked at already without finding its end */
+        size_t trailer;          /* bytes of the trailer section */
+        unsigned requests;
+} EgressHttpStream;
+
+/* p[0..n) are the stream's bytes from where the last step's *ret_used ended (the held ones and any that
+ * came since); eof: the client sends no more. */
+EgressHttpStep egress_http_stream_step(EgressHttpStream *s, const uint8_t *p, size_t n, bool eof, size_t *ret_used,
+                                       EgressSniff *ret_head, const char **ret_why);
+/* The server's answer to an upgrade (EGRESS_HTTP_WAIT): switched or not. */
+void egress_http_stream_switched(EgressHttpStream *s, bool switched);
+/* The status code of a response's first bytes: 1 with *ret_status; 0: not enough bytes; -EBADMSG: no status
+ * line. */
+int egress_http_status(const uint8_t *p, size_t n, unsigned *ret_status);
+
 /* The hosts file alone (tests, and the `hosts` mode): 1 and the addresses, 0 when it has no such name. */
 int egress_hosts_lookup(const char *path, const char *name, EgressAddr *addrs, size_t max, size_t *ret_n);
 
