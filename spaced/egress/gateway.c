@@ -64,6 +64,14 @@ typedef struct GatewayConn {
         sd_event_source *io, *timer;
         uint64_t opened_usec;
         GatewayPolicy *policy;
+        /* plain HTTP: each request is checked as it comes (gate), and a websocket upgrade waits for the
+         * server's status line (status, then switch on the loop) */
+        bool http;
+        EgressHttpStream hs;
+        bool watching, switched;
+        uint8_t status[13];
+        size_t n_status;
+        sd_event_source *defer;
 } GatewayConn;
 
 /* The names each sandbox's DNS stub was answered, so that a connection captured to one of those addresses
@@ -286,6 +294,7 @@ static void conn_unref(GatewayConn *c) {
                 return;
         sd_event_source_disable_unref(c->io);
         sd_event_source_disable_unref(c->timer);
+        sd_event_source_disable_unref(c->defer);
         safe_close(c->fd);
         gateway_policy_unref(c->policy);
         free(c->sandbox_id);
@@ -332,9 +341,12 @@ static void deny(GatewayConn *c, const char *reason, const char *code, const cha
         (void) vsnprintf(msg, sizeof msg, fmt, ap);
         va_end(ap);
         audit(c, "deny", conn_host(c), reason, msg, NULL);
-        c->state = GW_DONE;
+        /* an open connection (a later request refused) keeps its state: conn_ended logs its end and bytes */
+        if (c->state != GW_OPEN)
+                c->state = GW_DONE;
         c->io = sd_event_source_disable_unref(c->io);
         c->timer = sd_event_source_disable_unref(c->timer);
+        c->defer = sd_event_source_disable_unref(c->defer);
         c->fd = safe_close(c->fd);
         if (!t)
                 return;
@@ -348,11 +360,125 @@ static void deny(GatewayConn *c, const char *reason, const char *code, const cha
                 tunnel_abort(t, msg);
 }
 
+static int on_gate(Tunnel *t, void *userdata);
+
 static void open_up(GatewayConn *c) {
         c->state = GW_OPEN;
         c->timer = sd_event_source_disable_unref(c->timer);
         audit(c, "allow", conn_host(c), "allowed", NULL, NULL);
-        tunnel_release(c->tunnel);
+        /* Plain HTTP: a server takes request after request on one connection, each naming its own Host, so
+         * each is checked as it comes, not only the first (ARCHITECTURE.md, decision 10). */
+        if (c->http)
+                tunnel_release_gated(c->tunnel, on_gate);
+        else
+                tunnel_release(c->tunnel);
+}
+
+/* A later request's head against what the connection was decided for, by the rules the first one met
+ * (judge) and with the name that was decided: NULL, or the reason it is refused (and why, in msg). */
+static const char *request_refusal(const GatewayConn *c, const EgressSniff *sn, char *msg, size_t size) {
+        const char *decided = conn_host(c);
+
+        if (sn->has_name) {
+                if (decided && streq(sn->name, decided))
+                        return NULL;
+                (void) snprintf(msg, size, "a later request on the connection names %s, not %s", sn->name,
+                                decided ?: "no host, as its first request did");
+                return "host_mismatch";
+        }
+        if (sn->has_literal && !addr_eq(&sn->literal, &c->addr)) {
+                (void) snprintf(msg, size, "a later request's HTTP Host is an address other than %s, the one the "
+                                "connection goes to", c->addr_text);
+                return "host_mismatch";
+        }
+        if (c->has_target_name || c->ip_allowed)
+                return NULL;
+        (void) snprintf(msg, size, "a later request names no host, and %s:%u has no IP rule", c->addr_text, c->port);
+        return "no_name";
+}
+
+static int on_switch(sd_event_source *s, void *userdata) {
+        GatewayConn *c = userdata;
+
+        c->defer = sd_event_source_disable_unref(c->defer);
+        if (!c->tunnel)
+                return 0;
+        egress_http_stream_switched(&c->hs, c->switched);
+        if (c->switched)
+                tunnel_release(c->tunnel);   /* the new protocol's bytes, not requests: all go */
+        else
+                tunnel_regate(c->tunnel);    /* refused: what the guest sent since is requests again */
+        return 0;
+}
+
+/* The server's first bytes after a websocket upgrade was asked for: its status line says whether it switched.
+ * Acted on from the loop (on_switch): a watch may not end the tunnel, and a refusal may. */
+static void on_down(Tunnel *t, const uint8_t *p, size_t n, void *userdata) {
+        GatewayConn *c = userdata;
+        size_t take = MIN(n, sizeof c->status - c->n_status);
+        unsigned status = 0;
+        int r;
+
+        memcpy(c->status + c->n_status, p, take);
+        c->n_status += take;
+        r = egress_http_status(c->status, c->n_status, &status);
+        if (r == 0)
+                return;
+        c->switched = r > 0 && status == 101;
+        tunnel_watch_down(t, NULL);
+        if (sd_event_add_defer(c->manager->event, &c->defer, on_switch, c) < 0 ||
+            sd_event_source_set_enabled(c->defer, SD_EVENT_ONESHOT) < 0) {
+                c->defer = sd_event_source_disable_unref(c->defer);
+                c->switched = false; /* then the upgrade waits for nothing: requests stay held until the guest goes */
+        }
+}
+
+/* Lets the guest's bytes through as far as they are requests whose heads were checked, or their bodies.
+ * 1: the tunnel ended. */
+static int gate(GatewayConn *c) {
+        for (;;) {
+                char msg[EGRESS_MESSAGE_MAX + 2 * EGRESS_HOST_MAX];
+                const char *why, *refusal;
+                const uint8_t *p;
+                EgressSniff sn;
+                size_t n, used;
+                bool eof;
+
+                tunnel_unchecked(c->tunnel, &p, &n, &eof);
+                switch (egress_http_stream_step(&c->hs, p, n, eof, &used, &sn, &why)) {
+                case EGRESS_HTTP_MORE:
+                        return 0;
+                case EGRESS_HTTP_WAIT:
+                        if (c->watching)
+                                return 0;
+                        /* only the first answer on the connection can be read as the upgrade's */
+                        if (tunnel_stats(c->tunnel)->down > 0) {
+                                egress_http_stream_switched(&c->hs, false);
+                                continue;
+                        }
+                        c->watching = true;
+                        tunnel_watch_down(c->tunnel, on_down);
+                        return 0;
+                case EGRESS_HTTP_BAD:
+                        deny(c, "bad_request", "denied", "refused request %u on the connection: %s", c->hs.requests + 1,
+                             why);
+                        return 1;
+                case EGRESS_HTTP_HEAD:
+                        refusal = request_refusal(c, &sn, msg, sizeof msg);
+                        if (refusal) {
+                                deny(c, refusal, "denied", "%s", msg);
+                                return 1;
+                        }
+                        break;
+                case EGRESS_HTTP_BODY:
+                        break;
+                }
+                tunnel_pass(c->tunnel, used);
+        }
+}
+
+static int on_gate(Tunnel *t, void *userdata) {
+        return gate(userdata);
 }
 
 static void start_connect(GatewayConn *c);
@@ -413,6 +539,7 @@ static void judge(GatewayConn *c, const EgressSniff *sn) {
 
         if (sn->kind == EGRESS_SNIFF_BAD)
                 return deny(c, "bad_first_bytes", "denied", "refused %s", sn->why);
+        c->http = sn->kind == EGRESS_SNIFF_HTTP;
         if (sn->has_name) {
                 if (c->has_target_name) {
                         if (!streq(sn->name, c->target_name))
@@ -618,6 +745,7 @@ static void conn_ended(Tunnel *t, const TunnelStats *st, const char *why, void *
         c->state = GW_DONE;
         c->io = sd_event_source_disable_unref(c->io);
         c->timer = sd_event_source_disable_unref(c->timer);
+        c->defer = sd_event_source_disable_unref(c->defer);
         conn_unref(c);
 }
 
