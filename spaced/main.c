@@ -576,6 +576,7 @@ static int run(Manager *m) {
 /* Workers may still run (a create mid-restore): VMs outlive us by design, so just go. The next start
  * reconciles whatever they left. */
 static void finish(Manager *m, const char *pid_path) {
+        egress_audit_flush_all();
         if (pid_path)
                 (void) unlink(pid_path);
         store_close(m->store);

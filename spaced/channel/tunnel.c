@@ -30,6 +30,9 @@ struct Tunnel {
         const TunnelOps *ops;
         void *userdata;
         void (*peek_wake)(Tunnel *t, void *userdata);
+        TunnelGate gate;          /* released, but only up_pass bytes of up may go */
+        size_t up_pass;
+        void (*down_watch)(Tunnel *t, const uint8_t *p, size_t n, void *userdata);
 
         SpaceBuf up;              /* guest bytes the socket has not taken yet */
         SpaceCredit up_window;    /* what the guest may still send */
@@ -124,8 +127,13 @@ static bool want_read(const Tunnel *t) {
         return t->fd >= 0 && !t->down_eof && t->down_credit.available > 0 && (!t->inbound || t->opened);
 }
 
+/* The guest bytes that may go to the socket now. */
+static size_t sendable(const Tunnel *t) {
+        return t->gate ? MIN(t->up_pass, t->up.len) : t->up.len;
+}
+
 static bool want_write(const Tunnel *t) {
-        return t->fd >= 0 && t->released && (t->up.len > 0 || (t->up_eof && !t->up_shut));
+        return t->fd >= 0 && t->released && (sendable(t) > 0 || (t->up_eof && !t->up_shut && t->up.len == 0));
 }
 
 static void update_events(Tunnel *t) {
@@ -139,7 +147,7 @@ static void update_events(Tunnel *t) {
                 else
                         ev |= EPOLLIN;
         }
-        if (want_write(t) && t->up.len > 0)
+        if (want_write(t) && sendable(t) > 0)
                 ev |= EPOLLOUT;
         /* epoll reports a hangup even for no events: switch the source off while we want nothing. */
         if (ev == 0)
@@ -163,8 +171,8 @@ static int maybe_finished(Tunnel *t) {
 static int flush_up(Tunnel *t) {
         size_t written = 0;
 
-        while (t->up.len > 0) {
-                ssize_t n = send(t->fd, t->up.data, t->up.len, MSG_NOSIGNAL);
+        while (sendable(t) > 0) {
+                ssize_t n = send(t->fd, t->up.data, sendable(t), MSG_NOSIGNAL);
 
                 if (n < 0) {
                         if (errno == EINTR)
@@ -176,6 +184,8 @@ static int flush_up(Tunnel *t) {
                 }
                 space_buf_consume(&t->up, (size_t) n);
                 written += (size_t) n;
+                if (t->gate)
+                        t->up_pass -= (size_t) n;
         }
         if (written > 0) {
                 uint8_t le[4];
@@ -209,6 +219,8 @@ static int pump_down(Tunnel *t) {
                         tunnel_end(t, "the connection was reset", true);
                         return 1;
                 }
+                if (n > 0 && t->down_watch)
+                        t->down_watch(t, buf, (size_t) n, t->userdata);
                 if (n == 0) {
                         t->down_eof = true;
                         (void) agent_send(t->agent, SPACE_F_EOF, 0, t->stream, NULL, 0);
@@ -345,13 +357,52 @@ int tunnel_attach(Tunnel *t, int fd, const char *addr_text) {
 }
 
 void tunnel_release(Tunnel *t) {
-        if (t->released || t->fd < 0)
+        if ((t->released && !t->gate) || t->fd < 0)
                 return;
         t->released = true;
+        t->gate = NULL;
         t->peek_wake = NULL;
         if (flush_up(t))
                 return;
         update_events(t);
+}
+
+void tunnel_release_gated(Tunnel *t, TunnelGate gate) {
+        if (t->released || t->fd < 0)
+                return;
+        t->released = true;
+        t->gate = gate;
+        t->up_pass = 0;
+        t->peek_wake = NULL;
+        tunnel_regate(t);
+}
+
+void tunnel_unchecked(Tunnel *t, const uint8_t **ret_data, size_t *ret_len, bool *ret_eof) {
+        size_t pass = MIN(t->up_pass, t->up.len);
+
+        *ret_data = t->up.data + pass;
+        *ret_len = t->up.len - pass;
+        *ret_eof = t->up_eof;
+}
+
+void tunnel_pass(Tunnel *t, size_t n) {
+        t->up_pass = MIN(t->up_pass + n, t->up.len);
+}
+
+void tunnel_regate(Tunnel *t) {
+        if (t->gate && t->gate(t, t->userdata))
+                return;
+        if (want_write(t) && flush_up(t))
+                return;
+        update_events(t);
+}
+
+void tunnel_watch_down(Tunnel *t, void (*watch)(Tunnel *t, const uint8_t *p, size_t n, void *userdata)) {
+        t->down_watch = watch;
+}
+
+const TunnelStats *tunnel_stats(Tunnel *t) {
+        return &t->st;
 }
 
 void tunnel_refuse(Tunnel *t, const char *code, const char *message) {
@@ -438,6 +489,8 @@ void tunnel_on_frame(Tunnel *t, const SpaceFrameHeader *h, const uint8_t *p) {
                         t->peek_wake(t, t->userdata); /* may attach, release, refuse or abort t */
                 return;
         }
+        if (t->gate && IN_SET(h->type, SPACE_F_DATA, SPACE_F_EOF) && t->gate(t, t->userdata))
+                return;
         if (want_write(t) && flush_up(t))
                 return;
         if (pump_down(t))

@@ -44,8 +44,24 @@ void tunnel_set_peek_waiter(Tunnel *t, void (*wake)(Tunnel *t, void *userdata));
  * socket reads goes to the guest (a server may speak first), but the guest's bytes stay held until
  * tunnel_release(), so the gateway can still read the SNI or Host a client sends only after OK. */
 int tunnel_attach(Tunnel *t, int fd, const char *addr_text);
-/* The guest's bytes, held ones first, now go to the socket. */
+/* The guest's bytes, held ones first, now go to the socket (all of them, also after tunnel_release_gated). */
 void tunnel_release(Tunnel *t);
+/* Released, but guest bytes go to the socket only as far as gate lets them: gate runs now and whenever bytes
+ * came past that point (or the guest closed), reads them with tunnel_unchecked() and lets some go with
+ * tunnel_pass(). It returns 1 when it ended the tunnel (tunnel_abort), else 0. The gateway checks each
+ * request of a plain HTTP connection this way; what waits for it is bounded by the window. */
+typedef int (*TunnelGate)(Tunnel *t, void *userdata);
+void tunnel_release_gated(Tunnel *t, TunnelGate gate);
+/* The guest's bytes the gate has not let go yet, and whether the guest closed its side. */
+void tunnel_unchecked(Tunnel *t, const uint8_t **ret_data, size_t *ret_len, bool *ret_eof);
+/* Lets n more of them go (sent as the socket takes them; nothing is sent from inside this call). */
+void tunnel_pass(Tunnel *t, size_t n);
+/* Runs the gate again (something it waited for happened) and sends what it lets go. */
+void tunnel_regate(Tunnel *t);
+/* Calls watch with the server's bytes as they are read, before they go to the guest (may be NULL: no more).
+ * watch must not end the tunnel. */
+void tunnel_watch_down(Tunnel *t, void (*watch)(Tunnel *t, const uint8_t *p, size_t n, void *userdata));
+const TunnelStats *tunnel_stats(Tunnel *t);
 /* Refuses a CONNECT not yet attached: ERROR(code, message) to the guest; the tunnel is freed (ended is not
  * called). */
 void tunnel_refuse(Tunnel *t, const char *code, const char *message);

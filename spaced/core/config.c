@@ -134,6 +134,16 @@ ImportLimits config_import_limits(const Config *c) {
         return l;
 }
 
+EgressLimits config_egress_limits(const Config *c) {
+        EgressLimits l = c->egress_limits;
+
+        l.resolve_rate = l.resolve_rate ?: EGRESS_RESOLVE_RATE_DEFAULT;
+        l.resolve_burst = l.resolve_burst ?: EGRESS_RESOLVE_BURST_DEFAULT;
+        l.connect_rate = l.connect_rate ?: EGRESS_CONNECT_RATE_DEFAULT;
+        l.connect_burst = l.connect_burst ?: EGRESS_CONNECT_BURST_DEFAULT;
+        return l;
+}
+
 /* A positive count, with an optional K, M, G or T suffix (powers of 1024). */
 static int parse_size(const char *s, uint64_t *ret) {
         unsigned long long v;
@@ -190,6 +200,32 @@ static int egress_key(Config *c, const char *key, const char *value, Error *rete
                 return 1;
         }
         return 0;
+}
+
+/* The gateway's rates (spaced.conf only: they are the daemon's, not a profile's). 1: handled, 0: not one of
+ * them, < 0 with reterr set. */
+static int egress_limit_key(Config *c, const char *key, const char *value, Error *reterr) {
+        unsigned *field;
+        unsigned long v;
+        char *end;
+
+        if (streq(key, "egress_resolve_rate"))
+                field = &c->egress_limits.resolve_rate;
+        else if (streq(key, "egress_resolve_burst"))
+                field = &c->egress_limits.resolve_burst;
+        else if (streq(key, "egress_connect_rate"))
+                field = &c->egress_limits.connect_rate;
+        else if (streq(key, "egress_connect_burst"))
+                field = &c->egress_limits.connect_burst;
+        else
+                return 0;
+        errno = 0;
+        v = strtoul(value, &end, 10);
+        if (errno || *end || end == value || !isdigit((unsigned char) value[0]) || v == 0 || v > EGRESS_LIMIT_MAX)
+                return error_set(reterr, ERROR_INVALID_ARGUMENT, "%s must be 1..%u, got '%s'", key, EGRESS_LIMIT_MAX,
+                                 value) ?: -EINVAL;
+        *field = (unsigned) v;
+        return 1;
 }
 
 /* Prefixes reterr's message with where the line is. */
@@ -297,6 +333,8 @@ int config_load(Config *c, const char *path, Error *reterr) {
                 key = string_strip(key);
 
                 r = egress_key(c, key, value, reterr);
+                if (r == 0)
+                        r = egress_limit_key(c, key, value, reterr);
                 if (r < 0)
                         return egress_line_error(reterr, path, n, r);
                 if (r > 0)

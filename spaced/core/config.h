@@ -32,6 +32,23 @@ typedef struct ImportLimits {
 #define IMPORT_MAX_PATH_DEFAULT 4095ULL
 #define IMPORT_MAX_LAYERS_DEFAULT 128ULL
 
+/* How fast one sandbox may ask the egress gateway (egress/gateway-sandbox.c): token buckets of a rate a second
+ * and a burst, for DNS questions (RESOLVE) and connections (CONNECT). A name lookup is two questions (A and
+ * AAAA), a connection through the proxy none. The defaults are several times what the busiest client we know
+ * (a parallel package download) asks for, and far below a guest that floods. */
+typedef struct EgressLimits {
+        unsigned resolve_rate;       /* egress_resolve_rate: questions a second */
+        unsigned resolve_burst;      /* egress_resolve_burst: questions at once */
+        unsigned connect_rate;       /* egress_connect_rate: connections a second */
+        unsigned connect_burst;      /* egress_connect_burst: connections at once */
+} EgressLimits;
+
+#define EGRESS_RESOLVE_RATE_DEFAULT 200U
+#define EGRESS_RESOLVE_BURST_DEFAULT 800U
+#define EGRESS_CONNECT_RATE_DEFAULT 100U
+#define EGRESS_CONNECT_BURST_DEFAULT 400U
+#define EGRESS_LIMIT_MAX 1000000U
+
 typedef struct Config {
         AccelSetting accel;
         uint64_t memory_limit_mib;  /* sum of guest memory of live sandboxes; 0 = 80% of MemTotal */
@@ -59,6 +76,7 @@ typedef struct Config {
          * and how long the answer's body may then go without a byte either way; seconds, 0 = the defaults. */
         unsigned proxy_head_timeout;
         unsigned proxy_idle_timeout;
+        EgressLimits egress_limits;  /* 0 fields: the EGRESS_*_DEFAULT values (config_egress_limits) */
 } Config;
 
 #define PROXY_HEAD_TIMEOUT_DEFAULT 60
@@ -84,6 +102,8 @@ int confine_from_string(const char *s, VmConfine *ret);
 const char *confine_to_string(VmConfine c);
 /* c's import limits with the defaults filled in. */
 ImportLimits config_import_limits(const Config *c);
+/* c's egress rates with the defaults filled in. */
+EgressLimits config_egress_limits(const Config *c);
 uint64_t host_memory_mib(void);
 /* Parses a TCP listen setting: "ADDR:PORT" where ADDR is an IPv4 loopback address, "localhost" or "[::1]"
  * (port 0 = any free port), or "off" (returns 0 with *ret_len = 0). -EINVAL when malformed, -EADDRNOTAVAIL

@@ -29,10 +29,52 @@ typedef struct EgressSniff {
         bool has_literal;        /* an HTTP Host that is an IP literal */
         EgressAddr literal;
         const char *why;         /* for BAD */
+        /* HTTP: the head's bytes (through its empty line) and how the body after it is framed */
+        size_t head_len;
+        bool chunked;            /* Transfer-Encoding ending in chunked */
+        uint64_t length;         /* else Content-Length (0: none, no body) */
+        bool upgrade;            /* Upgrade: websocket with Connection: upgrade */
+        bool http10;
 } EgressSniff;
 
-/* eof: the client will send nothing more (a short request is then judged as it is). */
+/* eof: the client will send nothing more (a short request is then judged as it is). An HTTP head is read
+ * strictly (RFC 9112): CRLF line ends only, no control bytes, header names that are tokens, one Host, one
+ * Content-Length of digits, no Transfer-Encoding but one ending in chunked and never with a Content-Length:
+ * whatever lenient servers could read otherwise is refused, so that they and the gateway agree on the Host
+ * and on where the next request starts. */
 void egress_sniff(const uint8_t *p, size_t n, bool eof, EgressSniff *ret);
+bool egress_http_tchar(uint8_t c);
+
+/* http-stream.c: the requests of a plain HTTP connection, one after another (RFC 9112 6.3): a head, its body
+ * by Content-Length or chunked framing (a request without either has none), then the next head. The gateway
+ * lets bytes through only as far as this says they belong to a request whose head it checked. Pure: no I/O.
+ * A websocket upgrade on the connection's first request leaves the stream to the gateway, which has seen
+ * the server's answer: switched (101), the rest is the new protocol's; else requests go on. */
+typedef enum EgressHttpStep {
+        EGRESS_HTTP_MORE,        /* no verdict on the bytes yet: hold them, and give more */
+        EGRESS_HTTP_HEAD,        /* a request head, *ret_used bytes: *ret_head says what it names */
+        EGRESS_HTTP_BODY,        /* *ret_used bytes of the request's body or its chunk framing */
+        EGRESS_HTTP_WAIT,        /* an upgrade was asked for: hold what follows until egress_http_stream_switched() */
+        EGRESS_HTTP_BAD,         /* framing no two servers would read alike: *ret_why */
+} EgressHttpStep;
+
+typedef struct EgressHttpStream {
+        unsigned state;
+        uint64_t left;           /* bytes of a body or chunk */
+        size_t scanned;          /* bytes of a head looked at already without finding its end */
+        size_t trailer;          /* bytes of the trailer section */
+        unsigned requests;
+} EgressHttpStream;
+
+/* p[0..n) are the stream's bytes from where the last step's *ret_used ended (the held ones and any that
+ * came since); eof: the client sends no more. */
+EgressHttpStep egress_http_stream_step(EgressHttpStream *s, const uint8_t *p, size_t n, bool eof, size_t *ret_used,
+                                       EgressSniff *ret_head, const char **ret_why);
+/* The server's answer to an upgrade (EGRESS_HTTP_WAIT): switched or not. */
+void egress_http_stream_switched(EgressHttpStream *s, bool switched);
+/* The status code of a response's first bytes: 1 with *ret_status; 0: not enough bytes; -EBADMSG: no status
+ * line. */
+int egress_http_status(const uint8_t *p, size_t n, unsigned *ret_status);
 
 /* The hosts file alone (tests, and the `hosts` mode): 1 and the addresses, 0 when it has no such name. */
 int egress_hosts_lookup(const char *path, const char *name, EgressAddr *addrs, size_t max, size_t *ret_n);
@@ -55,3 +97,40 @@ typedef struct EgressAuditEntry {
 } EgressAuditEntry;
 
 void egress_audit(Manager *m, const char *sandbox_id, const char *data_dir, const EgressAuditEntry *e);
+
+/* gateway-sandbox.c: what the gateway keeps of each sandbox between frames: its policy, built once; its lookups
+ * in flight; its rates, and its refusals logged once a burst. */
+typedef struct GatewayPolicy {
+        unsigned refs;
+        EgressPolicy policy;
+} GatewayPolicy;
+
+/* A reference to the sandbox's policy, built when it has none (-errno and reterr when it cannot be). */
+int gateway_policy_get(Manager *m, Sandbox *s, GatewayPolicy **ret, Error *reterr);
+GatewayPolicy *gateway_policy_ref(GatewayPolicy *p);
+GatewayPolicy *gateway_policy_unref(GatewayPolicy *p);   /* NULL */
+
+/* Counts a lookup against the sandbox's share and everyone's; false when there are too many in flight. */
+bool gateway_lookup_take(const char *sandbox_id);
+void gateway_lookup_put(const char *sandbox_id);
+
+typedef enum GatewayKind {
+        GATEWAY_RESOLVE,
+        GATEWAY_CONNECT,
+        _GATEWAY_KIND_MAX,
+} GatewayKind;
+
+/* Takes a token of the sandbox's bucket for kind. false: over its rate, refused; e (via, host, port as far as
+ * known) is then filled with the refusal (reason rate_limited, the message in ret_message) and logged if it is
+ * the first of a burst. */
+bool gateway_admit(Manager *m, Sandbox *s, GatewayKind kind, EgressAuditEntry *e, char *ret_message, size_t size);
+typedef enum GatewayLimit {
+        GATEWAY_LIMIT_RATE,      /* the sandbox's rate (rate_limited) */
+        GATEWAY_LIMIT_SHARE,     /* its lookups or connections in flight (busy) */
+        _GATEWAY_LIMIT_MAX,
+} GatewayLimit;
+
+/* A refusal over one of the sandbox's limits: logged if it is the first of a burst of them, else counted (and
+ * the count logged when the burst ends, or a minute on if it does not). */
+void gateway_refused(Manager *m, Sandbox *s, GatewayKind kind, GatewayLimit limit, const EgressAuditEntry *e);
+void gateway_sandbox_forget(const char *sandbox_id);

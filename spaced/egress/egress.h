@@ -171,7 +171,8 @@ const char *egress_reason_to_string(EgressReason r);
 int egress_decide(const EgressSource *sources, size_t n_sources, const EgressQuery *q, EgressDecision *ret);
 
 /* A sandbox's policy: the sources egress_decide() takes, built from the config, its profiles and its own
- * lists. Profiles no longer in the config are left out (their allowances are gone, denies never widen). */
+ * lists. Profiles no longer in the config are left out (their allowances are gone, denies never widen). Never
+ * copied: its last source points at its own rules (own), so a copy would point at the original's. */
 typedef struct EgressPolicy {
         EgressRules own;              /* the sandbox's allow and deny lists, parsed */
         EgressSource *sources;
@@ -185,8 +186,13 @@ void egress_policy_done(EgressPolicy *p);
 /* The gateway (gateway.c): serves the CONNECT and RESOLVE streams of every sandbox's channel. self_port is the
  * daemon's own TCP API port (0: none), which no sandbox reaches. */
 void egress_gateway_setup(uint16_t self_port);
-/* A sandbox is gone: drop what the gateway remembers of it (DNS answers, the audit log's numbering). */
+/* A sandbox is gone: drop what the gateway remembers of it (its policy, DNS answers, rates), and write out its
+ * audit log. */
 void egress_gateway_forget(const char *sandbox_id);
+/* The sandbox's egress lists or profiles changed (a pool member handed out to a create): the gateway builds its
+ * policy again at the next question. It keeps one per sandbox otherwise, pointing into the config's profiles,
+ * which are loaded once at start. */
+void egress_gateway_policy_changed(const char *sandbox_id);
 
 /* Names, the way the gateway and `egress test` look them up: the hosts file (egress_hosts_file) first, then
  * the system resolver on a worker thread (unless egress_resolve = hosts). done runs on the event loop, always
@@ -197,7 +203,10 @@ typedef void (*EgressResolveDone)(Manager *m, void *userdata, int err, const Egr
 int egress_resolve(Manager *m, const char *name, EgressResolveDone done, void *userdata);
 
 /* The audit log of a sandbox (DATA_DIR/egress.log and its rotated predecessor): the entries numbered above
- * after, oldest first, at most limit, as a JSON array of objects (space-egress(5), "Audit"). */
+ * after, oldest first, at most limit, as a JSON array of objects (space-egress(5), "Audit"). Lines still
+ * buffered are written first. */
 typedef struct cJSON cJSON;
-int egress_audit_read(const char *data_dir, uint64_t after, size_t limit, cJSON **ret);
+int egress_audit_read(const char *sandbox_id, const char *data_dir, uint64_t after, size_t limit, cJSON **ret);
 void egress_audit_forget(const char *sandbox_id);
+/* Writes every sandbox's buffered audit lines (the daemon exits). */
+void egress_audit_flush_all(void);

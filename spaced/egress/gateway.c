@@ -34,8 +34,6 @@
 #define PEEK_MORE_TIMEOUT_USEC (10ULL * 1000000ULL)
 #define DNS_TTL_SEC 30U
 #define DNS_CACHE_MAX 2048U
-#define RESOLVES_PER_SANDBOX_MAX 16U    /* names in flight on worker threads, per sandbox */
-#define RESOLVES_MAX 128U               /* and in all */
 
 typedef enum GatewayState {
         GW_RESOLVING,
@@ -65,7 +63,15 @@ typedef struct GatewayConn {
         int fd;
         sd_event_source *io, *timer;
         uint64_t opened_usec;
-        EgressPolicy policy;
+        GatewayPolicy *policy;
+        /* plain HTTP: each request is checked as it comes (gate), and a websocket upgrade waits for the
+         * server's status line (status, then switch on the loop) */
+        bool http;
+        EgressHttpStream hs;
+        bool watching, switched;
+        uint8_t status[13];
+        size_t n_status;
+        sd_event_source *defer;
 } GatewayConn;
 
 /* The names each sandbox's DNS stub was answered, so that a connection captured to one of those addresses
@@ -92,18 +98,10 @@ typedef struct StandIn {
 } StandIn;
 #define STANDIN_MAX 4096U
 
-typedef struct Resolving {
-        char *sandbox_id;
-        unsigned n;
-        struct Resolving *next;
-} Resolving;
-
 static struct {
         uint16_t self_port;
         DnsEntry *dns;
         unsigned n_dns;
-        Resolving *resolving;
-        unsigned n_resolving;
         StandIn *standins;
         unsigned n_standins;
         uint32_t next_standin;
@@ -161,48 +159,6 @@ static const char *standin_name(const char *sandbox_id, const EgressAddr *a) {
 }
 
 /* ---- bookkeeping ---- */
-
-static Resolving *resolving_get(const char *sandbox_id) {
-        for (Resolving *r = gw.resolving; r; r = r->next)
-                if (streq(r->sandbox_id, sandbox_id))
-                        return r;
-        return NULL;
-}
-
-/* Counts a lookup against the sandbox's share; false when it has too many in flight. */
-static bool resolving_take(const char *sandbox_id) {
-        Resolving *r = resolving_get(sandbox_id);
-
-        if (gw.n_resolving >= RESOLVES_MAX || (r && r->n >= RESOLVES_PER_SANDBOX_MAX))
-                return false;
-        if (!r) {
-                r = calloc(1, sizeof *r);
-                if (!r || !(r->sandbox_id = strdup(sandbox_id))) {
-                        free(r);
-                        return false;
-                }
-                r->next = gw.resolving;
-                gw.resolving = r;
-        }
-        r->n++;
-        gw.n_resolving++;
-        return true;
-}
-
-static void resolving_put(const char *sandbox_id) {
-        for (Resolving **i = &gw.resolving; *i; i = &(*i)->next)
-                if (streq((*i)->sandbox_id, sandbox_id)) {
-                        Resolving *r = *i;
-
-                        gw.n_resolving--;
-                        if (--r->n == 0) {
-                                *i = r->next;
-                                free(r->sandbox_id);
-                                free(r);
-                        }
-                        return;
-                }
-}
 
 static void dns_remember(const char *sandbox_id, const char *name, const EgressAddr *addrs, size_t n) {
         uint64_t now = now_usec_monotonic();
@@ -276,15 +232,11 @@ void egress_gateway_forget(const char *sandbox_id) {
                 } else
                         i = &e->next;
         }
+        gateway_sandbox_forget(sandbox_id);
         egress_audit_forget(sandbox_id);
 }
 
 /* ---- policy ---- */
-
-static int policy_for(Manager *m, Sandbox *s, EgressPolicy *ret, Error *reterr) {
-        return egress_policy_build(&m->config.egress, s->egress_profiles, s->egress_allow, s->egress_deny, ret,
-                                   reterr);
-}
 
 /* Whether some allow rule names host and no deny rule does; *ret_port is a port such a rule allows (for DNS,
  * which has none). The gateway resolves only such names, so a lookup cannot carry data out. */
@@ -317,7 +269,7 @@ static bool name_permitted(const EgressPolicy *p, const char *host, uint16_t *re
 static void decide(const GatewayConn *c, const char *host, const EgressAddr *addr, uint16_t port, EgressDecision *ret) {
         EgressQuery q = { .host = host, .addr = *addr, .port = port, .self_port = gw.self_port };
 
-        if (egress_decide(c->policy.sources, c->policy.n_sources, &q, ret) < 0) {
+        if (egress_decide(c->policy->policy.sources, c->policy->policy.n_sources, &q, ret) < 0) {
                 *ret = (EgressDecision) { .allowed = false, .reason = EGRESS_REASON_INVALID };
                 (void) snprintf(ret->message, sizeof ret->message, "not an address");
         }
@@ -342,8 +294,9 @@ static void conn_unref(GatewayConn *c) {
                 return;
         sd_event_source_disable_unref(c->io);
         sd_event_source_disable_unref(c->timer);
+        sd_event_source_disable_unref(c->defer);
         safe_close(c->fd);
-        egress_policy_done(&c->policy);
+        gateway_policy_unref(c->policy);
         free(c->sandbox_id);
         free(c->data_dir);
         free(c);
@@ -388,9 +341,12 @@ static void deny(GatewayConn *c, const char *reason, const char *code, const cha
         (void) vsnprintf(msg, sizeof msg, fmt, ap);
         va_end(ap);
         audit(c, "deny", conn_host(c), reason, msg, NULL);
-        c->state = GW_DONE;
+        /* an open connection (a later request refused) keeps its state: conn_ended logs its end and bytes */
+        if (c->state != GW_OPEN)
+                c->state = GW_DONE;
         c->io = sd_event_source_disable_unref(c->io);
         c->timer = sd_event_source_disable_unref(c->timer);
+        c->defer = sd_event_source_disable_unref(c->defer);
         c->fd = safe_close(c->fd);
         if (!t)
                 return;
@@ -404,11 +360,125 @@ static void deny(GatewayConn *c, const char *reason, const char *code, const cha
                 tunnel_abort(t, msg);
 }
 
+static int on_gate(Tunnel *t, void *userdata);
+
 static void open_up(GatewayConn *c) {
         c->state = GW_OPEN;
         c->timer = sd_event_source_disable_unref(c->timer);
         audit(c, "allow", conn_host(c), "allowed", NULL, NULL);
-        tunnel_release(c->tunnel);
+        /* Plain HTTP: a server takes request after request on one connection, each naming its own Host, so
+         * each is checked as it comes, not only the first (ARCHITECTURE.md, decision 10). */
+        if (c->http)
+                tunnel_release_gated(c->tunnel, on_gate);
+        else
+                tunnel_release(c->tunnel);
+}
+
+/* A later request's head against what the connection was decided for, by the rules the first one met
+ * (judge) and with the name that was decided: NULL, or the reason it is refused (and why, in msg). */
+static const char *request_refusal(const GatewayConn *c, const EgressSniff *sn, char *msg, size_t size) {
+        const char *decided = conn_host(c);
+
+        if (sn->has_name) {
+                if (decided && streq(sn->name, decided))
+                        return NULL;
+                (void) snprintf(msg, size, "a later request on the connection names %s, not %s", sn->name,
+                                decided ?: "no host, as its first request did");
+                return "host_mismatch";
+        }
+        if (sn->has_literal && !addr_eq(&sn->literal, &c->addr)) {
+                (void) snprintf(msg, size, "a later request's HTTP Host is an address other than %s, the one the "
+                                "connection goes to", c->addr_text);
+                return "host_mismatch";
+        }
+        if (c->has_target_name || c->ip_allowed)
+                return NULL;
+        (void) snprintf(msg, size, "a later request names no host, and %s:%u has no IP rule", c->addr_text, c->port);
+        return "no_name";
+}
+
+static int on_switch(sd_event_source *s, void *userdata) {
+        GatewayConn *c = userdata;
+
+        c->defer = sd_event_source_disable_unref(c->defer);
+        if (!c->tunnel)
+                return 0;
+        egress_http_stream_switched(&c->hs, c->switched);
+        if (c->switched)
+                tunnel_release(c->tunnel);   /* the new protocol's bytes, not requests: all go */
+        else
+                tunnel_regate(c->tunnel);    /* refused: what the guest sent since is requests again */
+        return 0;
+}
+
+/* The server's first bytes after a websocket upgrade was asked for: its status line says whether it switched.
+ * Acted on from the loop (on_switch): a watch may not end the tunnel, and a refusal may. */
+static void on_down(Tunnel *t, const uint8_t *p, size_t n, void *userdata) {
+        GatewayConn *c = userdata;
+        size_t take = MIN(n, sizeof c->status - c->n_status);
+        unsigned status = 0;
+        int r;
+
+        memcpy(c->status + c->n_status, p, take);
+        c->n_status += take;
+        r = egress_http_status(c->status, c->n_status, &status);
+        if (r == 0)
+                return;
+        c->switched = r > 0 && status == 101;
+        tunnel_watch_down(t, NULL);
+        if (sd_event_add_defer(c->manager->event, &c->defer, on_switch, c) < 0 ||
+            sd_event_source_set_enabled(c->defer, SD_EVENT_ONESHOT) < 0) {
+                c->defer = sd_event_source_disable_unref(c->defer);
+                c->switched = false; /* then the upgrade waits for nothing: requests stay held until the guest goes */
+        }
+}
+
+/* Lets the guest's bytes through as far as they are requests whose heads were checked, or their bodies.
+ * 1: the tunnel ended. */
+static int gate(GatewayConn *c) {
+        for (;;) {
+                char msg[EGRESS_MESSAGE_MAX + 2 * EGRESS_HOST_MAX];
+                const char *why, *refusal;
+                const uint8_t *p;
+                EgressSniff sn;
+                size_t n, used;
+                bool eof;
+
+                tunnel_unchecked(c->tunnel, &p, &n, &eof);
+                switch (egress_http_stream_step(&c->hs, p, n, eof, &used, &sn, &why)) {
+                case EGRESS_HTTP_MORE:
+                        return 0;
+                case EGRESS_HTTP_WAIT:
+                        if (c->watching)
+                                return 0;
+                        /* only the first answer on the connection can be read as the upgrade's */
+                        if (tunnel_stats(c->tunnel)->down > 0) {
+                                egress_http_stream_switched(&c->hs, false);
+                                continue;
+                        }
+                        c->watching = true;
+                        tunnel_watch_down(c->tunnel, on_down);
+                        return 0;
+                case EGRESS_HTTP_BAD:
+                        deny(c, "bad_request", "denied", "refused request %u on the connection: %s", c->hs.requests + 1,
+                             why);
+                        return 1;
+                case EGRESS_HTTP_HEAD:
+                        refusal = request_refusal(c, &sn, msg, sizeof msg);
+                        if (refusal) {
+                                deny(c, refusal, "denied", "%s", msg);
+                                return 1;
+                        }
+                        break;
+                case EGRESS_HTTP_BODY:
+                        break;
+                }
+                tunnel_pass(c->tunnel, used);
+        }
+}
+
+static int on_gate(Tunnel *t, void *userdata) {
+        return gate(userdata);
 }
 
 static void start_connect(GatewayConn *c);
@@ -434,7 +504,7 @@ static void on_peek_resolved(Manager *m, void *userdata, int err, const EgressAd
         GatewayConn *c = userdata;
         bool found = false;
 
-        resolving_put(c->sandbox_id);
+        gateway_lookup_put(c->sandbox_id);
         if (c->tunnel && c->state != GW_DONE) {
                 for (size_t i = 0; i < n && !found; i++)
                         found = addr_eq(&addrs[i], &c->addr) ||
@@ -469,6 +539,7 @@ static void judge(GatewayConn *c, const EgressSniff *sn) {
 
         if (sn->kind == EGRESS_SNIFF_BAD)
                 return deny(c, "bad_first_bytes", "denied", "refused %s", sn->why);
+        c->http = sn->kind == EGRESS_SNIFF_HTTP;
         if (sn->has_name) {
                 if (c->has_target_name) {
                         if (!streq(sn->name, c->target_name))
@@ -479,15 +550,15 @@ static void judge(GatewayConn *c, const EgressSniff *sn) {
                         return open_up(c);
                 }
                 strcpy(c->peek_name, sn->name);
-                if (!name_permitted(&c->policy, sn->name, NULL, &why))
+                if (!name_permitted(&c->policy->policy, sn->name, NULL, &why))
                         return deny(c, "no_rule", "denied", "the %s names %s: %s",
                                     sn->kind == EGRESS_SNIFF_TLS ? "TLS SNI" : "HTTP Host", sn->name, why);
                 if (dns_answered(c->sandbox_id, sn->name, &c->addr))
                         return name_checked(c);
-                if (!resolving_take(c->sandbox_id))
+                if (!gateway_lookup_take(c->sandbox_id))
                         return deny(c, "busy", "busy", "too many names being resolved for this sandbox");
                 if (egress_resolve(c->manager, sn->name, on_peek_resolved, conn_ref(c)) < 0) {
-                        resolving_put(c->sandbox_id);
+                        gateway_lookup_put(c->sandbox_id);
                         conn_unref(c);
                         return deny(c, "resolve_failed", "unreachable", "cannot resolve %s", sn->name);
                 }
@@ -638,7 +709,7 @@ static void on_target_resolved(Manager *m, void *userdata, int err, const Egress
         GatewayConn *c = userdata;
         EgressDecision first = {}, d;
 
-        resolving_put(c->sandbox_id);
+        gateway_lookup_put(c->sandbox_id);
         if (!c->tunnel || c->state != GW_RESOLVING)
                 goto out;
         if (err < 0 || n == 0) {
@@ -674,6 +745,7 @@ static void conn_ended(Tunnel *t, const TunnelStats *st, const char *why, void *
         c->state = GW_DONE;
         c->io = sd_event_source_disable_unref(c->io);
         c->timer = sd_event_source_disable_unref(c->timer);
+        c->defer = sd_event_source_disable_unref(c->defer);
         conn_unref(c);
 }
 
@@ -690,6 +762,36 @@ static void refuse_early(Manager *m, AgentConn *a, Sandbox *s, uint32_t stream, 
         channel_refuse_guest_stream(a, stream, code, msg);
 }
 
+/* Over the sandbox's share of open connections (SPACE_TUNNELS_MAX): refused, and logged once a burst. */
+static void refuse_busy(Manager *m, AgentConn *a, Sandbox *s, uint32_t stream, const char *via, const char *host,
+                        uint16_t port) {
+        EgressAuditEntry e = { .event = "deny", .via = via, .host = host, .port = port, .reason = "busy",
+                               .message = "too many open connections for this sandbox" };
+
+        gateway_refused(m, s, GATEWAY_CONNECT, GATEWAY_LIMIT_SHARE, &e);
+        channel_refuse_guest_stream(a, stream, "busy", e.message);
+}
+
+/* The sandbox's rate of CONNECTs, before anything else is read of one: a flood costs no more than this. */
+static bool connect_admitted(Manager *m, AgentConn *a, Sandbox *s, uint32_t stream, const uint8_t *kv, size_t n) {
+        EgressAuditEntry e = { .via = "proxy" };
+        const char *via = NULL, *port = NULL;
+        char msg[EGRESS_MESSAGE_MAX];
+
+        /* what the first refusal of a burst logs; checked no further */
+        (void) space_kv_get(kv, n, "host", &e.host);
+        if (space_kv_get(kv, n, "via", &via) > 0 && streq(via, "transparent"))
+                e.via = "transparent";
+        if (space_kv_get(kv, n, "port", &port) > 0)
+                e.port = (uint16_t) strtoul(port, NULL, 10);
+        if (e.host && strlen(e.host) > EGRESS_HOST_MAX)
+                e.host = NULL;
+        if (gateway_admit(m, s, GATEWAY_CONNECT, &e, msg, sizeof msg))
+                return true;
+        channel_refuse_guest_stream(a, stream, "busy", msg);
+        return false;
+}
+
 static void on_guest_connect(AgentConn *a, uint32_t stream, const uint8_t *kv, size_t n) {
         Sandbox *s = agent_sandbox(a);
         Manager *m = s ? s->manager : NULL;
@@ -702,6 +804,8 @@ static void on_guest_connect(AgentConn *a, uint32_t stream, const uint8_t *kv, s
         int r;
 
         if (!m)
+                return;
+        if (!connect_admitted(m, a, s, stream, kv, n))
                 return;
         if (space_kv_get(kv, n, "host", &host) <= 0 || space_kv_get(kv, n, "port", &port_s) <= 0 ||
             space_kv_get(kv, n, "via", &via) <= 0)
@@ -731,18 +835,21 @@ static void on_guest_connect(AgentConn *a, uint32_t stream, const uint8_t *kv, s
                 conn_unref(c);
                 return refuse_early(m, a, s, stream, via, host, c->port, "internal", "busy", "out of memory");
         }
-        r = policy_for(m, s, &c->policy, &e);
+        r = gateway_policy_get(m, s, &c->policy, &e);
         if (r < 0) {
                 conn_unref(c);
                 return refuse_early(m, a, s, stream, via, host, (uint16_t) port, "internal", "denied",
                                     e.message ?: "the sandbox's egress policy cannot be built");
         }
         r = tunnel_accept_guest(a, stream, &conn_ops, c, &c->tunnel);
+        if (r == -EMFILE) {
+                conn_unref(c);
+                return refuse_busy(m, a, s, stream, via, host, (uint16_t) port);
+        }
         if (r < 0) {
                 conn_unref(c);
-                return refuse_early(m, a, s, stream, via, host, (uint16_t) port, r == -EMFILE ? "busy" : "invalid",
-                                    r == -EMFILE ? "busy" : "invalid",
-                                    r == -EMFILE ? "too many open connections for this sandbox" : "a stream already in use");
+                return refuse_early(m, a, s, stream, via, host, (uint16_t) port, "invalid", "invalid",
+                                    "a stream already in use");
         }
         /* From here the tunnel holds c's first reference: conn_ended drops it. */
 
@@ -792,14 +899,14 @@ name:
         {
                 const char *why;
 
-                if (!name_permitted(&c->policy, c->target_name, NULL, &why))
+                if (!name_permitted(&c->policy->policy, c->target_name, NULL, &why))
                         return deny(c, "no_rule", "denied", "%s: %s", c->target_name, why);
         }
-        if (!resolving_take(c->sandbox_id))
+        if (!gateway_lookup_take(c->sandbox_id))
                 return deny(c, "busy", "busy", "too many names being resolved for this sandbox");
         c->state = GW_RESOLVING;
         if (egress_resolve(m, c->target_name, on_target_resolved, conn_ref(c)) < 0) {
-                resolving_put(c->sandbox_id);
+                gateway_lookup_put(c->sandbox_id);
                 conn_unref(c);
                 deny(c, "resolve_failed", "unreachable", "cannot resolve %s", c->target_name);
         }
@@ -814,11 +921,11 @@ typedef struct DnsQuestion {
         int family;
         char name[EGRESS_HOST_MAX + 1];
         uint16_t port;
-        EgressPolicy policy;          /* built when the question came, for the answer too */
+        GatewayPolicy *policy;        /* the one the question was decided with, for the answer too */
 } DnsQuestion;
 
 static void dns_question_free(DnsQuestion *q) {
-        egress_policy_done(&q->policy);
+        gateway_policy_unref(q->policy);
         free(q->sandbox_id);
         free(q);
 }
@@ -837,7 +944,7 @@ static void on_dns_resolved(Manager *m, void *userdata, int err, const EgressAdd
         size_t n_ok = 0;
         SpaceBuf kv = {};
 
-        resolving_put(q->sandbox_id);
+        gateway_lookup_put(q->sandbox_id);
         if (!s || !s->agent)
                 goto out;
         if (err < 0) {
@@ -852,7 +959,7 @@ static void on_dns_resolved(Manager *m, void *userdata, int err, const EgressAdd
                 EgressQuery eq = { .host = q->name, .addr = addrs[i], .port = q->port, .self_port = gw.self_port };
                 EgressDecision d;
 
-                if (egress_decide(q->policy.sources, q->policy.n_sources, &eq, &d) < 0)
+                if (egress_decide(q->policy->policy.sources, q->policy->policy.n_sources, &eq, &d) < 0)
                         continue;
                 if (!d.allowed) {
                         if (!first_denial[0])
@@ -896,15 +1003,22 @@ out:
 static void on_guest_resolve(AgentConn *a, uint32_t stream, const uint8_t *kv, size_t n) {
         Sandbox *s = agent_sandbox(a);
         Manager *m = s ? s->manager : NULL;
-        _cleanup_(egress_policy_done) EgressPolicy p = {};
         _cleanup_(error_done) Error e = {};
         const char *name = NULL, *family = NULL, *why;
-        char norm[EGRESS_HOST_MAX + 1];
+        char norm[EGRESS_HOST_MAX + 1], msg[EGRESS_MESSAGE_MAX];
+        EgressAuditEntry over = { .via = "dns" };
+        GatewayPolicy *p = NULL;
         DnsQuestion *q;
         uint16_t port;
 
         if (!m)
                 return;
+        /* Before anything else, so that a flood costs no more than this. */
+        (void) space_kv_get(kv, n, "name", &over.host);
+        if (over.host && strlen(over.host) > EGRESS_HOST_MAX)
+                over.host = NULL;
+        if (!gateway_admit(m, s, GATEWAY_RESOLVE, &over, msg, sizeof msg))
+                return channel_refuse_guest_stream(a, stream, "busy", msg);
         if (space_kv_get(kv, n, "name", &name) <= 0 || space_kv_get(kv, n, "family", &family) <= 0 ||
             (!streq(family, "4") && !streq(family, "6")))
                 return channel_refuse_guest_stream(a, stream, "invalid", "a RESOLVE needs name and family 4 or 6");
@@ -912,19 +1026,27 @@ static void on_guest_resolve(AgentConn *a, uint32_t stream, const uint8_t *kv, s
                 dns_audit(m, s, NULL, NULL, "invalid", "a question for something that is no host name");
                 return channel_refuse_guest_stream(a, stream, "invalid", "not a host name");
         }
-        if (policy_for(m, s, &p, &e) < 0)
+        if (gateway_policy_get(m, s, &p, &e) < 0)
                 return channel_refuse_guest_stream(a, stream, "denied", "the sandbox's egress policy cannot be built");
-        if (!name_permitted(&p, norm, &port, &why)) {
+        if (!name_permitted(&p->policy, norm, &port, &why)) {
+                gateway_policy_unref(p);
                 /* Never resolved: the question goes no further than this log, so it cannot carry data out. */
                 dns_audit(m, s, norm, NULL, "no_rule", why);
                 return channel_refuse_guest_stream(a, stream, "nxdomain", why);
         }
-        if (!resolving_take(s->id))
-                return channel_refuse_guest_stream(a, stream, "busy", "too many names being resolved for this sandbox");
+        if (!gateway_lookup_take(s->id)) {
+                EgressAuditEntry busy = { .event = "deny", .via = "dns", .host = norm, .reason = "busy",
+                                          .message = "too many names being resolved for this sandbox" };
+
+                gateway_policy_unref(p);
+                gateway_refused(m, s, GATEWAY_RESOLVE, GATEWAY_LIMIT_SHARE, &busy);
+                return channel_refuse_guest_stream(a, stream, "busy", busy.message);
+        }
         q = calloc(1, sizeof *q);
         if (!q || !(q->sandbox_id = strdup(s->id))) {
                 free(q);
-                resolving_put(s->id);
+                gateway_policy_unref(p);
+                gateway_lookup_put(s->id);
                 return channel_refuse_guest_stream(a, stream, "busy", "out of memory");
         }
         q->manager = m;
@@ -932,10 +1054,9 @@ static void on_guest_resolve(AgentConn *a, uint32_t stream, const uint8_t *kv, s
         q->family = streq(family, "4") ? AF_INET : AF_INET6;
         q->port = port;
         q->policy = p;
-        p = (EgressPolicy) {};
         strcpy(q->name, norm);
         if (egress_resolve(m, norm, on_dns_resolved, q) < 0) {
-                resolving_put(s->id);
+                gateway_lookup_put(s->id);
                 dns_question_free(q);
                 channel_refuse_guest_stream(a, stream, "busy", "cannot resolve now");
         }

@@ -173,19 +173,116 @@ static void sniff_host_value(const char *v, size_t n, EgressSniff *s) {
         set(s, EGRESS_SNIFF_HTTP, NULL);
 }
 
-static void sniff_http(const uint8_t *p, size_t n, bool eof, EgressSniff *s) {
-        const char *head = (const char *) p, *end, *line, *host = NULL;
-        size_t host_len = 0, head_len;
+/* RFC 9110 5.6.2's tchar: what a method and a field name are made of. */
+bool egress_http_tchar(uint8_t c) {
+        return isalnum(c) || (c && strchr("!#$%&'*+-.^_`|~", c));
+}
 
-        end = memmem(p, MIN(n, HTTP_HEAD_MAX), "\r\n\r\n", 4);
+/* Whether a comma-separated header value lists token (in any case). */
+static bool lists_token(const char *v, size_t n, const char *token) {
+        size_t tl = strlen(token);
+
+        for (size_t i = 0; i + tl <= n; i++)
+                if (strncasecmp(v + i, token, tl) == 0 && (i == 0 || strchr(" \t,", v[i - 1])) &&
+                    (i + tl == n || strchr(" \t,", v[i + tl])))
+                        return true;
+        return false;
+}
+
+/* The last coding of a Transfer-Encoding value is chunked (RFC 9112 6.1: any other leaves a request's length
+ * unknown, so a server must refuse it). */
+static bool ends_chunked(const char *v, size_t n) {
+        while (n > 0 && (v[n - 1] == ' ' || v[n - 1] == '\t'))
+                n--;
+        return n >= 7 && strncasecmp(v + n - 7, "chunked", 7) == 0 &&
+               (n == 7 || strchr(" \t,", v[n - 8]));
+}
+
+typedef struct HeadFields {
+        const char *host;
+        size_t host_len;
+        bool has_te, chunked, has_length, upgrade_header, connection_upgrade;
+        uint64_t length;
+} HeadFields;
+
+/* One field line "name: value" (no CR or LF in it); NULL or why it is refused. */
+static const char *head_field(const char *line, size_t len, HeadFields *f) {
+        const char *colon = memchr(line, ':', len), *v, *ve;
+
+        if (line[0] == ' ' || line[0] == '\t')
+                return "an HTTP header folded over lines";
+        if (!colon || colon == line)
+                return "an HTTP header line without a name";
+        for (const char *c = line; c < colon; c++)
+                if (!egress_http_tchar((uint8_t) *c))
+                        return "an HTTP header name that is no token"; /* "Host :" too: servers differ on it */
+        v = colon + 1;
+        ve = line + len;
+        while (v < ve && (*v == ' ' || *v == '\t'))
+                v++;
+        while (ve > v && (ve[-1] == ' ' || ve[-1] == '\t'))
+                ve--;
+
+#define NAME_IS(s) ((size_t) (colon - line) == strlen(s) && strncasecmp(line, s, strlen(s)) == 0)
+        if (NAME_IS("host")) {
+                if (f->host)
+                        return "an HTTP request with two Host headers";
+                f->host = v;
+                f->host_len = (size_t) (ve - v);
+        } else if (NAME_IS("content-length")) {
+                uint64_t x = 0;
+
+                /* digits only, once: "10, 10", "+10" or two of them are how requests are smuggled */
+                if (f->has_length || v == ve || (size_t) (ve - v) > 15)
+                        return "an HTTP request with a Content-Length that is not one number";
+                for (const char *c = v; c < ve; c++) {
+                        if (!isdigit((unsigned char) *c))
+                                return "an HTTP request with a Content-Length that is not one number";
+                        x = x * 10 + (uint64_t) (*c - '0');
+                }
+                f->has_length = true;
+                f->length = x;
+        } else if (NAME_IS("transfer-encoding")) {
+                if (f->has_te)
+                        return "an HTTP request with two Transfer-Encoding headers";
+                f->has_te = true;
+                f->chunked = ends_chunked(v, (size_t) (ve - v));
+                if (!f->chunked)
+                        return "an HTTP request whose Transfer-Encoding does not end in chunked";
+        } else if (NAME_IS("upgrade"))
+                f->upgrade_header = f->upgrade_header || lists_token(v, (size_t) (ve - v), "websocket");
+        else if (NAME_IS("connection"))
+                f->connection_upgrade = f->connection_upgrade || lists_token(v, (size_t) (ve - v), "upgrade");
+#undef NAME_IS
+        return NULL;
+}
+
+static void sniff_http(const uint8_t *p, size_t n, bool eof, EgressSniff *s) {
+        const char *head = (const char *) p, *end, *line, *why;
+        size_t head_len, scan = MIN(n, (size_t) HTTP_HEAD_MAX);
+        HeadFields f = {};
+
+        /* Every CR with its LF, every LF after its CR, no control bytes: lenient servers end lines and heads
+         * where this reader would not, and would read a Host it never saw. */
+        for (size_t i = 0; i < scan; i++) {
+                uint8_t c = p[i];
+
+                if (c == '\n' && (i == 0 || p[i - 1] != '\r'))
+                        return set(s, EGRESS_SNIFF_BAD, "an HTTP request head with a bare LF");
+                if (c == '\r' && i + 1 < scan && p[i + 1] != '\n')
+                        return set(s, EGRESS_SNIFF_BAD, "an HTTP request head with a bare CR");
+                if ((c < 0x20 && c != '\t' && c != '\r' && c != '\n') || c == 0x7f)
+                        return set(s, EGRESS_SNIFF_BAD, "an HTTP request head with a control byte");
+                if (c == '\n' && i >= 3 && p[i - 2] == '\n')
+                        break; /* the head ends here: what follows is a body */
+        }
+        end = memmem(p, scan, "\r\n\r\n", 4);
         if (!end) {
                 if (n >= HTTP_HEAD_MAX)
                         return set(s, EGRESS_SNIFF_BAD, "an HTTP request head over 16 KiB");
                 return set(s, eof ? EGRESS_SNIFF_BAD : EGRESS_SNIFF_MORE, "an HTTP request head cut short");
         }
         head_len = (size_t) (end - head) + 2;
-        if (memchr(p, 0, head_len))
-                return set(s, EGRESS_SNIFF_BAD, "an HTTP request head with a NUL byte");
 
         /* The request line: an absolute-form target would name a host of its own; clients send origin form
          * to servers (the proxy rewrote it), so anything but origin form, '*' or CONNECT's is refused. */
@@ -199,24 +296,23 @@ static void sniff_http(const uint8_t *p, size_t n, bool eof, EgressSniff *s) {
 
                 if (len == 0)
                         break;
-                if (len > 5 && strncasecmp(line, "host:", 5) == 0) {
-                        const char *v = line + 5, *ve = line + len;
-
-                        if (host)
-                                return set(s, EGRESS_SNIFF_BAD, "an HTTP request with two Host headers");
-                        while (v < ve && (*v == ' ' || *v == '\t'))
-                                v++;
-                        while (ve > v && (ve[-1] == ' ' || ve[-1] == '\t'))
-                                ve--;
-                        host = v;
-                        host_len = (size_t) (ve - v);
-                } else if (line[0] == ' ' || line[0] == '\t')
-                        return set(s, EGRESS_SNIFF_BAD, "an HTTP header folded over lines");
+                why = head_field(line, len, &f);
+                if (why)
+                        return set(s, EGRESS_SNIFF_BAD, why);
                 line = eol + 2;
         }
-        if (!host)
+        if (f.has_te && f.has_length)
+                return set(s, EGRESS_SNIFF_BAD, "an HTTP request with both Content-Length and Transfer-Encoding");
+        s->http10 = memcmp(memmem(head, head_len, "\r\n", 2) - 3, "1.0", 3) == 0;
+        if (f.has_te && s->http10)
+                return set(s, EGRESS_SNIFF_BAD, "an HTTP/1.0 request with a Transfer-Encoding");
+        s->head_len = head_len + 2;
+        s->chunked = f.chunked;
+        s->length = f.has_length ? f.length : 0;
+        s->upgrade = f.upgrade_header && f.connection_upgrade;
+        if (!f.host)
                 return set(s, EGRESS_SNIFF_HTTP, NULL); /* HTTP/1.0 without Host: no name */
-        sniff_host_value(host, host_len, s);
+        sniff_host_value(f.host, f.host_len, s);
 }
 
 void egress_sniff(const uint8_t *p, size_t n, bool eof, EgressSniff *ret) {
@@ -225,6 +321,19 @@ void egress_sniff(const uint8_t *p, size_t n, bool eof, EgressSniff *ret) {
         *ret = (EgressSniff) { .kind = EGRESS_SNIFF_MORE };
         if (n == 0) {
                 if (eof)
+                        set(ret, EGRESS_SNIFF_OTHER, NULL);
+                return;
+        }
+        /* A server skips empty lines before a request (RFC 9112 2.2) and would read the Host of one that follows,
+         * which this reader would take for another protocol. Binary protocols start with CR or LF too (a length
+         * byte), so only a request after them is refused. */
+        if (p[0] == '\r' || p[0] == '\n') {
+                for (i = 0; i < n && (p[i] == '\r' || p[i] == '\n'); i++)
+                        ;
+                egress_sniff(p + i, n - i, eof, ret);
+                if (ret->kind == EGRESS_SNIFF_HTTP || (ret->kind == EGRESS_SNIFF_BAD && p[i] != 22))
+                        set(ret, EGRESS_SNIFF_BAD, "an HTTP request after an empty line");
+                else if (ret->kind != EGRESS_SNIFF_MORE)
                         set(ret, EGRESS_SNIFF_OTHER, NULL);
                 return;
         }

@@ -258,7 +258,7 @@ void api_get_egress_log(Request *r, const RouteArgs *a) {
         }
         if (resolve_sandbox(r, a->arg[0], &s) < 0)
                 return;
-        q = egress_audit_read(s->data_dir, after, (size_t) limit, &list);
+        q = egress_audit_read(s->id, s->data_dir, after, (size_t) limit, &list);
         if (q < 0) {
                 http_respond_error(r, ERROR_INTERNAL, "cannot read the egress log: %s", strerror(-q));
                 return;

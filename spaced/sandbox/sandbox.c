@@ -721,6 +721,8 @@ static int create_identity(Sandbox *s, const SandboxSpec *spec, EgressChoice *eg
         s->egress_profiles = TAKE_PTR(egress->profiles);
         s->egress_allow = TAKE_PTR(egress->allow);
         s->egress_deny = TAKE_PTR(egress->deny);
+        /* a pool member's policy was its pool's until now */
+        egress_gateway_policy_changed(s->id);
 
         if (!token || !traffic || (spec->metadata && !(metadata = strdup(spec->metadata)))) {
                 free(token);
@@ -870,6 +872,8 @@ int sandbox_delete_start(Manager *m, Sandbox *s, bool force, Operation **ret_op,
         memcpy(j->op_id, op->id, sizeof j->op_id);
         s->state = SANDBOX_DELETING;
         s->agent = agent_free(s->agent);
+        /* the gateway's buffered audit lines go out now, not into a directory the worker is removing */
+        egress_gateway_forget(s->id);
         (void) sandbox_save(s);
         r = worker_start(m, delete_worker, j);
         if (r < 0) {

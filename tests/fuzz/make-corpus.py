@@ -402,6 +402,16 @@ def sniff_corpus():
     write(t, "http-absolute", b"GET http://other.test/ HTTP/1.1\r\nHost: allowed.test\r\n\r\n")
     write(t, "http-no-host", b"GET / HTTP/1.0\r\n\r\n")
     write(t, "other", b"SSH-2.0-OpenSSH_9.2\r\n")
+    # the requests after the first on a plain HTTP connection (http-stream.c)
+    write(t, "stream-pipelined", b"GET / HTTP/1.1\r\nHost: allowed.test\r\n\r\nGET /2 HTTP/1.1\r\nHost: other.test\r\n\r\n")
+    write(t, "stream-length", b"POST / HTTP/1.1\r\nHost: a.test\r\nContent-Length: 32\r\n\r\n"
+          b"GET / HTTP/1.1\r\nHost: b.test\r\n\r\nGET / HTTP/1.1\r\nHost: c.test\r\n\r\n\x01")
+    write(t, "stream-chunked", b"POST / HTTP/1.1\r\nHost: a.test\r\nTransfer-Encoding: chunked\r\n\r\n5;n=v\r\nhello\r\n"
+          b"a\r\n0123456789\r\n0\r\nX-T: 1\r\n\r\nGET / HTTP/1.1\r\nHost: b.test\r\n\r\n\x02")
+    write(t, "stream-upgrade", b"GET /ws HTTP/1.1\r\nHost: a.test\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n"
+          b"GET / HTTP/1.1\r\nHost: b.test\r\n\r\n\x83")
+    write(t, "stream-smuggle", b"POST / HTTP/1.1\r\nHost: a.test\r\nContent-Length: 4\r\nTransfer-Encoding: chunked\r\n\r\n"
+          b"0\r\n\r\nGET / HTTP/1.1\r\nHost: b.test\r\n\r\n")
     # regression: a second SNI made the verdict BAD but left the first one's name in it
     write(t, "regress-bad-keeps-name", bytes.fromhex(
         "1603010200010001fc0303cce2cc4b7d6c507f0418d3afbe97dead533fdf30fc52d312fb16627311ff0716209eb2d25adba5"

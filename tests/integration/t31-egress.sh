@@ -5,7 +5,8 @@
 # X-Space-Egress-Profiles over TCP) and shown by inspect, unknown ones refused, forks keeping them, `egress
 # ls|show|test`. test's verdicts: IP literals of 127.0.0.1 and 169.254.169.254 in decimal, octal, hex, short,
 # IPv6, IPv4-mapped and NAT64 forms all denied with the reason; an explicit IP rule opening 127.0.0.5:8080 on
-# that port only; denies beating allows; SMTP closed; the daemon's own API port denied. Names resolve with
+# that port only; denies beating allows; SMTP closed; the daemon's own API port denied. A gateway rate of 0 in
+# spaced.conf stops the daemon. Names resolve with
 # the host's resolver: only `localhost` and literals are used here (no /etc/hosts edits). Enforcement on
 # real connections is t32-egress-enforce.sh's.
 . "$(dirname "$0")/lib.sh"
@@ -26,6 +27,10 @@ write_config "egress_default = nope"
 run timeout -k 5 30 "$SPACED_BIN"
 check_eq "egress_default naming no profile: spaced refuses to start" 1 "$RC"
 check_contains "... and says which" "'nope'" "$ERR"
+write_config "egress_connect_rate = 0"
+run timeout -k 5 30 "$SPACED_BIN"
+check_eq "a gateway rate of 0: spaced refuses to start" 1 "$RC"
+check_contains "... saying what a rate may be" "egress_connect_rate must be 1..1000000, got '0'" "$ERR"
 check_rc "no daemon was left running" 1 test -S "$SPACE_SOCKET"
 
 # ---- the daemon with profiles

@@ -9,6 +9,10 @@
 # of a denied address in every spelling, an SNI or Host other than the target, a name whose address changes
 # (rebinding), DNS questions for names not allowed, the daemon's own API port, UDP, denies beating allows,
 # root in the guest removing the capture; the server's own counters show nothing ever reached 127.0.32.3.
+# Hardening (issue 19): a later request on a kept-alive plain HTTP connection that names another host never
+# reaches the server; a sandbox that floods the gateway with DNS questions and connections is refused over
+# its rate (rate_limited, logged once a burst) while another sandbox's exec latency and the daemon's CPU stay
+# bounded, and a well-behaved sandbox right after is served.
 . "$(dirname "$0")/lib.sh"
 
 space_env_setup
@@ -34,7 +38,9 @@ tcp_config \
         "egress_profile = other: allow other.test" \
         "egress_profile = rebind: allow rebind.test" \
         "egress_profile = nope: deny allowed.test" \
-        "egress_profile = self: allow 127.0.0.1"
+        "egress_profile = self: allow 127.0.0.1" \
+        "egress_resolve_rate = 50" "egress_resolve_burst = 100" \
+        "egress_connect_rate = 50" "egress_connect_burst = 100"
 start_daemon_tcp
 
 run timeout -k 10 900 "$SPACECTL_BIN" template build "$TOP_SRCDIR/templates/seed"
@@ -191,6 +197,95 @@ run timeout -k 5 60 "$SPACECTL_BIN" exec -u root "$SB3" -- curl -fsS --max-time 
 check_contains "X-Space-Egress-Profiles: pypi reaches the index" "spacedemo" "$OUT"
 run timeout -k 5 60 "$SPACECTL_BIN" exec -u root "$SB3" -- curl -fsS --max-time 20 http://allowed.test:8080/
 check_rc "... and not allowed.test" 0 test "$RC" -ne 0
+
+# ---- plain HTTP: every request on a kept-alive connection is checked, not only the first
+py 'import socket
+def ask(s, path, host):
+    s.sendall(("GET %s HTTP/1.1\r\nHost: %s\r\n\r\n" % (path, host)).encode())
+def answer(s):
+    data = b""
+    try:
+        while b"\r\n\r\n" not in data:
+            b = s.recv(4096)
+            if not b:
+                return "closed"
+            data += b
+        head, body = data.split(b"\r\n\r\n", 1)
+        n = int([l.split(b":")[1] for l in head.split(b"\r\n") if l.lower().startswith(b"content-length:")][0])
+        while len(body) < n:
+            body += s.recv(4096)
+        return body.decode().strip()
+    except OSError as e:
+        return "refused " + e.__class__.__name__
+s = socket.create_connection(("allowed.test", 8080), timeout=30)
+ask(s, "/t32-keep-1", "allowed.test"); print("1:", answer(s))
+ask(s, "/t32-keep-2", "allowed.test"); print("2:", answer(s))
+ask(s, "/t32-keep-3", "denied.test"); print("3:", answer(s))
+s = socket.create_connection(("allowed.test", 8080), timeout=30)
+s.sendall(b"GET /t32-keep-4 HTTP/1.1\r\nHost: allowed.test\r\n\r\nGET /t32-keep-5 HTTP/1.1\r\nHost: denied.test\r\n\r\n")
+print("4:", answer(s)); print("5:", answer(s))'
+check_contains "a kept-alive plain HTTP connection: the first request is answered" "1: hello from $A host=allowed.test" "$OUT" || last_diag
+check_contains "... a second to the same host on it too" "2: hello from $A host=allowed.test" "$OUT"
+check_match "... a third naming denied.test ends the connection" '3: (closed|refused)' "$(cat "$OUT")"
+check_match "... and two requests in one packet, the second naming denied.test: nothing answers the second" \
+        '5: (closed|refused)' "$(cat "$OUT")"
+curl -s "$STATS" >"$TEST_TMP/stats.json"
+check_eq "the server never saw a request naming denied.test, nor the paths it asked for" "[]" \
+        "$(json "$TEST_TMP/stats.json" '[e["path"] for e in d["events"] if e["path"] in ("/t32-keep-3", "/t32-keep-5") or (e["host"] or "").startswith("denied.test")]')"
+check_eq "... and served two requests on the first connection" "[2]" \
+        "$(json "$TEST_TMP/stats.json" '[e["requests"] for e in d["events"] if e["path"] == "/t32-keep-2"]')"
+sc egress log "$SB" >"$TEST_TMP/keep.log" 2>&1
+check_contains "the log says why: host_mismatch" "a later request on the connection names denied.test, not allowed.test" \
+        "$TEST_TMP/keep.log"
+
+# ---- a sandbox that floods the gateway: refused over its rate, logged once a burst; others unaffected
+# exec_latency N: N runs of `exec SB true`; prints "P50 P99" in ms
+exec_latency() {
+        local i t0
+        for i in $(seq "$1"); do
+                t0=$(now_ms)
+                sc exec "$SB" true >/dev/null 2>&1
+                echo $(($(now_ms) - t0))
+        done | sort -n | awk '{ v[NR] = $1 } END { i = int(NR * 0.99); if (i < NR * 0.99) i++; print v[int((NR + 1) / 2)], v[i] }'
+}
+daemon_cpu_ms() { awk -v hz="$(getconf CLK_TCK)" '{ print int(($14 + $15) * 1000 / hz) }' "/proc/$(daemon_pid)/stat"; }
+check_rc "the flooder goes into a sandbox (pypi profile)" 0 sc cp "$TESTS_DIR/egress-flood.py" "$SB3:/tmp/egress-flood.py"
+for attempt in 1 2; do
+        read -r IDLE50 IDLE99 <<<"$(exec_latency 30)"
+        CPU0=$(daemon_cpu_ms) T0=$(now_ms)
+        timeout -k 5 90 "$SPACECTL_BIN" exec -u root "$SB3" -- python3 /tmp/egress-flood.py 60 .flood.test,pypi.test \
+                >"$TEST_TMP/flood.out" 2>&1 &
+        FLOOD=$!
+        sleep 1
+        read -r BUSY50 BUSY99 <<<"$(exec_latency 30)"
+        sc exec "$SB3" touch /tmp/egress-flood.stop >/dev/null 2>&1
+        wait "$FLOOD"
+        sc exec "$SB3" rm -f /tmp/egress-flood.stop >/dev/null 2>&1
+        CPU1=$(daemon_cpu_ms) T1=$(now_ms)
+        diag "exec true, attempt $attempt: idle p50 $IDLE50 ms p99 $IDLE99 ms; while a sandbox floods p50 $BUSY50 ms p99 $BUSY99 ms"
+        diag "the flood: $(cat "$TEST_TMP/flood.out"); the daemon's CPU meanwhile $((CPU1 - CPU0)) ms in $((T1 - T0)) ms"
+        [ "$BUSY99" -le $((2 * IDLE99)) ] && break
+done
+check_rc "another sandbox's exec p99 while one floods stays within 2x of idle ($BUSY99 ms, $IDLE99 ms)" 0 \
+        test "$BUSY99" -le $((2 * IDLE99))
+check_rc "... and the daemon used under half a CPU ($((CPU1 - CPU0)) ms in $((T1 - T0)) ms)" 0 \
+        test $((2 * (CPU1 - CPU0))) -lt $((T1 - T0))
+check_match "the flood ran" 'questions=[0-9]+ answered=[0-9]+ connects=[0-9]+' "$(cat "$TEST_TMP/flood.out")"
+sc egress log --json "$SB3" >"$TEST_TMP/flood.log" 2>&1
+check_contains "spacectl egress log shows DNS questions refused over the rate" "over the sandbox's rate of 50 DNS questions" \
+        "$TEST_TMP/flood.log"
+check_contains "... and connections" "over the sandbox's rate of 50 connections" "$TEST_TMP/flood.log"
+LIMITED=$(grep -c '"rate_limited"' "$TEST_TMP/flood.log")
+FLOODED=$(grep -oE 'questions=[0-9]+' "$TEST_TMP/flood.out" | cut -d= -f2)
+diag "audit entries of the flooding sandbox: $(wc -l <"$TEST_TMP/flood.log"), $LIMITED of them rate_limited"
+check_rc "... logged once a burst, not once a frame ($LIMITED entries)" 0 test "$LIMITED" -le 6
+check_rc "... so the log holds fewer entries than the guest sent questions" 0 test "$(wc -l <"$TEST_TMP/flood.log")" -lt "${FLOODED:-0}"
+py 'import socket; print(socket.getaddrinfo("allowed.test", 8080, socket.AF_INET)[0][4][0])'
+check_match "a well-behaved sandbox right after: its DNS question is answered" '^198\.1[89]\.' "$(cat "$OUT")"
+gx curl -fsS --max-time 30 http://allowed.test:8080/
+check_contains "... and its connection goes through" "hello from $A host=allowed.test" "$OUT" || last_diag
+run timeout -k 5 60 "$SPACECTL_BIN" exec -u root "$SB3" -- curl -fsS --max-time 20 http://pypi.test:8080/simple/
+check_contains "the flooder itself, once it stopped, is served again" "spacedemo" "$OUT" || last_diag
 
 # ---- the audit log
 check_rc "spacectl egress log" 0 sc egress log "$SB"

@@ -7,8 +7,13 @@
  *  - an allowed name whose ClientHello names another host: the server accepts but receives not one byte;
  *  - more data than the window, more credit than the window: the tunnel is closed;
  *  - a flood of CONNECTs: held tunnels are capped, the rest refused as busy, the channel stays up;
- *  - DNS questions for names no rule names: NXDOMAIN.
- * And the way it should work: an allowed name with the right SNI gets through, both ways. */
+ *  - DNS questions for names no rule names: NXDOMAIN;
+ *  - a second request on a plain HTTP connection that names another host (in the same packet as the first, or
+ *    after it): the connection ends and the server never sees it;
+ *  - more DNS questions or CONNECTs a second than the sandbox's rate: refused as busy at once, logged once.
+ * And the way it should work: an allowed name with the right SNI gets through, both ways; later requests to
+ * the same host, and bodies that look like requests, go through as they are. Audit lines are written together,
+ * a moment later, or when the log is read. */
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -26,6 +31,7 @@
 #include "core/store.h"
 #include "core/util.h"
 #include "core/worker.h"
+#include <cjson/cJSON.h>
 #include "egress/egress.h"
 #include "io-util.h"
 #include "sandbox/sandbox.h"
@@ -370,6 +376,183 @@ static void test_flood(void) {
         ok(late_busy == 0, "... which frees their places");
 }
 
+
+/* Reads what the accepted connection has until it ends, usec pass or want bytes came. */
+static size_t server_read(int c, uint64_t usec, char *buf, size_t size, size_t want) {
+        uint64_t end = now_usec_monotonic() + usec;
+        size_t got = 0;
+
+        while (now_usec_monotonic() < end && got < want) {
+                (void) sd_event_run(manager.event, 1000);
+                ssize_t n = recv(c, buf + got, size - got, 0);
+                if (n == 0 || (n < 0 && errno != EAGAIN))
+                        break;
+                if (n > 0)
+                        got += (size_t) n;
+        }
+        return got;
+}
+
+static int server_accept(int lfd, uint64_t usec) {
+        uint64_t end = now_usec_monotonic() + usec;
+
+        while (now_usec_monotonic() < end) {
+                int c = accept4(lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+                if (c >= 0)
+                        return c;
+                (void) sd_event_run(manager.event, 1000);
+        }
+        return -1;
+}
+
+#define REQ_ALLOWED "GET / HTTP/1.1\r\nHost: allowed.test\r\n\r\n"
+#define REQ_OTHER "GET /x HTTP/1.1\r\nHost: other.test\r\n\r\n"
+
+static void test_second_request(void) {
+        static const char body_req[] = "POST / HTTP/1.1\r\nHost: allowed.test\r\nContent-Length: 37\r\n\r\n" REQ_OTHER;
+        uint16_t port;
+        int lfd = server_listen(&port), c;
+        char p[8], buf[4096];
+        Frame f;
+        uint32_t s;
+        size_t got;
+
+        snprintf(p, sizeof p, "%u", port);
+        /* both requests in one DATA frame: the first goes, the second never */
+        s = connect_to("allowed.test", p, "proxy");
+        ok(next_frame(s, 5000000, &f) && f.h.type == SPACE_F_OK, "CONNECT allowed.test: OK");
+        send_frame(SPACE_F_DATA, 1, s, REQ_ALLOWED REQ_OTHER, strlen(REQ_ALLOWED REQ_OTHER));
+        ok(next_frame(s, 2000000, &f) && f.h.type == SPACE_F_CLOSE,
+           "a second request naming other.test in the same packet as the first: CLOSE");
+        c = server_accept(lfd, 2000000);
+        got = c >= 0 ? server_read(c, 500000, buf, sizeof buf, sizeof buf) : 0;
+        /* the connection is reset at the refusal: what was let go before it may be lost with it */
+        ok(got <= strlen(REQ_ALLOWED) && memcmp(buf, REQ_ALLOWED, got) == 0,
+           "... the server got not one byte of the second request (%zu bytes, of the first at most)", got);
+        if (c >= 0)
+                close(c);
+
+        /* the second after the first was served */
+        s = connect_to("allowed.test", p, "proxy");
+        ok(next_frame(s, 5000000, &f) && f.h.type == SPACE_F_OK, "CONNECT allowed.test again: OK");
+        send_frame(SPACE_F_DATA, 1, s, REQ_ALLOWED, strlen(REQ_ALLOWED));
+        c = server_accept(lfd, 2000000);
+        got = c >= 0 ? server_read(c, 2000000, buf, sizeof buf, strlen(REQ_ALLOWED)) : 0;
+        ok(got == strlen(REQ_ALLOWED), "the first request goes through (%zu bytes)", got);
+        send_frame(SPACE_F_DATA, 1, s, REQ_ALLOWED, strlen(REQ_ALLOWED));
+        got = c >= 0 ? server_read(c, 2000000, buf, sizeof buf, strlen(REQ_ALLOWED)) : 0;
+        ok(got == strlen(REQ_ALLOWED), "... a second to the same host too: keep-alive works (%zu bytes)", got);
+        send_frame(SPACE_F_DATA, 1, s, "GET /y HTTP/1.1\r\nHost: other", 29);
+        send_frame(SPACE_F_DATA, 1, s, ".test\r\n\r\n", 9);
+        ok(next_frame(s, 2000000, &f) && f.h.type == SPACE_F_CLOSE, "a third naming other.test, in two pieces: CLOSE");
+        got = c >= 0 ? server_read(c, 500000, buf, sizeof buf, sizeof buf) : 0;
+        ok(got == 0, "... and the server got none of it (%zu bytes)", got);
+        if (c >= 0)
+                close(c);
+
+        /* a body that looks like a request is a body */
+        s = connect_to("allowed.test", p, "proxy");
+        ok(next_frame(s, 5000000, &f) && f.h.type == SPACE_F_OK, "CONNECT allowed.test: OK");
+        send_frame(SPACE_F_DATA, 1, s, body_req, strlen(body_req));
+        send_frame(SPACE_F_DATA, 1, s, REQ_ALLOWED, strlen(REQ_ALLOWED));
+        c = server_accept(lfd, 2000000);
+        got = c >= 0 ? server_read(c, 2000000, buf, sizeof buf, strlen(body_req) + strlen(REQ_ALLOWED)) : 0;
+        ok(got == strlen(body_req) + strlen(REQ_ALLOWED), "a body of 37 bytes that reads like a request, then a "
+           "request to the same host: all of it goes (%zu bytes)", got);
+        if (c >= 0)
+                close(c);
+        send_frame(SPACE_F_CLOSE, 0, s, NULL, 0);
+
+        /* framing two servers could read apart */
+        s = connect_to("allowed.test", p, "proxy");
+        ok(next_frame(s, 5000000, &f) && f.h.type == SPACE_F_OK, "CONNECT allowed.test: OK");
+        send_frame(SPACE_F_DATA, 1, s, REQ_ALLOWED "GET / HTTP/1.1\r\nHost: allowed.test\r\nX: 1\nHost: other.test\r\n\r\n",
+                   strlen(REQ_ALLOWED) + 62);
+        ok(next_frame(s, 2000000, &f) && f.h.type == SPACE_F_CLOSE, "a second head with a bare LF: CLOSE");
+        c = server_accept(lfd, 2000000);
+        got = c >= 0 ? server_read(c, 500000, buf, sizeof buf, sizeof buf) : 0;
+        ok(got <= strlen(REQ_ALLOWED), "... the server got nothing of the second (%zu bytes)", got);
+        if (c >= 0)
+                close(c);
+        close(lfd);
+}
+
+/* The entries of the sandbox's audit log whose reason is reason, and whose message has needle. */
+static unsigned audit_count(Sandbox *sb, const char *reason, const char *needle) {
+        cJSON *list = NULL, *e;
+        unsigned n = 0;
+
+        ASSERT(egress_audit_read(sb->id, sb->data_dir, 0, 100000, &list) >= 0);
+        cJSON_ArrayForEach(e, list) {
+                cJSON *r = cJSON_GetObjectItem(e, "reason"), *m = cJSON_GetObjectItem(e, "message");
+
+                if (cJSON_IsString(r) && streq(r->valuestring, reason) &&
+                    (!needle || (cJSON_IsString(m) && strstr(m->valuestring, needle))))
+                        n++;
+        }
+        cJSON_Delete(list);
+        return n;
+}
+
+static void test_rates(Sandbox *sb) {
+        unsigned busy = 0, other = 0;
+        uint32_t first = next_stream;
+        Frame f;
+        uint32_t s;
+
+        manager.config.egress_limits = (EgressLimits) { .resolve_rate = 5, .resolve_burst = 10, .connect_rate = 5,
+                                                        .connect_burst = 10 };
+        for (unsigned i = 0; i < 50; i++) {
+                char name[64];
+
+                snprintf(name, sizeof name, "q%u.exfil.test", i);
+                send_kv(SPACE_F_RESOLVE, next_stream++, "name", name, "family", "4", NULL, NULL);
+        }
+        drain(first, 500000, &busy, &other);
+        ok(other == 10 && busy == 40, "50 DNS questions at a rate of 5 a second, a burst of 10: 10 answered, 40 refused "
+           "as busy at once (%u, %u)", other, busy);
+        ok(audit_count(sb, "rate_limited", "over the sandbox's rate of 5 DNS questions") == 1,
+           "... and logged once, with the reason rate_limited");
+
+        first = next_stream;
+        busy = other = 0;
+        for (unsigned i = 0; i < 30; i++)
+                (void) connect_to("denied.test", "443", "proxy");
+        drain(first, 500000, &busy, &other);
+        ok(other == 10 && busy == 20, "30 CONNECTs at 5 a second, a burst of 10: 10 decided, 20 refused as busy (%u, %u)",
+           other, busy);
+        ok(audit_count(sb, "rate_limited", "over the sandbox's rate of 5 connections") == 1, "... logged once");
+
+        /* a quiet second later: admitted again, and the burst is counted */
+        (void) pump(1100000, count_frame, &(Tally) { .first = UINT32_MAX, .busy = &busy, .other = &other });
+        s = next_stream++;
+        send_kv(SPACE_F_RESOLVE, s, "name", "allowed.test", "family", "4", NULL, NULL);
+        ok(next_frame(s, 5000000, &f) && f.h.type == SPACE_F_OK, "a second later the sandbox is answered again");
+        ok(audit_count(sb, "rate_limited", "39 more DNS questions refused") == 1,
+           "... and the log counts the burst's other refusals in one entry");
+        manager.config.egress_limits = (EgressLimits) {};
+}
+
+static void test_audit_batched(Sandbox *sb) {
+        _cleanup_free_ char *log = NULL;
+        struct stat before, after;
+        Frame f;
+        uint32_t s;
+
+        (void) asprintf(&log, "%s/egress.log", sb->data_dir);
+        (void) audit_count(sb, "", NULL); /* writes what waits */
+        ASSERT(stat(log, &before) == 0);
+        s = next_stream++;
+        send_kv(SPACE_F_RESOLVE, s, "name", "batched.exfil.test", "family", "4", NULL, NULL);
+        ok(next_frame(s, 2000000, &f) && f.h.type == SPACE_F_ERROR, "a DNS question no rule allows: refused");
+        ASSERT(stat(log, &after) == 0);
+        ok(after.st_size == before.st_size, "... its audit line is not written at once");
+        (void) pump(400000, count_frame, &(Tally) { .first = UINT32_MAX, .busy = &(unsigned) { 0 },
+                                                     .other = &(unsigned) { 0 } });
+        ASSERT(stat(log, &after) == 0);
+        ok(after.st_size > before.st_size, "... but within a fraction of a second");
+}
+
 int main(void) {
         _cleanup_free_ char *db = NULL, *hosts = NULL, *run = NULL;
         Error err = {};
@@ -419,8 +602,11 @@ int main(void) {
 
         test_refusals();
         test_sni_mismatch();
+        test_second_request();
         test_window();
         test_flood();
+        test_rates(s);
+        test_audit_batched(s);
 
         {
                 struct stat st;

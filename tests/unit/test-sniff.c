@@ -1,11 +1,15 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* What the egress gateway reads from a connection's first bytes (spaced/egress/sniff.c): the SNI of a TLS
- * ClientHello and the Host of an HTTP request, against the forms a hostile guest would send. */
+ * ClientHello and the Host of an HTTP request, against the forms a hostile guest would send; and how it frames
+ * the requests that follow on a plain HTTP connection (spaced/egress/http-stream.c). */
 
+#include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "egress/egress-internal.h"
+#include "macro.h"
 #include "tap.h"
 
 static size_t put16(uint8_t *p, size_t v) {
@@ -61,6 +65,162 @@ static EgressSniff sniff(const void *p, size_t n, bool eof) {
 
 static EgressSniff sniff_str(const char *s, bool eof) {
         return sniff(s, strlen(s), eof);
+}
+
+
+/* Heads that lenient servers read differently from a strict reader: each would let a Host past it. */
+static void test_strict_heads(void) {
+        static const struct {
+                const char *head, *what;
+        } refused[] = {
+                { "GET / HTTP/1.1\r\nX: a\nHost: other.test\r\n\r\n", "a bare LF inside a header line" },
+                { "GET / HTTP/1.1\r\nX: a\rHost: other.test\r\n\r\n", "a bare CR inside a header line" },
+                { "GET / HTTP/1.1\r\nHost : other.test\r\n\r\n", "a blank before the colon ('Host :')" },
+                { "GET / HTTP/1.1\r\nHost: a.test\r\nno colon here\r\n\r\n", "a header line without a colon" },
+                { "GET / HTTP/1.1\r\nHost:\x0b" "other.test\r\n\r\n", "a control byte (VT) in a value" },
+                { "POST / HTTP/1.1\r\nHost: a.test\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n",
+                  "Content-Length and Transfer-Encoding both" },
+                { "POST / HTTP/1.1\r\nHost: a.test\r\nContent-Length: 5\r\nContent-Length: 5\r\n\r\n",
+                  "two Content-Length headers" },
+                { "POST / HTTP/1.1\r\nHost: a.test\r\nContent-Length: 5, 5\r\n\r\n", "a Content-Length list" },
+                { "POST / HTTP/1.1\r\nHost: a.test\r\nContent-Length: +5\r\n\r\n", "a signed Content-Length" },
+                { "POST / HTTP/1.1\r\nHost: a.test\r\nTransfer-Encoding: gzip\r\n\r\n",
+                  "a Transfer-Encoding that does not end in chunked" },
+                { "POST / HTTP/1.1\r\nHost: a.test\r\nTransfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n\r\n",
+                  "two Transfer-Encoding headers" },
+                { "POST / HTTP/1.0\r\nHost: a.test\r\nTransfer-Encoding: chunked\r\n\r\n",
+                  "Transfer-Encoding in HTTP/1.0" },
+                { "\r\nGET / HTTP/1.1\r\nHost: other.test\r\n\r\n", "a request after an empty line" },
+        };
+        EgressSniff s;
+
+        for (size_t i = 0; i < ELEMENTSOF(refused); i++)
+                ok(sniff_str(refused[i].head, false).kind == EGRESS_SNIFF_BAD, "refused: %s", refused[i].what);
+        ok(sniff("\r\x00\x00\x01\x85", 5, false).kind == EGRESS_SNIFF_OTHER,
+           "a binary protocol whose first byte is CR (a length): another protocol");
+
+        s = sniff_str("POST /x HTTP/1.1\r\nHost: a.test\r\nContent-Length: 0012\r\n\r\nbody", false);
+        ok(s.kind == EGRESS_SNIFF_HTTP && s.length == 12 && !s.chunked && s.head_len == 56,
+           "Content-Length 0012: a body of 12 after a head of 56 bytes (%zu)", s.head_len);
+        s = sniff_str("POST / HTTP/1.1\r\nTransfer-Encoding: gzip, Chunked\r\nHost: a.test\r\n\r\n", false);
+        ok(s.kind == EGRESS_SNIFF_HTTP && s.chunked, "Transfer-Encoding ending in chunked: a chunked body");
+        s = sniff_str("GET /ws HTTP/1.1\r\nHost: a.test\r\nUpgrade: WebSocket\r\nConnection: keep-alive, Upgrade\r\n\r\n",
+                      false);
+        ok(s.kind == EGRESS_SNIFF_HTTP && s.upgrade, "a websocket upgrade is seen");
+        s = sniff_str("GET / HTTP/1.1\r\nHost: a.test\r\nUpgrade: h2c\r\nConnection: Upgrade\r\n\r\n", false);
+        ok(s.kind == EGRESS_SNIFF_HTTP && !s.upgrade, "... an h2c one is not (it stays framed as HTTP)");
+}
+
+/* Feeds p to a stream chunk bytes at a time, as the gateway would (the unused bytes stay, more come), and
+ * writes what it said: "H:name/len" for heads, "B:n" for body bytes (added up), "W" for a wait, "X:why". */
+static void stream_run(const char *p, size_t n, size_t chunk, bool switched, char *out, size_t size) {
+        EgressHttpStream st = {};
+        size_t have = 0, off = 0, body = 0, o = 0;
+
+        out[0] = 0;
+        for (;;) {
+                bool eof = have == n;
+                EgressSniff h;
+                const char *why;
+                size_t used;
+                EgressHttpStep r = egress_http_stream_step(&st, (const uint8_t *) p + off, have - off, eof, &used, &h,
+                                                           &why);
+
+                if (r != EGRESS_HTTP_BODY && r != EGRESS_HTTP_MORE && body > 0) {
+                        o += (size_t) snprintf(out + o, size - o, "B:%zu ", body);
+                        body = 0;
+                }
+                if (r == EGRESS_HTTP_HEAD)
+                        o += (size_t) snprintf(out + o, size - o, "H:%s/%zu ", h.has_name ? h.name : "-", used);
+                else if (r == EGRESS_HTTP_BODY)
+                        body += used;
+                else if (r == EGRESS_HTTP_BAD) {
+                        (void) snprintf(out + o, size - o, "X:%s", why);
+                        return;
+                } else if (r == EGRESS_HTTP_WAIT) {
+                        o += (size_t) snprintf(out + o, size - o, "W ");
+                        egress_http_stream_switched(&st, switched);
+                        continue;
+                } else if (eof) {
+                        if (body > 0)
+                                o += (size_t) snprintf(out + o, size - o, "B:%zu ", body);
+                        break;
+                }
+                else {
+                        have = MIN(n, have + chunk);
+                        continue;
+                }
+                off += used;
+        }
+        if (o > 0)
+                out[o - 1] = 0;
+}
+
+/* What stream_run says for s, the same whole and a byte at a time. */
+static const char *stream_says(const char *s, bool switched) {
+        static char whole[1024];
+        char bytewise[1024];
+
+        stream_run(s, strlen(s), strlen(s), switched, whole, sizeof whole);
+        stream_run(s, strlen(s), 1, switched, bytewise, sizeof bytewise);
+        if (strcmp(whole, bytewise) != 0) {
+                diag("whole: %s", whole);
+                diag("a byte at a time: %s", bytewise);
+                return "(differs when fed a byte at a time)";
+        }
+        return whole;
+}
+
+static void is_said(const char *s, bool switched, const char *want, const char *what) {
+        const char *got = stream_says(s, switched);
+
+        ok(strcmp(got, want) == 0, "%s: %s", what, got);
+}
+
+static void test_stream(void) {
+        unsigned status = 0;
+
+        is_said("GET / HTTP/1.1\r\nHost: a.test\r\n\r\nGET /2 HTTP/1.1\r\nHost: b.test\r\n\r\n", false,
+                "H:a.test/32 H:b.test/33", "two requests in one packet: two heads, each with its Host");
+        is_said("POST / HTTP/1.1\r\nHost: a.test\r\nContent-Length: 32\r\n\r\nGET / HTTP/1.1\r\nHost: b.test\r\n\r\n"
+                "GET / HTTP/1.1\r\nHost: c.test\r\n\r\n", false, "H:a.test/53 B:32 H:c.test/32",
+                "a body that looks like a request is the first one's body, and the next head follows it");
+        is_said("POST / HTTP/1.1\r\nHost: a.test\r\nTransfer-Encoding: chunked\r\n\r\n5;n=v\r\nhello\r\n"
+                "a\r\n0123456789\r\n0\r\nX-T: 1\r\n\r\nGET / HTTP/1.1\r\nHost: b.test\r\n\r\n", false,
+                "H:a.test/61 B:42 H:b.test/32", "a chunked body with an extension and a trailer, then the next request");
+        is_said("POST / HTTP/1.1\r\nHost: a.test\r\nTransfer-Encoding: chunked\r\n\r\n5 \r\nhello\r\n0\r\n\r\n",
+                false, "H:a.test/61 X:a chunk size that is not hex digits", "a blank after a chunk size: refused");
+        is_said("POST / HTTP/1.1\r\nHost: a.test\r\nTransfer-Encoding: chunked\r\n\r\n0x5\r\nhello\r\n0\r\n\r\n",
+                false, "H:a.test/61 X:a chunk size that is not hex digits", "a 0x chunk size: refused");
+        is_said("POST / HTTP/1.1\r\nHost: a.test\r\nTransfer-Encoding: chunked\r\n\r\n5\nhello\r\n0\r\n\r\n",
+                false, "H:a.test/61 X:a bare LF in a chunked body's framing", "a chunk size line ending in LF: refused");
+        is_said("POST / HTTP/1.1\r\nHost: a.test\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhelloXX0\r\n\r\n",
+                false, "H:a.test/61 B:8 X:a chunk not followed by CRLF", "a chunk longer than it said: refused");
+        is_said("POST / HTTP/1.1\r\nHost: a.test\r\nTransfer-Encoding: chunked\r\n\r\nfffffffffffffffff\r\n", false,
+                "H:a.test/61 X:a chunk size that is not hex digits", "a chunk size past 60 bits: refused");
+        is_said("GET / HTTP/1.1\r\nHost: a.test\r\n\r\n\x16\x03\x01\x00\x10", false,
+                "H:a.test/32 X:a ClientHello cut short",
+                "TLS bytes where the next request must start: refused");
+        is_said("GET / HTTP/1.1\r\nHost: a.test\r\n\r\nGET / HTTP/1.1\r\nHost: b.test\r\nX: y\nHost: c.test\r\n\r\n",
+                false, "H:a.test/32 X:an HTTP request head with a bare LF", "a second head with a bare LF: refused");
+        is_said("GET / HTTP/1.1\r\nHost: a.test\r\n\r\nGET / HTTP/1.1\r\nHost: b.te", false,
+                "H:a.test/32 X:an HTTP request head cut short", "a second head cut short by the end: refused");
+        is_said("GET /ws HTTP/1.1\r\nHost: a.test\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n\x81\x85" "abcdefghi",
+                true, "H:a.test/75 W B:11", "a websocket upgrade the server took: what follows goes as it is");
+        is_said("GET /ws HTTP/1.1\r\nHost: a.test\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n"
+                "GET / HTTP/1.1\r\nHost: b.test\r\n\r\n", false, "H:a.test/75 W H:b.test/32",
+                "an upgrade the server refused: what follows is requests again");
+        is_said("GET / HTTP/1.1\r\nHost: a.test\r\n\r\nGET /ws HTTP/1.1\r\nHost: a.test\r\nUpgrade: websocket\r\n"
+                "Connection: Upgrade\r\n\r\n\x81\x85", true,
+                "H:a.test/32 H:a.test/75 X:bytes that are no HTTP request where a request must start",
+                "an upgrade on a later request is not waited for (its answer cannot be told apart)");
+
+        ok(egress_http_status((const uint8_t *) "HTTP/1.1 101 Switching Protocols\r\n", 34, &status) == 1 &&
+           status == 101, "a status line: 101");
+        ok(egress_http_status((const uint8_t *) "HTTP/1.1 200\r\n", 14, &status) == 1 && status == 200,
+           "a status line without a reason: 200");
+        ok(egress_http_status((const uint8_t *) "HTTP/1.", 7, &status) == 0, "half a status line: more");
+        ok(egress_http_status((const uint8_t *) "SSH-2.0", 7, &status) == -EBADMSG, "no status line: refused");
 }
 
 int main(void) {
@@ -149,5 +309,7 @@ int main(void) {
         ok(sniff("", 0, true).kind == EGRESS_SNIFF_OTHER, "nothing, then eof: no name");
         ok(sniff("", 0, false).kind == EGRESS_SNIFF_MORE, "nothing yet: more");
         ok(sniff("\x16\x02", 2, false).kind == EGRESS_SNIFF_OTHER, "a record of TLS major version 2: another protocol");
+        test_strict_heads();
+        test_stream();
         return done();
 }
