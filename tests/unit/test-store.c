@@ -188,7 +188,7 @@ static bool sandbox_equal(const Sandbox *a, const Sandbox *b) {
 
 static bool forward_record_equal(const ForwardRecord *a, const ForwardRecord *b) {
         return streq(a->id, b->id) && streq(a->sandbox_id, b->sandbox_id) && a->guest_port == b->guest_port &&
-               a->host_port == b->host_port && a->created_at == b->created_at;
+               a->host_port == b->host_port && a->created_at == b->created_at && a->any_user == b->any_user;
 }
 
 static bool operation_equal(const Operation *a, const Operation *b) {
@@ -433,16 +433,17 @@ int main(void) {
         ForwardRecord fw_a = { .id = FW_A, .sandbox_id = ID_A, .guest_port = 8000, .host_port = 65535,
                                .created_at = 1700000100 };
         ForwardRecord fw_d = { .id = FW_D, .sandbox_id = ID_D, .guest_port = 65535, .host_port = 1,
-                               .created_at = 1700000000 };
+                               .created_at = 1700000000, .any_user = true };
         ForwardRecord *rows = NULL;
         size_t n_rows = 0;
 
         ok(store_put_forward(s, &fw_a) == 0 && store_put_forward(s, &fw_d) == 0, "put two forwards");
         ok(store_put_forward(s, &fw_a) == -EEXIST, "a second row with the same id is refused");
-        ok(sql_exec(path, "INSERT INTO forwards VALUES ('fw-short', '" ID_A "', 80, 8080, 1);"
-                          "INSERT INTO forwards VALUES ('" FW_X "', '" ID_A "', 0, 8080, 2);"
-                          "INSERT INTO forwards VALUES ('" FW_Y "', '" ID_A "', 80, 65536, 3);"
-                          "INSERT INTO forwards VALUES ('" FW_Z "', 'nosuch', 80, 8080, 4)") == SQLITE_OK,
+#define FW_COLS "INSERT INTO forwards (id, sandbox_id, guest_port, host_port, created_at) VALUES "
+        ok(sql_exec(path, FW_COLS "('fw-short', '" ID_A "', 80, 8080, 1);"
+                          FW_COLS "('" FW_X "', '" ID_A "', 0, 8080, 2);"
+                          FW_COLS "('" FW_Y "', '" ID_A "', 80, 65536, 3);"
+                          FW_COLS "('" FW_Z "', 'nosuch', 80, 8080, 4)") == SQLITE_OK,
            "rows out of shape put there with sqlite3");
         r = store_load_forwards(s, &rows, &n_rows);
         ok(r == 0 && n_rows == 2, "load forwards: the two good rows, the rest skipped (r=%d n=%zu)", r, n_rows);
