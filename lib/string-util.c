@@ -63,6 +63,17 @@ static size_t control_at(const unsigned char *p) {
         return 0;
 }
 
+void string_hex_encode(const void *b, size_t n, char *ret) {
+        static const char hex[] = "0123456789abcdef";
+        const unsigned char *p = b;
+
+        for (size_t i = 0; i < n; i++) {
+                ret[2 * i] = hex[p[i] >> 4];
+                ret[2 * i + 1] = hex[p[i] & 15];
+        }
+        ret[2 * n] = 0;
+}
+
 char *string_escape_control(const char *s) {
         static const char hex[] = "0123456789abcdef";
         const unsigned char *p;

@@ -13,6 +13,8 @@ char *string_strip(char *s);
 /* Whether s is exactly n lowercase hex digits (ids, tokens and digests are written that way): s[0..n-1] are
  * 0-9 or a-f and s[n] is the end of the string. False for NULL. */
 bool string_is_hex(const char *s, size_t n);
+/* The n bytes at b as 2n lowercase hex digits and a NUL, into ret (2n + 1 bytes): digests, seeds, MACs. */
+void string_hex_encode(const void *b, size_t n, char *ret);
 /* Whether the n bytes at a and b are equal, in a time that does not depend on where they differ: for
  * comparing secrets (API keys, attach tokens) with what a client sent. */
 bool memeq_const_time(const void *a, const void *b, size_t n);

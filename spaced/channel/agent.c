@@ -18,6 +18,7 @@
 #include "core/log.h"
 #include "io-util.h"
 #include "macro.h"
+#include "string-util.h"
 #include "channel/process.h"
 #include "core/util.h"
 #include "sandbox/sandbox.h"
@@ -178,8 +179,7 @@ static int identity_frame(const char *sandbox_id, const char *hostname, char **e
         /* A fresh identity for every restored VM (ARCHITECTURE.md, decision 4): clock, RNG seed, hostname, sandbox id. */
         if (getrandom(seed, sizeof seed, 0) != sizeof seed)
                 return -EIO;
-        for (size_t i = 0; i < sizeof seed; i++)
-                snprintf(seed_hex + 2 * i, 3, "%02x", seed[i]);
+        string_hex_encode(seed, sizeof seed, seed_hex);
         clock_gettime(CLOCK_REALTIME, &ts);
         r = space_kv_add(kv, "hostname", hostname);
         if (r >= 0)

@@ -88,16 +88,6 @@ static int load_one(void *userdata, const char *id, const char *name, const char
         return 0;
 }
 
-static void hex_of(const unsigned char *b, size_t n, char *ret) {
-        static const char hex[] = "0123456789abcdef";
-
-        for (size_t i = 0; i < n; i++) {
-                ret[2 * i] = hex[b[i] >> 4];
-                ret[2 * i + 1] = hex[b[i] & 15];
-        }
-        ret[2 * n] = 0;
-}
-
 /* "$hmac-sha256$SALT$MAC" of key with salt (HASH_SALT_HEX hex) into ret (HASH_LEN + 1). */
 static int hmac_hash(const char *key, const char *salt, char ret[static HASH_LEN + 1]) {
         unsigned char mac[EVP_MAX_MD_SIZE];
@@ -109,7 +99,7 @@ static int hmac_hash(const char *key, const char *salt, char ret[static HASH_LEN
         memcpy(ret, HASH_PREFIX, strlen(HASH_PREFIX));
         memcpy(ret + strlen(HASH_PREFIX), salt, HASH_SALT_HEX);
         ret[strlen(HASH_PREFIX) + HASH_SALT_HEX] = '$';
-        hex_of(mac, n, ret + strlen(HASH_PREFIX) + HASH_SALT_HEX + 1);
+        string_hex_encode(mac, n, ret + strlen(HASH_PREFIX) + HASH_SALT_HEX + 1);
         explicit_bzero(mac, sizeof mac);
         return 0;
 }

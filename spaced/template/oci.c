@@ -161,8 +161,7 @@ static cJSON *blob_json(int layout_fd, const cJSON *desc, const char *what, Erro
                 return NULL;
         }
         EVP_Digest(data, len, md, NULL, EVP_sha256(), NULL);
-        for (unsigned k = 0; k < 32; k++)
-                snprintf(got + 2 * k, 3, "%02x", md[k]);
+        string_hex_encode(md, 32, got);
         if (!streq(got, hex)) {
                 (void) error_set(reterr, ERROR_INVALID_SOURCE, "the %s blob does not match its digest: expected sha256:%s, got sha256:%s", what,
                                  hex, got);

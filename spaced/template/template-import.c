@@ -204,8 +204,7 @@ static int extract_fd(ImportJob *j, int fd, Tree *tree, bool whiteouts, const ch
                         goto out;
                 }
                 EVP_DigestFinal_ex(rd.md, md, NULL);
-                for (unsigned k = 0; k < 32; k++)
-                        snprintf(got + 2 * k, 3, "%02x", md[k]);
+                string_hex_encode(md, 32, got);
                 if (!streq(got, expect_hex) || rd.n != expect_size) {
                         r = job_fail(j, ERROR_INVALID_SOURCE, -EBADMSG,
                                      "%s does not match its descriptor: sha256:%s, %llu bytes, got sha256:%s, %llu bytes",

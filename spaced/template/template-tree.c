@@ -15,6 +15,7 @@
 
 #include "io-util.h"
 #include "macro.h"
+#include "string-util.h"
 #include "template/template-tree.h"
 
 /* The digest of a template is the sha256 of its root filesystem tree's canonical manifest, so that the same
@@ -892,8 +893,7 @@ int tree_write_manifest(Tree *t, FILE *f) {
                 char hex[65] = "-";
 
                 if (!S_ISDIR(e->mode))
-                        for (unsigned k = 0; k < 32; k++)
-                                snprintf(hex + 2 * k, 3, "%02x", e->sha256[k]);
+                        string_hex_encode(e->sha256, 32, hex);
                 if (*e->path)
                         put_escaped(f, e->path);
                 else
@@ -923,8 +923,7 @@ int tree_digest(Tree *t, char **ret_digest) {
         if (r < 0)
                 return r;
         sha256_of(buf, len, md);
-        for (unsigned k = 0; k < 32; k++)
-                snprintf(hex + 2 * k, 3, "%02x", md[k]);
+        string_hex_encode(md, 32, hex);
         return asprintf(ret_digest, "sha256:%s", hex) < 0 ? -ENOMEM : 0;
 }
 

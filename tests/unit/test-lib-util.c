@@ -169,6 +169,15 @@ static void test_json_strv(void) {
 }
 
 static void test_hex(void) {
+        {
+                static const unsigned char b[] = { 0x00, 0x0f, 0xa5, 0xff };
+                char h[9];
+
+                string_hex_encode(b, sizeof b, h);
+                ok(strcmp(h, "000fa5ff") == 0, "string_hex_encode: high nibble first, lowercase (%s)", h);
+                string_hex_encode(b, 0, h);
+                ok(h[0] == 0, "string_hex_encode: no bytes is the empty string");
+        }
         ok(string_is_hex("0123456789abcdef", 16), "string_is_hex: all 16 digits");
         ok(string_is_hex("", 0), "string_is_hex: the empty string is 0 digits");
         ok(!string_is_hex("0123456789abcdef", 15), "string_is_hex: one digit more than n is false");
