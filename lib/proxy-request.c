@@ -10,8 +10,7 @@
 
 #include "proxy-request.h"
 
-/* RFC 9110's tchar */
-static bool tchar(char ch) {
+bool http_tchar(char ch) {
         return (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
                (ch && strchr("!#$%&'*+-.^_`|~", ch));
 }
@@ -165,7 +164,7 @@ static int parse_request_line(const char *h, size_t end, ProxyRequest *r) {
         if (ml == 0 || ml >= sizeof r->method)
                 return -EINVAL;
         for (size_t i = 0; i < ml; i++)
-                if (!tchar(h[i]))
+                if (!http_tchar(h[i]))
                         return -EINVAL;
         memcpy(r->method, h, ml);
         r->method[ml] = 0;
@@ -195,7 +194,7 @@ static int parse_header_line(const char *h, size_t off, size_t end) {
         if (!colon || colon == h + off)
                 return -EINVAL; /* no name; a line starting with SP or HT (obs-fold) ends up here too */
         for (const char *c = h + off; c < colon; c++)
-                if (!tchar(*c))
+                if (!http_tchar(*c))
                         return -EINVAL;
         for (const char *c = colon + 1; c < h + end; c++)
                 if ((unsigned char) *c < 0x20 ? *c != '\t' : *c == 0x7f)

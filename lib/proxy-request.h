@@ -16,6 +16,9 @@
 
 #include "proto.h"
 
+/* RFC 9110 5.6.2's tchar, what a method and a field name are made of (ASCII only): for every HTTP parser here. */
+bool http_tchar(char ch);
+
 #define PROXY_HEAD_MAX (16U * 1024U) /* bytes of a request head, through its empty line */
 #define PROXY_HOST_MAX 253U          /* a host name's text; an IPv6 literal is shorter */
 

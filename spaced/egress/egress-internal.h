@@ -43,7 +43,6 @@ typedef struct EgressSniff {
  * whatever lenient servers could read otherwise is refused, so that they and the gateway agree on the Host
  * and on where the next request starts. */
 void egress_sniff(const uint8_t *p, size_t n, bool eof, EgressSniff *ret);
-bool egress_http_tchar(uint8_t c);
 
 /* http-stream.c: the requests of a plain HTTP connection, one after another (RFC 9112 6.3): a head, its body
  * by Content-Length or chunked framing (a request without either has none), then the next head. The gateway

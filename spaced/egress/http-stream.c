@@ -5,6 +5,7 @@
 
 #include "egress/egress-internal.h"
 #include "macro.h"
+#include "proxy-request.h"
 
 /* The requests a guest sends on one plain HTTP connection, framed as RFC 9112 6.3 says a server frames them:
  * a request's body is its Content-Length or its chunks, or nothing. A request has no body that ends with the
@@ -81,7 +82,7 @@ static bool chunk_size(const uint8_t *p, size_t len, uint64_t *ret) {
 static bool trailer_field(const uint8_t *p, size_t len) {
         size_t i;
 
-        for (i = 0; i < len && egress_http_tchar(p[i]); i++)
+        for (i = 0; i < len && http_tchar((char) p[i]); i++)
                 ;
         if (i == 0 || i == len || p[i] != ':')
                 return false;

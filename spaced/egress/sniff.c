@@ -5,6 +5,7 @@
 
 #include "egress/egress-internal.h"
 #include "macro.h"
+#include "proxy-request.h"
 
 /* Reads the name a connection means from its first bytes: the server_name of a TLS ClientHello (RFC 8446
  * 4.1.2, RFC 6066 3) or the Host of an HTTP/1 request. Everything here comes from the guest: every length is
@@ -173,11 +174,6 @@ static void sniff_host_value(const char *v, size_t n, EgressSniff *s) {
         set(s, EGRESS_SNIFF_HTTP, NULL);
 }
 
-/* RFC 9110 5.6.2's tchar: what a method and a field name are made of. */
-bool egress_http_tchar(uint8_t c) {
-        return isalnum(c) || (c && strchr("!#$%&'*+-.^_`|~", c));
-}
-
 /* Whether a comma-separated header value lists token (in any case). */
 static bool lists_token(const char *v, size_t n, const char *token) {
         size_t tl = strlen(token);
@@ -214,7 +210,7 @@ static const char *head_field(const char *line, size_t len, HeadFields *f) {
         if (!colon || colon == line)
                 return "an HTTP header line without a name";
         for (const char *c = line; c < colon; c++)
-                if (!egress_http_tchar((uint8_t) *c))
+                if (!http_tchar(*c))
                         return "an HTTP header name that is no token"; /* "Host :" too: servers differ on it */
         v = colon + 1;
         ve = line + len;

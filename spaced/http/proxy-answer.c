@@ -7,11 +7,8 @@
 
 #include "http/proxy-answer.h"
 #include "macro.h"
+#include "proxy-request.h"
 #include "string-util.h"
-
-static bool is_token_char(char c) {
-        return c && (isalnum((unsigned char) c) || strchr("!#$%&'*+-.^_`|~", c));
-}
 
 static bool name_is(const char *name, size_t n, const char *want) {
         return strlen(want) == n && strncasecmp(name, want, n) == 0;
@@ -119,7 +116,7 @@ static int parse_headers(const char *line, const char *end, bool switching, Head
                         return -EBADMSG;
                 name_len = (size_t) (colon - line);
                 for (size_t i = 0; i < name_len; i++)
-                        if (!is_token_char(line[i]))
+                        if (!http_tchar(line[i]))
                                 return -EBADMSG; /* a folded line too: it starts with a blank */
                 for (v = colon + 1; v < ve && (*v == ' ' || *v == '\t'); v++)
                         ;
