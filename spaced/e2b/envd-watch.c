@@ -145,7 +145,7 @@ static void stream_wake(Watcher *w) {
                 http_resume(w->r);
 }
 
-static void stream_end(Watcher *w, const char *code, const char *message);
+static void watcher_fail(Watcher *w, ErrorCode code, const char *message);
 
 static void stream_message(Watcher *w, const char *json) {
         size_t n = strlen(json);
@@ -153,8 +153,8 @@ static void stream_message(Watcher *w, const char *json) {
         if (w->ended)
                 return;
         if (w->out.len - w->out_off + 5 + n > WATCH_OUT_MAX) {
-                stream_end(w, "resource_exhausted", "the client did not read the watch's events as fast as they "
-                           "came: over 1 MiB of them waited; watch again, and read the stream as it comes");
+                watcher_fail(w, ERROR_RESOURCE_EXHAUSTED, "the client did not read the watch's events as fast as "
+                             "they came: over 1 MiB of them waited; watch again, and read the stream as it comes");
                 return;
         }
         if (connect_envelope_append(&w->out, 0, json, n) >= 0) {
