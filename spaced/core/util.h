@@ -9,6 +9,8 @@
 int random_hex(char *buf, size_t n_hex);  /* n_hex chars + NUL */
 int64_t now_unix(void);
 uint64_t now_usec_monotonic(void);
+#define USEC_PER_MSEC 1000ULL
+#define USEC_PER_SEC 1000000ULL
 void format_rfc3339(int64_t t, char buf[static 32]);
 int rm_rf(const char *path);
 int run_command(char *const argv[], char **reterr_output);   /* waits; captures stderr tail on failure */

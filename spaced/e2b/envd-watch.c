@@ -33,12 +33,6 @@
 #define WATCHER_IDLE_USEC (10 * 60 * USEC_PER_SEC)
 #define WATCHER_ID_LEN 32
 #define WATCH_OUT_MAX (1U * 1024U * 1024U)
-#ifndef USEC_PER_MSEC
-#define USEC_PER_MSEC 1000ULL
-#endif
-#ifndef USEC_PER_SEC
-#define USEC_PER_SEC 1000000ULL
-#endif
 
 enum { EV_CREATE, EV_WRITE, EV_REMOVE, EV_RENAME, EV_CHMOD };
 static const char *const event_names[] = { "EVENT_TYPE_CREATE", "EVENT_TYPE_WRITE", "EVENT_TYPE_REMOVE",

@@ -49,7 +49,6 @@
 #define PROXY_WAKE_WAIT_SEC 120
 #define PROXY_UPGRADE_HEAD_SEC 30
 #define PROXY_UPGRADE_VALUE_MAX 256  /* of the Upgrade header sent on */
-#define USEC_PER_SEC 1000000ULL
 
 typedef enum ProxyState {
         PROXY_OPENING,    /* PORT sent, the guest has not answered */
@@ -539,8 +538,8 @@ static bool named_in_connection(const char *connection, const char *name) {
 
 /* Whether a request header carries a secret of ours, which the guest never sees: the API key's header, E2B's
  * access tokens, an Authorization holding something shaped like our keys. Every one of them is dropped, not
- * only the one that authenticated the request. The shape is enough: checking the value against the keys
- * would cost a crypt per request, and a revoked key, or another daemon's, is as much a secret. */
+ * only the one that authenticated the request. The shape, not a lookup among the keys: a revoked key, or
+ * another daemon's, is as much a secret. */
 static bool secret_header(const char *key, const char *value) {
         return strcasecmp(key, "X-API-Key") == 0 || strcasecmp(key, "X-Access-Token") == 0 ||
                strcasecmp(key, "E2b-Traffic-Access-Token") == 0 ||
