@@ -1,0 +1,72 @@
+#!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
+# spaced's subsystems are a stack (ARCHITECTURE.md): a file of one may include the headers of its own and of those
+# below it, never of one above. TAP: one "not ok" per include that climbs, naming the file, the line and both
+# subsystems; then the same scan over a copy with one climbing include planted, which must be caught.
+
+ORDER="core vm disk template channel egress sandbox http e2b"
+
+top=${srcdir:-$(dirname "$0")/../..}
+
+rank() {
+        i=0
+        for s in $ORDER; do
+                [ "$s" = "$1" ] && { echo $i; return; }
+                i=$((i + 1))
+        done
+        echo -1
+}
+
+# Prints "FILE:LINE: FROM includes TO" for every climbing include under $1 (a spaced/ tree).
+scan() {
+        ranks=
+        for s in $ORDER; do
+                ranks="$ranks $s=$(rank "$s")"
+        done
+        (cd "$1" && find . -mindepth 2 -name '*.[ch]' | sort) | while read -r f; do
+                grep -Hn '^[[:space:]]*#[[:space:]]*include[[:space:]]*"[a-z0-9_]*/' "$1/$f"
+        done | awk -v ranks="$ranks" -v root="$1/" '
+                BEGIN { n = split(ranks, a, " "); for (i = 1; i <= n; i++) { split(a[i], kv, "="); r[kv[1]] = kv[2] } }
+                {
+                        file = $0; sub(/:[0-9]+:.*/, "", file)
+                        line = $0; sub(/^[^:]*:/, "", line); sub(/:.*/, "", line)
+                        rel = substr(file, length(root) + 1); sub(/^\.\//, "", rel)
+                        from = rel; sub(/\/.*/, "", from)
+                        to = $0; sub(/^[^"]*"/, "", to); sub(/\/.*/, "", to)
+                        if ((from in r) && (to in r) && r[to] > r[from])
+                                printf "spaced/%s:%s: %s includes %s\n", rel, line, from, to
+                }'
+}
+
+fail=0
+out=$(scan "$top/spaced")
+n=0
+if [ -n "$out" ]; then
+        echo "$out" | awk -v order="$ORDER" '{ print "not ok " NR " - " $0 " (order: " order ")" }'
+        n=$(echo "$out" | wc -l)
+        fail=1
+fi
+n=$((n + 1))
+if [ -z "$out" ]; then
+        echo "ok $n - no include climbs the stack ($ORDER)"
+else
+        echo "not ok $n - $((n - 1)) includes climb the stack"
+fi
+
+# The check must not pass vacuously: a copy with one climbing include planted fails it, naming that include.
+tmp=$(mktemp -d) || exit 1
+trap 'rm -rf "$tmp"' EXIT
+(cd "$top/spaced" && find . -name '*.[ch]') | while read -r f; do
+        mkdir -p "$tmp/spaced/$(dirname "$f")" && cp "$top/spaced/$f" "$tmp/spaced/$f"
+done
+printf '#include "sandbox/sandbox.h"\n' >> "$tmp/spaced/core/util.h"
+planted=$(scan "$tmp/spaced" | grep -c '^spaced/core/util\.h:[0-9]*: core includes sandbox$')
+n=$((n + 1))
+if [ "$planted" = 1 ]; then
+        echo "ok $n - a planted climbing include is caught"
+else
+        echo "not ok $n - a planted climbing include (core/util.h -> sandbox) was not caught"
+        fail=1
+fi
+echo "1..$n"
+exit $fail
