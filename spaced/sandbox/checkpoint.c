@@ -359,7 +359,7 @@ static void *checkpoint_worker(void *userdata) {
                 goto out;
         t_stop = now_usec_monotonic();
         /* stop drains and flushes the VM's I/O: the disk is consistent with the memory saved below */
-        r = qmp_execute(q, "stop", NULL, -1, 5000, NULL, &j->error);
+        r = vm_stop(q, 5000, &j->error);
         if (r < 0)
                 goto out;
         stopped = true;
@@ -372,7 +372,7 @@ static void *checkpoint_worker(void *userdata) {
         crash_point("checkpoint-saved");
 out:
         if (stopped) {
-                (void) qmp_execute(q, "cont", NULL, -1, 5000, NULL, NULL);
+                (void) vm_cont(q, 5000, NULL);
                 j->pause_usec = now_usec_monotonic() - t_stop;
         }
         qmp_close(q);
@@ -865,7 +865,7 @@ static void *restore_worker(void *userdata) {
         if (r >= 0)
                 r = vm_restore_state(q, fd, RESTORE_TIMEOUT_MS, &j->error);
         if (r >= 0)
-                r = qmp_execute(q, "cont", NULL, -1, 10000, NULL, &j->error);
+                r = vm_cont(q, 10000, &j->error);
         if (r >= 0)
                 r = agent_handshake(agent_path, j->sandbox_id, hostname, j->init_env, 0, RESTORE_TIMEOUT_MS,
                                     &j->agent_fd, &j->error);

@@ -99,7 +99,7 @@ static int do_suspend(LifecycleJob *j) {
         }
         if (r < 0) {
                 /* Disk full or the like: the sandbox keeps running as it was. */
-                (void) qmp_execute(q, "cont", NULL, -1, 5000, NULL, NULL);
+                (void) vm_cont(q, 5000, NULL);
                 qmp_close(q);
                 (void) unlink(state);
                 return r;
@@ -158,7 +158,7 @@ static int do_wake(LifecycleJob *j) {
         r = vm_restore_state(q, fd, WAKE_TIMEOUT_MS, &j->error);
         crash_point("wake-restored");
         if (r >= 0)
-                r = qmp_execute(q, "cont", NULL, -1, 10000, NULL, &j->error);
+                r = vm_cont(q, 10000, &j->error);
         /* Same identity as before, but the clock has to jump to now. */
         if (r >= 0)
                 r = agent_handshake(agent_path, j->id, hostname, j->init_env, 0, WAKE_TIMEOUT_MS, &j->agent_fd,

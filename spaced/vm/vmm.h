@@ -24,26 +24,13 @@
 #include <sys/types.h>
 
 #include "core/error.h"
-
-typedef enum VmAccel {
-        VM_ACCEL_TCG,
-        VM_ACCEL_KVM,
-} VmAccel;
+#include "core/host.h"   /* VmAccel, VmConfine */
 
 /* TCG's translation cache, whose written pages stay resident: a floor on each VM's private memory. 32 MiB
  * holds what a sandbox runs after a restore; an idle sandbox fills 16 MiB of it. With 12 each VM keeps about
  * 4.5 MiB less, but the cache flushes between a warm pool's warm-up and the first command, which then takes
  * ~150 ms more (measured: tcg_cache_mib in spaced.conf trades the two). KVM has no such cache. */
 #define VM_TCG_CACHE_MIB_DEFAULT 32U
-
-/* Whether QEMU runs in namespaces of its own, its mount namespace holding only its own files (vm/jail.c). auto:
- * when the host allows unprivileged user namespaces, else unconfined, which vm_start() says; on: a sandbox fails
- * to start without them. */
-typedef enum VmConfine {
-        VM_CONFINE_AUTO,
-        VM_CONFINE_ON,
-        VM_CONFINE_OFF,
-} VmConfine;
 
 /* The memory backend's id, which is also the name of the guest RAM's block in a migration stream
  * (lib/migstream.h splits a checkpoint's stream by it). */
@@ -105,6 +92,13 @@ Qmp *qmp_close(Qmp *q);
  * (for getfd). */
 int qmp_execute(Qmp *q, const char *cmd, const char *args_json, int pass_fd, int timeout_ms,
                 char **ret_return_json, Error *reterr);
+/* vmm-verbs.c: what the other subsystems ask of a VM over its monitor. */
+int vm_cont(Qmp *q, int timeout_ms, Error *reterr);    /* runs its CPUs again */
+int vm_stop(Qmp *q, int timeout_ms, Error *reterr);    /* stops them; QEMU drains and flushes its I/O first */
+/* Tells the guest its disk is now bytes large (virtio-blk's config-change interrupt). */
+int vm_disk_resize(Qmp *q, uint64_t bytes, int timeout_ms, Error *reterr);
+/* Puts the disk on overlay (a qcow2 file that exists, backed by the current top), which QEMU writes from now. */
+int vm_disk_snapshot(Qmp *q, const char *overlay, int timeout_ms, Error *reterr);
 /* Polls query-status until "status" is no longer `while_status`; returns the new status in *ret_status. */
 int qmp_wait_status_change(Qmp *q, const char *while_status, int timeout_ms, char **ret_status,
                            Error *reterr);
