@@ -6,7 +6,7 @@
 
 #include "core/error.h"
 #include "egress/egress.h"
-#include "vm/vmm.h"
+#include "core/host.h"
 
 typedef enum AccelSetting {
         ACCEL_AUTO,

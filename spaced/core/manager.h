@@ -11,8 +11,7 @@
 #include <systemd/sd-event.h>
 
 #include "core/config.h"
-#include "disk/disk.h"
-#include "vm/vmm.h"
+#include "core/host.h"
 
 typedef struct Manager Manager;
 typedef struct Sandbox Sandbox;

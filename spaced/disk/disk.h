@@ -7,15 +7,10 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "core/host.h"   /* DiskBackend */
 #include "vm/vmm.h"
 
 typedef struct Manager Manager;
-
-typedef enum DiskBackend {
-        DISK_BACKEND_QCOW2,  /* qcow2 overlays */
-        DISK_BACKEND_BTRFS,  /* raw files in btrfs subvolumes, reflinks and snapshots */
-} DiskBackend;
-
 
 /* disk.c, btrfs.c: the disk store (ARCHITECTURE.md, decision 5); btrfs volumes when $state is on btrfs, qcow2
  * overlays otherwise. */
@@ -46,6 +41,11 @@ int sandbox_disk_set(const char *data_dir, const char *disk);
 int sandbox_disk_get(const char *data_dir, char **ret);
 int qcow2_backing_file(const char *path, char **ret);
 int layers_gc(Manager *m);
+/* The disks in use, for layers_gc: fn for each one a sandbox is on (by its data_dir's link, sandbox_disk_get())
+ * or a checkpoint keeps. sandbox/ sets it at start (sandbox_register_ops()); unset, gc keeps everything. */
+typedef void (*DiskUsedFn)(const char *disk, void *userdata);
+typedef void (*DiskUsersFn)(Manager *m, DiskUsedFn fn, void *userdata);
+void disk_set_users(DiskUsersFn f);
 
 /* Bytes a path takes on disk (allocated blocks), recursively. */
 uint64_t disk_usage(const char *path);
