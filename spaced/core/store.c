@@ -8,12 +8,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "json-util.h"
 #include "macro.h"
 #include "core/schema.h"
 #include "core/store-sqlite.h"
+#include "core/operation.h"
 #include "core/store.h"
-#include "sandbox/sandbox.h"
 
 struct Store {
         sqlite3 *db;
@@ -135,15 +134,10 @@ Store *store_close(Store *s) {
         return NULL;
 }
 
-int store_put_sandbox(Store *s, const Sandbox *sb) {
+int store_put_sandbox_record(Store *s, const SandboxRecord *sb) {
         _cleanup_reset_ sqlite3_stmt *st = NULL;
-        _cleanup_free_ char *env = strv_to_json_text(sb->env), *egress_profiles = strv_to_json_text(sb->egress_profiles),
-                            *egress_allow = strv_to_json_text(sb->egress_allow),
-                            *egress_deny = strv_to_json_text(sb->egress_deny);
         int rc;
 
-        if (!env || !egress_profiles || !egress_allow || !egress_deny)
-                return -ENOMEM;
         rc = store_stmt(s, STORE_STMT_PUT_SANDBOX,
                        /* an upsert on id only: REPLACE would also evict a row holding the same name */
                        "INSERT INTO sandboxes (id, name, template, template_digest, state, vcpu,"
@@ -170,11 +164,11 @@ int store_put_sandbox(Store *s, const Sandbox *sb) {
         sqlite_bind_text(st, 2, sb->name);
         sqlite_bind_text(st, 3, sb->template_name);
         sqlite_bind_text(st, 4, sb->template_digest);
-        sqlite_bind_text(st, 5, sandbox_state_to_string(sb->state));
+        sqlite_bind_text(st, 5, sb->state);
         sqlite3_bind_int(st, 6, (int) sb->vcpu);
         sqlite3_bind_int64(st, 7, (sqlite3_int64) sb->memory_mib);
         sqlite3_bind_int64(st, 8, (sqlite3_int64) sb->disk_mib);
-        sqlite_bind_text(st, 9, env);
+        sqlite_bind_text(st, 9, sb->env);
         sqlite3_bind_int64(st, 10, sb->created_at);
         sqlite3_bind_int64(st, 11, sb->qemu_pid);
         sqlite_bind_text(st, 12, sb->run_dir);
@@ -182,20 +176,20 @@ int store_put_sandbox(Store *s, const Sandbox *sb) {
         sqlite_bind_text(st, 14, sb->error);
         sqlite3_bind_int64(st, 15, sb->idle_timeout);
         sqlite3_bind_int64(st, 16, sb->expires_at);
-        sqlite_bind_text(st, 17, sb->on_expiry == EXPIRY_SUSPEND ? "suspend" : "remove");
+        sqlite_bind_text(st, 17, sb->on_expiry);
         sqlite3_bind_int64(st, 18, sb->last_active);
         sqlite_bind_text(st, 19, sb->metadata ?: "{}");
         sqlite_bind_text(st, 20, sb->access_token);
         sqlite3_bind_int(st, 21, sb->auto_resume);
         sqlite3_bind_int64(st, 22, sb->ttl);
-        sqlite_bind_text(st, 23, egress_profiles);
-        sqlite_bind_text(st, 24, egress_allow);
-        sqlite_bind_text(st, 25, egress_deny);
+        sqlite_bind_text(st, 23, sb->egress_profiles);
+        sqlite_bind_text(st, 24, sb->egress_allow);
+        sqlite_bind_text(st, 25, sb->egress_deny);
         sqlite_bind_text(st, 26, sb->traffic_token);
-        if (sb->confined == SANDBOX_CONFINED_UNKNOWN)
+        if (sb->confined < 0)
                 sqlite3_bind_null(st, 27);
         else
-                sqlite3_bind_int(st, 27, sb->confined == SANDBOX_CONFINED_YES);
+                sqlite3_bind_int(st, 27, sb->confined > 0);
         sqlite_bind_text(st, 28, sb->unconfined_reason);
         rc = sqlite3_step(st);
         return rc == SQLITE_DONE ? 0 : sqlite_to_errno(rc);
@@ -213,7 +207,7 @@ int store_delete_sandbox(Store *s, const char *id) {
         return rc == SQLITE_DONE ? 0 : sqlite_to_errno(rc);
 }
 
-int store_load_sandboxes(Store *s, Manager *m) {
+int store_load_sandbox_records(Store *s, store_sandbox_fn fn, void *userdata) {
         _cleanup_finalize_ sqlite3_stmt *st = NULL;
         int rc;
 
@@ -226,57 +220,41 @@ int store_load_sandboxes(Store *s, Manager *m) {
         if (rc != SQLITE_OK)
                 return sqlite_to_errno(rc);
         while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-                Sandbox *sb = calloc(1, sizeof *sb);
-                const char *id = (const char *) sqlite3_column_text(st, 0);
-                const char *state = (const char *) sqlite3_column_text(st, 4);
-
-                if (!sb)
-                        return -ENOMEM;
-                sb->manager = m;
-                if (!id || strlen(id) != SANDBOX_ID_LEN || !state ||
-                    sandbox_state_from_string(state, &sb->state) < 0) {
-                        free(sb);
-                        continue; /* a row we cannot make sense of; leave it for a human */
-                }
-                memcpy(sb->id, id, SANDBOX_ID_LEN + 1);
-                sb->name = sqlite_column_strdup(st, 1);
-                sb->template_name = sqlite_column_strdup(st, 2);
-                sb->template_digest = sqlite_column_strdup(st, 3);
-                sb->vcpu = (unsigned) sqlite3_column_int(st, 5);
-                sb->memory_mib = (uint64_t) sqlite3_column_int64(st, 6);
-                sb->disk_mib = (uint64_t) sqlite3_column_int64(st, 7);
-                sb->env = strv_from_json_text((const char *) sqlite3_column_text(st, 8));
-                sb->created_at = sqlite3_column_int64(st, 9);
-                sb->qemu_pid = (pid_t) sqlite3_column_int64(st, 10);
-                sb->run_dir = sqlite_column_strdup(st, 11);
-                sb->data_dir = sqlite_column_strdup(st, 12);
-                sb->error = sqlite_column_strdup(st, 13);
-                sb->idle_timeout = sqlite3_column_int64(st, 14);
-                sb->expires_at = sqlite3_column_int64(st, 15);
-                sb->on_expiry = streq_ptr((const char *) sqlite3_column_text(st, 16), "suspend") ? EXPIRY_SUSPEND
-                                                                                                 : EXPIRY_REMOVE;
-                sb->last_active = sqlite3_column_int64(st, 17);
-                if (!streq_ptr((const char *) sqlite3_column_text(st, 18), "{}"))
-                        sb->metadata = sqlite_column_strdup(st, 18);
-                sb->access_token = sqlite_column_strdup(st, 19);
-                sb->auto_resume = sqlite3_column_int(st, 20) != 0;
-                sb->ttl = sqlite3_column_int64(st, 21);
-                sb->egress_profiles = strv_from_json_text((const char *) sqlite3_column_text(st, 22));
-                sb->egress_allow = strv_from_json_text((const char *) sqlite3_column_text(st, 23));
-                sb->egress_deny = strv_from_json_text((const char *) sqlite3_column_text(st, 24));
-                sb->traffic_token = sqlite_column_strdup(st, 25);
-                if (sqlite3_column_type(st, 26) != SQLITE_NULL)
-                        sb->confined = sqlite3_column_int(st, 26) ? SANDBOX_CONFINED_YES : SANDBOX_CONFINED_NO;
-                sb->unconfined_reason = sqlite_column_strdup(st, 27);
-                if (!sb->template_name || !sb->env || !sb->egress_profiles || !sb->egress_allow || !sb->egress_deny) {
-                        sandbox_free(sb);
-                        return -ENOMEM;
-                }
-                /* keep creation order */
-                Sandbox **tail = &m->sandboxes;
-                while (*tail)
-                        tail = &(*tail)->next;
-                *tail = sb;
+#define TEXT(i) ((const char *) sqlite3_column_text(st, (i)))
+                SandboxRecord r = {
+                        .id = TEXT(0),
+                        .name = TEXT(1),
+                        .template_name = TEXT(2),
+                        .template_digest = TEXT(3),
+                        .state = TEXT(4),
+                        .vcpu = (unsigned) sqlite3_column_int(st, 5),
+                        .memory_mib = (uint64_t) sqlite3_column_int64(st, 6),
+                        .disk_mib = (uint64_t) sqlite3_column_int64(st, 7),
+                        .env = TEXT(8),
+                        .created_at = sqlite3_column_int64(st, 9),
+                        .qemu_pid = sqlite3_column_int64(st, 10),
+                        .run_dir = TEXT(11),
+                        .data_dir = TEXT(12),
+                        .error = TEXT(13),
+                        .idle_timeout = sqlite3_column_int64(st, 14),
+                        .expires_at = sqlite3_column_int64(st, 15),
+                        .on_expiry = TEXT(16),
+                        .last_active = sqlite3_column_int64(st, 17),
+                        .metadata = TEXT(18),
+                        .access_token = TEXT(19),
+                        .auto_resume = sqlite3_column_int(st, 20) != 0,
+                        .ttl = sqlite3_column_int64(st, 21),
+                        .egress_profiles = TEXT(22),
+                        .egress_allow = TEXT(23),
+                        .egress_deny = TEXT(24),
+                        .traffic_token = TEXT(25),
+                        .confined = sqlite3_column_type(st, 26) == SQLITE_NULL ? -1 : sqlite3_column_int(st, 26) != 0,
+                        .unconfined_reason = TEXT(27),
+                };
+#undef TEXT
+                int r2 = fn(userdata, &r);
+                if (r2 < 0)
+                        return r2;
         }
         return rc == SQLITE_DONE ? 0 : sqlite_to_errno(rc);
 }

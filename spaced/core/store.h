@@ -12,10 +12,44 @@ Store *store_close(Store *s);
 /* For the store-*.c files that keep their own tables. */
 struct sqlite3;
 struct sqlite3 *store_db(Store *s);
-int store_put_sandbox(Store *s, const Sandbox *sb);
+/* A sandbox's row as plain values (sandbox/ makes its Sandbox from it and back): lists are JSON arrays of strings
+ * as text, metadata a JSON object as text ("{}" or NULL: none), state and on_expiry their names. What a load
+ * hands fn lives only for that call. */
+typedef struct SandboxRecord {
+        const char *id;
+        const char *name;
+        const char *template_name;
+        const char *template_digest;
+        const char *state;
+        unsigned vcpu;
+        uint64_t memory_mib;
+        uint64_t disk_mib;
+        const char *env;
+        int64_t created_at;
+        int64_t qemu_pid;
+        const char *run_dir;
+        const char *data_dir;
+        const char *error;
+        int64_t idle_timeout;
+        int64_t expires_at;
+        const char *on_expiry;          /* "suspend" or "remove" */
+        int64_t last_active;
+        const char *metadata;
+        const char *access_token;
+        bool auto_resume;
+        int64_t ttl;
+        const char *egress_profiles;
+        const char *egress_allow;
+        const char *egress_deny;
+        const char *traffic_token;
+        int confined;                   /* -1: not recorded, 0: no, 1: yes */
+        const char *unconfined_reason;
+} SandboxRecord;
+typedef int (*store_sandbox_fn)(void *userdata, const SandboxRecord *r);
+int store_put_sandbox_record(Store *s, const SandboxRecord *r);
 int store_delete_sandbox(Store *s, const char *id);
-/* Creates Sandbox objects for every row and links them into m->sandboxes. */
-int store_load_sandboxes(Store *s, Manager *m);
+/* Calls fn for every row, oldest first; stops at fn's first error. */
+int store_load_sandbox_records(Store *s, store_sandbox_fn fn, void *userdata);
 int store_put_operation(Store *s, const Operation *op);
 int store_load_operations(Store *s, Manager *m);
 /* Drops finished operations older than max_age seconds. */
