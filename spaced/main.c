@@ -486,6 +486,7 @@ static int open_store(Manager *m) {
                 return r;
         }
         (void) store_prune_operations(m->store, now_unix() - 7 * 86400);
+        sandbox_register_ops();   /* before anything below sandbox/ asks about sandboxes */
         r = store_load_sandboxes(m->store, m);
         if (r >= 0)
                 r = store_load_operations(m->store, m);

@@ -1,5 +1,4 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-#include <cjson/cJSON.h>
 #include <dirent.h>
 #include <endian.h>
 #include <errno.h>
@@ -18,8 +17,8 @@
 #include "macro.h"
 #include "string-util.h"
 #include "paths.h"
+#include "core/manager.h"
 #include "core/util.h"
-#include "sandbox/sandbox.h"
 
 /* The disk store (ARCHITECTURE.md, decision 5). A sandbox's data_dir/disk is a symlink to its writable disk; QEMU is always
  * given the real path, because qcow2 records its backing file by the name it was opened with.
@@ -324,7 +323,7 @@ static void unlink_handed(const char *handed) {
 }
 
 static int checkpoint_qcow2(Qmp *q, const char *data_dir, DiskCheckpoint *c, Error *reterr) {
-        _cleanup_free_ char *args = NULL, *dir = NULL, *handed = NULL;
+        _cleanup_free_ char *dir = NULL, *handed = NULL;
         const char *file;
         int r;
 
@@ -337,15 +336,6 @@ static int checkpoint_qcow2(Qmp *q, const char *data_dir, DiskCheckpoint *c, Err
                 (void) error_set(reterr, ERROR_INTERNAL, "cannot hand the new layer to QEMU: %s", strerror(-r));
                 return r;
         }
-        cJSON *o = cJSON_CreateObject();
-        if (!o || !cJSON_AddStringToObject(o, "device", "d0") || !cJSON_AddStringToObject(o, "snapshot-file", file) ||
-            !cJSON_AddStringToObject(o, "format", "qcow2") || !cJSON_AddStringToObject(o, "mode", "existing") ||
-            !(args = cJSON_PrintUnformatted(o))) {
-                cJSON_Delete(o);
-                unlink_handed(handed);
-                return -ENOMEM;
-        }
-        cJSON_Delete(o);
         /* Link first: if we die between the two, the link names an empty overlay on the layer QEMU still
          * writes, which reads the same; the other order could leave the link on a layer QEMU left. */
         r = sandbox_disk_set(data_dir, c->next_top);
@@ -355,7 +345,7 @@ static int checkpoint_qcow2(Qmp *q, const char *data_dir, DiskCheckpoint *c, Err
                 return r;
         }
         crash_point("checkpoint-layer-switched");
-        r = qmp_execute(q, "blockdev-snapshot-sync", args, -1, 10000, NULL, reterr);
+        r = vm_disk_snapshot(q, file, 10000, reterr);
         if (r < 0) {
                 (void) sandbox_disk_set(data_dir, c->top);
                 unlink_handed(handed);
@@ -518,6 +508,27 @@ static void blanks_gc(const char *layers) {
         }
 }
 
+static DiskUsersFn disk_users;
+
+void disk_set_users(DiskUsersFn f) {
+        disk_users = f;
+}
+
+typedef struct LiveChain {
+        const char *layers;
+        char ***live;
+} LiveChain;
+
+static void mark_live_chain(const char *disk, void *userdata) {
+        LiveChain *l = userdata;
+        mark_chain(l->layers, disk, l->live);
+}
+
+static void mark_live(const char *disk, void *userdata) {
+        if (disk)
+                (void) strv_extend(userdata, disk);
+}
+
 static int layers_gc_qcow2(Manager *m, int64_t grace) {
         _cleanup_free_ char *dir = NULL;
         _cleanup_strv_free_ char **live = NULL;
@@ -530,13 +541,7 @@ static int layers_gc_qcow2(Manager *m, int64_t grace) {
         d = opendir(dir);
         if (!d)
                 return errno == ENOENT ? 0 : -errno;
-        for (Sandbox *s = m->sandboxes; s; s = s->next) {
-                _cleanup_free_ char *top = NULL;
-                if (s->data_dir && sandbox_disk_get(s->data_dir, &top) >= 0)
-                        mark_chain(dir, top, &live);
-        }
-        for (Checkpoint *c = m->checkpoints; c; c = c->next)
-                mark_chain(dir, c->disk, &live);
+        disk_users(m, mark_live_chain, &(LiveChain) { dir, &live });
 
         while ((de = readdir(d))) {
                 _cleanup_free_ char *path = NULL;
@@ -573,14 +578,7 @@ static int layers_gc_volumes(Manager *m, int64_t grace) {
         d = opendir(dir);
         if (!d)
                 return errno == ENOENT ? 0 : -errno;
-        for (Sandbox *s = m->sandboxes; s; s = s->next) {
-                _cleanup_free_ char *top = NULL;
-                if (s->data_dir && sandbox_disk_get(s->data_dir, &top) >= 0)
-                        (void) strv_extend(&live, top);
-        }
-        for (Checkpoint *c = m->checkpoints; c; c = c->next)
-                if (c->disk)
-                        (void) strv_extend(&live, c->disk);
+        disk_users(m, mark_live, &live);
 
         while ((de = readdir(d))) {
                 _cleanup_free_ char *path = NULL, *disk = NULL;
@@ -613,6 +611,8 @@ int layers_gc(Manager *m) {
         /* Workers make disks and hand them back through completions; with none running, whatever no sandbox
          * or checkpoint names is an orphan (of a crash or a failure) right away. */
         int64_t grace = m->workers_running > 0 ? GC_GRACE_SEC : 0;
+        if (!disk_users)
+                return 0;   /* nobody says what is in use: nothing is known to be unused */
         int a = layers_gc_qcow2(m, grace), b = layers_gc_volumes(m, grace);
 
         return a < 0 ? a : b < 0 ? b : a + b;

@@ -294,16 +294,11 @@ static void *create_worker(void *userdata) {
                 /* The restored kernel knows the base image's size: a resize (to the size the disk has) raises
                  * virtio-blk's config-change interrupt, which it sees as soon as it runs; INIT's disk_bytes
                  * then has the agent grow the filesystem. */
-                _cleanup_free_ char *args = NULL;
-                if (asprintf(&args, "{\"device\":\"d0\",\"size\":%llu}", (unsigned long long) j->grow_bytes) < 0) {
-                        r = -ENOMEM;
-                        goto finish;
-                }
-                r = qmp_execute(q, "block_resize", args, -1, 10000, NULL, &j->error);
+                r = vm_disk_resize(q, j->grow_bytes, 10000, &j->error);
                 if (r < 0)
                         goto finish;
         }
-        r = qmp_execute(q, "cont", NULL, -1, 10000, NULL, &j->error);
+        r = vm_cont(q, 10000, &j->error);
         if (r < 0)
                 goto finish;
         crash_point("create-restored");
@@ -319,7 +314,7 @@ static void *create_worker(void *userdata) {
                  * root, 29-44 with "sh -c true" like this, 15-18 with a direct exec after it, as the ones
                  * after: 13-18). */
                 base_warm_up(j->agent_fd, j->init_env, j->warm_cwd, j->warm_user);
-                r = qmp_execute(q, "stop", NULL, -1, 10000, NULL, &j->error);
+                r = vm_stop(q, 10000, &j->error);
         }
 finish:
         qmp_close(q);

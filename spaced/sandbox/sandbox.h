@@ -9,7 +9,9 @@
 #include <sys/types.h>
 
 #include "core/manager.h"
+#include "core/digest.h"
 #include "core/operation.h"
+#include "disk/disk.h"
 #include "vm/vmm.h"
 
 enum {
@@ -161,6 +163,15 @@ bool sandbox_state_holds_memory(SandboxState s);
 /* A copy of a string list, empty (not NULL) for NULL; NULL when out of memory. */
 char **sandbox_strv_copy(char *const *l);
 
+/* records.c: a Sandbox as its row of the store (core/store.h keeps plain SandboxRecords). */
+int store_put_sandbox(Store *s, const Sandbox *sb);
+/* Creates Sandbox objects for every row and links them into m->sandboxes. */
+int store_load_sandboxes(Store *s, Manager *m);
+
+/* ops.c: hands the subsystems below what they ask of sandboxes (disks and templates in use, ...); call once at
+ * start, before anything runs. */
+void sandbox_register_ops(void);
+
 /* reconcile.c: at start, brings sandboxes and operations in line with what runs (ARCHITECTURE.md, "What
  * survives a daemon crash"). */
 int manager_reconcile(Manager *m);
@@ -269,5 +280,4 @@ VmConfig base_restore_config(const BaseSnapshot *b, const BaseRequest *req, cons
                              const char *disk_dir);
 /* The guest files and their digests. */
 int guest_kernel_path(const char *lib_dir, char **ret_kernel, char **ret_initrd);
-int file_digest(const char *path, char **ret);   /* "sha256:<hex>", from PATH.sha256 when fresh */
 

@@ -23,7 +23,6 @@
 #include "user.h"
 #include "core/util.h"
 #include "core/worker.h"
-#include "sandbox/sandbox.h"
 
 /* Imports (POST /v1/templates/import): a worker thread turns a rootfs tarball (plain, gzip, xz, zstd), an OCI
  * image layout directory or an OCI archive (a tar of a layout, as `skopeo copy ... oci-archive:` writes) into
@@ -729,7 +728,7 @@ static void import_done(Manager *m, void *userdata) {
                         operation_finish(op, ERROR_NONE, NULL);
                 }
                 cJSON_Delete(res);
-                pool_refill(m); /* a pool of the tag now makes sandboxes of this image */
+                template_imported(m); /* a pool of the tag now makes sandboxes of this image */
         } else {
                 log_warning("import of %s failed: %s", j->source, j->error ?: strerror(-r));
                 if (op)

@@ -14,11 +14,11 @@
 #include "macro.h"
 #include "paths.h"
 #include "string-util.h"
+#include "core/digest.h"
 #include "core/store.h"
 #include "template/template.h"
 #include "user.h"
 #include "core/util.h"
-#include "sandbox/sandbox.h"
 
 /* The template store (ARCHITECTURE.md, decision 5). Every template is an immutable image in $state/templates/sha256-<hex>/
  * (rootfs.ext4 mode 0444, config.json), named by the digest of its root filesystem tree (template-tree.c);
@@ -221,13 +221,15 @@ Template *template_find(Manager *m, const char *ref) {
         return t;
 }
 
+static const TemplateUsersOps *users_ops;
+
 const char *template_workdir(Manager *m, const Sandbox *s) {
-        Template *t = template_find_digest(m, s->template_digest);
+        Template *t = users_ops ? template_find_digest(m, users_ops->sandbox_digest(s)) : NULL;
         return t ? t->workdir : NULL;
 }
 
 const char *template_default_user(Manager *m, const Sandbox *s) {
-        Template *t = template_find_digest(m, s->template_digest);
+        Template *t = users_ops ? template_find_digest(m, users_ops->sandbox_digest(s)) : NULL;
         /* checked when the config was applied; a config recorded before that check is not trusted */
         return t && t->user && space_user_spec_parse(t->user, NULL) >= 0 ? t->user : NULL;
 }
@@ -522,24 +524,17 @@ int template_store_add(Manager *m, Template *t, const char *tag, Template **ret)
 
 /* ---- users, removal, gc ---- */
 
-char *template_user(Manager *m, const Template *t) {
-        char *s = NULL;
+void template_set_users_ops(const TemplateUsersOps *ops) {
+        users_ops = ops;
+}
 
-        for (PoolConfig *p = m->pools; p; p = p->next)
-                if (p->size > 0 && template_find(m, p->template_name) == t)
-                        return asprintf(&s, "pool %s", p->template_name) < 0 ? NULL : s;
-        for (Sandbox *sb = m->sandboxes; sb; sb = sb->next)
-                if (streq_ptr(sb->template_digest, t->digest)) {
-                        if (sb->pooled)
-                                return asprintf(&s, "a warm pool sandbox (%s)", sb->id) < 0 ? NULL : s;
-                        return asprintf(&s, "sandbox %s%s%s%s", sb->id, sb->name ? " (" : "", sb->name ?: "",
-                                        sb->name ? ")" : "") < 0 ? NULL : s;
-                }
-        for (Checkpoint *c = m->checkpoints; c; c = c->next)
-                if (streq_ptr(c->template_digest, t->digest))
-                        return asprintf(&s, "checkpoint %s%s%s%s", c->id, c->name ? " (" : "", c->name ?: "",
-                                        c->name ? ")" : "") < 0 ? NULL : s;
-        return NULL;
+void template_imported(Manager *m) {
+        if (users_ops)
+                users_ops->imported(m);
+}
+
+char *template_user(Manager *m, const Template *t) {
+        return users_ops ? users_ops->user(m, t) : NULL;
 }
 
 /* Removes the base snapshots (base.c) whose directory names start with the 12-hex short digest, or all
@@ -562,13 +557,7 @@ static uint64_t image_remove(Manager *m, Template *t) {
 }
 
 static const char *pool_naming(Manager *m, const char *tag) {
-        for (PoolConfig *p = m->pools; p; p = p->next) {
-                _cleanup_free_ char *ptag = NULL, *prefix = NULL;
-                if (p->size > 0 && template_ref_parse(p->template_name, &ptag, &prefix, NULL) >= 0 && ptag &&
-                    streq(ptag, tag))
-                        return p->template_name;
-        }
-        return NULL;
+        return users_ops ? users_ops->pool_naming(m, tag) : NULL;
 }
 
 int template_remove(Manager *m, const char *ref, char **ret_untagged, bool *ret_removed_image, uint64_t *ret_freed,
@@ -614,71 +603,13 @@ int template_remove(Manager *m, const char *ref, char **ret_untagged, bool *ret_
         return 0;
 }
 
-static bool base_in_use(Manager *m, const char *shortd) {
-        for (Sandbox *s = m->sandboxes; s; s = s->next)
-                if (s->template_digest && strncmp(s->template_digest + 7, shortd, 12) == 0)
-                        return true;
-        for (Checkpoint *c = m->checkpoints; c; c = c->next)
-                if (c->template_digest && strncmp(c->template_digest + 7, shortd, 12) == 0)
-                        return true;
-        return false;
-}
-
-/* Base snapshot directories are named by what they were made from (base_name_parse()). */
+/* Base snapshots belong to sandbox/ (sandbox/base.c), which removes them for the store. */
 static uint64_t bases_remove(Manager *m, const char *only, unsigned *ret_count) {
-        _cleanup_free_ char *dir = NULL, *kernel = NULL, *initrd = NULL, *kd = NULL, *id = NULL;
-        _cleanup_closedir_ DIR *d = NULL;
-        struct dirent *de;
-        uint64_t freed = 0;
-        unsigned count = 0;
-
-        if (asprintf(&dir, "%s/base", m->state_dir) < 0)
-                return 0;
-        if (pthread_mutex_trylock(&m->base_lock) != 0) {
-                log_info("a base snapshot is being built: base snapshots are left for the next gc");
-                return 0;
-        }
-        if (guest_kernel_path(m->lib_dir, &kernel, &initrd) >= 0) {
-                (void) file_digest(kernel, &kd);
-                (void) file_digest(initrd, &id);
-        }
-        d = opendir(dir);
-        while (d && (de = readdir(d))) {
-                const char *shortd;
-                BaseName bn;
-                bool stale;
-
-                if (de->d_name[0] == '.' || base_name_parse(de->d_name, &bn) < 0)
-                        continue;
-                shortd = bn.template_digest;
-                if (only) {
-                        if (!streq(shortd, only))
-                                continue;
-                } else {
-                        bool known = false;
-                        for (Template *t = m->templates; t && !known; t = t->next)
-                                known = strncmp(t->digest + 7, shortd, 12) == 0;
-                        stale = !known || (kd && strncmp(bn.kernel_digest, kd + 7, 12) != 0) ||
-                                (id && strncmp(bn.initramfs_digest, id + 7, 12) != 0);
-                        if (!stale)
-                                continue;
-                }
-                if (base_in_use(m, shortd))
-                        continue;
-                {
-                        _cleanup_free_ char *p = NULL;
-                        if (asprintf(&p, "%s/%s", dir, de->d_name) < 0)
-                                break;
-                        freed += disk_usage(p);
-                        log_info("removing base snapshot %s", p);
-                        (void) rm_rf(p);
-                        count++;
-                }
-        }
-        pthread_mutex_unlock(&m->base_lock);
+        if (users_ops)
+                return users_ops->bases_remove(m, only, ret_count);
         if (ret_count)
-                *ret_count = count;
-        return freed;
+                *ret_count = 0;
+        return 0;
 }
 
 int templates_gc(Manager *m, uint64_t *ret_freed, unsigned *ret_images, unsigned *ret_bases) {

@@ -48,6 +48,19 @@ const char *template_workdir(Manager *m, const Sandbox *s);
 /* The default user of commands in s (its template's user, lib/user.h), NULL for none (root). */
 const char *template_default_user(Manager *m, const Sandbox *s);
 void templates_free(Manager *m);
+/* What the store asks of the sandboxes, checkpoints and pools above it, which keep templates in use;
+ * sandbox/ sets it at start (sandbox_register_ops()). Unset: nothing uses a template. */
+typedef struct TemplateUsersOps {
+        char *(*user)(Manager *m, const Template *t);              /* as template_user() */
+        const char *(*pool_naming)(Manager *m, const char *tag);   /* the reference of a pool of tag, or NULL */
+        /* Removes the base snapshots of the image of that short digest (12 hex), or with NULL the stale ones (of
+         * no template, kernel or initramfs any more), but none a sandbox or checkpoint uses: bytes freed. */
+        uint64_t (*bases_remove)(Manager *m, const char *short_digest, unsigned *ret_count);
+        const char *(*sandbox_digest)(const Sandbox *s);           /* the digest of s's template */
+        void (*imported)(Manager *m);                              /* an import ended well: pools may refill */
+} TemplateUsersOps;
+void template_set_users_ops(const TemplateUsersOps *ops);
+void template_imported(Manager *m);   /* tells the users an import ended well */
 
 
 #define TEMPLATE_TAG_MAX 255          /* "name:tag" */
