@@ -104,6 +104,13 @@ typedef struct GatewayPolicy {
         EgressPolicy policy;
 } GatewayPolicy;
 
+/* What the gateway reads of a sandbox, through the ops sandbox/ registers (egress_set_sandbox_ops()). */
+Sandbox *gateway_sandbox_find(Manager *m, const char *id);
+Manager *gateway_sandbox_manager(Sandbox *s);
+const char *gateway_sandbox_id(Sandbox *s);
+const char *gateway_sandbox_data_dir(Sandbox *s);
+AgentConn *gateway_sandbox_agent(Sandbox *s);
+
 /* A reference to the sandbox's policy, built when it has none (-errno and reterr when it cannot be). */
 int gateway_policy_get(Manager *m, Sandbox *s, GatewayPolicy **ret, Error *reterr);
 GatewayPolicy *gateway_policy_ref(GatewayPolicy *p);

@@ -13,6 +13,8 @@
 
 #include "core/error.h"
 
+typedef struct Manager Manager;
+
 #define EGRESS_PROFILE_NAME_MAX 63
 #define EGRESS_HOST_MAX 253
 #define EGRESS_RULES_MAX 4096      /* per profile, per base policy, per sandbox */
@@ -186,6 +188,20 @@ void egress_policy_done(EgressPolicy *p);
 /* The gateway (gateway.c): serves the CONNECT and RESOLVE streams of every sandbox's channel. self_port is the
  * daemon's own TCP API port (0: none), which no sandbox reaches. */
 void egress_gateway_setup(uint16_t self_port);
+/* What the gateway reads of a sandbox, which sits above it: sandbox/ sets these at start
+ * (sandbox_register_ops()). The gateway keeps a Sandbox only as a handle. */
+typedef struct Sandbox Sandbox;
+typedef struct AgentConn AgentConn;
+typedef struct EgressSandboxOps {
+        Sandbox *(*find)(Manager *m, const char *id);    /* NULL: gone */
+        Manager *(*manager)(Sandbox *s);
+        const char *(*id)(Sandbox *s);
+        const char *(*data_dir)(Sandbox *s);
+        AgentConn *(*agent)(Sandbox *s);                 /* NULL: no channel now */
+        /* its egress, fixed at create: the profiles chosen and its own allow and deny targets */
+        void (*egress)(Sandbox *s, char ***ret_profiles, char ***ret_allow, char ***ret_deny);
+} EgressSandboxOps;
+void egress_set_sandbox_ops(const EgressSandboxOps *ops);
 /* A sandbox is gone: drop what the gateway remembers of it (its policy, DNS answers, rates), and write out its
  * audit log. */
 void egress_gateway_forget(const char *sandbox_id);
@@ -198,7 +214,6 @@ void egress_gateway_policy_changed(const char *sandbox_id);
  * the system resolver on a worker thread (unless egress_resolve = hosts). done runs on the event loop, always
  * after egress_resolve() returned; err is 0 or -ENOENT (no such name), -EAGAIN (try again), -EIO. */
 #define EGRESS_RESOLVE_ADDRS_MAX 32U
-typedef struct Manager Manager;
 typedef void (*EgressResolveDone)(Manager *m, void *userdata, int err, const EgressAddr *addrs, size_t n);
 int egress_resolve(Manager *m, const char *name, EgressResolveDone done, void *userdata);
 

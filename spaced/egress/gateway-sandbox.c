@@ -8,7 +8,6 @@
 #include "core/util.h"
 #include "egress/egress-internal.h"
 #include "macro.h"
-#include "sandbox/sandbox.h"
 
 /* What the gateway keeps of each sandbox between frames (ARCHITECTURE.md, decision 10):
  *  - its policy, built at its first question and kept: profiles are fixed for a sandbox's life, and the only
@@ -36,6 +35,32 @@ typedef struct Burst {
         uint64_t refused;               /* not logged yet */
         uint64_t first_usec, last_usec, reported_usec;
 } Burst;
+
+static const EgressSandboxOps *sandbox_ops;
+
+void egress_set_sandbox_ops(const EgressSandboxOps *ops) {
+        sandbox_ops = ops;
+}
+
+Sandbox *gateway_sandbox_find(Manager *m, const char *id) {
+        return sandbox_ops->find(m, id);
+}
+
+Manager *gateway_sandbox_manager(Sandbox *s) {
+        return sandbox_ops->manager(s);
+}
+
+const char *gateway_sandbox_id(Sandbox *s) {
+        return sandbox_ops->id(s);
+}
+
+const char *gateway_sandbox_data_dir(Sandbox *s) {
+        return sandbox_ops->data_dir(s);
+}
+
+AgentConn *gateway_sandbox_agent(Sandbox *s) {
+        return sandbox_ops->agent(s);
+}
 
 typedef struct GatewaySandbox {
         char *sandbox_id;
@@ -95,7 +120,7 @@ GatewayPolicy *gateway_policy_unref(GatewayPolicy *p) {
 }
 
 int gateway_policy_get(Manager *m, Sandbox *s, GatewayPolicy **ret, Error *reterr) {
-        GatewaySandbox *g = get(s->id);
+        GatewaySandbox *g = get(gateway_sandbox_id(s));
         GatewayPolicy *p;
         int r;
 
@@ -105,7 +130,9 @@ int gateway_policy_get(Manager *m, Sandbox *s, GatewayPolicy **ret, Error *reter
                 p = calloc(1, sizeof *p);
                 if (!p)
                         return -ENOMEM;
-                r = egress_policy_build(&m->config.egress, s->egress_profiles, s->egress_allow, s->egress_deny,
+                char **profiles, **allow, **deny;
+                sandbox_ops->egress(s, &profiles, &allow, &deny);
+                r = egress_policy_build(&m->config.egress, profiles, allow, deny,
                                         &p->policy, reterr);
                 if (r < 0) {
                         free(p);
@@ -165,24 +192,24 @@ static void burst_log(Manager *m, Sandbox *s, GatewayKind kind, Burst *b, uint64
         (void) snprintf(msg, sizeof msg, "%" PRIu64 " more %s refused in %.1f s%s", b->refused, kind_noun(kind),
                         (double) (now - (ended ? b->first_usec : b->reported_usec)) / 1e6,
                         ended ? ": the burst is over" : ", and it goes on");
-        egress_audit(m, s->id, s->data_dir, &e);
+        egress_audit(m, gateway_sandbox_id(s), gateway_sandbox_data_dir(s), &e);
         b->refused = 0;
         b->reported_usec = now;
 }
 
 void gateway_refused(Manager *m, Sandbox *s, GatewayKind kind, GatewayLimit limit, const EgressAuditEntry *e) {
-        GatewaySandbox *g = get(s->id);
+        GatewaySandbox *g = get(gateway_sandbox_id(s));
         uint64_t now = now_usec_monotonic();
         Burst *b;
 
         if (!g) {
-                egress_audit(m, s->id, s->data_dir, e);
+                egress_audit(m, gateway_sandbox_id(s), gateway_sandbox_data_dir(s), e);
                 return;
         }
         b = &g->bursts[kind][limit];
         if (!b->on) {
                 *b = (Burst) { .on = true, .via = e->via, .reason = e->reason, .first_usec = now, .reported_usec = now };
-                egress_audit(m, s->id, s->data_dir, e);
+                egress_audit(m, gateway_sandbox_id(s), gateway_sandbox_data_dir(s), e);
         } else {
                 b->refused++;
                 if (now - b->reported_usec >= BURST_REPORT_USEC)
@@ -208,7 +235,7 @@ bool gateway_admit(Manager *m, Sandbox *s, GatewayKind kind, EgressAuditEntry *e
         EgressLimits l = config_egress_limits(&m->config);
         unsigned rate = kind == GATEWAY_RESOLVE ? l.resolve_rate : l.connect_rate;
         unsigned burst = kind == GATEWAY_RESOLVE ? l.resolve_burst : l.connect_burst;
-        GatewaySandbox *g = get(s->id);
+        GatewaySandbox *g = get(gateway_sandbox_id(s));
         uint64_t now = now_usec_monotonic();
 
         if (!g)

@@ -13,7 +13,6 @@
 #include "core/util.h"
 #include "egress/egress-internal.h"
 #include "macro.h"
-#include "sandbox/sandbox.h"
 
 /* The egress gateway (ARCHITECTURE.md, decision 10): every connection a program in a sandbox makes arrives
  * here as a CONNECT on the channel, and every DNS question as a RESOLVE. Nothing the guest says is believed:
@@ -758,7 +757,7 @@ static void refuse_early(Manager *m, AgentConn *a, Sandbox *s, uint32_t stream, 
                          uint16_t port, const char *reason, const char *code, const char *msg) {
         EgressAuditEntry e = { .event = "deny", .via = via, .host = host, .port = port, .reason = reason, .message = msg };
 
-        egress_audit(m, s->id, s->data_dir, &e);
+        egress_audit(m, gateway_sandbox_id(s), gateway_sandbox_data_dir(s), &e);
         channel_refuse_guest_stream(a, stream, code, msg);
 }
 
@@ -794,7 +793,7 @@ static bool connect_admitted(Manager *m, AgentConn *a, Sandbox *s, uint32_t stre
 
 static void on_guest_connect(AgentConn *a, uint32_t stream, const uint8_t *kv, size_t n) {
         Sandbox *s = agent_sandbox(a);
-        Manager *m = s ? s->manager : NULL;
+        Manager *m = s ? gateway_sandbox_manager(s) : NULL;
         const char *host = NULL, *port_s = NULL, *via = NULL;
         _cleanup_(error_done) Error e = {};
         GatewayConn *c;
@@ -829,8 +828,8 @@ static void on_guest_connect(AgentConn *a, uint32_t stream, const uint8_t *kv, s
         c->fd = -1;
         c->via = via;
         c->port = (uint16_t) port;
-        c->sandbox_id = strdup(s->id);
-        c->data_dir = strdup(s->data_dir);
+        c->sandbox_id = strdup(gateway_sandbox_id(s));
+        c->data_dir = strdup(gateway_sandbox_data_dir(s));
         if (!c->sandbox_id || !c->data_dir) {
                 conn_unref(c);
                 return refuse_early(m, a, s, stream, via, host, c->port, "internal", "busy", "out of memory");
@@ -933,23 +932,24 @@ static void dns_question_free(DnsQuestion *q) {
 static void dns_audit(Manager *m, Sandbox *s, const char *name, const char *addr, const char *reason, const char *msg) {
         EgressAuditEntry e = { .event = "dns", .via = "dns", .host = name, .addr = addr, .reason = reason, .message = msg };
 
-        egress_audit(m, s->id, s->data_dir, &e);
+        egress_audit(m, gateway_sandbox_id(s), gateway_sandbox_data_dir(s), &e);
 }
 
 static void on_dns_resolved(Manager *m, void *userdata, int err, const EgressAddr *addrs, size_t n) {
         DnsQuestion *q = userdata;
-        Sandbox *s = sandbox_find_by_id(m, q->sandbox_id);
+        Sandbox *s = gateway_sandbox_find(m, q->sandbox_id);
         EgressAddr ok[SPACE_RESOLVE_ADDRS_MAX];
         char first_denial[EGRESS_MESSAGE_MAX] = "", text[EGRESS_ADDR_STRLEN];
         size_t n_ok = 0;
         SpaceBuf kv = {};
 
         gateway_lookup_put(q->sandbox_id);
-        if (!s || !s->agent)
+        if (!s || !gateway_sandbox_agent(s))
                 goto out;
         if (err < 0) {
                 dns_audit(m, s, q->name, NULL, "nxdomain", err == -ENOENT ? "no such name" : strerror(-err));
-                channel_refuse_guest_stream(s->agent, q->stream, err == -ENOENT ? "nxdomain" : "unreachable",
+                channel_refuse_guest_stream(gateway_sandbox_agent(s), q->stream,
+                                            err == -ENOENT ? "nxdomain" : "unreachable",
                                             err == -ENOENT ? "no such name" : strerror(-err));
                 goto out;
         }
@@ -978,7 +978,7 @@ static void on_dns_resolved(Manager *m, void *userdata, int err, const EgressAdd
         }
         if (first_denial[0]) {
                 dns_audit(m, s, q->name, NULL, "denied", first_denial);
-                channel_refuse_guest_stream(s->agent, q->stream, "denied", first_denial);
+                channel_refuse_guest_stream(gateway_sandbox_agent(s), q->stream, "denied", first_denial);
                 goto out;
         }
         /* No address of this family (an AAAA question for a name with only A records): an empty answer. */
@@ -994,7 +994,7 @@ static void on_dns_resolved(Manager *m, void *userdata, int err, const EgressAdd
                 egress_addr_format(&ok[0], text);
                 dns_audit(m, s, q->name, text, "allowed", NULL);
         }
-        (void) agent_send(s->agent, SPACE_F_OK, 0, q->stream, kv.data, kv.len);
+        (void) agent_send(gateway_sandbox_agent(s), SPACE_F_OK, 0, q->stream, kv.data, kv.len);
 out:
         space_buf_done(&kv);
         dns_question_free(q);
@@ -1002,7 +1002,7 @@ out:
 
 static void on_guest_resolve(AgentConn *a, uint32_t stream, const uint8_t *kv, size_t n) {
         Sandbox *s = agent_sandbox(a);
-        Manager *m = s ? s->manager : NULL;
+        Manager *m = s ? gateway_sandbox_manager(s) : NULL;
         _cleanup_(error_done) Error e = {};
         const char *name = NULL, *family = NULL, *why;
         char norm[EGRESS_HOST_MAX + 1], msg[EGRESS_MESSAGE_MAX];
@@ -1034,7 +1034,7 @@ static void on_guest_resolve(AgentConn *a, uint32_t stream, const uint8_t *kv, s
                 dns_audit(m, s, norm, NULL, "no_rule", why);
                 return channel_refuse_guest_stream(a, stream, "nxdomain", why);
         }
-        if (!gateway_lookup_take(s->id)) {
+        if (!gateway_lookup_take(gateway_sandbox_id(s))) {
                 EgressAuditEntry busy = { .event = "deny", .via = "dns", .host = norm, .reason = "busy",
                                           .message = "too many names being resolved for this sandbox" };
 
@@ -1043,10 +1043,10 @@ static void on_guest_resolve(AgentConn *a, uint32_t stream, const uint8_t *kv, s
                 return channel_refuse_guest_stream(a, stream, "busy", busy.message);
         }
         q = calloc(1, sizeof *q);
-        if (!q || !(q->sandbox_id = strdup(s->id))) {
+        if (!q || !(q->sandbox_id = strdup(gateway_sandbox_id(s)))) {
                 free(q);
                 gateway_policy_unref(p);
-                gateway_lookup_put(s->id);
+                gateway_lookup_put(gateway_sandbox_id(s));
                 return channel_refuse_guest_stream(a, stream, "busy", "out of memory");
         }
         q->manager = m;
@@ -1056,7 +1056,7 @@ static void on_guest_resolve(AgentConn *a, uint32_t stream, const uint8_t *kv, s
         q->policy = p;
         strcpy(q->name, norm);
         if (egress_resolve(m, norm, on_dns_resolved, q) < 0) {
-                gateway_lookup_put(s->id);
+                gateway_lookup_put(gateway_sandbox_id(s));
                 dns_question_free(q);
                 channel_refuse_guest_stream(a, stream, "busy", "cannot resolve now");
         }

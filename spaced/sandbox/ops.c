@@ -11,6 +11,7 @@
 #include "core/log.h"
 #include "core/util.h"
 #include "disk/disk.h"
+#include "egress/egress.h"
 #include "macro.h"
 #include "sandbox/sandbox.h"
 #include "string-util.h"
@@ -135,7 +136,39 @@ static const TemplateUsersOps template_users = {
         .imported = pool_refill,
 };
 
+static Manager *sandbox_manager(Sandbox *s) {
+        return s->manager;
+}
+
+static const char *sandbox_id(Sandbox *s) {
+        return s->id;
+}
+
+static const char *sandbox_data_dir(Sandbox *s) {
+        return s->data_dir;
+}
+
+static AgentConn *sandbox_agent(Sandbox *s) {
+        return s->agent;
+}
+
+static void sandbox_egress(Sandbox *s, char ***ret_profiles, char ***ret_allow, char ***ret_deny) {
+        *ret_profiles = s->egress_profiles;
+        *ret_allow = s->egress_allow;
+        *ret_deny = s->egress_deny;
+}
+
+static const EgressSandboxOps egress_sandbox = {
+        .find = sandbox_find_by_id,
+        .manager = sandbox_manager,
+        .id = sandbox_id,
+        .data_dir = sandbox_data_dir,
+        .agent = sandbox_agent,
+        .egress = sandbox_egress,
+};
+
 void sandbox_register_ops(void) {
+        egress_set_sandbox_ops(&egress_sandbox);
         disk_set_users(disks_in_use);
         template_set_users_ops(&template_users);
 }

@@ -580,6 +580,7 @@ int main(void) {
         manager.config.egress_hosts_file = strdup(hosts);
         manager.config.egress_hosts_only = true;
         ASSERT(egress_profiles_parse(&manager.config.egress, "t: allow allowed.test, other.test, both.test, " ALLOWED, &err) >= 0);
+        sandbox_register_ops();   /* what the gateway reads of a sandbox */
         egress_gateway_setup(0);
 
         s = calloc(1, sizeof *s);
