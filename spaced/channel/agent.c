@@ -21,7 +21,6 @@
 #include "string-util.h"
 #include "channel/process.h"
 #include "core/util.h"
-#include "sandbox/sandbox.h"
 
 /* The host end of a sandbox's channel, in the event loop. Everything read here comes from the guest and is
  * checked: the frame reader bounds sizes, streams must be ones we opened, credit must have been given. */
@@ -339,15 +338,23 @@ int agent_reidentify_send(int fd, const char *sandbox_id, const char *hostname, 
 
 static void agent_disconnected(AgentConn *a, const char *why, bool protocol_error);
 
+const ChannelSandboxOps *channel_sandbox;
+
+void channel_set_sandbox_ops(const ChannelSandboxOps *ops) {
+        channel_sandbox = ops;
+}
+
 static AgentHealth *health_get(Sandbox *s) {
-        if (!s->agent_health) {
-                s->agent_health = calloc(1, sizeof *s->agent_health);
-                if (s->agent_health) {
-                        s->agent_health->sandbox = s;
-                        s->agent_health->delay = AGENT_BACKOFF_MIN_USEC;
+        ChannelSandbox *c = channel_sandbox->channel(s);
+
+        if (!c->agent_health) {
+                c->agent_health = calloc(1, sizeof *c->agent_health);
+                if (c->agent_health) {
+                        c->agent_health->sandbox = s;
+                        c->agent_health->delay = AGENT_BACKOFF_MIN_USEC;
                 }
         }
-        return s->agent_health;
+        return c->agent_health;
 }
 
 AgentHealth *agent_health_free(AgentHealth *h) {
@@ -398,9 +405,10 @@ static void schedule_reconnect(AgentHealth *h) {
                 h->delay = AGENT_BACKOFF_MIN_USEC;
         h->connected_at = 0;
         h->timer = sd_event_source_disable_unref(h->timer);
-        if (sd_event_add_time_relative(h->sandbox->manager->event, &h->timer, CLOCK_MONOTONIC, h->delay, 1000,
+        if (sd_event_add_time_relative(channel_sandbox->manager(h->sandbox)->event, &h->timer, CLOCK_MONOTONIC, h->delay, 1000,
                                        on_reconnect, h) < 0)
-                log_warning("sandbox %s: cannot arm the reconnect timer; its channel stays down", h->sandbox->id);
+                log_warning("sandbox %s: cannot arm the reconnect timer; its channel stays down",
+                            channel_sandbox->id(h->sandbox));
         h->delay = h->delay * 2 > AGENT_BACKOFF_MAX_USEC ? AGENT_BACKOFF_MAX_USEC : h->delay * 2;
 }
 
@@ -411,9 +419,9 @@ static int on_reconnect(sd_event_source *src, uint64_t usec, void *userdata) {
 
         h->timer = sd_event_source_disable_unref(h->timer);
         /* something else connected it meanwhile (a wake), or it is failed or going */
-        if (s->agent || s->state == SANDBOX_ERROR || s->state == SANDBOX_DELETING || s->state == SANDBOX_STOPPED)
+        if (*channel_sandbox->agent(s) || channel_sandbox->phase(s) != CHANNEL_SANDBOX_UP)
                 return 0;
-        if (s->qemu_pid <= 0 || !vm_pid_alive(s->qemu_pid, s->run_dir))
+        if (!channel_sandbox->qemu_alive(s))
                 return 0;
         r = agent_connect(s);
         if (r < 0) {
@@ -421,14 +429,15 @@ static int on_reconnect(sd_event_source *src, uint64_t usec, void *userdata) {
 
                 if (asprintf(&msg, "cannot reconnect to its agent: %s; trying again in %.1f s", strerror(-r),
                              (double) h->delay / 1e6) >= 0)
-                        health_warn(h, s->id, msg);
+                        health_warn(h, channel_sandbox->id(s), msg);
                 schedule_reconnect(h);
         }
         return 0;
 }
 
 uint64_t agent_health_next_delay(Sandbox *s) {
-        return s->agent_health ? s->agent_health->delay : AGENT_BACKOFF_MIN_USEC;
+        AgentHealth *h = channel_sandbox->channel(s)->agent_health;
+        return h ? h->delay : AGENT_BACKOFF_MIN_USEC;
 }
 
 static int agent_flush(AgentConn *a) {
@@ -629,8 +638,8 @@ static void dispatch(AgentConn *a, const SpaceFrameHeader *h, const uint8_t *pay
                 if (h->type == SPACE_F_OK)
                         return;
                 refused_identity(payload, h->length, -EPROTO, &e);
-                log_error("sandbox %s: %s", a->sandbox->id, e.message);
-                sandbox_mark_failed(a->sandbox, e.message);
+                log_error("sandbox %s: %s", channel_sandbox->id(a->sandbox), e.message);
+                channel_sandbox->mark_failed(a->sandbox, e.message);
                 return;
         }
         if (h->stream == WARM_UP_STREAM && (h->type == SPACE_F_EXIT || h->type == SPACE_F_ERROR))
@@ -716,15 +725,16 @@ static int agent_setup(Sandbox *s, int fd) {
                 return -ENOMEM;
         }
         (void) fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
-        r = sd_event_add_io(s->manager->event, &a->io, fd, EPOLLIN, on_agent_io, a);
+        r = sd_event_add_io(channel_sandbox->manager(s)->event, &a->io, fd, EPOLLIN, on_agent_io, a);
         if (r < 0) {
                 free(a->reader);
                 free(a);
                 return r;
         }
-        s->agent = a;
-        if (health_get(s))
-                s->agent_health->connected_at = now_usec_monotonic();
+        *channel_sandbox->agent(s) = a;
+        AgentHealth *h = health_get(s);
+        if (h)
+                h->connected_at = now_usec_monotonic();
         /* Processes that ran before a restart, a reconnect or a suspend: take them over again. */
         process_adopt_all(a, s);
         return 0;
@@ -740,8 +750,9 @@ int agent_attach(Sandbox *s, int fd) {
 int agent_attach_reidentified(Sandbox *s, int fd) {
         int r = agent_attach(s, fd);
 
-        if (r >= 0 && s->agent)
-                s->agent->awaiting_identity = true;
+        AgentConn *a = *channel_sandbox->agent(s);
+        if (r >= 0 && a)
+                a->awaiting_identity = true;
         return r;
 }
 
@@ -749,7 +760,7 @@ int agent_connect(Sandbox *s) {
         _cleanup_free_ char *path = NULL;
         int fd, r;
 
-        if (asprintf(&path, "%s/agent.sock", s->run_dir) < 0)
+        if (asprintf(&path, "%s/agent.sock", channel_sandbox->run_dir(s)) < 0)
                 return -ENOMEM;
         r = unix_connect(path, true, &fd);
         if (r < 0)
@@ -789,8 +800,8 @@ static void release_all(AgentConn *a, ErrorCode code, const char *message) {
 AgentConn *agent_free(AgentConn *a) {
         if (!a)
                 return NULL;
-        if (a->sandbox && a->sandbox->agent == a)
-                a->sandbox->agent = NULL;
+        if (a->sandbox && *channel_sandbox->agent(a->sandbox) == a)
+                *channel_sandbox->agent(a->sandbox) = NULL;
         /* The sandbox is removed, suspended or restored: its processes wait for a channel to come back (and
          * end with sandbox_gone if the sandbox does not, see process.c's sweep). */
         release_all(a, ERROR_NONE, NULL);
@@ -806,37 +817,34 @@ AgentConn *agent_free(AgentConn *a) {
 static void agent_disconnected(AgentConn *a, const char *why, bool protocol_error) {
         Sandbox *s = a->sandbox;
         AgentHealth *h = health_get(s);
-        bool alive = s->qemu_pid > 0 && vm_pid_alive(s->qemu_pid, s->run_dir);
+        bool alive = channel_sandbox->qemu_alive(s), busy = channel_sandbox->busy(s);
         _cleanup_free_ char *msg = NULL, *reason = NULL;
 
-        if (protocol_error && h && !s->busy && health_fault(h)) {
+        if (protocol_error && h && !busy && health_fault(h)) {
                 /* Abuse: the channel is not taken back, the sandbox is failed and says why. */
                 if (asprintf(&reason, "the guest broke the channel protocol %u times within %llu s (last: %s); its "
                              "channel was closed for good; remove the sandbox with 'spacectl rm'",
                              AGENT_ABUSE_MAX, (unsigned long long) (AGENT_ABUSE_WINDOW_USEC / 1000000), why) < 0)
                         reason = NULL;
                 if (h->suppressed > 0)
-                        log_warning("sandbox %s: %u similar messages suppressed", s->id, h->suppressed);
+                        log_warning("sandbox %s: %u similar messages suppressed", channel_sandbox->id(s), h->suppressed);
                 h->suppressed = 0;
                 release_all(a, ERROR_CHANNEL_LOST, reason ?: why);
                 agent_free(a);
                 h->timer = sd_event_source_disable_unref(h->timer);
-                sandbox_mark_failed(s, reason ?: why);
+                channel_sandbox->mark_failed(s, reason ?: why);
                 return;
         }
         (void) asprintf(&msg, "lost the channel to the sandbox's agent (%s)%s", why,
                         alive ? "" : "; QEMU is no longer running");
-        health_warn(h, s->id, msg ?: why);
+        health_warn(h, channel_sandbox->id(s), msg ?: why);
         /* With QEMU alive the processes still run: reconnect and adopt them. During a lifecycle operation
          * (suspend, restore) QEMU goes away on purpose: they wait for the channel that comes after it. */
-        release_all(a, alive || s->busy ? ERROR_NONE : ERROR_CHANNEL_LOST, msg ?: why);
+        release_all(a, alive || busy ? ERROR_NONE : ERROR_CHANNEL_LOST, msg ?: why);
         agent_free(a);
-        if (!alive && s->state == SANDBOX_RUNNING && !s->busy) {
-                s->state = SANDBOX_STOPPED;
-                free(s->error);
-                s->error = strdup("QEMU exited; remove the sandbox with 'spacectl rm'");
-                (void) sandbox_save(s);
-        } else if (alive && h)
+        if (!alive && !busy)
+                channel_sandbox->qemu_exited(s);
+        else if (alive && h)
                 /* QEMU is the chardev server: it takes us back, after a wait that grows while it goes wrong */
                 schedule_reconnect(h);
         else if (alive)

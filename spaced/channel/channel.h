@@ -4,6 +4,7 @@
 /* The channel subsystem: the host side of the virtio-serial link to a sandbox's agent (lib/proto.h framing),
  * and what runs over it: processes (channel/process.h) and file transfers (channel/files.h). */
 
+#include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
 
@@ -11,6 +12,47 @@
 #include "proto.h"
 
 typedef struct AgentHealth AgentHealth;
+
+/* What the channel keeps of each sandbox across its reconnects; the sandbox holds it (Sandbox.channel) and the
+ * channel reaches it through ChannelSandboxOps.channel. */
+typedef struct ChannelSandbox {
+        AgentHealth *agent_health;          /* backoff and protocol errors of its channel, across reconnects */
+        /* At least what its process logs hold (channel/process.c): the sum a scan of the directory found, plus
+         * everything written since. An exec scans again only once this passes the limit. */
+        uint64_t process_log_bytes;
+        bool process_log_bytes_known;
+        unsigned processes_unpruned;        /* processes started since the last prune of its finished ones */
+} ChannelSandbox;
+
+/* Where a sandbox is, as the channel needs to know: up (its channel is wanted), going (being deleted), or down
+ * (stopped or failed). */
+typedef enum ChannelSandboxPhase {
+        CHANNEL_SANDBOX_UP,
+        CHANNEL_SANDBOX_DELETING,
+        CHANNEL_SANDBOX_DOWN,
+} ChannelSandboxPhase;
+
+/* What the channel reads of a sandbox and tells it, which sits above it: sandbox/ sets these at start
+ * (sandbox_register_ops()). The channel keeps a Sandbox only as a handle. */
+typedef struct ChannelSandboxOps {
+        Sandbox *(*find)(Manager *m, const char *id);        /* NULL: gone */
+        Manager *(*manager)(Sandbox *s);
+        const char *(*id)(Sandbox *s);
+        const char *(*run_dir)(Sandbox *s);
+        const char *(*data_dir)(Sandbox *s);
+        const char *(*state_name)(Sandbox *s);                /* for messages */
+        ChannelSandboxPhase (*phase)(Sandbox *s);
+        ChannelSandbox *(*channel)(Sandbox *s);
+        AgentConn **(*agent)(Sandbox *s);                     /* where its attached channel is kept */
+        bool (*busy)(Sandbox *s);                             /* a lifecycle operation is in flight */
+        bool (*qemu_alive)(Sandbox *s);
+        void (*mark_failed)(Sandbox *s, const char *reason);  /* as sandbox_mark_failed() */
+        void (*qemu_exited)(Sandbox *s);                      /* its channel went with its QEMU */
+        void (*touch)(Sandbox *s);                            /* it is being used now (last_active) */
+} ChannelSandboxOps;
+void channel_set_sandbox_ops(const ChannelSandboxOps *ops);
+/* The channel's files read a sandbox through these. */
+extern const ChannelSandboxOps *channel_sandbox;
 
 /* Someone (an HTTP request) waiting on a channel object for something that comes later: a process's start, its
  * output, stdin credit, a file transfer's answer or data. The object calls wake each time that may have

@@ -8,7 +8,6 @@
 #include "core/log.h"
 #include "macro.h"
 #include "core/util.h"
-#include "sandbox/sandbox.h"
 #include "channel/channel.h"
 
 /* File transfers on the channel: see files.h. */
@@ -16,17 +15,15 @@
 #define CREDIT_BATCH (64U * 1024U)
 
 static Sandbox *xfer_sandbox(FileXfer *x) {
-        return sandbox_find_by_id(x->manager, x->sandbox_id);
+        return channel_sandbox ? channel_sandbox->find(x->manager, x->sandbox_id) : NULL;   /* unset: none known */
 }
 
 /* A transfer in progress is use of the sandbox: it must not be suspended for being idle meanwhile. */
 static void touch(FileXfer *x) {
-        int64_t now = now_unix();
-        Sandbox *s;
+        Sandbox *s = xfer_sandbox(x);
 
-        s = xfer_sandbox(x);
-        if (s && s->last_active != now)
-                s->last_active = now;
+        if (s)
+                channel_sandbox->touch(s);
 }
 
 static void wake_request(FileXfer *x) {
@@ -88,10 +85,10 @@ int file_xfer_start(Sandbox *s, const char *op, const char *path, const SpaceBuf
         FileXfer *x;
         int q;
 
-        if (!s->agent)
+        if (!(*channel_sandbox->agent(s)))
                 return error_set(reterr, ERROR_SANDBOX_NOT_RUNNING,
-                                 "sandbox %s is not connected to its agent (state %s)", s->id,
-                                 sandbox_state_to_string(s->state)) ?: -ENOTCONN;
+                                 "sandbox %s is not connected to its agent (state %s)", channel_sandbox->id(s),
+                                 channel_sandbox->state_name(s)) ?: -ENOTCONN;
         if (kv->len > SPACE_FRAME_PAYLOAD_MAX)
                 return error_set(reterr, ERROR_INVALID_PATH, "the paths of this request are too long") ?: -E2BIG;
         x = calloc(1, sizeof *x);
@@ -99,16 +96,16 @@ int file_xfer_start(Sandbox *s, const char *op, const char *path, const SpaceBuf
                 free(x);
                 return -ENOMEM;
         }
-        x->manager = s->manager;
-        memcpy(x->sandbox_id, s->id, sizeof x->sandbox_id);
+        x->manager = channel_sandbox->manager(s);
+        memcpy(x->sandbox_id, channel_sandbox->id(s), sizeof x->sandbox_id);
         snprintf(x->op, sizeof x->op, "%s", op);
         x->credit_left = SPACE_STREAM_WINDOW;
         space_credit_init(&x->send_credit);
-        q = agent_register_file(s->agent, x);
+        q = agent_register_file((*channel_sandbox->agent(s)), x);
         if (q < 0) {
                 xfer_free(x);
                 return error_set(reterr, ERROR_TOO_MANY_TRANSFERS,
-                                 "sandbox %s has %u file transfers running; try again when one ended", s->id,
+                                 "sandbox %s has %u file transfers running; try again when one ended", channel_sandbox->id(s),
                                  SPACE_FILE_XFERS_MAX) ?: q;
         }
         q = agent_send(x->agent, SPACE_F_FILE, 0, x->stream, kv->data, kv->len);

@@ -18,7 +18,6 @@
 #include "channel/agent-internal.h"
 #include "channel/process.h"
 #include "core/util.h"
-#include "sandbox/sandbox.h"
 #include "channel/channel.h"
 
 /* Processes: events in, credit out, clients reading at their own pace. See process.h. */
@@ -77,7 +76,7 @@ static char **strv_copy(char **l) {
 /* Through its channel while it has one (every event of a running process counts its log bytes here); by id
  * otherwise, since a process may outlive its sandbox. */
 static Sandbox *process_sandbox(Process *p) {
-        return p->agent ? p->agent->sandbox : sandbox_find_by_id(p->manager, p->sandbox_id);
+        return p->agent ? p->agent->sandbox : channel_sandbox->find(p->manager, p->sandbox_id);
 }
 
 static void flow_update(Process *p);
@@ -127,7 +126,7 @@ static void prune_finished(Process *p) {
         _cleanup_strv_free_ char **paths = NULL;
         Sandbox *s = process_sandbox(p);
 
-        if (s && s->processes_unpruned++ % PRUNE_EVERY != 0)
+        if (s && channel_sandbox->channel(s)->processes_unpruned++ % PRUNE_EVERY != 0)
                 return;
         if (store_prune_processes(p->manager->store, p->sandbox_id, PROCESS_KEEP_FINISHED, &paths) < 0)
                 return;
@@ -168,7 +167,7 @@ static void count_log_bytes(Process *p, uint64_t n) {
         Sandbox *s = process_sandbox(p);
 
         if (s)
-                s->process_log_bytes += n;
+                channel_sandbox->channel(s)->process_log_bytes += n;
 }
 
 static int append_event(Process *p, uint8_t type, const void *data, size_t n) {
@@ -258,7 +257,7 @@ static Process *process_new(Manager *m, Sandbox *s) {
         if (!p)
                 return NULL;
         p->manager = m;
-        memcpy(p->sandbox_id, s->id, sizeof p->sandbox_id);
+        memcpy(p->sandbox_id, channel_sandbox->id(s), sizeof p->sandbox_id);
         p->exit_code = -1;
         p->ring.cap = PROCESS_RING_CAP;
         p->credit_left[1] = p->credit_left[2] = SPACE_STREAM_WINDOW;
@@ -323,9 +322,9 @@ static int on_sweep(sd_event_source *s, uint64_t usec, void *userdata) {
                 Sandbox *sb = process_sandbox(p);
 
                 next = p->next;
-                if (!p->ended && (!sb || (sb->state == SANDBOX_DELETING && !p->agent)))
+                if (!p->ended && (!sb || (channel_sandbox->phase(sb) == CHANNEL_SANDBOX_DELETING && !p->agent)))
                         end_with_error(p, PROCESS_LOST, ERROR_SANDBOX_GONE, "the sandbox was removed while the process ran");
-                else if (!p->ended && !p->agent && sb && (sb->state == SANDBOX_STOPPED || sb->state == SANDBOX_ERROR))
+                else if (!p->ended && !p->agent && sb && channel_sandbox->phase(sb) == CHANNEL_SANDBOX_DOWN)
                         end_with_error(p, PROCESS_LOST, ERROR_CHANNEL_LOST, "the sandbox stopped while the process ran");
                 else if (!p->ended && p->adopting && p->agent && now_usec_monotonic() - p->adopt_sent > 2000000ULL) {
                         /* no answer yet (the first frames after a reconnect can be lost): ask again */
@@ -667,15 +666,17 @@ static int logs_make_room(Sandbox *s, Error *reterr) {
         struct dirent *de;
         DIR *d;
         int r = 0;
+        ChannelSandbox *cs = channel_sandbox->channel(s);
+        const char *data_dir = channel_sandbox->data_dir(s);
 
-        if (s->process_log_bytes_known && s->process_log_bytes <= PROCESS_LOGS_MAX)
+        if (cs->process_log_bytes_known && cs->process_log_bytes <= PROCESS_LOGS_MAX)
                 return 0;
-        if (!s->data_dir || asprintf(&dir, "%s/processes", s->data_dir) < 0)
+        if (!data_dir || asprintf(&dir, "%s/processes", data_dir) < 0)
                 return 0;
         d = opendir(dir);
         if (!d) {
-                s->process_log_bytes = 0;
-                s->process_log_bytes_known = errno == ENOENT;
+                cs->process_log_bytes = 0;
+                cs->process_log_bytes_known = errno == ENOENT;
                 return 0;
         }
         while ((de = readdir(d))) {
@@ -687,7 +688,7 @@ static int logs_make_room(Sandbox *s, Error *reterr) {
                     !S_ISREG(st.st_mode))
                         continue;
                 total += (uint64_t) st.st_size;
-                live = find_live(s->id, pid, NULL);
+                live = find_live(channel_sandbox->id(s), pid, NULL);
                 if (live && !live->ended) {
                         running += (uint64_t) st.st_size;
                         continue;
@@ -718,10 +719,10 @@ static int logs_make_room(Sandbox *s, Error *reterr) {
         if (total > PROCESS_LOGS_MAX)
                 r = error_set(reterr, ERROR_TOO_MANY_PROCESSES,
                               "sandbox %s: the logs of its running processes take %llu MiB, over the limit of %llu MiB "
-                              "per sandbox; end some of them first", s->id,
+                              "per sandbox; end some of them first", channel_sandbox->id(s),
                               (unsigned long long) (running >> 20), (unsigned long long) (PROCESS_LOGS_MAX >> 20)) ?: -ENOSPC;
-        s->process_log_bytes = total;
-        s->process_log_bytes_known = complete;
+        cs->process_log_bytes = total;
+        cs->process_log_bytes_known = complete;
         closedir(d);
         free(files);
         return r;
@@ -733,10 +734,10 @@ static int start(Sandbox *s, const ExecSpec *spec, bool hold, Process **ret, Err
         Process *p;
         int q;
 
-        if (!s->agent)
+        if (!(*channel_sandbox->agent(s)))
                 return error_set(reterr, ERROR_SANDBOX_NOT_RUNNING,
-                                 "sandbox %s is not connected to its agent (state %s)", s->id,
-                                 sandbox_state_to_string(s->state)) ?: -ENOTCONN;
+                                 "sandbox %s is not connected to its agent (state %s)", channel_sandbox->id(s),
+                                 channel_sandbox->state_name(s)) ?: -ENOTCONN;
         q = build_exec(spec, hold, &kv, reterr);
         if (q < 0)
                 return q;
@@ -744,7 +745,7 @@ static int start(Sandbox *s, const ExecSpec *spec, bool hold, Process **ret, Err
         if (q < 0)
                 return q;
 
-        p = process_new(s->manager, s);
+        p = process_new(channel_sandbox->manager(s), s);
         if (!p)
                 return -ENOMEM;
         p->argv = strv_copy(spec->argv);
@@ -762,12 +763,12 @@ static int start(Sandbox *s, const ExecSpec *spec, bool hold, Process **ret, Err
                 process_maybe_free(p);
                 return -ENOMEM;
         }
-        q = agent_register_process(s->agent, p);
+        q = agent_register_process((*channel_sandbox->agent(s)), p);
         if (q < 0) {
                 p->ended = true;
                 process_maybe_free(p);
                 return error_set(reterr, ERROR_TOO_MANY_PROCESSES,
-                                 "sandbox %s has too many processes with open streams (limit %u)", s->id,
+                                 "sandbox %s has too many processes with open streams (limit %u)", channel_sandbox->id(s),
                                  SPACE_STREAMS_MAX) ?: -EMFILE;
         }
         q = agent_send(p->agent, SPACE_F_EXEC, 0, p->stream, kv.data, kv.len);
@@ -859,12 +860,12 @@ static Process *find_live(const char *sandbox_id, int pid, const char *session_i
 }
 
 Process *process_find_by_pid(Sandbox *s, int pid) {
-        Process *p = find_live(s->id, pid, NULL);
+        Process *p = find_live(channel_sandbox->id(s), pid, NULL);
         return p && !p->ended ? p : NULL;
 }
 
 static bool is_live_of(Process *p, Sandbox *s) {
-        return !p->ended && p->pid > 0 && streq(p->sandbox_id, s->id);
+        return !p->ended && p->pid > 0 && streq(p->sandbox_id, channel_sandbox->id(s));
 }
 
 Process *process_find_by_tag(Sandbox *s, const char *tag) {
@@ -922,12 +923,12 @@ static Process *process_from_record(Manager *m, Sandbox *s, const ProcessRecord 
 
 static Process *get(Manager *m, Sandbox *s, int pid, const char *session_id) {
         ProcessRecord rec = {};
-        Process *p = find_live(s->id, pid, session_id);
+        Process *p = find_live(channel_sandbox->id(s), pid, session_id);
 
         if (p)
                 return p;
-        if ((session_id ? store_get_session(m->store, s->id, session_id, &rec)
-                        : store_get_process(m->store, s->id, pid, &rec)) < 0)
+        if ((session_id ? store_get_session(m->store, channel_sandbox->id(s), session_id, &rec)
+                        : store_get_process(m->store, channel_sandbox->id(s), pid, &rec)) < 0)
                 return NULL;
         if (!streq(rec.state, "exited") && !streq(rec.state, "lost")) {
                 /* a running one not adopted (yet): it is known once the channel is up */
@@ -1087,7 +1088,7 @@ static void open_log(Process *p) {
         _cleanup_free_ char *dir = NULL, *path = NULL;
         int r;
 
-        if (!s || !s->data_dir || asprintf(&dir, "%s/processes", s->data_dir) < 0 ||
+        if (!s || !channel_sandbox->data_dir(s) || asprintf(&dir, "%s/processes", channel_sandbox->data_dir(s)) < 0 ||
             asprintf(&path, "%s/%d.log", dir, p->pid) < 0)
                 return;
         /* Most sandboxes have the directory after their first command: one mkdir, not one per path level. */
@@ -1097,7 +1098,7 @@ static void open_log(Process *p) {
         if (r >= 0)
                 r = process_log_create(path, PROCESS_LOG_CAP, &p->log);
         if (r >= 0)
-                s->process_log_bytes += LOG_RECORD_OVERHEAD;
+                channel_sandbox->channel(s)->process_log_bytes += LOG_RECORD_OVERHEAD;
         if (r < 0) {
                 log_warning_errno(r, "sandbox %s: cannot create the log %s", p->sandbox_id, path);
                 return;
@@ -1335,16 +1336,16 @@ void process_adopt_all(AgentConn *a, Sandbox *s) {
 
         for (p = processes; p; p = next) {
                 next = p->next;
-                if (streq(p->sandbox_id, s->id) && !p->agent && !p->ended && p->pid > 0)
+                if (streq(p->sandbox_id, channel_sandbox->id(s)) && !p->agent && !p->ended && p->pid > 0)
                         adopt_one(a, p);
         }
-        if (store_load_processes(s->manager->store, s->id, NULL, &recs, &n) < 0)
+        if (store_load_processes(channel_sandbox->manager(s)->store, channel_sandbox->id(s), NULL, &recs, &n) < 0)
                 return;
         for (size_t i = 0; i < n; i++) {
                 ProcessRecord *rec = &recs[i];
 
-                if ((streq(rec->state, "held") || streq(rec->state, "running")) && !find_live(s->id, rec->pid, NULL)) {
-                        p = process_from_record(s->manager, s, rec);
+                if ((streq(rec->state, "held") || streq(rec->state, "running")) && !find_live(channel_sandbox->id(s), rec->pid, NULL)) {
+                        p = process_from_record(channel_sandbox->manager(s), s, rec);
                         if (p && p->log_path && process_log_open(p->log_path, PROCESS_LOG_CAP, &p->log) >= 0)
                                 p->last_id = p->log->last_id;
                         if (p && !p->ended) {
@@ -1361,13 +1362,13 @@ void process_adopt_all(AgentConn *a, Sandbox *s) {
                                         if (asprintf(&old, "%s.1", p->log_path) >= 0 && stat(old, &st) >= 0)
                                                 p->unread_bytes += (uint64_t) st.st_size;
                                 }
-                                log_info("sandbox %s: taking process %d over again", s->id, p->pid);
+                                log_info("sandbox %s: taking process %d over again", channel_sandbox->id(s), p->pid);
                                 p->inherited = true;
                                 adopt_one(a, p);
                         }
                 } else if (streq(rec->state, "starting")) {
                         rec->state = (free(rec->state), strdup("lost"));
-                        (void) store_put_process(s->manager->store, rec);
+                        (void) store_put_process(channel_sandbox->manager(s)->store, rec);
                 }
                 process_record_done(rec);
         }

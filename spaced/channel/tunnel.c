@@ -8,7 +8,7 @@
 #include "channel/agent-internal.h"
 #include "channel/tunnel.h"
 #include "macro.h"
-#include "sandbox/sandbox.h"
+#include "channel/channel.h"
 
 /* A socket on the host bridged to a channel stream (lib/proto.h, "Tunnels"). Bytes from the guest arrive as
  * DATA fd 1 and are bounded by the credit we gave: up never holds more than SPACE_STREAM_WINDOW bytes, and we
@@ -266,7 +266,7 @@ static int start_io(Tunnel *t) {
 
         if (!s)
                 return -ENOTCONN;
-        return sd_event_add_io(s->manager->event, &t->io, t->fd, EPOLLIN, on_tunnel_io, t);
+        return sd_event_add_io(channel_sandbox->manager(s)->event, &t->io, t->fd, EPOLLIN, on_tunnel_io, t);
 }
 
 int tunnel_open_port(AgentConn *a, uint16_t guest_port, int fd, const TunnelOps *ops, void *userdata,

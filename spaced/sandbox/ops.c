@@ -167,7 +167,72 @@ static const EgressSandboxOps egress_sandbox = {
         .egress = sandbox_egress,
 };
 
+static const char *sandbox_run_dir(Sandbox *s) {
+        return s->run_dir;
+}
+
+static const char *sandbox_state_name(Sandbox *s) {
+        return sandbox_state_to_string(s->state);
+}
+
+static ChannelSandboxPhase sandbox_phase(Sandbox *s) {
+        return s->state == SANDBOX_DELETING ? CHANNEL_SANDBOX_DELETING
+             : s->state == SANDBOX_STOPPED || s->state == SANDBOX_ERROR ? CHANNEL_SANDBOX_DOWN
+             : CHANNEL_SANDBOX_UP;
+}
+
+static ChannelSandbox *sandbox_channel(Sandbox *s) {
+        return &s->channel;
+}
+
+static AgentConn **sandbox_agent_slot(Sandbox *s) {
+        return &s->agent;
+}
+
+static bool sandbox_busy(Sandbox *s) {
+        return s->busy;
+}
+
+static bool sandbox_qemu_alive(Sandbox *s) {
+        return s->qemu_pid > 0 && vm_pid_alive(s->qemu_pid, s->run_dir);
+}
+
+/* Its channel was lost and its QEMU is gone, with no lifecycle operation that meant it to go. */
+static void sandbox_qemu_exited(Sandbox *s) {
+        if (s->state != SANDBOX_RUNNING)
+                return;
+        s->state = SANDBOX_STOPPED;
+        free(s->error);
+        s->error = strdup("QEMU exited; remove the sandbox with 'spacectl rm'");
+        (void) sandbox_save(s);
+}
+
+static void sandbox_touch(Sandbox *s) {
+        int64_t now = now_unix();
+
+        if (s->last_active != now)
+                s->last_active = now;
+}
+
+static const ChannelSandboxOps channel_sandbox_ops = {
+        .find = sandbox_find_by_id,
+        .manager = sandbox_manager,
+        .id = sandbox_id,
+        .run_dir = sandbox_run_dir,
+        .data_dir = sandbox_data_dir,
+        .state_name = sandbox_state_name,
+        .phase = sandbox_phase,
+        .channel = sandbox_channel,
+        .agent = sandbox_agent_slot,
+        .busy = sandbox_busy,
+        .qemu_alive = sandbox_qemu_alive,
+        .mark_failed = sandbox_mark_failed,
+        .qemu_exited = sandbox_qemu_exited,
+        .touch = sandbox_touch,
+};
+
 void sandbox_register_ops(void) {
+        channel_set_sandbox_ops(&channel_sandbox_ops);
         egress_set_sandbox_ops(&egress_sandbox);
         disk_set_users(disks_in_use);
         template_set_users_ops(&template_users);

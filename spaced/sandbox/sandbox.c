@@ -59,7 +59,7 @@ Sandbox *sandbox_free(Sandbox *s) {
                 return NULL;
         forwards_free(s);   /* before the channel: their tunnels end on it */
         agent_free(s->agent);
-        agent_health_free(s->agent_health);
+        agent_health_free(s->channel.agent_health);
         if (s->has_pool_fd)
                 safe_close(s->pool_fd);
         free(s->name);

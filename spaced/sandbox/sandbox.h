@@ -11,6 +11,7 @@
 #include "core/manager.h"
 #include "core/digest.h"
 #include "core/operation.h"
+#include "channel/channel.h"
 #include "disk/disk.h"
 #include "vm/vmm.h"
 
@@ -80,13 +81,8 @@ struct Sandbox {
         bool has_pool_fd;
         int pool_fd;         /* pooled: the handshaken agent channel, watched only after handout */
         AgentConn *agent;
-        struct AgentHealth *agent_health;   /* backoff and protocol errors of its channel, across reconnects */
+        ChannelSandbox channel;             /* what the channel keeps of it (channel/channel.h) */
         struct Forward *forwards;           /* its port forwards (sandbox/forward.h): they go with it */
-        /* At least what its process logs hold (channel/process.c): the sum a scan of the directory found, plus
-         * everything written since. An exec scans again only once this passes the limit. */
-        uint64_t process_log_bytes;
-        bool process_log_bytes_known;
-        unsigned processes_unpruned;        /* processes started since the last prune of its finished ones */
         Sandbox *next;
 };
 

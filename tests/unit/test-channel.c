@@ -503,8 +503,8 @@ static void test_bounds(void) {
                 process_client_close(clients[--n]);
 
         /* log bytes: what the daemon writes is counted, so that an exec scans the directory only near the bound */
-        ok(s->process_log_bytes_known && s->process_log_bytes >= 6,
-           "logs: the bytes of the logs written are counted (%llu)", (unsigned long long) s->process_log_bytes);
+        ok(s->channel.process_log_bytes_known && s->channel.process_log_bytes >= 6,
+           "logs: the bytes of the logs written are counted (%llu)", (unsigned long long) s->channel.process_log_bytes);
 
         /* an ended process's big log goes; a running one's is kept and refuses new processes. The files are made
          * here behind the daemon's back, as a restarted daemon finds them: it knows their size after its scan. */
@@ -512,7 +512,7 @@ static void test_bounds(void) {
         big_file(dir, "3.log", PROCESS_LOGS_MAX);
         big_file(dir, "3.log.1", 1024);
         ASSERT(asprintf(&old, "%s/3.log", dir) >= 0);
-        s->process_log_bytes_known = false;
+        s->channel.process_log_bytes_known = false;
         r = process_exec(s, &spec, &q, &err);
         ok(r >= 0 && access(old, F_OK) < 0, "logs: over the bound, the ended process's log is removed to make room");
         if (r >= 0) {
@@ -520,14 +520,14 @@ static void test_bounds(void) {
                 send_frame(sv[1], SPACE_F_EXIT, 0, st, "code=0", 7);
         }
         big_file(dir, "7.log", PROCESS_LOGS_MAX + 1);
-        s->process_log_bytes_known = false;
+        s->channel.process_log_bytes_known = false;
         r = process_exec(s, &spec, &q, &err);
         ok(r < 0 && err.code == ERROR_TOO_MANY_PROCESSES && strstr(err.message, "logs of its running processes"),
            "logs: a running process's log over the bound refuses new ones: %s", err.message ?: "(none)");
         error_done(&err);
         /* and bytes the daemon wrote itself bring the scan back without being told */
-        s->process_log_bytes_known = true;
-        s->process_log_bytes = PROCESS_LOGS_MAX + 1;
+        s->channel.process_log_bytes_known = true;
+        s->channel.process_log_bytes = PROCESS_LOGS_MAX + 1;
         r = process_exec(s, &spec, &q, &err);
         ok(r < 0 && err.code == ERROR_TOO_MANY_PROCESSES,
            "logs: counted bytes past the bound make the next exec scan again, and refuse: %s", err.message ?: "(none)");
@@ -545,6 +545,7 @@ int main(void) {
 
         plan(0);
         log_max_level = LOG_ERR_LEVEL;
+        sandbox_register_ops();   /* what the channel reads of a sandbox */
         (void) signal(SIGPIPE, SIG_IGN);   /* as spaced does: a guest that hangs up is an EPIPE, not a death */
         ASSERT(mkdtemp(tmpdir));
         (void) asprintf(&db, "%s/state.db", tmpdir);
