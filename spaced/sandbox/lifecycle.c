@@ -108,7 +108,7 @@ static int do_suspend(LifecycleJob *j) {
         qmp_close(q);
         r = write_file_atomic(done, "1\n");
         if (r < 0) {
-                (void) vm_qmp_simple(j->run_dir, "cont", NULL);
+                (void) vm_cont_at(j->run_dir, NULL);
                 (void) unlink(state);
                 (void) error_set(&j->error, error_code_from_errno(r), "cannot record the suspend: %s", strerror(-r));
                 return r;
@@ -180,10 +180,10 @@ static void *lifecycle_worker(void *userdata) {
 
         switch (j->kind) {
         case LIFECYCLE_PAUSE:
-                j->r = vm_qmp_simple(j->run_dir, "stop", &j->error);
+                j->r = vm_stop_at(j->run_dir, &j->error);
                 break;
         case LIFECYCLE_RESUME:
-                j->r = vm_qmp_simple(j->run_dir, "cont", &j->error);
+                j->r = vm_cont_at(j->run_dir, &j->error);
                 break;
         case LIFECYCLE_SUSPEND:
                 j->r = do_suspend(j);
@@ -383,7 +383,7 @@ int sandbox_reconcile_lifecycle(Sandbox *s) {
                 } else if (alive) {
                         /* roll back: the VM is only stopped */
                         (void) unlink(state);
-                        (void) vm_qmp_simple(s->run_dir, "cont", NULL);
+                        (void) vm_cont_at(s->run_dir, NULL);
                         s->state = SANDBOX_RUNNING;
                         (void) agent_connect(s);
                 } else {

@@ -265,7 +265,7 @@ static void *handout_worker(void *userdata) {
          * to anything the user sends after it. */
         j->r = agent_reidentify_send(j->fd, j->id, hostname, j->env, &j->error);
         if (j->r >= 0)
-                j->r = vm_qmp_simple(j->run_dir, "cont", &j->error);
+                j->r = vm_cont_at(j->run_dir, &j->error);
         j->cont_usec = now_usec_monotonic() - t0;
         completion_post(j->manager, handout_done, j);
         return NULL;

@@ -19,6 +19,14 @@ int vm_stop(Qmp *q, int timeout_ms, Error *reterr) {
         return qmp_execute(q, "stop", NULL, -1, timeout_ms, NULL, reterr);
 }
 
+int vm_cont_at(const char *run_dir, Error *reterr) {
+        return vm_qmp_simple(run_dir, "cont", reterr);
+}
+
+int vm_stop_at(const char *run_dir, Error *reterr) {
+        return vm_qmp_simple(run_dir, "stop", reterr);
+}
+
 int vm_disk_resize(Qmp *q, uint64_t bytes, int timeout_ms, Error *reterr) {
         _cleanup_free_ char *args = NULL;
 

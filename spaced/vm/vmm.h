@@ -95,6 +95,9 @@ int qmp_execute(Qmp *q, const char *cmd, const char *args_json, int pass_fd, int
 /* vmm-verbs.c: what the other subsystems ask of a VM over its monitor. */
 int vm_cont(Qmp *q, int timeout_ms, Error *reterr);    /* runs its CPUs again */
 int vm_stop(Qmp *q, int timeout_ms, Error *reterr);    /* stops them; QEMU drains and flushes its I/O first */
+/* The same on a short connection to the monitor in run_dir, for callers that hold no Qmp (vm_qmp_simple()). */
+int vm_cont_at(const char *run_dir, Error *reterr);
+int vm_stop_at(const char *run_dir, Error *reterr);
 /* Tells the guest its disk is now bytes large (virtio-blk's config-change interrupt). */
 int vm_disk_resize(Qmp *q, uint64_t bytes, int timeout_ms, Error *reterr);
 /* Puts the disk on overlay (a qcow2 file that exists, backed by the current top), which QEMU writes from now. */
