@@ -125,6 +125,12 @@ int error_code_from_string(const char *s, ErrorCode *ret) {
         return -EINVAL;
 }
 
+ErrorCode error_code_from_name(const char *s) {
+        ErrorCode c;
+
+        return error_code_from_string(s, &c) < 0 ? ERROR_NONE : c;
+}
+
 unsigned error_code_http_status(ErrorCode c) {
         if ((unsigned) c >= _ERROR_CODE_MAX)
                 return 500;

@@ -118,6 +118,9 @@ const char *error_code_to_string(ErrorCode c);
 /* -EINVAL for a string that is no code: what comes from outside (the guest, an old row, a server's answer) is
  * checked here. */
 int error_code_from_string(const char *s, ErrorCode *ret);
+/* The same for a client that tells only some codes apart: ERROR_NONE for NULL or a name that is none of ours
+ * (a newer daemon's). */
+ErrorCode error_code_from_name(const char *s);
 unsigned error_code_http_status(ErrorCode c);
 ConnectCode error_code_connect(ErrorCode c);
 ConnectCode error_code_envd_connect(ErrorCode c);
