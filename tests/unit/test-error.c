@@ -11,7 +11,9 @@
 #include <string.h>
 
 #include "core/error.h"
+#include "egress/egress.h"
 #include "macro.h"
+#include "proto.h"
 #include "tap.h"
 
 static bool snake_case(const char *s) {
@@ -130,6 +132,42 @@ int main(void) {
            error_code_envd_connect(_ERROR_CODE_MAX) == CONNECT_INTERNAL, "an out-of-range code is Connect's internal");
         ok(strcmp(connect_code_to_string(_CONNECT_CODE_MAX), "internal") == 0 &&
            connect_code_status(_CONNECT_CODE_MAX) == 500, "an out-of-range Connect code reads as internal, 500");
+
+        /* the channel's codes (lib/proto.h) and the egress reasons: unique names that read back, the old ones
+         * unchanged (the agent and the audit log's readers know them) */
+        for (unsigned i = 0; i < _SPACE_CODE_MAX; i++) {
+                const char *name = space_code_to_string((SpaceCode) i);
+                SpaceCode k;
+                bool unique = true;
+
+                for (unsigned j = 0; j < i; j++)
+                        if (strcmp(space_code_to_string((SpaceCode) j), name) == 0)
+                                unique = false;
+                ok(snake_case(name) && unique && space_code_from_string(name, &k) == 0 && k == (SpaceCode) i,
+                   "channel code %u has a unique name that reads back (%s)", i, name ?: "(none)");
+        }
+        ok(space_code_from_string("no_such_code", &(SpaceCode) { 0 }) == -EINVAL &&
+           space_code_from_string(NULL, &(SpaceCode) { 0 }) == -EINVAL && !space_code_to_string(_SPACE_CODE_MAX),
+           "an unknown channel code is refused");
+        ok(strcmp(space_code_to_string(SPACE_CODE_UNKNOWN_USER), "unknown_user") == 0 &&
+           strcmp(space_code_to_string(SPACE_CODE_TOO_MANY_ENTRIES), "too_many_entries") == 0 &&
+           strcmp(space_code_to_string(SPACE_CODE_NXDOMAIN), "nxdomain") == 0, "channel codes keep their names");
+        for (unsigned i = 0; i < _EGRESS_REASON_MAX; i++) {
+                const char *name = egress_reason_to_string((EgressReason) i);
+                bool unique = true;
+
+                for (unsigned j = 0; j < i; j++)
+                        if (strcmp(egress_reason_to_string((EgressReason) j), name) == 0)
+                                unique = false;
+                ok(snake_case(name) && unique && space_code_to_string(egress_reason_code((EgressReason) i)),
+                   "egress reason %u has a unique name (%s) and tells the guest %s", i, name,
+                   space_code_to_string(egress_reason_code((EgressReason) i)) ?: "(nothing)");
+        }
+        ok(strcmp(egress_reason_to_string(EGRESS_REASON_PROTECTED), "protected_address") == 0 &&
+           strcmp(egress_reason_to_string(EGRESS_REASON_SELF), "daemon_api") == 0 &&
+           strcmp(egress_reason_to_string(EGRESS_REASON_RATE_LIMITED), "rate_limited") == 0 &&
+           egress_reason_code(EGRESS_REASON_INVALID) == SPACE_CODE_INVALID &&
+           egress_reason_code(EGRESS_REASON_BUSY) == SPACE_CODE_BUSY, "egress reasons keep their names and codes");
 
         ok(error_set(&e, ERROR_CHECKPOINT_BUSY, "checkpoint %s is being taken", "cp-1") == 0 &&
            e.code == ERROR_CHECKPOINT_BUSY && strcmp(error_message(&e), "checkpoint cp-1 is being taken") == 0,
