@@ -103,7 +103,7 @@ static void stdin_done(SpaceStream *s, int r, const SpaceHttpReply *reply, void 
         a->in_flight = false;
         if (r >= 0 && space_http_reply_ok(reply))
                 ;
-        else if (r >= 0 && streq_ptr(reply->error_code, "stdin_closed"))
+        else if (r >= 0 && reply->error == ERROR_STDIN_CLOSED)
                 a->stdin_dead = true; /* the process closed its stdin or exited: the rest is not wanted */
         else {
                 if (r < 0)
@@ -478,12 +478,16 @@ int cli_status_for_error(const char *code, const char *message) {
                 log_error("%s", message);
         else
                 log_error("spaced failed to run the command (%s)", code ?: "no reason given");
-        if (streq_ptr(code, "command_not_found"))
+        switch (error_code_from_name(code)) {
+        case ERROR_COMMAND_NOT_FOUND:
                 return EXIT_COMMAND_NOT_FOUND;
         /* like a shell (and docker exec): the command could not be invoked */
-        if (streq_ptr(code, "permission_denied") || streq_ptr(code, "invalid_cwd"))
+        case ERROR_PERMISSION_DENIED:
+        case ERROR_INVALID_CWD:
                 return EXIT_CANNOT_EXECUTE;
-        return EXIT_SPACECTL;
+        default:
+                return EXIT_SPACECTL;
+        }
 }
 
 int cli_attach(const AttachOptions *o) {

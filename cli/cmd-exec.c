@@ -145,7 +145,7 @@ static void stdin_chunk_done(SpaceStream *s, int r, const SpaceHttpReply *reply,
         if (r >= 0 && space_http_reply_ok(reply)) {
                 if (space_stream_watch_fd(s, STDIN_FILENO, stdin_readable, st) >= 0)
                         return;
-        } else if (r >= 0 && streq_ptr(reply->error_code, "stdin_closed"))
+        } else if (r >= 0 && reply->error == ERROR_STDIN_CLOSED)
                 ; /* the process closed its stdin or exited: the rest of our input is not wanted */
         else if (r < 0)
                 log_error("forwarding stdin failed: %s; closing the command's stdin", strerror(-r));

@@ -67,7 +67,7 @@ static int on_event(const char *event, const char *data, size_t len, const char 
                 cJSON *j = cJSON_ParseWithLength(data, len);
                 const char *code = json_str(j, "code"), *msg = json_str(j, "message");
 
-                if (streq_ptr(code, "events_lost"))
+                if (error_code_from_name(code) == ERROR_EVENTS_LOST)
                         log_error("warning: %s", msg ?: "older output is no longer kept");
                 else
                         log_error("%s", msg ?: code ?: "the process failed");

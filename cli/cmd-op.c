@@ -276,7 +276,7 @@ static int op_cancel(int argc, char *argv[]) {
                         return cli_signal_received ? 128 + cli_signal_received : EXIT_FAIL;
         }
         err = cJSON_GetObjectItemCaseSensitive(op, "error");
-        if (streq_ptr(json_str(err, "code"), "cancelled")) {
+        if (error_code_from_name(json_str(err, "code")) == ERROR_CANCELLED) {
                 printf("cancelled %s\n", id);
                 cJSON_Delete(op);
                 return fflush(stdout) == 0 ? 0 : EXIT_FAIL;

@@ -42,23 +42,19 @@ char *cp_join(const char *a, const char *b) {
         return s;
 }
 
-static int errno_for_code(const char *code) {
-        static const struct {
-                const char *code;
-                int err;
-        } table[] = {
-                { "not_found", ENOENT },          { "exists", EEXIST },           { "not_empty", ENOTEMPTY },
-                { "is_a_directory", EISDIR },     { "not_a_directory", ENOTDIR }, { "permission_denied", EACCES },
-                { "no_space", ENOSPC },           { "invalid_path", EINVAL },     { "sandbox_not_found", ESRCH },
+static int errno_for_code(ErrorCode code) {
+        static const int table[_ERROR_CODE_MAX] = {
+                [ERROR_NOT_FOUND] = ENOENT,          [ERROR_EXISTS] = EEXIST,
+                [ERROR_NOT_EMPTY] = ENOTEMPTY,       [ERROR_IS_A_DIRECTORY] = EISDIR,
+                [ERROR_NOT_A_DIRECTORY] = ENOTDIR,   [ERROR_PERMISSION_DENIED] = EACCES,
+                [ERROR_NO_SPACE] = ENOSPC,           [ERROR_INVALID_PATH] = EINVAL,
+                [ERROR_SANDBOX_NOT_FOUND] = ESRCH,
         };
-        for (size_t i = 0; i < ELEMENTSOF(table); i++)
-                if (streq_ptr(code, table[i].code))
-                        return -table[i].err;
-        return -EIO;
+        return (unsigned) code < _ERROR_CODE_MAX && table[code] ? -table[code] : -EIO;
 }
 
 int cp_log_reply_error(CpContext *c, const SpaceHttpReply *reply, const char *path) {
-        int r = errno_for_code(reply->error_code);
+        int r = errno_for_code(reply->error);
 
         if (r == -ENOENT)
                 log_error("cp: sandbox '%s' has no %s: No such file or directory", c->ref, path);
@@ -128,7 +124,7 @@ int cp_remote_stat(CpContext *c, const char *path, bool follow, CpEntry *ret) {
         if (r < 0)
                 return transport_error(c, r);
         if (!space_http_reply_ok(&reply)) {
-                r = streq_ptr(reply.error_code, "not_found") ? -ENOENT : cp_log_reply_error(c, &reply, path);
+                r = reply.error == ERROR_NOT_FOUND ? -ENOENT : cp_log_reply_error(c, &reply, path);
                 space_http_reply_done(&reply);
                 return r;
         }
@@ -192,7 +188,7 @@ static void add_owner(cJSON *o, int64_t uid, int64_t gid) {
 }
 
 /* POST files/<op> with body; not_ok_quiet: an error code that is returned without printing (as its -errno). */
-static int post(CpContext *c, const char *op, cJSON *body, const char *path, const char *quiet_code) {
+static int post(CpContext *c, const char *op, cJSON *body, const char *path, ErrorCode quiet_code) {
         _cleanup_free_ char *u = NULL;
         SpaceHttpReply reply = {};
         int r;
@@ -206,8 +202,8 @@ static int post(CpContext *c, const char *op, cJSON *body, const char *path, con
         if (r < 0)
                 return transport_error(c, r);
         if (!space_http_reply_ok(&reply)) {
-                r = quiet_code && streq_ptr(reply.error_code, quiet_code) ? errno_for_code(quiet_code)
-                                                                             : cp_log_reply_error(c, &reply, path);
+                r = quiet_code != ERROR_NONE && reply.error == quiet_code ? errno_for_code(quiet_code)
+                                                                            : cp_log_reply_error(c, &reply, path);
                 space_http_reply_done(&reply);
                 return r;
         }
@@ -223,7 +219,7 @@ int cp_remote_mkdir(CpContext *c, const char *path, unsigned mode, bool parents,
         if (parents)
                 cJSON_AddBoolToObject(o, "parents", true);
         add_owner(o, uid, gid);
-        return post(c, "mkdir", o, path, "exists");
+        return post(c, "mkdir", o, path, ERROR_EXISTS);
 }
 
 int cp_remote_symlink(CpContext *c, const char *path, const char *target, int64_t uid, int64_t gid) {
@@ -232,7 +228,7 @@ int cp_remote_symlink(CpContext *c, const char *path, const char *target, int64_
         cJSON_AddStringToObject(o, "path", path);
         cJSON_AddStringToObject(o, "target", target);
         add_owner(o, uid, gid);
-        return post(c, "symlink", o, path, "exists");
+        return post(c, "symlink", o, path, ERROR_EXISTS);
 }
 
 int cp_remote_attrs(CpContext *c, const char *path, int mode, int64_t mtime, int64_t uid, int64_t gid) {
@@ -244,7 +240,7 @@ int cp_remote_attrs(CpContext *c, const char *path, int mode, int64_t mtime, int
         if (mtime != INT64_MIN)
                 cJSON_AddNumberToObject(o, "mtime", (double) mtime);
         add_owner(o, uid, gid);
-        return post(c, "attrs", o, path, NULL);
+        return post(c, "attrs", o, path, ERROR_NONE);
 }
 
 int cp_remote_remove(CpContext *c, const char *path, bool recursive) {
@@ -258,7 +254,7 @@ int cp_remote_remove(CpContext *c, const char *path, bool recursive) {
         if (r < 0)
                 return transport_error(c, r);
         if (!space_http_reply_ok(&reply))
-                r = streq_ptr(reply.error_code, "not_found") ? -ENOENT : cp_log_reply_error(c, &reply, path);
+                r = reply.error == ERROR_NOT_FOUND ? -ENOENT : cp_log_reply_error(c, &reply, path);
         space_http_reply_done(&reply);
         return r;
 }

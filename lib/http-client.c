@@ -393,6 +393,7 @@ static int reply_fill(SpaceHttpReply *ret, long status, const char *body, size_t
                 ret->error_message = strdup(message->valuestring);
         else
                 ret->error_message = strdup_printf("the daemon answered HTTP %ld without an error message", status);
+        ret->error = error_code_from_name(ret->error_code);
         if (!ret->error_code || !ret->error_message) {
                 space_http_reply_done(ret);
                 return -ENOMEM;

@@ -20,6 +20,8 @@
 
 #include <cjson/cJSON.h>
 
+#include "error-code.h"
+
 /* Caps on what a reply may make the client hold. */
 #define SPACE_HTTP_REPLY_MAX (64U * 1024U * 1024U)
 #define SPACE_SSE_EVENT_MAX (16U * 1024U * 1024U)
@@ -61,6 +63,7 @@ typedef struct SpaceHttpReply {
         long status;            /* HTTP status */
         cJSON *json;            /* parsed body; NULL when empty or not JSON */
         char *error_code;       /* status >= 400: "code" of the error body, or "http_<status>" */
+        ErrorCode error;        /* error_code read once (error_code_from_name()): ERROR_NONE if none of ours */
         char *error_message;    /* status >= 400: "message" of the error body, or a generic one */
 } SpaceHttpReply;
 

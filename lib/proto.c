@@ -32,6 +32,30 @@ const char *space_frame_type_to_string(uint8_t type) {
         return frame_type_names[type];
 }
 
+static const char *const code_names[_SPACE_CODE_MAX] = {
+        [SPACE_CODE_UNKNOWN_USER] = "unknown_user", [SPACE_CODE_UNKNOWN_GROUP] = "unknown_group",
+        [SPACE_CODE_INVALID_USER] = "invalid_user", [SPACE_CODE_EXEC_FAILED] = "exec_failed",
+        [SPACE_CODE_TOO_MANY_ENTRIES] = "too_many_entries",
+        [SPACE_CODE_DENIED] = "denied",             [SPACE_CODE_UNREACHABLE] = "unreachable",
+        [SPACE_CODE_INVALID] = "invalid",           [SPACE_CODE_BUSY] = "busy",
+        [SPACE_CODE_TIMEOUT] = "timeout",           [SPACE_CODE_NXDOMAIN] = "nxdomain",
+};
+
+const char *space_code_to_string(SpaceCode c) {
+        return (unsigned) c < _SPACE_CODE_MAX ? code_names[c] : NULL;
+}
+
+int space_code_from_string(const char *s, SpaceCode *ret) {
+        if (!s)
+                return -EINVAL;
+        for (unsigned i = 0; i < _SPACE_CODE_MAX; i++)
+                if (strcmp(code_names[i], s) == 0) {
+                        *ret = (SpaceCode) i;
+                        return 0;
+                }
+        return -EINVAL;
+}
+
 static bool frame_type_valid(uint8_t type) {
         return type >= SPACE_F_HELLO && type < _SPACE_F_MAX;
 }

@@ -132,6 +132,23 @@
 #define SPACE_RESOLVE_ADDRS_MAX 16U          /* addresses in one RESOLVE answer */
 #define SPACE_RESOLVES_MAX 64U               /* RESOLVE questions in flight per channel */
 
+/* The code=NAME of an ERROR frame: what the agent tells the host of an EXEC's user or a FILE list, and what
+ * the host tells the agent of a CONNECT or a RESOLVE (the conversation above). The names are the wire's. */
+typedef enum SpaceCode {
+        SPACE_CODE_UNKNOWN_USER,     /* EXEC, stage=user */
+        SPACE_CODE_UNKNOWN_GROUP,
+        SPACE_CODE_INVALID_USER,
+        SPACE_CODE_EXEC_FAILED,
+        SPACE_CODE_TOO_MANY_ENTRIES, /* FILE list */
+        SPACE_CODE_DENIED,           /* CONNECT, RESOLVE */
+        SPACE_CODE_UNREACHABLE,
+        SPACE_CODE_INVALID,
+        SPACE_CODE_BUSY,
+        SPACE_CODE_TIMEOUT,
+        SPACE_CODE_NXDOMAIN,
+        _SPACE_CODE_MAX,
+} SpaceCode;
+
 enum space_frame_type {
         SPACE_F_HELLO = 1,
         SPACE_F_PING = 2,
@@ -248,3 +265,6 @@ int space_credit_give(SpaceCredit *c, uint32_t n);
 void space_credit_give_clamp(SpaceCredit *c, uint32_t n);
 
 const char *space_frame_type_to_string(uint8_t type);
+const char *space_code_to_string(SpaceCode c);
+/* -EINVAL for NULL or a name that is no code (a newer peer's). */
+int space_code_from_string(const char *s, SpaceCode *ret);

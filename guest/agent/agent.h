@@ -123,9 +123,9 @@ bool files_want_pump(const Channel *c);
 /* The host went away or came back: unfinished transfers are dropped (uploads leave no file). */
 void files_drop_all(void);
 /* user.c: EXEC user= (lib/user.h). user_resolve reads the guest's /etc/passwd and /etc/group: 0, or -errno with
- * *ret_code ("unknown_user", "unknown_group", "invalid_user", "exec_failed") and a message naming the user or
- * group. user_switch runs in the child. */
-int user_resolve(const char *spec, SpaceUser *ret, const char **ret_code, char *msg, size_t msg_size);
+ * *ret_code (SPACE_CODE_UNKNOWN_USER, _UNKNOWN_GROUP, _INVALID_USER, _EXEC_FAILED) and a message naming the user
+ * or group. user_switch runs in the child. */
+int user_resolve(const char *spec, SpaceUser *ret, SpaceCode *ret_code, char *msg, size_t msg_size);
 bool user_home_usable(const SpaceUser *u);
 int user_switch(const SpaceUser *u);
 

@@ -200,7 +200,7 @@ static int exec_spec_parse(const uint8_t *p, size_t n, ExecSpec *ret, const char
 /* user=: in the parent, before the fork, so that an unknown user is the answer to this EXEC, held or not.
  * Without cwd=, the process starts in the user's home, or in "/" if the home is not usable. On failure,
  * -errno, the error code and the message for the host. */
-static int exec_spec_resolve_user(ExecSpec *s, const char **ret_code, char *msg, size_t msg_size) {
+static int exec_spec_resolve_user(ExecSpec *s, SpaceCode *ret_code, char *msg, size_t msg_size) {
         int r;
 
         r = user_resolve(s->user_spec, &s->user, ret_code, msg, msg_size);
@@ -377,12 +377,12 @@ static void send_exec_failure(Channel *c, uint32_t id, const ExecFailure *f, con
         space_buf_done(&kv);
 }
 
-static void send_user_error(Channel *c, uint32_t id, int err, const char *code, const char *message) {
+static void send_user_error(Channel *c, uint32_t id, int err, SpaceCode code, const char *message) {
         SpaceBuf kv = {};
 
         (void) space_kv_addf(&kv, "errno", "%d", err);
         (void) space_kv_add(&kv, "message", message);
-        (void) space_kv_add(&kv, "code", code);
+        (void) space_kv_add(&kv, "code", space_code_to_string(code));
         (void) space_kv_add(&kv, "stage", "user");
         (void) channel_send_kv(c, SPACE_F_ERROR, id, &kv);
         space_buf_done(&kv);
@@ -476,7 +476,7 @@ void exec_start(Channel *c, uint32_t id, const uint8_t *p, size_t n) {
         }
 
         if (spec.user_spec) {
-                const char *code = NULL;
+                SpaceCode code = SPACE_CODE_EXEC_FAILED;
                 char msg[512];
 
                 r = exec_spec_resolve_user(&spec, &code, msg, sizeof msg);

@@ -683,7 +683,7 @@ static void op_list(Channel *c, uint32_t id, const FileReq *q) {
                                 SPACE_FILE_LIST_MAX, SPACE_FILE_LIST_BYTES_MAX >> 20, q->path);
                 (void) space_kv_addf(&kv, "errno", "%d", E2BIG);
                 (void) space_kv_add(&kv, "message", msg);
-                (void) space_kv_add(&kv, "code", "too_many_entries");
+                (void) space_kv_add(&kv, "code", space_code_to_string(SPACE_CODE_TOO_MANY_ENTRIES));
                 (void) channel_send_kv(c, SPACE_F_ERROR, id, &kv);
         } else if (r < 0)
                 send_err(c, id, -r, "list", q->path);
@@ -865,7 +865,7 @@ static void write_finish(Channel *c, FileXfer *x) {
 
 /* user= of a request: resolved, and the agent acts as that user until *saved is left. */
 static int request_identity(Channel *c, uint32_t id, FileReq *q, SpaceUser *u, FsIdentity *saved) {
-        const char *code = NULL;
+        SpaceCode code;
         char msg[256];
         int r;
 

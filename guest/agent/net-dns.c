@@ -151,10 +151,13 @@ static void host_answer(const DnsPending *d, const SpaceFrameHeader *h, const ui
 
         if (h->type == SPACE_F_ERROR) {
                 const char *code = NULL;
+                SpaceCode sc;
 
                 (void) space_kv_get(p, h->length, "code", &code);
-                answer(&d->q, code && (streq(code, "nxdomain") || streq(code, "denied")) ? DNS_RCODE_NXDOMAIN :
-                                                                                         DNS_RCODE_SERVFAIL,
+                answer(&d->q,
+                       space_code_from_string(code, &sc) >= 0 && IN_SET(sc, SPACE_CODE_NXDOMAIN, SPACE_CODE_DENIED)
+                               ? DNS_RCODE_NXDOMAIN
+                               : DNS_RCODE_SERVFAIL,
                        NULL, 0, 0, &d->from, d->from_len);
                 return;
         }

@@ -138,6 +138,7 @@ void proxy_head_read(Channel *c, Tunnel *t) {
 
 void proxy_answer(Channel *c, Tunnel *t, bool ok, const char *code, const char *message) {
         static const char established[] = "HTTP/1.1 200 Connection established\r\n\r\n";
+        SpaceCode k;
 
         if (ok) {
                 if (t->connect_method &&
@@ -151,9 +152,11 @@ void proxy_answer(Channel *c, Tunnel *t, bool ok, const char *code, const char *
 
         if (!message || !*message)
                 message = code && *code ? code : "refused by the sandbox's host";
-        if (code && (streq(code, "unreachable") || streq(code, "timeout")))
+        if (space_code_from_string(code, &k) < 0)
+                k = SPACE_CODE_DENIED;
+        if (IN_SET(k, SPACE_CODE_UNREACHABLE, SPACE_CODE_TIMEOUT))
                 reply_and_close(t, 502, "Bad Gateway", message);
-        else if (code && streq(code, "busy"))
+        else if (k == SPACE_CODE_BUSY)
                 reply_and_close(t, 503, "Service Unavailable", message);
         else
                 reply_and_close(t, 403, "Forbidden", message);

@@ -19,13 +19,13 @@
 #include "../../lib/macro.h"
 #include "agent.h"
 
-int user_resolve(const char *spec_text, SpaceUser *ret, const char **ret_code, char *msg, size_t msg_size) {
+int user_resolve(const char *spec_text, SpaceUser *ret, SpaceCode *ret_code, char *msg, size_t msg_size) {
         _cleanup_fclose_ FILE *passwd = NULL, *group = NULL;
         SpaceUserSpec spec;
         int r, passwd_err, group_err;
 
         if (space_user_spec_parse(spec_text, &spec) < 0) {
-                *ret_code = "invalid_user";
+                *ret_code = SPACE_CODE_INVALID_USER;
                 (void) snprintf(msg, msg_size, "'%.64s' is not NAME|UID[:GROUP|GID]", spec_text);
                 return -EINVAL;
         }
@@ -36,7 +36,7 @@ int user_resolve(const char *spec_text, SpaceUser *ret, const char **ret_code, c
 
         r = space_user_resolve(&spec, passwd, group, ret);
         if (r == -ESRCH) {
-                *ret_code = "unknown_user";
+                *ret_code = SPACE_CODE_UNKNOWN_USER;
                 if (passwd_err)
                         (void) snprintf(msg, msg_size, "unknown user '%s': cannot read the sandbox's /etc/passwd: %s",
                                         spec.user, strerror(passwd_err));
@@ -44,7 +44,7 @@ int user_resolve(const char *spec_text, SpaceUser *ret, const char **ret_code, c
                         (void) snprintf(msg, msg_size, "unknown user '%s': the sandbox's /etc/passwd has no such user",
                                         spec.user);
         } else if (r == -ENOENT) {
-                *ret_code = "unknown_group";
+                *ret_code = SPACE_CODE_UNKNOWN_GROUP;
                 if (group_err)
                         (void) snprintf(msg, msg_size, "unknown group '%s': cannot read the sandbox's /etc/group: %s",
                                         spec.group, strerror(group_err));
@@ -52,7 +52,7 @@ int user_resolve(const char *spec_text, SpaceUser *ret, const char **ret_code, c
                         (void) snprintf(msg, msg_size, "unknown group '%s': the sandbox's /etc/group has no such group",
                                         spec.group);
         } else if (r < 0) {
-                *ret_code = "exec_failed";
+                *ret_code = SPACE_CODE_EXEC_FAILED;
                 (void) snprintf(msg, msg_size, "resolving user '%s': %s", spec_text, strerror(-r));
         }
         return r;

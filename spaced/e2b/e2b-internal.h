@@ -77,8 +77,8 @@ int connect_respond(Request *r, cJSON *message);
 /* Appends one envelope (flags, then the JSON text of message or the given text) to buf. */
 int connect_envelope_append(SpaceBuf *buf, uint8_t flags, const char *json, size_t n);
 int connect_envelope_append_json(SpaceBuf *buf, uint8_t flags, const cJSON *message);
-/* The end-of-stream envelope: {} on success, else {"error": {"code", "message"}}. */
-int connect_end_stream_append(SpaceBuf *buf, const char *code, const char *message);
+/* The end-of-stream envelope: {} on success (CONNECT_OK), else {"error": {"code", "message"}}. */
+int connect_end_stream_append(SpaceBuf *buf, ConnectCode code, const char *message);
 /* Headers of a streaming answer (application/connect+json, no caching) for http_respond_stream(). */
 extern const char *const connect_stream_headers[];
 /* connect-timeout-ms of the request: 0 when absent; < 0 (answered) when malformed. */

@@ -32,9 +32,9 @@ typedef struct ConnectEnvelopeReader {
 
 /* Reads from data (n bytes) up to the end of the next envelope: 1 when an envelope is complete (its message
  * in er->msg until the next call), 0 when all of data was taken and the envelope goes on, < 0 when the body
- * is refused (*ret_code: the Connect code, *ret_message: why). *ret_used: the bytes taken. */
+ * is refused (*ret_code: why in a word, *ret_message: why). *ret_used: the bytes taken. */
 int connect_envelope_read(ConnectEnvelopeReader *er, const uint8_t *data, size_t n, size_t *ret_used,
-                          const char **ret_code, const char **ret_message);
+                          ErrorCode *ret_code, const char **ret_message);
 /* Whether the body ended inside an envelope (its header or its message cut short). */
 bool connect_envelope_reader_inside(const ConnectEnvelopeReader *er);
 void connect_envelope_reader_done(ConnectEnvelopeReader *er);

@@ -323,16 +323,16 @@ int connect_envelope_append_json(SpaceBuf *buf, uint8_t flags, const cJSON *mess
         return connect_envelope_append(buf, flags, text, strlen(text));
 }
 
-int connect_end_stream_append(SpaceBuf *buf, const char *code, const char *message) {
+int connect_end_stream_append(SpaceBuf *buf, ConnectCode code, const char *message) {
         cJSON *o = cJSON_CreateObject(), *e;
         int r;
 
         if (!o)
                 return -ENOMEM;
-        if (code) {
+        if (code != CONNECT_OK) {
                 e = cJSON_AddObjectToObject(o, "error");
-                cJSON_AddStringToObject(e, "code", code);
-                cJSON_AddStringToObject(e, "message", message ?: code);
+                cJSON_AddStringToObject(e, "code", connect_code_to_string(code));
+                cJSON_AddStringToObject(e, "message", message ?: connect_code_to_string(code));
         }
         r = connect_envelope_append_json(buf, CONNECT_FLAG_END_STREAM, o);
         cJSON_Delete(o);
@@ -384,10 +384,11 @@ unsigned connect_keepalive_sec(Request *r) {
 }
 
 int connect_envelope_read(ConnectEnvelopeReader *er, const uint8_t *data, size_t n, size_t *ret_used,
-                          const char **ret_code, const char **ret_message) {
+                          ErrorCode *ret_code, const char **ret_message) {
         size_t used = 0, take;
 
-        *ret_code = *ret_message = NULL;
+        *ret_code = ERROR_NONE;
+        *ret_message = NULL;
         while (er->head_len < CONNECT_ENVELOPE_HEADER) {
                 if (used == n) {
                         *ret_used = used;
@@ -400,12 +401,12 @@ int connect_envelope_read(ConnectEnvelopeReader *er, const uint8_t *data, size_t
                               (uint32_t) er->head[3] << 8 | er->head[4];
                 *ret_used = used;
                 if (er->head[0] != 0) {
-                        *ret_code = "invalid_argument";
+                        *ret_code = ERROR_INVALID_ARGUMENT;
                         *ret_message = "envelopes must be uncompressed messages (flags 0)";
                         return -EINVAL;
                 }
                 if (er->msg_len > HTTP_BODY_MAX) {
-                        *ret_code = "resource_exhausted";
+                        *ret_code = ERROR_RESOURCE_EXHAUSTED;
                         *ret_message = "a message is over 1 MiB";
                         return -E2BIG;
                 }
@@ -416,7 +417,7 @@ int connect_envelope_read(ConnectEnvelopeReader *er, const uint8_t *data, size_t
                 take = (size_t) er->msg_len - er->msg.len;
         if (take > 0 && space_buf_append(&er->msg, data + used, take) < 0) {
                 *ret_used = used;
-                *ret_code = "resource_exhausted";
+                *ret_code = ERROR_RESOURCE_EXHAUSTED;
                 *ret_message = "out of memory";
                 return -ENOMEM;
         }

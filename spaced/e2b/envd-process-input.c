@@ -23,7 +23,7 @@ typedef struct InputQueue {
         size_t size, off;
         Process *waiting;             /* set only while waiting for stdin credit */
         ChannelWaiter waiter;
-        const char *error_code;       /* Connect code of a failure; error_message says why */
+        ErrorCode error_code;         /* of a failure (ERROR_NONE: none); error_message says why */
         char error_message[160];
 } InputQueue;
 
@@ -39,7 +39,7 @@ static void queue_done(InputQueue *q) {
         q->size = q->off = 0;
 }
 
-static int queue_fail(InputQueue *q, const char *code, const char *message) {
+static int queue_fail(InputQueue *q, ErrorCode code, const char *message) {
         q->error_code = code;
         snprintf(q->error_message, sizeof q->error_message, "%s", message);
         free(q->data);
@@ -63,13 +63,13 @@ static int queue_flush(InputQueue *q, Request *r) {
         s = sandbox_find_by_id(q->manager, q->sandbox_id);
         p = s ? process_find_by_pid(s, q->pid) : NULL;
         if (!p)
-                return queue_fail(q, "not_found", "the process ended");
+                return queue_fail(q, ERROR_PROCESS_NOT_FOUND, "the process ended");
         if (p->stdin_closed)
-                return queue_fail(q, "failed_precondition",
+                return queue_fail(q, ERROR_STDIN_CLOSED,
                                   "the process's stdin is closed, or it was started without stdin");
         k = process_write_stdin(p, (const char *) q->data + q->off, q->size - q->off, &q->waiter);
         if (k < 0)
-                return queue_fail(q, "not_found", "the process ended");
+                return queue_fail(q, ERROR_PROCESS_NOT_FOUND, "the process ended");
         q->off += (size_t) k;
         if (q->off < q->size) {
                 q->waiting = p;
@@ -117,7 +117,7 @@ static int send_input_prepare(Request *r, InputQueue **ret) {
                 return k;
         }
         if (p->stdin_closed)
-                return envd_unary_error(r, "failed_precondition", 400,
+                return envd_unary_error(r, ERROR_STDIN_CLOSED, 400,
                                         "stdin of process %d is closed, or it was started without stdin", p->pid)
                                ?: -EPIPE;
         q = calloc(1, sizeof *q);
@@ -150,7 +150,8 @@ void envd_process_send_input(Request *r, const RouteArgs *a) {
         if (k == 0)
                 return;
         if (k < 0)
-                envd_unary_error(r, q->error_code, streq(q->error_code, "not_found") ? 404 : 400, "%s",
+                envd_unary_error(r, q->error_code,
+                                 error_code_envd_connect(q->error_code) == CONNECT_NOT_FOUND ? 404 : 400, "%s",
                                  q->error_message);
         else
                 connect_respond(r, NULL);
@@ -166,7 +167,7 @@ void envd_process_close_stdin(Request *r, const RouteArgs *a) {
                 return;
         /* as envd: a terminal has no stdin to close (send ^D); one without stdin is fine */
         if (p->pty) {
-                envd_unary_error(r, "failed_precondition", 400,
+                envd_unary_error(r, ERROR_STDIN_CLOSED, 400,
                                  "process %d has a terminal: send Ctrl+D (0x04) instead of closing stdin", p->pid);
                 return;
         }
@@ -196,33 +197,33 @@ static int stream_message(InputStream *is, const char *json, size_t n) {
         int k;
 
         if (!cJSON_IsObject(o))
-                return queue_fail(q, "invalid_argument", "a message is not a JSON object");
+                return queue_fail(q, ERROR_INVALID_ARGUMENT, "a message is not a JSON object");
         if (start) {
                 s = sandbox_find_by_id(q->manager, q->sandbox_id);
                 k = s ? envd_selector_find(s, cJSON_GetObjectItemCaseSensitive(start, "process"), &p, what,
                                            sizeof what)
                       : 0;
                 if (k < 0)
-                        return queue_fail(q, "invalid_argument", "start.process must be {\"pid\": N} or {\"tag\": \"...\"}");
+                        return queue_fail(q, ERROR_INVALID_ARGUMENT, "start.process must be {\"pid\": N} or {\"tag\": \"...\"}");
                 if (k == 0)
-                        return queue_fail(q, "not_found", "the process is not running");
+                        return queue_fail(q, ERROR_PROCESS_NOT_FOUND, "the process is not running");
                 q->pid = p->pid;
                 is->started = true;
                 return 0;
         }
         if (data) {
                 if (!is->started)
-                        return queue_fail(q, "invalid_argument", "the first message must be start");
+                        return queue_fail(q, ERROR_INVALID_ARGUMENT, "the first message must be start");
                 k = envd_input_decode(cJSON_GetObjectItemCaseSensitive(data, "input"), &q->data, &q->size);
                 if (k < 0)
-                        return queue_fail(q, "invalid_argument",
+                        return queue_fail(q, ERROR_INVALID_ARGUMENT,
                                           "data.input must be {\"stdin\": BASE64} or {\"pty\": BASE64}");
                 q->off = 0;
                 return 0;
         }
         if (cJSON_GetObjectItemCaseSensitive(o, "keepalive"))
                 return 0;
-        return queue_fail(q, "unimplemented", "a message must be start, data or keepalive");
+        return queue_fail(q, ERROR_NOT_SUPPORTED, "a message must be start, data or keepalive");
 }
 
 /* Takes what it can of data: envelopes are parsed as they complete, input waits for credit. */
@@ -237,7 +238,8 @@ static size_t stream_write(void *userdata, Request *r, const char *data, size_t 
         if (k < 0)
                 goto fail;
         while (used < n) {
-                const char *code, *message;
+                const char *message;
+                ErrorCode code;
                 size_t took;
 
                 k = connect_envelope_read(&is->reader, (const uint8_t *) data + used, n - used, &took, &code,
@@ -296,14 +298,14 @@ void envd_process_stream_input(Request *r, const RouteArgs *a) {
         if (r->responded)
                 return;
         /* the last input may still wait for credit */
-        if (is && !is->queue.error_code && queue_flush(&is->queue, r) == 0)
+        if (is && is->queue.error_code == ERROR_NONE && queue_flush(&is->queue, r) == 0)
                 return;
         if (!is)
-                envd_stream_error(r, "unavailable", "the sandbox was not running when the stream began; try again");
-        else if (is->queue.error_code)
+                envd_stream_error(r, ERROR_SANDBOX_UNAVAILABLE, "the sandbox was not running when the stream began; try again");
+        else if (is->queue.error_code != ERROR_NONE)
                 envd_stream_error(r, is->queue.error_code, "%s", is->queue.error_message);
         else if (connect_envelope_reader_inside(&is->reader))
-                envd_stream_error(r, "invalid_argument", "the body ended inside an envelope");
+                envd_stream_error(r, ERROR_INVALID_ARGUMENT, "the body ended inside an envelope");
         else
                 envd_stream_ok(r);
 }

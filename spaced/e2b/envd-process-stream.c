@@ -92,7 +92,7 @@ static int append_exited(EnvdStream *st, SpaceBuf *buf, const char *json, size_t
 
         /* envd's request context ends with the deadline: the stream ends so, with no end event */
         if (st->from_start && cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(o, "timed_out")))
-                return connect_end_stream_append(buf, "deadline_exceeded",
+                return connect_end_stream_append(buf, CONNECT_DEADLINE_EXCEEDED,
                                                  "the process ran past the request's timeout (connect-timeout-ms) "
                                                  "and was killed");
         end = cJSON_CreateObject();
@@ -118,26 +118,7 @@ static int append_exited(EnvdStream *st, SpaceBuf *buf, const char *json, size_t
         cJSON_Delete(end);
         if (q < 0)
                 return q;
-        return connect_end_stream_append(buf, NULL, NULL);
-}
-
-const char *envd_connect_code(ErrorCode code) {
-        switch (code) {
-        case ERROR_COMMAND_NOT_FOUND:
-        case ERROR_INVALID_CWD:
-        case ERROR_PERMISSION_DENIED:
-        case ERROR_EXEC_FAILED:
-        case ERROR_INVALID_ARGUMENT:
-                return "invalid_argument";
-        case ERROR_UNKNOWN_USER:
-        case ERROR_UNKNOWN_GROUP:
-        case ERROR_INVALID_USER:
-                return "unauthenticated";
-        case ERROR_EVENTS_LOST:
-                return "data_loss";
-        default:
-                return http_connect_code(error_code_http_status(code), NULL);
-        }
+        return connect_end_stream_append(buf, CONNECT_OK, NULL);
 }
 
 /* error {code, message}: the process could not start, or was lost; the stream ends with it. */
@@ -148,7 +129,7 @@ static int append_error(SpaceBuf *buf, const char *json, size_t n) {
 
         if (cJSON_IsString(c))
                 (void) error_code_from_string(c->valuestring, &code);
-        return connect_end_stream_append(buf, envd_connect_code(code),
+        return connect_end_stream_append(buf, error_code_envd_connect(code),
                                          cJSON_IsString(m) ? m->valuestring : error_code_to_string(code));
 }
 
@@ -204,7 +185,7 @@ static ssize_t stream_read(void *userdata, char *buf, size_t max) {
                         return HTTP_STREAM_END;
                 if (st->deadline_passed && !st->mid_event && !st->ended) {
                         st->ended = st->cut = true;
-                        if (connect_end_stream_append(&st->out, "deadline_exceeded",
+                        if (connect_end_stream_append(&st->out, CONNECT_DEADLINE_EXCEEDED,
                                                       st->from_start ? "the process ran past the request's timeout "
                                                                        "(connect-timeout-ms) and was killed"
                                                                      : "the stream reached its timeout "
@@ -224,7 +205,7 @@ static ssize_t stream_read(void *userdata, char *buf, size_t max) {
                                 return HTTP_STREAM_END;
                         /* the events stopped without an exit (cannot happen for a followed process) */
                         st->ended = st->cut = true;
-                        if (connect_end_stream_append(&st->out, "internal", "the process's events ended early") < 0)
+                        if (connect_end_stream_append(&st->out, CONNECT_INTERNAL, "the process's events ended early") < 0)
                                 return HTTP_STREAM_ERROR;
                         continue;
                 }
@@ -337,7 +318,7 @@ int envd_stream_attach(Request *r, Process *p, const EnvdStreamSpec *spec) {
                 stream_free(st);
                 /* answered, but still a failure: a process just started for this stream is not left behind */
                 if (q == -EMFILE)
-                        (void) envd_stream_error(r, "resource_exhausted",
+                        (void) envd_stream_error(r, ERROR_RESOURCE_EXHAUSTED,
                                                  "sandbox %s has %u process streams open, the limit; close one first",
                                                  p->sandbox_id, PROCESS_CLIENTS_MAX);
                 return q;
@@ -382,11 +363,11 @@ static void buf_detach(void *userdata, Request *r) {
 }
 
 /* Answers r with the end of a stream: after an empty message unless code says it failed. */
-static int respond_end(Request *r, const char *code, const char *msg) {
+static int respond_end(Request *r, ConnectCode code, const char *msg) {
         BufStream *b = calloc(1, sizeof *b);
         int q;
 
-        if (!b || (!code && connect_envelope_append(&b->buf, 0, "{}", 2) < 0) ||
+        if (!b || (code == CONNECT_OK && connect_envelope_append(&b->buf, 0, "{}", 2) < 0) ||
             connect_end_stream_append(&b->buf, code, msg) < 0) {
                 if (b)
                         space_buf_done(&b->buf);
@@ -402,7 +383,7 @@ static int respond_end(Request *r, const char *code, const char *msg) {
         return q;
 }
 
-int envd_stream_error(Request *r, const char *code, const char *fmt, ...) {
+int envd_stream_error(Request *r, ErrorCode code, const char *fmt, ...) {
         _cleanup_free_ char *msg = NULL;
         va_list ap;
         int q;
@@ -410,14 +391,14 @@ int envd_stream_error(Request *r, const char *code, const char *fmt, ...) {
         va_start(ap, fmt);
         q = vasprintf(&msg, fmt, ap);
         va_end(ap);
-        return respond_end(r, code, q < 0 ? code : msg);
+        return respond_end(r, error_code_envd_connect(code), q < 0 ? NULL : msg);
 }
 
 int envd_stream_ok(Request *r) {
-        return respond_end(r, NULL, NULL);
+        return respond_end(r, CONNECT_OK, NULL);
 }
 
-int envd_unary_error(Request *r, const char *code, unsigned status, const char *fmt, ...) {
+int envd_unary_error(Request *r, ErrorCode code, unsigned status, const char *fmt, ...) {
         _cleanup_free_ char *msg = NULL;
         cJSON *o = cJSON_CreateObject();
         va_list ap;
@@ -430,7 +411,7 @@ int envd_unary_error(Request *r, const char *code, unsigned status, const char *
                 cJSON_Delete(o);
                 return -ENOMEM;
         }
-        cJSON_AddStringToObject(o, "code", code);
+        cJSON_AddStringToObject(o, "code", connect_code_to_string(error_code_envd_connect(code)));
         cJSON_AddStringToObject(o, "message", msg);
         return http_respond_json(r, status, o);
 }

@@ -306,11 +306,11 @@ static void process_start(Request *r, const RouteArgs *a) {
                 return;
         k = envd_parse_start_request(o, user, &q, &msg);
         if (k == -EINVAL) {
-                envd_stream_error(r, "invalid_argument", "%s", msg);
+                envd_stream_error(r, ERROR_INVALID_ARGUMENT, "%s", msg);
                 return;
         }
         if (k < 0) {
-                envd_stream_error(r, "internal", "out of memory");
+                envd_stream_error(r, ERROR_INTERNAL, "out of memory");
                 return;
         }
         spec = (ExecSpec) {
@@ -329,7 +329,7 @@ static void process_start(Request *r, const RouteArgs *a) {
         };
         k = process_exec(s, &spec, &p, &err);
         if (k < 0) {
-                envd_stream_error(r, err.code ? envd_connect_code(err.code) : "internal", "%s",
+                envd_stream_error(r, err.code ?: ERROR_INTERNAL, "%s",
                                   err.code ? error_message(&err) : "cannot start the process");
                 return;
         }
@@ -341,7 +341,7 @@ static void process_start(Request *r, const RouteArgs *a) {
         if (remember_request(p, &q) < 0 || envd_stream_attach(r, p, &ss) < 0) {
                 process_fail(p, ERROR_INTERNAL, "cannot answer the request");
                 if (!r->responded)
-                        envd_stream_error(r, "internal", "cannot answer the request");
+                        envd_stream_error(r, ERROR_INTERNAL, "cannot answer the request");
         }
 }
 
@@ -363,11 +363,11 @@ static void process_connect(Request *r, const RouteArgs *a) {
                 return;
         k = envd_selector_find(s, cJSON_GetObjectItemCaseSensitive(o, "process"), &p, what, sizeof what);
         if (k < 0) {
-                envd_stream_error(r, "invalid_argument", "process must be {\"pid\": N} or {\"tag\": \"...\"}");
+                envd_stream_error(r, ERROR_INVALID_ARGUMENT, "process must be {\"pid\": N} or {\"tag\": \"...\"}");
                 return;
         }
         if (k == 0) {
-                envd_stream_error(r, "not_found", "%s not found", what);
+                envd_stream_error(r, ERROR_PROCESS_NOT_FOUND, "%s not found", what);
                 return;
         }
         ss = (EnvdStreamSpec) {
@@ -377,7 +377,7 @@ static void process_connect(Request *r, const RouteArgs *a) {
                 .deadline_ms = timeout_ms,
         };
         if (envd_stream_attach(r, p, &ss) < 0 && !r->responded)
-                envd_stream_error(r, "internal", "cannot answer the request");
+                envd_stream_error(r, ERROR_INTERNAL, "cannot answer the request");
 }
 
 /* ---- unary calls */
@@ -507,7 +507,7 @@ static void process_update(Request *r, const RouteArgs *a) {
         }
         k = process_resize(p, q.rows, q.cols);
         if (k == -ENOTTY)
-                envd_unary_error(r, "failed_precondition", 400, "process %d has no terminal (start it with pty)",
+                envd_unary_error(r, ERROR_NOT_A_TTY, 400, "process %d has no terminal (start it with pty)",
                                  p->pid);
         else if (k < 0)
                 http_respond_error(r, ERROR_INTERNAL, "cannot resize the terminal of process %d", p->pid);

@@ -33,17 +33,15 @@ typedef struct EnvdStreamSpec {
 int envd_stream_attach(Request *r, Process *p, const EnvdStreamSpec *spec);
 
 /* A streaming call's failure: HTTP 200, then only the end-of-stream envelope with the error (with a non-200
- * status the JS SDK ignores the body and guesses the code from the status). */
-int envd_stream_error(Request *r, const char *code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+ * status the JS SDK ignores the body and guesses the code from the status). It and envd_unary_error() name the
+ * code as envd does (error_code_envd_connect(): invalid_argument for a process that cannot be started,
+ * unauthenticated for an unknown user, failed_precondition for stdin or a terminal that is not there). */
+int envd_stream_error(Request *r, ErrorCode code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 /* A client-streaming call's success: HTTP 200, the empty response message, then the end of the stream. */
 int envd_stream_ok(Request *r);
-/* A unary call's failure with a Connect code that no ErrorCode of ours maps to (failed_precondition). */
-int envd_unary_error(Request *r, const char *code, unsigned status, const char *fmt, ...)
+/* A unary call's failure with the status envd gives it (not always the one Connect gives the code). */
+int envd_unary_error(Request *r, ErrorCode code, unsigned status, const char *fmt, ...)
         __attribute__((format(printf, 4, 5)));
-
-/* The Connect code of an error that ended a process or kept it from starting: envd answers invalid_argument
- * when the process cannot be started (no such command, no such cwd), unauthenticated for an unknown user. */
-const char *envd_connect_code(ErrorCode code);
 
 /* The process a ProcessSelector {pid} or {tag} names, among the sandbox's running ones. Returns 1 with *ret,
  * 0 when there is none (*ret_what says which, for the message), -EINVAL when the selector is malformed. */

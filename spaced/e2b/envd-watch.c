@@ -157,7 +157,7 @@ static void stream_message(Watcher *w, const char *json) {
         }
 }
 
-static void stream_end(Watcher *w, const char *code, const char *message) {
+static void stream_end(Watcher *w, ConnectCode code, const char *message) {
         if (w->ended)
                 return;
         (void) connect_end_stream_append(&w->out, code, message);
@@ -285,11 +285,9 @@ static void watcher_fail(Watcher *w, ErrorCode code, const char *message) {
         (void) sd_event_source_set_enabled(w->timer, SD_EVENT_OFF);
         if (w->polled && w->have_snap)
                 arm(w, w->last_asked + WATCHER_IDLE_USEC + 1); /* to be dropped once nobody asks */
-        if (w->started) {
-                unsigned status = error_code_http_status(code);
-
-                stream_end(w, http_connect_code(status, NULL), message);
-        } else
+        if (w->started)
+                stream_end(w, error_code_connect(code), message);
+        else
                 stream_wake(w); /* the request that waits for the first listing answers */
 }
 
@@ -386,7 +384,7 @@ static int on_timer(sd_event_source *src, uint64_t usec, void *userdata) {
         }
         if (!w->polled && w->started) {
                 if (w->deadline && now >= w->deadline) {
-                        stream_end(w, "deadline_exceeded", "the watch's time is up");
+                        stream_end(w, CONNECT_DEADLINE_EXCEEDED, "the watch's time is up");
                         return 0;
                 }
                 if (w->keepalive_usec && now - w->last_sent >= w->keepalive_usec)
@@ -521,9 +519,7 @@ void envd_watch_dir(Request *r, const RouteArgs *a) {
                 }
                 if (w->error != ERROR_NONE) {
                         /* a streaming call's errors are a 200 with an error at the end (the SDKs read that) */
-                        unsigned status = error_code_http_status(w->error);
-
-                        (void) connect_end_stream_append(&w->out, http_connect_code(status, NULL), w->error_message);
+                        (void) connect_end_stream_append(&w->out, error_code_connect(w->error), w->error_message);
                         w->ended = true;
                 } else {
                         w->started = true;

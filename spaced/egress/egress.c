@@ -864,18 +864,41 @@ void egress_classify(const EgressAddr *a, EgressClassification *ret) {
 
 /* ---- the decision ---- */
 
-static const char *const reason_names[_EGRESS_REASON_MAX] = {
-        [EGRESS_REASON_ALLOWED] = "allowed",
-        [EGRESS_REASON_DENIED_BY_RULE] = "denied_by_rule",
-        [EGRESS_REASON_PROTECTED] = "protected_address",
-        [EGRESS_REASON_SMTP] = "smtp_port",
-        [EGRESS_REASON_SELF] = "daemon_api",
-        [EGRESS_REASON_NO_RULE] = "no_rule",
-        [EGRESS_REASON_INVALID] = "invalid",
+static const struct {
+        const char *name;
+        SpaceCode told;
+} reason_table[_EGRESS_REASON_MAX] = {
+        [EGRESS_REASON_ALLOWED] = { "allowed", SPACE_CODE_DENIED },
+        [EGRESS_REASON_DENIED_BY_RULE] = { "denied_by_rule", SPACE_CODE_DENIED },
+        [EGRESS_REASON_PROTECTED] = { "protected_address", SPACE_CODE_DENIED },
+        [EGRESS_REASON_SMTP] = { "smtp_port", SPACE_CODE_DENIED },
+        [EGRESS_REASON_SELF] = { "daemon_api", SPACE_CODE_DENIED },
+        [EGRESS_REASON_NO_RULE] = { "no_rule", SPACE_CODE_DENIED },
+        [EGRESS_REASON_INVALID] = { "invalid", SPACE_CODE_INVALID },
+        [EGRESS_REASON_HOST_MISMATCH] = { "host_mismatch", SPACE_CODE_DENIED },
+        [EGRESS_REASON_SNI_MISMATCH] = { "sni_mismatch", SPACE_CODE_DENIED },
+        [EGRESS_REASON_NAME_MISMATCH] = { "name_mismatch", SPACE_CODE_DENIED },
+        [EGRESS_REASON_NO_NAME] = { "no_name", SPACE_CODE_DENIED },
+        [EGRESS_REASON_NO_SNI] = { "no_sni", SPACE_CODE_DENIED },
+        [EGRESS_REASON_BAD_REQUEST] = { "bad_request", SPACE_CODE_DENIED },
+        [EGRESS_REASON_BAD_FIRST_BYTES] = { "bad_first_bytes", SPACE_CODE_DENIED },
+        [EGRESS_REASON_RESOLVE_FAILED] = { "resolve_failed", SPACE_CODE_UNREACHABLE },
+        [EGRESS_REASON_NXDOMAIN] = { "nxdomain", SPACE_CODE_NXDOMAIN },
+        [EGRESS_REASON_DENIED] = { "denied", SPACE_CODE_DENIED },
+        [EGRESS_REASON_UNREACHABLE] = { "unreachable", SPACE_CODE_UNREACHABLE },
+        [EGRESS_REASON_BUSY] = { "busy", SPACE_CODE_BUSY },
+        [EGRESS_REASON_RATE_LIMITED] = { "rate_limited", SPACE_CODE_BUSY },
+        [EGRESS_REASON_INTERNAL] = { "internal", SPACE_CODE_UNREACHABLE },
+        [EGRESS_REASON_CLOSED] = { "closed", SPACE_CODE_DENIED },
+        [EGRESS_REASON_ABORTED] = { "aborted", SPACE_CODE_DENIED },
 };
 
 const char *egress_reason_to_string(EgressReason r) {
-        return (unsigned) r < _EGRESS_REASON_MAX ? reason_names[r] : "?";
+        return (unsigned) r < _EGRESS_REASON_MAX ? reason_table[r].name : "?";
+}
+
+SpaceCode egress_reason_code(EgressReason r) {
+        return (unsigned) r < _EGRESS_REASON_MAX ? reason_table[r].told : SPACE_CODE_DENIED;
 }
 
 static bool is_smtp(uint16_t port) {

@@ -12,6 +12,7 @@
 #include <stdint.h>
 
 #include "core/error.h"
+#include "proto.h"
 
 typedef struct Manager Manager;
 
@@ -145,7 +146,10 @@ typedef struct EgressQuery {
         uint16_t self_port;           /* the daemon's own TCP API port, 0: none */
 } EgressQuery;
 
+/* Why a connection or a DNS question was let through or refused, as the audit log names it; the table
+ * (egress.c) also gives the code the guest is told (ERROR code=, lib/proto.h) for a refusal of that reason. */
 typedef enum EgressReason {
+        /* egress_decide()'s */
         EGRESS_REASON_ALLOWED,        /* rule allows it */
         EGRESS_REASON_DENIED_BY_RULE, /* rule denies it: denies win */
         EGRESS_REASON_PROTECTED,      /* in a protected class, no IP rule inside it */
@@ -153,6 +157,24 @@ typedef enum EgressReason {
         EGRESS_REASON_SELF,           /* the daemon's own API */
         EGRESS_REASON_NO_RULE,
         EGRESS_REASON_INVALID,        /* port 0, a bad name */
+        /* the gateway's own: what the first bytes or a later request named, the lookup, the connect */
+        EGRESS_REASON_HOST_MISMATCH,
+        EGRESS_REASON_SNI_MISMATCH,
+        EGRESS_REASON_NAME_MISMATCH,  /* the name the connection asked for does not resolve to its address */
+        EGRESS_REASON_NO_NAME,
+        EGRESS_REASON_NO_SNI,
+        EGRESS_REASON_BAD_REQUEST,
+        EGRESS_REASON_BAD_FIRST_BYTES,
+        EGRESS_REASON_RESOLVE_FAILED,
+        EGRESS_REASON_NXDOMAIN,
+        EGRESS_REASON_DENIED,         /* a DNS answer with an address the policy denies */
+        EGRESS_REASON_UNREACHABLE,
+        EGRESS_REASON_BUSY,           /* over the sandbox's share in flight */
+        EGRESS_REASON_RATE_LIMITED,
+        EGRESS_REASON_INTERNAL,
+        /* how an allowed connection ended */
+        EGRESS_REASON_CLOSED,
+        EGRESS_REASON_ABORTED,
         _EGRESS_REASON_MAX,
 } EgressReason;
 
@@ -167,6 +189,8 @@ typedef struct EgressDecision {
 } EgressDecision;
 
 const char *egress_reason_to_string(EgressReason r);
+/* What the guest is told when it is refused for r (a refusal may tell it otherwise: a timeout, a failure of ours). */
+SpaceCode egress_reason_code(EgressReason r);
 /* Decides q against the rules of sources: explicit denies win; then the daemon's own API, protected classes
  * and SMTP ports, which only an allow rule naming them opens; then the first allow rule that matches.
  * -EINVAL for a query without an address. */

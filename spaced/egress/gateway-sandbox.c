@@ -257,7 +257,7 @@ bool gateway_admit(Manager *m, Sandbox *s, GatewayKind kind, EgressAuditEntry *e
                         "it slows down; more refusals in this burst are counted, not logged one by one", rate,
                         kind_noun(kind), burst);
         e->event = "deny";
-        e->reason = "rate_limited";
+        e->reason = egress_reason_to_string(EGRESS_REASON_RATE_LIMITED);
         e->message = ret_message;
         gateway_refused(m, s, kind, GATEWAY_LIMIT_RATE, e);
         return false;

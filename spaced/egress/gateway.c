@@ -301,7 +301,7 @@ static void conn_unref(GatewayConn *c) {
         free(c);
 }
 
-static void audit(GatewayConn *c, const char *event, const char *host, const char *reason, const char *message,
+static void audit(GatewayConn *c, const char *event, const char *host, EgressReason reason, const char *message,
                   const TunnelStats *st) {
         EgressAuditEntry e = {
                 .event = event,
@@ -309,7 +309,7 @@ static void audit(GatewayConn *c, const char *event, const char *host, const cha
                 .host = host,
                 .addr = c->addr.family ? c->addr_text : NULL,
                 .port = c->port,
-                .reason = reason,
+                .reason = egress_reason_to_string(reason),
                 .rule = c->rule[0] ? c->rule : NULL,
                 .message = message,
         };
@@ -328,17 +328,14 @@ static const char *conn_host(const GatewayConn *c) {
         return c->peek_name[0] ? c->peek_name : NULL;
 }
 
-/* Refuses the connection, before or after OK, and says why in the audit log. */
-static void deny(GatewayConn *c, const char *reason, const char *code, const char *fmt, ...)
-        __attribute__((format(printf, 4, 5)));
-static void deny(GatewayConn *c, const char *reason, const char *code, const char *fmt, ...) {
+/* Refuses the connection, before or after OK, and says why in the audit log; before OK the guest is told code. */
+static void deny_va(GatewayConn *c, EgressReason reason, SpaceCode code, const char *fmt, va_list ap)
+        __attribute__((format(printf, 4, 0)));
+static void deny_va(GatewayConn *c, EgressReason reason, SpaceCode code, const char *fmt, va_list ap) {
         char msg[EGRESS_MESSAGE_MAX + 128];
         Tunnel *t = c->tunnel;
-        va_list ap;
 
-        va_start(ap, fmt);
         (void) vsnprintf(msg, sizeof msg, fmt, ap);
-        va_end(ap);
         audit(c, "deny", conn_host(c), reason, msg, NULL);
         /* an open connection (a later request refused) keeps its state: conn_ended logs its end and bytes */
         if (c->state != GW_OPEN)
@@ -353,10 +350,36 @@ static void deny(GatewayConn *c, const char *reason, const char *code, const cha
         /* Before OK the guest gets ERROR (tunnel_refuse frees without calling ended, so its reference is
          * dropped here); after, CLOSE (tunnel_abort calls conn_ended, which drops it). */
         if (!c->opened_usec) {
-                tunnel_refuse(t, code, msg);
+                tunnel_refuse(t, space_code_to_string(code), msg);
                 conn_unref(c);
         } else
                 tunnel_abort(t, msg);
+}
+
+/* The guest is told what the table says of reason (egress_reason_code()). */
+static void deny(GatewayConn *c, EgressReason reason, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void deny(GatewayConn *c, EgressReason reason, const char *fmt, ...) {
+        va_list ap;
+
+        va_start(ap, fmt);
+        deny_va(c, reason, egress_reason_code(reason), fmt, ap);
+        va_end(ap);
+}
+
+/* The guest is told code: a timeout, or a failure of ours that is not the connection's fault. */
+static void deny_as(GatewayConn *c, EgressReason reason, SpaceCode code, const char *fmt, ...)
+        __attribute__((format(printf, 4, 5)));
+static void deny_as(GatewayConn *c, EgressReason reason, SpaceCode code, const char *fmt, ...) {
+        va_list ap;
+
+        va_start(ap, fmt);
+        deny_va(c, reason, code, fmt, ap);
+        va_end(ap);
+}
+
+/* A decision's refusal: the guest is told denied, whatever the reason. */
+static void deny_decided(GatewayConn *c, const EgressDecision *d) {
+        deny_as(c, d->reason, SPACE_CODE_DENIED, "%s", d->message);
 }
 
 static int on_gate(Tunnel *t, void *userdata);
@@ -364,7 +387,7 @@ static int on_gate(Tunnel *t, void *userdata);
 static void open_up(GatewayConn *c) {
         c->state = GW_OPEN;
         c->timer = sd_event_source_disable_unref(c->timer);
-        audit(c, "allow", conn_host(c), "allowed", NULL, NULL);
+        audit(c, "allow", conn_host(c), EGRESS_REASON_ALLOWED, NULL, NULL);
         /* Plain HTTP: a server takes request after request on one connection, each naming its own Host, so
          * each is checked as it comes, not only the first (ARCHITECTURE.md, decision 10). */
         if (c->http)
@@ -374,26 +397,27 @@ static void open_up(GatewayConn *c) {
 }
 
 /* A later request's head against what the connection was decided for, by the rules the first one met
- * (judge) and with the name that was decided: NULL, or the reason it is refused (and why, in msg). */
-static const char *request_refusal(const GatewayConn *c, const EgressSniff *sn, char *msg, size_t size) {
+ * (judge) and with the name that was decided: EGRESS_REASON_ALLOWED, or the reason it is refused (and why, in
+ * msg). */
+static EgressReason request_refusal(const GatewayConn *c, const EgressSniff *sn, char *msg, size_t size) {
         const char *decided = conn_host(c);
 
         if (sn->has_name) {
                 if (decided && streq(sn->name, decided))
-                        return NULL;
+                        return EGRESS_REASON_ALLOWED;
                 (void) snprintf(msg, size, "a later request on the connection names %s, not %s", sn->name,
                                 decided ?: "no host, as its first request did");
-                return "host_mismatch";
+                return EGRESS_REASON_HOST_MISMATCH;
         }
         if (sn->has_literal && !addr_eq(&sn->literal, &c->addr)) {
                 (void) snprintf(msg, size, "a later request's HTTP Host is an address other than %s, the one the "
                                 "connection goes to", c->addr_text);
-                return "host_mismatch";
+                return EGRESS_REASON_HOST_MISMATCH;
         }
         if (c->has_target_name || c->ip_allowed)
-                return NULL;
+                return EGRESS_REASON_ALLOWED;
         (void) snprintf(msg, size, "a later request names no host, and %s:%u has no IP rule", c->addr_text, c->port);
-        return "no_name";
+        return EGRESS_REASON_NO_NAME;
 }
 
 static int on_switch(sd_event_source *s, void *userdata) {
@@ -437,7 +461,8 @@ static void on_down(Tunnel *t, const uint8_t *p, size_t n, void *userdata) {
 static int gate(GatewayConn *c) {
         for (;;) {
                 char msg[EGRESS_MESSAGE_MAX + 2 * EGRESS_HOST_MAX];
-                const char *why, *refusal;
+                const char *why;
+                EgressReason refusal;
                 const uint8_t *p;
                 EgressSniff sn;
                 size_t n, used;
@@ -459,13 +484,13 @@ static int gate(GatewayConn *c) {
                         tunnel_watch_down(c->tunnel, on_down);
                         return 0;
                 case EGRESS_HTTP_BAD:
-                        deny(c, "bad_request", "denied", "refused request %u on the connection: %s", c->hs.requests + 1,
-                             why);
+                        deny(c, EGRESS_REASON_BAD_REQUEST, "refused request %u on the connection: %s",
+                             c->hs.requests + 1, why);
                         return 1;
                 case EGRESS_HTTP_HEAD:
                         refusal = request_refusal(c, &sn, msg, sizeof msg);
-                        if (refusal) {
-                                deny(c, refusal, "denied", "%s", msg);
+                        if (refusal != EGRESS_REASON_ALLOWED) {
+                                deny(c, refusal, "%s", msg);
                                 return 1;
                         }
                         break;
@@ -491,7 +516,7 @@ static void name_checked(GatewayConn *c) {
 
         decide(c, c->peek_name, &c->addr, c->port, &d);
         if (!d.allowed)
-                return deny(c, egress_reason_to_string(d.reason), "denied", "%s", d.message);
+                return deny_decided(c, &d);
         rule_text(&d, c->rule, sizeof c->rule);
         if (c->state == GW_NAMING)
                 start_connect(c);
@@ -515,15 +540,15 @@ static void on_peek_resolved(Manager *m, void *userdata, int err, const EgressAd
 
                         decide(c, c->peek_name, &addrs[i], c->port, &d);
                         if (!d.allowed) {
-                                deny(c, egress_reason_to_string(d.reason), "denied", "%s", d.message);
+                                deny_decided(c, &d);
                                 goto out;
                         }
                 }
                 if (err < 0)
-                        deny(c, "name_mismatch", "denied", "the connection names %s, which does not resolve (%s)",
+                        deny(c, EGRESS_REASON_NAME_MISMATCH, "the connection names %s, which does not resolve (%s)",
                              c->peek_name, strerror(-err));
                 else if (!found)
-                        deny(c, "name_mismatch", "denied", "the connection names %s, which does not resolve to %s",
+                        deny(c, EGRESS_REASON_NAME_MISMATCH, "the connection names %s, which does not resolve to %s",
                              c->peek_name, c->addr_text);
                 else
                         name_checked(c);
@@ -537,44 +562,46 @@ static void judge(GatewayConn *c, const EgressSniff *sn) {
         const char *why;
 
         if (sn->kind == EGRESS_SNIFF_BAD)
-                return deny(c, "bad_first_bytes", "denied", "refused %s", sn->why);
+                return deny(c, EGRESS_REASON_BAD_FIRST_BYTES, "refused %s", sn->why);
         c->http = sn->kind == EGRESS_SNIFF_HTTP;
         if (sn->has_name) {
                 if (c->has_target_name) {
                         if (!streq(sn->name, c->target_name))
-                                return deny(c, sn->kind == EGRESS_SNIFF_TLS ? "sni_mismatch" : "host_mismatch",
-                                            "denied", "the %s names %s, not %s, the host the connection asked for",
+                                return deny(c, sn->kind == EGRESS_SNIFF_TLS ? EGRESS_REASON_SNI_MISMATCH
+                                                                            : EGRESS_REASON_HOST_MISMATCH,
+                                            "the %s names %s, not %s, the host the connection asked for",
                                             sn->kind == EGRESS_SNIFF_TLS ? "TLS SNI" : "HTTP Host", sn->name,
                                             c->target_name);
                         return open_up(c);
                 }
                 strcpy(c->peek_name, sn->name);
                 if (!name_permitted(&c->policy->policy, sn->name, NULL, &why))
-                        return deny(c, "no_rule", "denied", "the %s names %s: %s",
+                        return deny(c, EGRESS_REASON_NO_RULE, "the %s names %s: %s",
                                     sn->kind == EGRESS_SNIFF_TLS ? "TLS SNI" : "HTTP Host", sn->name, why);
                 if (dns_answered(c->sandbox_id, sn->name, &c->addr))
                         return name_checked(c);
                 if (!gateway_lookup_take(c->sandbox_id))
-                        return deny(c, "busy", "busy", "too many names being resolved for this sandbox");
+                        return deny(c, EGRESS_REASON_BUSY, "too many names being resolved for this sandbox");
                 if (egress_resolve(c->manager, sn->name, on_peek_resolved, conn_ref(c)) < 0) {
                         gateway_lookup_put(c->sandbox_id);
                         conn_unref(c);
-                        return deny(c, "resolve_failed", "unreachable", "cannot resolve %s", sn->name);
+                        return deny(c, EGRESS_REASON_RESOLVE_FAILED, "cannot resolve %s", sn->name);
                 }
                 return;
         }
         if (sn->has_literal && !addr_eq(&sn->literal, &c->addr))
-                return deny(c, "host_mismatch", "denied", "the HTTP Host is an address other than %s, the one the "
+                return deny(c, EGRESS_REASON_HOST_MISMATCH, "the HTTP Host is an address other than %s, the one the "
                             "connection goes to", c->addr_text);
         /* No name. */
         if (c->has_target_name) {
                 if (sn->kind == EGRESS_SNIFF_TLS)
-                        return deny(c, "no_sni", "denied", "a TLS connection to %s without an SNI", c->target_name);
+                        return deny(c, EGRESS_REASON_NO_SNI, "a TLS connection to %s without an SNI", c->target_name);
                 return open_up(c);
         }
         if (c->ip_allowed)
                 return open_up(c);
-        deny(c, "no_name", "denied", "%s:%u has no IP rule; a connection there must name an allowed host in its TLS SNI "
+        deny(c, EGRESS_REASON_NO_NAME,
+             "%s:%u has no IP rule; a connection there must name an allowed host in its TLS SNI "
              "or HTTP Host", c->addr_text, c->port);
 }
 
@@ -611,9 +638,10 @@ static int on_timeout(sd_event_source *s, uint64_t usec, void *userdata) {
         GatewayConn *c = userdata;
 
         if (c->state == GW_CONNECTING)
-                deny(c, "unreachable", "timeout", "connecting to %s:%u timed out", c->addr_text, c->port);
+                deny_as(c, EGRESS_REASON_UNREACHABLE, SPACE_CODE_TIMEOUT, "connecting to %s:%u timed out",
+                        c->addr_text, c->port);
         else if (c->state == GW_NAMING)
-                deny(c, "no_name", "denied", "%s:%u has no IP rule and the connection named no host within %llu s",
+                deny(c, EGRESS_REASON_NO_NAME, "%s:%u has no IP rule and the connection named no host within %llu s",
                      c->addr_text, c->port, NAMING_TIMEOUT_USEC / 1000000ULL);
         else if (c->state == GW_PEEKING && c->tunnel) {
                 const uint8_t *data;
@@ -647,13 +675,13 @@ static int on_connected(sd_event_source *s, int fd, uint32_t revents, void *user
         if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) < 0)
                 err = errno;
         if (err != 0) {
-                deny(c, "unreachable", "unreachable", "cannot connect to %s:%u: %s", c->addr_text, c->port, strerror(err));
+                deny(c, EGRESS_REASON_UNREACHABLE, "cannot connect to %s:%u: %s", c->addr_text, c->port, strerror(err));
                 return 0;
         }
         c->opened_usec = now_usec_monotonic();
         r = tunnel_attach(c->tunnel, TAKE_FD(c->fd), c->addr_text);
         if (r < 0) {
-                deny(c, "internal", "unreachable", "cannot bridge the connection: %s", strerror(-r));
+                deny(c, EGRESS_REASON_INTERNAL, "cannot bridge the connection: %s", strerror(-r));
                 return 0;
         }
         /* A name given as the target, or an address an IP rule allows: the first bytes still have to agree.
@@ -689,14 +717,14 @@ static void start_connect(GatewayConn *c) {
         }
         c->fd = socket(c->addr.family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
         if (c->fd < 0)
-                return deny(c, "internal", "unreachable", "cannot make a socket: %m");
+                return deny(c, EGRESS_REASON_INTERNAL, "cannot make a socket: %m");
         if (connect(c->fd, &sa.sa, len) < 0 && errno != EINPROGRESS)
-                return deny(c, "unreachable", "unreachable", "cannot connect to %s:%u: %m", c->addr_text, c->port);
+                return deny(c, EGRESS_REASON_UNREACHABLE, "cannot connect to %s:%u: %m", c->addr_text, c->port);
         r = sd_event_add_io(c->manager->event, &c->io, c->fd, EPOLLOUT, on_connected, c);
         if (r >= 0)
                 r = arm_timer(c, CONNECT_TIMEOUT_USEC);
         if (r < 0)
-                deny(c, "internal", "unreachable", "cannot watch the connection: %s", strerror(-r));
+                deny(c, EGRESS_REASON_INTERNAL, "cannot watch the connection: %s", strerror(-r));
 }
 
 static void set_addr(GatewayConn *c, const EgressAddr *a) {
@@ -712,7 +740,7 @@ static void on_target_resolved(Manager *m, void *userdata, int err, const Egress
         if (!c->tunnel || c->state != GW_RESOLVING)
                 goto out;
         if (err < 0 || n == 0) {
-                deny(c, "resolve_failed", "unreachable", "cannot resolve %s: %s", c->target_name,
+                deny(c, EGRESS_REASON_RESOLVE_FAILED, "cannot resolve %s: %s", c->target_name,
                      err == -ENOENT ? "no such name" : strerror(-err ?: ENOENT));
                 goto out;
         }
@@ -724,7 +752,7 @@ static void on_target_resolved(Manager *m, void *userdata, int err, const Egress
                         first = d;
                 if (!d.allowed) {
                         set_addr(c, &d.addr);
-                        deny(c, egress_reason_to_string(d.reason), "denied", "%s", d.message);
+                        deny_decided(c, &d);
                         goto out;
                 }
         }
@@ -740,7 +768,7 @@ static void conn_ended(Tunnel *t, const TunnelStats *st, const char *why, void *
 
         c->tunnel = NULL;
         if (c->state == GW_OPEN)
-                audit(c, "end", conn_host(c), why ? "aborted" : "closed", why, st);
+                audit(c, "end", conn_host(c), why ? EGRESS_REASON_ABORTED : EGRESS_REASON_CLOSED, why, st);
         c->state = GW_DONE;
         c->io = sd_event_source_disable_unref(c->io);
         c->timer = sd_event_source_disable_unref(c->timer);
@@ -752,23 +780,30 @@ static const TunnelOps conn_ops = {
         .ended = conn_ended,
 };
 
+/* Tells the guest its CONNECT or RESOLVE on stream is refused (ERROR code=). */
+static void refuse_stream(AgentConn *a, uint32_t stream, SpaceCode code, const char *msg) {
+        channel_refuse_guest_stream(a, stream, space_code_to_string(code), msg);
+}
+
 /* A refusal before there is a connection object: the guest's CONNECT was malformed or over a limit. */
 static void refuse_early(Manager *m, AgentConn *a, Sandbox *s, uint32_t stream, const char *via, const char *host,
-                         uint16_t port, const char *reason, const char *code, const char *msg) {
-        EgressAuditEntry e = { .event = "deny", .via = via, .host = host, .port = port, .reason = reason, .message = msg };
+                         uint16_t port, EgressReason reason, SpaceCode code, const char *msg) {
+        EgressAuditEntry e = { .event = "deny", .via = via, .host = host, .port = port,
+                               .reason = egress_reason_to_string(reason), .message = msg };
 
         egress_audit(m, gateway_sandbox_id(s), gateway_sandbox_data_dir(s), &e);
-        channel_refuse_guest_stream(a, stream, code, msg);
+        refuse_stream(a, stream, code, msg);
 }
 
 /* Over the sandbox's share of open connections (SPACE_TUNNELS_MAX): refused, and logged once a burst. */
 static void refuse_busy(Manager *m, AgentConn *a, Sandbox *s, uint32_t stream, const char *via, const char *host,
                         uint16_t port) {
-        EgressAuditEntry e = { .event = "deny", .via = via, .host = host, .port = port, .reason = "busy",
+        EgressAuditEntry e = { .event = "deny", .via = via, .host = host, .port = port,
+                               .reason = egress_reason_to_string(EGRESS_REASON_BUSY),
                                .message = "too many open connections for this sandbox" };
 
         gateway_refused(m, s, GATEWAY_CONNECT, GATEWAY_LIMIT_SHARE, &e);
-        channel_refuse_guest_stream(a, stream, "busy", e.message);
+        refuse_stream(a, stream, SPACE_CODE_BUSY, e.message);
 }
 
 /* The sandbox's rate of CONNECTs, before anything else is read of one: a flood costs no more than this. */
@@ -787,7 +822,7 @@ static bool connect_admitted(Manager *m, AgentConn *a, Sandbox *s, uint32_t stre
                 e.host = NULL;
         if (gateway_admit(m, s, GATEWAY_CONNECT, &e, msg, sizeof msg))
                 return true;
-        channel_refuse_guest_stream(a, stream, "busy", msg);
+        refuse_stream(a, stream, SPACE_CODE_BUSY, msg);
         return false;
 }
 
@@ -808,21 +843,25 @@ static void on_guest_connect(AgentConn *a, uint32_t stream, const uint8_t *kv, s
                 return;
         if (space_kv_get(kv, n, "host", &host) <= 0 || space_kv_get(kv, n, "port", &port_s) <= 0 ||
             space_kv_get(kv, n, "via", &via) <= 0)
-                return refuse_early(m, a, s, stream, "proxy", NULL, 0, "invalid", "invalid",
+                return refuse_early(m, a, s, stream, "proxy", NULL, 0, EGRESS_REASON_INVALID, SPACE_CODE_INVALID,
                                     "a CONNECT needs host, port and via");
         if (!streq(via, "proxy") && !streq(via, "transparent"))
-                return refuse_early(m, a, s, stream, "proxy", NULL, 0, "invalid", "invalid", "via must be proxy or transparent");
+                return refuse_early(m, a, s, stream, "proxy", NULL, 0, EGRESS_REASON_INVALID, SPACE_CODE_INVALID,
+                                    "via must be proxy or transparent");
         via = streq(via, "proxy") ? "proxy" : "transparent";
         errno = 0;
         port = strtoul(port_s, &end, 10);
         if (errno || *end || end == port_s || port == 0 || port > 65535)
-                return refuse_early(m, a, s, stream, via, NULL, 0, "invalid", "invalid", "the port is not 1..65535");
+                return refuse_early(m, a, s, stream, via, NULL, 0, EGRESS_REASON_INVALID, SPACE_CODE_INVALID,
+                                    "the port is not 1..65535");
         if (strlen(host) > EGRESS_HOST_MAX)
-                return refuse_early(m, a, s, stream, via, NULL, (uint16_t) port, "invalid", "invalid", "the host name is too long");
+                return refuse_early(m, a, s, stream, via, NULL, (uint16_t) port, EGRESS_REASON_INVALID,
+                                    SPACE_CODE_INVALID, "the host name is too long");
 
         c = calloc(1, sizeof *c);
         if (!c)
-                return refuse_early(m, a, s, stream, via, host, (uint16_t) port, "internal", "busy", "out of memory");
+                return refuse_early(m, a, s, stream, via, host, (uint16_t) port, EGRESS_REASON_INTERNAL,
+                                    SPACE_CODE_BUSY, "out of memory");
         c->refs = 1;
         c->manager = m;
         c->fd = -1;
@@ -832,12 +871,14 @@ static void on_guest_connect(AgentConn *a, uint32_t stream, const uint8_t *kv, s
         c->data_dir = strdup(gateway_sandbox_data_dir(s));
         if (!c->sandbox_id || !c->data_dir) {
                 conn_unref(c);
-                return refuse_early(m, a, s, stream, via, host, c->port, "internal", "busy", "out of memory");
+                return refuse_early(m, a, s, stream, via, host, c->port, EGRESS_REASON_INTERNAL, SPACE_CODE_BUSY,
+                                    "out of memory");
         }
         r = gateway_policy_get(m, s, &c->policy, &e);
         if (r < 0) {
                 conn_unref(c);
-                return refuse_early(m, a, s, stream, via, host, (uint16_t) port, "internal", "denied",
+                return refuse_early(m, a, s, stream, via, host, (uint16_t) port, EGRESS_REASON_INTERNAL,
+                                    SPACE_CODE_DENIED,
                                     e.message ?: "the sandbox's egress policy cannot be built");
         }
         r = tunnel_accept_guest(a, stream, &conn_ops, c, &c->tunnel);
@@ -847,7 +888,8 @@ static void on_guest_connect(AgentConn *a, uint32_t stream, const uint8_t *kv, s
         }
         if (r < 0) {
                 conn_unref(c);
-                return refuse_early(m, a, s, stream, via, host, (uint16_t) port, "invalid", "invalid",
+                return refuse_early(m, a, s, stream, via, host, (uint16_t) port, EGRESS_REASON_INVALID,
+                                    SPACE_CODE_INVALID,
                                     "a stream already in use");
         }
         /* From here the tunnel holds c's first reference: conn_ended drops it. */
@@ -864,7 +906,7 @@ static void on_guest_connect(AgentConn *a, uint32_t stream, const uint8_t *kv, s
                 }
                 if (egress_addr_parse_literal(h, &literal) < 0) {
                         strcpy(c->target_name, "");
-                        return deny(c, "invalid", "invalid", "'%s' is no IP address", host);
+                        return deny(c, EGRESS_REASON_INVALID, "'%s' is no IP address", host);
                 }
                 if (standin_name(c->sandbox_id, &literal)) {
                         host = standin_name(c->sandbox_id, &literal);
@@ -883,31 +925,32 @@ static void on_guest_connect(AgentConn *a, uint32_t stream, const uint8_t *kv, s
                         c->state = GW_NAMING;
                         tunnel_set_peek_waiter(c->tunnel, on_peek);
                         if (arm_timer(c, NAMING_TIMEOUT_USEC) < 0)
-                                return deny(c, "internal", "denied", "cannot time the connection");
+                                return deny_as(c, EGRESS_REASON_INTERNAL, SPACE_CODE_DENIED,
+                                               "cannot time the connection");
                         return;
                 }
-                return deny(c, egress_reason_to_string(d.reason), "denied", "%s", d.message);
+                return deny_decided(c, &d);
         }
 
 name:
         if (egress_host_normalize(host, c->target_name) < 0) {
                 c->target_name[0] = 0;
-                return deny(c, "invalid", "invalid", "'%.100s' is not an exact host name", host);
+                return deny(c, EGRESS_REASON_INVALID, "'%.100s' is not an exact host name", host);
         }
         c->has_target_name = true;
         {
                 const char *why;
 
                 if (!name_permitted(&c->policy->policy, c->target_name, NULL, &why))
-                        return deny(c, "no_rule", "denied", "%s: %s", c->target_name, why);
+                        return deny(c, EGRESS_REASON_NO_RULE, "%s: %s", c->target_name, why);
         }
         if (!gateway_lookup_take(c->sandbox_id))
-                return deny(c, "busy", "busy", "too many names being resolved for this sandbox");
+                return deny(c, EGRESS_REASON_BUSY, "too many names being resolved for this sandbox");
         c->state = GW_RESOLVING;
         if (egress_resolve(m, c->target_name, on_target_resolved, conn_ref(c)) < 0) {
                 gateway_lookup_put(c->sandbox_id);
                 conn_unref(c);
-                deny(c, "resolve_failed", "unreachable", "cannot resolve %s", c->target_name);
+                deny(c, EGRESS_REASON_RESOLVE_FAILED, "cannot resolve %s", c->target_name);
         }
 }
 
@@ -929,8 +972,10 @@ static void dns_question_free(DnsQuestion *q) {
         free(q);
 }
 
-static void dns_audit(Manager *m, Sandbox *s, const char *name, const char *addr, const char *reason, const char *msg) {
-        EgressAuditEntry e = { .event = "dns", .via = "dns", .host = name, .addr = addr, .reason = reason, .message = msg };
+static void dns_audit(Manager *m, Sandbox *s, const char *name, const char *addr, EgressReason reason,
+                      const char *msg) {
+        EgressAuditEntry e = { .event = "dns", .via = "dns", .host = name, .addr = addr,
+                               .reason = egress_reason_to_string(reason), .message = msg };
 
         egress_audit(m, gateway_sandbox_id(s), gateway_sandbox_data_dir(s), &e);
 }
@@ -947,9 +992,9 @@ static void on_dns_resolved(Manager *m, void *userdata, int err, const EgressAdd
         if (!s || !gateway_sandbox_agent(s))
                 goto out;
         if (err < 0) {
-                dns_audit(m, s, q->name, NULL, "nxdomain", err == -ENOENT ? "no such name" : strerror(-err));
-                channel_refuse_guest_stream(gateway_sandbox_agent(s), q->stream,
-                                            err == -ENOENT ? "nxdomain" : "unreachable",
+                dns_audit(m, s, q->name, NULL, EGRESS_REASON_NXDOMAIN,
+                          err == -ENOENT ? "no such name" : strerror(-err));
+                refuse_stream(gateway_sandbox_agent(s), q->stream, err == -ENOENT ? SPACE_CODE_NXDOMAIN : SPACE_CODE_UNREACHABLE,
                                             err == -ENOENT ? "no such name" : strerror(-err));
                 goto out;
         }
@@ -977,8 +1022,8 @@ static void on_dns_resolved(Manager *m, void *userdata, int err, const EgressAdd
                 ok[n_ok++] = d.addr.family == q->family ? d.addr : addrs[i];
         }
         if (first_denial[0]) {
-                dns_audit(m, s, q->name, NULL, "denied", first_denial);
-                channel_refuse_guest_stream(gateway_sandbox_agent(s), q->stream, "denied", first_denial);
+                dns_audit(m, s, q->name, NULL, EGRESS_REASON_DENIED, first_denial);
+                refuse_stream(gateway_sandbox_agent(s), q->stream, SPACE_CODE_DENIED, first_denial);
                 goto out;
         }
         /* No address of this family (an AAAA question for a name with only A records): an empty answer. */
@@ -992,7 +1037,7 @@ static void on_dns_resolved(Manager *m, void *userdata, int err, const EgressAdd
         if (n_ok > 0) {
                 dns_remember(q->sandbox_id, q->name, ok, n_ok);
                 egress_addr_format(&ok[0], text);
-                dns_audit(m, s, q->name, text, "allowed", NULL);
+                dns_audit(m, s, q->name, text, EGRESS_REASON_ALLOWED, NULL);
         }
         (void) agent_send(gateway_sandbox_agent(s), SPACE_F_OK, 0, q->stream, kv.data, kv.len);
 out:
@@ -1018,36 +1063,37 @@ static void on_guest_resolve(AgentConn *a, uint32_t stream, const uint8_t *kv, s
         if (over.host && strlen(over.host) > EGRESS_HOST_MAX)
                 over.host = NULL;
         if (!gateway_admit(m, s, GATEWAY_RESOLVE, &over, msg, sizeof msg))
-                return channel_refuse_guest_stream(a, stream, "busy", msg);
+                return refuse_stream(a, stream, SPACE_CODE_BUSY, msg);
         if (space_kv_get(kv, n, "name", &name) <= 0 || space_kv_get(kv, n, "family", &family) <= 0 ||
             (!streq(family, "4") && !streq(family, "6")))
-                return channel_refuse_guest_stream(a, stream, "invalid", "a RESOLVE needs name and family 4 or 6");
+                return refuse_stream(a, stream, SPACE_CODE_INVALID, "a RESOLVE needs name and family 4 or 6");
         if (strlen(name) > EGRESS_HOST_MAX || egress_host_normalize(name, norm) < 0) {
-                dns_audit(m, s, NULL, NULL, "invalid", "a question for something that is no host name");
-                return channel_refuse_guest_stream(a, stream, "invalid", "not a host name");
+                dns_audit(m, s, NULL, NULL, EGRESS_REASON_INVALID, "a question for something that is no host name");
+                return refuse_stream(a, stream, SPACE_CODE_INVALID, "not a host name");
         }
         if (gateway_policy_get(m, s, &p, &e) < 0)
-                return channel_refuse_guest_stream(a, stream, "denied", "the sandbox's egress policy cannot be built");
+                return refuse_stream(a, stream, SPACE_CODE_DENIED, "the sandbox's egress policy cannot be built");
         if (!name_permitted(&p->policy, norm, &port, &why)) {
                 gateway_policy_unref(p);
                 /* Never resolved: the question goes no further than this log, so it cannot carry data out. */
-                dns_audit(m, s, norm, NULL, "no_rule", why);
-                return channel_refuse_guest_stream(a, stream, "nxdomain", why);
+                dns_audit(m, s, norm, NULL, EGRESS_REASON_NO_RULE, why);
+                return refuse_stream(a, stream, SPACE_CODE_NXDOMAIN, why);
         }
         if (!gateway_lookup_take(gateway_sandbox_id(s))) {
-                EgressAuditEntry busy = { .event = "deny", .via = "dns", .host = norm, .reason = "busy",
+                EgressAuditEntry busy = { .event = "deny", .via = "dns", .host = norm,
+                                          .reason = egress_reason_to_string(EGRESS_REASON_BUSY),
                                           .message = "too many names being resolved for this sandbox" };
 
                 gateway_policy_unref(p);
                 gateway_refused(m, s, GATEWAY_RESOLVE, GATEWAY_LIMIT_SHARE, &busy);
-                return channel_refuse_guest_stream(a, stream, "busy", busy.message);
+                return refuse_stream(a, stream, SPACE_CODE_BUSY, busy.message);
         }
         q = calloc(1, sizeof *q);
         if (!q || !(q->sandbox_id = strdup(gateway_sandbox_id(s)))) {
                 free(q);
                 gateway_policy_unref(p);
                 gateway_lookup_put(gateway_sandbox_id(s));
-                return channel_refuse_guest_stream(a, stream, "busy", "out of memory");
+                return refuse_stream(a, stream, SPACE_CODE_BUSY, "out of memory");
         }
         q->manager = m;
         q->stream = stream;
@@ -1058,7 +1104,7 @@ static void on_guest_resolve(AgentConn *a, uint32_t stream, const uint8_t *kv, s
         if (egress_resolve(m, norm, on_dns_resolved, q) < 0) {
                 gateway_lookup_put(gateway_sandbox_id(s));
                 dns_question_free(q);
-                channel_refuse_guest_stream(a, stream, "busy", "cannot resolve now");
+                refuse_stream(a, stream, SPACE_CODE_BUSY, "cannot resolve now");
         }
 }
 

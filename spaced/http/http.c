@@ -246,33 +246,6 @@ static int respond_end_stream(Request *r, cJSON *o) {
         return queue(r, MHD_HTTP_OK, resp);
 }
 
-const char *http_connect_code(unsigned status, unsigned *ret_status) {
-        static const struct {
-                unsigned status;
-                const char *code;
-                unsigned connect_status;
-        } map[] = {
-                { 400, "invalid_argument", 400 },   { 401, "unauthenticated", 401 },
-                { 403, "permission_denied", 403 },  { 404, "not_found", 404 },
-                { 405, "unimplemented", 501 },      { 409, "already_exists", 409 },
-                { 412, "failed_precondition", 412 }, { 413, "resource_exhausted", 429 },
-                { 421, "permission_denied", 403 },  { 429, "resource_exhausted", 429 },
-                { 499, "canceled", 499 },           { 501, "unimplemented", 501 },
-                { 502, "unavailable", 503 },        { 503, "unavailable", 503 },
-                { 504, "deadline_exceeded", 504 },  { 507, "resource_exhausted", 429 },
-        };
-
-        for (size_t i = 0; i < ELEMENTSOF(map); i++)
-                if (map[i].status == status) {
-                        if (ret_status)
-                                *ret_status = map[i].connect_status;
-                        return map[i].code;
-                }
-        if (ret_status)
-                *ret_status = 500;
-        return "internal";
-}
-
 int http_respond_error(Request *r, ErrorCode code, const char *fmt, ...) {
         cJSON *o = cJSON_CreateObject();
         unsigned status = error_code_http_status(code);
@@ -288,12 +261,13 @@ int http_respond_error(Request *r, ErrorCode code, const char *fmt, ...) {
                 cJSON_AddNumberToObject(o, "code", status);
                 break;
         case ERROR_STYLE_CONNECT:
-                cJSON_AddStringToObject(o, "code", http_connect_code(status, &status));
+                cJSON_AddStringToObject(o, "code", connect_code_to_string(error_code_connect(code)));
+                status = connect_code_status(error_code_connect(code));
                 break;
         case ERROR_STYLE_CONNECT_STREAM: {
                 cJSON *e = cJSON_AddObjectToObject(o, "error");
 
-                cJSON_AddStringToObject(e, "code", http_connect_code(status, NULL));
+                cJSON_AddStringToObject(e, "code", connect_code_to_string(error_code_connect(code)));
                 cJSON_AddStringToObject(e, "message", msg ?: error_code_to_string(code));
                 free(msg);
                 return respond_end_stream(r, o);
@@ -306,18 +280,18 @@ int http_respond_error(Request *r, ErrorCode code, const char *fmt, ...) {
         return http_respond_json(r, status, o);
 }
 
-static int respond_unauthorized(Request *r, const char *message) {
+static int respond_unauthorized(Request *r, ErrorCode code, const char *message) {
         _cleanup_free_ char *text = NULL;
         struct MHD_Response *resp;
         cJSON *o = cJSON_CreateObject();
 
         if (r->error_style == ERROR_STYLE_E2B)
-                cJSON_AddNumberToObject(o, "code", 401);
+                cJSON_AddNumberToObject(o, "code", error_code_http_status(code));
         else
                 cJSON_AddStringToObject(o, "code", r->error_style == ERROR_STYLE_CONNECT ||
                                                                    r->error_style == ERROR_STYLE_CONNECT_STREAM
-                                                           ? "unauthenticated"
-                                                           : "unauthorized");
+                                                           ? connect_code_to_string(error_code_connect(code))
+                                                           : error_code_to_string(code));
         cJSON_AddStringToObject(o, "message", message);
         text = cJSON_PrintUnformatted(o);
         cJSON_Delete(o);
@@ -328,7 +302,7 @@ static int respond_unauthorized(Request *r, const char *message) {
                 return -ENOMEM;
         MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json");
         MHD_add_response_header(resp, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer realm=\"space\"");
-        return queue(r, MHD_HTTP_UNAUTHORIZED, resp);
+        return queue(r, error_code_http_status(code), resp);
 }
 
 int http_respond_empty(Request *r, unsigned status) {
@@ -486,11 +460,12 @@ static bool authenticate_tcp(Request *r, const Route *rt) {
                 return true; /* public, or the handler checks its own token (and says as little) */
         if (key)
                 log_info("refused a TCP request for %s %s: unknown or revoked API key", r->method, r->url);
-        respond_unauthorized(r, key ? "the API key is not valid (unknown, revoked or malformed); create one with "
-                                      "'spacectl key create' and send it as 'Authorization: Bearer KEY' or "
-                                      "'X-API-Key: KEY'"
-                                    : "this request needs an API key: create one with 'spacectl key create' and "
-                                      "send it as 'Authorization: Bearer KEY' or 'X-API-Key: KEY'");
+        respond_unauthorized(r, ERROR_UNAUTHORIZED,
+                             key ? "the API key is not valid (unknown, revoked or malformed); create one with "
+                                   "'spacectl key create' and send it as 'Authorization: Bearer KEY' or "
+                                   "'X-API-Key: KEY'"
+                                 : "this request needs an API key: create one with 'spacectl key create' and "
+                                   "send it as 'Authorization: Bearer KEY' or 'X-API-Key: KEY'");
         return false;
 }
 

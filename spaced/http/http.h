@@ -148,8 +148,6 @@ int http_respond_json(Request *r, unsigned status, cJSON *body);  /* takes owner
 /* {"code", "message"} with the code's HTTP status (core/error.h), in the route's ErrorStyle. */
 int http_respond_error(Request *r, ErrorCode code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 int http_respond_empty(Request *r, unsigned status);
-/* Connect RPC's name for what an HTTP status means, and the status Connect sends for it. */
-const char *http_connect_code(unsigned status, unsigned *ret_status);
 /* Answers 200 with a chunked body read from r->stream (set it first); headers: name, value, ..., NULL. */
 int http_respond_stream(Request *r, const char *const *headers);
 /* The same with another status and, unless HTTP_SIZE_UNKNOWN, a body of size bytes (a reverse proxy's answer). */

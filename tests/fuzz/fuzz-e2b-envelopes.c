@@ -230,18 +230,19 @@ static void stream_input(uint8_t max_slice, uint8_t seed, const uint8_t *body, s
                         slice = size - pos;
                 /* as stream_write(): envelopes are taken one by one until the slice is used up */
                 while (used < slice) {
-                        const char *code = (const char *) 1, *message = (const char *) 1;
+                        const char *message = (const char *) 1;
+                        ErrorCode code = _ERROR_CODE_MAX;
 
                         k = connect_envelope_read(&er, body + pos + used, slice - used, &took, &code, &message);
                         check(took <= slice - used);
                         used += took;
                         if (k < 0) {
-                                check(code && *code && message && *message);
+                                check(code != ERROR_NONE && code < _ERROR_CODE_MAX && message && *message);
                                 check(k == end && pos + used == stop);
                                 check(got == n_want);
                                 return;
                         }
-                        check(!code && !message);
+                        check(code == ERROR_NONE && !message);
                         if (k == 0) {
                                 check(used == slice); /* all of it went into an envelope not complete yet */
                                 break;
