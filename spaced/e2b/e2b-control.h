@@ -45,8 +45,8 @@ cJSON *e2b_body_object(Request *r, const char *const *allowed);
 /* A whole number of seconds at key, from 0 to max: 1, 0 when absent, < 0 when answered. */
 int e2b_seconds_field(Request *r, cJSON *o, const char *key, int64_t max, int64_t *ret);
 
-/* A request parked until an operation ends: the route handler runs again then, and finds this through
- * e2b_wait_resume(). Held by the request (freed with it). */
+/* A request parked until an operation ends: a continuation carries on then, with this (what the handler
+ * parsed and did so far). Held by the request (freed with it). */
 typedef struct E2bWait {
         char op_id[OPERATION_ID_LEN + 1];
         bool own;            /* the request started op_id: its failure is the answer */
@@ -57,15 +57,20 @@ typedef struct E2bWait {
         char checkpoint_id[CHECKPOINT_ID_LEN + 1];
         int64_t timeout;     /* create: the time to live, counted from when it runs */
         uint64_t deadline;   /* monotonic usec */
+        char arg[256];       /* the route's {sandboxID}: looked up again after each wait (it may be gone) */
+        bool deprecated_resume;
+        char snapshot_name[SANDBOX_NAME_MAX + 1]; /* "" for none */
 } E2bWait;
 
 /* The request's wait (NULL: none yet), made when make is true (NULL: out of memory, answered 500). */
 E2bWait *e2b_wait_get(Request *r, bool make);
-/* At the top of a handler that parks: 1 to go on (*ret: the wait, or NULL on the first run; own_done set when
- * the request's own operation succeeded), 0 parked again, < 0 answered (its own operation failed). */
-int e2b_wait_resume(Request *r, E2bWait **ret);
-/* Parks r until op ends (own: r started it). 1 when op has ended already (run the handler's logic again), 0
- * parked, < 0 answered (out of time, out of memory). */
-int e2b_wait_op(Request *r, Operation *op, bool own);
+/* The request's wait, made, for the route's {sandboxID} arg (NULL: out of memory, answered 500). */
+E2bWait *e2b_wait_new(Request *r, const char *arg);
+/* At the top of a continuation of e2b_wait_op(): 1 to go on (own_done set when the request's own operation
+ * succeeded), 0 parked again (on k), < 0 answered (its own operation failed, out of time). */
+int e2b_wait_resume(Request *r, E2bWait *w, HttpContinuation k);
+/* Parks r until op ends (own: r started it), then k(r, the wait) carries on; when op has ended already, k runs
+ * now. 0 parked (or carried on), < 0 answered (out of time, out of memory). */
+int e2b_wait_op(Request *r, Operation *op, bool own, HttpContinuation k);
 /* Parks r until what keeps s busy ends (another request's operation): as e2b_wait_op; 409 when none is found. */
-int e2b_wait_busy(Request *r, Sandbox *s);
+int e2b_wait_busy(Request *r, Sandbox *s, HttpContinuation k);

@@ -489,6 +489,8 @@ static uint64_t disk_used_bytes(const Sandbox *s) {
 typedef struct MetricsRead {
         FileXfer *x;
         SpaceBuf text;
+        char arg[256];        /* the route's {sandboxID}: looked up again after each wait (it may be gone) */
+        uint64_t start, end;
 } MetricsRead;
 
 static void metrics_read_detach(void *userdata, Request *r) {
@@ -520,31 +522,29 @@ int e2b_meminfo_field(const char *text, const char *key, uint64_t *ret) {
         return -ENOENT;
 }
 
-/* 1 with the guest's meminfo in *ret_text (NUL-terminated), 0 while it is read (parked), < 0 answered. */
-static int guest_meminfo(Request *r, Sandbox *s, const char **ret_text) {
+static void metrics_step(Request *r, void *userdata);
+
+/* 1 with the guest's meminfo in *ret_text (NUL-terminated), 0 while it is read (parked: metrics_step()
+ * carries on), < 0 answered. */
+static int guest_meminfo(Request *r, Sandbox *s, MetricsRead *m, const char **ret_text) {
         _cleanup_(error_done) Error err = {};
         _cleanup_(space_buf_done) SpaceBuf kv = {};
         ChannelWaiter w = api_request_waiter(r);
-        MetricsRead *m = r->stream.detach == metrics_read_detach ? r->stream.userdata : NULL;
         char buf[4096];
         ssize_t n;
 
-        if (!m) {
-                m = calloc(1, sizeof *m);
-                if (!m)
-                        return http_respond_error(r, ERROR_INTERNAL, "out of memory") ?: -ENOMEM;
-                r->stream = (HttpStream) { .detach = metrics_read_detach, .userdata = m };
+        if (!m->x) {
                 if (space_kv_add(&kv, "op", "read") < 0 || space_kv_add(&kv, "path", "/proc/meminfo") < 0)
                         return http_respond_error(r, ERROR_INTERNAL, "out of memory") ?: -ENOMEM;
                 if (file_xfer_start(s, "read", "/proc/meminfo", &kv, &w, &m->x, &err) < 0) {
                         respond_error_or(r, &err, "cannot read the guest's memory use");
                         return -EIO;
                 }
-                http_suspend(r);
+                http_continue(r, metrics_step, m);
                 return 0;
         }
         if (m->x->state == FILE_XFER_SENT) {
-                http_suspend(r);
+                http_continue(r, metrics_step, m);
                 return 0;
         }
         if (m->x->state == FILE_XFER_FAILED)
@@ -556,7 +556,7 @@ static int guest_meminfo(Request *r, Sandbox *s, const char **ret_text) {
         for (;;) {
                 n = file_xfer_read(m->x, buf, sizeof buf);
                 if (n == 0) {
-                        http_suspend(r);
+                        http_continue(r, metrics_step, m);
                         return 0;
                 }
                 if (n == CHANNEL_READ_END)
@@ -576,8 +576,10 @@ static int guest_meminfo(Request *r, Sandbox *s, const char **ret_text) {
 
 /* One sample, now: space keeps no history of metrics. Only a running sandbox has any (E2B's paused ones have
  * none): CPU from its QEMU on the host, memory from the guest, disk from its layer on the host. */
-void e2b_get_metrics(Request *r, const RouteArgs *a) {
-        uint64_t start = 0, end = UINT64_MAX, mem_total = 0, mem_avail = 0, mem_cache = 0;
+/* The sample, from the lookup on; it carries on here while the guest's meminfo comes. */
+static void metrics_step(Request *r, void *userdata) {
+        MetricsRead *m = userdata;
+        uint64_t start = m->start, end = m->end, mem_total = 0, mem_avail = 0, mem_cache = 0;
         const char *meminfo;
         int64_t now = now_unix();
         cJSON *list, *o;
@@ -585,15 +587,14 @@ void e2b_get_metrics(Request *r, const RouteArgs *a) {
         char when[32];
         int q;
 
-        if (query_uint(r, "start", 0, INT64_MAX, &start) < 0 || query_uint(r, "end", 0, INT64_MAX, &end) < 0 ||
-            e2b_find_sandbox(r, a->arg[0], &s) < 0)
+        if (e2b_find_sandbox(r, m->arg, &s) < 0)
                 return;
         list = cJSON_CreateArray();
         if (s->state != SANDBOX_RUNNING || s->qemu_pid <= 0 || (uint64_t) now < start || (uint64_t) now > end) {
                 http_respond_json(r, 200, list);
                 return;
         }
-        q = guest_meminfo(r, s, &meminfo);
+        q = guest_meminfo(r, s, m, &meminfo);
         if (q <= 0) {
                 cJSON_Delete(list);
                 return;
@@ -619,6 +620,22 @@ void e2b_get_metrics(Request *r, const RouteArgs *a) {
         cJSON_AddNumberToObject(o, "diskTotal", (double) (s->disk_mib << 20));
         cJSON_AddItemToArray(list, o);
         http_respond_json(r, 200, list);
+}
+
+void e2b_get_metrics(Request *r, const RouteArgs *a) {
+        uint64_t start = 0, end = UINT64_MAX;
+        MetricsRead *m;
+
+        if (query_uint(r, "start", 0, INT64_MAX, &start) < 0 || query_uint(r, "end", 0, INT64_MAX, &end) < 0)
+                return;
+        m = calloc(1, sizeof *m);
+        if (!m)
+                return (void) http_respond_error(r, ERROR_INTERNAL, "out of memory");
+        r->stream = (HttpStream) { .detach = metrics_read_detach, .userdata = m };
+        snprintf(m->arg, sizeof m->arg, "%s", a->arg[0]);
+        m->start = start;
+        m->end = end;
+        metrics_step(r, m);
 }
 
 /* ---- logs: a sandbox's log is what happened in it that space records, its processes: each start (what ran,

@@ -70,11 +70,19 @@ E2bWait *e2b_wait_get(Request *r, bool make) {
         return w;
 }
 
+E2bWait *e2b_wait_new(Request *r, const char *arg) {
+        E2bWait *w = e2b_wait_get(r, true);
+
+        if (w)
+                snprintf(w->arg, sizeof w->arg, "%s", arg);
+        return w;
+}
+
 static bool op_ended(const Operation *op) {
         return op->state == OPERATION_SUCCEEDED || op->state == OPERATION_FAILED;
 }
 
-int e2b_wait_op(Request *r, Operation *op, bool own) {
+int e2b_wait_op(Request *r, Operation *op, bool own, HttpContinuation k) {
         E2bWait *w = e2b_wait_get(r, true);
         int q;
 
@@ -88,8 +96,10 @@ int e2b_wait_op(Request *r, Operation *op, bool own) {
                                    op->sandbox_id);
                 return -EBUSY;
         }
-        if (op_ended(op))
-                return 1;
+        if (op_ended(op)) {
+                k(r, w);
+                return 0;
+        }
         if (now_usec_monotonic() >= w->deadline) {
                 http_respond_error(r, ERROR_DEADLINE_EXCEEDED,
                                    "sandbox %s: the %s operation (%s) is still running after %d s; try again later",
@@ -101,15 +111,14 @@ int e2b_wait_op(Request *r, Operation *op, bool own) {
                 http_respond_error(r, ERROR_INTERNAL, "cannot wait for operation %s: %s", op->id, strerror(-q));
                 return q;
         }
+        http_continue(r, k, w);
         return 0;
 }
 
-int e2b_wait_resume(Request *r, E2bWait **ret) {
-        E2bWait *w = e2b_wait_get(r, false);
+int e2b_wait_resume(Request *r, E2bWait *w, HttpContinuation k) {
         Operation *op;
 
-        *ret = w;
-        if (!w || !w->op_id[0])
+        if (!w->op_id[0])
                 return 1;
         op = operation_find(http_manager(r->http), w->op_id);
         if (op && !op_ended(op)) {
@@ -120,7 +129,7 @@ int e2b_wait_resume(Request *r, E2bWait **ret) {
                         return -ETIME;
                 }
                 w->rounds--; /* the same wait, not another round */
-                return e2b_wait_op(r, op, w->own);
+                return e2b_wait_op(r, op, w->own, k);
         }
         if (w->own) {
                 if (!op) {
@@ -137,10 +146,10 @@ int e2b_wait_resume(Request *r, E2bWait **ret) {
         return 1;
 }
 
-int e2b_wait_busy(Request *r, Sandbox *s) {
+int e2b_wait_busy(Request *r, Sandbox *s, HttpContinuation k) {
         for (Operation *op = http_manager(r->http)->operations; op; op = op->next)
                 if (streq(op->sandbox_id, s->id) && !op_ended(op))
-                        return e2b_wait_op(r, op, false);
+                        return e2b_wait_op(r, op, false, k);
         http_respond_error(r, ERROR_SANDBOX_BUSY, "sandbox %s is %s; try again when that is done", s->id,
                            sandbox_state_to_string(s->state));
         return -EBUSY;
@@ -371,6 +380,14 @@ int e2b_new_sandbox_parse(Request *r, E2bNewSandbox *ret) {
         return 0;
 }
 
+/* The create's own operation ended. */
+static void create_continue(Request *r, void *userdata) {
+        E2bWait *w = userdata;
+
+        if (e2b_wait_resume(r, w, create_continue) > 0)
+                created(r, w);
+}
+
 static void post_sandboxes(Request *r, const RouteArgs *a) {
         Manager *m = http_manager(r->http);
         _cleanup_(e2b_new_sandbox_done) E2bNewSandbox n = {};
@@ -382,14 +399,6 @@ static void post_sandboxes(Request *r, const RouteArgs *a) {
         E2bWait *w;
         Sandbox *s;
         int q;
-
-        q = e2b_wait_resume(r, &w);
-        if (q <= 0)
-                return;
-        if (w && w->own_done) {
-                created(r, w);
-                return;
-        }
 
         if (e2b_new_sandbox_parse(r, &n) < 0)
                 return;
@@ -451,9 +460,7 @@ static void post_sandboxes(Request *r, const RouteArgs *a) {
                 return;
         memcpy(w->sandbox_id, s->id, sizeof w->sandbox_id);
         w->timeout = n.timeout;
-        q = e2b_wait_op(r, op, true);
-        if (q > 0 && e2b_wait_resume(r, &w) > 0)
-                created(r, w);
+        (void) e2b_wait_op(r, op, true, create_continue);
         return;
 oom:
         http_respond_error(r, ERROR_INTERNAL, "out of memory");
@@ -479,17 +486,17 @@ static int parse_timeout_body(Request *r, const char *key, const char *extra, bo
         return q;
 }
 
-/* Brings s back to running: 1 when it runs, 0 parked (routed again later), < 0 answered. */
-static int ensure_running(Request *r, Sandbox *s, E2bWait **w) {
+static void connect_continue(Request *r, void *userdata);
+
+/* Brings s back to running: 1 when it runs, 0 parked (connect_continue() carries on), < 0 answered. */
+static int ensure_running(Request *r, Sandbox *s, E2bWait *w) {
         _cleanup_(error_done) Error e = {};
         LifecycleKind kind;
         Operation *op;
         int q;
 
-        if (s->busy || s->state == SANDBOX_CREATING) {
-                q = e2b_wait_busy(r, s);
-                return q > 0 ? -EAGAIN : q;
-        }
+        if (s->busy || s->state == SANDBOX_CREATING)
+                return e2b_wait_busy(r, s, connect_continue);
         if (s->state == SANDBOX_RUNNING)
                 return 1;
         if (s->state == SANDBOX_PAUSED)
@@ -507,42 +514,52 @@ static int ensure_running(Request *r, Sandbox *s, E2bWait **w) {
                 return q;
         }
         log_info("sandbox %s: %s for an E2B connect", s->id, kind == LIFECYCLE_WAKE ? "waking" : "resuming");
-        *w = e2b_wait_get(r, true);
-        if (!*w)
-                return -ENOMEM;
-        (*w)->resumed = true;
-        q = e2b_wait_op(r, op, true);
-        return q > 0 ? -EAGAIN : q;
+        w->resumed = true;
+        return e2b_wait_op(r, op, true, connect_continue);
+}
+
+/* connect from the lookup on, which is where it carries on after each wait. */
+static void connect_step(Request *r, E2bWait *w) {
+        int64_t timeout = w->timeout;
+        Sandbox *s;
+        int q;
+
+        if (e2b_find_sandbox(r, w->arg, &s) < 0)
+                return;
+        if (w->deprecated_resume && !w->resumed && s->state == SANDBOX_RUNNING && !s->busy) {
+                http_respond_error(r, ERROR_INVALID_STATE, "sandbox %s is already running", s->id);
+                return;
+        }
+        q = ensure_running(r, s, w);
+        if (q <= 0)
+                return;
+        /* E2B: a running sandbox's timeout only grows; a resumed one's counts from now */
+        if (w->resumed || (s->expires_at > 0 && now_unix() + timeout > s->expires_at))
+                set_timeout(s, timeout);
+        respond_sandbox(r, w->resumed ? 201 : 200, s);
+}
+
+static void connect_continue(Request *r, void *userdata) {
+        E2bWait *w = userdata;
+
+        if (e2b_wait_resume(r, w, connect_continue) > 0)
+                connect_step(r, w);
 }
 
 static void connect_sandbox(Request *r, const RouteArgs *a, bool deprecated_resume) {
         int64_t timeout = 300;
         E2bWait *w;
-        Sandbox *s;
-        int q;
 
-again:
-        q = e2b_wait_resume(r, &w);
-        if (q <= 0)
-                return;
         /* newer SDKs leave the timeout out when the caller gave none: E2B's default then */
         if (parse_timeout_body(r, "timeout", deprecated_resume ? "autoPause" : NULL, false, E2B_TIMEOUT_MAX,
-                               &timeout) < 0 ||
-            e2b_find_sandbox(r, a->arg[0], &s) < 0)
+                               &timeout) < 0)
                 return;
-        if (deprecated_resume && !(w && w->resumed) && s->state == SANDBOX_RUNNING && !s->busy) {
-                http_respond_error(r, ERROR_INVALID_STATE, "sandbox %s is already running", s->id);
+        w = e2b_wait_new(r, a->arg[0]);
+        if (!w)
                 return;
-        }
-        q = ensure_running(r, s, &w);
-        if (q == -EAGAIN)
-                goto again;
-        if (q <= 0)
-                return;
-        /* E2B: a running sandbox's timeout only grows; a resumed one's counts from now */
-        if ((w && w->resumed) || (s->expires_at > 0 && now_unix() + timeout > s->expires_at))
-                set_timeout(s, timeout);
-        respond_sandbox(r, w && w->resumed ? 201 : 200, s);
+        w->timeout = timeout;
+        w->deprecated_resume = deprecated_resume;
+        connect_step(r, w);
 }
 
 static void post_connect(Request *r, const RouteArgs *a) {
@@ -556,36 +573,47 @@ static void post_resume(Request *r, const RouteArgs *a) {
 
 /* ---- kill, timeouts, pause */
 
-static void delete_sandbox(Request *r, const RouteArgs *a) {
+static void delete_continue(Request *r, void *userdata);
+
+/* kill from the lookup on; after a wait for another request's operation it starts here again. */
+static void delete_step(Request *r, E2bWait *w) {
         _cleanup_(error_done) Error e = {};
         Operation *op;
-        E2bWait *w;
         Sandbox *s;
         int q;
 
-again:
-        q = e2b_wait_resume(r, &w);
-        if (q <= 0)
-                return;
-        if (w && w->own_done) {
-                http_respond_empty(r, 204);
-                return;
-        }
-        if (e2b_find_sandbox(r, a->arg[0], &s) < 0)
+        if (e2b_find_sandbox(r, w->arg, &s) < 0)
                 return;
         /* E2B's kill ends the processes: the VM is killed, not shut down */
         q = sandbox_delete_start(http_manager(r->http), s, true, &op, &e);
         if (q == -EBUSY) {
-                if (e2b_wait_busy(r, s) > 0)
-                        goto again;
+                (void) e2b_wait_busy(r, s, delete_continue);
                 return;
         }
         if (q < 0) {
                 respond_operation_error(r, &e, q);
                 return;
         }
-        if (e2b_wait_op(r, op, true) > 0)
-                goto again;
+        (void) e2b_wait_op(r, op, true, delete_continue);
+}
+
+static void delete_continue(Request *r, void *userdata) {
+        E2bWait *w = userdata;
+
+        if (e2b_wait_resume(r, w, delete_continue) <= 0)
+                return;
+        if (w->own_done) {
+                http_respond_empty(r, 204);
+                return;
+        }
+        delete_step(r, w);
+}
+
+static void delete_sandbox(Request *r, const RouteArgs *a) {
+        E2bWait *w = e2b_wait_new(r, a->arg[0]);
+
+        if (w)
+                delete_step(r, w);
 }
 
 static void post_timeout(Request *r, const RouteArgs *a) {
@@ -618,27 +646,19 @@ static void post_refreshes(Request *r, const RouteArgs *a) {
         http_respond_empty(r, 204);
 }
 
-/* E2B's pause keeps the sandbox's memory and frees its machine: space's suspend. 409 when it is paused. */
-static void post_pause(Request *r, const RouteArgs *a) {
+static void pause_continue(Request *r, void *userdata);
+
+/* pause from the lookup on; after a wait for another request's operation it starts here again. */
+static void pause_step(Request *r, E2bWait *w) {
         _cleanup_(error_done) Error e = {};
         Operation *op;
-        E2bWait *w;
         Sandbox *s;
         int q;
 
-again:
-        q = e2b_wait_resume(r, &w);
-        if (q <= 0)
-                return;
-        if (w && w->own_done) {
-                http_respond_empty(r, 204);
-                return;
-        }
-        if (e2b_find_sandbox(r, a->arg[0], &s) < 0)
+        if (e2b_find_sandbox(r, w->arg, &s) < 0)
                 return;
         if (s->busy) {
-                if (e2b_wait_busy(r, s) > 0)
-                        goto again;
+                (void) e2b_wait_busy(r, s, pause_continue);
                 return;
         }
         if (s->state == SANDBOX_SUSPENDED) {
@@ -653,6 +673,25 @@ again:
         /* paused, it does not time out (E2B's are kept until resumed or killed) */
         s->expires_at = 0;
         (void) sandbox_save(s);
-        if (e2b_wait_op(r, op, true) > 0)
-                goto again;
+        (void) e2b_wait_op(r, op, true, pause_continue);
+}
+
+static void pause_continue(Request *r, void *userdata) {
+        E2bWait *w = userdata;
+
+        if (e2b_wait_resume(r, w, pause_continue) <= 0)
+                return;
+        if (w->own_done) {
+                http_respond_empty(r, 204);
+                return;
+        }
+        pause_step(r, w);
+}
+
+/* E2B's pause keeps the sandbox's memory and frees its machine: space's suspend. 409 when it is paused. */
+static void post_pause(Request *r, const RouteArgs *a) {
+        E2bWait *w = e2b_wait_new(r, a->arg[0]);
+
+        if (w)
+                pause_step(r, w);
 }

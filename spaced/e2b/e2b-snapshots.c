@@ -61,35 +61,22 @@ static int parse_name(Request *r, const char **ret) {
         return 0;
 }
 
-/* POST /sandboxes/{id}/snapshots {name?} -> 201 {snapshotID, names}, once taken (the sandbox stops meanwhile). */
-void e2b_post_snapshots(Request *r, const RouteArgs *a) {
+static void snapshot_continue(Request *r, void *userdata);
+
+/* The snapshot from the lookup on; after a wait for another request's operation it starts here again. */
+static void snapshot_step(Request *r, E2bWait *w) {
         Manager *m = http_manager(r->http);
         _cleanup_(error_done) Error e = {};
-        const char *name;
+        const char *name = w->snapshot_name[0] ? w->snapshot_name : NULL;
         Operation *op;
         Checkpoint *c;
-        E2bWait *w;
         Sandbox *s;
         int q;
 
-again:
-        q = e2b_wait_resume(r, &w);
-        if (q <= 0)
-                return;
-        if (w && w->own_done) {
-                c = snapshot_find(m, w->checkpoint_id);
-                if (!c || !c->ready) {
-                        http_respond_error(r, ERROR_OPERATION_FAILED, "snapshot %s is gone", w->checkpoint_id);
-                        return;
-                }
-                http_respond_json(r, 201, snapshot_json(c));
-                return;
-        }
-        if (parse_name(r, &name) < 0 || e2b_find_sandbox(r, a->arg[0], &s) < 0)
+        if (e2b_find_sandbox(r, w->arg, &s) < 0)
                 return;
         if (s->busy || s->state == SANDBOX_CREATING) {
-                if (e2b_wait_busy(r, s) > 0)
-                        goto again;
+                (void) e2b_wait_busy(r, s, snapshot_continue);
                 return;
         }
         if (s->state == SANDBOX_SUSPENDED) {
@@ -103,12 +90,39 @@ again:
                 return;
         }
         log_info("sandbox %s: snapshot %s for E2B", s->id, c->id);
-        w = e2b_wait_get(r, true);
+        memcpy(w->checkpoint_id, c->id, sizeof w->checkpoint_id);
+        (void) e2b_wait_op(r, op, true, snapshot_continue);
+}
+
+static void snapshot_continue(Request *r, void *userdata) {
+        E2bWait *w = userdata;
+        Checkpoint *c;
+
+        if (e2b_wait_resume(r, w, snapshot_continue) <= 0)
+                return;
+        if (!w->own_done)
+                return snapshot_step(r, w);
+        c = snapshot_find(http_manager(r->http), w->checkpoint_id);
+        if (!c || !c->ready) {
+                http_respond_error(r, ERROR_OPERATION_FAILED, "snapshot %s is gone", w->checkpoint_id);
+                return;
+        }
+        http_respond_json(r, 201, snapshot_json(c));
+}
+
+/* POST /sandboxes/{id}/snapshots {name?} -> 201 {snapshotID, names}, once taken (the sandbox stops meanwhile). */
+void e2b_post_snapshots(Request *r, const RouteArgs *a) {
+        const char *name;
+        E2bWait *w;
+
+        if (parse_name(r, &name) < 0)
+                return;
+        w = e2b_wait_new(r, a->arg[0]);
         if (!w)
                 return;
-        memcpy(w->checkpoint_id, c->id, sizeof w->checkpoint_id);
-        if (e2b_wait_op(r, op, true) > 0)
-                goto again;
+        if (name)
+                snprintf(w->snapshot_name, sizeof w->snapshot_name, "%s", name);
+        snapshot_step(r, w);
 }
 
 static int checkpoint_order(const void *a, const void *b) {

@@ -218,6 +218,18 @@ static void download_respond(Request *r, Download *d) {
         http_set_streaming(r);
 }
 
+/* The guest answered the read: the file, or why not. */
+static void download_answered(Request *r, void *userdata) {
+        Download *d = userdata;
+
+        if (d->x->state == FILE_XFER_SENT)
+                http_continue(r, download_answered, d);
+        else if (d->x->state == FILE_XFER_FAILED)
+                envd_respond_failed(r, d->x);
+        else
+                download_respond(r, d);
+}
+
 void envd_get_files(Request *r, const RouteArgs *a) {
         _cleanup_(error_done) Error err = {};
         _cleanup_(space_buf_done) SpaceBuf kv = {};
@@ -228,16 +240,6 @@ void envd_get_files(Request *r, const RouteArgs *a) {
         Download *d;
         Sandbox *s;
 
-        if (r->stream.detach == download_detach) {
-                d = r->stream.userdata;
-                if (d->x->state == FILE_XFER_SENT)
-                        http_suspend(r);
-                else if (d->x->state == FILE_XFER_FAILED)
-                        envd_respond_failed(r, d->x);
-                else
-                        download_respond(r, d);
-                return;
-        }
         if (query_path(r, &p) < 0)
                 return;
         if (!p)
@@ -256,7 +258,7 @@ void envd_get_files(Request *r, const RouteArgs *a) {
         }
         d->r = r;
         r->stream = (HttpStream) { .detach = download_detach, .userdata = d };
-        http_suspend(r);
+        http_continue(r, download_answered, d);
 }
 
 /* ---- POST /files */
@@ -654,17 +656,12 @@ static void upload_respond(Request *r, Upload *u) {
 }
 
 /* The body is complete (MHD's last call), or the guest moved on since: finish the last part, answer. */
-void envd_post_files(Request *r, const RouteArgs *a) {
-        Upload *u = r->upload.write == upload_write ? r->upload.userdata : NULL;
+static void upload_finish(Request *r, void *userdata) {
+        Upload *u = userdata;
 
-        if (!u) {
-                if (!r->responded)
-                        http_respond_error(r, ERROR_INTERNAL, "the upload was not started");
-                return;
-        }
         if (!u->body_done) {
                 if (u->z && !upload_finish_gzip(u)) {
-                        http_suspend(r);
+                        http_continue(r, upload_finish, u);
                         return;
                 }
                 u->body_done = true;
@@ -687,10 +684,21 @@ void envd_post_files(Request *r, const RouteArgs *a) {
                         upload_fail(u, ERROR_INTERNAL, "out of memory");
         }
         if (u->error == ERROR_NONE && !upload_pump(u)) {
-                http_suspend(r);
+                http_continue(r, upload_finish, u);
                 return;
         }
         upload_respond(r, u);
+}
+
+void envd_post_files(Request *r, const RouteArgs *a) {
+        Upload *u = r->upload.write == upload_write ? r->upload.userdata : NULL;
+
+        if (!u) {
+                if (!r->responded)
+                        http_respond_error(r, ERROR_INTERNAL, "the upload was not started");
+                return;
+        }
+        upload_finish(r, u);
 }
 
 /* From the headers: what kind of body, for which sandbox and user; the body then streams to upload_write. */

@@ -30,14 +30,14 @@ typedef struct EnvdCall {
 
 EnvdCall *envd_call_of(Request *r);
 /* Sends FILE op on path as user (names=1 added; kv holds the op's own records), and parks the request until
- * the guest answers: the call, or NULL when it answered instead. */
-EnvdCall *envd_call_start(Request *r, Sandbox *s, const char *user, const char *op, const char *path, SpaceBuf *kv);
-/* The call of a request that was routed again: 1 when its operation finished (answer it), 0 when it still
- * waits (parked again), -1 when there is none yet. */
-int envd_call_rerun(Request *r);
-/* A list's JSON, read as far as the guest sent it: 1 when complete (in call->json), 0 when parked for more,
- * < 0 when answered (it failed, or it is too big). */
-int envd_call_collect(Request *r, EnvdCall *call);
+ * the guest answers, then k(r, call) answers: the call, or NULL when it answered instead. */
+EnvdCall *envd_call_start(Request *r, Sandbox *s, const char *user, const char *op, const char *path, SpaceBuf *kv,
+                          HttpContinuation k);
+/* A continuation's first step: true when the guest answered, false while it still waits (parked again on k). */
+bool envd_call_answered(Request *r, EnvdCall *call, HttpContinuation k);
+/* A list's JSON, read as far as the guest sent it: 1 when complete (in call->json), 0 when parked for more
+ * (on k), < 0 when answered (it failed, or it is too big). */
+int envd_call_collect(Request *r, EnvdCall *call, HttpContinuation k);
 /* Answers with why the operation failed, in the route's dialect ("unknown user" is 401, as envd). */
 void envd_respond_failed(Request *r, FileXfer *x);
 

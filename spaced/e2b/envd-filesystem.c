@@ -100,7 +100,8 @@ EnvdCall *envd_call_of(Request *r) {
         return r->stream.detach == call_detach ? r->stream.userdata : NULL;
 }
 
-EnvdCall *envd_call_start(Request *r, Sandbox *s, const char *user, const char *op, const char *path, SpaceBuf *kv) {
+EnvdCall *envd_call_start(Request *r, Sandbox *s, const char *user, const char *op, const char *path, SpaceBuf *kv,
+                          HttpContinuation k) {
         _cleanup_(error_done) Error err = {};
         ChannelWaiter w = api_request_waiter(r);
         EnvdCall *call;
@@ -123,23 +124,18 @@ EnvdCall *envd_call_start(Request *r, Sandbox *s, const char *user, const char *
                 return NULL;
         }
         r->stream = (HttpStream) { .detach = call_detach, .userdata = call };
-        http_suspend(r);
+        http_continue(r, k, call);
         return call;
 }
 
-int envd_call_rerun(Request *r) {
-        EnvdCall *call = envd_call_of(r);
-
-        if (!call)
-                return -1;
-        if (call->x->state == FILE_XFER_SENT) {
-                http_suspend(r);
-                return 0;
-        }
-        return 1;
+bool envd_call_answered(Request *r, EnvdCall *call, HttpContinuation k) {
+        if (call->x->state != FILE_XFER_SENT)
+                return true;
+        http_continue(r, k, call);
+        return false;
 }
 
-int envd_call_collect(Request *r, EnvdCall *call) {
+int envd_call_collect(Request *r, EnvdCall *call, HttpContinuation k) {
         char buf[64 * 1024];
 
         for (;;) {
@@ -152,7 +148,7 @@ int envd_call_collect(Request *r, EnvdCall *call) {
                         return -EIO;
                 }
                 if (n == 0) {
-                        http_suspend(r); /* the transfer wakes the request when more came */
+                        http_continue(r, k, call); /* the transfer wakes the request when more came */
                         return 0;
                 }
                 if (call->json.len + (size_t) n > ENVD_LIST_JSON_MAX)
@@ -350,7 +346,7 @@ static int msg_string(Request *r, cJSON *o, const char *key, const char **ret) {
 }
 
 /* Starts op on the message's `path`, as the request's user. */
-static void start_path_op(Request *r, const char *op, SpaceBuf *kv) {
+static void start_path_op(Request *r, const char *op, SpaceBuf *kv, HttpContinuation k) {
         _cleanup_free_ char *path = NULL;
         char user[E2B_USER_MAX + 1];
         const char *p;
@@ -361,24 +357,20 @@ static void start_path_op(Request *r, const char *op, SpaceBuf *kv) {
         if (!o)
                 return;
         if (msg_string(r, o, "path", &p) >= 0 && envd_fs_target(r, &s, user, p, &path) > 0)
-                envd_call_start(r, s, user, op, path, kv);
+                envd_call_start(r, s, user, op, path, kv, k);
         cJSON_Delete(o);
 }
 
-/* The second routing of a call whose answer is {"entry": EntryInfo}: true when this was it. */
-static bool answered_entry(Request *r) {
-        EnvdCall *call;
+/* The answer of a call whose answer is {"entry": EntryInfo}. */
+static void answered_entry(Request *r, void *userdata) {
+        EnvdCall *call = userdata;
         cJSON *o, *e;
-        int k = envd_call_rerun(r);
 
-        if (k < 0)
-                return false;
-        if (k == 0)
-                return true;
-        call = envd_call_of(r);
+        if (!envd_call_answered(r, call, answered_entry))
+                return;
         if (call->x->state == FILE_XFER_FAILED) {
                 envd_respond_failed(r, call->x);
-                return true;
+                return;
         }
         e = envd_reply_entry_info(call->x, call->path);
         o = cJSON_CreateObject();
@@ -386,10 +378,43 @@ static bool answered_entry(Request *r) {
                 cJSON_Delete(e);
                 cJSON_Delete(o);
                 http_respond_error(r, ERROR_PROTOCOL_ERROR, "the sandbox's agent sent a malformed entry");
-                return true;
+                return;
         }
         connect_respond(r, o);
-        return true;
+}
+
+static void answered_remove(Request *r, void *userdata) {
+        EnvdCall *call = userdata;
+
+        if (!envd_call_answered(r, call, answered_remove))
+                return;
+        /* envd removes with os.RemoveAll: what is not there is removed already */
+        if (call->x->state == FILE_XFER_FAILED && call->x->error_code != ERROR_NOT_FOUND)
+                envd_respond_failed(r, call->x);
+        else
+                connect_respond(r, NULL);
+}
+
+/* The listing, read as it comes, answered as {"entries": [EntryInfo]}. */
+static void answered_list(Request *r, void *userdata) {
+        EnvdCall *call = userdata;
+        cJSON *o, *entries;
+
+        if (!envd_call_answered(r, call, answered_list))
+                return;
+        if (call->x->state == FILE_XFER_FAILED)
+                return envd_respond_failed(r, call->x);
+        if (envd_call_collect(r, call, answered_list) <= 0)
+                return;
+        if (envd_list_entry_infos(call->x, &call->json, &entries) < 0)
+                return (void) http_respond_error(r, ERROR_PROTOCOL_ERROR, "cannot read the listing");
+        o = cJSON_CreateObject();
+        if (!o || !cJSON_AddItemToObject(o, "entries", entries)) {
+                cJSON_Delete(entries);
+                cJSON_Delete(o);
+                return (void) http_respond_error(r, ERROR_INTERNAL, "out of memory");
+        }
+        connect_respond(r, o);
 }
 
 /* ---- the calls */
@@ -397,40 +422,24 @@ static bool answered_entry(Request *r) {
 static void rpc_stat(Request *r, const RouteArgs *a) {
         _cleanup_(space_buf_done) SpaceBuf kv = {};
 
-        if (!answered_entry(r))
-                start_path_op(r, "stat", &kv);
+        start_path_op(r, "stat", &kv, answered_entry);
 }
 
 static void rpc_make_dir(Request *r, const RouteArgs *a) {
         _cleanup_(space_buf_done) SpaceBuf kv = {};
 
         /* envd: parents are made; a directory that exists is already_exists (the SDKs' false) */
-        if (answered_entry(r))
-                return;
         if (space_kv_add(&kv, "parents", "1") < 0 || space_kv_add(&kv, "exclusive", "1") < 0)
                 return (void) http_respond_error(r, ERROR_INTERNAL, "out of memory");
-        start_path_op(r, "mkdir", &kv);
+        start_path_op(r, "mkdir", &kv, answered_entry);
 }
 
 static void rpc_remove(Request *r, const RouteArgs *a) {
         _cleanup_(space_buf_done) SpaceBuf kv = {};
-        EnvdCall *call;
-        int k = envd_call_rerun(r);
 
-        if (k == 0)
-                return;
-        if (k > 0) {
-                call = envd_call_of(r);
-                /* envd removes with os.RemoveAll: what is not there is removed already */
-                if (call->x->state == FILE_XFER_FAILED && call->x->error_code != ERROR_NOT_FOUND)
-                        envd_respond_failed(r, call->x);
-                else
-                        connect_respond(r, NULL);
-                return;
-        }
         if (space_kv_add(&kv, "recursive", "1") < 0)
                 return (void) http_respond_error(r, ERROR_INTERNAL, "out of memory");
-        start_path_op(r, "remove", &kv);
+        start_path_op(r, "remove", &kv, answered_remove);
 }
 
 static void rpc_move(Request *r, const RouteArgs *a) {
@@ -441,9 +450,6 @@ static void rpc_move(Request *r, const RouteArgs *a) {
         Sandbox *s;
         cJSON *o;
 
-        /* the transfer's path is the destination: the entry answered is there */
-        if (answered_entry(r))
-                return;
         o = rpc_message(r);
         if (!o)
                 return;
@@ -458,7 +464,7 @@ static void rpc_move(Request *r, const RouteArgs *a) {
                 else if (space_kv_add(&kv, "to", to) < 0)
                         http_respond_error(r, ERROR_INTERNAL, "out of memory");
                 else {
-                        EnvdCall *call = envd_call_start(r, s, user, "move", from, &kv);
+                        EnvdCall *call = envd_call_start(r, s, user, "move", from, &kv, answered_entry);
 
                         /* what is answered is the entry at the destination */
                         if (call) {
@@ -474,32 +480,11 @@ static void rpc_list_dir(Request *r, const RouteArgs *a) {
         _cleanup_(space_buf_done) SpaceBuf kv = {};
         _cleanup_free_ char *path = NULL;
         char user[E2B_USER_MAX + 1];
-        EnvdCall *call;
         const char *p;
         Sandbox *s;
-        cJSON *o, *v, *entries;
+        cJSON *o, *v;
         double depth = 1;
-        int k = envd_call_rerun(r);
 
-        if (k == 0)
-                return;
-        if (k > 0) {
-                call = envd_call_of(r);
-                if (call->x->state == FILE_XFER_FAILED)
-                        return envd_respond_failed(r, call->x);
-                if (envd_call_collect(r, call) <= 0)
-                        return;
-                if (envd_list_entry_infos(call->x, &call->json, &entries) < 0)
-                        return (void) http_respond_error(r, ERROR_PROTOCOL_ERROR, "cannot read the listing");
-                o = cJSON_CreateObject();
-                if (!o || !cJSON_AddItemToObject(o, "entries", entries)) {
-                        cJSON_Delete(entries);
-                        cJSON_Delete(o);
-                        return (void) http_respond_error(r, ERROR_INTERNAL, "out of memory");
-                }
-                connect_respond(r, o);
-                return;
-        }
         o = rpc_message(r);
         if (!o)
                 return;
@@ -518,7 +503,7 @@ static void rpc_list_dir(Request *r, const RouteArgs *a) {
                                                                                      : (unsigned) depth) < 0)
                         http_respond_error(r, ERROR_INTERNAL, "out of memory");
                 else
-                        envd_call_start(r, s, user, "list", path, &kv);
+                        envd_call_start(r, s, user, "list", path, &kv, answered_list);
         }
         cJSON_Delete(o);
 }

@@ -503,37 +503,35 @@ static void stream_release(void *userdata) {
                 watcher_free(w);
 }
 
-static Watcher *watcher_of(Request *r) {
-        return r->stream.detach == stream_detach ? r->stream.userdata : NULL;
+/* The first listing is in, or the watch failed before it: answers with the stream. */
+static void watch_started(Request *r, void *userdata) {
+        Watcher *w = userdata;
+
+        if (!w->have_snap && w->error == ERROR_NONE) {
+                http_continue(r, watch_started, w);
+                return;
+        }
+        if (w->error != ERROR_NONE) {
+                /* a streaming call's errors are a 200 with an error at the end (the SDKs read that) */
+                (void) connect_end_stream_append(&w->out, error_code_connect(w->error), w->error_message);
+                w->ended = true;
+        } else {
+                w->started = true;
+                stream_message(w, "{\"start\":{}}");
+        }
+        r->stream.read = stream_read;
+        r->stream.release = stream_release;
+        w->responding = true;
+        if (http_respond_stream(r, connect_stream_headers) < 0 && !r->responded) {
+                w->responding = false;
+                http_respond_error(r, ERROR_INTERNAL, "cannot answer the request");
+        }
 }
 
 void envd_watch_dir(Request *r, const RouteArgs *a) {
-        Watcher *w = watcher_of(r);
         uint64_t timeout_ms;
+        Watcher *w;
 
-        if (w) {
-                /* the first listing is in, or the watch failed before it: answer with the stream */
-                if (!w->have_snap && w->error == ERROR_NONE) {
-                        http_suspend(r);
-                        return;
-                }
-                if (w->error != ERROR_NONE) {
-                        /* a streaming call's errors are a 200 with an error at the end (the SDKs read that) */
-                        (void) connect_end_stream_append(&w->out, error_code_connect(w->error), w->error_message);
-                        w->ended = true;
-                } else {
-                        w->started = true;
-                        stream_message(w, "{\"start\":{}}");
-                }
-                r->stream.read = stream_read;
-                r->stream.release = stream_release;
-                w->responding = true;
-                if (http_respond_stream(r, connect_stream_headers) < 0 && !r->responded) {
-                        w->responding = false;
-                        http_respond_error(r, ERROR_INTERNAL, "cannot answer the request");
-                }
-                return;
-        }
         if (connect_timeout_ms(r, &timeout_ms) < 0)
                 return;
         w = watch_request(r, true);
@@ -542,7 +540,7 @@ void envd_watch_dir(Request *r, const RouteArgs *a) {
         w->deadline = timeout_ms ? now_usec() + timeout_ms * USEC_PER_MSEC : 0;
         w->keepalive_usec = (uint64_t) connect_keepalive_sec(r) * USEC_PER_SEC;
         r->stream = (HttpStream) { .detach = stream_detach, .userdata = w };
-        http_suspend(r);
+        http_continue(r, watch_started, w);
 }
 
 /* ---- CreateWatcher, GetWatcherEvents, RemoveWatcher */
@@ -556,26 +554,28 @@ static void create_detach(void *userdata, Request *r) {
                 watcher_free(w);
 }
 
-void envd_create_watcher(Request *r, const RouteArgs *a) {
-        Watcher *w = r->stream.detach == create_detach ? r->stream.userdata : NULL;
+/* The first listing is in, or the watch failed before it: answers with the watcher's id. */
+static void watcher_created(Request *r, void *userdata) {
+        Watcher *w = userdata;
         cJSON *o;
 
-        if (w) {
-                if (!w->have_snap && w->error == ERROR_NONE) {
-                        http_suspend(r);
-                        return;
-                }
-                if (w->error != ERROR_NONE) {
-                        http_respond_error(r, w->error, "%s", w->error_message ?: "the watch failed");
-                        return;
-                }
-                o = cJSON_CreateObject();
-                cJSON_AddStringToObject(o, "watcherId", w->id);
-                w->last_asked = now_usec();
-                connect_respond(r, o);
+        if (!w->have_snap && w->error == ERROR_NONE) {
+                http_continue(r, watcher_created, w);
                 return;
         }
-        w = watch_request(r, false);
+        if (w->error != ERROR_NONE) {
+                http_respond_error(r, w->error, "%s", w->error_message ?: "the watch failed");
+                return;
+        }
+        o = cJSON_CreateObject();
+        cJSON_AddStringToObject(o, "watcherId", w->id);
+        w->last_asked = now_usec();
+        connect_respond(r, o);
+}
+
+void envd_create_watcher(Request *r, const RouteArgs *a) {
+        Watcher *w = watch_request(r, false);
+
         if (!w)
                 return;
         w->polled = true;
@@ -585,7 +585,7 @@ void envd_create_watcher(Request *r, const RouteArgs *a) {
                 return (void) http_respond_error(r, ERROR_INTERNAL, "out of memory");
         }
         r->stream = (HttpStream) { .detach = create_detach, .userdata = w };
-        http_suspend(r);
+        http_continue(r, watcher_created, w);
 }
 
 /* The polled watcher the message's watcherId names, of the request's sandbox; NULL when answered. */

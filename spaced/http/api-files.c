@@ -214,8 +214,10 @@ static FileXfer *xfer_of(Request *r) {
 }
 
 /* Sends FILE with kv (op= and path= among them; path is what the transfer reports) and parks the request
- * until the answer; NULL when it answered instead. */
-static FileXfer *send_op(Request *r, Sandbox *s, const char *op, const char *path, const SpaceBuf *kv) {
+ * until the answer, which k (with the transfer) answers, or the route again without one (PUT); NULL when it
+ * answered instead. */
+static FileXfer *send_op(Request *r, Sandbox *s, const char *op, const char *path, const SpaceBuf *kv,
+                         HttpContinuation k) {
         _cleanup_(error_done) Error err = {};
         ChannelWaiter w = api_request_waiter(r);
         FileXfer *x;
@@ -225,17 +227,21 @@ static FileXfer *send_op(Request *r, Sandbox *s, const char *op, const char *pat
                 return NULL;
         }
         r->stream = (HttpStream) { .detach = xfer_detach, .userdata = x };
-        http_suspend(r);
+        if (k)
+                http_continue(r, k, x);
+        else
+                http_suspend(r);
         return x;
 }
 
 /* Adds op= and path= to kv, then as send_op(). */
-static FileXfer *start(Request *r, Sandbox *s, const char *op, const char *path, SpaceBuf *kv) {
+static FileXfer *start(Request *r, Sandbox *s, const char *op, const char *path, SpaceBuf *kv,
+                       HttpContinuation k) {
         if (space_kv_add(kv, "op", op) < 0 || space_kv_add(kv, "path", path) < 0) {
                 http_respond_error(r, ERROR_INTERNAL, "out of memory");
                 return NULL;
         }
-        return send_op(r, s, op, path, kv);
+        return send_op(r, s, op, path, kv, k);
 }
 
 static ssize_t xfer_read(void *userdata, char *buf, size_t max) {
@@ -275,32 +281,53 @@ static int respond_stream(Request *r, FileXfer *x) {
         return q;
 }
 
-/* The request was routed again: 1 when its operation has finished (answer it), 0 when it is still waiting
- * (parked again), -1 when there is none yet. */
-static int rerun(Request *r) {
-        if (!xfer_of(r))
-                return -1;
-        if (xfer_of(r)->state == FILE_XFER_SENT) {
-                http_suspend(r);
-                return 0;
-        }
-        return 1;
+/* A continuation's first step: false while the guest has not answered (parked again, on k). */
+static bool xfer_answered(Request *r, FileXfer *x, HttpContinuation k) {
+        if (x->state != FILE_XFER_SENT)
+                return true;
+        http_continue(r, k, x);
+        return false;
 }
 
-/* The second call of a route whose answer is an entry: the guest's entry with status, or why it failed. true
- * when this call is that second one (answered, or still waiting). */
-static bool answered_entry(Request *r, int status) {
-        int k = rerun(r);
+/* Answers an operation whose answer is an entry: the guest's entry with status, or why it failed. */
+static void answer_entry(Request *r, FileXfer *x, int status) {
+        if (x->state == FILE_XFER_FAILED)
+                respond_failed(r, x);
+        else
+                respond_entry(r, x, x->path, status);
+}
 
-        if (k < 0)
-                return false;
-        if (k > 0) {
-                if (xfer_of(r)->state == FILE_XFER_FAILED)
-                        respond_failed(r, xfer_of(r));
-                else
-                        respond_entry(r, xfer_of(r), xfer_of(r)->path, status);
-        }
-        return true;
+static void answered_entry_200(Request *r, void *userdata) {
+        if (xfer_answered(r, userdata, answered_entry_200))
+                answer_entry(r, userdata, 200);
+}
+
+static void answered_entry_201(Request *r, void *userdata) {
+        if (xfer_answered(r, userdata, answered_entry_201))
+                answer_entry(r, userdata, 201);
+}
+
+/* A read or a list answered: its stream, or why it failed. */
+static void answered_stream(Request *r, void *userdata) {
+        FileXfer *x = userdata;
+
+        if (!xfer_answered(r, x, answered_stream))
+                return;
+        if (x->state == FILE_XFER_FAILED)
+                respond_failed(r, x);
+        else if (respond_stream(r, x) < 0 && !r->responded)
+                http_respond_error(r, ERROR_INTERNAL, "cannot answer the request");
+}
+
+static void answered_remove(Request *r, void *userdata) {
+        FileXfer *x = userdata;
+
+        if (!xfer_answered(r, x, answered_remove))
+                return;
+        if (x->state == FILE_XFER_FAILED)
+                respond_failed(r, x);
+        else
+                http_respond_empty(r, 204);
 }
 
 /* ---- GET /files (read), GET /files/stat, GET /files/list ---- */
@@ -310,16 +337,9 @@ void api_get_file(Request *r, const RouteArgs *a) {
         _cleanup_free_ char *path = NULL;
         Sandbox *s;
 
-        if (rerun(r) > 0) {
-                if (xfer_of(r)->state == FILE_XFER_FAILED)
-                        respond_failed(r, xfer_of(r));
-                else if (respond_stream(r, xfer_of(r)) < 0 && !r->responded)
-                        http_respond_error(r, ERROR_INTERNAL, "cannot answer the request");
+        if (!files_sandbox(r, a, &s) || query_path(r, "path", &path) < 0)
                 return;
-        }
-        if (xfer_of(r) || !files_sandbox(r, a, &s) || query_path(r, "path", &path) < 0)
-                return;
-        start(r, s, "read", path, &kv);
+        start(r, s, "read", path, &kv, answered_stream);
 }
 
 void api_get_file_stat(Request *r, const RouteArgs *a) {
@@ -327,13 +347,11 @@ void api_get_file_stat(Request *r, const RouteArgs *a) {
         _cleanup_free_ char *path = NULL;
         Sandbox *s;
 
-        if (answered_entry(r, 200))
-                return;
-        if (xfer_of(r) || !files_sandbox(r, a, &s) || query_path(r, "path", &path) < 0)
+        if (!files_sandbox(r, a, &s) || query_path(r, "path", &path) < 0)
                 return;
         if (flag_value(http_query(r, "follow")) && space_kv_add(&kv, "follow", "1") < 0)
                 return (void) http_respond_error(r, ERROR_INTERNAL, "out of memory");
-        start(r, s, "stat", path, &kv);
+        start(r, s, "stat", path, &kv, answered_entry_200);
 }
 
 void api_get_file_list(Request *r, const RouteArgs *a) {
@@ -343,19 +361,12 @@ void api_get_file_list(Request *r, const RouteArgs *a) {
         bool set;
         Sandbox *s;
 
-        if (rerun(r) > 0) {
-                if (xfer_of(r)->state == FILE_XFER_FAILED)
-                        respond_failed(r, xfer_of(r));
-                else if (respond_stream(r, xfer_of(r)) < 0 && !r->responded)
-                        http_respond_error(r, ERROR_INTERNAL, "cannot answer the request");
-                return;
-        }
-        if (xfer_of(r) || !files_sandbox(r, a, &s) || query_path(r, "path", &path) < 0 ||
+        if (!files_sandbox(r, a, &s) || query_path(r, "path", &path) < 0 ||
             query_number(r, "depth", 1, SPACE_FILE_LIST_DEPTH_MAX, &depth, &set) < 0)
                 return;
         if (space_kv_addf(&kv, "depth", "%lld", depth) < 0)
                 return (void) http_respond_error(r, ERROR_INTERNAL, "out of memory");
-        start(r, s, "list", path, &kv);
+        start(r, s, "list", path, &kv, answered_stream);
 }
 
 /* ---- DELETE /files ---- */
@@ -365,29 +376,22 @@ void api_delete_file(Request *r, const RouteArgs *a) {
         _cleanup_free_ char *path = NULL;
         Sandbox *s;
 
-        if (rerun(r) > 0) {
-                if (xfer_of(r)->state == FILE_XFER_FAILED)
-                        respond_failed(r, xfer_of(r));
-                else
-                        http_respond_empty(r, 204);
-                return;
-        }
-        if (xfer_of(r) || !files_sandbox(r, a, &s) || query_path(r, "path", &path) < 0)
+        if (!files_sandbox(r, a, &s) || query_path(r, "path", &path) < 0)
                 return;
         if (streq(path, "/"))
                 return (void) http_respond_error(r, ERROR_INVALID_PATH, "refusing to remove the sandbox's '/'");
         if (flag_value(http_query(r, "recursive")) && space_kv_add(&kv, "recursive", "1") < 0)
                 return (void) http_respond_error(r, ERROR_INTERNAL, "out of memory");
-        start(r, s, "remove", path, &kv);
+        start(r, s, "remove", path, &kv, answered_remove);
 }
 
 /* ---- POST /files/mkdir, /files/move, /files/symlink, /files/attrs ---- */
 
-/* The shared part of the JSON routes: a rerun answers; otherwise the body is parsed (NULL: answered). */
+/* The shared part of the JSON routes: the body, parsed (NULL: answered). */
 static cJSON *json_route(Request *r, const RouteArgs *a, const char *const *fields, Sandbox **ret_s) {
         cJSON *o;
 
-        if (xfer_of(r) || !files_sandbox(r, a, ret_s) || refuse_escaped_nul(r) < 0)
+        if (!files_sandbox(r, a, ret_s) || refuse_escaped_nul(r) < 0)
                 return NULL;
         o = parse_body_object(r, fields);
         return o;
@@ -419,8 +423,6 @@ void api_post_file_mkdir(Request *r, const RouteArgs *a) {
         Sandbox *s;
         cJSON *o;
 
-        if (answered_entry(r, 201))
-                return;
         o = json_route(r, a, fields, &s);
         if (!o)
                 return;
@@ -430,7 +432,7 @@ void api_post_file_mkdir(Request *r, const RouteArgs *a) {
                     (parents && space_kv_add(&kv, "parents", "1") < 0))
                         http_respond_error(r, ERROR_INTERNAL, "out of memory");
                 else
-                        start(r, s, "mkdir", path, &kv);
+                        start(r, s, "mkdir", path, &kv, answered_entry_201);
         }
         cJSON_Delete(o);
 }
@@ -443,8 +445,6 @@ void api_post_file_move(Request *r, const RouteArgs *a) {
         cJSON *o;
 
         /* the transfer's path is `to` */
-        if (answered_entry(r, 200))
-                return;
         o = json_route(r, a, fields, &s);
         if (!o)
                 return;
@@ -455,7 +455,7 @@ void api_post_file_move(Request *r, const RouteArgs *a) {
                          space_kv_add(&kv, "to", to) < 0)
                         http_respond_error(r, ERROR_INTERNAL, "out of memory");
                 else
-                        send_op(r, s, "move", to, &kv);
+                        send_op(r, s, "move", to, &kv, answered_entry_200);
         }
         cJSON_Delete(o);
 }
@@ -467,8 +467,6 @@ void api_post_file_symlink(Request *r, const RouteArgs *a) {
         Sandbox *s;
         cJSON *o, *t;
 
-        if (answered_entry(r, 201))
-                return;
         o = json_route(r, a, fields, &s);
         if (!o)
                 return;
@@ -482,7 +480,7 @@ void api_post_file_symlink(Request *r, const RouteArgs *a) {
                 if (space_kv_add(&kv, "target", t->valuestring) < 0)
                         http_respond_error(r, ERROR_INTERNAL, "out of memory");
                 else
-                        start(r, s, "symlink", path, &kv);
+                        start(r, s, "symlink", path, &kv, answered_entry_201);
         }
         cJSON_Delete(o);
 }
@@ -496,8 +494,6 @@ void api_post_file_attrs(Request *r, const RouteArgs *a) {
         Sandbox *s;
         cJSON *o, *mt;
 
-        if (answered_entry(r, 200))
-                return;
         o = json_route(r, a, fields, &s);
         if (!o)
                 return;
@@ -512,7 +508,7 @@ void api_post_file_attrs(Request *r, const RouteArgs *a) {
                     (mt && cJSON_IsNumber(mt) && space_kv_addf(&kv, "mtime", "%lld", (long long) mt->valuedouble) < 0))
                         http_respond_error(r, ERROR_INTERNAL, "out of memory");
                 else
-                        start(r, s, "attrs", path, &kv);
+                        start(r, s, "attrs", path, &kv, answered_entry_200);
         }
         cJSON_Delete(o);
 }
@@ -593,7 +589,7 @@ void api_put_file(Request *r, const RouteArgs *a) {
             add_owner(&kv, uid_set, (uint64_t) uid, gid_set, (uint64_t) gid) < 0 ||
             (flag_value(http_query(r, "parents")) && space_kv_add(&kv, "parents", "1") < 0))
                 return (void) http_respond_error(r, ERROR_INTERNAL, "out of memory");
-        x = start(r, s, "write", path, &kv);
+        x = start(r, s, "write", path, &kv, NULL);
         if (x)
                 r->upload = (HttpUpload) { .write = upload_write, .userdata = x };
 }

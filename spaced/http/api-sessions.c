@@ -43,15 +43,13 @@ static void respond_session(Request *r, Process *p) {
         http_respond_json(r, 201, o);
 }
 
-/* Answers r if it waits for a session it created: true then (answered, or still waiting). */
-static bool session_reply(Request *r) {
-        Process *p = r->stream.userdata;
+/* STARTED (or an error) arrived for the session r created: answers. */
+static void session_started(Request *r, void *userdata) {
+        Process *p = userdata;
 
-        if (r->stream.detach != creator_detach)
-                return false;
         if (p->state == PROCESS_STARTING && !p->ended) {
-                http_suspend(r); /* a spurious wake-up: keep waiting for STARTED */
-                return true;
+                http_continue(r, session_started, p); /* a spurious wake-up: keep waiting for STARTED */
+                return;
         }
         process_creator_done(p);
         r->stream = (HttpStream) {};
@@ -60,13 +58,12 @@ static bool session_reply(Request *r) {
 
                 http_respond_error(r, code, "%s", p->error_message ?: "the process could not be created");
                 process_maybe_free(p);
-                return true;
+                return;
         }
         respond_session(r, p);
-        return true;
 }
 
-/* Forks the process held; r waits until it has a pid, then the handler runs again and answers. */
+/* Forks the process held; r waits until it has a pid, then session_started() answers. */
 static void create_session(Request *r, Sandbox *s, const ExecSpec *spec) {
         _cleanup_(error_done) Error err = {};
         ChannelWaiter w = api_request_waiter(r);
@@ -77,7 +74,7 @@ static void create_session(Request *r, Sandbox *s, const ExecSpec *spec) {
                 return;
         }
         r->stream = (HttpStream) { .detach = creator_detach, .userdata = p };
-        http_suspend(r);
+        http_continue(r, session_started, p);
 }
 
 void api_post_sessions(Request *r, const RouteArgs *a) {
@@ -88,9 +85,6 @@ void api_post_sessions(Request *r, const RouteArgs *a) {
         Sandbox *s;
         cJSON *o;
 
-        /* Run again once STARTED (or an error) arrived: answer now. */
-        if (session_reply(r))
-                return;
         if (resolve_sandbox(r, a->arg[0], &s) < 0 || api_ensure_awake(r, s) <= 0)
                 return;
         o = parse_body_object(r, fields);

@@ -144,6 +144,12 @@ void http_suspend(Request *r) {
         r->suspended = true;
 }
 
+void http_continue(Request *r, HttpContinuation k, void *userdata) {
+        r->cont = k;
+        r->cont_userdata = userdata;
+        http_suspend(r);
+}
+
 void http_resume(Request *r) {
         if (!r->suspended)
                 return;
@@ -716,6 +722,13 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *connection, c
         if (r->body_too_large) {
                 http_respond_error(r, ERROR_PAYLOAD_TOO_LARGE,
                                    "request body over %d bytes", HTTP_BODY_MAX);
+                return MHD_YES;
+        }
+        if (r->cont) {
+                HttpContinuation k = r->cont;
+
+                r->cont = NULL;
+                k(r, r->cont_userdata);
                 return MHD_YES;
         }
         api_route(r);

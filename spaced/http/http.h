@@ -67,6 +67,9 @@ typedef struct HttpStream {
 } HttpStream;
 
 /* A request body streamed to a subsystem object as it arrives (process stdin, a file upload). */
+/* What a parked handler does once what it waited for came (an operation, a channel object's answer). */
+typedef void (*HttpContinuation)(Request *r, void *userdata);
+
 typedef struct HttpUpload {
         /* Takes body bytes: returns how many (fewer than n: the request is suspended until http_resume()). It
          * sets r->upload_failed when the rest of the body is to be dropped. */
@@ -104,6 +107,8 @@ struct Request {
         sd_event_source *deadline_source;
         char wait_op[OPERATION_ID_LEN + 1];
         bool rerun;          /* parked until a sandbox woke up: route it again when resumed */
+        HttpContinuation cont; /* parked with http_continue(): runs instead of the route when resumed */
+        void *cont_userdata;
         int wait_kind;
         /* REQUEST_UPLOAD: where the body goes; upload_failed: the rest of it is dropped (the handler says why). */
         HttpUpload upload;
@@ -166,6 +171,10 @@ const char *http_header(Request *r, const char *key);
 /* Suspends the request until the waiter list is woken or the deadline passes; the route handler runs
  * again then. */
 int http_wait_on(Request *r, Waiter **list, uint64_t deadline_usec);
+/* Parks the request; when it is resumed (http_resume(), by whatever it waits for) k(r, userdata) runs
+ * instead of the route handler, once: to wait on, k calls http_continue() again. userdata is not owned and
+ * must live as long as r (r->stream's, say). A request that ends while parked is freed without calling k. */
+void http_continue(Request *r, HttpContinuation k, void *userdata);
 /* For streaming responses and uploads. */
 void http_suspend(Request *r);
 void http_resume(Request *r);
