@@ -73,7 +73,7 @@ enum {
         OPT_EGRESS,
 };
 
-/* ---- util.c ---- */
+/* ---- client/util.c ---- */
 
 /* The verb being run (set by main before dispatch). */
 extern const Verb *cli_verb;
@@ -121,7 +121,7 @@ int cli_sandbox_path(const char *ref, const char *suffix, char **ret);
 const char *json_str(const cJSON *o, const char *key);
 bool json_num(const cJSON *o, const char *key, double *ret);
 
-/* ---- operation.c: following an Operation (GET /v1/operations/ID?wait=N) ---- */
+/* ---- client/operation.c: following an Operation (GET /v1/operations/ID?wait=N) ---- */
 
 typedef struct OperationWait {
         const char *id;
@@ -147,14 +147,14 @@ int cli_operation_check(const cJSON *op);
  * returns < 0. *ret_op (optional) gets the final Operation, a failed one too. */
 int cli_wait_operation(const cJSON *op, cJSON **ret_op);
 
-/* ---- autostart.c ---- */
+/* ---- client/autostart.c ---- */
 
 /* Makes sure something listens on h's unix socket: connects; if nobody is there, asks the systemd user
  * manager to start spaced.socket, or spawns spaced detached, and waits up to 15 s for it. Prints what went
  * wrong and returns < 0 on failure. */
 int cli_ensure_daemon(SpaceHttp *h);
 
-/* ---- output.c ---- */
+/* ---- client/output.c ---- */
 
 /* Prints JSON (formatted) and a newline to stdout. */
 int cli_print_json(const cJSON *j);
@@ -178,7 +178,7 @@ static inline void table_freep(Table **t) {
 }
 #define _cleanup_table_ __attribute__((cleanup(table_freep)))
 
-/* ---- signals.c ---- */
+/* ---- client/signals.c ---- */
 
 /* SIGINT, SIGTERM and SIGHUP set cli_signal_received (the last one's number) and write its number to a
  * self-pipe, so a poll loop sees it; SIGPIPE is ignored so writes fail with EPIPE instead. */
@@ -192,7 +192,7 @@ int cli_signals_next(void);
 /* Adds another signal (e.g. SIGWINCH) to the self-pipe. */
 int cli_signals_add(int sig);
 
-/* ---- terminal.c ---- */
+/* ---- client/terminal.c ---- */
 
 /* Saves fd's terminal settings (once) so that terminal_restore() can put them back; registers that with
  * atexit() and for the fatal signals that bypass the self-pipe. */
@@ -220,7 +220,7 @@ int detach_keys_parse(const char *s, DetachKeys *ret);
  * sequence was typed (the input after it is dropped). */
 size_t detach_keys_feed(DetachKeys *k, const uint8_t *in, size_t n, uint8_t *out, bool *ret_detach);
 
-/* ---- attach.c: the interactive stream loop of attach and exec -t ---- */
+/* ---- client/attach.c: the interactive stream loop of attach and exec -t ---- */
 
 typedef struct AttachOptions {
         const char *ref;                /* the sandbox as the user named it (for messages) */
@@ -307,11 +307,11 @@ int exec_option(int c, const char *arg, ExecOptions *o);
 /* Splits argv at the first "--": returns its index, or argc when there is none. */
 int cli_find_dashdash(int argc, char *argv[]);
 
-/* (cmd-create.c) Durations for --idle-timeout and --timeout: seconds, or with a suffix s, m, h, d. Usage error
+/* (verbs/cmd-create.c) Durations for --idle-timeout and --timeout: seconds, or with a suffix s, m, h, d. Usage error
  * and < 0 on bad input. */
 int cli_parse_duration(const char *option, const char *s, unsigned long *ret);
 
-/* ---- lifecycle.c: the operations of pause, suspend, checkpoint, restore and fork ---- */
+/* ---- verbs/lifecycle.c: the operations of pause, suspend, checkpoint, restore and fork ---- */
 
 typedef struct LifecycleRequest {
         const char *method;             /* "POST" */
@@ -333,7 +333,7 @@ int cli_get_quiet(const char *path, SpaceHttpReply *ret);
 /* "/v1/checkpoints/<escaped ref><suffix>" */
 int cli_checkpoint_path(const char *ref, const char *suffix, char **ret);
 
-/* ---- progress.c ---- */
+/* ---- client/progress.c ---- */
 
 /* Waits for an operation that reports progress (import, build), drawing one line on stderr ("LABEL  phase
  * [####....]  45%  123.4/270.0 MiB  85.3 MB/s", layers i/n) while stderr is a terminal and quiet is not
@@ -341,7 +341,7 @@ int cli_checkpoint_path(const char *ref, const char *suffix, char **ret);
  * (empty when it has none). Prints the error and returns < 0 when it failed or the wait did. */
 int cli_operation_wait_progress(const char *op_id, const char *label, bool quiet, cJSON **ret_result);
 
-/* ---- verbs ---- */
+/* ---- verbs/cmd-*.c ---- */
 
 int cmd_create(int argc, char *argv[]);
 int cmd_exec(int argc, char *argv[]);
@@ -350,7 +350,7 @@ int cmd_ls(int argc, char *argv[]);
 int cmd_inspect(int argc, char *argv[]);
 int cmd_rm(int argc, char *argv[]);
 int cmd_template(int argc, char *argv[]);
-int template_build(int argc, char *argv[]);   /* `template build`, in template-build.c */
+int template_build(int argc, char *argv[]);   /* `template build`, in verbs/cmd-template-build.c */
 /* POST /v1/templates/import: the path over the unix socket, the file's bytes over TCP (which takes no host
  * path); tag and config (may be NULL) as the JSON form has them. Errors are logged. In cmd-template.c. */
 int cli_template_import_post(const char *file, const char *tag, const cJSON *config, SpaceHttpReply *ret);

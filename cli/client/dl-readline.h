@@ -13,7 +13,7 @@
 #include <readline/history.h>
 #include <readline/readline.h>
 
-#include "dl-util.h"
+#include "client/dl-util.h"
 
 #define DL_READLINE_SONAME "libreadline.so.8"
 #define DL_READLINE_PACKAGE "libreadline8"

@@ -10,7 +10,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "cp.h"
+#include "copy/cp.h"
 #include "macro.h"
 
 /* The daemon's /v1/sandboxes/{id}/files routes, for cp. Errors are printed here, naming the sandbox and

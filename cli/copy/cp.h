@@ -2,7 +2,7 @@
 #pragma once
 
 /*
- * spacectl cp: files between the host and a sandbox, like docker cp. cmd-cp.c parses the arguments,
+ * spacectl cp: files between the host and a sandbox, like docker cp. verbs/cmd-cp.c parses the arguments,
  * cp-remote.c wraps the daemon's /files routes, cp-upload.c copies host -> sandbox (a local path through
  * archive_read_disk, or a tar stream on stdin), cp-download.c sandbox -> host (through archive_write_disk with
  * the SECURE flags, or a tar stream on stdout). Nothing is held whole: file contents stream through libcurl

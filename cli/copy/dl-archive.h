@@ -10,7 +10,7 @@
 #include <archive.h>
 #include <archive_entry.h>
 
-#include "dl-util.h"
+#include "client/dl-util.h"
 
 #define DL_ARCHIVE_SONAME "libarchive.so.13"
 #define DL_ARCHIVE_PACKAGE "libarchive13"

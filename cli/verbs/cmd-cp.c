@@ -12,8 +12,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "cp.h"
-#include "dl-archive.h"
+#include "copy/cp.h"
+#include "copy/dl-archive.h"
 #include "macro.h"
 
 const CliHelp cmd_cp_help = {

@@ -3,7 +3,7 @@
 #define _GNU_SOURCE 1
 #endif
 
-#include "dl-readline.h"
+#include "client/dl-readline.h"
 #include "macro.h"
 
 DlReadline libreadline;

@@ -7,7 +7,7 @@
 #include "base64.h"
 #include "macro.h"
 #include "cli.h"
-#include "process-events.h"
+#include "client/process-events.h"
 
 cJSON *event_json(const char *event, const char *data, size_t len) {
         cJSON *j = cJSON_ParseWithLength(data, len);

@@ -9,8 +9,8 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "cp.h"
-#include "dl-archive.h"
+#include "copy/cp.h"
+#include "copy/dl-archive.h"
 #include "macro.h"
 
 /*

@@ -21,7 +21,7 @@
 #include "cli.h"
 #include "macro.h"
 #include "paths.h"
-#include "recipe-build.h"
+#include "build/recipe-build.h"
 
 /* How a recipe becomes a tarball (space-template(5) tells users the same):
  *

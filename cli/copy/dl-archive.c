@@ -3,7 +3,7 @@
 #define _GNU_SOURCE 1
 #endif
 
-#include "dl-archive.h"
+#include "copy/dl-archive.h"
 #include "macro.h"
 
 DlArchive libarchive;

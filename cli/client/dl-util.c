@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "cli.h"
-#include "dl-util.h"
+#include "client/dl-util.h"
 
 int dl_open_table(int *state, const char *soname, const char *package, const char *what, const DlSymbol *syms,
                   size_t n_syms, void *table) {

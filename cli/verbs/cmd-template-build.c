@@ -16,11 +16,11 @@
 #include "cli.h"
 #include "json-util.h"
 #include "macro.h"
-#include "recipe-build.h"
+#include "build/recipe-build.h"
 #include "recipe.h"
 
 /* spacectl template build DIR: the recipe (lib/recipe.c) becomes a root filesystem tarball in a temporary
- * directory (cli/recipe-build.c), which the daemon imports (POST /v1/templates/import) with the recipe's
+ * directory (cli/build/recipe-build.c), which the daemon imports (POST /v1/templates/import) with the recipe's
  * defaults as the template's config; stdout gets the digest, alone. */
 
 #define TAG_MAX 128

@@ -17,9 +17,9 @@
 
 #include "base64.h"
 #include "cli.h"
-#include "dl-readline.h"
+#include "client/dl-readline.h"
 #include "io-util.h"
-#include "process-events.h"
+#include "client/process-events.h"
 #include "macro.h"
 
 /* Input is sent one POST at a time (so it arrives in order) and at most this much is held meanwhile;

@@ -15,7 +15,7 @@
 #include "cli.h"
 #include "io-util.h"
 #include "json-util.h"
-#include "process-events.h"
+#include "client/process-events.h"
 #include "macro.h"
 #include "user.h"
 
