@@ -4,7 +4,6 @@
 #endif
 
 #include <errno.h>
-#include <getopt.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -45,7 +44,7 @@ int cli_failure_status(void) {
         return cli_verb && (cli_verb->flags & VERB_COMMAND_STATUS) ? EXIT_SPACECTL : EXIT_FAIL;
 }
 
-static int usage_status(void) {
+int cli_usage_status(void) {
         return cli_verb && (cli_verb->flags & VERB_COMMAND_STATUS) ? EXIT_SPACECTL : EXIT_USAGE;
 }
 
@@ -85,71 +84,7 @@ int cli_usage_error(const char *fmt, ...) {
                 cli_print_usage(cli_verb, stderr);
                 fprintf(stderr, "See 'spacectl help %s'.\n", cli_verb->name);
         }
-        return usage_status();
-}
-
-int cli_bad_option(int c, char *argv[]) {
-        extern int optind, optopt;
-        const char *arg = argv[optind - 1];
-
-        if (c == ':')
-                return cli_usage_error("option '%s' needs a value", arg);
-        if (optopt && !(arg[0] == '-' && arg[1] == '-'))
-                return cli_usage_error("unknown option '-%c'", optopt);
-        return cli_usage_error("unknown option '%s'", arg);
-}
-
-int cli_parse_ulong(const char *option, const char *s, unsigned long min, unsigned long max, unsigned long *ret) {
-        unsigned long v;
-        char *end;
-
-        errno = 0;
-        v = strtoul(s, &end, 10);
-        if (!*s || *end || errno || s[0] == '-' || v < min || v > max) {
-                (void) cli_usage_error("%s: '%s' is not a number in %lu..%lu", option, s, min, max);
-                return -EINVAL;
-        }
-        *ret = v;
-        return 0;
-}
-
-int cli_parse_env(const char *option, const char *kv, cJSON **env) {
-        _cleanup_free_ char *key = NULL;
-        const char *eq = strchr(kv, '='), *value;
-
-        if (eq == kv || !*kv) {
-                (void) cli_usage_error("%s: '%s' is not KEY=VALUE", option, kv);
-                return -EINVAL;
-        }
-        if (eq) {
-                key = strndup(kv, eq - kv);
-                value = eq + 1;
-        } else {
-                key = strdup(kv);
-                value = getenv(kv);
-                if (!value) {
-                        (void) cli_usage_error("%s: '%s' has no '=VALUE' and is not set here", option, kv);
-                        return -EINVAL;
-                }
-        }
-        if (!key)
-                return -ENOMEM;
-        if (!*env) {
-                *env = cJSON_CreateObject();
-                if (!*env)
-                        return -ENOMEM;
-        }
-        cJSON_DeleteItemFromObjectCaseSensitive(*env, key);
-        if (!cJSON_AddStringToObject(*env, key, value))
-                return -ENOMEM;
-        return 0;
-}
-
-int cli_find_dashdash(int argc, char *argv[]) {
-        for (int i = 1; i < argc; i++)
-                if (streq(argv[i], "--"))
-                        return i;
-        return argc;
+        return cli_usage_status();
 }
 
 void cli_log_foreign_socket(const char *sock, uid_t peer) {
@@ -242,21 +177,6 @@ int cli_reply_take(SpaceHttp *h, int r, SpaceHttpReply *reply, SpaceHttpReply *r
         return 0;
 }
 
-int cli_parse_no_options(int argc, char *argv[]) {
-        static const struct option options[] = { { "help", no_argument, NULL, 'h' }, {} };
-        int c;
-
-        opterr = 0;
-        while ((c = getopt_long(argc, argv, ":h", options, NULL)) >= 0) {
-                if (c == 'h') {
-                        cli_print_help(cli_verb, stdout);
-                        return 0;
-                }
-                return cli_bad_option(c, argv);
-        }
-        return -1;
-}
-
 int cli_sandbox_path(const char *ref, const char *suffix, char **ret) {
         _cleanup_free_ char *e = NULL;
         int r;
@@ -281,68 +201,6 @@ bool json_num(const cJSON *o, const char *key, double *ret) {
                 return false;
         *ret = v->valuedouble;
         return true;
-}
-
-/* -h and --json, and -q when ret_quiet is given: the one option loop of the verbs that take only those; their
- * arguments are left at argv[optind...]. Returns -1 when the verb goes on, else the exit status (0 after --help). */
-static int json_quiet_flags(int argc, char *argv[], bool *ret_json, bool *ret_quiet) {
-        static const struct option options[] = {
-                { "help", no_argument, NULL, 'h' },
-                { "json", no_argument, NULL, OPT_JSON },
-                { "quiet", no_argument, NULL, 'q' },
-                {}
-        };
-        static const struct option no_quiet[] = {
-                { "help", no_argument, NULL, 'h' },
-                { "json", no_argument, NULL, OPT_JSON },
-                {}
-        };
-        int c;
-
-        *ret_json = false;
-        if (ret_quiet)
-                *ret_quiet = false;
-        opterr = 0;
-        while ((c = getopt_long(argc, argv, ret_quiet ? ":hq" : ":h", ret_quiet ? options : no_quiet, NULL)) >= 0) {
-                switch (c) {
-                case 'h':
-                        cli_print_help(cli_verb, stdout);
-                        return 0;
-                case OPT_JSON:
-                        *ret_json = true;
-                        break;
-                case 'q':
-                        *ret_quiet = true;
-                        break;
-                default:
-                        return cli_bad_option(c, argv);
-                }
-        }
-        return -1;
-}
-
-/* -h and --json, for verbs whose only option that is (info, version, inspect, egress show and test). */
-int cli_json_flags(int argc, char *argv[], bool *ret_json) {
-        return json_quiet_flags(argc, argv, ret_json, NULL);
-}
-
-/* -h, --json and -q of a list verb; its arguments, if it takes any, are left at argv[optind...]. */
-int cli_list_flags(int argc, char *argv[], bool *ret_json, bool *ret_quiet) {
-        return json_quiet_flags(argc, argv, ret_json, ret_quiet);
-}
-
-/* The options of every list verb (ls, template ls, key ls): -h, --json, -q and no arguments. Returns -1
- * when the verb goes on, else the exit status to return (0 after --help). */
-int cli_list_options(int argc, char *argv[], const char *what, bool *ret_json, bool *ret_quiet) {
-        int r = cli_list_flags(argc, argv, ret_json, ret_quiet);
-
-        if (r >= 0)
-                return r;
-        if (optind < argc)
-                return cli_usage_error("%s takes no arguments, got '%s'", what, argv[optind]);
-        if (*ret_json && *ret_quiet)
-                return cli_usage_error("--json and --quiet exclude each other");
-        return -1;
 }
 
 /* The rest of every list verb: GET path, check that the reply's `key` is an array, print the whole reply

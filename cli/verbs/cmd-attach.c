@@ -4,7 +4,6 @@
 #endif
 
 #include <errno.h>
-#include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -76,38 +75,24 @@ static int exit_status_of(const cJSON *p) {
 }
 
 int cmd_attach(int argc, char *argv[]) {
-        static const struct option options[] = {
-                { "help", no_argument, NULL, 'h' },
-                { "detach-keys", required_argument, NULL, OPT_DETACH_KEYS },
-                { "no-stdin", no_argument, NULL, 'N' },
-                {}
-        };
         _cleanup_free_ char *processes_path = NULL, *proc_path = NULL, *stream_path = NULL, *last_id = NULL;
         const char *keys = DETACH_KEYS_DEFAULT, *ref, *state;
         AttachOptions ao = { .forward_stdin = true, .detach_on_signal = true, .resize_on_start = true };
         SpaceHttpReply reply = {};
         unsigned long pid_arg = 0;
-        bool have_pid = false;
+        bool have_pid = false, no_stdin = false;
+        const CliOption options[] = {
+                CLI_STRING("detach-keys", 0, &keys),
+                CLI_FLAG("no-stdin", 0, &no_stdin),
+        };
         double v;
         long pid;
-        int c, r;
+        int r;
 
-        opterr = 0;
-        while ((c = getopt_long(argc, argv, ":h", options, NULL)) >= 0) {
-                switch (c) {
-                case 'h':
-                        cli_print_help(cli_verb, stdout);
-                        return 0;
-                case OPT_DETACH_KEYS:
-                        keys = optarg;
-                        break;
-                case 'N':
-                        ao.forward_stdin = false;
-                        break;
-                default:
-                        return cli_bad_option(c, argv);
-                }
-        }
+        r = cli_parse_options(argc, argv, options, ELEMENTSOF(options), 0);
+        if (r >= 0)
+                return r;
+        ao.forward_stdin = !no_stdin;
         if (detach_keys_parse(keys, &ao.detach) < 0)
                 return cli_usage_error("--detach-keys: '%s' is not like 'ctrl-p,ctrl-q' (at most %u keys)", keys,
                                        DETACH_KEYS_MAX);

@@ -4,7 +4,6 @@
 #endif
 
 #include <errno.h>
-#include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -41,43 +40,22 @@ const CliHelp cmd_checkpoint_help = {
 };
 
 static int checkpoint_take(int argc, char *argv[]) {
-        static const struct option options[] = {
-                { "help", no_argument, NULL, 'h' },
-                { "name", required_argument, NULL, 'n' },
-                { "async", no_argument, NULL, OPT_ASYNC },
-                { "quiet", no_argument, NULL, 'q' },
-                {}
-        };
         _cleanup_free_ char *path = NULL, *label = NULL, *cp_path = NULL;
         const char *name = NULL, *cp_id;
         bool async = false, quiet = false;
         SpaceHttpReply reply = {};
         cJSON *body = NULL, *op = NULL;
         double pause_ms, size;
-        int c, r;
+        int r;
+        const CliOption options[] = {
+                CLI_STRING_NOT_EMPTY("name", 'n', &name),
+                CLI_FLAG("async", 0, &async),
+                CLI_FLAG("quiet", 'q', &quiet),
+        };
 
-        opterr = 0;
-        optind = 0;
-        while ((c = getopt_long(argc, argv, ":hn:q", options, NULL)) >= 0) {
-                switch (c) {
-                case 'h':
-                        cli_print_help(cli_verb, stdout);
-                        return 0;
-                case 'n':
-                        if (!*optarg)
-                                return cli_usage_error("--name must not be empty");
-                        name = optarg;
-                        break;
-                case OPT_ASYNC:
-                        async = true;
-                        break;
-                case 'q':
-                        quiet = true;
-                        break;
-                default:
-                        return cli_bad_option(c, argv);
-                }
-        }
+        r = cli_parse_options(argc, argv, options, ELEMENTSOF(options), 0);
+        if (r >= 0)
+                return r;
         if (optind >= argc)
                 return cli_usage_error("checkpoint needs a SANDBOX (or ls, rm)");
         if (argc - optind > 1)
@@ -174,40 +152,19 @@ static int print_table(const cJSON *list) {
 }
 
 static int checkpoint_ls(int argc, char *argv[]) {
-        static const struct option options[] = {
-                { "help", no_argument, NULL, 'h' },
-                { "json", no_argument, NULL, OPT_JSON },
-                { "quiet", no_argument, NULL, 'q' },
-                { "sandbox", required_argument, NULL, 's' },
-                {}
-        };
         _cleanup_free_ char *path = NULL, *sid = NULL, *esc = NULL;
         const char *sandbox = NULL;
         bool json = false, quiet = false;
-        int c;
+        int r;
+        const CliOption options[] = {
+                CLI_FLAG("json", 0, &json),
+                CLI_FLAG("quiet", 'q', &quiet),
+                CLI_STRING_NOT_EMPTY("sandbox", 's', &sandbox),
+        };
 
-        opterr = 0;
-        optind = 0;
-        while ((c = getopt_long(argc, argv, ":hqs:", options, NULL)) >= 0) {
-                switch (c) {
-                case 'h':
-                        cli_print_help(cli_verb, stdout);
-                        return 0;
-                case OPT_JSON:
-                        json = true;
-                        break;
-                case 'q':
-                        quiet = true;
-                        break;
-                case 's':
-                        if (!*optarg)
-                                return cli_usage_error("--sandbox must not be empty");
-                        sandbox = optarg;
-                        break;
-                default:
-                        return cli_bad_option(c, argv);
-                }
-        }
+        r = cli_parse_options(argc, argv, options, ELEMENTSOF(options), 0);
+        if (r >= 0)
+                return r;
         if (optind < argc)
                 return cli_usage_error("checkpoint ls takes no arguments, got '%s'", argv[optind]);
 
@@ -249,24 +206,11 @@ static int remove_one(const char *ref) {
 }
 
 static int checkpoint_rm(int argc, char *argv[]) {
-        static const struct option options[] = {
-                { "help", no_argument, NULL, 'h' },
-                {}
-        };
         bool failed = false;
-        int c;
-
-        opterr = 0;
-        optind = 0;
-        while ((c = getopt_long(argc, argv, ":h", options, NULL)) >= 0) {
-                switch (c) {
-                case 'h':
-                        cli_print_help(cli_verb, stdout);
-                        return 0;
-                default:
-                        return cli_bad_option(c, argv);
-                }
-        }
+        int r;
+        r = cli_parse_options(argc, argv, NULL, 0, 0);
+        if (r >= 0)
+                return r;
         if (optind >= argc)
                 return cli_usage_error("checkpoint rm needs at least one CHECKPOINT");
         for (int i = optind; i < argc; i++) {

@@ -4,7 +4,6 @@
 #endif
 
 #include <errno.h>
-#include <getopt.h>
 #include <locale.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -92,43 +91,29 @@ static int parse_remote(const char *arg, char **ret_ref, char **ret_path) {
         return 1;
 }
 
+static int parse_max_bytes(const char *arg, void *userdata) {
+        if (parse_bytes(arg, userdata) < 0) {
+                (void) cli_usage_error("--max-bytes: '%s' is not a byte count like 512M or 2G", arg);
+                return -EINVAL;
+        }
+        return 0;
+}
+
 int cmd_cp(int argc, char *argv[]) {
-        static const struct option options[] = {
-                { "help", no_argument, NULL, 'h' },
-                { "archive", no_argument, NULL, 'a' },
-                { "follow-link", no_argument, NULL, 'L' },
-                { "quiet", no_argument, NULL, 'q' },
-                { "max-bytes", required_argument, NULL, 'M' },
-                {}
-        };
         _cleanup_free_ char *src_ref = NULL, *src_path = NULL, *dst_ref = NULL, *dst_path = NULL;
         CpContext c = { .max_bytes = CP_MAX_BYTES_DEFAULT };
         const char *src, *dst;
-        int k, r, rs, rd;
+        int r, rs, rd;
+        const CliOption options[] = {
+                CLI_FLAG("archive", 'a', &c.archive),
+                CLI_FLAG("follow-link", 'L', &c.follow),
+                CLI_FLAG("quiet", 'q', &c.quiet),
+                CLI_PARSE("max-bytes", 0, parse_max_bytes, &c.max_bytes),
+        };
 
-        opterr = 0;
-        while ((k = getopt_long(argc, argv, ":haLq", options, NULL)) >= 0) {
-                switch (k) {
-                case 'h':
-                        cli_print_help(cli_verb, stdout);
-                        return 0;
-                case 'a':
-                        c.archive = true;
-                        break;
-                case 'L':
-                        c.follow = true;
-                        break;
-                case 'q':
-                        c.quiet = true;
-                        break;
-                case 'M':
-                        if (parse_bytes(optarg, &c.max_bytes) < 0)
-                                return cli_usage_error("--max-bytes: '%s' is not a byte count like 512M or 2G", optarg);
-                        break;
-                default:
-                        return cli_bad_option(k, argv);
-                }
-        }
+        r = cli_parse_options(argc, argv, options, ELEMENTSOF(options), 0);
+        if (r >= 0)
+                return r;
         if (argc - optind != 2)
                 return cli_usage_error("cp needs a SRC and a DST");
         src = argv[optind];

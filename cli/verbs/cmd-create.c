@@ -4,7 +4,6 @@
 #endif
 
 #include <errno.h>
-#include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -69,48 +68,40 @@ int cli_parse_duration(const char *option, const char *s, unsigned long *ret) {
         return 0;
 }
 
-int create_option(int c, const char *arg, CreateOptions *o) {
+int create_parse_idle_timeout(const char *arg, void *userdata) {
+        CreateOptions *o = userdata;
         int r;
 
-        switch (c) {
-        case 'n':
-                if (!*arg) {
-                        (void) cli_usage_error("--name must not be empty");
-                        return -EINVAL;
-                }
-                o->name = arg;
-                return 1;
-        case OPT_VCPU:
-                r = cli_parse_ulong("--vcpu", arg, 1, 1024, &o->vcpu);
-                return r < 0 ? r : 1;
-        case 'm':
-                r = cli_parse_ulong("--memory", arg, 64, 65536, &o->memory_mib);
-                return r < 0 ? r : 1;
-        case OPT_DISK:
-                r = cli_parse_ulong("--disk", arg, 64, 1048576, &o->disk_mib);
-                return r < 0 ? r : 1;
-        case OPT_IDLE_TIMEOUT:
-                r = cli_parse_duration("--idle-timeout", arg, &o->idle_timeout);
-                o->idle_timeout_set = r >= 0;
-                return r < 0 ? r : 1;
-        case OPT_TTL:
-                r = cli_parse_duration("--timeout", arg, &o->ttl);
-                return r < 0 ? r : 1;
-        case OPT_ON_TIMEOUT:
-                if (!streq(arg, "remove") && !streq(arg, "suspend")) {
-                        (void) cli_usage_error("--on-timeout: '%s' is neither remove nor suspend", arg);
-                        return -EINVAL;
-                }
-                o->on_timeout = arg;
-                return 1;
-        case OPT_EGRESS:
-                if (!*arg || o->n_egress >= CREATE_EGRESS_MAX) {
-                        (void) cli_usage_error("--egress: %s", *arg ? "too many profiles" : "the name is empty");
-                        return -EINVAL;
-                }
-                o->egress[o->n_egress++] = arg;
-                return 1;
+        r = cli_parse_duration("--idle-timeout", arg, &o->idle_timeout);
+        o->idle_timeout_set = r >= 0;
+        return r;
+}
+
+int create_parse_ttl(const char *arg, void *userdata) {
+        CreateOptions *o = userdata;
+
+        return cli_parse_duration("--timeout", arg, &o->ttl);
+}
+
+int create_parse_on_timeout(const char *arg, void *userdata) {
+        CreateOptions *o = userdata;
+
+        if (!streq(arg, "remove") && !streq(arg, "suspend")) {
+                (void) cli_usage_error("--on-timeout: '%s' is neither remove nor suspend", arg);
+                return -EINVAL;
         }
+        o->on_timeout = arg;
+        return 0;
+}
+
+int create_parse_egress(const char *arg, void *userdata) {
+        CreateOptions *o = userdata;
+
+        if (!*arg || o->n_egress >= CREATE_EGRESS_MAX) {
+                (void) cli_usage_error("--egress: %s", *arg ? "too many profiles" : "the name is empty");
+                return -EINVAL;
+        }
+        o->egress[o->n_egress++] = arg;
         return 0;
 }
 
@@ -220,43 +211,21 @@ int cli_create(const CreateOptions *o, char **ret_id) {
 }
 
 int cmd_create(int argc, char *argv[]) {
-        static const struct option options[] = {
-                { "help", no_argument, NULL, 'h' },
-                { "env", required_argument, NULL, 'e' },
-                { "async", no_argument, NULL, OPT_ASYNC },
-                { "timeout", required_argument, NULL, OPT_TTL }, /* run's --timeout is the command's */
-                CREATE_LONG_OPTIONS,
-                {}
-        };
         CreateOptions o = {};
         bool async = false;
+        const CliOption options[] = {
+                CLI_PARSE("env", 'e', cli_option_env, &o.env),
+                CLI_FLAG("async", 0, &async),
+                CLI_PARSE("timeout", 0, create_parse_ttl, &o), /* run's --timeout is the command's */
+                CREATE_OPTIONS(&o),
+        };
         _cleanup_free_ char *id = NULL;
-        int c, r;
+        int r;
 
-        opterr = 0;
-        while ((c = getopt_long(argc, argv, ":hn:m:e:", options, NULL)) >= 0) {
-                switch (c) {
-                case 'h':
-                        cli_print_help(cli_verb, stdout);
-                        cJSON_Delete(o.env);
-                        return 0;
-                case 'e':
-                        r = cli_parse_env("--env", optarg, &o.env);
-                        if (r < 0)
-                                goto usage;
-                        break;
-                case OPT_ASYNC:
-                        async = true;
-                        break;
-                case '?':
-                case ':':
-                        cJSON_Delete(o.env);
-                        return cli_bad_option(c, argv);
-                default:
-                        r = create_option(c, optarg, &o);
-                        if (r < 0)
-                                goto usage;
-                }
+        r = cli_parse_options(argc, argv, options, ELEMENTSOF(options), 0);
+        if (r >= 0) {
+                cJSON_Delete(o.env);
+                return r;
         }
         if (argc - optind > 1) {
                 cJSON_Delete(o.env);
@@ -277,7 +246,4 @@ int cmd_create(int argc, char *argv[]) {
                 return cli_failure_status();
         printf("%s\n", id);
         return fflush(stdout) == 0 ? 0 : EXIT_FAIL;
-usage:
-        cJSON_Delete(o.env);
-        return r == -ENOMEM ? EXIT_FAIL : EXIT_USAGE;
 }

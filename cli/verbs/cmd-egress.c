@@ -4,7 +4,6 @@
 #endif
 
 #include <errno.h>
-#include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -267,38 +266,20 @@ static int log_fetch(const char *base, unsigned long long *after, unsigned long 
 }
 
 static int egress_log(int argc, char *argv[]) {
-        static const struct option options[] = {
-                { "help", no_argument, NULL, 'h' },
-                { "json", no_argument, NULL, OPT_JSON },
-                { "follow", no_argument, NULL, 'f' },
-                { "lines", required_argument, NULL, 'n' },
-                {}
-        };
         _cleanup_free_ char *base = NULL;
         unsigned long long after = 0;
         unsigned long tail = 0;
         bool json = false, follow = false;
-        int c;
+        int r;
+        const CliOption options[] = {
+                CLI_FLAG("json", 0, &json),
+                CLI_FLAG("follow", 'f', &follow),
+                CLI_ULONG("lines", 'n', "--lines", &tail, 1, 1000000),
+        };
 
-        opterr = 0;
-        while ((c = getopt_long(argc, argv, ":hfn:", options, NULL)) >= 0)
-                switch (c) {
-                case 'h':
-                        cli_print_help(cli_verb, stdout);
-                        return 0;
-                case OPT_JSON:
-                        json = true;
-                        break;
-                case 'f':
-                        follow = true;
-                        break;
-                case 'n':
-                        if (cli_parse_ulong("--lines", optarg, 1, 1000000, &tail) < 0)
-                                return EXIT_USAGE;
-                        break;
-                default:
-                        return cli_bad_option(c, argv);
-                }
+        r = cli_parse_options(argc, argv, options, ELEMENTSOF(options), 0);
+        if (r >= 0)
+                return r;
         if (argc - optind != 1)
                 return cli_usage_error("egress log takes one SANDBOX");
         if (cli_sandbox_path(argv[optind], "/egress/log", &base) < 0) {

@@ -4,7 +4,6 @@
 #endif
 
 #include <errno.h>
-#include <getopt.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -64,50 +63,29 @@ typedef struct ExecState {
         int fatal;              /* < 0: spacectl failed, already logged */
 } ExecState;
 
-int exec_option(int c, const char *arg, ExecOptions *o) {
-        int r;
+int exec_parse_detach_keys(const char *arg, void *userdata) {
+        ExecOptions *o = userdata;
+        DetachKeys k;
 
-        switch (c) {
-        case 'i':
-                o->interactive = true;
-                return 1;
-        case 't':
-                o->tty = true;
-                return 1;
-        case OPT_DETACH_KEYS: {
-                DetachKeys k;
+        if (detach_keys_parse(arg, &k) < 0) {
+                (void) cli_usage_error("--detach-keys: '%s' is not like 'ctrl-p,ctrl-q' (at most %u keys)", arg,
+                                       DETACH_KEYS_MAX);
+                return -EINVAL;
+        }
+        o->detach_keys = arg;
+        return 0;
+}
 
-                if (detach_keys_parse(arg, &k) < 0) {
-                        (void) cli_usage_error("--detach-keys: '%s' is not like 'ctrl-p,ctrl-q' (at most %u keys)",
-                                               arg, DETACH_KEYS_MAX);
-                        return -EINVAL;
-                }
-                o->detach_keys = arg;
-                return 1;
+int exec_parse_user(const char *arg, void *userdata) {
+        ExecOptions *o = userdata;
+
+        if (space_user_spec_parse(arg, NULL) < 0) {
+                (void) cli_usage_error("--user: '%s' is not USER[:GROUP]: a name or a number each, at most "
+                                       "%d characters of A-Z a-z 0-9 . _ -",
+                                       arg, SPACE_USER_SPEC_MAX);
+                return -EINVAL;
         }
-        case 'e':
-                r = cli_parse_env("--env", arg, &o->env);
-                return r < 0 ? r : 1;
-        case 'w':
-                if (!*arg) {
-                        (void) cli_usage_error("--workdir must not be empty");
-                        return -EINVAL;
-                }
-                o->cwd = arg;
-                return 1;
-        case 'u':
-                if (space_user_spec_parse(arg, NULL) < 0) {
-                        (void) cli_usage_error("--user: '%s' is not USER[:GROUP]: a name or a number each, at most "
-                                               "%d characters of A-Z a-z 0-9 . _ -",
-                                               arg, SPACE_USER_SPEC_MAX);
-                        return -EINVAL;
-                }
-                o->user = arg;
-                return 1;
-        case OPT_TIMEOUT:
-                r = cli_parse_ulong("--timeout", arg, 0, 31536000, &o->timeout);
-                return r < 0 ? r : 1;
-        }
+        o->user = arg;
         return 0;
 }
 
@@ -418,14 +396,12 @@ oom:
 }
 
 int cmd_exec(int argc, char *argv[]) {
-        static const struct option options[] = {
-                { "help", no_argument, NULL, 'h' },
-                EXEC_LONG_OPTIONS,
-                { "detach-keys", required_argument, NULL, OPT_DETACH_KEYS },
-                {}
-        };
         ExecOptions o = {};
-        int dd, end, c, r, status;
+        const CliOption options[] = {
+                EXEC_OPTIONS(&o),
+                CLI_PARSE("detach-keys", 0, exec_parse_detach_keys, &o),
+        };
+        int dd, end, r, status;
         const char *ref;
 
         /* With "--", options may go anywhere before it; without, they end at SANDBOX (the command's own
@@ -433,24 +409,10 @@ int cmd_exec(int argc, char *argv[]) {
         dd = cli_find_dashdash(argc, argv);
         end = dd < argc ? dd : argc;
 
-        opterr = 0;
-        while ((c = getopt_long(end, argv, dd < argc ? ":hite:w:u:" : "+:hite:w:u:", options, NULL)) >= 0) {
-                switch (c) {
-                case 'h':
-                        cli_print_help(cli_verb, stdout);
-                        cJSON_Delete(o.env);
-                        return 0;
-                case '?':
-                case ':':
-                        cJSON_Delete(o.env);
-                        return cli_bad_option(c, argv);
-                default:
-                        r = exec_option(c, optarg, &o);
-                        if (r < 0) {
-                                cJSON_Delete(o.env);
-                                return EXIT_SPACECTL;
-                        }
-                }
+        r = cli_parse_options(end, argv, options, ELEMENTSOF(options), dd < argc ? 0 : CLI_OPTIONS_IN_ORDER);
+        if (r >= 0) {
+                cJSON_Delete(o.env);
+                return r;
         }
 
         if (optind >= end) {

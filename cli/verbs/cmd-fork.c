@@ -4,7 +4,6 @@
 #endif
 
 #include <errno.h>
-#include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -66,41 +65,22 @@ static int classify(const char *ref) {
 }
 
 int cmd_fork(int argc, char *argv[]) {
-        static const struct option options[] = {
-                { "help", no_argument, NULL, 'h' },
-                { "count", required_argument, NULL, 'n' },
-                { "async", no_argument, NULL, OPT_ASYNC },
-                { "quiet", no_argument, NULL, 'q' },
-                {}
-        };
         _cleanup_free_ char *path = NULL, *label = NULL;
         bool async = false, quiet = false;
         unsigned long count = 1;
         const cJSON *ids, *id;
         cJSON *body, *op = NULL;
         const char *ref;
-        int c, r, kind;
+        int r, kind;
+        const CliOption options[] = {
+                CLI_ULONG("count", 'n', "-n", &count, 1, 64),
+                CLI_FLAG("async", 0, &async),
+                CLI_FLAG("quiet", 'q', &quiet),
+        };
 
-        opterr = 0;
-        while ((c = getopt_long(argc, argv, ":hn:q", options, NULL)) >= 0) {
-                switch (c) {
-                case 'h':
-                        cli_print_help(cli_verb, stdout);
-                        return 0;
-                case 'n':
-                        if (cli_parse_ulong("-n", optarg, 1, 64, &count) < 0)
-                                return EXIT_USAGE;
-                        break;
-                case OPT_ASYNC:
-                        async = true;
-                        break;
-                case 'q':
-                        quiet = true;
-                        break;
-                default:
-                        return cli_bad_option(c, argv);
-                }
-        }
+        r = cli_parse_options(argc, argv, options, ELEMENTSOF(options), 0);
+        if (r >= 0)
+                return r;
         if (argc - optind != 1)
                 return cli_usage_error("fork needs one SANDBOX or CHECKPOINT");
         ref = argv[optind];

@@ -4,7 +4,6 @@
 #endif
 
 #include <errno.h>
-#include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,29 +31,17 @@ const CliHelp cmd_key_help = {
 };
 
 static int key_create(int argc, char *argv[]) {
-        static const struct option options[] = {
-                { "help", no_argument, NULL, 'h' },
-                { "name", required_argument, NULL, 'n' },
-                {}
-        };
         SpaceHttpReply reply = {};
         const char *name = NULL, *key;
         cJSON *body;
-        int c, r;
+        int r;
+        const CliOption options[] = {
+                CLI_STRING("name", 'n', &name),
+        };
 
-        opterr = 0;
-        while ((c = getopt_long(argc, argv, ":hn:", options, NULL)) >= 0) {
-                switch (c) {
-                case 'h':
-                        cli_print_help(cli_verb, stdout);
-                        return 0;
-                case 'n':
-                        name = optarg;
-                        break;
-                default:
-                        return cli_bad_option(c, argv);
-                }
-        }
+        r = cli_parse_options(argc, argv, options, ELEMENTSOF(options), 0);
+        if (r >= 0)
+                return r;
         if (optind < argc)
                 return cli_usage_error("key create takes no arguments, got '%s'", argv[optind]);
 
@@ -118,23 +105,11 @@ static int key_ls(int argc, char *argv[]) {
 }
 
 static int key_rm(int argc, char *argv[]) {
-        static const struct option options[] = {
-                { "help", no_argument, NULL, 'h' },
-                {}
-        };
         bool failed = false;
-        int c;
-
-        opterr = 0;
-        while ((c = getopt_long(argc, argv, ":h", options, NULL)) >= 0) {
-                switch (c) {
-                case 'h':
-                        cli_print_help(cli_verb, stdout);
-                        return 0;
-                default:
-                        return cli_bad_option(c, argv);
-                }
-        }
+        int r;
+        r = cli_parse_options(argc, argv, NULL, 0, 0);
+        if (r >= 0)
+                return r;
         if (optind >= argc)
                 return cli_usage_error("key rm needs at least one ID");
 

@@ -4,7 +4,6 @@
 #endif
 
 #include <errno.h>
-#include <getopt.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -49,33 +48,27 @@ static int parse_signal(const char *s, int *ret) {
         return -EINVAL;
 }
 
+static int parse_signal_option(const char *arg, void *userdata) {
+        if (parse_signal(arg, userdata) < 0) {
+                (void) cli_usage_error("--signal: '%s' is not a signal name (TERM, KILL, ...) or number 1..64", arg);
+                return -EINVAL;
+        }
+        return 0;
+}
+
 int cmd_kill(int argc, char *argv[]) {
-        static const struct option options[] = {
-                { "help", no_argument, NULL, 'h' },
-                { "signal", required_argument, NULL, 's' },
-                {}
-        };
         _cleanup_free_ char *base = NULL, *path = NULL;
         SpaceHttpReply reply = {};
         unsigned long pid;
         cJSON *body;
-        int c, r, sig = SIGTERM;
+        int r, sig = SIGTERM;
+        const CliOption options[] = {
+                CLI_PARSE("signal", 's', parse_signal_option, &sig),
+        };
 
-        opterr = 0;
-        while ((c = getopt_long(argc, argv, ":hs:", options, NULL)) >= 0) {
-                switch (c) {
-                case 'h':
-                        cli_print_help(cli_verb, stdout);
-                        return 0;
-                case 's':
-                        if (parse_signal(optarg, &sig) < 0)
-                                return cli_usage_error("--signal: '%s' is not a signal name (TERM, KILL, ...) or "
-                                                       "number 1..64", optarg);
-                        break;
-                default:
-                        return cli_bad_option(c, argv);
-                }
-        }
+        r = cli_parse_options(argc, argv, options, ELEMENTSOF(options), 0);
+        if (r >= 0)
+                return r;
         if (argc - optind != 2)
                 return cli_usage_error("kill needs a SANDBOX and a PID");
         if (!*argv[optind])

@@ -4,7 +4,6 @@
 #endif
 
 #include <errno.h>
-#include <getopt.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -83,11 +82,6 @@ static int signal_readable(SpaceStream *s, int fd, void *userdata) {
 }
 
 int cmd_logs(int argc, char *argv[]) {
-        static const struct option options[] = {
-                { "help", no_argument, NULL, 'h' },
-                { "follow", no_argument, NULL, 'f' },
-                {}
-        };
         _cleanup_free_ char *base = NULL, *path = NULL;
         _cleanup_space_stream_ SpaceStream *s = NULL;
         SpaceHttpReply reply = {};
@@ -95,21 +89,14 @@ int cmd_logs(int argc, char *argv[]) {
         bool follow = false;
         unsigned long pid;
         SpaceHttp *h;
-        int c, r, status;
+        int r, status;
+        const CliOption options[] = {
+                CLI_FLAG("follow", 'f', &follow),
+        };
 
-        opterr = 0;
-        while ((c = getopt_long(argc, argv, ":hf", options, NULL)) >= 0) {
-                switch (c) {
-                case 'h':
-                        cli_print_help(cli_verb, stdout);
-                        return 0;
-                case 'f':
-                        follow = true;
-                        break;
-                default:
-                        return cli_bad_option(c, argv);
-                }
-        }
+        r = cli_parse_options(argc, argv, options, ELEMENTSOF(options), 0);
+        if (r >= 0)
+                return r;
         if (argc - optind != 2)
                 return cli_usage_error("logs needs a SANDBOX and a PID");
         if (!*argv[optind])

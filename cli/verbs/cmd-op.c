@@ -4,7 +4,6 @@
 #endif
 
 #include <errno.h>
-#include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -64,34 +63,19 @@ static int print_table(const cJSON *list) {
 }
 
 static int op_ls(int argc, char *argv[]) {
-        static const struct option options[] = {
-                { "help", no_argument, NULL, 'h' },
-                { "json", no_argument, NULL, OPT_JSON },
-                { "sandbox", required_argument, NULL, 's' },
-                {}
-        };
         _cleanup_free_ char *path = NULL, *esc = NULL;
         const char *sandbox = NULL;
         SpaceHttpReply reply = {};
         bool json = false;
-        int c, r;
+        int r;
+        const CliOption options[] = {
+                CLI_FLAG("json", 0, &json),
+                CLI_STRING("sandbox", 0, &sandbox),
+        };
 
-        opterr = 0;
-        while ((c = getopt_long(argc, argv, ":h", options, NULL)) >= 0) {
-                switch (c) {
-                case 'h':
-                        cli_print_help(cli_verb, stdout);
-                        return 0;
-                case OPT_JSON:
-                        json = true;
-                        break;
-                case 's':
-                        sandbox = optarg;
-                        break;
-                default:
-                        return cli_bad_option(c, argv);
-                }
-        }
+        r = cli_parse_options(argc, argv, options, ELEMENTSOF(options), 0);
+        if (r >= 0)
+                return r;
         if (optind < argc)
                 return cli_usage_error("op ls takes no arguments, got '%s'", argv[optind]);
         if (sandbox) {
@@ -136,28 +120,16 @@ static int op_get(const char *id, SpaceHttpReply *ret) {
 }
 
 static int op_show(int argc, char *argv[]) {
-        static const struct option options[] = {
-                { "help", no_argument, NULL, 'h' },
-                { "json", no_argument, NULL, OPT_JSON },
-                {}
-        };
         SpaceHttpReply reply = {};
         bool json = false;
-        int c, r;
+        int r;
+        const CliOption options[] = {
+                CLI_FLAG("json", 0, &json),
+        };
 
-        opterr = 0;
-        while ((c = getopt_long(argc, argv, ":h", options, NULL)) >= 0) {
-                switch (c) {
-                case 'h':
-                        cli_print_help(cli_verb, stdout);
-                        return 0;
-                case OPT_JSON:
-                        json = true;
-                        break;
-                default:
-                        return cli_bad_option(c, argv);
-                }
-        }
+        r = cli_parse_options(argc, argv, options, ELEMENTSOF(options), 0);
+        if (r >= 0)
+                return r;
         if (argc - optind != 1 || !*argv[optind])
                 return cli_usage_error("op show needs exactly one OP");
         if (op_get(argv[optind], &reply) < 0)
@@ -182,31 +154,18 @@ static int op_wait_check_state(const cJSON *op, long *wait_sec, void *userdata) 
 }
 
 static int op_wait(int argc, char *argv[]) {
-        static const struct option options[] = {
-                { "help", no_argument, NULL, 'h' },
-                { "timeout", required_argument, NULL, OPT_TIMEOUT },
-                {}
-        };
         unsigned long timeout = 0;
         const cJSON *err;
         const char *id;
         cJSON *op;
-        int c, r;
+        int r;
+        const CliOption options[] = {
+                CLI_ULONG("timeout", 0, "--timeout", &timeout, 0, 31536000),
+        };
 
-        opterr = 0;
-        while ((c = getopt_long(argc, argv, ":h", options, NULL)) >= 0) {
-                switch (c) {
-                case 'h':
-                        cli_print_help(cli_verb, stdout);
-                        return 0;
-                case OPT_TIMEOUT:
-                        if (cli_parse_ulong("--timeout", optarg, 0, 31536000, &timeout) < 0)
-                                return EXIT_USAGE;
-                        break;
-                default:
-                        return cli_bad_option(c, argv);
-                }
-        }
+        r = cli_parse_options(argc, argv, options, ELEMENTSOF(options), 0);
+        if (r >= 0)
+                return r;
         if (argc - optind != 1 || !*argv[optind])
                 return cli_usage_error("op wait needs exactly one OP");
         id = argv[optind];

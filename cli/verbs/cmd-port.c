@@ -4,7 +4,6 @@
 #endif
 
 #include <errno.h>
-#include <getopt.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -161,40 +160,22 @@ static int port_foreground(const char *ref, cJSON *body, bool json) {
 }
 
 static int port_forward(int argc, char *argv[]) {
-        static const struct option options[] = {
-                { "help", no_argument, NULL, 'h' },
-                { "detach", no_argument, NULL, 'd' },
-                { "json", no_argument, NULL, OPT_JSON },
-                { "any-user", no_argument, NULL, 'A' },
-                {}
-        };
         _cleanup_free_ char *path = NULL;
         SpaceHttpReply reply = {};
         unsigned long guest, host = 0;
         bool detach = false, json = false, any_user = false;
         const char *ref;
         cJSON *body;
-        int c, r;
+        int r;
+        const CliOption options[] = {
+                CLI_FLAG("detach", 'd', &detach),
+                CLI_FLAG("json", 0, &json),
+                CLI_FLAG("any-user", 0, &any_user),
+        };
 
-        opterr = 0;
-        while ((c = getopt_long(argc, argv, ":hd", options, NULL)) >= 0) {
-                switch (c) {
-                case 'h':
-                        cli_print_help(cli_verb, stdout);
-                        return 0;
-                case 'd':
-                        detach = true;
-                        break;
-                case OPT_JSON:
-                        json = true;
-                        break;
-                case 'A':
-                        any_user = true;
-                        break;
-                default:
-                        return cli_bad_option(c, argv);
-                }
-        }
+        r = cli_parse_options(argc, argv, options, ELEMENTSOF(options), 0);
+        if (r >= 0)
+                return r;
         if (argc - optind < 2 || argc - optind > 3)
                 return cli_usage_error("port needs a SANDBOX, a GUEST_PORT and optionally a HOST_PORT");
         ref = argv[optind];

@@ -4,7 +4,6 @@
 #endif
 
 #include <errno.h>
-#include <getopt.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -75,28 +74,16 @@ static int print_table(const cJSON *list) {
 }
 
 int cmd_ps(int argc, char *argv[]) {
-        static const struct option options[] = {
-                { "help", no_argument, NULL, 'h' },
-                { "json", no_argument, NULL, OPT_JSON },
-                {}
-        };
         _cleanup_free_ char *path = NULL;
         bool json = false;
-        int c;
+        int r;
+        const CliOption options[] = {
+                CLI_FLAG("json", 0, &json),
+        };
 
-        opterr = 0;
-        while ((c = getopt_long(argc, argv, ":h", options, NULL)) >= 0) {
-                switch (c) {
-                case 'h':
-                        cli_print_help(cli_verb, stdout);
-                        return 0;
-                case OPT_JSON:
-                        json = true;
-                        break;
-                default:
-                        return cli_bad_option(c, argv);
-                }
-        }
+        r = cli_parse_options(argc, argv, options, ELEMENTSOF(options), 0);
+        if (r >= 0)
+                return r;
         if (argc - optind != 1)
                 return cli_usage_error("ps needs exactly one SANDBOX");
         if (!*argv[optind])

@@ -3,7 +3,6 @@
 #define _GNU_SOURCE 1
 #endif
 
-#include <getopt.h>
 #include <stdio.h>
 
 #include "cli.h"
@@ -23,29 +22,17 @@ const CliHelp cmd_restore_help = {
 };
 
 int cmd_restore(int argc, char *argv[]) {
-        static const struct option options[] = {
-                { "help", no_argument, NULL, 'h' },
-                { "async", no_argument, NULL, OPT_ASYNC },
-                {}
-        };
         _cleanup_free_ char *path = NULL;
         bool async = false;
         cJSON *body, *op = NULL;
-        int c, r;
+        int r;
+        const CliOption options[] = {
+                CLI_FLAG("async", 0, &async),
+        };
 
-        opterr = 0;
-        while ((c = getopt_long(argc, argv, ":h", options, NULL)) >= 0) {
-                switch (c) {
-                case 'h':
-                        cli_print_help(cli_verb, stdout);
-                        return 0;
-                case OPT_ASYNC:
-                        async = true;
-                        break;
-                default:
-                        return cli_bad_option(c, argv);
-                }
-        }
+        r = cli_parse_options(argc, argv, options, ELEMENTSOF(options), 0);
+        if (r >= 0)
+                return r;
         if (argc - optind != 2)
                 return cli_usage_error("restore needs a SANDBOX and a CHECKPOINT");
         if (!*argv[optind] || !*argv[optind + 1])

@@ -4,7 +4,6 @@
 #endif
 
 #include <errno.h>
-#include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -96,31 +95,16 @@ static int remove_async(const char *ref, bool force) {
 }
 
 int cmd_rm(int argc, char *argv[]) {
-        static const struct option options[] = {
-                { "help", no_argument, NULL, 'h' },
-                { "force", no_argument, NULL, 'f' },
-                { "async", no_argument, NULL, OPT_ASYNC },
-                {}
-        };
         bool force = false, failed = false, async = false;
-        int c;
+        int r;
+        const CliOption options[] = {
+                CLI_FLAG("force", 'f', &force),
+                CLI_FLAG("async", 0, &async),
+        };
 
-        opterr = 0;
-        while ((c = getopt_long(argc, argv, ":hf", options, NULL)) >= 0) {
-                switch (c) {
-                case 'h':
-                        cli_print_help(cli_verb, stdout);
-                        return 0;
-                case 'f':
-                        force = true;
-                        break;
-                case OPT_ASYNC:
-                        async = true;
-                        break;
-                default:
-                        return cli_bad_option(c, argv);
-                }
-        }
+        r = cli_parse_options(argc, argv, options, ELEMENTSOF(options), 0);
+        if (r >= 0)
+                return r;
         if (optind >= argc)
                 return cli_usage_error("rm needs at least one SANDBOX");
 

@@ -4,7 +4,6 @@
 #endif
 
 #include <errno.h>
-#include <getopt.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -38,42 +37,24 @@ const CliHelp cmd_run_help = {
 };
 
 int cmd_run(int argc, char *argv[]) {
-        static const struct option options[] = {
-                { "help", no_argument, NULL, 'h' },
-                CREATE_LONG_OPTIONS,
-                EXEC_LONG_OPTIONS,
-                {}
-        };
         CreateOptions co = {};
         /* The sandbox goes away with the command: nothing to detach from. */
         ExecOptions eo = { .detach_keys = "" };
+        const CliOption options[] = {
+                CREATE_OPTIONS(&co),
+                EXEC_OPTIONS(&eo),
+        };
         _cleanup_free_ char *id = NULL;
-        int dd, end, c, r, status;
+        int dd, end, r, status;
         SpaceHttp *h;
 
         dd = cli_find_dashdash(argc, argv);
         end = dd < argc ? dd : argc;
 
-        opterr = 0;
-        while ((c = getopt_long(end, argv, dd < argc ? ":hn:m:ite:w:u:" : "+:hn:m:ite:w:u:", options, NULL)) >= 0) {
-                switch (c) {
-                case 'h':
-                        cli_print_help(cli_verb, stdout);
-                        cJSON_Delete(eo.env);
-                        return 0;
-                case '?':
-                case ':':
-                        cJSON_Delete(eo.env);
-                        return cli_bad_option(c, argv);
-                default:
-                        r = create_option(c, optarg, &co);
-                        if (r == 0)
-                                r = exec_option(c, optarg, &eo);
-                        if (r < 0) {
-                                cJSON_Delete(eo.env);
-                                return EXIT_SPACECTL;
-                        }
-                }
+        r = cli_parse_options(end, argv, options, ELEMENTSOF(options), dd < argc ? 0 : CLI_OPTIONS_IN_ORDER);
+        if (r >= 0) {
+                cJSON_Delete(eo.env);
+                return r;
         }
 
         if (dd < argc) {

@@ -6,7 +6,6 @@
 #include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -161,44 +160,22 @@ static int import_tarball(const Recipe *r, const char *tarball, const char *tag,
 }
 
 int template_build(int argc, char *argv[]) {
-        static const struct option options[] = {
-                { "tag", required_argument, NULL, 't' },
-                { "output", required_argument, NULL, 'o' },
-                { "quiet", no_argument, NULL, 'q' },
-                { "verbose", no_argument, NULL, 'v' },
-                { "help", no_argument, NULL, 'h' },
-                {},
-        };
         _cleanup_recipe_ Recipe *r = NULL;
         _cleanup_free_ char *tag = NULL, *err = NULL;
         const char *tag_arg = NULL, *output = NULL;
         BuildOptions o = {};
         BuildResult b = {};
-        int c, k;
+        int k;
+        const CliOption options[] = {
+                CLI_STRING("tag", 't', &tag_arg),
+                CLI_STRING_NOT_EMPTY("output", 'o', &output),
+                CLI_FLAG("quiet", 'q', &o.quiet),
+                CLI_FLAG("verbose", 'v', &o.verbose),
+        };
 
-        optind = 0;
-        while ((c = getopt_long(argc, argv, ":t:o:qvh", options, NULL)) >= 0)
-                switch (c) {
-                case 't':
-                        tag_arg = optarg;
-                        break;
-                case 'o':
-                        if (!*optarg)
-                                return cli_usage_error("--output must not be empty");
-                        output = optarg;
-                        break;
-                case 'q':
-                        o.quiet = true;
-                        break;
-                case 'v':
-                        o.verbose = true;
-                        break;
-                case 'h':
-                        cli_print_help(cli_verb, stdout);
-                        return 0;
-                default:
-                        return cli_bad_option(c, argv);
-                }
+        k = cli_parse_options(argc, argv, options, ELEMENTSOF(options), 0);
+        if (k >= 0)
+                return k;
         if (optind >= argc)
                 return cli_usage_error("template build needs the recipe directory");
         if (optind + 1 < argc)

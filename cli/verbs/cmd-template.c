@@ -5,7 +5,6 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <getopt.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -154,10 +153,6 @@ static int template_path(const char *ref, const char *suffix, char **ret) {
         return 0;
 }
 
-enum {
-        OPT_DESCRIPTION = 0x200,
-};
-
 static ssize_t read_fd(void *buf, size_t max, void *userdata) {
         ssize_t n;
 
@@ -217,124 +212,109 @@ int cli_template_import_post(const char *file, const char *tag, const cJSON *con
         return r;
 }
 
-static int template_import(int argc, char *argv[]) {
-        static const struct option options[] = {
-                { "help", no_argument, NULL, 'h' },
-                { "tag", required_argument, NULL, 't' },
-                { "env", required_argument, NULL, 'e' },
-                { "workdir", required_argument, NULL, 'w' },
-                { "user", required_argument, NULL, 'u' },
-                { "description", required_argument, NULL, OPT_DESCRIPTION },
-                { "vcpu", required_argument, NULL, OPT_VCPU },
-                { "memory", required_argument, NULL, 'm' },
-                { "disk", required_argument, NULL, OPT_DISK },
-                { "quiet", no_argument, NULL, 'q' },
-                {}
-        };
-        cJSON *body = cJSON_CreateObject(), *config = cJSON_CreateObject(), *env = cJSON_CreateArray(), *result = NULL;
-        _cleanup_free_ char *source = NULL, *label = NULL;
-        SpaceHttpReply reply = {};
-        const char *tag = NULL, *op_id;
-        bool quiet = false;
+/* What the options of template import gather. */
+typedef struct ImportArgs {
+        cJSON *config;          /* the image's defaults: workdir, user, description, shape */
+        cJSON *env;             /* its default environment: "K=V" strings */
+        const char *tag;
+        bool quiet;
+} ImportArgs;
+
+static int import_parse_env(const char *arg, void *userdata) {
+        ImportArgs *a = userdata;
+
+        if (!strchr(arg, '=') || arg[0] == '=') {
+                (void) cli_usage_error("--env takes K=V, got '%s'", arg);
+                return -EINVAL;
+        }
+        cJSON_AddItemToArray(a->env, cJSON_CreateString(arg));
+        return 0;
+}
+
+static int import_parse_workdir(const char *arg, void *userdata) {
+        ImportArgs *a = userdata;
+
+        if (arg[0] != '/') {
+                (void) cli_usage_error("--workdir takes an absolute path, got '%s'", arg);
+                return -EINVAL;
+        }
+        cJSON_AddStringToObject(a->config, "workdir", arg);
+        return 0;
+}
+
+static int import_parse_user(const char *arg, void *userdata) {
+        cJSON_AddStringToObject(((ImportArgs *) userdata)->config, "user", arg);
+        return 0;
+}
+
+static int import_parse_description(const char *arg, void *userdata) {
+        cJSON_AddStringToObject(((ImportArgs *) userdata)->config, "description", arg);
+        return 0;
+}
+
+/* A number of the sandbox shape, into config's key. */
+static int import_parse_shape(ImportArgs *a, const char *option, const char *key, const char *arg, unsigned long min,
+                              unsigned long max) {
         unsigned long n;
-        int c, r = EXIT_FAIL;
 
-        if (!body || !config || !env) {
-                log_error("out of memory");
-                goto out;
-        }
-        opterr = 0;
-        while ((c = getopt_long(argc, argv, ":ht:e:w:u:m:q", options, NULL)) >= 0) {
-                switch (c) {
-                case 'h':
-                        cli_print_help(cli_verb, stdout);
-                        r = 0;
-                        goto out;
-                case 't':
-                        tag = optarg;
-                        break;
-                case 'e':
-                        if (!strchr(optarg, '=') || optarg[0] == '=') {
-                                r = cli_usage_error("--env takes K=V, got '%s'", optarg);
-                                goto out;
-                        }
-                        cJSON_AddItemToArray(env, cJSON_CreateString(optarg));
-                        break;
-                case 'w':
-                        if (optarg[0] != '/') {
-                                r = cli_usage_error("--workdir takes an absolute path, got '%s'", optarg);
-                                goto out;
-                        }
-                        cJSON_AddStringToObject(config, "workdir", optarg);
-                        break;
-                case 'u':
-                        cJSON_AddStringToObject(config, "user", optarg);
-                        break;
-                case OPT_DESCRIPTION:
-                        cJSON_AddStringToObject(config, "description", optarg);
-                        break;
-                case OPT_VCPU:
-                        if (cli_parse_ulong("--vcpu", optarg, 1, 64, &n) < 0) {
-                                r = EXIT_USAGE;
-                                goto out;
-                        }
-                        cJSON_AddNumberToObject(config, "vcpu", (double) n);
-                        break;
-                case 'm':
-                        if (cli_parse_ulong("--memory", optarg, 64, 65536, &n) < 0) {
-                                r = EXIT_USAGE;
-                                goto out;
-                        }
-                        cJSON_AddNumberToObject(config, "memory_mib", (double) n);
-                        break;
-                case OPT_DISK:
-                        if (cli_parse_ulong("--disk", optarg, 64, 1048576, &n) < 0) {
-                                r = EXIT_USAGE;
-                                goto out;
-                        }
-                        cJSON_AddNumberToObject(config, "disk_mib", (double) n);
-                        break;
-                case 'q':
-                        quiet = true;
-                        break;
-                default:
-                        r = cli_bad_option(c, argv);
-                        goto out;
-                }
-        }
-        if (argc - optind != 1) {
-                r = cli_usage_error(argc - optind < 1 ? "template import needs FILE or DIR"
-                                                      : "template import takes one FILE or DIR");
-                goto out;
-        }
-        if (!tag) {
-                r = cli_usage_error("template import needs --tag NAME[:TAG]");
-                goto out;
-        }
-        /* the daemon resolves nothing relative to our directory */
-        source = realpath(argv[optind], NULL);
-        if (!source) {
-                log_error("%s: %m", argv[optind]);
-                goto out;
-        }
-        if (cJSON_GetArraySize(env) > 0) {
-                cJSON_AddItemToObject(config, "env", env);
-                env = NULL;
-        }
-        cJSON_AddStringToObject(body, "source", source);
-        cJSON_AddStringToObject(body, "tag", tag);
-        cJSON_AddItemToObject(body, "config", config);
-        config = NULL;
+        if (cli_parse_ulong(option, arg, min, max, &n) < 0)
+                return -EINVAL;
+        cJSON_AddNumberToObject(a->config, key, (double) n);
+        return 0;
+}
 
-        (void) cli_signals_install();
-        if (cli_http())
-                space_http_set_cancel(cli_http(), &cli_signal_received);
-        if (cli_template_import_post(source, tag, cJSON_GetObjectItemCaseSensitive(body, "config"), &reply) < 0)
-                goto out;
-        op_id = json_str(cJSON_GetObjectItemCaseSensitive(reply.json, "operation"), "id");
+static int import_parse_vcpu(const char *arg, void *userdata) {
+        return import_parse_shape(userdata, "--vcpu", "vcpu", arg, 1, 64);
+}
+
+static int import_parse_memory(const char *arg, void *userdata) {
+        return import_parse_shape(userdata, "--memory", "memory_mib", arg, 64, 65536);
+}
+
+static int import_parse_disk(const char *arg, void *userdata) {
+        return import_parse_shape(userdata, "--disk", "disk_mib", arg, 64, 1048576);
+}
+
+/* The options and the one FILE or DIR. Returns -1 to go on with the source at argv[optind], else the exit
+ * status. */
+static int import_args_parse(int argc, char *argv[], ImportArgs *a) {
+        const CliOption options[] = {
+                CLI_STRING("tag", 't', &a->tag),
+                CLI_PARSE("env", 'e', import_parse_env, a),
+                CLI_PARSE("workdir", 'w', import_parse_workdir, a),
+                CLI_PARSE("user", 'u', import_parse_user, a),
+                CLI_PARSE("description", 0, import_parse_description, a),
+                CLI_PARSE("vcpu", 0, import_parse_vcpu, a),
+                CLI_PARSE("memory", 'm', import_parse_memory, a),
+                CLI_PARSE("disk", 0, import_parse_disk, a),
+                CLI_FLAG("quiet", 'q', &a->quiet),
+        };
+        int r;
+
+        r = cli_parse_options(argc, argv, options, ELEMENTSOF(options), 0);
+        if (r >= 0)
+                return r;
+        if (argc - optind != 1)
+                return cli_usage_error(argc - optind < 1 ? "template import needs FILE or DIR"
+                                                         : "template import takes one FILE or DIR");
+        if (!a->tag)
+                return cli_usage_error("template import needs --tag NAME[:TAG]");
+        return -1;
+}
+
+/* Follows the import the daemon answered with to its end and prints the template's digest. Returns the exit
+ * status. */
+static int import_follow(const SpaceHttpReply *reply, const char *tag, bool quiet) {
+        _cleanup_free_ char *label = NULL;
+        cJSON *result = NULL;
+        const char *op_id;
+        double dropped = 0;
+        int r = EXIT_FAIL;
+
+        op_id = json_str(cJSON_GetObjectItemCaseSensitive(reply->json, "operation"), "id");
         if (asprintf(&label, "importing %s", tag) < 0) {
                 log_error("out of memory");
-                goto out;
+                return EXIT_FAIL;
         }
         if (cli_operation_wait_progress(op_id, label, quiet, &result) < 0)
                 goto out;
@@ -342,20 +322,56 @@ static int template_import(int argc, char *argv[]) {
                 log_error("the import finished without a digest");
                 goto out;
         }
-        {
-                double dropped = 0;
-                if (json_num(result, "dropped", &dropped) && dropped > 0)
-                        fprintf(stderr, "spacectl: %.0f device nodes, fifos or sockets were left out of the image\n",
-                                dropped);
-        }
+        if (json_num(result, "dropped", &dropped) && dropped > 0)
+                fprintf(stderr, "spacectl: %.0f device nodes, fifos or sockets were left out of the image\n", dropped);
         printf("%s\n", json_str(result, "digest"));
         r = fflush(stdout) == 0 ? 0 : EXIT_FAIL;
 out:
+        cJSON_Delete(result);
+        return r;
+}
+
+static int template_import(int argc, char *argv[]) {
+        ImportArgs a = { .config = cJSON_CreateObject(), .env = cJSON_CreateArray() };
+        cJSON *body = cJSON_CreateObject();
+        _cleanup_free_ char *source = NULL;
+        SpaceHttpReply reply = {};
+        int r = EXIT_FAIL;
+
+        if (!body || !a.config || !a.env) {
+                log_error("out of memory");
+                goto out;
+        }
+        r = import_args_parse(argc, argv, &a);
+        if (r >= 0)
+                goto out;
+        r = EXIT_FAIL;
+        /* the daemon resolves nothing relative to our directory */
+        source = realpath(argv[optind], NULL);
+        if (!source) {
+                log_error("%s: %m", argv[optind]);
+                goto out;
+        }
+        if (cJSON_GetArraySize(a.env) > 0) {
+                cJSON_AddItemToObject(a.config, "env", a.env);
+                a.env = NULL;
+        }
+        cJSON_AddStringToObject(body, "source", source);
+        cJSON_AddStringToObject(body, "tag", a.tag);
+        cJSON_AddItemToObject(body, "config", a.config);
+        a.config = NULL;
+
+        (void) cli_signals_install();
+        if (cli_http())
+                space_http_set_cancel(cli_http(), &cli_signal_received);
+        if (cli_template_import_post(source, a.tag, cJSON_GetObjectItemCaseSensitive(body, "config"), &reply) < 0)
+                goto out;
+        r = import_follow(&reply, a.tag, a.quiet);
+out:
         space_http_reply_done(&reply);
         cJSON_Delete(body);
-        cJSON_Delete(config);
-        cJSON_Delete(env);
-        cJSON_Delete(result);
+        cJSON_Delete(a.config);
+        cJSON_Delete(a.env);
         return r;
 }
 

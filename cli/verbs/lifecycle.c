@@ -4,7 +4,6 @@
 #endif
 
 #include <errno.h>
-#include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -188,32 +187,17 @@ int cli_lifecycle(const LifecycleRequest *q, cJSON **ret_op) {
 
 /* pause, resume, suspend, wake: POST /v1/sandboxes/{ref}/ACTION for each SANDBOX, printing its id when done. */
 int cli_lifecycle_verb(int argc, char *argv[], const char *action, const char *progress) {
-        static const struct option options[] = {
-                { "help", no_argument, NULL, 'h' },
-                { "async", no_argument, NULL, OPT_ASYNC },
-                { "quiet", no_argument, NULL, 'q' },
-                {}
-        };
         bool async = false, quiet = false, failed = false;
         _cleanup_free_ char *suffix = NULL;
-        int c;
+        int r;
+        const CliOption options[] = {
+                CLI_FLAG("async", 0, &async),
+                CLI_FLAG("quiet", 'q', &quiet),
+        };
 
-        opterr = 0;
-        while ((c = getopt_long(argc, argv, ":hq", options, NULL)) >= 0) {
-                switch (c) {
-                case 'h':
-                        cli_print_help(cli_verb, stdout);
-                        return 0;
-                case OPT_ASYNC:
-                        async = true;
-                        break;
-                case 'q':
-                        quiet = true;
-                        break;
-                default:
-                        return cli_bad_option(c, argv);
-                }
-        }
+        r = cli_parse_options(argc, argv, options, ELEMENTSOF(options), 0);
+        if (r >= 0)
+                return r;
         if (optind >= argc)
                 return cli_usage_error("%s needs at least one SANDBOX", action);
         if (asprintf(&suffix, "/%s", action) < 0) {
@@ -225,7 +209,6 @@ int cli_lifecycle_verb(int argc, char *argv[], const char *action, const char *p
                 _cleanup_free_ char *path = NULL, *label = NULL;
                 cJSON *op = NULL;
                 const char *id;
-                int r;
 
                 if (!*argv[i]) {
                         log_error("an empty SANDBOX names nothing");
