@@ -17,7 +17,7 @@
 #include "cli.h"
 #include "macro.h"
 
-/* The most options a verb has (template import: 10) and then some. */
+/* More than the most options a verb has (template import: 9, and --help). */
 #define CLI_OPTIONS_MAX 24U
 #define CLI_OPTION_CODE_HELP 'h'
 #define CLI_OPTION_CODE_LONG 0x100 /* + the index of a long-only option */
