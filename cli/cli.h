@@ -4,6 +4,7 @@
 /* Shared by spacectl's verbs: the verb table types, error and usage reporting, the connection to spaced,
  * output helpers, and the create/exec/rm cores that `run` combines. */
 
+#include <getopt.h> /* optind: cli_parse_options() leaves it at the arguments */
 #include <signal.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -58,22 +59,63 @@ typedef struct SubVerb {
  * sub-verbs. */
 int cli_run_sub_verb(const SubVerb *table, size_t n, int argc, char *argv[]);
 
-/* Long-only option codes shared by verbs. */
+/* ---- verbs/options.c: the verbs' option parser ---- */
+
+/* One option of a verb, in the table it hands to cli_parse_options(). getopt_long still reads argv, so
+ * reordering, "--name=VALUE", "-nVALUE", grouped flags, unique prefixes of long names and the errors for
+ * bad options stay what they were; the table says what each option does with its value. Exactly one of
+ * set, value, ulong and parse is given. Entries that do the same (create's --timeout and --ttl) share one
+ * getopt code, so that a prefix of both is no ambiguity. */
+typedef struct CliOption {
+        const char *name;               /* --NAME; NULL: -C only */
+        char short_name;                /* -C; 0: --NAME only */
+        bool has_arg;
+        bool *set;                      /* no argument: set to true */
+        const char **value;             /* the argument */
+        bool not_empty;                 /* with value: an empty one is the usage error "--NAME must not be empty" */
+        unsigned long *ulong;           /* the argument as a number in min..max, via cli_parse_ulong(label, ...) */
+        unsigned long min, max;
+        const char *label;              /* how errors name the option; NULL: "--NAME" */
+        /* The argument (NULL without one). < 0, after printing why, ends the parse with the usage status, or
+         * cli_failure_status() for -ENOMEM. */
+        int (*parse)(const char *arg, void *userdata);
+        void *userdata;
+} CliOption;
+
+#define CLI_FLAG(n, c, p) { .name = (n), .short_name = (c), .set = (p) }
+#define CLI_STRING(n, c, p) { .name = (n), .short_name = (c), .has_arg = true, .value = (p) }
+#define CLI_STRING_NOT_EMPTY(n, c, p) { .name = (n), .short_name = (c), .has_arg = true, .value = (p), .not_empty = true }
+#define CLI_ULONG(n, c, lbl, p, lo, hi) \
+        { .name = (n), .short_name = (c), .has_arg = true, .ulong = (p), .min = (lo), .max = (hi), .label = (lbl) }
+#define CLI_PARSE(n, c, f, u) { .name = (n), .short_name = (c), .has_arg = true, .parse = (f), .userdata = (u) }
+
 enum {
-        OPT_VCPU = 0x100,
-        OPT_MEMORY,
-        OPT_DISK,
-        OPT_TIMEOUT,
-        OPT_JSON,
-        OPT_ASYNC,
-        OPT_DETACH_KEYS,
-        OPT_IDLE_TIMEOUT,
-        OPT_TTL,
-        OPT_ON_TIMEOUT,
-        OPT_EGRESS,
+        CLI_OPTIONS_IN_ORDER = 1U << 0, /* options end at the first argument (getopt's "+") */
 };
 
-/* ---- util.c ---- */
+/* Reads the options of argv[1..argc) by the table; -h/--help, every verb's, prints the verb's help. Returns
+ * -1 to go on with the arguments at argv[optind...], else the exit status: 0 after --help, the usage status
+ * after a bad option or value (printed). */
+int cli_parse_options(int argc, char *argv[], const CliOption *options, size_t n_options, unsigned flags);
+/* A CLI_PARSE callback: cli_parse_env("--env", arg, userdata), userdata a cJSON **. */
+int cli_option_env(const char *arg, void *userdata);
+
+/* For verbs that take no option but --help: 0 after printing help, an exit status for a bad option, -1 to go
+ * on with argv[optind...]. */
+int cli_parse_no_options(int argc, char *argv[]);
+int cli_list_options(int argc, char *argv[], const char *what, bool *ret_json, bool *ret_quiet);
+int cli_json_flags(int argc, char *argv[], bool *ret_json);
+/* cli_list_options' -h, --json and -q alone, for a list verb that takes arguments (port ls [SANDBOX]). */
+int cli_list_flags(int argc, char *argv[], bool *ret_json, bool *ret_quiet);
+
+/* Option values. Both print a usage error and return < 0 on bad input. */
+int cli_parse_ulong(const char *option, const char *s, unsigned long min, unsigned long max, unsigned long *ret);
+/* Adds "K=V" (or "K", taking V from our environment) to the JSON object *env, creating it. */
+int cli_parse_env(const char *option, const char *kv, cJSON **env);
+/* Splits argv at the first "--": returns its index, or argc when there is none. */
+int cli_find_dashdash(int argc, char *argv[]);
+
+/* ---- client/util.c ---- */
 
 /* The verb being run (set by main before dispatch). */
 extern const Verb *cli_verb;
@@ -81,23 +123,14 @@ extern const Verb *cli_verb;
 void log_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* The exit status for "spacectl or the daemon failed": 1, or 125 for exec and run. */
 int cli_failure_status(void);
-/* Prints "spacectl: MESSAGE" and the verb's usage to stderr; returns 2 (125 for exec and run). */
+/* The exit status for a usage error: 2, or 125 for exec and run. */
+int cli_usage_status(void);
+/* Prints "spacectl: MESSAGE" and the verb's usage to stderr; returns cli_usage_status(). */
 int cli_usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-/* Reports getopt's '?' or ':' for argv[optind - 1]; returns cli_usage_error()'s status. */
-int cli_bad_option(int c, char *argv[]);
-int cli_list_options(int argc, char *argv[], const char *what, bool *ret_json, bool *ret_quiet);
-int cli_json_flags(int argc, char *argv[], bool *ret_json);
-/* cli_list_options' -h, --json and -q alone, for a list verb that takes arguments (port ls [SANDBOX]). */
-int cli_list_flags(int argc, char *argv[], bool *ret_json, bool *ret_quiet);
 int cli_list_show(const char *path, const char *key, const char *what, bool json, const char *quiet_field,
                   int (*print_table)(const cJSON *list));
 void cli_print_help(const Verb *v, FILE *f);
 void cli_print_usage(const Verb *v, FILE *f);
-
-/* Option values. Both print a usage error and return < 0 on bad input. */
-int cli_parse_ulong(const char *option, const char *s, unsigned long min, unsigned long max, unsigned long *ret);
-/* Adds "K=V" (or "K", taking V from our environment) to the JSON object *env, creating it. */
-int cli_parse_env(const char *option, const char *kv, cJSON **env);
 
 /* The connection to spaced, made on first use; for VERB_DAEMON verbs the daemon is started when nobody
  * listens. NULL (after printing why) when that failed. */
@@ -112,16 +145,13 @@ int cli_call(const char *method, const char *path, const cJSON *body, SpaceHttpR
 /* What a call answered: a transport error or an error reply is logged and returned (< 0), else the reply
  * moves to *ret. */
 int cli_reply_take(SpaceHttp *h, int r, SpaceHttpReply *reply, SpaceHttpReply *ret);
-/* For verbs that take no option but --help: 0 after printing help, an exit status for a bad option, -1 to go
- * on with argv[optind...]. */
-int cli_parse_no_options(int argc, char *argv[]);
 /* "/v1/sandboxes/<escaped ref><suffix>" */
 int cli_sandbox_path(const char *ref, const char *suffix, char **ret);
 /* JSON accessors that tolerate missing or mistyped members. */
 const char *json_str(const cJSON *o, const char *key);
 bool json_num(const cJSON *o, const char *key, double *ret);
 
-/* ---- operation.c: following an Operation (GET /v1/operations/ID?wait=N) ---- */
+/* ---- client/operation.c: following an Operation (GET /v1/operations/ID?wait=N) ---- */
 
 typedef struct OperationWait {
         const char *id;
@@ -147,14 +177,14 @@ int cli_operation_check(const cJSON *op);
  * returns < 0. *ret_op (optional) gets the final Operation, a failed one too. */
 int cli_wait_operation(const cJSON *op, cJSON **ret_op);
 
-/* ---- autostart.c ---- */
+/* ---- client/autostart.c ---- */
 
 /* Makes sure something listens on h's unix socket: connects; if nobody is there, asks the systemd user
  * manager to start spaced.socket, or spawns spaced detached, and waits up to 15 s for it. Prints what went
  * wrong and returns < 0 on failure. */
 int cli_ensure_daemon(SpaceHttp *h);
 
-/* ---- output.c ---- */
+/* ---- client/output.c ---- */
 
 /* Prints JSON (formatted) and a newline to stdout. */
 int cli_print_json(const cJSON *j);
@@ -178,7 +208,7 @@ static inline void table_freep(Table **t) {
 }
 #define _cleanup_table_ __attribute__((cleanup(table_freep)))
 
-/* ---- signals.c ---- */
+/* ---- client/signals.c ---- */
 
 /* SIGINT, SIGTERM and SIGHUP set cli_signal_received (the last one's number) and write its number to a
  * self-pipe, so a poll loop sees it; SIGPIPE is ignored so writes fail with EPIPE instead. */
@@ -192,7 +222,7 @@ int cli_signals_next(void);
 /* Adds another signal (e.g. SIGWINCH) to the self-pipe. */
 int cli_signals_add(int sig);
 
-/* ---- terminal.c ---- */
+/* ---- client/terminal.c ---- */
 
 /* Saves fd's terminal settings (once) so that terminal_restore() can put them back; registers that with
  * atexit() and for the fatal signals that bypass the self-pipe. */
@@ -220,7 +250,7 @@ int detach_keys_parse(const char *s, DetachKeys *ret);
  * sequence was typed (the input after it is dropped). */
 size_t detach_keys_feed(DetachKeys *k, const uint8_t *in, size_t n, uint8_t *out, bool *ret_detach);
 
-/* ---- attach.c: the interactive stream loop of attach and exec -t ---- */
+/* ---- client/attach.c: the interactive stream loop of attach and exec -t ---- */
 
 typedef struct AttachOptions {
         const char *ref;                /* the sandbox as the user named it (for messages) */
@@ -283,35 +313,39 @@ int cli_exec(const char *ref, const ExecOptions *o);
 /* Removes a sandbox; prints its id on success. Prints errors and returns < 0 on failure. */
 int cli_remove(const char *ref, bool force, bool print_id);
 
-/* Options of create and exec, for verbs that take them (create, run / exec, run). */
-#define CREATE_LONG_OPTIONS                                               \
-        { "name", required_argument, NULL, 'n' },                         \
-        { "vcpu", required_argument, NULL, OPT_VCPU },                    \
-        { "memory", required_argument, NULL, 'm' },                       \
-        { "disk", required_argument, NULL, OPT_DISK },                    \
-        { "idle-timeout", required_argument, NULL, OPT_IDLE_TIMEOUT },    \
-        { "ttl", required_argument, NULL, OPT_TTL },                      \
-        { "on-timeout", required_argument, NULL, OPT_ON_TIMEOUT },        \
-        { "egress", required_argument, NULL, OPT_EGRESS }
-#define EXEC_LONG_OPTIONS                                                 \
-        { "interactive", no_argument, NULL, 'i' },                        \
-        { "tty", no_argument, NULL, 't' },                                \
-        { "env", required_argument, NULL, 'e' },                          \
-        { "workdir", required_argument, NULL, 'w' },                      \
-        { "timeout", required_argument, NULL, OPT_TIMEOUT },              \
-        { "user", required_argument, NULL, 'u' }
+/* The options of create and exec, for the verbs that take them (create, run / exec, run), as CliOption
+ * entries that write to o. */
+#define CREATE_OPTIONS(o)                                                         \
+        CLI_STRING_NOT_EMPTY("name", 'n', &(o)->name),                            \
+        CLI_ULONG("vcpu", 0, "--vcpu", &(o)->vcpu, 1, 1024),                      \
+        CLI_ULONG("memory", 'm', "--memory", &(o)->memory_mib, 64, 65536),        \
+        CLI_ULONG("disk", 0, "--disk", &(o)->disk_mib, 64, 1048576),              \
+        CLI_PARSE("idle-timeout", 0, create_parse_idle_timeout, (o)),             \
+        CLI_PARSE("ttl", 0, create_parse_ttl, (o)),                               \
+        CLI_PARSE("on-timeout", 0, create_parse_on_timeout, (o)),                 \
+        CLI_PARSE("egress", 0, create_parse_egress, (o))
+#define EXEC_OPTIONS(o)                                                           \
+        CLI_FLAG("interactive", 'i', &(o)->interactive),                          \
+        CLI_FLAG("tty", 't', &(o)->tty),                                          \
+        CLI_PARSE("env", 'e', cli_option_env, &(o)->env),                         \
+        CLI_STRING_NOT_EMPTY("workdir", 'w', &(o)->cwd),                          \
+        CLI_ULONG("timeout", 0, "--timeout", &(o)->timeout, 0, 31536000),         \
+        CLI_PARSE("user", 'u', exec_parse_user, (o))
 
-/* Returns 1 when c was one of theirs and was handled, 0 when not, < 0 (usage error printed) on a bad value. */
-int create_option(int c, const char *arg, CreateOptions *o);
-int exec_option(int c, const char *arg, ExecOptions *o);
-/* Splits argv at the first "--": returns its index, or argc when there is none. */
-int cli_find_dashdash(int argc, char *argv[]);
+/* Their CLI_PARSE callbacks; userdata is the CreateOptions or ExecOptions. --ttl's errors say "--timeout",
+ * create's name for it. */
+int create_parse_idle_timeout(const char *arg, void *userdata);
+int create_parse_ttl(const char *arg, void *userdata);
+int create_parse_on_timeout(const char *arg, void *userdata);
+int create_parse_egress(const char *arg, void *userdata);
+int exec_parse_user(const char *arg, void *userdata);
+int exec_parse_detach_keys(const char *arg, void *userdata);
 
-/* (cmd-create.c) Durations for --idle-timeout and --timeout: seconds, or with a suffix s, m, h, d. Usage error
+/* (verbs/cmd-create.c) Durations for --idle-timeout and --timeout: seconds, or with a suffix s, m, h, d. Usage error
  * and < 0 on bad input. */
 int cli_parse_duration(const char *option, const char *s, unsigned long *ret);
 
-/* ---- lifecycle.c: the operations of pause, suspend, checkpoint, restore and fork ---- */
+/* ---- verbs/lifecycle.c: the operations of pause, suspend, checkpoint, restore and fork ---- */
 
 typedef struct LifecycleRequest {
         const char *method;             /* "POST" */
@@ -333,7 +367,7 @@ int cli_get_quiet(const char *path, SpaceHttpReply *ret);
 /* "/v1/checkpoints/<escaped ref><suffix>" */
 int cli_checkpoint_path(const char *ref, const char *suffix, char **ret);
 
-/* ---- progress.c ---- */
+/* ---- client/progress.c ---- */
 
 /* Waits for an operation that reports progress (import, build), drawing one line on stderr ("LABEL  phase
  * [####....]  45%  123.4/270.0 MiB  85.3 MB/s", layers i/n) while stderr is a terminal and quiet is not
@@ -341,7 +375,7 @@ int cli_checkpoint_path(const char *ref, const char *suffix, char **ret);
  * (empty when it has none). Prints the error and returns < 0 when it failed or the wait did. */
 int cli_operation_wait_progress(const char *op_id, const char *label, bool quiet, cJSON **ret_result);
 
-/* ---- verbs ---- */
+/* ---- verbs/cmd-*.c ---- */
 
 int cmd_create(int argc, char *argv[]);
 int cmd_exec(int argc, char *argv[]);
@@ -350,7 +384,7 @@ int cmd_ls(int argc, char *argv[]);
 int cmd_inspect(int argc, char *argv[]);
 int cmd_rm(int argc, char *argv[]);
 int cmd_template(int argc, char *argv[]);
-int template_build(int argc, char *argv[]);   /* `template build`, in template-build.c */
+int template_build(int argc, char *argv[]);   /* `template build`, in verbs/cmd-template-build.c */
 /* POST /v1/templates/import: the path over the unix socket, the file's bytes over TCP (which takes no host
  * path); tag and config (may be NULL) as the JSON form has them. Errors are logged. In cmd-template.c. */
 int cli_template_import_post(const char *file, const char *tag, const cJSON *config, SpaceHttpReply *ret);
