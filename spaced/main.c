@@ -15,7 +15,9 @@
 
 #include "e2b/e2b.h"
 #include "egress/egress.h"
+#include "api/api.h"
 #include "http/http.h"
+#include "proxy/proxy.h"
 #include "core/log.h"
 #include "macro.h"
 #include "core/util.h"
@@ -554,6 +556,11 @@ static void detect_disk_backend(Manager *m) {
 static int setup_http(Manager *m, int unix_fd, int tcp_fd) {
         int r;
 
+        /* The router matches tables in the order added: the native API's, then the facade's. */
+        r = http_add_routes(api_routes);
+        if (r < 0)
+                return log_error_errno(r, "cannot add the API routes");
+        http_set_host_route(&proxy_host_route);
         r = e2b_add_routes();
         if (r < 0)
                 return log_error_errno(r, "cannot add the E2B routes");

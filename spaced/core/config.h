@@ -72,7 +72,7 @@ typedef struct Config {
          * egress_resolve = hosts, by the system's resolver. */
         char *egress_hosts_file;
         bool egress_hosts_only;
-        /* The port proxy (http/proxy.c): how long a server in a sandbox may take to send its answer's head,
+        /* The port proxy (proxy/proxy.c): how long a server in a sandbox may take to send its answer's head,
          * and how long the answer's body may then go without a byte either way; seconds, 0 = the defaults. */
         unsigned proxy_head_timeout;
         unsigned proxy_idle_timeout;

@@ -295,7 +295,7 @@ static int migrate_v8(sqlite3 *db, Error *reterr) {
         return exec(db, "ALTER TABLE forwards ADD COLUMN any_user INTEGER NOT NULL DEFAULT 0;", reterr);
 }
 
-/* A token of its own for a sandbox's ports (E2B's trafficAccessToken, http/proxy.c), so that a link to a web app
+/* A token of its own for a sandbox's ports (E2B's trafficAccessToken, proxy/proxy.c), so that a link to a web app
  * in a sandbox does not carry the token that runs commands in it. NULL until first given out. */
 static int migrate_v9(sqlite3 *db, Error *reterr) {
         return exec(db, "ALTER TABLE sandboxes ADD COLUMN traffic_token TEXT;", reterr);

@@ -8,7 +8,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "http/api.h"
+#include "api/api.h"
 #include "sandbox/sandbox.h"
 
 /* The envd version we report: the SDKs gate features on it (stdin, closeStdin, octet-stream uploads, the
@@ -46,7 +46,7 @@ extern const Route envd_process_routes[];    /* envd-process.c: process.Process 
 extern const Route envd_filesystem_routes[]; /* envd-filesystem.c: filesystem.Filesystem, /files */
 extern const Route envd_meta_routes[];       /* e2b.c: /health */
 
-/* The sandbox's envd access token and its traffic token (its ports', http/proxy.c), made (and saved) now for a
+/* The sandbox's envd access token and its traffic token (its ports', proxy/proxy.c), made (and saved) now for a
  * sandbox that has none yet (a fork, one from before the facade): for answers that give them out. */
 const char *e2b_sandbox_token(Sandbox *s);
 const char *e2b_sandbox_traffic_token(Sandbox *s);

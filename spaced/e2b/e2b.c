@@ -34,7 +34,7 @@ int e2b_add_routes(void) {
         int r;
 
         for (size_t i = 0; i < ELEMENTSOF(tables); i++) {
-                r = api_add_routes(tables[i]);
+                r = http_add_routes(tables[i]);
                 if (r < 0)
                         return r;
         }

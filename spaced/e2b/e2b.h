@@ -5,5 +5,5 @@
  * /snapshots) and its in-sandbox daemon envd (Connect RPC process.Process and filesystem.Filesystem, /files,
  * /health) served on the daemon's own listeners, on top of the subsystems the native API uses. */
 
-/* Adds the facade's route tables to the HTTP router (http/api.h). */
+/* Adds the facade's route tables to the HTTP router (http/router.h). */
 int e2b_add_routes(void);

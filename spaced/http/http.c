@@ -10,10 +10,12 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/socket.h>
+#include <microhttpd.h>
 #include <unistd.h>
 
 #include "http/http.h"
-#include "http/api.h"
+#include "http/router.h"
+#include "sandbox/sandbox.h"
 #include "core/log.h"
 #include "macro.h"
 #include "core/util.h"
@@ -578,7 +580,7 @@ static bool host_ok(Listener *l, Request *r) {
                 return true;
         /* PORT-ID.DOMAIN names only the configured domain, which the user points at us */
         if (http_host_sandbox(host, r->http->manager->config.e2b_domain, l->port, &port, r->host_sandbox) > 0) {
-                /* any other port is the sandbox's own server, reached through the proxy (http/proxy.c) */
+                /* any other port is the sandbox's own server, reached through the proxy (proxy/proxy.c) */
                 if (port != HTTP_E2B_ENVD_PORT)
                         r->host_port = port;
                 return true;
@@ -628,8 +630,8 @@ static void request_begin(Listener *l, Request *r) {
         RouteArgs a;
 
         r->tcp = l->tcp;
-        rt = api_find_route(r->method, r->url, &a, NULL);
-        r->error_style = rt ? rt->errors : api_error_style_for(r->url);
+        rt = http_find_route(r->method, r->url, &a, NULL);
+        r->error_style = rt ? rt->errors : http_error_style_for(r->url);
         if (!l->tcp) {
                 if (!peer_allowed(r)) {
                         http_respond_error(r, ERROR_PERMISSION_DENIED,
@@ -642,7 +644,7 @@ static void request_begin(Listener *l, Request *r) {
                         return;
                 if (r->host_port) {
                         /* the whole host is one sandbox's server, whatever the path */
-                        rt = api_request_route(r, &a, NULL);
+                        rt = http_request_route(r, &a, NULL);
                         r->error_style = rt->errors;
                 }
                 if (!authenticate_tcp(r, rt))
@@ -652,10 +654,10 @@ static void request_begin(Listener *l, Request *r) {
                         return;
         }
         if (!rt) {
-                api_route(r); /* 404 or 405, without reading a body */
+                http_route(r); /* 404 or 405, without reading a body */
                 return;
         }
-        api_classify(r);
+        http_classify(r);
         if (!r->responded)
                 (void) body_size_ok(r);
 }
@@ -684,7 +686,7 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *connection, c
          * its body is taken: otherwise the body would find nobody to take it. */
         if (r->rerun && r->kind == REQUEST_UPLOAD && !r->upload.write && !r->responded && !r->upload_failed) {
                 r->rerun = false;
-                api_classify(r);
+                http_classify(r);
                 /* MHD calls once more with nothing after a resume: that is not the end of the body */
                 if (r->responded || r->suspended || *upload_data_size == 0)
                         return MHD_YES;
@@ -731,7 +733,7 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *connection, c
                 k(r, r->cont_userdata);
                 return MHD_YES;
         }
-        api_route(r);
+        http_route(r);
         return MHD_YES;
 }
 
@@ -839,4 +841,17 @@ Http *http_free(Http *h) {
         free(h->api_url);
         free(h);
         return NULL;
+}
+
+int resolve_sandbox(Request *r, const char *ref, Sandbox **ret) {
+        int q = sandbox_resolve(http_manager(r->http), ref, ret);
+
+
+        if (q == -ENOTUNIQ)
+                http_respond_error(r, ERROR_AMBIGUOUS_REFERENCE,
+                                   "'%s' matches more than one sandbox id; give more characters", ref);
+        else if (q < 0)
+                http_respond_error(r, ERROR_SANDBOX_NOT_FOUND,
+                                   "no sandbox '%s'; 'spacectl ls' lists them", ref);
+        return q;
 }

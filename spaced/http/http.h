@@ -179,8 +179,5 @@ void http_continue(Request *r, HttpContinuation k, void *userdata);
 void http_suspend(Request *r);
 void http_resume(Request *r);
 
-/* api.c */
-void api_route(Request *r);
-/* Decides, from the URL of a request that has just started, whether its body is streamed (the route's
- * begin sets r->upload). */
-void api_classify(Request *r);
+/* A sandbox by id, unique id prefix or name; answers 404 (or 400 for an ambiguous prefix) itself. */
+int resolve_sandbox(Request *r, const char *ref, Sandbox **ret);

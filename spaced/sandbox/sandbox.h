@@ -65,7 +65,7 @@ struct Sandbox {
         int64_t last_active;  /* unix time of the last exec, attach or API call on it */
         char *metadata;       /* the user's labels: a JSON object of strings, as text; NULL: none */
         char *access_token;   /* 32 hex: the E2B envd token (routes envd requests; ARCHITECTURE.md decision 11) */
-        char *traffic_token;  /* 32 hex: E2B's traffic token, opens the sandbox's ports only (http/proxy.c) */
+        char *traffic_token;  /* 32 hex: E2B's traffic token, opens the sandbox's ports only (proxy/proxy.c) */
         bool auto_resume;     /* suspended by its time to live: used again (E2B envd, connect) wakes it */
         int64_t ttl;          /* the time to live last given, in seconds (0: none): counted again on a resume */
         /* Egress (space-egress(5)), fixed at create: the profiles chosen (or the defaults then), and the

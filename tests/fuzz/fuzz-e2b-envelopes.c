@@ -27,7 +27,7 @@
 #include "macro.h"
 #include "string-util.h"
 #include "http/http.h"
-#include "http/api.h"
+#include "api/api.h"
 #include "e2b/e2b-control.h"
 #include "e2b/e2b-parse.h"
 #include "e2b/envd-process.h"

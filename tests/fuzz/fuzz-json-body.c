@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 
-/* libFuzzer target: HTTP request bodies as the API parses them (spaced/http/api-util.c, api-processes.c,
+/* libFuzzer target: HTTP request bodies as the API parses them (spaced/api/api-util.c, api-processes.c,
  * lib/json-util.c). A Request with the input as its body and no connection (an error answer is built and
  * then refused by libmicrohttpd for want of one) goes through parse_body_object with the field lists of the
  * routes, then the field readers those routes use: parse_exec_spec (processes and sessions), get_uint_field
@@ -18,7 +18,7 @@
 #include "json-util.h"
 #include "user.h"
 #include "http/http.h"
-#include "http/api.h"
+#include "api/api.h"
 #include "channel/process.h"
 
 static const char *const exec_fields[] = { "argv", "env", "cwd", "stdin", "timeout", "pty", "rows", "cols", "user",

@@ -1,11 +1,11 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 
-/* libFuzzer target: what a hostile server in a sandbox answers the port proxy (spaced/http/proxy-answer.c):
+/* libFuzzer target: what a hostile server in a sandbox answers the port proxy (spaced/proxy/proxy-answer.c):
  * heads, interim heads, bodies by length, chunked or until the close.
  *
  * Input: byte 0: flags (bit 0: the client asked to switch protocols, bit 1: a HEAD request); byte 1: the size
  * of each read (1 to 256); byte 2: the most body bytes taken per call (1 to 256); then the server's bytes.
- * They are fed as http/proxy.c feeds them: in reads, never more held than the heads' bound leaves room for,
+ * They are fed as proxy/proxy.c feeds them: in reads, never more held than the heads' bound leaves room for,
  * taken bytes dropped.
  * Invariants (abort on violation): the heads parse to 0, 1, -EBADMSG or -E2BIG, and to the same result,
  * status and framing whether fed in reads or whole; no more than PROXY_ANSWER_HEAD_MAX is ever held or taken
@@ -23,7 +23,7 @@
 #include <strings.h>
 
 #include "fuzz-util.h"
-#include "http/proxy-answer.h"
+#include "proxy/proxy-answer.h"
 
 typedef struct Heads {
         int result;

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 
-/* spaced/http/openapi.json (compiled into the daemon) against the route table in spaced/http/api.c, both ways: every
+/* spaced/api/openapi.json (compiled into the daemon) against the route table in spaced/api/api.c, both ways: every
  * (method, pattern) the daemon serves is described, and everything described is served. Also: the document
  * parses, path parameters are declared, every $ref resolves, the core schemas exist, and only public routes
  * opt out of authentication. */
@@ -13,7 +13,7 @@
 #include <string.h>
 
 #include "../../lib/macro.h"
-#include "http/api.h"
+#include "api/api.h"
 #include "tap.h"
 #include "core/operation.h"
 #include "sandbox/sandbox.h"

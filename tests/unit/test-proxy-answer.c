@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* The answers of servers in sandboxes as the port proxy parses them (spaced/http/proxy-answer.c): heads fed in
+/* The answers of servers in sandboxes as the port proxy parses them (spaced/proxy/proxy-answer.c): heads fed in
  * slices as the proxy reads them, interim heads and their shared bound, garbage, chunked bodies. */
 
 #include <errno.h>
@@ -7,7 +7,7 @@
 #include <string.h>
 #include <strings.h>
 
-#include "http/proxy-answer.h"
+#include "proxy/proxy-answer.h"
 #include "tap.h"
 
 typedef struct Fed {
@@ -19,7 +19,7 @@ typedef struct Fed {
         size_t rest_len;
 } Fed;
 
-/* Feeds data to a parser slice bytes at a time, holding and dropping bytes as http/proxy.c does. */
+/* Feeds data to a parser slice bytes at a time, holding and dropping bytes as proxy/proxy.c does. */
 static Fed feed(const char *data, size_t n, size_t slice, bool upgrade) {
         ProxyHeadParser p = { .upgrade = upgrade };
         char *held = malloc(PROXY_ANSWER_HEAD_MAX + slice);

@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "core/util.h"
-#include "http/api.h"
+#include "api/api.h"
 #include "http/sse.h"
 #include "macro.h"
 #include "sandbox/forward.h"

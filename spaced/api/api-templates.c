@@ -7,7 +7,7 @@
 #include <strings.h>
 #include <unistd.h>
 
-#include "http/api.h"
+#include "api/api.h"
 #include "core/log.h"
 #include "json-util.h"
 #include "macro.h"

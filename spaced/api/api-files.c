@@ -7,7 +7,7 @@
 #include <string.h>
 #include <strings.h>
 
-#include "http/api.h"
+#include "api/api.h"
 #include "channel/files.h"
 #include "macro.h"
 #include "sandbox/sandbox.h"

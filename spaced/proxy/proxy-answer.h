@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #pragma once
 
-/* The answer of a server in a sandbox as the port proxy (http/proxy.c) reads it: its heads and its body,
+/* The answer of a server in a sandbox as the port proxy (proxy/proxy.c) reads it: its heads and its body,
  * decided from bytes alone, without I/O or logging, so that what a hostile guest sends is fuzzed
  * (tests/fuzz/fuzz-proxy-answer.c). Internal to http/. */
 

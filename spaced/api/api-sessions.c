@@ -5,7 +5,7 @@
 #include <string.h>
 #include <strings.h>
 
-#include "http/api.h"
+#include "api/api.h"
 #include "string-util.h"
 #include "macro.h"
 #include "channel/process.h"

@@ -7,14 +7,15 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/socket.h>
+#include <microhttpd.h>
 #include <unistd.h>
 
 #include "channel/tunnel.h"
 #include "core/log.h"
 #include "core/util.h"
-#include "http/api.h"
-#include "http/proxy-answer.h"
-#include "http/proxy-upgrade.h"
+#include "proxy/proxy.h"
+#include "proxy/proxy-answer.h"
+#include "proxy/proxy-upgrade.h"
 #include "macro.h"
 #include "sandbox/forward.h"
 #include "sandbox/sandbox.h"
@@ -26,7 +27,7 @@
  * written as HTTP/1.1 with "Connection: close" into one end of a socketpair whose other end a PORT tunnel
  * carries to 127.0.0.1:port in the guest; the answer's head is parsed here and its body streamed back as it
  * comes, never held whole: the server in the guest is as untrusted as the guest, so its heads are bounded
- * together and checked (http/proxy-answer.c, fuzzed), and its body goes through the tunnel's credit.
+ * together and checked (proxy/proxy-answer.c, fuzzed), and its body goes through the tunnel's credit.
  *
  * Time is bounded too: the answer's head must come within proxy_head_timeout (spaced.conf) of the request
  * leaving, or the client gets 504; the body may then go proxy_idle_timeout without a byte either way, after
@@ -849,7 +850,7 @@ void api_proxy(Request *r, const RouteArgs *a) {
                 proxy_start(r, a);
 }
 
-const Route api_proxy_host_route = {
+const Route proxy_host_route = {
         .method = "*",
         .pattern = "",
         .handler = api_proxy,

@@ -4,7 +4,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "http/api.h"
+#include "api/api.h"
 #include "macro.h"
 #include "sandbox/sandbox.h"
 

@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "http/api.h"
+#include "api/api.h"
 #include "http/sse.h"
 #include "json-util.h"
 #include "macro.h"

@@ -2,7 +2,7 @@
 #include <errno.h>
 #include <stdlib.h>
 
-#include "http/api.h"
+#include "api/api.h"
 #include "macro.h"
 #include "sandbox/sandbox.h"
 

@@ -2,7 +2,7 @@
 #pragma once
 
 /* The bytes of a switched protocol (a WebSocket) between the client's socket and a PORT tunnel's end, after
- * the port proxy (http/proxy.c) answered 101: both ways at once, in the event loop, never blocking. */
+ * the port proxy (proxy/proxy.c) answered 101: both ways at once, in the event loop, never blocking. */
 
 #include <stddef.h>
 #include <systemd/sd-event.h>

@@ -2,7 +2,7 @@
 #include <errno.h>
 #include <string.h>
 
-#include "http/api.h"
+#include "api/api.h"
 #include "core/log.h"
 #include "core/util.h"
 

@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "egress/egress.h"
-#include "http/api.h"
+#include "api/api.h"
 #include "json-util.h"
 #include "macro.h"
 #include "string-util.h"
@@ -379,18 +379,6 @@ cJSON *sandbox_metadata_to_json(const Sandbox *s) {
         return o;
 }
 
-int resolve_sandbox(Request *r, const char *ref, Sandbox **ret) {
-        int q = sandbox_resolve(http_manager(r->http), ref, ret);
-
-
-        if (q == -ENOTUNIQ)
-                http_respond_error(r, ERROR_AMBIGUOUS_REFERENCE,
-                                   "'%s' matches more than one sandbox id; give more characters", ref);
-        else if (q < 0)
-                http_respond_error(r, ERROR_SANDBOX_NOT_FOUND,
-                                   "no sandbox '%s'; 'spacectl ls' lists them", ref);
-        return q;
-}
 
 cJSON *checkpoint_to_json(Checkpoint *c) {
         cJSON *o = cJSON_CreateObject();

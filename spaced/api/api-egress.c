@@ -8,7 +8,7 @@
 #include "core/util.h"
 #include "core/worker.h"
 #include "egress/egress.h"
-#include "http/api.h"
+#include "api/api.h"
 #include "macro.h"
 #include "sandbox/sandbox.h"
 

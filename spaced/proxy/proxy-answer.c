@@ -5,7 +5,7 @@
 #include <string.h>
 #include <strings.h>
 
-#include "http/proxy-answer.h"
+#include "proxy/proxy-answer.h"
 #include "macro.h"
 #include "proxy-request.h"
 #include "string-util.h"

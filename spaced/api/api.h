@@ -8,6 +8,7 @@
 #include "channel/channel.h"
 #include "core/operation.h"
 #include "http/http.h"
+#include "http/router.h"
 
 #define WAIT_MAX_SEC 3600
 #define MEMORY_MIB_MIN 64
@@ -16,7 +17,6 @@
 #define ARGV_MAX 4096
 #define SANDBOX_METADATA_MAX 64
 #define SANDBOX_METADATA_BYTES_MAX 16384
-#define ROUTE_ARGS_MAX 4
 
 enum {
         WAIT_NONE,
@@ -27,42 +27,8 @@ enum {
         WAIT_IMPORT,
 };
 
-/* The {name} segments of a matched URL, in order. */
-typedef struct RouteArgs {
-        const char *arg[ROUTE_ARGS_MAX];
-        char buf[ROUTE_ARGS_MAX][256];
-} RouteArgs;
-
-/* What a request over TCP needs (the unix socket checks peer credentials instead). */
-typedef enum RouteAuth {
-        ROUTE_AUTH_KEY,    /* the default: an API key, else 401 unauthorized */
-        ROUTE_AUTH_TOKEN,  /* an API key or a token the handler checks itself (Request.authenticated says) */
-        ROUTE_AUTH_NONE,   /* public (the OpenAPI document) */
-} RouteAuth;
-
-typedef struct Route {
-        const char *method;
-        const char *pattern;
-        void (*handler)(Request *r, const RouteArgs *a);
-        /* Set for routes whose body is streamed (the begin sets r->upload) instead of collected. */
-        void (*begin)(Request *r, const RouteArgs *a);
-        RouteAuth auth;
-        /* ROUTE_AUTH_TOKEN: over TCP without a valid API key, called before any of the body is read: whether the
-         * request carries a token that can open it (a lookup, no more); false when it answered (401, 404). NULL:
-         * the route has no body to protect. */
-        bool (*token_ok)(Request *r);
-        ErrorStyle errors;
-} Route;
-
+/* Every /v1 route: main.c registers it with the router first (http_add_routes()). */
 extern const Route api_routes[];
-/* Another table of routes served next to api_routes (the E2B facade's): main.c adds it at start. A table
- * ends with an entry whose method is NULL. */
-int api_add_routes(const Route *table);
-const Route *api_find_route(const char *method, const char *url, RouteArgs *ret, bool *ret_path_known);
-/* The route of r: api_find_route()'s, or the reverse proxy's for a PORT-ID.DOMAIN Host (r->host_port). */
-const Route *api_request_route(Request *r, RouteArgs *ret, bool *ret_path_known);
-/* The error dialect of a URL no route matched (an unknown method or path under a facade's prefix). */
-ErrorStyle api_error_style_for(const char *url);
 
 /* api.c: answer once the operation finishes or `wait` seconds pass (202 with the operation then). */
 void start_wait(Request *r, Operation *op, int kind, unsigned wait);
@@ -137,7 +103,6 @@ int get_bool_field(Request *r, cJSON *o, const char *key, bool *ret);
 /* An object of string labels at key, as JSON text in *ret (NULL when absent): 1, 0 absent, < 0 answered. */
 int get_metadata_field(Request *r, cJSON *o, const char *key, char **ret);
 cJSON *sandbox_metadata_to_json(const Sandbox *s);
-int resolve_sandbox(Request *r, const char *ref, Sandbox **ret);
 
 /* api-ports.c: port forwards (sandbox/forward.h) */
 void api_post_ports(Request *r, const RouteArgs *a);
@@ -145,10 +110,6 @@ void api_get_ports(Request *r, const RouteArgs *a);
 void api_get_all_ports(Request *r, const RouteArgs *a);
 void api_delete_port(Request *r, const RouteArgs *a);
 
-/* proxy.c: HTTP to a server in the sandbox, through a PORT tunnel: /v1/sandboxes/{id}/ports/{port}/{path}, and
- * every request whose Host is PORT-ID.DOMAIN (api_proxy_host_route; any key, or the sandbox's access token). */
-void api_proxy(Request *r, const RouteArgs *a);
-extern const Route api_proxy_host_route;
 
 /* api-egress.c: profiles and what a sandbox's policy says of a destination (space-egress(5)) */
 void api_get_egress_profiles(Request *r, const RouteArgs *a);

@@ -9,7 +9,7 @@
 #include <sys/epoll.h>
 #include <sys/socket.h>
 
-#include "http/proxy-upgrade.h"
+#include "proxy/proxy-upgrade.h"
 #include "macro.h"
 
 /*
