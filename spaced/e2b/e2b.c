@@ -145,11 +145,9 @@ int e2b_envd_sandbox(Request *r, Sandbox **ret) {
                                           s->state == SANDBOX_SUSPENDED ? ": connect to it to resume it" : "")
                                ?: -EBUSY;
         /* resumed by use (its time to live suspended it), it gets that time to live again, from now */
-        if (s->auto_resume && s->on_expiry == EXPIRY_SUSPEND && s->expires_at == 0 && s->ttl > 0) {
-                s->expires_at = now_unix() + s->ttl;
-                (void) sandbox_save(s);
-        }
-        s->last_active = now_unix();
+        if (s->auto_resume && s->on_expiry == EXPIRY_SUSPEND)
+                sandbox_restart_timeout(s);
+        sandbox_touch(s);
         *ret = s;
         return 1;
 }
