@@ -117,6 +117,35 @@ void sandbox_touch(Sandbox *s) {
         s->last_active = now_unix();
 }
 
+static int token_new(char **ret) {
+        char *t = malloc(SANDBOX_TOKEN_LEN + 1);
+        int r;
+
+        if (!t)
+                return -ENOMEM;
+        r = random_hex(t, SANDBOX_TOKEN_LEN);
+        if (r < 0) {
+                free(t);
+                return r;
+        }
+        *ret = t;
+        return 0;
+}
+
+int sandbox_ensure_tokens(Sandbox *s) {
+        int r = 0;
+
+        if (s->access_token && s->traffic_token)
+                return 0;
+        if (!s->access_token)
+                r = token_new(&s->access_token);
+        if (r >= 0 && !s->traffic_token)
+                r = token_new(&s->traffic_token);
+        if (r >= 0)
+                r = sandbox_save(s);
+        return r;
+}
+
 void sandbox_unlink(Manager *m, Sandbox *s) {
         for (Sandbox **i = &m->sandboxes; *i; i = &(*i)->next)
                 if (*i == s) {

@@ -180,6 +180,10 @@ bool sandbox_state_holds_memory(SandboxState s);
 /* A copy of a string list, empty (not NULL) for NULL; NULL when out of memory. */
 char **sandbox_strv_copy(char *const *l);
 
+/* Every sandbox has its envd and traffic tokens from its create; a row of an older daemon that lacks them gets
+ * them here, once, at start (so that no lookup makes one). Saves. */
+int sandbox_ensure_tokens(Sandbox *s);
+
 /* reconcile.c: at start, brings sandboxes and operations in line with what runs (ARCHITECTURE.md, "What
  * survives a daemon crash"). */
 int manager_reconcile(Manager *m);
