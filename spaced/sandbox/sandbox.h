@@ -174,15 +174,14 @@ void sandbox_restart_timeout(Sandbox *s);
 /* It is being used now: its idle time counts from now. Not saved (that would be a write for every use): the
  * next save takes it. */
 void sandbox_touch(Sandbox *s);
+/* Every sandbox has its envd and traffic tokens from its create; a row of an older daemon that lacks them gets
+ * them from reconcile, once, at start (so that no lookup makes one). Saves. */
+int sandbox_ensure_tokens(Sandbox *s);
 void sandbox_cleanup_vm_files(pid_t pid, const char *run_dir, const char *data_dir);
 bool sandbox_state_holds_memory(SandboxState s);
 
 /* A copy of a string list, empty (not NULL) for NULL; NULL when out of memory. */
 char **sandbox_strv_copy(char *const *l);
-
-/* Every sandbox has its envd and traffic tokens from its create; a row of an older daemon that lacks them gets
- * them here, once, at start (so that no lookup makes one). Saves. */
-int sandbox_ensure_tokens(Sandbox *s);
 
 /* reconcile.c: at start, brings sandboxes and operations in line with what runs (ARCHITECTURE.md, "What
  * survives a daemon crash"). */
