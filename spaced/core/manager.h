@@ -15,13 +15,7 @@
 #include "vm/vmm.h"
 
 typedef struct Manager Manager;
-/* Only sandbox/ writes a Sandbox: tests/unit/check-sandbox-writers.sh compiles every other file with this
- * defined, where a write to one of its fields fails to compile. */
-#ifdef SPACE_CHECK_SANDBOX_WRITERS
-typedef const struct Sandbox Sandbox;
-#else
 typedef struct Sandbox Sandbox;
-#endif
 typedef struct Operation Operation;
 typedef struct AgentConn AgentConn;
 typedef struct Process Process;

@@ -40,7 +40,16 @@ typedef enum SandboxState {
         _SANDBOX_STATE_MAX,
 } SandboxState;
 
+/* Only sandbox/ writes a Sandbox: tests/unit/check-sandbox-writers.sh compiles every other file of spaced with
+ * SPACE_CHECK_SANDBOX_WRITERS, under which every field is const and a write to one does not compile. */
+#ifdef SPACE_CHECK_SANDBOX_WRITERS
+#define SANDBOX_RO const
+#else
+#define SANDBOX_RO
+#endif
+
 struct Sandbox {
+        SANDBOX_RO struct {  /* all the fields (kept at one indent) */
         Manager *manager;
         char id[SANDBOX_ID_LEN + 1];
         char *name;
@@ -86,6 +95,7 @@ struct Sandbox {
         bool process_log_bytes_known;
         unsigned processes_unpruned;        /* processes started since the last prune of its finished ones */
         Sandbox *next;
+        };
 };
 
 /* A named snapshot of a running sandbox: a frozen disk layer plus memory and device state. */
