@@ -56,7 +56,7 @@ int api_ensure_awake(Request *r, Sandbox *s) {
         int q;
 
         /* running something in it is use; looking at it (inspect, ls) is not */
-        s->last_active = now_unix();
+        sandbox_touch(s);
         if (s->state != SANDBOX_SUSPENDED && s->state != SANDBOX_WAKING)
                 return 1;
         if (s->state == SANDBOX_SUSPENDED) {

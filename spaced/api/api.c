@@ -249,20 +249,16 @@ static void post_sandboxes(Request *r, const RouteArgs *a) {
                 .egress_profiles = egress_profiles ?: egress_header,
                 .egress_allow = egress_allow,
                 .egress_deny = egress_deny,
+                .ttl = (int64_t) ttl,
+                .on_expiry = ttl > 0 || idle_set ? on_expiry : EXPIRY_REMOVE,
+                .idle_timeout_set = idle_set,
+                .idle_timeout = (int64_t) idle,
         };
         q = sandbox_create(m, &spec, &op, &s, &e);
         if (q < 0) {
                 respond_operation_error(r, &e, q);
                 error_done(&e);
                 goto out;
-        }
-        if (ttl > 0 || idle_set) {
-                if (ttl > 0)
-                        s->expires_at = now_unix() + (int64_t) ttl;
-                s->on_expiry = on_expiry;
-                if (idle_set)
-                        s->idle_timeout = (int64_t) idle;
-                (void) sandbox_save(s);
         }
         start_wait(r, op, WAIT_CREATE, wait);
 out:

@@ -280,9 +280,7 @@ static void respond_sandbox(Request *r, unsigned status, Sandbox *s) {
 }
 
 static void set_timeout(Sandbox *s, int64_t timeout) {
-        s->expires_at = now_unix() + timeout;
-        s->ttl = timeout;
-        (void) sandbox_save(s);
+        sandbox_set_timeout(s, timeout);
 }
 
 /* ---- POST /sandboxes: NewSandbox -> 201 Sandbox, once it runs */
@@ -429,6 +427,17 @@ static void post_sandboxes(Request *r, const RouteArgs *a) {
                 .env = source ? merged : n.env,
                 .metadata = n.metadata,
                 .source = source,
+                /* until it runs, a create nobody waits for any more is bounded by the same time to live */
+                .ttl = n.timeout,
+                .ttl_grace = E2B_WAIT_SEC,
+                .on_expiry = n.auto_pause ? EXPIRY_SUSPEND : EXPIRY_REMOVE,
+                .auto_resume = n.auto_resume,
+                /* E2B's timeout is a sandbox's whole lifetime policy: one killed at its timeout is bounded by it
+                 * and must not be suspended before while idle (E2B would call it running, envd would answer
+                 * 502). One that pauses at its timeout keeps the idle suspend, which bounds it once it was
+                 * resumed without a new timeout. */
+                .idle_timeout_set = !n.auto_pause,
+                .idle_timeout = 0,
         };
         if (source) {
                 spec.vcpu = source->vcpu;
@@ -440,18 +449,6 @@ static void post_sandboxes(Request *r, const RouteArgs *a) {
                 respond_operation_error(r, &e, q);
                 return;
         }
-        /* until it runs, a create nobody waits for any more is bounded by the same time to live */
-        s->expires_at = now_unix() + n.timeout + E2B_WAIT_SEC;
-        s->ttl = n.timeout;
-        s->on_expiry = n.auto_pause ? EXPIRY_SUSPEND : EXPIRY_REMOVE;
-        s->auto_resume = n.auto_resume;
-        /* E2B's timeout is a sandbox's whole lifetime policy: one killed at its timeout is bounded by it and
-         * must not be suspended before while idle (E2B would call it running, envd would answer 502). One
-         * that pauses at its timeout keeps the idle suspend, which bounds it once it was resumed without a
-         * new timeout. */
-        if (!n.auto_pause)
-                s->idle_timeout = 0;
-        (void) sandbox_save(s);
         log_info("sandbox %s: created for E2B from %s%s, timeout %lld s%s", s->id, source ? "snapshot " : "",
                  source ? source->id : tmpl, (long long) n.timeout, n.auto_pause ? ", pauses at its timeout" : "");
 
@@ -671,8 +668,7 @@ static void pause_step(Request *r, E2bWait *w) {
                 return;
         }
         /* paused, it does not time out (E2B's are kept until resumed or killed) */
-        s->expires_at = 0;
-        (void) sandbox_save(s);
+        sandbox_stop_timeout(s);
         (void) e2b_wait_op(r, op, true, pause_continue);
 }
 

@@ -41,29 +41,14 @@ int e2b_add_routes(void) {
         return 0;
 }
 
-/* *slot, made now for a sandbox that has none yet (a fork, a row of an older daemon): only where a token is
- * given out, never in a lookup (a token nobody was given opens nothing). */
-static const char *token_ensure(Sandbox *s, char **slot) {
-        char *t;
-
-        if (*slot)
-                return *slot;
-        t = malloc(SANDBOX_TOKEN_LEN + 1);
-        if (!t || random_hex(t, SANDBOX_TOKEN_LEN) < 0) {
-                free(t);
-                return NULL;
-        }
-        *slot = t;
-        (void) sandbox_save(s);
-        return t;
-}
-
+/* Every sandbox has both from its create (or, a row of an older daemon, from the start: sandbox_ensure_tokens),
+ * so that giving one out or looking one up writes nothing. */
 const char *e2b_sandbox_token(Sandbox *s) {
-        return token_ensure(s, &s->access_token);
+        return s->access_token;
 }
 
 const char *e2b_sandbox_traffic_token(Sandbox *s) {
-        return token_ensure(s, &s->traffic_token);
+        return s->traffic_token;
 }
 
 static bool token_matches(Sandbox *s, const char *token) {
@@ -145,11 +130,9 @@ int e2b_envd_sandbox(Request *r, Sandbox **ret) {
                                           s->state == SANDBOX_SUSPENDED ? ": connect to it to resume it" : "")
                                ?: -EBUSY;
         /* resumed by use (its time to live suspended it), it gets that time to live again, from now */
-        if (s->auto_resume && s->on_expiry == EXPIRY_SUSPEND && s->expires_at == 0 && s->ttl > 0) {
-                s->expires_at = now_unix() + s->ttl;
-                (void) sandbox_save(s);
-        }
-        s->last_active = now_unix();
+        if (s->auto_resume && s->on_expiry == EXPIRY_SUSPEND)
+                sandbox_restart_timeout(s);
+        sandbox_touch(s);
         *ret = s;
         return 1;
 }

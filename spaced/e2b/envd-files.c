@@ -106,7 +106,7 @@ static int signed_sandbox(Request *r, const char *op, Sandbox **ret) {
         if (found->state != SANDBOX_RUNNING)
                 return http_respond_error(r, ERROR_SANDBOX_UNAVAILABLE, "sandbox %s is %s, not running", found->id,
                                           sandbox_state_to_string(found->state)) ?: -EBUSY;
-        found->last_active = now_unix();
+        sandbox_touch(found);
         *ret = found;
         return 1;
 }

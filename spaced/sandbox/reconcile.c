@@ -85,6 +85,11 @@ int manager_reconcile(Manager *m) {
                         break;
                 }
         }
+        for (s = m->sandboxes; s; s = s->next) {
+                int r = sandbox_ensure_tokens(s);
+                if (r < 0)
+                        log_warning_errno(r, "sandbox %s: cannot give it its E2B tokens", s->id);
+        }
         for (Operation *op = m->operations; op; op = op->next)
                 /* (an operation with live progress was started by this daemon: a builtin's import) */
                 if ((op->state == OPERATION_RUNNING || op->state == OPERATION_PENDING) && !op->progress) {

@@ -95,6 +95,57 @@ void sandbox_mark_failed(Sandbox *s, const char *reason) {
         (void) sandbox_save(s);
 }
 
+void sandbox_set_timeout(Sandbox *s, int64_t ttl) {
+        s->expires_at = now_unix() + ttl;
+        s->ttl = ttl;
+        (void) sandbox_save(s);
+}
+
+void sandbox_stop_timeout(Sandbox *s) {
+        s->expires_at = 0;
+        (void) sandbox_save(s);
+}
+
+void sandbox_restart_timeout(Sandbox *s) {
+        if (s->expires_at != 0 || s->ttl <= 0)
+                return;
+        s->expires_at = now_unix() + s->ttl;
+        (void) sandbox_save(s);
+}
+
+void sandbox_touch(Sandbox *s) {
+        s->last_active = now_unix();
+}
+
+static int token_new(char **ret) {
+        char *t = malloc(SANDBOX_TOKEN_LEN + 1);
+        int r;
+
+        if (!t)
+                return -ENOMEM;
+        r = random_hex(t, SANDBOX_TOKEN_LEN);
+        if (r < 0) {
+                free(t);
+                return r;
+        }
+        *ret = t;
+        return 0;
+}
+
+int sandbox_ensure_tokens(Sandbox *s) {
+        int r = 0;
+
+        if (s->access_token && s->traffic_token)
+                return 0;
+        if (!s->access_token)
+                r = token_new(&s->access_token);
+        if (r >= 0 && !s->traffic_token)
+                r = token_new(&s->traffic_token);
+        if (r >= 0)
+                r = sandbox_save(s);
+        return r;
+}
+
 void sandbox_unlink(Manager *m, Sandbox *s) {
         for (Sandbox **i = &m->sandboxes; *i; i = &(*i)->next)
                 if (*i == s) {
@@ -704,8 +755,8 @@ static int egress_choice(Manager *m, const SandboxSpec *spec, EgressChoice *ret,
 }
 
 /* What every new sandbox gets whichever way it was made (a create, or a pool handout whose member nobody has
- * seen): the user's labels, a fresh envd access token and traffic token, and its egress. Takes egress's
- * lists. */
+ * seen): the user's labels, its time to live and idle policy, a fresh envd access token and traffic token,
+ * and its egress. Takes egress's lists. */
 static int create_identity(Sandbox *s, const SandboxSpec *spec, EgressChoice *egress) {
         char *metadata = NULL, *token = malloc(SANDBOX_TOKEN_LEN + 1), *traffic = malloc(SANDBOX_TOKEN_LEN + 1);
         int r;
@@ -739,6 +790,12 @@ static int create_identity(Sandbox *s, const SandboxSpec *spec, EgressChoice *eg
         s->access_token = token;
         free(s->traffic_token);
         s->traffic_token = traffic;
+        s->ttl = spec->ttl;
+        s->expires_at = spec->ttl > 0 || spec->ttl_grace > 0 ? now_unix() + spec->ttl + spec->ttl_grace : 0;
+        s->on_expiry = spec->on_expiry;
+        s->auto_resume = spec->auto_resume;
+        if (spec->idle_timeout_set)
+                s->idle_timeout = spec->idle_timeout;
         return 0;
 }
 

@@ -43,7 +43,16 @@ typedef enum SandboxState {
         _SANDBOX_STATE_MAX,
 } SandboxState;
 
+/* Only sandbox/ writes a Sandbox: tests/unit/check-sandbox-writers.sh compiles every other file of spaced with
+ * SPACE_CHECK_SANDBOX_WRITERS, under which every field is const and a write to one does not compile. */
+#ifdef SPACE_CHECK_SANDBOX_WRITERS
+#define SANDBOX_RO const
+#else
+#define SANDBOX_RO
+#endif
+
 struct Sandbox {
+        SANDBOX_RO struct {  /* all the fields (kept at one indent) */
         Manager *manager;
         char id[SANDBOX_ID_LEN + 1];
         char *name;
@@ -84,6 +93,7 @@ struct Sandbox {
         ChannelSandbox channel;             /* what the channel keeps of it (channel/channel.h) */
         struct Forward *forwards;           /* its port forwards (sandbox/forward.h): they go with it */
         Sandbox *next;
+        };
 };
 
 /* A named snapshot of a running sandbox: a frozen disk layer plus memory and device state. */
@@ -142,6 +152,15 @@ typedef struct SandboxSpec {
         const char *parent_op;     /* a fork's operation, told when this child is made or fails */
         bool pooled;               /* a warm pool member: hidden, left paused, never served from a pool */
         const char *metadata;      /* JSON object text of string labels; NULL: none */
+        /* Its time to live: removed or suspended (on_expiry) ttl + ttl_grace seconds after the create (both 0:
+         * never); ttl is kept, to be given again (sandbox_restart_timeout). ttl_grace bounds the create itself
+         * when the time to live is to count from when it runs (sandbox_set_timeout then). */
+        int64_t ttl;
+        int64_t ttl_grace;
+        int on_expiry;             /* EXPIRY_REMOVE (the default) or EXPIRY_SUSPEND */
+        bool idle_timeout_set;     /* false: idle_timeout of spaced.conf */
+        int64_t idle_timeout;      /* seconds without use before it is suspended; 0: never */
+        bool auto_resume;          /* suspended by its time to live, it is woken by use (E2B envd, connect) */
         /* Egress profiles by name (NULL: the default ones; empty: none but the base policy) and the sandbox's
          * own allow and deny targets. With source, the checkpoint's are used instead: forks and restores keep
          * their parent's egress. */
@@ -153,6 +172,19 @@ typedef struct SandboxSpec {
  * shape is served from its warm pool when that has a member. */
 int sandbox_create(Manager *m, const SandboxSpec *spec, Operation **ret_op, Sandbox **ret_sandbox, Error *reterr);
 int sandbox_delete_start(Manager *m, Sandbox *s, bool force, Operation **ret_op, Error *reterr);
+/* What other subsystems change on a sandbox, each saved (but sandbox_touch). Its time to live, again: it ends
+ * ttl seconds from now (0: now), and is kept to be given again. */
+void sandbox_set_timeout(Sandbox *s, int64_t ttl);
+/* Its time to live stops (a paused sandbox does not time out); the ttl is kept. */
+void sandbox_stop_timeout(Sandbox *s);
+/* A stopped time to live runs again, the whole ttl from now; nothing when it runs or there is none. */
+void sandbox_restart_timeout(Sandbox *s);
+/* It is being used now: its idle time counts from now. Not saved (that would be a write for every use): the
+ * next save takes it. */
+void sandbox_touch(Sandbox *s);
+/* Every sandbox has its envd and traffic tokens from its create; a row of an older daemon that lacks them gets
+ * them from reconcile, once, at start (so that no lookup makes one). Saves. */
+int sandbox_ensure_tokens(Sandbox *s);
 void sandbox_cleanup_vm_files(pid_t pid, const char *run_dir, const char *data_dir);
 bool sandbox_state_holds_memory(SandboxState s);
 
