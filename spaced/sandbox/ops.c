@@ -207,13 +207,6 @@ static void sandbox_qemu_exited(Sandbox *s) {
         (void) sandbox_save(s);
 }
 
-static void sandbox_touch(Sandbox *s) {
-        int64_t now = now_unix();
-
-        if (s->last_active != now)
-                s->last_active = now;
-}
-
 static const ChannelSandboxOps channel_sandbox_ops = {
         .find = sandbox_find_by_id,
         .manager = sandbox_manager,
