@@ -115,14 +115,11 @@ void base_warm_up(int agent_fd, char **env, const char *cwd, const char *user) {
                 log_debug("the warm-up commands failed: %s", strerror(-r));
 }
 
-int base_snapshot_ensure(Manager *m, const BaseRequest *req, BaseSnapshot *ret, Error *reterr) {
-        _cleanup_free_ char *kernel = NULL, *initrd = NULL, *kd = NULL, *id = NULL, *dir = NULL, *ready = NULL,
-                            *run_dir = NULL, *agent_sock = NULL;
-        _cleanup_close_ int agent_fd = -1;
-        BaseSnapshot b = {};
-        char ks[13], is[13], ts[13];
-        Qmp *q = NULL;
-        pid_t pid = 0;
+/* The directory and file names of the base snapshot for req, into *b; ks, is and ts get the short digests of
+ * the kernel, the initramfs and the template, which also name the build's run dir. */
+static int base_snapshot_paths(const BaseRequest *req, BaseSnapshot *b, char ks[13], char is[13], char ts[13],
+                               char **ret_ready, Error *reterr) {
+        _cleanup_free_ char *kernel = NULL, *initrd = NULL, *kd = NULL, *id = NULL, *dir = NULL, *ready = NULL;
         int r;
 
         r = guest_kernel_path(req->lib_dir, &kernel, &initrd);
@@ -147,26 +144,120 @@ int base_snapshot_ensure(Manager *m, const BaseRequest *req, BaseSnapshot *ret, 
                      (unsigned long long) req->memory_mib, req->vcpu, req->accel == VM_ACCEL_KVM ? "kvm" : "tcg",
                      req->disk_backend == DISK_BACKEND_BTRFS ? "-btrfs" : "") < 0)
                 return -ENOMEM;
-        if (asprintf(&ready, "%s/ready", dir) < 0 || asprintf(&b.mem_path, "%s/base.mem", dir) < 0 ||
-            asprintf(&b.state_path, "%s/base.state", dir) < 0 ||
-            asprintf(&b.disk_path, "%s/base.%s", dir, req->disk_backend == DISK_BACKEND_BTRFS ? "raw" : "qcow2") < 0)
+        if (asprintf(&ready, "%s/ready", dir) < 0 || asprintf(&b->mem_path, "%s/base.mem", dir) < 0 ||
+            asprintf(&b->state_path, "%s/base.state", dir) < 0 ||
+            asprintf(&b->disk_path, "%s/base.%s", dir, req->disk_backend == DISK_BACKEND_BTRFS ? "raw" : "qcow2") < 0)
                 return -ENOMEM;
-        b.kernel = TAKE_PTR(kernel);
-        b.initrd = TAKE_PTR(initrd);
-        b.dir = TAKE_PTR(dir);
+        b->kernel = TAKE_PTR(kernel);
+        b->initrd = TAKE_PTR(initrd);
+        b->dir = TAKE_PTR(dir);
+        *ret_ready = TAKE_PTR(ready);
+        return 0;
+}
 
-        pthread_mutex_lock(&m->base_lock);
-        if (access(ready, F_OK) == 0) {
-                pthread_mutex_unlock(&m->base_lock);
-                *ret = b;
-                return 0;
+/* The generic message for a failed build step, unless a more precise one was already set. */
+static int base_fail_msg(const BaseSnapshot *b, int r, Error *reterr) {
+        if (reterr && !reterr->message)
+                (void) error_set(reterr, error_code_from_errno(r), "building the base snapshot in %s: %s", b->dir, strerror(-r));
+        return r;
+}
+
+/* The cold boot: QEMU with guest RAM in the shared memory file, up to the agent's hello. */
+static int base_boot(const BaseRequest *req, const BaseSnapshot *b, const char *run_dir, pid_t *pid, Qmp **q,
+                     int *ret_agent_fd, Error *reterr) {
+        _cleanup_free_ char *agent_sock = NULL;
+        int r;
+
+        VmConfig c = {
+                .qemu_binary = req->qemu_binary,
+                .run_dir = run_dir,
+                .kernel = b->kernel,
+                .initrd = b->initrd,
+                .disk = b->disk_path,
+                .disk_format = disk_format(b->disk_path),
+                .mem_path = b->mem_path,
+                .mem_share = true,
+                .vcpus = req->vcpu,
+                .memory_mib = req->memory_mib,
+                .accel = req->accel,
+                .tsc_khz = req->tsc_khz,
+                .tcg_cache_mib = req->tcg_cache_mib,
+                .confine = req->confine,
+        };
+        r = vm_start(&c, 10000, pid, q, NULL, reterr);
+        if (r < 0)
+                return r;
+        if (asprintf(&agent_sock, "%s/agent.sock", run_dir) < 0)
+                return -ENOMEM;
+        crash_point("base-booting");
+        r = agent_wait_hello(agent_sock, BASE_BOOT_TIMEOUT_MS, ret_agent_fd, reterr);
+        if (r < 0) {
+                /* what the guest printed is the best clue to why it never said hello */
+                _cleanup_free_ char *console = NULL, *msg = reterr ? TAKE_PTR(reterr->message) : NULL;
+                (void) vm_console_read(*q, 2000, &console, NULL);
+                (void) error_set(reterr, ERROR_INTERNAL, "%s; guest console: %s", msg ?: "no hello",
+                                 console && *console ? console : "(empty)");
+                return r;
         }
+        return 0;
+}
 
-        log_info("building the base snapshot of template %s (%llu MiB, %u vCPU): one cold boot", req->template_name,
-                 (unsigned long long) req->memory_mib, req->vcpu);
-        uint64_t t0 = now_usec_monotonic();
-        (void) rm_rf(b.dir);
-        r = space_mkdir_p(b.dir, 0700);
+static void base_warm_and_sync(const BaseRequest *req, int agent_fd) {
+        /* Every sandbox's first command reads the same files: the shell and the PATH directories, and
+         * /etc/passwd and /etc/group for its user. Run once here, as a sandbox's would be, they are in
+         * the page cache the snapshot saves, so that no restored guest reads them from its disk again
+         * (under TCG each guest I/O also runs, and translates, the guest's whole block path: 20-60 ms
+         * of a first exec). Clean pages only: disk and memory still match. */
+        char *sync_argv[] = { "sync", NULL };
+
+        base_warm_up(agent_fd, req->warm_env, req->warm_cwd, req->warm_user);
+        /* Those reads updated atimes (relatime: the image's files have atime == mtime): written back
+         * here, once, not by every restored guest's flusher and journal right after its restore. */
+        if (agent_run_blocking(agent_fd, sync_argv, req->warm_env, NULL, NULL, 30000) < 0)
+                log_debug("template %s: sync before the base snapshot failed", req->template_name);
+}
+
+static int base_save(const BaseSnapshot *b, Qmp *q, Error *reterr) {
+        _cleanup_close_ int fd = open(b->state_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+        int r;
+
+        if (fd < 0)
+                return base_fail_msg(b, -errno, reterr);
+        r = vm_save_state(q, fd, 120000, NULL, NULL, reterr);
+        if (r < 0)
+                return r;
+        if (fsync(fd) < 0)
+                return base_fail_msg(b, -errno, reterr);
+        return 0;
+}
+
+static int base_allocate_mem(const BaseRequest *req, const BaseSnapshot *b, Error *reterr) {
+        /* Allocate the holes (zero pages the guest never wrote): sandboxes map this file privately,
+         * and on tmpfs reading a hole through such a mapping allocates a page, which on a full
+         * filesystem kills QEMU with SIGBUS in the middle of, say, a suspend. */
+        _cleanup_close_ int mfd = open(b->mem_path, O_RDWR | O_CLOEXEC);
+        if (mfd < 0 || fallocate(mfd, 0, 0, (off_t) (req->memory_mib << 20)) < 0) {
+                int r = -errno;
+                (void) error_set(reterr, error_code_from_errno(r),
+                                 "cannot allocate the base memory file %s (%llu MiB): %s", b->mem_path,
+                                 (unsigned long long) req->memory_mib, strerror(-r));
+                return r;
+        }
+        return 0;
+}
+
+/* Builds the base snapshot in b->dir, under m->base_lock, which the caller holds. On failure nothing of
+ * it is left but QEMU's log. */
+static int base_build(const BaseRequest *req, const BaseSnapshot *b, const char *ready, const char *ts,
+                      const char *is, Error *reterr) {
+        _cleanup_free_ char *run_dir = NULL;
+        _cleanup_close_ int agent_fd = -1;
+        Qmp *q = NULL;
+        pid_t pid = 0;
+        int r;
+
+        (void) rm_rf(b->dir);
+        r = space_mkdir_p(b->dir, 0700);
         if (r < 0)
                 goto fail_msg;
         if (asprintf(&run_dir, "%s/base-%s%s", req->runtime_dir, ts, is) < 0) {
@@ -179,106 +270,37 @@ int base_snapshot_ensure(Manager *m, const BaseRequest *req, BaseSnapshot *ret, 
                 goto fail_msg;
         {
                 _cleanup_free_ char *disk = NULL;
-                r = disk_base_new(req->disk_backend, req->rootfs, b.dir, &disk, reterr);
+                r = disk_base_new(req->disk_backend, req->rootfs, b->dir, &disk, reterr);
                 if (r < 0)
                         goto fail;
-                if (!streq(disk, b.disk_path)) {
+                if (!streq(disk, b->disk_path)) {
                         r = -EINVAL;
                         goto fail_msg;
                 }
         }
 
-        VmConfig c = {
-                .qemu_binary = req->qemu_binary,
-                .run_dir = run_dir,
-                .kernel = b.kernel,
-                .initrd = b.initrd,
-                .disk = b.disk_path,
-                .disk_format = disk_format(b.disk_path),
-                .mem_path = b.mem_path,
-                .mem_share = true,
-                .vcpus = req->vcpu,
-                .memory_mib = req->memory_mib,
-                .accel = req->accel,
-                .tsc_khz = req->tsc_khz,
-                .tcg_cache_mib = req->tcg_cache_mib,
-                .confine = req->confine,
-        };
-        r = vm_start(&c, 10000, &pid, &q, NULL, reterr);
+        r = base_boot(req, b, run_dir, &pid, &q, &agent_fd, reterr);
         if (r < 0)
                 goto fail;
-        if (asprintf(&agent_sock, "%s/agent.sock", run_dir) < 0) {
-                r = -ENOMEM;
+        base_warm_and_sync(req, agent_fd);
+        agent_fd = safe_close(agent_fd);
+        r = base_save(b, q, reterr);
+        if (r < 0)
                 goto fail;
-        }
-        crash_point("base-booting");
-        r = agent_wait_hello(agent_sock, BASE_BOOT_TIMEOUT_MS, &agent_fd, reterr);
-        if (r < 0) {
-                /* what the guest printed is the best clue to why it never said hello */
-                _cleanup_free_ char *console = NULL, *msg = reterr ? TAKE_PTR(reterr->message) : NULL;
-                (void) vm_console_read(q, 2000, &console, NULL);
-                (void) error_set(reterr, ERROR_INTERNAL, "%s; guest console: %s", msg ?: "no hello",
-                                 console && *console ? console : "(empty)");
-                goto fail;
-        }
-        {
-                /* Every sandbox's first command reads the same files: the shell and the PATH directories, and
-                 * /etc/passwd and /etc/group for its user. Run once here, as a sandbox's would be, they are in
-                 * the page cache the snapshot saves, so that no restored guest reads them from its disk again
-                 * (under TCG each guest I/O also runs, and translates, the guest's whole block path: 20-60 ms
-                 * of a first exec). Clean pages only: disk and memory still match. */
-                char *sync_argv[] = { "sync", NULL };
-
-                base_warm_up(agent_fd, req->warm_env, req->warm_cwd, req->warm_user);
-                /* Those reads updated atimes (relatime: the image's files have atime == mtime): written back
-                 * here, once, not by every restored guest's flusher and journal right after its restore. */
-                if (agent_run_blocking(agent_fd, sync_argv, req->warm_env, NULL, NULL, 30000) < 0)
-                        log_debug("template %s: sync before the base snapshot failed", req->template_name);
-                agent_fd = safe_close(agent_fd);
-        }
-        {
-                _cleanup_close_ int fd = open(b.state_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-                if (fd < 0) {
-                        r = -errno;
-                        goto fail_msg;
-                }
-                r = vm_save_state(q, fd, 120000, NULL, NULL, reterr);
-                if (r < 0)
-                        goto fail;
-                if (fsync(fd) < 0) {
-                        r = -errno;
-                        goto fail_msg;
-                }
-        }
         q = qmp_close(q);
         (void) vm_kill(pid, run_dir, 10000);
         pid = 0;
-        {
-                /* Allocate the holes (zero pages the guest never wrote): sandboxes map this file privately,
-                 * and on tmpfs reading a hole through such a mapping allocates a page, which on a full
-                 * filesystem kills QEMU with SIGBUS in the middle of, say, a suspend. */
-                _cleanup_close_ int mfd = open(b.mem_path, O_RDWR | O_CLOEXEC);
-                if (mfd < 0 || fallocate(mfd, 0, 0, (off_t) (req->memory_mib << 20)) < 0) {
-                        r = -errno;
-                        (void) error_set(reterr, error_code_from_errno(r),
-                                         "cannot allocate the base memory file %s (%llu MiB): %s", b.mem_path,
-                                         (unsigned long long) req->memory_mib, strerror(-r));
-                        goto fail;
-                }
-        }
+        r = base_allocate_mem(req, b, reterr);
+        if (r < 0)
+                goto fail;
         (void) rm_rf(run_dir);
         r = write_file_atomic(ready, "1\n");
         if (r < 0)
                 goto fail_msg;
-        pthread_mutex_unlock(&m->base_lock);
-        log_info("base snapshot of %s ready in %.1f s: %s", req->template_name,
-                 (double) (now_usec_monotonic() - t0) / 1e6, b.dir);
-        *ret = b;
         return 0;
 
 fail_msg:
-        if (reterr && !reterr->message)
-                (void) error_set(reterr, error_code_from_errno(r), "building the base snapshot in %s: %s", b.dir, strerror(-r));
+        (void) base_fail_msg(b, r, reterr);
 fail:
         q = qmp_close(q);
         if (pid > 0)
@@ -291,10 +313,40 @@ fail:
                         (void) rename(log_src, log_dst);
                 (void) rm_rf(run_dir);
         }
-        (void) rm_rf(b.dir);
-        pthread_mutex_unlock(&m->base_lock);
-        base_snapshot_done(&b);
+        (void) rm_rf(b->dir);
         return r;
+}
+
+int base_snapshot_ensure(Manager *m, const BaseRequest *req, BaseSnapshot *ret, Error *reterr) {
+        _cleanup_free_ char *ready = NULL;
+        BaseSnapshot b = {};
+        char ks[13], is[13], ts[13];
+        int r;
+
+        r = base_snapshot_paths(req, &b, ks, is, ts, &ready, reterr);
+        if (r < 0)
+                return r;
+
+        pthread_mutex_lock(&m->base_lock);
+        if (access(ready, F_OK) == 0) {
+                pthread_mutex_unlock(&m->base_lock);
+                *ret = b;
+                return 0;
+        }
+
+        log_info("building the base snapshot of template %s (%llu MiB, %u vCPU): one cold boot", req->template_name,
+                 (unsigned long long) req->memory_mib, req->vcpu);
+        uint64_t t0 = now_usec_monotonic();
+        r = base_build(req, &b, ready, ts, is, reterr);
+        pthread_mutex_unlock(&m->base_lock);
+        if (r < 0) {
+                base_snapshot_done(&b);
+                return r;
+        }
+        log_info("base snapshot of %s ready in %.1f s: %s", req->template_name,
+                 (double) (now_usec_monotonic() - t0) / 1e6, b.dir);
+        *ret = b;
+        return 0;
 }
 
 VmConfig base_restore_config(const BaseSnapshot *b, const BaseRequest *req, const char *run_dir, const char *disk,
