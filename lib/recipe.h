@@ -3,7 +3,7 @@
 
 /* Template recipes (space-template(5)): a directory whose template.conf says what to build (from, packages,
  * build, file, run) and the defaults sandboxes get (description, env, user, workdir, entrypoint, vcpu,
- * memory_mib, disk_mib). This only reads and checks a recipe; cli/recipe-build.c builds it.
+ * memory_mib, disk_mib). This only reads and checks a recipe; cli/build/recipe-build.c builds it.
  *
  * Errors come back as text for the caller to print, "PATH:LINE: KEY: what is wrong", so that a user can go
  * straight to the line; library code never prints. */
