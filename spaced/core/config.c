@@ -305,6 +305,140 @@ int config_egress_finish(Config *c, Error *reterr) {
         return 0;
 }
 
+/* The keys with a number or an enum for a value: 1 when key is one of them and value was taken, 0 when it is
+ * none of them, -EINVAL when value does not fit. */
+static int config_number_key(Config *c, const char *key, const char *value) {
+        if (streq(key, "accel")) {
+                if (accel_setting_from_string(value, &c->accel) < 0)
+                        return -EINVAL;
+        } else if (streq(key, "confine")) {
+                if (confine_from_string(value, &c->confine) < 0)
+                        return -EINVAL;
+        } else if (streq(key, "memory_limit_mib")) {
+                char *end;
+                unsigned long long v;
+
+                errno = 0;
+                v = strtoull(value, &end, 10);
+                if (errno || *end || end == value)
+                        return -EINVAL;
+                c->memory_limit_mib = v;
+        } else if (streq(key, "idle_timeout")) {
+                char *end;
+                long long v;
+
+                errno = 0;
+                v = strtoll(value, &end, 10);
+                if (errno || *end || end == value || v < 0)
+                        return -EINVAL;
+                c->idle_timeout = v;
+        } else if (streq(key, "tcg_cache_mib")) {
+                char *end;
+                unsigned long v;
+
+                errno = 0;
+                v = strtoul(value, &end, 10);
+                if (errno || *end || end == value || v < 4 || v > 1024)
+                        return -EINVAL;
+                c->tcg_cache_mib = (unsigned) v;
+        } else if (streq(key, "proxy_head_timeout") || streq(key, "proxy_idle_timeout")) {
+                char *end;
+                unsigned long v;
+
+                errno = 0;
+                v = strtoul(value, &end, 10);
+                if (errno || *end || end == value || !isdigit((unsigned char) *value) || v < 1 ||
+                    v > PROXY_TIMEOUT_MAX)
+                        return -EINVAL;
+                *(streq(key, "proxy_head_timeout") ? &c->proxy_head_timeout : &c->proxy_idle_timeout) =
+                        (unsigned) v;
+        } else if (streq(key, "import_max_bytes")) {
+                if (parse_size(value, &c->import.max_bytes) < 0)
+                        return -EINVAL;
+        } else if (streq(key, "import_max_disk_bytes")) {
+                if (parse_size(value, &c->import.max_disk_bytes) < 0)
+                        return -EINVAL;
+        } else if (streq(key, "import_max_entries")) {
+                if (parse_size(value, &c->import.max_entries) < 0)
+                        return -EINVAL;
+        } else if (streq(key, "import_max_entry_bytes")) {
+                if (parse_size(value, &c->import.max_entry_bytes) < 0)
+                        return -EINVAL;
+        } else if (streq(key, "import_max_path")) {
+                if (parse_size(value, &c->import.max_path) < 0 || c->import.max_path > 65535)
+                        return -EINVAL;
+        } else if (streq(key, "import_max_layers")) {
+                if (parse_size(value, &c->import.max_layers) < 0 || c->import.max_layers > 100000)
+                        return -EINVAL;
+        } else
+                return 0;
+        return 1;
+}
+
+/* The keys with a path, an address or a name for a value: as config_number_key(), and -ENOMEM. */
+static int config_string_key(Config *c, const char *key, const char *value) {
+        if (streq(key, "state_dir")) {
+                if (value[0] != '/')
+                        return -EINVAL;
+                free(c->state_dir);
+                c->state_dir = strdup(value);
+                if (!c->state_dir)
+                        return -ENOMEM;
+        } else if (streq(key, "listen")) {
+                struct sockaddr_storage sa;
+                socklen_t len;
+
+                if (listen_address_parse(value, &sa, &len) < 0)
+                        return -EINVAL;
+                free(c->listen);
+                c->listen = strdup(value);
+                if (!c->listen)
+                        return -ENOMEM;
+        } else if (streq(key, "e2b_template")) {
+                /* a template reference (NAME[:TAG] or sha256:HEX), checked for shape only: the
+                 * template may be built after the daemon starts */
+                if (!*value || strlen(value) > 255 ||
+                    strspn(value, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-/:") !=
+                            strlen(value))
+                        return -EINVAL;
+                free(c->e2b_template);
+                c->e2b_template = strdup(value);
+                if (!c->e2b_template)
+                        return -ENOMEM;
+        } else if (streq(key, "e2b_domain")) {
+                /* a host name, optionally with :PORT, as E2B_DOMAIN takes it */
+                if (!*value || strlen(value) > 253 ||
+                    strspn(value, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.-:") !=
+                            strlen(value))
+                        return -EINVAL;
+                free(c->e2b_domain);
+                c->e2b_domain = strdup(value);
+                if (!c->e2b_domain)
+                        return -ENOMEM;
+        } else if (streq(key, "qemu")) {
+                free(c->qemu_binary);
+                c->qemu_binary = strdup(value);
+                if (!c->qemu_binary)
+                        return -ENOMEM;
+        } else
+                return 0;
+        return 1;
+}
+
+static int config_line_bad(const char *path, unsigned n, Error *reterr) {
+        return error_set(reterr, ERROR_INVALID_ARGUMENT,
+                         "%s:%u: expected one of 'accel = auto|kvm|tcg', 'memory_limit_mib = N', "
+                         "'state_dir = /ABSOLUTE/PATH', 'qemu = PATH', 'idle_timeout = SECONDS', "
+                         "'tcg_cache_mib = 4..1024', 'confine = auto|on|off', "
+                         "'proxy_head_timeout|proxy_idle_timeout = 1..86400 (seconds)', "
+                         "'import_max_bytes|import_max_disk_bytes|import_max_entry_bytes = N[K|M|G|T]', "
+                         "'import_max_entries|import_max_path|import_max_layers = N', "
+                         "'listen = 127.0.0.1:PORT|off' (loopback addresses only), "
+                         "'e2b_template = NAME[:TAG]', 'e2b_domain = HOST[:PORT]', "
+                         "'egress_profile = NAME: allow TARGET[, ...][; deny ...]', 'egress_default = NAME[, ...]', "
+                         "'egress_base = allow|deny TARGET[, ...]' (space-egress(5))", path, n) ?: -EINVAL;
+}
+
 int config_load(Config *c, const char *path, Error *reterr) {
         _cleanup_fclose_ FILE *f = NULL;
         char line[CONFIG_LINE_MAX];
@@ -327,7 +461,7 @@ int config_load(Config *c, const char *path, Error *reterr) {
                         continue;
                 eq = strchr(key, '=');
                 if (!eq)
-                        goto bad;
+                        return config_line_bad(path, n, reterr);
                 *eq = 0;
                 value = string_strip(eq + 1);
                 key = string_strip(key);
@@ -339,125 +473,13 @@ int config_load(Config *c, const char *path, Error *reterr) {
                         return egress_line_error(reterr, path, n, r);
                 if (r > 0)
                         continue;
-                if (streq(key, "accel")) {
-                        if (accel_setting_from_string(value, &c->accel) < 0)
-                                goto bad;
-                } else if (streq(key, "confine")) {
-                        if (confine_from_string(value, &c->confine) < 0)
-                                goto bad;
-                } else if (streq(key, "memory_limit_mib")) {
-                        char *end;
-                        unsigned long long v;
-
-                        errno = 0;
-                        v = strtoull(value, &end, 10);
-                        if (errno || *end || end == value)
-                                goto bad;
-                        c->memory_limit_mib = v;
-                } else if (streq(key, "idle_timeout")) {
-                        char *end;
-                        long long v;
-
-                        errno = 0;
-                        v = strtoll(value, &end, 10);
-                        if (errno || *end || end == value || v < 0)
-                                goto bad;
-                        c->idle_timeout = v;
-                } else if (streq(key, "tcg_cache_mib")) {
-                        char *end;
-                        unsigned long v;
-
-                        errno = 0;
-                        v = strtoul(value, &end, 10);
-                        if (errno || *end || end == value || v < 4 || v > 1024)
-                                goto bad;
-                        c->tcg_cache_mib = (unsigned) v;
-                } else if (streq(key, "proxy_head_timeout") || streq(key, "proxy_idle_timeout")) {
-                        char *end;
-                        unsigned long v;
-
-                        errno = 0;
-                        v = strtoul(value, &end, 10);
-                        if (errno || *end || end == value || !isdigit((unsigned char) *value) || v < 1 ||
-                            v > PROXY_TIMEOUT_MAX)
-                                goto bad;
-                        *(streq(key, "proxy_head_timeout") ? &c->proxy_head_timeout : &c->proxy_idle_timeout) =
-                                (unsigned) v;
-                } else if (streq(key, "import_max_bytes")) {
-                        if (parse_size(value, &c->import.max_bytes) < 0)
-                                goto bad;
-                } else if (streq(key, "import_max_disk_bytes")) {
-                        if (parse_size(value, &c->import.max_disk_bytes) < 0)
-                                goto bad;
-                } else if (streq(key, "import_max_entries")) {
-                        if (parse_size(value, &c->import.max_entries) < 0)
-                                goto bad;
-                } else if (streq(key, "import_max_entry_bytes")) {
-                        if (parse_size(value, &c->import.max_entry_bytes) < 0)
-                                goto bad;
-                } else if (streq(key, "import_max_path")) {
-                        if (parse_size(value, &c->import.max_path) < 0 || c->import.max_path > 65535)
-                                goto bad;
-                } else if (streq(key, "import_max_layers")) {
-                        if (parse_size(value, &c->import.max_layers) < 0 || c->import.max_layers > 100000)
-                                goto bad;
-                } else if (streq(key, "state_dir")) {
-                        if (value[0] != '/')
-                                goto bad;
-                        free(c->state_dir);
-                        c->state_dir = strdup(value);
-                        if (!c->state_dir)
-                                return -ENOMEM;
-                } else if (streq(key, "listen")) {
-                        struct sockaddr_storage sa;
-                        socklen_t len;
-
-                        if (listen_address_parse(value, &sa, &len) < 0)
-                                goto bad;
-                        free(c->listen);
-                        c->listen = strdup(value);
-                        if (!c->listen)
-                                return -ENOMEM;
-                } else if (streq(key, "e2b_template")) {
-                        /* a template reference (NAME[:TAG] or sha256:HEX), checked for shape only: the
-                         * template may be built after the daemon starts */
-                        if (!*value || strlen(value) > 255 ||
-                            strspn(value, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-/:") !=
-                                    strlen(value))
-                                goto bad;
-                        free(c->e2b_template);
-                        c->e2b_template = strdup(value);
-                        if (!c->e2b_template)
-                                return -ENOMEM;
-                } else if (streq(key, "e2b_domain")) {
-                        /* a host name, optionally with :PORT, as E2B_DOMAIN takes it */
-                        if (!*value || strlen(value) > 253 ||
-                            strspn(value, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.-:") !=
-                                    strlen(value))
-                                goto bad;
-                        free(c->e2b_domain);
-                        c->e2b_domain = strdup(value);
-                        if (!c->e2b_domain)
-                                return -ENOMEM;
-                } else if (streq(key, "qemu")) {
-                        free(c->qemu_binary);
-                        c->qemu_binary = strdup(value);
-                        if (!c->qemu_binary)
-                                return -ENOMEM;
-                } else
-                        goto bad;
+                r = config_number_key(c, key, value);
+                if (r == 0)
+                        r = config_string_key(c, key, value);
+                if (r == -ENOMEM)
+                        return r;
+                if (r <= 0) /* an unknown key, or a value that does not fit it */
+                        return config_line_bad(path, n, reterr);
         }
         return 0;
-bad:
-        return error_set(reterr, ERROR_INVALID_ARGUMENT,
-                         "%s:%u: expected one of 'accel = auto|kvm|tcg', 'memory_limit_mib = N', "
-                         "'state_dir = /ABSOLUTE/PATH', 'qemu = PATH', 'idle_timeout = SECONDS', "
-                         "'tcg_cache_mib = 4..1024', 'confine = auto|on|off', "
-                         "'proxy_head_timeout|proxy_idle_timeout = 1..86400 (seconds)', "
-                         "'import_max_bytes|import_max_disk_bytes|import_max_entry_bytes = N[K|M|G|T]', "
-                         "'import_max_entries|import_max_path|import_max_layers = N', "
-                         "'listen = 127.0.0.1:PORT|off' (loopback addresses only), "
-                         "'e2b_template = NAME[:TAG]', 'e2b_domain = HOST[:PORT]', "
-                         "'egress_profile = NAME: allow TARGET[, ...][; deny ...]', 'egress_default = NAME[, ...]', "
-                         "'egress_base = allow|deny TARGET[, ...]' (space-egress(5))", path, n) ?: -EINVAL;
 }
