@@ -826,113 +826,139 @@ static bool connect_admitted(Manager *m, AgentConn *a, Sandbox *s, uint32_t stre
         return false;
 }
 
-static void on_guest_connect(AgentConn *a, uint32_t stream, const uint8_t *kv, size_t n) {
-        Sandbox *s = agent_sandbox(a);
-        Manager *m = s ? gateway_sandbox_manager(s) : NULL;
+/* Reads host, port and via of a CONNECT; a malformed one is refused here, and -EINVAL returned. via is
+ * returned as a static string, which outlives kv. */
+static int connect_parse(Manager *m, AgentConn *a, Sandbox *s, uint32_t stream, const uint8_t *kv, size_t n,
+                         const char **ret_host, const char **ret_via, uint16_t *ret_port) {
         const char *host = NULL, *port_s = NULL, *via = NULL;
-        _cleanup_(error_done) Error e = {};
-        GatewayConn *c;
-        EgressAddr literal;
         unsigned long port;
         char *end;
-        int r;
 
-        if (!m)
-                return;
-        if (!connect_admitted(m, a, s, stream, kv, n))
-                return;
         if (space_kv_get(kv, n, "host", &host) <= 0 || space_kv_get(kv, n, "port", &port_s) <= 0 ||
-            space_kv_get(kv, n, "via", &via) <= 0)
-                return refuse_early(m, a, s, stream, "proxy", NULL, 0, EGRESS_REASON_INVALID, SPACE_CODE_INVALID,
-                                    "a CONNECT needs host, port and via");
-        if (!streq(via, "proxy") && !streq(via, "transparent"))
-                return refuse_early(m, a, s, stream, "proxy", NULL, 0, EGRESS_REASON_INVALID, SPACE_CODE_INVALID,
-                                    "via must be proxy or transparent");
+            space_kv_get(kv, n, "via", &via) <= 0) {
+                refuse_early(m, a, s, stream, "proxy", NULL, 0, EGRESS_REASON_INVALID, SPACE_CODE_INVALID,
+                             "a CONNECT needs host, port and via");
+                return -EINVAL;
+        }
+        if (!streq(via, "proxy") && !streq(via, "transparent")) {
+                refuse_early(m, a, s, stream, "proxy", NULL, 0, EGRESS_REASON_INVALID, SPACE_CODE_INVALID,
+                             "via must be proxy or transparent");
+                return -EINVAL;
+        }
         via = streq(via, "proxy") ? "proxy" : "transparent";
         errno = 0;
         port = strtoul(port_s, &end, 10);
-        if (errno || *end || end == port_s || port == 0 || port > 65535)
-                return refuse_early(m, a, s, stream, via, NULL, 0, EGRESS_REASON_INVALID, SPACE_CODE_INVALID,
-                                    "the port is not 1..65535");
-        if (strlen(host) > EGRESS_HOST_MAX)
-                return refuse_early(m, a, s, stream, via, NULL, (uint16_t) port, EGRESS_REASON_INVALID,
-                                    SPACE_CODE_INVALID, "the host name is too long");
+        if (errno || *end || end == port_s || port == 0 || port > 65535) {
+                refuse_early(m, a, s, stream, via, NULL, 0, EGRESS_REASON_INVALID, SPACE_CODE_INVALID,
+                             "the port is not 1..65535");
+                return -EINVAL;
+        }
+        if (strlen(host) > EGRESS_HOST_MAX) {
+                refuse_early(m, a, s, stream, via, NULL, (uint16_t) port, EGRESS_REASON_INVALID,
+                             SPACE_CODE_INVALID, "the host name is too long");
+                return -EINVAL;
+        }
+        *ret_host = host;
+        *ret_via = via;
+        *ret_port = (uint16_t) port;
+        return 0;
+}
+
+/* The connection object of an admitted CONNECT, with its policy and its tunnel; on failure the stream is
+ * refused here. On success the tunnel holds the returned connection's first reference. */
+static int conn_new_guest(Manager *m, AgentConn *a, Sandbox *s, uint32_t stream, const char *via,
+                          const char *host, uint16_t port, GatewayConn **ret) {
+        _cleanup_(error_done) Error e = {};
+        GatewayConn *c;
+        int r;
 
         c = calloc(1, sizeof *c);
-        if (!c)
-                return refuse_early(m, a, s, stream, via, host, (uint16_t) port, EGRESS_REASON_INTERNAL,
-                                    SPACE_CODE_BUSY, "out of memory");
+        if (!c) {
+                refuse_early(m, a, s, stream, via, host, port, EGRESS_REASON_INTERNAL, SPACE_CODE_BUSY,
+                             "out of memory");
+                return -ENOMEM;
+        }
         c->refs = 1;
         c->manager = m;
         c->fd = -1;
         c->via = via;
-        c->port = (uint16_t) port;
+        c->port = port;
         c->sandbox_id = strdup(gateway_sandbox_id(s));
         c->data_dir = strdup(gateway_sandbox_data_dir(s));
         if (!c->sandbox_id || !c->data_dir) {
                 conn_unref(c);
-                return refuse_early(m, a, s, stream, via, host, c->port, EGRESS_REASON_INTERNAL, SPACE_CODE_BUSY,
-                                    "out of memory");
+                refuse_early(m, a, s, stream, via, host, c->port, EGRESS_REASON_INTERNAL, SPACE_CODE_BUSY,
+                             "out of memory");
+                return -ENOMEM;
         }
         r = gateway_policy_get(m, s, &c->policy, &e);
         if (r < 0) {
                 conn_unref(c);
-                return refuse_early(m, a, s, stream, via, host, (uint16_t) port, EGRESS_REASON_INTERNAL,
-                                    SPACE_CODE_DENIED,
-                                    e.message ?: "the sandbox's egress policy cannot be built");
+                refuse_early(m, a, s, stream, via, host, port, EGRESS_REASON_INTERNAL, SPACE_CODE_DENIED,
+                             e.message ?: "the sandbox's egress policy cannot be built");
+                return r;
         }
         r = tunnel_accept_guest(a, stream, &conn_ops, c, &c->tunnel);
         if (r == -EMFILE) {
                 conn_unref(c);
-                return refuse_busy(m, a, s, stream, via, host, (uint16_t) port);
+                refuse_busy(m, a, s, stream, via, host, port);
+                return r;
         }
         if (r < 0) {
                 conn_unref(c);
-                return refuse_early(m, a, s, stream, via, host, (uint16_t) port, EGRESS_REASON_INVALID,
-                                    SPACE_CODE_INVALID,
-                                    "a stream already in use");
+                refuse_early(m, a, s, stream, via, host, port, EGRESS_REASON_INVALID, SPACE_CODE_INVALID,
+                             "a stream already in use");
+                return r;
         }
-        /* From here the tunnel holds c's first reference: conn_ended drops it. */
+        *ret = c;
+        return 0;
+}
 
-        if (egress_host_is_numeric(host) || strchr(host, ':')) {
-                EgressDecision d;
-                const char *h = host;
-                char buf[EGRESS_HOST_MAX + 1];
+/* A CONNECT to an IP address: decided here, unless it is a stand-in's address, whose name is then returned
+ * in *host to be decided as a name. Returns true when decided. */
+static bool connect_literal(GatewayConn *c, const char *via, const char **host) {
+        EgressDecision d;
+        EgressAddr literal;
+        const char *h = *host;
+        char buf[EGRESS_HOST_MAX + 1];
 
-                /* "[::1]" as a proxy may be given it */
-                if (h[0] == '[' && h[strlen(h) - 1] == ']') {
-                        (void) snprintf(buf, sizeof buf, "%.*s", (int) strlen(h) - 2, h + 1);
-                        h = buf;
-                }
-                if (egress_addr_parse_literal(h, &literal) < 0) {
-                        strcpy(c->target_name, "");
-                        return deny(c, EGRESS_REASON_INVALID, "'%s' is no IP address", host);
-                }
-                if (standin_name(c->sandbox_id, &literal)) {
-                        host = standin_name(c->sandbox_id, &literal);
-                        goto name;
-                }
-                decide(c, NULL, &literal, c->port, &d);
-                set_addr(c, &d.addr);
-                if (d.allowed) {
-                        c->ip_allowed = true;
-                        rule_text(&d, c->rule, sizeof c->rule);
-                        return start_connect(c);
-                }
-                /* Captured without a name: the first bytes may still name an allowed host at this address. A
-                 * program that used the proxy gave the address itself: there is no name to wait for. */
-                if (d.reason == EGRESS_REASON_NO_RULE && streq(via, "transparent")) {
-                        c->state = GW_NAMING;
-                        tunnel_set_peek_waiter(c->tunnel, on_peek);
-                        if (arm_timer(c, NAMING_TIMEOUT_USEC) < 0)
-                                return deny_as(c, EGRESS_REASON_INTERNAL, SPACE_CODE_DENIED,
-                                               "cannot time the connection");
-                        return;
-                }
-                return deny_decided(c, &d);
+        /* "[::1]" as a proxy may be given it */
+        if (h[0] == '[' && h[strlen(h) - 1] == ']') {
+                (void) snprintf(buf, sizeof buf, "%.*s", (int) strlen(h) - 2, h + 1);
+                h = buf;
         }
+        if (egress_addr_parse_literal(h, &literal) < 0) {
+                strcpy(c->target_name, "");
+                deny(c, EGRESS_REASON_INVALID, "'%s' is no IP address", *host);
+                return true;
+        }
+        if (standin_name(c->sandbox_id, &literal)) {
+                *host = standin_name(c->sandbox_id, &literal);
+                return false;
+        }
+        decide(c, NULL, &literal, c->port, &d);
+        set_addr(c, &d.addr);
+        if (d.allowed) {
+                c->ip_allowed = true;
+                rule_text(&d, c->rule, sizeof c->rule);
+                start_connect(c);
+                return true;
+        }
+        /* Captured without a name: the first bytes may still name an allowed host at this address. A
+         * program that used the proxy gave the address itself: there is no name to wait for. */
+        if (d.reason == EGRESS_REASON_NO_RULE && streq(via, "transparent")) {
+                c->state = GW_NAMING;
+                tunnel_set_peek_waiter(c->tunnel, on_peek);
+                if (arm_timer(c, NAMING_TIMEOUT_USEC) < 0)
+                        deny_as(c, EGRESS_REASON_INTERNAL, SPACE_CODE_DENIED, "cannot time the connection");
+                return true;
+        }
+        deny_decided(c, &d);
+        return true;
+}
 
-name:
+/* A CONNECT to a name: checked against the policy, then resolved. */
+static void connect_name(Manager *m, GatewayConn *c, const char *host) {
         if (egress_host_normalize(host, c->target_name) < 0) {
                 c->target_name[0] = 0;
                 return deny(c, EGRESS_REASON_INVALID, "'%.100s' is not an exact host name", host);
@@ -952,6 +978,28 @@ name:
                 conn_unref(c);
                 deny(c, EGRESS_REASON_RESOLVE_FAILED, "cannot resolve %s", c->target_name);
         }
+}
+
+static void on_guest_connect(AgentConn *a, uint32_t stream, const uint8_t *kv, size_t n) {
+        Sandbox *s = agent_sandbox(a);
+        Manager *m = s ? gateway_sandbox_manager(s) : NULL;
+        const char *host, *via;
+        GatewayConn *c;
+        uint16_t port;
+
+        if (!m)
+                return;
+        if (!connect_admitted(m, a, s, stream, kv, n))
+                return;
+        if (connect_parse(m, a, s, stream, kv, n, &host, &via, &port) < 0)
+                return;
+        if (conn_new_guest(m, a, s, stream, via, host, port, &c) < 0)
+                return;
+        /* From here the tunnel holds c's first reference: conn_ended drops it. */
+
+        if ((egress_host_is_numeric(host) || strchr(host, ':')) && connect_literal(c, via, &host))
+                return;
+        connect_name(m, c, host);
 }
 
 /* ---- DNS ---- */
