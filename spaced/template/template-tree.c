@@ -622,6 +622,162 @@ static void entry_meta(TreeEntry *e, struct archive_entry *ae, mode_t type) {
         e->mtime = archive_entry_mtime_is_set(ae) ? (int64_t) archive_entry_mtime(ae) : 0;
 }
 
+/* All from the header, before any of the entry's data is read. */
+static int check_budget(Tree *t, struct archive *a, struct archive_entry *ae, const char *raw, Error *reterr) {
+        TreeBudget *b = t->budget;
+        uint64_t size = archive_entry_filetype(ae) == AE_IFREG && !archive_entry_hardlink(ae) &&
+                                        archive_entry_size_is_set(ae) && archive_entry_size(ae) > 0
+                                ? (uint64_t) archive_entry_size(ae) : 0;
+
+        b->entries++;
+        if (b->max_entries > 0 && b->entries > b->max_entries)
+                return fail_limit(reterr, raw, "the number of entries", b->entries, b->max_entries,
+                                  "import_max_entries", false);
+        if (b->max_path > 0 && strlen(raw) > b->max_path)
+                return fail_limit(reterr, raw, "its path's length in bytes", strlen(raw), b->max_path,
+                                  "import_max_path", false);
+        if (b->max_entry_bytes > 0 && size > b->max_entry_bytes)
+                return fail_limit(reterr, raw, "its size", size, b->max_entry_bytes, "import_max_entry_bytes",
+                                  true);
+        b->bytes += size;
+        if (b->max_bytes > 0 && b->bytes > b->max_bytes)
+                return fail_limit(reterr, raw, "the sum of the entries' sizes", b->bytes, b->max_bytes,
+                                  "import_max_bytes", true);
+        return check_decompressed(t, a, raw, reterr);
+}
+
+static bool is_whiteout(const char *path) {
+        const char *slash = strrchr(path, '/'), *name = slash ? slash + 1 : path;
+
+        return strncmp(name, ".wh.", 4) == 0;
+}
+
+/* An OCI whiteout: it removes from the lower layers, it is no content of its own. */
+static int extract_whiteout(Tree *t, const char *path, const char *raw, Error *reterr) {
+        const char *slash = strrchr(path, '/'), *name = slash ? slash + 1 : path;
+        _cleanup_free_ char *dir = slash ? strndup(path, (size_t) (slash - path)) : strdup("");
+        _cleanup_free_ char *target = NULL;
+
+        if (!dir)
+                return -ENOMEM;
+        if (streq(name, ".wh..wh..opq"))
+                return remove_lower(t, dir, false, reterr, raw);
+        if (strncmp(name, ".wh..wh.", 8) == 0)
+                return 0; /* other aufs metadata (.wh..wh..plnk): not content */
+        if (asprintf(&target, "%s%s%s", dir, *dir ? "/" : "", name + 4) < 0)
+                return -ENOMEM;
+        return remove_lower(t, target, true, reterr, raw);
+}
+
+static int extract_hardlink(Tree *t, int pfd, const char *base, const char *path, const char *hl, const char *raw,
+                            Error *reterr) {
+        _cleanup_free_ char *target = NULL;
+        _cleanup_close_ int tfd = -1;
+        const TreeEntry *te;
+        const char *tbase, *why = NULL;
+        TreeEntry copy, *e;
+        int r;
+
+        r = path_normalize(hl, &target, &why);
+        if (r == -ENOMEM)
+                return r;
+        if (r < 0)
+                return fail(reterr, r, raw, "its hard link target '%.200s' is refused: %s", hl, why);
+        te = tree_lookup(t, target);
+        if (!te || !S_ISREG(te->mode))
+                return fail(reterr, -EPERM, raw,
+                            "its hard link target '%.200s' is not a regular file extracted before it", hl);
+        if (streq(target, path))
+                return 0;
+        copy = *te;
+        r = open_parent(t, target, false, &tfd, &tbase, reterr, raw);
+        if (r < 0)
+                return r == -ENOENT ? fail(reterr, r, raw, "its hard link target is gone") : r;
+        r = remove_existing(t, pfd, base, path, false);
+        if (r < 0)
+                return fail(reterr, r, raw, "cannot replace what was there: %s", strerror(-r));
+        if (linkat(tfd, tbase, pfd, base, 0) < 0)
+                return fail(reterr, -errno, raw, "cannot make the hard link: %m");
+        r = tree_put(t, path, &e);
+        if (r < 0)
+                return r;
+        memcpy(e->sha256, copy.sha256, sizeof e->sha256);
+        e->mode = copy.mode;
+        e->uid = copy.uid;
+        e->gid = copy.gid;
+        e->mtime = copy.mtime;
+        e->size = copy.size;
+        return 0;
+}
+
+static int extract_dir(Tree *t, struct archive_entry *ae, int pfd, const char *base, const char *path,
+                       const char *raw, Error *reterr) {
+        TreeEntry *e;
+        int r;
+
+        r = remove_existing(t, pfd, base, path, true);
+        if (r < 0)
+                return fail(reterr, r, raw, "cannot replace what was there: %s", strerror(-r));
+        if (mkdirat(pfd, base, 0755) < 0 && errno != EEXIST)
+                return fail(reterr, -errno, raw, "cannot create it: %m");
+        r = tree_put(t, path, &e);
+        if (r < 0)
+                return r;
+        entry_meta(e, ae, S_IFDIR);
+        e->size = 0;
+        return 0;
+}
+
+static int extract_symlink(Tree *t, struct archive_entry *ae, int pfd, const char *base, const char *path,
+                           const char *raw, Error *reterr) {
+        const char *target = archive_entry_symlink(ae);
+        TreeEntry *e;
+        int r;
+
+        if (!target || !*target)
+                return fail(reterr, -EINVAL, raw, "a symlink without a target");
+        if (strlen(target) >= PATH_MAX)
+                return fail(reterr, -ENAMETOOLONG, raw, "its symlink target is too long");
+        r = remove_existing(t, pfd, base, path, false);
+        if (r < 0)
+                return fail(reterr, r, raw, "cannot replace what was there: %s", strerror(-r));
+        /* Created, never followed: it may point anywhere, it is only a name inside the image. */
+        if (symlinkat(target, pfd, base) < 0)
+                return fail(reterr, -errno, raw, "cannot create the symlink: %m");
+        r = tree_put(t, path, &e);
+        if (r < 0)
+                return r;
+        entry_meta(e, ae, S_IFLNK);
+        e->mode = S_IFLNK | 0777;
+        e->size = strlen(target);
+        sha256_of(target, e->size, e->sha256);
+        return 0;
+}
+
+static int extract_regular(Tree *t, struct archive *a, struct archive_entry *ae, int pfd, const char *base,
+                           const char *path, const char *raw, Error *reterr) {
+        _cleanup_close_ int fd = -1;
+        TreeEntry *e;
+        int r;
+
+        r = remove_existing(t, pfd, base, path, false);
+        if (r < 0)
+                return fail(reterr, r, raw, "cannot replace what was there: %s", strerror(-r));
+        fd = openat(pfd, base, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+        if (fd < 0)
+                return fail(reterr, -errno, raw, "cannot create it: %m");
+        r = tree_put(t, path, &e);
+        if (r < 0)
+                return r;
+        entry_meta(e, ae, S_IFREG);
+        r = write_data(t, a, fd, archive_entry_size_is_set(ae) ? archive_entry_size(ae) : 0, e, raw, reterr);
+        if (r < 0) {
+                e->live = false;
+                return r;
+        }
+        return 0;
+}
+
 static int extract_one(Tree *t, struct archive *a, struct archive_entry *ae, bool whiteouts, Error *reterr) {
         const char *raw = archive_entry_pathname(ae) ?: "", *why = NULL, *base, *hl = archive_entry_hardlink(ae);
         _cleanup_free_ char *path = NULL;
@@ -631,26 +787,7 @@ static int extract_one(Tree *t, struct archive *a, struct archive_entry *ae, boo
         int r;
 
         if (t->budget) {
-                TreeBudget *b = t->budget;
-                uint64_t size = type == AE_IFREG && !hl && archive_entry_size_is_set(ae) && archive_entry_size(ae) > 0
-                                        ? (uint64_t) archive_entry_size(ae) : 0;
-
-                /* all from the header, before any of the entry's data is read */
-                b->entries++;
-                if (b->max_entries > 0 && b->entries > b->max_entries)
-                        return fail_limit(reterr, raw, "the number of entries", b->entries, b->max_entries,
-                                          "import_max_entries", false);
-                if (b->max_path > 0 && strlen(raw) > b->max_path)
-                        return fail_limit(reterr, raw, "its path's length in bytes", strlen(raw), b->max_path,
-                                          "import_max_path", false);
-                if (b->max_entry_bytes > 0 && size > b->max_entry_bytes)
-                        return fail_limit(reterr, raw, "its size", size, b->max_entry_bytes, "import_max_entry_bytes",
-                                          true);
-                b->bytes += size;
-                if (b->max_bytes > 0 && b->bytes > b->max_bytes)
-                        return fail_limit(reterr, raw, "the sum of the entries' sizes", b->bytes, b->max_bytes,
-                                          "import_max_bytes", true);
-                r = check_decompressed(t, a, raw, reterr);
+                r = check_budget(t, a, ae, raw, reterr);
                 if (r < 0)
                         return r;
         }
@@ -671,23 +808,8 @@ static int extract_one(Tree *t, struct archive *a, struct archive_entry *ae, boo
                 return 0;
         }
 
-        if (whiteouts) {
-                const char *slash = strrchr(path, '/'), *name = slash ? slash + 1 : path;
-                if (strncmp(name, ".wh.", 4) == 0) {
-                        _cleanup_free_ char *dir = slash ? strndup(path, (size_t) (slash - path)) : strdup("");
-                        _cleanup_free_ char *target = NULL;
-
-                        if (!dir)
-                                return -ENOMEM;
-                        if (streq(name, ".wh..wh..opq"))
-                                return remove_lower(t, dir, false, reterr, raw);
-                        if (strncmp(name, ".wh..wh.", 8) == 0)
-                                return 0; /* other aufs metadata (.wh..wh..plnk): not content */
-                        if (asprintf(&target, "%s%s%s", dir, *dir ? "/" : "", name + 4) < 0)
-                                return -ENOMEM;
-                        return remove_lower(t, target, true, reterr, raw);
-                }
-        }
+        if (whiteouts && is_whiteout(path))
+                return extract_whiteout(t, path, raw, reterr);
 
         if (!hl && type != AE_IFREG && type != AE_IFDIR && type != AE_IFLNK) {
                 /* device nodes, fifos, sockets: neutralised. What lower layers had there goes too. */
@@ -706,102 +828,16 @@ static int extract_one(Tree *t, struct archive *a, struct archive_entry *ae, boo
         if (r < 0)
                 return r;
 
-        if (hl) {
-                _cleanup_free_ char *target = NULL;
-                _cleanup_close_ int tfd = -1;
-                const TreeEntry *te;
-                const char *tbase;
-                TreeEntry copy;
-
-                r = path_normalize(hl, &target, &why);
-                if (r == -ENOMEM)
-                        return r;
-                if (r < 0)
-                        return fail(reterr, r, raw, "its hard link target '%.200s' is refused: %s", hl, why);
-                te = tree_lookup(t, target);
-                if (!te || !S_ISREG(te->mode))
-                        return fail(reterr, -EPERM, raw,
-                                    "its hard link target '%.200s' is not a regular file extracted before it", hl);
-                if (streq(target, path))
-                        return 0;
-                copy = *te;
-                r = open_parent(t, target, false, &tfd, &tbase, reterr, raw);
-                if (r < 0)
-                        return r == -ENOENT ? fail(reterr, r, raw, "its hard link target is gone") : r;
-                r = remove_existing(t, pfd, base, path, false);
-                if (r < 0)
-                        return fail(reterr, r, raw, "cannot replace what was there: %s", strerror(-r));
-                if (linkat(tfd, tbase, pfd, base, 0) < 0)
-                        return fail(reterr, -errno, raw, "cannot make the hard link: %m");
-                r = tree_put(t, path, &e);
-                if (r < 0)
-                        return r;
-                memcpy(e->sha256, copy.sha256, sizeof e->sha256);
-                e->mode = copy.mode;
-                e->uid = copy.uid;
-                e->gid = copy.gid;
-                e->mtime = copy.mtime;
-                e->size = copy.size;
-                return 0;
-        }
+        if (hl)
+                return extract_hardlink(t, pfd, base, path, hl, raw, reterr);
 
         switch (type) {
         case AE_IFDIR:
-                r = remove_existing(t, pfd, base, path, true);
-                if (r < 0)
-                        return fail(reterr, r, raw, "cannot replace what was there: %s", strerror(-r));
-                if (mkdirat(pfd, base, 0755) < 0 && errno != EEXIST)
-                        return fail(reterr, -errno, raw, "cannot create it: %m");
-                r = tree_put(t, path, &e);
-                if (r < 0)
-                        return r;
-                entry_meta(e, ae, S_IFDIR);
-                e->size = 0;
-                return 0;
-
-        case AE_IFLNK: {
-                const char *target = archive_entry_symlink(ae);
-
-                if (!target || !*target)
-                        return fail(reterr, -EINVAL, raw, "a symlink without a target");
-                if (strlen(target) >= PATH_MAX)
-                        return fail(reterr, -ENAMETOOLONG, raw, "its symlink target is too long");
-                r = remove_existing(t, pfd, base, path, false);
-                if (r < 0)
-                        return fail(reterr, r, raw, "cannot replace what was there: %s", strerror(-r));
-                /* Created, never followed: it may point anywhere, it is only a name inside the image. */
-                if (symlinkat(target, pfd, base) < 0)
-                        return fail(reterr, -errno, raw, "cannot create the symlink: %m");
-                r = tree_put(t, path, &e);
-                if (r < 0)
-                        return r;
-                entry_meta(e, ae, S_IFLNK);
-                e->mode = S_IFLNK | 0777;
-                e->size = strlen(target);
-                sha256_of(target, e->size, e->sha256);
-                return 0;
-        }
-
-        default: { /* AE_IFREG */
-                _cleanup_close_ int fd = -1;
-
-                r = remove_existing(t, pfd, base, path, false);
-                if (r < 0)
-                        return fail(reterr, r, raw, "cannot replace what was there: %s", strerror(-r));
-                fd = openat(pfd, base, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
-                if (fd < 0)
-                        return fail(reterr, -errno, raw, "cannot create it: %m");
-                r = tree_put(t, path, &e);
-                if (r < 0)
-                        return r;
-                entry_meta(e, ae, S_IFREG);
-                r = write_data(t, a, fd, archive_entry_size_is_set(ae) ? archive_entry_size(ae) : 0, e, raw, reterr);
-                if (r < 0) {
-                        e->live = false;
-                        return r;
-                }
-                return 0;
-        }
+                return extract_dir(t, ae, pfd, base, path, raw, reterr);
+        case AE_IFLNK:
+                return extract_symlink(t, ae, pfd, base, path, raw, reterr);
+        default: /* AE_IFREG */
+                return extract_regular(t, a, ae, pfd, base, path, raw, reterr);
         }
 }
 
