@@ -503,12 +503,93 @@ static void keep_disk_at_least_image(ImportJob *j, const char *image) {
                 j->t->disk_mib = (uint64_t) st.st_size >> 20;
 }
 
+/* An OCI archive: what was extracted is the layout; its layers make the rootfs, in *tree2. */
+static int import_oci_archive(ImportJob *j, Tree *tree, const char *root2, Tree **tree2, int *layout_fd,
+                              Tree **rootfs) {
+        const TreeEntry *a = tree_lookup(tree, "oci-layout"), *b = tree_lookup(tree, "index.json");
+        int r;
+
+        if (!a || !b || !S_ISREG(a->mode) || !S_ISREG(b->mode))
+                return 0;
+        if (mkdir(root2, 0700) < 0 || (r = tree_new(root2, tree2)) < 0)
+                return job_fail(j, ERROR_INTERNAL, -errno, "cannot create %s: %m", root2);
+        tree_set_budget(*tree2, &j->budget);
+        *layout_fd = fcntl(tree_root_fd(tree), F_DUPFD_CLOEXEC, 3);
+        if (*layout_fd < 0)
+                return -errno;
+        r = import_oci(j, *layout_fd, *tree2);
+        if (r < 0)
+                return r;
+        *rootfs = *tree2;
+        return 0;
+}
+
+/* The source into the staging tree: a rootfs tarball, an OCI archive, or an OCI layout directory.
+ * The caller owns *tree2 and *layout_fd, also on failure. */
+static int read_source(ImportJob *j, Tree *tree, const char *root2, Tree **tree2, int *layout_fd, Tree **rootfs) {
+        _cleanup_close_ int src_fd = -1;
+        struct stat st;
+        int r;
+
+        if (j->source_fd >= 0) {
+                src_fd = TAKE_FD(j->source_fd);
+                if (lseek(src_fd, 0, SEEK_SET) < 0)
+                        return job_fail(j, ERROR_INTERNAL, -errno, "cannot read the uploaded archive: %m");
+        } else
+                src_fd = open(j->source, O_RDONLY | O_CLOEXEC);
+        if (src_fd < 0 || fstat(src_fd, &st) < 0)
+                return job_fail(j, ERROR_INVALID_SOURCE, -errno, "cannot open %s: %m", j->source);
+        if (S_ISDIR(st.st_mode)) {
+                *layout_fd = TAKE_FD(src_fd);
+                return import_oci(j, *layout_fd, tree);
+        }
+        if (!S_ISREG(st.st_mode))
+                return job_fail(j, ERROR_INVALID_SOURCE, -EINVAL,
+                                "%s is neither a file (a rootfs tarball or an OCI archive) nor a directory (an OCI layout)",
+                                j->source);
+        progress_phase(j, "reading", (uint64_t) st.st_size);
+        r = extract_fd(j, src_fd, tree, false, NULL, 0, j->source);
+        if (r < 0)
+                return r;
+        src_fd = safe_close(src_fd);
+        return import_oci_archive(j, tree, root2, tree2, layout_fd, rootfs);
+}
+
+/* The same tree is in the store already: only the defaults change. */
+static int reuse_existing(ImportJob *j, const char *final, bool *ret_reused) {
+        _cleanup_free_ char *existing = NULL;
+        int r;
+
+        *ret_reused = false;
+        if (asprintf(&existing, "%s/rootfs.ext4", final) < 0)
+                return -ENOMEM;
+        if (access(existing, F_OK) != 0)
+                return 0;
+        *ret_reused = true;
+        j->existed = true;
+        keep_disk_at_least_image(j, existing);
+        r = write_config(j, final);
+        if (r < 0)
+                r = job_fail(j, ERROR_INTERNAL, r, "cannot write %s/config.json: %s", final, strerror(-r));
+        return r;
+}
+
+/* A parallel import of the same tree won the rename: take its image, with our defaults. */
+static int adopt_parallel(ImportJob *j, const char *final) {
+        _cleanup_free_ char *existing = NULL;
+
+        j->existed = true;
+        if (asprintf(&existing, "%s/rootfs.ext4", final) >= 0)
+                keep_disk_at_least_image(j, existing);
+        return write_config(j, final);
+}
+
 /* The whole import, on a worker thread (or at start for builtins). */
 static int import_run(ImportJob *j) {
         _cleanup_free_ char *tmp = NULL, *root = NULL, *root2 = NULL, *final = NULL, *err = NULL;
-        _cleanup_close_ int src_fd = -1, layout_fd = -1;
+        _cleanup_close_ int layout_fd = -1;
         Tree *tree = NULL, *tree2 = NULL, *rootfs;
-        struct stat st;
+        bool reused;
         int r;
 
         progress_phase(j, "reading", 0);
@@ -527,55 +608,9 @@ static int import_run(ImportJob *j) {
         tree_set_budget(tree, &j->budget);
         rootfs = tree;
 
-        if (j->source_fd >= 0) {
-                src_fd = TAKE_FD(j->source_fd);
-                if (lseek(src_fd, 0, SEEK_SET) < 0) {
-                        r = job_fail(j, ERROR_INTERNAL, -errno, "cannot read the uploaded archive: %m");
-                        goto out;
-                }
-        } else
-                src_fd = open(j->source, O_RDONLY | O_CLOEXEC);
-        if (src_fd < 0 || fstat(src_fd, &st) < 0) {
-                r = job_fail(j, ERROR_INVALID_SOURCE, -errno, "cannot open %s: %m", j->source);
+        r = read_source(j, tree, root2, &tree2, &layout_fd, &rootfs);
+        if (r < 0)
                 goto out;
-        }
-        if (S_ISDIR(st.st_mode)) {
-                layout_fd = TAKE_FD(src_fd);
-                r = import_oci(j, layout_fd, tree);
-                if (r < 0)
-                        goto out;
-        } else if (S_ISREG(st.st_mode)) {
-                progress_phase(j, "reading", (uint64_t) st.st_size);
-                r = extract_fd(j, src_fd, tree, false, NULL, 0, j->source);
-                if (r < 0)
-                        goto out;
-                src_fd = safe_close(src_fd);
-                {
-                        const TreeEntry *a = tree_lookup(tree, "oci-layout"), *b = tree_lookup(tree, "index.json");
-                        if (a && b && S_ISREG(a->mode) && S_ISREG(b->mode)) {
-                                /* an OCI archive: what we extracted is the layout; its layers make the rootfs */
-                                if (mkdir(root2, 0700) < 0 || (r = tree_new(root2, &tree2)) < 0) {
-                                        r = job_fail(j, ERROR_INTERNAL, -errno, "cannot create %s: %m", root2);
-                                        goto out;
-                                }
-                                tree_set_budget(tree2, &j->budget);
-                                layout_fd = fcntl(tree_root_fd(tree), F_DUPFD_CLOEXEC, 3);
-                                if (layout_fd < 0) {
-                                        r = -errno;
-                                        goto out;
-                                }
-                                r = import_oci(j, layout_fd, tree2);
-                                if (r < 0)
-                                        goto out;
-                                rootfs = tree2;
-                        }
-                }
-        } else {
-                r = job_fail(j, ERROR_INVALID_SOURCE, -EINVAL,
-                             "%s is neither a file (a rootfs tarball or an OCI archive) nor a directory (an OCI layout)",
-                             j->source);
-                goto out;
-        }
 
         if (job_cancelled(j)) {
                 r = job_fail(j, ERROR_CANCELLED, -ECANCELED, "the import was cancelled");
@@ -597,22 +632,9 @@ static int import_run(ImportJob *j) {
                 r = -ENOMEM;
                 goto out;
         }
-        {
-                _cleanup_free_ char *existing = NULL;
-                if (asprintf(&existing, "%s/rootfs.ext4", final) < 0) {
-                        r = -ENOMEM;
-                        goto out;
-                }
-                if (access(existing, F_OK) == 0) {
-                        /* the same tree is in the store already: only the defaults change */
-                        j->existed = true;
-                        keep_disk_at_least_image(j, existing);
-                        r = write_config(j, final);
-                        if (r < 0)
-                                r = job_fail(j, ERROR_INTERNAL, r, "cannot write %s/config.json: %s", final, strerror(-r));
-                        goto out;
-                }
-        }
+        r = reuse_existing(j, final, &reused);
+        if (r < 0 || reused)
+                goto out;
         r = make_image(j, rootfs, tmp, tree2 ? root2 : root);
         if (r < 0)
                 goto out;
@@ -632,15 +654,10 @@ static int import_run(ImportJob *j) {
                 goto out;
         }
         if (rename(tmp, final) < 0) {
-                if (errno == EEXIST || errno == ENOTEMPTY) {
-                        _cleanup_free_ char *existing = NULL;
-                        j->existed = true; /* a parallel import of the same tree won */
-                        if (asprintf(&existing, "%s/rootfs.ext4", final) >= 0)
-                                keep_disk_at_least_image(j, existing);
-                        r = write_config(j, final);
-                        goto out;
-                }
-                r = job_fail(j, ERROR_INTERNAL, -errno, "cannot move the image to %s: %m", final);
+                if (errno == EEXIST || errno == ENOTEMPTY)
+                        r = adopt_parallel(j, final);
+                else
+                        r = job_fail(j, ERROR_INTERNAL, -errno, "cannot move the image to %s: %m", final);
                 goto out;
         }
         free(tmp);
