@@ -233,13 +233,11 @@ static int strv_from_array(const cJSON *a, char ***l) {
         return 0;
 }
 
-int oci_image_read(int layout_fd, OciImage *ret, Error *reterr) {
+/* The layout's marker and its index.json, parsed; fills reterr itself, as nothing is open yet to clean up. */
+static int read_index(int layout_fd, cJSON **ret_index, Error *reterr) {
         _cleanup_free_ char *data = NULL;
-        _cleanup_(error_done) Error err = {};
         _cleanup_close_ int fd = -1;
-        cJSON *index = NULL, *manifest = NULL, *config = NULL;
-        const cJSON *desc, *layers, *l, *c;
-        OciImage img = {};
+        cJSON *index;
         size_t len;
         int r;
 
@@ -260,33 +258,109 @@ int oci_image_read(int layout_fd, OciImage *ret, Error *reterr) {
         index = cJSON_ParseWithLength(data, len);
         if (!cJSON_IsObject(index)) {
                 (void) error_set(reterr, ERROR_INVALID_SOURCE, "the OCI layout's index.json is not a JSON object");
-                r = -EBADMSG;
-                goto out;
+                cJSON_Delete(index);
+                return -EBADMSG;
         }
-        /* index -> (nested index ->) manifest */
+        *ret_index = index;
+        return 0;
+}
+
+/* index -> (nested index ->) manifest. *index and *manifest stay the caller's, also on failure; the
+ * descriptor points into *index. */
+static int resolve_manifest(int layout_fd, cJSON **index, cJSON **manifest, const cJSON **ret_desc, Error *err) {
+        const cJSON *desc;
+
         for (unsigned depth = 0;; depth++) {
-                desc = pick_manifest(index, &err);
-                if (!desc) {
-                        r = -EBADMSG;
-                        goto fail;
-                }
-                manifest = blob_json(layout_fd, desc, "manifest", &err);
-                if (!manifest) {
-                        r = -EBADMSG;
-                        goto fail;
-                }
-                if (!is_index_type(media_type(desc)) && !is_index_type(media_type(manifest)) &&
-                    !cJSON_GetObjectItemCaseSensitive(manifest, "manifests"))
+                desc = pick_manifest(*index, err);
+                if (!desc)
+                        return -EBADMSG;
+                *manifest = blob_json(layout_fd, desc, "manifest", err);
+                if (!*manifest)
+                        return -EBADMSG;
+                if (!is_index_type(media_type(desc)) && !is_index_type(media_type(*manifest)) &&
+                    !cJSON_GetObjectItemCaseSensitive(*manifest, "manifests"))
                         break;
                 if (depth + 1 >= OCI_INDEX_DEPTH_MAX) {
-                        (void) error_set(&err, ERROR_INVALID_SOURCE, "indexes nest too deep");
-                        r = -EBADMSG;
-                        goto fail;
+                        (void) error_set(err, ERROR_INVALID_SOURCE, "indexes nest too deep");
+                        return -EBADMSG;
                 }
-                cJSON_Delete(index);
-                index = manifest;
-                manifest = NULL;
+                cJSON_Delete(*index);
+                *index = *manifest;
+                *manifest = NULL;
         }
+        *ret_desc = desc;
+        return 0;
+}
+
+/* The manifest's layers into img; -EBADMSG with err filled, or -ENOMEM. */
+static int read_layers(const cJSON *manifest, OciImage *img, Error *err) {
+        const cJSON *layers = cJSON_GetObjectItemCaseSensitive(manifest, "layers"), *l;
+        int r;
+
+        if (!cJSON_IsArray(layers) || cJSON_GetArraySize(layers) > OCI_LAYERS_MAX) {
+                (void) error_set(err, ERROR_INVALID_SOURCE, "%s",
+                                 cJSON_IsArray(layers) ? "the manifest has more than 512 layers" :
+                                 "the manifest has no layers list");
+                return -EBADMSG;
+        }
+        img->layers = calloc((size_t) cJSON_GetArraySize(layers) + 1, sizeof *img->layers);
+        if (!img->layers)
+                return -ENOMEM;
+        cJSON_ArrayForEach(l, layers) {
+                OciLayer *ol = &img->layers[img->n_layers];
+                const char *hex;
+                const char *mt = media_type(l);
+
+                r = descriptor_digest(l, &hex, &ol->size, err, "layer");
+                if (r < 0)
+                        return r;
+                if (strstr(mt, "nondistributable") || strstr(mt, "foreign")) {
+                        (void) error_set(err, ERROR_INVALID_SOURCE, "layer sha256:%s is %s: foreign layers are not in the layout", hex, mt);
+                        return -EBADMSG;
+                }
+                memcpy(ol->hex, hex, 65);
+                ol->media_type = strdup(mt);
+                img->n_layers++;
+        }
+        return 0;
+}
+
+/* The runtime defaults from the image config's "config" object, if it has one. */
+static int read_runtime_config(const cJSON *config, OciImage *img) {
+        const cJSON *c = cJSON_GetObjectItemCaseSensitive(config, "config"), *v;
+
+        if (!cJSON_IsObject(c))
+                return 0;
+        if (cJSON_IsArray(v = cJSON_GetObjectItemCaseSensitive(c, "Env")) && strv_from_array(v, &img->env) < 0)
+                return -ENOMEM;
+        if (cJSON_IsString(v = cJSON_GetObjectItemCaseSensitive(c, "User")) && *v->valuestring &&
+            !(img->user = strdup(v->valuestring)))
+                return -ENOMEM;
+        if (cJSON_IsString(v = cJSON_GetObjectItemCaseSensitive(c, "WorkingDir")) && *v->valuestring &&
+            !(img->workdir = strdup(v->valuestring)))
+                return -ENOMEM;
+        if (cJSON_IsArray(v = cJSON_GetObjectItemCaseSensitive(c, "Entrypoint")) &&
+            strv_from_array(v, &img->entrypoint) < 0)
+                return -ENOMEM;
+        if (cJSON_IsArray(v = cJSON_GetObjectItemCaseSensitive(c, "Cmd")) &&
+            strv_from_array(v, &img->entrypoint) < 0)
+                return -ENOMEM;
+        return 0;
+}
+
+int oci_image_read(int layout_fd, OciImage *ret, Error *reterr) {
+        _cleanup_(error_done) Error err = {};
+        cJSON *index = NULL, *manifest = NULL, *config = NULL;
+        const cJSON *desc, *c;
+        OciImage img = {};
+        int r;
+
+        r = read_index(layout_fd, &index, reterr);
+        if (r < 0)
+                return r;
+        r = resolve_manifest(layout_fd, &index, &manifest, &desc, &err);
+        if (r < 0)
+                goto fail;
         img.manifest_digest = strdup(cJSON_GetObjectItemCaseSensitive(desc, "digest")->valuestring);
         c = cJSON_GetObjectItemCaseSensitive(manifest, "config");
         config = cJSON_IsObject(c) ? blob_json(layout_fd, c, "image config", &err) : NULL;
@@ -296,60 +370,17 @@ int oci_image_read(int layout_fd, OciImage *ret, Error *reterr) {
                 r = -EBADMSG;
                 goto fail;
         }
-        layers = cJSON_GetObjectItemCaseSensitive(manifest, "layers");
-        if (!cJSON_IsArray(layers) || cJSON_GetArraySize(layers) > OCI_LAYERS_MAX) {
-                (void) error_set(&err, ERROR_INVALID_SOURCE, "%s",
-                                 cJSON_IsArray(layers) ? "the manifest has more than 512 layers" :
-                                 "the manifest has no layers list");
-                r = -EBADMSG;
-                goto fail;
-        }
-        img.layers = calloc((size_t) cJSON_GetArraySize(layers) + 1, sizeof *img.layers);
-        if (!img.layers) {
-                r = -ENOMEM;
+        r = read_layers(manifest, &img, &err);
+        if (r == -ENOMEM)
                 goto out;
-        }
-        cJSON_ArrayForEach(l, layers) {
-                OciLayer *ol = &img.layers[img.n_layers];
-                const char *hex;
-                const char *mt = media_type(l);
-
-                r = descriptor_digest(l, &hex, &ol->size, &err, "layer");
-                if (r < 0)
-                        goto fail;
-                if (strstr(mt, "nondistributable") || strstr(mt, "foreign")) {
-                        (void) error_set(&err, ERROR_INVALID_SOURCE, "layer sha256:%s is %s: foreign layers are not in the layout", hex, mt);
-                        r = -EBADMSG;
-                        goto fail;
-                }
-                memcpy(ol->hex, hex, 65);
-                ol->media_type = strdup(mt);
-                img.n_layers++;
-        }
-        c = cJSON_GetObjectItemCaseSensitive(config, "config");
-        if (cJSON_IsObject(c)) {
-                const cJSON *v;
-                if (cJSON_IsArray(v = cJSON_GetObjectItemCaseSensitive(c, "Env")) && strv_from_array(v, &img.env) < 0)
-                        goto nomem;
-                if (cJSON_IsString(v = cJSON_GetObjectItemCaseSensitive(c, "User")) && *v->valuestring &&
-                    !(img.user = strdup(v->valuestring)))
-                        goto nomem;
-                if (cJSON_IsString(v = cJSON_GetObjectItemCaseSensitive(c, "WorkingDir")) && *v->valuestring &&
-                    !(img.workdir = strdup(v->valuestring)))
-                        goto nomem;
-                if (cJSON_IsArray(v = cJSON_GetObjectItemCaseSensitive(c, "Entrypoint")) &&
-                    strv_from_array(v, &img.entrypoint) < 0)
-                        goto nomem;
-                if (cJSON_IsArray(v = cJSON_GetObjectItemCaseSensitive(c, "Cmd")) &&
-                    strv_from_array(v, &img.entrypoint) < 0)
-                        goto nomem;
-        }
+        if (r < 0)
+                goto fail;
+        r = read_runtime_config(config, &img);
+        if (r < 0)
+                goto out;
         *ret = img;
         memset(&img, 0, sizeof img);
         r = 0;
-        goto out;
-nomem:
-        r = -ENOMEM;
         goto out;
 fail:
         (void) error_set(reterr, ERROR_INVALID_SOURCE, "OCI image: %s", err.message ?: "not valid");
