@@ -887,7 +887,7 @@ static int conn_new_guest(Manager *m, AgentConn *a, Sandbox *s, uint32_t stream,
         c->data_dir = strdup(gateway_sandbox_data_dir(s));
         if (!c->sandbox_id || !c->data_dir) {
                 conn_unref(c);
-                refuse_early(m, a, s, stream, via, host, c->port, EGRESS_REASON_INTERNAL, SPACE_CODE_BUSY,
+                refuse_early(m, a, s, stream, via, host, port, EGRESS_REASON_INTERNAL, SPACE_CODE_BUSY,
                              "out of memory");
                 return -ENOMEM;
         }
