@@ -296,7 +296,8 @@ static int migrate_v8(sqlite3 *db, Error *reterr) {
 }
 
 /* A token of its own for a sandbox's ports (E2B's trafficAccessToken, proxy/proxy.c), so that a link to a web app
- * in a sandbox does not carry the token that runs commands in it. NULL until first given out. */
+ * in a sandbox does not carry the token that runs commands in it. NULL in an older daemon's rows until the next
+ * start gives them one (sandbox_ensure_tokens). */
 static int migrate_v9(sqlite3 *db, Error *reterr) {
         return exec(db, "ALTER TABLE sandboxes ADD COLUMN traffic_token TEXT;", reterr);
 }
