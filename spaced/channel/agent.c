@@ -470,10 +470,10 @@ int agent_send(AgentConn *a, uint8_t type, uint8_t fd, uint32_t stream, const vo
         return agent_flush(a);
 }
 
-void channel_refuse_guest_stream(AgentConn *a, uint32_t stream, const char *code, const char *message) {
+void channel_refuse_guest_stream(AgentConn *a, uint32_t stream, SpaceCode code, const char *message) {
         SpaceBuf kv = {};
 
-        if (space_kv_add(&kv, "code", code) >= 0 && space_kv_add(&kv, "message", message) >= 0)
+        if (space_kv_add(&kv, "code", space_code_to_string(code)) >= 0 && space_kv_add(&kv, "message", message) >= 0)
                 (void) agent_send(a, SPACE_F_ERROR, 0, stream, kv.data, kv.len);
         space_buf_done(&kv);
 }
@@ -621,12 +621,14 @@ static void dispatch(AgentConn *a, const SpaceFrameHeader *h, const uint8_t *pay
                         if (guest_ops.connect)
                                 guest_ops.connect(a, h->stream, payload, h->length);
                         else
-                                channel_refuse_guest_stream(a, h->stream, "denied", "this daemon has no egress gateway");
+                                channel_refuse_guest_stream(a, h->stream, SPACE_CODE_DENIED,
+                                                            "this daemon has no egress gateway");
                 } else if (h->type == SPACE_F_RESOLVE) {
                         if (guest_ops.resolve)
                                 guest_ops.resolve(a, h->stream, payload, h->length);
                         else
-                                channel_refuse_guest_stream(a, h->stream, "denied", "this daemon has no egress gateway");
+                                channel_refuse_guest_stream(a, h->stream, SPACE_CODE_DENIED,
+                                                            "this daemon has no egress gateway");
                 }
                 return; /* anything else on a stream we do not know (any more): dropped */
         }

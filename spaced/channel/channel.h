@@ -114,7 +114,7 @@ typedef struct ChannelGuestOps {
 } ChannelGuestOps;
 void channel_set_guest_ops(const ChannelGuestOps *ops);
 /* ERROR(code, message) on a guest stream: a CONNECT or RESOLVE refused. */
-void channel_refuse_guest_stream(AgentConn *a, uint32_t stream, const char *code, const char *message);
+void channel_refuse_guest_stream(AgentConn *a, uint32_t stream, SpaceCode code, const char *message);
 /* A sandbox's channel health across reconnects (backoff, protocol errors); freed with the sandbox. */
 AgentHealth *agent_health_free(AgentHealth *h);
 uint64_t agent_health_next_delay(Sandbox *s);   /* usec before the next reconnect would be tried */

@@ -405,7 +405,7 @@ const TunnelStats *tunnel_stats(Tunnel *t) {
         return &t->st;
 }
 
-void tunnel_refuse(Tunnel *t, const char *code, const char *message) {
+void tunnel_refuse(Tunnel *t, SpaceCode code, const char *message) {
         if (t->agent)
                 channel_refuse_guest_stream(t->agent, t->stream, code, message);
         tunnel_free(t);

@@ -64,7 +64,7 @@ void tunnel_watch_down(Tunnel *t, void (*watch)(Tunnel *t, const uint8_t *p, siz
 const TunnelStats *tunnel_stats(Tunnel *t);
 /* Refuses a CONNECT not yet attached: ERROR(code, message) to the guest; the tunnel is freed (ended is not
  * called). */
-void tunnel_refuse(Tunnel *t, const char *code, const char *message);
+void tunnel_refuse(Tunnel *t, SpaceCode code, const char *message);
 
 /* Ends a tunnel from the host: CLOSE to the guest, the socket reset. ended is called with why. */
 void tunnel_abort(Tunnel *t, const char *why);

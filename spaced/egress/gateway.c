@@ -350,7 +350,7 @@ static void deny_va(GatewayConn *c, EgressReason reason, SpaceCode code, const c
         /* Before OK the guest gets ERROR (tunnel_refuse frees without calling ended, so its reference is
          * dropped here); after, CLOSE (tunnel_abort calls conn_ended, which drops it). */
         if (!c->opened_usec) {
-                tunnel_refuse(t, space_code_to_string(code), msg);
+                tunnel_refuse(t, code, msg);
                 conn_unref(c);
         } else
                 tunnel_abort(t, msg);
@@ -780,11 +780,6 @@ static const TunnelOps conn_ops = {
         .ended = conn_ended,
 };
 
-/* Tells the guest its CONNECT or RESOLVE on stream is refused (ERROR code=). */
-static void refuse_stream(AgentConn *a, uint32_t stream, SpaceCode code, const char *msg) {
-        channel_refuse_guest_stream(a, stream, space_code_to_string(code), msg);
-}
-
 /* A refusal before there is a connection object: the guest's CONNECT was malformed or over a limit. */
 static void refuse_early(Manager *m, AgentConn *a, Sandbox *s, uint32_t stream, const char *via, const char *host,
                          uint16_t port, EgressReason reason, SpaceCode code, const char *msg) {
@@ -792,7 +787,7 @@ static void refuse_early(Manager *m, AgentConn *a, Sandbox *s, uint32_t stream, 
                                .reason = egress_reason_to_string(reason), .message = msg };
 
         egress_audit(m, gateway_sandbox_id(s), gateway_sandbox_data_dir(s), &e);
-        refuse_stream(a, stream, code, msg);
+        channel_refuse_guest_stream(a, stream, code, msg);
 }
 
 /* Over the sandbox's share of open connections (SPACE_TUNNELS_MAX): refused, and logged once a burst. */
@@ -803,7 +798,7 @@ static void refuse_busy(Manager *m, AgentConn *a, Sandbox *s, uint32_t stream, c
                                .message = "too many open connections for this sandbox" };
 
         gateway_refused(m, s, GATEWAY_CONNECT, GATEWAY_LIMIT_SHARE, &e);
-        refuse_stream(a, stream, SPACE_CODE_BUSY, e.message);
+        channel_refuse_guest_stream(a, stream, SPACE_CODE_BUSY, e.message);
 }
 
 /* The sandbox's rate of CONNECTs, before anything else is read of one: a flood costs no more than this. */
@@ -822,7 +817,7 @@ static bool connect_admitted(Manager *m, AgentConn *a, Sandbox *s, uint32_t stre
                 e.host = NULL;
         if (gateway_admit(m, s, GATEWAY_CONNECT, &e, msg, sizeof msg))
                 return true;
-        refuse_stream(a, stream, SPACE_CODE_BUSY, msg);
+        channel_refuse_guest_stream(a, stream, SPACE_CODE_BUSY, msg);
         return false;
 }
 
@@ -1042,7 +1037,8 @@ static void on_dns_resolved(Manager *m, void *userdata, int err, const EgressAdd
         if (err < 0) {
                 dns_audit(m, s, q->name, NULL, EGRESS_REASON_NXDOMAIN,
                           err == -ENOENT ? "no such name" : strerror(-err));
-                refuse_stream(gateway_sandbox_agent(s), q->stream, err == -ENOENT ? SPACE_CODE_NXDOMAIN : SPACE_CODE_UNREACHABLE,
+                channel_refuse_guest_stream(gateway_sandbox_agent(s), q->stream,
+                                            err == -ENOENT ? SPACE_CODE_NXDOMAIN : SPACE_CODE_UNREACHABLE,
                                             err == -ENOENT ? "no such name" : strerror(-err));
                 goto out;
         }
@@ -1071,7 +1067,7 @@ static void on_dns_resolved(Manager *m, void *userdata, int err, const EgressAdd
         }
         if (first_denial[0]) {
                 dns_audit(m, s, q->name, NULL, EGRESS_REASON_DENIED, first_denial);
-                refuse_stream(gateway_sandbox_agent(s), q->stream, SPACE_CODE_DENIED, first_denial);
+                channel_refuse_guest_stream(gateway_sandbox_agent(s), q->stream, SPACE_CODE_DENIED, first_denial);
                 goto out;
         }
         /* No address of this family (an AAAA question for a name with only A records): an empty answer. */
@@ -1111,21 +1107,23 @@ static void on_guest_resolve(AgentConn *a, uint32_t stream, const uint8_t *kv, s
         if (over.host && strlen(over.host) > EGRESS_HOST_MAX)
                 over.host = NULL;
         if (!gateway_admit(m, s, GATEWAY_RESOLVE, &over, msg, sizeof msg))
-                return refuse_stream(a, stream, SPACE_CODE_BUSY, msg);
+                return channel_refuse_guest_stream(a, stream, SPACE_CODE_BUSY, msg);
         if (space_kv_get(kv, n, "name", &name) <= 0 || space_kv_get(kv, n, "family", &family) <= 0 ||
             (!streq(family, "4") && !streq(family, "6")))
-                return refuse_stream(a, stream, SPACE_CODE_INVALID, "a RESOLVE needs name and family 4 or 6");
+                return channel_refuse_guest_stream(a, stream, SPACE_CODE_INVALID,
+                                                   "a RESOLVE needs name and family 4 or 6");
         if (strlen(name) > EGRESS_HOST_MAX || egress_host_normalize(name, norm) < 0) {
                 dns_audit(m, s, NULL, NULL, EGRESS_REASON_INVALID, "a question for something that is no host name");
-                return refuse_stream(a, stream, SPACE_CODE_INVALID, "not a host name");
+                return channel_refuse_guest_stream(a, stream, SPACE_CODE_INVALID, "not a host name");
         }
         if (gateway_policy_get(m, s, &p, &e) < 0)
-                return refuse_stream(a, stream, SPACE_CODE_DENIED, "the sandbox's egress policy cannot be built");
+                return channel_refuse_guest_stream(a, stream, SPACE_CODE_DENIED,
+                                                   "the sandbox's egress policy cannot be built");
         if (!name_permitted(&p->policy, norm, &port, &why)) {
                 gateway_policy_unref(p);
                 /* Never resolved: the question goes no further than this log, so it cannot carry data out. */
                 dns_audit(m, s, norm, NULL, EGRESS_REASON_NO_RULE, why);
-                return refuse_stream(a, stream, SPACE_CODE_NXDOMAIN, why);
+                return channel_refuse_guest_stream(a, stream, SPACE_CODE_NXDOMAIN, why);
         }
         if (!gateway_lookup_take(gateway_sandbox_id(s))) {
                 EgressAuditEntry busy = { .event = "deny", .via = "dns", .host = norm,
@@ -1134,14 +1132,14 @@ static void on_guest_resolve(AgentConn *a, uint32_t stream, const uint8_t *kv, s
 
                 gateway_policy_unref(p);
                 gateway_refused(m, s, GATEWAY_RESOLVE, GATEWAY_LIMIT_SHARE, &busy);
-                return refuse_stream(a, stream, SPACE_CODE_BUSY, busy.message);
+                return channel_refuse_guest_stream(a, stream, SPACE_CODE_BUSY, busy.message);
         }
         q = calloc(1, sizeof *q);
         if (!q || !(q->sandbox_id = strdup(gateway_sandbox_id(s)))) {
                 free(q);
                 gateway_policy_unref(p);
                 gateway_lookup_put(gateway_sandbox_id(s));
-                return refuse_stream(a, stream, SPACE_CODE_BUSY, "out of memory");
+                return channel_refuse_guest_stream(a, stream, SPACE_CODE_BUSY, "out of memory");
         }
         q->manager = m;
         q->stream = stream;
@@ -1152,7 +1150,7 @@ static void on_guest_resolve(AgentConn *a, uint32_t stream, const uint8_t *kv, s
         if (egress_resolve(m, norm, on_dns_resolved, q) < 0) {
                 gateway_lookup_put(gateway_sandbox_id(s));
                 dns_question_free(q);
-                refuse_stream(a, stream, SPACE_CODE_BUSY, "cannot resolve now");
+                channel_refuse_guest_stream(a, stream, SPACE_CODE_BUSY, "cannot resolve now");
         }
 }
 
