@@ -279,10 +279,6 @@ static void respond_sandbox(Request *r, unsigned status, Sandbox *s) {
         http_respond_json(r, status, o);
 }
 
-static void set_timeout(Sandbox *s, int64_t timeout) {
-        sandbox_set_timeout(s, timeout);
-}
-
 /* ---- POST /sandboxes: NewSandbox -> 201 Sandbox, once it runs */
 
 static void created(Request *r, E2bWait *w) {
@@ -294,7 +290,7 @@ static void created(Request *r, E2bWait *w) {
                 return;
         }
         /* the time to live counts from when it runs, as E2B's does */
-        set_timeout(s, w->timeout);
+        sandbox_set_timeout(s, w->timeout);
         respond_sandbox(r, 201, s);
 }
 
@@ -532,7 +528,7 @@ static void connect_step(Request *r, E2bWait *w) {
                 return;
         /* E2B: a running sandbox's timeout only grows; a resumed one's counts from now */
         if (w->resumed || (s->expires_at > 0 && now_unix() + timeout > s->expires_at))
-                set_timeout(s, timeout);
+                sandbox_set_timeout(s, timeout);
         respond_sandbox(r, w->resumed ? 201 : 200, s);
 }
 
@@ -627,7 +623,7 @@ static void post_timeout(Request *r, const RouteArgs *a) {
                                    s->id);
                 return;
         }
-        set_timeout(s, timeout);
+        sandbox_set_timeout(s, timeout);
         http_respond_empty(r, 204);
 }
 
@@ -639,7 +635,7 @@ static void post_refreshes(Request *r, const RouteArgs *a) {
         if (parse_timeout_body(r, "duration", NULL, false, 3600, &duration) < 0 || e2b_find_sandbox(r, a->arg[0], &s) < 0)
                 return;
         if (s->expires_at > 0 && now_unix() + duration > s->expires_at)
-                set_timeout(s, duration);
+                sandbox_set_timeout(s, duration);
         http_respond_empty(r, 204);
 }
 
