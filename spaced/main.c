@@ -222,22 +222,25 @@ static int load_config(Manager *m, const char *config_path) {
         _cleanup_(error_done) Error err = {};
         int r;
 
+        r = egress_settings_register(m->egress, &m->config);
+        if (r < 0)
+                return log_error_errno(r, "cannot register the egress settings: %m");
         r = config_load(&m->config, config_path, &err);
         if (r < 0) {
                 log_error("bad configuration: %s", err.message ?: strerror(-r));
                 return r;
         }
         /* egress profiles may also come from the environment; a bad one stops us like a bad config line */
-        r = config_load_egress_env(&m->config, getenv("SPACE_EGRESS_PROFILES"), &err);
+        r = egress_settings_load_env(m->egress, getenv("SPACE_EGRESS_PROFILES"), &err);
         if (r >= 0)
-                r = config_egress_finish(&m->config, &err);
+                r = egress_settings_finish(m->egress, &err);
         if (r < 0) {
                 log_error("bad egress configuration: %s (space-egress(5))", err.message ?: strerror(-r));
                 return r;
         }
-        if (m->config.egress.n_profiles > 0 || m->config.egress.base.n > 0)
+        if (m->egress->policy.n_profiles > 0 || m->egress->policy.base.n > 0)
                 log_info("egress: %zu profile(s), %zu base rule(s)",
-                         m->config.egress.n_profiles, m->config.egress.base.n);
+                         m->egress->policy.n_profiles, m->egress->policy.base.n);
         return 0;
 }
 
@@ -593,7 +596,8 @@ static void finish(Manager *m, const char *pid_path) {
 int main(int argc, char **argv) {
         _cleanup_free_ char *config_path = NULL, *pid_path = NULL;
         _cleanup_close_ int lock_fd = -1;
-        Manager m = { .completion_fd = -1, .config.idle_timeout = IDLE_TIMEOUT_DEFAULT };
+        EgressSettings egress = {};
+        Manager m = { .completion_fd = -1, .config.idle_timeout = IDLE_TIMEOUT_DEFAULT, .egress = &egress };
         int listen_fd = -1, tcp_fd = -1, r;
 
         r = parse_args(argc, argv);

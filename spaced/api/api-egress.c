@@ -37,7 +37,7 @@ static cJSON *profile_to_json(const EgressProfile *p) {
 }
 
 void api_get_egress_profiles(Request *r, const RouteArgs *a) {
-        const EgressConfig *c = &http_manager(r->http)->config.egress;
+        const EgressConfig *c = &http_manager(r->http)->egress->policy;
         cJSON *o = cJSON_CreateObject(), *list = cJSON_AddArrayToObject(o, "profiles");
 
         for (size_t i = 0; i < c->n_profiles; i++)
@@ -48,7 +48,7 @@ void api_get_egress_profiles(Request *r, const RouteArgs *a) {
 }
 
 void api_get_egress_profile(Request *r, const RouteArgs *a) {
-        const EgressProfile *p = egress_profile_find(&http_manager(r->http)->config.egress, a->arg[0]);
+        const EgressProfile *p = egress_profile_find(&http_manager(r->http)->egress->policy, a->arg[0]);
 
         if (!p) {
                 http_respond_error(r, ERROR_EGRESS_PROFILE_NOT_FOUND, "no egress profile '%s'; 'spacectl egress ls' "
@@ -119,7 +119,7 @@ static void respond_decisions(Request *r, Sandbox *s, const char *host, const ch
         cJSON *o, *list, *answer = NULL;
         int q;
 
-        q = egress_policy_build(&m->config.egress, s->egress_profiles, s->egress_allow, s->egress_deny, &p, &e);
+        q = egress_policy_build(&m->egress->policy, s->egress_profiles, s->egress_allow, s->egress_deny, &p, &e);
         if (q < 0) {
                 respond_error_or(r, &e, "cannot build the sandbox's egress policy");
                 return;

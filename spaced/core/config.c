@@ -12,8 +12,6 @@
 #include "macro.h"
 #include "string-util.h"
 
-/* Long enough for a profile of some dozen rules; longer ones go over several lines. */
-#define CONFIG_LINE_MAX 4096
 
 void config_done(Config *c) {
         free(c->qemu_binary);
@@ -21,11 +19,6 @@ void config_done(Config *c) {
         free(c->listen);
         free(c->e2b_template);
         free(c->e2b_domain);
-        egress_config_done(&c->egress);
-        strv_free(c->egress_defaults);
-        c->egress_defaults = NULL;
-        free(c->egress_hosts_file);
-        c->egress_hosts_file = NULL;
         c->qemu_binary = c->state_dir = c->listen = c->e2b_template = c->e2b_domain = NULL;
 }
 
@@ -134,16 +127,6 @@ ImportLimits config_import_limits(const Config *c) {
         return l;
 }
 
-EgressLimits config_egress_limits(const Config *c) {
-        EgressLimits l = c->egress_limits;
-
-        l.resolve_rate = l.resolve_rate ?: EGRESS_RESOLVE_RATE_DEFAULT;
-        l.resolve_burst = l.resolve_burst ?: EGRESS_RESOLVE_BURST_DEFAULT;
-        l.connect_rate = l.connect_rate ?: EGRESS_CONNECT_RATE_DEFAULT;
-        l.connect_burst = l.connect_burst ?: EGRESS_CONNECT_BURST_DEFAULT;
-        return l;
-}
-
 /* A positive count, with an optional K, M, G or T suffix (powers of 1024). */
 static int parse_size(const char *s, uint64_t *ret) {
         unsigned long long v;
@@ -166,70 +149,7 @@ static int parse_size(const char *s, uint64_t *ret) {
         return 0;
 }
 
-/* The egress keys, shared by spaced.conf and the file SPACE_EGRESS_PROFILES may name. 1: handled, 0: not an
- * egress key, < 0 with reterr set. */
-static int egress_key(Config *c, const char *key, const char *value, Error *reterr) {
-        if (streq(key, "egress_profile"))
-                return egress_profile_parse(&c->egress, value, reterr) ?: 1;
-        if (streq(key, "egress_base"))
-                return egress_rules_parse(&c->egress.base, value, "egress_base", reterr) ?: 1;
-        if (streq(key, "egress_default")) {
-                _cleanup_free_ char *copy = strdup(value);
-                char *save = NULL;
-
-                if (!copy)
-                        return -ENOMEM;
-                for (char *n = strtok_r(copy, ", \t", &save); n; n = strtok_r(NULL, ", \t", &save))
-                        if (strv_extend(&c->egress_defaults, n) < 0)
-                                return -ENOMEM;
-                return 1;
-        }
-        if (streq(key, "egress_hosts_file")) {
-                if (value[0] != '/')
-                        return error_set(reterr, ERROR_INVALID_ARGUMENT, "egress_hosts_file must be an absolute "
-                                         "path, got '%s'", value) ?: -EINVAL;
-                free(c->egress_hosts_file);
-                c->egress_hosts_file = strdup(value);
-                return c->egress_hosts_file ? 1 : -ENOMEM;
-        }
-        if (streq(key, "egress_resolve")) {
-                if (!streq(value, "system") && !streq(value, "hosts"))
-                        return error_set(reterr, ERROR_INVALID_ARGUMENT, "egress_resolve must be 'system' or "
-                                         "'hosts', got '%s'", value) ?: -EINVAL;
-                c->egress_hosts_only = streq(value, "hosts");
-                return 1;
-        }
-        return 0;
-}
-
-/* The gateway's rates (spaced.conf only: they are the daemon's, not a profile's). 1: handled, 0: not one of
- * them, < 0 with reterr set. */
-static int egress_limit_key(Config *c, const char *key, const char *value, Error *reterr) {
-        unsigned *field;
-        unsigned long v;
-        char *end;
-
-        if (streq(key, "egress_resolve_rate"))
-                field = &c->egress_limits.resolve_rate;
-        else if (streq(key, "egress_resolve_burst"))
-                field = &c->egress_limits.resolve_burst;
-        else if (streq(key, "egress_connect_rate"))
-                field = &c->egress_limits.connect_rate;
-        else if (streq(key, "egress_connect_burst"))
-                field = &c->egress_limits.connect_burst;
-        else
-                return 0;
-        errno = 0;
-        v = strtoul(value, &end, 10);
-        if (errno || *end || end == value || !isdigit((unsigned char) value[0]) || v == 0 || v > EGRESS_LIMIT_MAX)
-                return error_set(reterr, ERROR_INVALID_ARGUMENT, "%s must be 1..%u, got '%s'", key, EGRESS_LIMIT_MAX,
-                                 value) ?: -EINVAL;
-        *field = (unsigned) v;
-        return 1;
-}
-
-/* Prefixes reterr's message with where the line is. */
-static int egress_line_error(Error *reterr, const char *path, unsigned n, int r) {
+int config_error_at(Error *reterr, const char *path, unsigned n, int r) {
         _cleanup_free_ char *msg = NULL;
 
         if (r == -ENOMEM && (!reterr || !reterr->message))
@@ -240,8 +160,7 @@ static int egress_line_error(Error *reterr, const char *path, unsigned n, int r)
                          path, n, msg ?: strerror(-r)) ?: r;
 }
 
-/* Reads a line into buf; -E2BIG when it does not fit (it would otherwise be read as two lines). 0 at the end. */
-static int read_line(FILE *f, char *buf, size_t size) {
+int config_read_line(FILE *f, char *buf, size_t size) {
         size_t len;
 
         if (!fgets(buf, (int) size, f))
@@ -250,59 +169,6 @@ static int read_line(FILE *f, char *buf, size_t size) {
         if (len == size - 1 && buf[len - 1] != '\n' && !feof(f))
                 return -E2BIG;
         return 1;
-}
-
-int config_load_egress_env(Config *c, const char *value, Error *reterr) {
-        _cleanup_fclose_ FILE *f = NULL;
-        char line[CONFIG_LINE_MAX];
-        unsigned n = 0;
-        int r;
-
-        if (!value || !*value)
-                return 0;
-        if (value[0] != '/') {
-                r = egress_profiles_parse(&c->egress, value, reterr);
-                if (r < 0)
-                        return egress_line_error(reterr, "SPACE_EGRESS_PROFILES", 1, r);
-                return 0;
-        }
-        f = fopen(value, "re");
-        if (!f)
-                return error_set(reterr, ERROR_INVALID_ARGUMENT, "SPACE_EGRESS_PROFILES=%s: %s", value,
-                                 strerror(errno)) ?: -errno;
-        while ((r = read_line(f, line, sizeof line)) > 0) {
-                char *key, *eq;
-
-                n++;
-                key = string_strip(line);
-                if (*key == 0 || *key == '#')
-                        continue;
-                eq = strchr(key, '=');
-                if (eq) {
-                        *eq = 0;
-                        r = egress_key(c, string_strip(key), string_strip(eq + 1), reterr);
-                        if (r < 0)
-                                return egress_line_error(reterr, value, n, r);
-                }
-                if (!eq || r == 0)
-                        return error_set(reterr, ERROR_INVALID_ARGUMENT,
-                                         "%s:%u: expected 'egress_profile = NAME: allow ...', 'egress_default = NAME' "
-                                         "or 'egress_base = allow ...'", value, n) ?: -EINVAL;
-        }
-        if (r < 0)
-                return error_set(reterr, ERROR_INVALID_ARGUMENT, "%s:%u: line too long (at most %d bytes); split "
-                                 "a profile over several lines, which add to it", value, n + 1,
-                                 CONFIG_LINE_MAX - 2) ?: r;
-        return 0;
-}
-
-int config_egress_finish(Config *c, Error *reterr) {
-        for (char **n = c->egress_defaults; n && *n; n++) {
-                int r = egress_set_defaults(&c->egress, *n, reterr);
-                if (r < 0)
-                        return r;
-        }
-        return 0;
 }
 
 /* The keys with a number or an enum for a value: 1 when key is one of them and value was taken, 0 when it is
@@ -425,7 +291,19 @@ static int config_string_key(Config *c, const char *key, const char *value) {
         return 1;
 }
 
-static int config_line_bad(const char *path, unsigned n, Error *reterr) {
+int config_add_keys(Config *c, const ConfigKeys *k) {
+        if (c->n_keys >= ELEMENTSOF(c->keys))
+                return -E2BIG;
+        c->keys[c->n_keys++] = *k;
+        return 0;
+}
+
+static int config_line_bad(const Config *c, const char *path, unsigned n, Error *reterr) {
+        char owners[1024] = "";
+        size_t len = 0;
+
+        for (size_t i = 0; i < c->n_keys && len < sizeof owners; i++)
+                len += (size_t) snprintf(owners + len, sizeof owners - len, ", %s", c->keys[i].syntax);
         return error_set(reterr, ERROR_INVALID_ARGUMENT,
                          "%s:%u: expected one of 'accel = auto|kvm|tcg', 'memory_limit_mib = N', "
                          "'state_dir = /ABSOLUTE/PATH', 'qemu = PATH', 'idle_timeout = SECONDS', "
@@ -434,9 +312,17 @@ static int config_line_bad(const char *path, unsigned n, Error *reterr) {
                          "'import_max_bytes|import_max_disk_bytes|import_max_entry_bytes = N[K|M|G|T]', "
                          "'import_max_entries|import_max_path|import_max_layers = N', "
                          "'listen = 127.0.0.1:PORT|off' (loopback addresses only), "
-                         "'e2b_template = NAME[:TAG]', 'e2b_domain = HOST[:PORT]', "
-                         "'egress_profile = NAME: allow TARGET[, ...][; deny ...]', 'egress_default = NAME[, ...]', "
-                         "'egress_base = allow|deny TARGET[, ...]' (space-egress(5))", path, n) ?: -EINVAL;
+                         "'e2b_template = NAME[:TAG]', 'e2b_domain = HOST[:PORT]'%s", path, n, owners) ?: -EINVAL;
+}
+
+/* Offers key to the subsystems that own keys of their own: 1 when one took it, 0 when none knows it. */
+static int config_owner_key(Config *c, const char *key, const char *value, Error *reterr) {
+        for (size_t i = 0; i < c->n_keys; i++) {
+                int r = c->keys[i].parse(c->keys[i].owner, key, value, reterr);
+                if (r != 0)
+                        return r;
+        }
+        return 0;
 }
 
 int config_load(Config *c, const char *path, Error *reterr) {
@@ -449,7 +335,7 @@ int config_load(Config *c, const char *path, Error *reterr) {
         if (!f)
                 return errno == ENOENT ? 0 : -errno;
 
-        while ((r = read_line(f, line, sizeof line)) != 0) {
+        while ((r = config_read_line(f, line, sizeof line)) != 0) {
                 char *key, *value, *eq;
 
                 n++;
@@ -461,16 +347,14 @@ int config_load(Config *c, const char *path, Error *reterr) {
                         continue;
                 eq = strchr(key, '=');
                 if (!eq)
-                        return config_line_bad(path, n, reterr);
+                        return config_line_bad(c, path, n, reterr);
                 *eq = 0;
                 value = string_strip(eq + 1);
                 key = string_strip(key);
 
-                r = egress_key(c, key, value, reterr);
-                if (r == 0)
-                        r = egress_limit_key(c, key, value, reterr);
+                r = config_owner_key(c, key, value, reterr);
                 if (r < 0)
-                        return egress_line_error(reterr, path, n, r);
+                        return config_error_at(reterr, path, n, r);
                 if (r > 0)
                         continue;
                 r = config_number_key(c, key, value);
@@ -479,7 +363,7 @@ int config_load(Config *c, const char *path, Error *reterr) {
                 if (r == -ENOMEM)
                         return r;
                 if (r <= 0) /* an unknown key, or a value that does not fit it */
-                        return config_line_bad(path, n, reterr);
+                        return config_line_bad(c, path, n, reterr);
         }
         return 0;
 }

@@ -2,10 +2,10 @@
 #pragma once
 
 #include <stdint.h>
+#include <stdio.h>
 #include <sys/socket.h>
 
 #include "core/error.h"
-#include "egress/egress.h"
 #include "core/host.h"
 
 typedef enum AccelSetting {
@@ -32,22 +32,18 @@ typedef struct ImportLimits {
 #define IMPORT_MAX_PATH_DEFAULT 4095ULL
 #define IMPORT_MAX_LAYERS_DEFAULT 128ULL
 
-/* How fast one sandbox may ask the egress gateway (egress/gateway-sandbox.c): token buckets of a rate a second
- * and a burst, for DNS questions (RESOLVE) and connections (CONNECT). A name lookup is two questions (A and
- * AAAA), a connection through the proxy none. The defaults are several times what the busiest client we know
- * (a parallel package download) asks for, and far below a guest that floods. */
-typedef struct EgressLimits {
-        unsigned resolve_rate;       /* egress_resolve_rate: questions a second */
-        unsigned resolve_burst;      /* egress_resolve_burst: questions at once */
-        unsigned connect_rate;       /* egress_connect_rate: connections a second */
-        unsigned connect_burst;      /* egress_connect_burst: connections at once */
-} EgressLimits;
+/* Keys of spaced.conf that a subsystem above core owns (egress/settings.c): config_load offers every key it
+ * does not know itself to each owner in turn, so core reads the whole file without naming the owner's types. */
+typedef struct ConfigKeys {
+        /* 1: key is the owner's and value was taken, 0: not the owner's, < 0 with reterr set */
+        int (*parse)(void *owner, const char *key, const char *value, Error *reterr);
+        void *owner;
+        const char *syntax;          /* the owner's lines, for the error that names what a line may be */
+} ConfigKeys;
 
-#define EGRESS_RESOLVE_RATE_DEFAULT 200U
-#define EGRESS_RESOLVE_BURST_DEFAULT 800U
-#define EGRESS_CONNECT_RATE_DEFAULT 100U
-#define EGRESS_CONNECT_BURST_DEFAULT 400U
-#define EGRESS_LIMIT_MAX 1000000U
+#define CONFIG_KEYS_MAX 4
+/* Long enough for a profile of some dozen rules; longer ones go over several lines. */
+#define CONFIG_LINE_MAX 4096
 
 typedef struct Config {
         AccelSetting accel;
@@ -64,19 +60,12 @@ typedef struct Config {
          * ({port}-{id}.DOMAIN), NULL: none (the SDKs then use E2B_DOMAIN). */
         char *e2b_template;         /* NULL = E2B_TEMPLATE_DEFAULT */
         char *e2b_domain;
-        /* Egress (space-egress(5)): egress_base, egress_profile lines and SPACE_EGRESS_PROFILES; the
-         * egress_default names, applied by config_egress_finish() once every source is read. */
-        EgressConfig egress;
-        char **egress_defaults;
-        /* The gateway's resolver: names are looked up in egress_hosts_file (hosts(5) lines) first, then, unless
-         * egress_resolve = hosts, by the system's resolver. */
-        char *egress_hosts_file;
-        bool egress_hosts_only;
         /* The port proxy (proxy/proxy.c): how long a server in a sandbox may take to send its answer's head,
          * and how long the answer's body may then go without a byte either way; seconds, 0 = the defaults. */
         unsigned proxy_head_timeout;
         unsigned proxy_idle_timeout;
-        EgressLimits egress_limits;  /* 0 fields: the EGRESS_*_DEFAULT values (config_egress_limits) */
+        ConfigKeys keys[CONFIG_KEYS_MAX];  /* the owners of the other keys (config_add_keys) */
+        size_t n_keys;
 } Config;
 
 #define PROXY_HEAD_TIMEOUT_DEFAULT 60
@@ -92,18 +81,18 @@ void config_done(Config *c);
 /* Reads `key = value` lines; a missing file is fine (defaults). Unknown keys or bad values: -EINVAL with a
  * message naming the line in reterr (ERROR_INVALID_ARGUMENT). */
 int config_load(Config *c, const char *path, Error *reterr);
-/* SPACE_EGRESS_PROFILES: an absolute path to a file of egress_profile, egress_default and egress_base lines,
- * or profiles inline ("NAME: allow ...; deny ...; NAME2: allow ..."). NULL or empty: nothing. */
-int config_load_egress_env(Config *c, const char *value, Error *reterr);
-/* Marks the default profiles, checking that each one named exists. */
-int config_egress_finish(Config *c, Error *reterr);
+/* Registers the owner of more keys, before config_load. -E2BIG past CONFIG_KEYS_MAX. */
+int config_add_keys(Config *c, const ConfigKeys *k);
+/* For owners that read files of their own keys: a line into buf, 1; 0 at the end; -E2BIG when it does not fit
+ * (it would otherwise be read as two lines). */
+int config_read_line(FILE *f, char *buf, size_t size);
+/* Prefixes reterr's message (or r's) with the line it came from; returns r. */
+int config_error_at(Error *reterr, const char *path, unsigned n, int r);
 int accel_setting_from_string(const char *s, AccelSetting *ret);
 int confine_from_string(const char *s, VmConfine *ret);
 const char *confine_to_string(VmConfine c);
 /* c's import limits with the defaults filled in. */
 ImportLimits config_import_limits(const Config *c);
-/* c's egress rates with the defaults filled in. */
-EgressLimits config_egress_limits(const Config *c);
 uint64_t host_memory_mib(void);
 /* Parses a TCP listen setting: "ADDR:PORT" where ADDR is an IPv4 loopback address, "localhost" or "[::1]"
  * (port 0 = any free port), or "off" (returns 0 with *ret_len = 0). -EINVAL when malformed, -EADDRNOTAVAIL

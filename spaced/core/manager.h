@@ -25,6 +25,7 @@ typedef struct Checkpoint Checkpoint;
 typedef struct FileXfer FileXfer;
 typedef struct Template Template;
 typedef struct PoolConfig PoolConfig;
+typedef struct EgressSettings EgressSettings;
 typedef struct Operation Operation;
 
 #define SANDBOX_ID_LEN 32
@@ -40,6 +41,7 @@ struct Manager {
         Store *store;
         Http *http;
         Config config;
+        EgressSettings *egress;     /* egress's own keys of the configuration (egress/egress.h) */
         char *state_dir;
         char *runtime_dir;
         char *lib_dir;

@@ -7,6 +7,7 @@
 #include "core/util.h"
 #include "e2b/e2b-control.h"
 #include "e2b/e2b-parse.h"
+#include "egress/egress.h"
 #include "macro.h"
 #include "string-util.h"
 #include "template/template.h"

@@ -11,6 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "core/config.h"
 #include "core/error.h"
 #include "proto.h"
 
@@ -60,6 +61,47 @@ typedef struct EgressConfig {
         EgressProfile *profiles;
         size_t n_profiles;
 } EgressConfig;
+
+/* How fast one sandbox may ask the gateway (gateway-sandbox.c): token buckets of a rate a second and a burst,
+ * for DNS questions (RESOLVE) and connections (CONNECT). A name lookup is two questions (A and AAAA), a
+ * connection through the proxy none. The defaults are several times what the busiest client we know (a
+ * parallel package download) asks for, and far below a guest that floods. */
+typedef struct EgressLimits {
+        unsigned resolve_rate;       /* egress_resolve_rate: questions a second */
+        unsigned resolve_burst;      /* egress_resolve_burst: questions at once */
+        unsigned connect_rate;       /* egress_connect_rate: connections a second */
+        unsigned connect_burst;      /* egress_connect_burst: connections at once */
+} EgressLimits;
+
+#define EGRESS_RESOLVE_RATE_DEFAULT 200U
+#define EGRESS_RESOLVE_BURST_DEFAULT 800U
+#define EGRESS_CONNECT_RATE_DEFAULT 100U
+#define EGRESS_CONNECT_BURST_DEFAULT 400U
+#define EGRESS_LIMIT_MAX 1000000U
+
+/* The daemon's egress settings (settings.c, space-egress(5)), held by the Manager: the policy from
+ * egress_base and egress_profile lines and SPACE_EGRESS_PROFILES; the egress_default names, applied by
+ * egress_settings_finish() once every source is read; the gateway's resolver (names are looked up in
+ * hosts_file, hosts(5) lines, first, then, unless egress_resolve = hosts, by the system's resolver); the
+ * gateway's rates (0 fields: the defaults, egress_settings_limits()). */
+typedef struct EgressSettings {
+        EgressConfig policy;
+        char **defaults;
+        char *hosts_file;
+        bool hosts_only;
+        EgressLimits limits;
+} EgressSettings;
+
+void egress_settings_done(EgressSettings *s);
+/* Makes spaced.conf's egress keys s's: call before config_load. */
+int egress_settings_register(EgressSettings *s, Config *c);
+/* SPACE_EGRESS_PROFILES: an absolute path to a file of egress_profile, egress_default and egress_base lines,
+ * or profiles inline ("NAME: allow ...; deny ...; NAME2: allow ..."). NULL or empty: nothing. */
+int egress_settings_load_env(EgressSettings *s, const char *value, Error *reterr);
+/* Marks the default profiles, checking that each one named exists. */
+int egress_settings_finish(EgressSettings *s, Error *reterr);
+/* s's rates with the defaults filled in. */
+EgressLimits egress_settings_limits(const EgressSettings *s);
 
 void egress_rules_done(EgressRules *r);
 void egress_config_done(EgressConfig *c);

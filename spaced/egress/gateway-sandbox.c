@@ -132,7 +132,7 @@ int gateway_policy_get(Manager *m, Sandbox *s, GatewayPolicy **ret, Error *reter
                         return -ENOMEM;
                 char **profiles, **allow, **deny;
                 sandbox_ops->egress(s, &profiles, &allow, &deny);
-                r = egress_policy_build(&m->config.egress, profiles, allow, deny,
+                r = egress_policy_build(&m->egress->policy, profiles, allow, deny,
                                         &p->policy, reterr);
                 if (r < 0) {
                         free(p);
@@ -232,7 +232,7 @@ static bool bucket_take(Bucket *b, unsigned rate, unsigned burst, uint64_t now) 
 }
 
 bool gateway_admit(Manager *m, Sandbox *s, GatewayKind kind, EgressAuditEntry *e, char *ret_message, size_t size) {
-        EgressLimits l = config_egress_limits(&m->config);
+        EgressLimits l = egress_settings_limits(m->egress);
         unsigned rate = kind == GATEWAY_RESOLVE ? l.resolve_rate : l.connect_rate;
         unsigned burst = kind == GATEWAY_RESOLVE ? l.resolve_burst : l.connect_burst;
         GatewaySandbox *g = get(gateway_sandbox_id(s));

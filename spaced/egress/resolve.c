@@ -143,10 +143,10 @@ int egress_resolve(Manager *m, const char *name, EgressResolveDone done, void *u
                 return -ENOMEM;
         j->manager = m;
         strcpy(j->name, name);
-        j->hosts_only = m->config.egress_hosts_only;
+        j->hosts_only = m->egress->hosts_only;
         j->done = done;
         j->userdata = userdata;
-        if (m->config.egress_hosts_file && !(j->hosts_file = strdup(m->config.egress_hosts_file))) {
+        if (m->egress->hosts_file && !(j->hosts_file = strdup(m->egress->hosts_file))) {
                 free(j);
                 return -ENOMEM;
         }

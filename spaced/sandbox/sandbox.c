@@ -741,7 +741,7 @@ static int egress_choice(Manager *m, const SandboxSpec *spec, EgressChoice *ret,
                 if (r >= 0)
                         r = egress_list_check(spec->egress_deny, EGRESS_DENY, "egress_deny", reterr);
                 if (r >= 0)
-                        r = egress_profiles_select(&m->config.egress, spec->egress_profiles, &ret->profiles, reterr);
+                        r = egress_profiles_select(&m->egress->policy, spec->egress_profiles, &ret->profiles, reterr);
                 if (r < 0)
                         return r;
                 ret->allow = sandbox_strv_copy(spec->egress_allow);

@@ -39,7 +39,8 @@
 
 #define ALLOWED "127.0.33.2"
 
-static Manager manager;
+static EgressSettings egress_settings;
+static Manager manager = { .egress = &egress_settings };
 static char tmpdir[] = "/tmp/test-gateway-XXXXXX";
 static int guest = -1;                 /* our end of the channel: we are the guest */
 static SpaceFrameReader reader;
@@ -500,7 +501,7 @@ static void test_rates(Sandbox *sb) {
         Frame f;
         uint32_t s;
 
-        manager.config.egress_limits = (EgressLimits) { .resolve_rate = 5, .resolve_burst = 10, .connect_rate = 5,
+        manager.egress->limits = (EgressLimits) { .resolve_rate = 5, .resolve_burst = 10, .connect_rate = 5,
                                                         .connect_burst = 10 };
         for (unsigned i = 0; i < 50; i++) {
                 char name[64];
@@ -530,7 +531,7 @@ static void test_rates(Sandbox *sb) {
         ok(next_frame(s, 5000000, &f) && f.h.type == SPACE_F_OK, "a second later the sandbox is answered again");
         ok(audit_count(sb, "rate_limited", "39 more DNS questions refused") == 1,
            "... and the log counts the burst's other refusals in one entry");
-        manager.config.egress_limits = (EgressLimits) {};
+        manager.egress->limits = (EgressLimits) {};
 }
 
 static void test_audit_batched(Sandbox *sb) {
@@ -577,9 +578,9 @@ int main(void) {
         ASSERT(completions_setup(&manager) >= 0);
         ASSERT(store_open(db, &manager.store, &err) >= 0);
         manager.state_dir = tmpdir;
-        manager.config.egress_hosts_file = strdup(hosts);
-        manager.config.egress_hosts_only = true;
-        ASSERT(egress_profiles_parse(&manager.config.egress, "t: allow allowed.test, other.test, both.test, " ALLOWED, &err) >= 0);
+        manager.egress->hosts_file = strdup(hosts);
+        manager.egress->hosts_only = true;
+        ASSERT(egress_profiles_parse(&manager.egress->policy, "t: allow allowed.test, other.test, both.test, " ALLOWED, &err) >= 0);
         sandbox_register_ops();   /* what the gateway reads of a sandbox */
         egress_gateway_setup(0);
 
