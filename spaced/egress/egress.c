@@ -1057,6 +1057,32 @@ void egress_policy_done(EgressPolicy *p) {
         *p = (EgressPolicy) {};
 }
 
+bool egress_name_permitted(const EgressPolicy *p, const char *host, uint16_t *ret_port, const char **ret_why) {
+        bool allowed = false;
+        uint16_t port = 443;
+
+        for (size_t s = 0; s < p->n_sources; s++)
+                for (size_t i = 0; p->sources[s].rules && i < p->sources[s].rules->n; i++) {
+                        const EgressRule *r = &p->sources[s].rules->rules[i];
+
+                        if (!r->host || !streq(r->host, host))
+                                continue;
+                        if (r->action == EGRESS_DENY && r->port_min == 0) {
+                                *ret_why = "denied by a rule naming it (denies win over allows)";
+                                return false;
+                        }
+                        if (r->action == EGRESS_ALLOW && !allowed) {
+                                allowed = true;
+                                if (r->port_min != 0)
+                                        port = r->port_min;
+                        }
+                }
+        *ret_why = allowed ? NULL : "no allow rule names it";
+        if (ret_port)
+                *ret_port = port;
+        return allowed;
+}
+
 int egress_policy_build(const EgressConfig *c, char *const *profiles, char *const *allow, char *const *deny,
                         EgressPolicy *ret, Error *reterr) {
         EgressPolicy p = {};

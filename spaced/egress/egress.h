@@ -250,6 +250,10 @@ typedef struct EgressPolicy {
 int egress_policy_build(const EgressConfig *c, char *const *profiles, char *const *allow, char *const *deny,
                         EgressPolicy *ret, Error *reterr);
 void egress_policy_done(EgressPolicy *p);
+/* Whether some allow rule of p names host (normalised) and no deny rule does; *ret_port is a port such a rule
+ * allows (for DNS, which has none), *ret_why says why not. The gateway resolves only such names, so a lookup
+ * cannot carry data out, and `egress test` asks the same before it resolves. */
+bool egress_name_permitted(const EgressPolicy *p, const char *host, uint16_t *ret_port, const char **ret_why);
 
 /* The gateway (gateway.c): serves the CONNECT and RESOLVE streams of every sandbox's channel. self_port is the
  * daemon's own TCP API port (0: none), which no sandbox reaches. */

@@ -237,34 +237,6 @@ void egress_gateway_forget(const char *sandbox_id) {
 
 /* ---- policy ---- */
 
-/* Whether some allow rule names host and no deny rule does; *ret_port is a port such a rule allows (for DNS,
- * which has none). The gateway resolves only such names, so a lookup cannot carry data out. */
-static bool name_permitted(const EgressPolicy *p, const char *host, uint16_t *ret_port, const char **ret_why) {
-        bool allowed = false;
-        uint16_t port = 443;
-
-        for (size_t s = 0; s < p->n_sources; s++)
-                for (size_t i = 0; p->sources[s].rules && i < p->sources[s].rules->n; i++) {
-                        const EgressRule *r = &p->sources[s].rules->rules[i];
-
-                        if (!r->host || !streq(r->host, host))
-                                continue;
-                        if (r->action == EGRESS_DENY && r->port_min == 0) {
-                                *ret_why = "denied by a rule naming it (denies win over allows)";
-                                return false;
-                        }
-                        if (r->action == EGRESS_ALLOW && !allowed) {
-                                allowed = true;
-                                if (r->port_min != 0)
-                                        port = r->port_min;
-                        }
-                }
-        *ret_why = allowed ? NULL : "no allow rule names it";
-        if (ret_port)
-                *ret_port = port;
-        return allowed;
-}
-
 static void decide(const GatewayConn *c, const char *host, const EgressAddr *addr, uint16_t port, EgressDecision *ret) {
         EgressQuery q = { .host = host, .addr = *addr, .port = port, .self_port = gw.self_port };
 
@@ -575,7 +547,7 @@ static void judge(GatewayConn *c, const EgressSniff *sn) {
                         return open_up(c);
                 }
                 strcpy(c->peek_name, sn->name);
-                if (!name_permitted(&c->policy->policy, sn->name, NULL, &why))
+                if (!egress_name_permitted(&c->policy->policy, sn->name, NULL, &why))
                         return deny(c, EGRESS_REASON_NO_RULE, "the %s names %s: %s",
                                     sn->kind == EGRESS_SNIFF_TLS ? "TLS SNI" : "HTTP Host", sn->name, why);
                 if (dns_answered(c->sandbox_id, sn->name, &c->addr))
@@ -962,7 +934,7 @@ static void connect_name(Manager *m, GatewayConn *c, const char *host) {
         {
                 const char *why;
 
-                if (!name_permitted(&c->policy->policy, c->target_name, NULL, &why))
+                if (!egress_name_permitted(&c->policy->policy, c->target_name, NULL, &why))
                         return deny(c, EGRESS_REASON_NO_RULE, "%s: %s", c->target_name, why);
         }
         if (!gateway_lookup_take(c->sandbox_id))
@@ -1119,7 +1091,7 @@ static void on_guest_resolve(AgentConn *a, uint32_t stream, const uint8_t *kv, s
         if (gateway_policy_get(m, s, &p, &e) < 0)
                 return channel_refuse_guest_stream(a, stream, SPACE_CODE_DENIED,
                                                    "the sandbox's egress policy cannot be built");
-        if (!name_permitted(&p->policy, norm, &port, &why)) {
+        if (!egress_name_permitted(&p->policy, norm, &port, &why)) {
                 gateway_policy_unref(p);
                 /* Never resolved: the question goes no further than this log, so it cannot carry data out. */
                 dns_audit(m, s, norm, NULL, EGRESS_REASON_NO_RULE, why);

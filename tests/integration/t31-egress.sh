@@ -154,7 +154,7 @@ denied "$SB1" "[64:ff9b::a9fe:a9fe]:80" "metadata (NAT64 form of 169.254.169.254
 denied "$SB1" "[fd00:ec2::254]:80" "metadata" "the IPv6 metadata address"
 denied "$SB1" "0x7f.1:8080" "loopback" "0x7f.1 is not 127.0.0.5"
 allowed "$SB1" "0x7f000005:8080" "127.0.0.5 written in hex is still 127.0.0.5"
-denied "$SB1" localhost:8080 "loopback" "localhost (resolved on the host)"
+denied "$SB1" localhost:8080 "localhost: no allow rule names it" "localhost, which no rule of its names: never resolved"
 denied "$SB4" localhost:443 "localhost is allowed by profile lo" "a name allowed by a profile never opens loopback"
 check_rc "egress test --json" 1 sc egress test "$SB1" 2130706433:80 --json
 check_eq "... the decision's fields" '[false, "127.0.0.1", "protected_address", null]' \

@@ -39,6 +39,7 @@ tcp_config \
         "egress_profile = rebind: allow rebind.test" \
         "egress_profile = nope: deny allowed.test" \
         "egress_profile = self: allow 127.0.0.1" \
+        "egress_profile = ghost: allow ghost.test" \
         "egress_resolve_rate = 50" "egress_resolve_burst = 100" \
         "egress_connect_rate = 50" "egress_connect_burst = 100"
 start_daemon_tcp
@@ -46,8 +47,8 @@ start_daemon_tcp
 run timeout -k 10 900 "$SPACECTL_BIN" template build "$TOP_SRCDIR/templates/seed"
 check_eq "template build templates/seed" 0 "$RC" || { last_diag; bail_out "no seed template"; }
 
-create_sandbox SB seed --egress web --egress pypi --egress other --egress rebind --egress self
-check_match "a sandbox with the web, pypi, other, rebind and self profiles" "$ID_RE" "$SB" || bail_out "no sandbox"
+create_sandbox SB seed --egress web --egress pypi --egress other --egress rebind --egress self --egress ghost
+check_match "a sandbox with the web, pypi, other, rebind, self and ghost profiles" "$ID_RE" "$SB" || bail_out "no sandbox"
 check_rc "the test CA goes into the sandbox" 0 sc cp "$CA" "$SB:/tmp/ca.pem"
 
 # gx CMD...: runs in the sandbox as root; output in $OUT, $ERR, status in $RC
@@ -286,6 +287,43 @@ gx curl -fsS --max-time 30 http://allowed.test:8080/
 check_contains "... and its connection goes through" "hello from $A host=allowed.test" "$OUT" || last_diag
 run timeout -k 5 60 "$SPACECTL_BIN" exec -u root "$SB3" -- curl -fsS --max-time 20 http://pypi.test:8080/simple/
 check_contains "the flooder itself, once it stopped, is served again" "spacedemo" "$OUT" || last_diag
+
+# ---- egress test decides as the gateway does: for each destination, a real connection through the proxy, then
+# the reason the audit log gave it next to what `egress test` says, and its exit status (0 allowed, 1 denied)
+gateway_reason() { # HOST PORT: the reason of the newest decision on a connection to HOST:PORT (the log is
+        # written a few times a second: wait for it)
+        for _ in $(seq 40); do
+                sc egress log --json "$SB" >"$TEST_TMP/decided.log" 2>&1
+                python3 - "$TEST_TMP/decided.log" "$1" "$2" <<'PY' && return
+import json, sys
+last = None
+for line in open(sys.argv[1]):
+    e = json.loads(line)
+    if sys.argv[2] in (e.get("host"), e.get("address")) and str(e.get("port")) == sys.argv[3] and \
+            e["event"] in ("allow", "deny"):
+        last = e["event"] + " " + e["reason"]
+print(last or "none")
+sys.exit(0 if last else 1)
+PY
+                sleep 0.25
+        done
+}
+same_decision() { # HOST PORT EXIT REASON DESC
+        # --noproxy '': through the proxy even where NO_PROXY would keep curl off it (127.0.0.1)
+        gx curl -sS --max-time 20 -k -o /dev/null --noproxy '' "https://$1:$2/"
+        check_eq "$5: the gateway decided $1:$2 as '$4'" "$4" "$(gateway_reason "$1" "$2")"
+        check_rc "... egress test exits $3" "$3" sc egress test --json "$SB" "$1:$2"
+        check_eq "... and gives the same reason" "$4" "$(json "$OUT" '("allow " if d["allowed"] else "deny ") + d["reason_code"]')"
+}
+same_decision allowed.test 8443 0 "allow allowed" "a name a rule allows"
+same_decision denied.test 8443 1 "deny no_rule" "a name no rule names (never resolved)"
+same_decision ghost.test 8443 1 "deny resolve_failed" "a name allowed but that does not resolve"
+same_decision other.test 8443 1 "deny protected_address" "a name allowed that resolves to an address no rule opens"
+same_decision 127.0.0.1 "$API_PORT" 1 "deny daemon_api" "the daemon's own API port"
+check_rc "egress test of a name no rule names" 1 sc egress test "$SB" denied.test:8443
+check_contains "... says so without resolving it" "denied: denied.test: no allow rule names it" "$OUT"
+check_rc "egress test of an allowed name that does not resolve" 1 sc egress test "$SB" ghost.test
+check_contains "... says it cannot be resolved" "denied: cannot resolve ghost.test: no such name" "$OUT"
 
 # ---- the audit log
 check_rc "spacectl egress log" 0 sc egress log "$SB"
