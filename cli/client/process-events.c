@@ -52,8 +52,11 @@ int process_outcome_event(ProcessOutcome *o, const char *event, const char *data
 
 int process_outcome_status(const ProcessOutcome *o) {
         if (o->exited) {
-                if (o->timed_out)
+                /* said once here, so that 124 from a timeout and from the command itself tell apart */
+                if (o->timed_out) {
+                        log_error("the command ran past --timeout and was killed (exit status %d)", EXIT_TIMEDOUT);
                         return EXIT_TIMEDOUT;
+                }
                 if (o->exit_signal > 0)
                         return 128 + o->exit_signal;
                 return o->exit_code & 0xff;

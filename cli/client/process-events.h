@@ -18,7 +18,8 @@ void process_outcome_done(ProcessOutcome *o);
 /* Takes process_exited and error events: 1 when it took the event, 0 for any other event, -EBADMSG (logged)
  * when the event is malformed. */
 int process_outcome_event(ProcessOutcome *o, const char *event, const char *data, size_t len);
-/* spacectl's exit status for a process that exited or an error event; -1 when there was neither. */
+/* spacectl's exit status for a process that exited or an error event; -1 when there was neither. Says on
+ * stderr why, when the status is spacectl's (a timeout, an error), not the command's. */
 int process_outcome_status(const ProcessOutcome *o);
 
 typedef struct OutputDecoder {

@@ -67,8 +67,10 @@ static int pick_process(const cJSON *list, long *ret) {
 static int exit_status_of(const cJSON *p) {
         double v;
 
-        if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(p, "timed_out")))
+        if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(p, "timed_out"))) {
+                log_error("the process ran past its --timeout and was killed (exit status %d)", EXIT_TIMEDOUT);
                 return EXIT_TIMEDOUT;
+        }
         if (json_num(p, "signal", &v) && v > 0 && v < 128)
                 return 128 + (int) v;
         return json_num(p, "exit_code", &v) ? (int) v & 0xff : 0;
