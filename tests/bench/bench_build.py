@@ -109,7 +109,7 @@ def raw_minimal():
 def raw_seed():
     out = os.path.join(TMP, "raw-seed.tar")
     argv = ["mmdebstrap", "--variant=minbase", "--format=tar", "--quiet",
-            "--include=bash,coreutils,python3,python3-pip,curl,ca-certificates", "bookworm", out]
+            "--include=bash,coreutils,procps,python3,python3-pip,curl,ca-certificates", "bookworm", out]
     if os.geteuid() == 0:
         argv.insert(1, "--mode=root")
     if os.path.exists("/etc/apt/sources.list.d/debian.sources"):

@@ -86,7 +86,7 @@ check_match "seed: stdout is the digest" "$DIGEST_RE" "$SEED"
 check_eq "seed: stderr stays empty" "" "$(cat "$ERR")"
 check_eq "seed:latest points at it" "$SEED" "$(digest_of seed:latest)"
 sc template inspect seed >"$TEST_TMP/seed.json"
-check_eq "seed: the recipe's description" "Debian 12 minbase with bash, coreutils, python3, pip, curl and ca-certificates" \
+check_eq "seed: the recipe's description" "Debian 12 minbase with bash, coreutils, procps, python3, pip, curl and ca-certificates" \
         "$(json "$TEST_TMP/seed.json" 'd["description"]')"
 check_eq "seed: the recipe's shape" "1 512 2048" \
         "$(json "$TEST_TMP/seed.json" '"%d %d %d" % (d["vcpu"], d["memory_mib"], d["disk_mib"])')"
@@ -110,6 +110,7 @@ check_eq "exec -u root overrides the template's user" "0" "$(cat "$OUT")"
 check_in "the recipe's environment" "$SBS" "C.UTF-8" printenv LANG
 check_in "ca-certificates is installed" "$SBS" "install ok installed" \
         dpkg-query -W -f='${Status}' ca-certificates
+check_in "procps is there: ps lists the sandbox's PID 1" "$SBS" "1" sh -c 'ps -e -o pid= | head -n 1 | tr -d " "'
 check_in "curl and pip are installed (for egress)" "$SBS" "curl ok, pip ok" \
         sh -c 'curl --version >/dev/null && echo -n "curl ok, " && python3 -m pip --version >/dev/null && echo "pip ok"'
 check_in "pip may install for the user (PEP 668 lifted by the recipe's environment)" "$SBS" "1" \
