@@ -95,7 +95,7 @@ _spacectl() {
     case $verb in
         create)
             if [[ $cur == -* ]]; then
-                COMPREPLY=($(compgen -W "$create_opts --timeout --async" -- "$cur"))
+                COMPREPLY=($(compgen -W "$create_opts --timeout --async --json" -- "$cur"))
             elif [[ $npos -eq 0 ]]; then
                 COMPREPLY=($(compgen -W "$(_spacectl_templates)" -- "$cur"))
             fi ;;
@@ -244,7 +244,7 @@ _spacectl() {
             fi ;;
         fork)
             if [[ $cur == -* ]]; then
-                COMPREPLY=($(compgen -W "--count --async --quiet --help" -- "$cur"))
+                COMPREPLY=($(compgen -W "--count --name --async --quiet --help" -- "$cur"))
             elif [[ $npos -eq 0 ]]; then
                 COMPREPLY=($(compgen -W "$(_spacectl_sandboxes) $(_spacectl_checkpoints)" -- "$cur"))
             fi ;;

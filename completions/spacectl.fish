@@ -158,6 +158,7 @@ for v in create run
 end
 complete -c spacectl -n "__spacectl_verb_is create" -l timeout -x -d 'Time to live (like --ttl)'
 complete -c spacectl -n "__fish_seen_subcommand_from create" -l async -d 'Print the operation id and return at once'
+complete -c spacectl -n "__spacectl_verb_is create" -l json -d 'Print the sandbox as JSON'
 complete -c spacectl -n "__fish_seen_subcommand_from create" -s e -l env -x -a '(set -n | string replace -r \'$\' =)' -d 'Environment of every process'
 
 # exec and run: process options
@@ -276,6 +277,7 @@ complete -c spacectl -n "__spacectl_verb_is pool; and __fish_seen_subcommand_fro
 
 # fork SANDBOX|CHECKPOINT
 complete -c spacectl -n "__spacectl_verb_is fork" -s n -l count -x -d 'How many sandboxes (1..64)'
+complete -c spacectl -n "__spacectl_verb_is fork" -l name -x -d 'Name the forks (NAME-1 ... NAME-N for several)'
 complete -c spacectl -n "__spacectl_verb_is fork" -l async -d 'Print the operation id and return at once'
 complete -c spacectl -n "__spacectl_verb_is fork" -s q -l quiet -d 'No progress on the terminal'
 complete -c spacectl -n "__spacectl_verb_is fork; and __spacectl_no_positional" -a '(__spacectl_sandboxes)' -d 'Sandbox'

@@ -12,11 +12,12 @@
 #include "macro.h"
 
 const CliHelp cmd_fork_help = {
-        .synopsis = "fork [-n N] [--async] [-q] SANDBOX|CHECKPOINT",
+        .synopsis = "fork [-n N] [--name NAME] [--async] [-q] SANDBOX|CHECKPOINT",
         .summary = "Make N new sandboxes that go on from a sandbox or a checkpoint, and print their ids",
         .options =
         "Options:\n"
         "  -n, --count N   how many sandboxes, 1..64 (default 1)\n"
+        "      --name NAME name the fork NAME; with -n N > 1, NAME-1 ... NAME-N\n"
         "      --async     print the id of the fork operation instead of waiting for it\n"
         "  -q, --quiet     no progress on the terminal\n"
         "  -h, --help      show this help\n"
@@ -67,6 +68,7 @@ static int classify(const char *ref) {
 int cmd_fork(int argc, char *argv[]) {
         _cleanup_free_ char *path = NULL, *label = NULL;
         bool async = false, quiet = false;
+        const char *name = NULL;
         unsigned long count = 1;
         const cJSON *ids, *id;
         cJSON *body, *op = NULL;
@@ -74,6 +76,7 @@ int cmd_fork(int argc, char *argv[]) {
         int r, kind;
         const CliOption options[] = {
                 CLI_ULONG("count", 'n', "-n", &count, 1, 64),
+                CLI_STRING_NOT_EMPTY("name", 0, &name),
                 CLI_FLAG("async", 0, &async),
                 CLI_FLAG("quiet", 'q', &quiet),
         };
@@ -93,6 +96,7 @@ int cmd_fork(int argc, char *argv[]) {
         r = kind ? cli_checkpoint_path(ref, "/fork", &path) : cli_sandbox_path(ref, "/fork", &path);
         body = cJSON_CreateObject();
         if (r < 0 || !body || !cJSON_AddNumberToObject(body, "count", (double) count) ||
+            (name && !cJSON_AddStringToObject(body, "name", name)) ||
             asprintf(&label, "forking %s into %lu", ref, count) < 0) {
                 cJSON_Delete(body);
                 log_error("out of memory");

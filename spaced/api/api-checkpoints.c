@@ -117,20 +117,30 @@ out:
 }
 
 static void post_fork(Request *r, Sandbox *s, Checkpoint *c) {
-        static const char *const fields[] = { "count", NULL };
+        static const char *const fields[] = { "count", "name", NULL };
         _cleanup_strv_free_ char **ids = NULL;
+        const char *name = NULL;
         Error e = {};
         uint64_t count = 1;
         Operation *op;
         unsigned wait;
-        cJSON *o;
+        cJSON *o, *v;
         int q;
 
         if (parse_wait(r, &wait) < 0 || !(o = parse_body_object(r, fields)))
                 return;
         if (get_uint_field(r, o, "count", 1, 64, &count) < 0)
                 goto out;
-        q = fork_start(http_manager(r->http), s, c, (unsigned) count, &op, &ids, &e);
+        v = cJSON_GetObjectItemCaseSensitive(o, "name");
+        if (v && !cJSON_IsNull(v)) {
+                if (!cJSON_IsString(v)) {
+                        http_respond_error(r, ERROR_INVALID_ARGUMENT, "name must be a string: the forks' name, "
+                                           "or their prefix (NAME-1 ... NAME-N) when there are several");
+                        goto out;
+                }
+                name = v->valuestring;
+        }
+        q = fork_start(http_manager(r->http), s, c, (unsigned) count, name, &op, &ids, &e);
         if (q < 0) {
                 respond_operation_error(r, &e, q);
                 error_done(&e);

@@ -232,6 +232,7 @@ typedef struct CheckpointJob {
         /* a fork waiting for this checkpoint */
         unsigned fork_count;
         char fork_op[OPERATION_ID_LEN + 1];
+        char *fork_name;        /* the forks' name prefix, NULL: none (fork_start) */
         /* results */
         int r;
         Error error;
@@ -252,10 +253,13 @@ static void checkpoint_job_free(CheckpointJob *j) {
         free(j->mem_path);
         error_done(&j->error);
         free(j->frozen_layer);
+        free(j->fork_name);
         free(j);
 }
 
 static void checkpoint_done(Manager *m, void *userdata);
+static void fork_create_children(Manager *m, Checkpoint *c, Operation *fork_op, unsigned count, const char *prefix,
+                                 char ***ret_ids);
 
 /* The state file's RAM pages to a memory file of their own, and the state file without them (lib/migstream.h):
  * forks and restores then map the memory file copy-on-write, as creates map the base snapshot's, and share its
@@ -447,26 +451,7 @@ static void checkpoint_done(Manager *m, void *userdata) {
                                 operation_finish(fork_op, ERROR_FORK_FAILED, j->error.message ?: "the checkpoint failed");
                 } else if (fork_op) {
                         /* the children were announced when the fork began: create them now */
-                        for (unsigned i = 0; i < j->fork_count; i++) {
-                                Error e = {};
-                                Operation *child_op;
-                                Sandbox *child;
-
-                                SandboxSpec spec = {
-                                        .template_ref = c->template_name,
-                                        .vcpu = c->vcpu,
-                                        .memory_mib = c->memory_mib,
-                                        .disk_mib = c->disk_mib,
-                                        .env = c->env,
-                                        .source = c,
-                                        .parent_op = fork_op->id,
-                                };
-
-                                if (sandbox_create(m, &spec, &child_op, &child, &e) < 0) {
-                                        fork_child_done(m, fork_op->id, false, e.message ?: "create failed");
-                                        error_done(&e);
-                                }
-                        }
+                        fork_create_children(m, c, fork_op, j->fork_count, j->fork_name, NULL);
                 }
         }
         checkpoint_job_free(j);
@@ -660,14 +645,74 @@ void fork_child_done(Manager *m, const char *fork_op_id, bool ok, const char *me
         }
 }
 
-int fork_start(Manager *m, Sandbox *from_sandbox, Checkpoint *from_checkpoint, unsigned count, Operation **ret_op,
-               char ***ret_sandbox_ids, Error *reterr) {
+/* The name of fork i of count with prefix, into buf; NULL without a prefix. */
+static const char *fork_name(const char *prefix, unsigned i, unsigned count, char buf[static SANDBOX_NAME_MAX + 1]) {
+        if (!prefix)
+                return NULL;
+        if (count == 1)
+                snprintf(buf, SANDBOX_NAME_MAX + 1, "%s", prefix);
+        else
+                snprintf(buf, SANDBOX_NAME_MAX + 1, "%s-%u", prefix, i + 1);
+        return buf;
+}
+
+static void fork_create_children(Manager *m, Checkpoint *c, Operation *fork_op, unsigned count, const char *prefix,
+                                 char ***ret_ids) {
+        for (unsigned i = 0; i < count; i++) {
+                char name[SANDBOX_NAME_MAX + 1];
+                Operation *child_op;
+                Sandbox *child;
+                Error e = {};
+
+                SandboxSpec spec = {
+                        .template_ref = c->template_name,
+                        .name = fork_name(prefix, i, count, name),
+                        .vcpu = c->vcpu,
+                        .memory_mib = c->memory_mib,
+                        .disk_mib = c->disk_mib,
+                        .env = c->env,
+                        .source = c,
+                        .parent_op = fork_op->id,
+                };
+
+                if (sandbox_create(m, &spec, &child_op, &child, &e) < 0) {
+                        fork_child_done(m, fork_op->id, false, e.message ?: "create failed");
+                        error_done(&e);
+                        continue;
+                }
+                if (ret_ids)
+                        (void) strv_extend(ret_ids, child->id);
+        }
+}
+
+/* Every name the forks will take is free and fits, checked before the fork starts so that it fails whole. */
+static int fork_check_names(Manager *m, const char *prefix, unsigned count, Error *reterr) {
+        char name[SANDBOX_NAME_MAX + 1];
+
+        if (!prefix)
+                return 0;
+        if (strlen(prefix) + (count > 1 ? 1 + 2 : 0) > SANDBOX_NAME_MAX)
+                return error_set(reterr, ERROR_INVALID_ARGUMENT, "name prefix '%.80s' is too long for %u forks: at "
+                                 "most %d characters with the '-N' suffix", prefix, count, SANDBOX_NAME_MAX) ?: -EINVAL;
+        for (unsigned i = 0; i < count; i++) {
+                int r = sandbox_check_name(m, fork_name(prefix, i, count, name), reterr);
+                if (r < 0)
+                        return r;
+        }
+        return 0;
+}
+
+int fork_start(Manager *m, Sandbox *from_sandbox, Checkpoint *from_checkpoint, unsigned count,
+               const char *name_prefix, Operation **ret_op, char ***ret_sandbox_ids, Error *reterr) {
         _cleanup_strv_free_ char **ids = NULL;
         Operation *op;
         int r;
 
         if (count < 1 || count > 64)
                 return error_set(reterr, ERROR_INVALID_ARGUMENT, "count %u is out of range: 1 to 64", count) ?: -EINVAL;
+        r = fork_check_names(m, name_prefix, count, reterr);
+        if (r < 0)
+                return r;
         if (from_checkpoint && !from_checkpoint->ready)
                 return error_set(reterr, ERROR_CHECKPOINT_BUSY, "checkpoint %s is still being taken",
                                            from_checkpoint->id) ?: -EBUSY;
@@ -692,29 +737,7 @@ int fork_start(Manager *m, Sandbox *from_sandbox, Checkpoint *from_checkpoint, u
                 if (!op)
                         return -ENOMEM;
                 op->pending = count;
-                for (unsigned i = 0; i < count; i++) {
-                        Error e = {};
-                        Operation *child_op;
-                        Sandbox *child;
-
-                        SandboxSpec spec = {
-                                .template_ref = from_checkpoint->template_name,
-                                .vcpu = from_checkpoint->vcpu,
-                                .memory_mib = from_checkpoint->memory_mib,
-                                .disk_mib = from_checkpoint->disk_mib,
-                                .env = from_checkpoint->env,
-                                .source = from_checkpoint,
-                                .parent_op = op->id,
-                        };
-
-                        r = sandbox_create(m, &spec, &child_op, &child, &e);
-                        if (r < 0) {
-                                fork_child_done(m, op->id, false, e.message ?: "create failed");
-                                error_done(&e);
-                                continue;
-                        }
-                        (void) strv_extend(&ids, child->id);
-                }
+                fork_create_children(m, from_checkpoint, op, count, name_prefix, &ids);
         } else {
                 CheckpointJob *j;
                 Checkpoint *c;
@@ -733,6 +756,8 @@ int fork_start(Manager *m, Sandbox *from_sandbox, Checkpoint *from_checkpoint, u
                 op->drop_checkpoint = true;
                 j->fork_count = count;
                 memcpy(j->fork_op, op->id, sizeof j->fork_op);
+                if (name_prefix && !(j->fork_name = strdup(name_prefix)))
+                        log_warning("fork %s: out of memory: the forks go without names", op->id);
                 /* the checkpoint's own operation is the fork's */
                 (void) checkpoint_launch(m, from_sandbox, c, j, op);
                 /* ids are known only once the checkpoint is done; the operation lists them then */

@@ -456,6 +456,19 @@ static bool name_valid(const char *n) {
         return true;
 }
 
+int sandbox_check_name(Manager *m, const char *name, Error *reterr) {
+        Sandbox *other;
+
+        if (!name_valid(name))
+                return error_set(reterr, ERROR_INVALID_ARGUMENT,
+                                 "name '%s' is not valid: use 1 to %d letters, digits, '-', '_' or '.'", name,
+                                 SANDBOX_NAME_MAX) ?: -EINVAL;
+        if (sandbox_resolve(m, name, &other) >= 0 && other->name && streq(other->name, name))
+                return error_set(reterr, ERROR_NAME_IN_USE, "a sandbox named '%s' exists already (%s)", name,
+                                 other->id) ?: -EEXIST;
+        return 0;
+}
+
 static char **env_merge(char **base, char **extra) {
         size_t n = 0, k = 0;
         char **out;
@@ -511,14 +524,9 @@ static int create_plan(Manager *m, const SandboxSpec *spec, CreatePlan *ret, Err
                         return r;
         }
         if (spec->name) {
-                Sandbox *other;
-                if (!name_valid(spec->name))
-                        return error_set(reterr, ERROR_INVALID_ARGUMENT,
-                                                   "name '%s' is not valid: use 1 to %d letters, digits, '-', '_' or '.'",
-                                                   spec->name, SANDBOX_NAME_MAX) ?: -EINVAL;
-                if (sandbox_resolve(m, spec->name, &other) >= 0 && other->name && streq(other->name, spec->name))
-                        return error_set(reterr, ERROR_NAME_IN_USE, "a sandbox named '%s' exists already (%s)",
-                                                   spec->name, other->id) ?: -EEXIST;
+                r = sandbox_check_name(m, spec->name, reterr);
+                if (r < 0)
+                        return r;
         }
         /* Template images are small (their content and some slack); a sandbox's disk grows from that to
          * disk_mib at create, and may not be smaller than the image. */

@@ -171,6 +171,9 @@ typedef struct SandboxSpec {
 /* Journals the sandbox and its create operation and starts the worker; a create of the template's default
  * shape is served from its warm pool when that has a member. */
 int sandbox_create(Manager *m, const SandboxSpec *spec, Operation **ret_op, Sandbox **ret_sandbox, Error *reterr);
+/* Whether name may name a new sandbox: its shape (ERROR_INVALID_ARGUMENT) and that no sandbox has it
+ * (ERROR_NAME_IN_USE). */
+int sandbox_check_name(Manager *m, const char *name, Error *reterr);
 int sandbox_delete_start(Manager *m, Sandbox *s, bool force, Operation **ret_op, Error *reterr);
 /* What other subsystems change on a sandbox, each saved (but sandbox_touch). Its time to live, again: it ends
  * ttl seconds from now (0: now), and is kept to be given again. */
@@ -217,8 +220,10 @@ int checkpoint_check_files(const Checkpoint *c, Error *reterr);
 int checkpoint_mem_check(const char *mem_path, uint64_t memory_mib, Error *reterr);
 int sandbox_restore_start(Manager *m, Sandbox *s, Checkpoint *c, Operation **ret_op, Error *reterr);
 /* Forks count sandboxes from a checkpoint, or from a running sandbox through a checkpoint taken first. */
+/* Forks count sandboxes from a sandbox (checkpointed first) or a checkpoint. name_prefix (NULL: none) names
+ * them: the name itself for one fork, PREFIX-1 ... PREFIX-N for more, all checked free before anything starts. */
 int fork_start(Manager *m, Sandbox *from_sandbox, Checkpoint *from_checkpoint, unsigned count,
-               Operation **ret_op, char ***ret_sandbox_ids, Error *reterr);
+               const char *name_prefix, Operation **ret_op, char ***ret_sandbox_ids, Error *reterr);
 int checkpoints_load(Manager *m);
 void fork_child_done(Manager *m, const char *fork_op_id, bool ok, const char *message);
 void checkpoints_free(Manager *m);

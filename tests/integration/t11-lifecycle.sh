@@ -211,11 +211,17 @@ if [ "${#FORKS[@]}" -eq 3 ]; then
         if [ $ok = 1 ]; then pass "forks diverge: a file written in one is absent in the others and in the parent"; else
                 fail "forks diverge: a file written in one is absent in the others and in the parent"; fi
 fi
-check_rc "fork a running sandbox -n 2" 0 sc fork "$SB" -n 2
+check_rc "fork a running sandbox -n 2 --name t11-branch" 0 sc fork "$SB" -n 2 --name t11-branch
 mapfile -t FORKS2 <"$OUT"
 check_eq "  ... prints 2 ids" 2 "${#FORKS2[@]}"
 for f in "${FORKS2[@]}"; do track_sandbox "$f"; done
 check_rc "  ... that run" 0 sc exec "${FORKS2[0]}" -- cat /tmp/origin
+check_rc "  ... named t11-branch-1 and t11-branch-2" 0 sc exec t11-branch-2 -- cat /run/space/sandbox-id
+check_eq "  ... in the order of the ids printed" "${FORKS2[1]}" "$(cat "$OUT")"
+N0=$(sandbox_count)
+check_rc "a fork whose names are taken fails whole (exit 1)" 1 sc fork "$SB" -n 3 --name t11-branch
+check_contains "  ... naming the name in use" "a sandbox named 't11-branch-1' exists already" "$ERR"
+check_eq "  ... and makes no sandbox" "$N0" "$(sandbox_count)"
 run sc checkpoint ls --json --sandbox "$SB"
 check_eq "  ... and the checkpoint the fork took is gone (only t11-cp is left)" "t11-cp" \
         "$(json "$OUT" '" ".join(c.get("name") or c["id"] for c in d["checkpoints"])')"
