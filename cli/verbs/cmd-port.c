@@ -219,10 +219,14 @@ static int print_table(const cJSON *list) {
         if (!t)
                 return -ENOMEM;
         cJSON_ArrayForEach(f, list) {
-                char sandbox[13], guest[16], conns[48], mode[32];
+                char sandbox[64], guest[16], conns[48], mode[32];
                 double g = 0, n = 0, active = 0;
 
-                snprintf(sandbox, sizeof sandbox, "%s", json_str(f, "sandbox_id") ?: "?");
+                /* the name the user gave it, else an id prefix as ls shows */
+                if (json_str(f, "sandbox_name"))
+                        snprintf(sandbox, sizeof sandbox, "%s", json_str(f, "sandbox_name"));
+                else
+                        snprintf(sandbox, sizeof sandbox, "%.12s", json_str(f, "sandbox_id") ?: "?");
                 (void) json_num(f, "guest_port", &g);
                 (void) json_num(f, "connections", &n);
                 (void) json_num(f, "active", &active);

@@ -26,6 +26,10 @@ static cJSON *forward_to_json(const Forward *f) {
         snprintf(addr, sizeof addr, "127.0.0.1:%u", f->host_port);
         cJSON_AddStringToObject(o, "id", f->id);
         cJSON_AddStringToObject(o, "sandbox_id", f->sandbox->id);
+        if (f->sandbox->name)
+                cJSON_AddStringToObject(o, "sandbox_name", f->sandbox->name);
+        else
+                cJSON_AddNullToObject(o, "sandbox_name");
         cJSON_AddNumberToObject(o, "guest_port", f->guest_port);
         cJSON_AddNumberToObject(o, "host_port", f->host_port);
         cJSON_AddStringToObject(o, "address", addr);

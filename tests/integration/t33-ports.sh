@@ -83,9 +83,10 @@ check_eq "curl through the forward reaches the guest's server" hello-from-guest 
 check_rc "port ls exits 0" 0 sc port ls
 check_match "... has a header" '^ID +SANDBOX +ADDRESS +GUEST PORT' "$(head -n1 "$OUT")"
 check_contains "... lists the forward" "$ADDR" "$OUT"
+check_match "... under its sandbox's name" "^fw-[0-9a-f]+ +t33 +$ADDR " "$(grep -F "$ADDR" "$OUT")"
 check_rc "port ls SB --json" 0 sc port ls "$SB" --json
-check_eq "... one forward to 8000, detached, one connection made" '[8000, false, 1]' \
-        "$(json "$OUT" '[d["forwards"][0]["guest_port"], d["forwards"][0]["held"], d["forwards"][0]["connections"]]')"
+check_eq "... one forward to 8000 of t33, detached, one connection made" '[8000, "t33", false, 1]' \
+        "$(json "$OUT" '[d["forwards"][0][k] for k in ("guest_port", "sandbox_name", "held", "connections")]')"
 FW1=$(json "$OUT" 'd["forwards"][0]["id"]')
 
 # ---- a given host port; taken twice
