@@ -32,6 +32,7 @@ const CliHelp cmd_create_help = {
         "                        the daemon's default profiles; see space-egress(5), spacectl egress ls)\n"
         "      --async           print the id of the create operation and return at once\n"
         "                        (follow it with 'spacectl op wait OP')\n"
+        "      --json            print the sandbox (with --async: the operation) as JSON, not its id\n"
         "  -h, --help            show this help\n"
         "\n"
         "Times T are seconds, or a number with a suffix s, m, h or d (90, 15m, 2h).\n",
@@ -146,8 +147,8 @@ oom:
         return NULL;
 }
 
-/* --async: start the create and print its operation's id. */
-static int create_async(const CreateOptions *o) {
+/* --async: start the create and print its operation's id (or, with json, the operation). */
+static int create_async(const CreateOptions *o, bool json) {
         SpaceHttpReply reply = {};
         const char *op_id;
         cJSON *body;
@@ -168,9 +169,30 @@ static int create_async(const CreateOptions *o) {
                 space_http_reply_done(&reply);
                 return EXIT_FAIL;
         }
-        printf("%s\n", op_id);
+        if (json)
+                r = cli_print_json(cJSON_GetObjectItemCaseSensitive(reply.json, "operation"));
+        else
+                printf("%s\n", op_id);
         space_http_reply_done(&reply);
-        return fflush(stdout) == 0 ? 0 : EXIT_FAIL;
+        return r >= 0 && fflush(stdout) == 0 ? 0 : EXIT_FAIL;
+}
+
+/* --json: the sandbox as inspect --json gives it, now that it runs. */
+static int print_sandbox_json(const char *id) {
+        _cleanup_free_ char *path = NULL;
+        SpaceHttpReply reply = {};
+        int r;
+
+        if (cli_sandbox_path(id, NULL, &path) < 0) {
+                log_error("out of memory");
+                return EXIT_FAIL;
+        }
+        r = cli_call("GET", path, NULL, &reply);
+        if (r < 0)
+                return EXIT_FAIL;
+        r = cli_print_json(reply.json);
+        space_http_reply_done(&reply);
+        return r >= 0 && fflush(stdout) == 0 ? 0 : EXIT_FAIL;
 }
 
 int cli_create(const CreateOptions *o, char **ret_id) {
@@ -212,10 +234,11 @@ int cli_create(const CreateOptions *o, char **ret_id) {
 
 int cmd_create(int argc, char *argv[]) {
         CreateOptions o = {};
-        bool async = false;
+        bool async = false, json = false;
         const CliOption options[] = {
                 CLI_PARSE("env", 'e', cli_option_env, &o.env),
                 CLI_FLAG("async", 0, &async),
+                CLI_FLAG("json", 0, &json),
                 CLI_PARSE("timeout", 0, create_parse_ttl, &o), /* run's --timeout is the command's */
                 CREATE_OPTIONS(&o),
         };
@@ -235,7 +258,7 @@ int cmd_create(int argc, char *argv[]) {
                 o.template_name = argv[optind];
 
         if (async) {
-                r = create_async(&o);
+                r = create_async(&o, json);
                 cJSON_Delete(o.env);
                 return r;
         }
@@ -244,6 +267,8 @@ int cmd_create(int argc, char *argv[]) {
         cJSON_Delete(o.env);
         if (r < 0)
                 return cli_failure_status();
+        if (json)
+                return print_sandbox_json(id);
         printf("%s\n", id);
         return fflush(stdout) == 0 ? 0 : EXIT_FAIL;
 }

@@ -33,6 +33,13 @@ track_sandbox "$SB"
 check_rc "ps right after the create exits 0" 0 sc ps "$SB" --json
 check_eq "ps right after the create lists no process" 0 "$(json "$OUT" 'len(d["processes"])' 2>&1)"
 
+check_rc "create --json" 0 sc_create --name t01json --json
+check_eq "... prints the new sandbox, running, as inspect --json does" "t01json running 32" \
+        "$(json "$OUT" 'd["name"] + " " + d["state"] + " " + str(len(d["id"]))')"
+J=$(json "$OUT" 'd["id"]')
+track_sandbox "$J"
+check_rc "... and it is removed again" 0 sc rm -f "$J"
+
 # ---- ls and inspect
 check_rc "ls exits 0" 0 sc ls
 check_contains "ls shows the sandbox's name" t01box "$OUT"
@@ -71,6 +78,10 @@ t0=$(now_ms)
 check_rc "exec --timeout 1 of sleep 30 exits 124" 124 sc exec --timeout 1 "$SB" -- sleep 30
 took=$(($(now_ms) - t0))
 if [ "$took" -lt 10000 ]; then pass "--timeout 1 returns within 10 s ($took ms)"; else fail "--timeout 1 returns within 10 s" "took $took ms"; fi
+check_eq "... and says so in one line on stderr" "spacectl: the command ran past --timeout and was killed (exit status 124)" \
+        "$(cat "$ERR")"
+check_rc "a command that itself exits 124" 124 sc exec --timeout 60 "$SB" -- sh -c 'exit 124'
+check_eq "... leaves stderr to the command" "" "$(cat "$ERR")"
 check_rc "the sandbox still works after a timeout" 0 sc exec "$SB" -- true
 
 # stdout and stderr kept apart
