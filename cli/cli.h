@@ -395,6 +395,9 @@ int cmd_kill(int argc, char *argv[]);
 int cmd_logs(int argc, char *argv[]);
 int cmd_op(int argc, char *argv[]);
 int cmd_info(int argc, char *argv[]);
+int cmd_daemon(int argc, char *argv[]);
+/* cmd-daemon.c: one line for the configuration in force (GET /v1/info's config), its warnings on stderr. */
+void cli_print_config(const cJSON *config, const char *label);
 int cmd_key(int argc, char *argv[]);
 int cmd_pause(int argc, char *argv[]);
 int cmd_resume(int argc, char *argv[]);
@@ -407,7 +410,7 @@ int cmd_pool(int argc, char *argv[]);
 int cmd_cp(int argc, char *argv[]);
 int cmd_egress(int argc, char *argv[]);
 int cmd_port(int argc, char *argv[]);
-extern const CliHelp cmd_cp_help, cmd_egress_help, cmd_port_help;
+extern const CliHelp cmd_cp_help, cmd_egress_help, cmd_port_help, cmd_daemon_help;
 
 extern const CliHelp cmd_create_help, cmd_exec_help, cmd_run_help, cmd_ls_help, cmd_inspect_help, cmd_rm_help,
         cmd_template_help, cmd_version_help, cmd_attach_help, cmd_ps_help, cmd_kill_help, cmd_logs_help,

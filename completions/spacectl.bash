@@ -33,7 +33,7 @@ _spacectl_egress_profiles() {
 
 _spacectl() {
     local cur=${COMP_WORDS[COMP_CWORD]} prev=${COMP_WORDS[COMP_CWORD-1]}
-    local verbs="create exec run ls inspect rm pause resume suspend wake checkpoint restore fork pool attach ps kill logs op info key template version help cp egress port"
+    local verbs="create exec run ls inspect rm pause resume suspend wake checkpoint restore fork pool attach ps kill logs op info daemon key template version help cp egress port"
     local create_opts="--name --vcpu --memory --disk --env --idle-timeout --ttl --on-timeout --egress --help"
     local exec_opts="--interactive --tty --env --workdir --user --timeout --help"
     local signals="TERM INT HUP KILL QUIT USR1 USR2 STOP CONT WINCH"
@@ -148,6 +148,12 @@ _spacectl() {
             fi ;;
         info)
             COMPREPLY=($(compgen -W "--json --help" -- "$cur")) ;;
+        daemon)
+            if [[ $npos -eq 0 && $cur != -* ]]; then
+                COMPREPLY=($(compgen -W "reload" -- "$cur"))
+            elif [[ $cur == -* ]]; then
+                COMPREPLY=($(compgen -W "--json --help" -- "$cur"))
+            fi ;;
         egress)
             if [[ $npos -eq 0 && $cur != -* ]]; then
                 COMPREPLY=($(compgen -W "ls show test log" -- "$cur"))

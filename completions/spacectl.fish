@@ -109,7 +109,7 @@ function __spacectl_after_dashdash
     contains -- -- (commandline -opc)
 end
 
-set -l verbs create exec run ls inspect rm pause resume suspend wake checkpoint restore fork pool attach ps kill logs op info key template version help cp egress port
+set -l verbs create exec run ls inspect rm pause resume suspend wake checkpoint restore fork pool attach ps kill logs op info daemon key template version help cp egress port
 
 complete -c spacectl -f
 complete -c spacectl -n "not __fish_seen_subcommand_from $verbs" -s h -l help -d 'Show help'
@@ -134,6 +134,7 @@ complete -c spacectl -n "not __fish_seen_subcommand_from $verbs" -a logs -d 'Pri
 complete -c spacectl -n "not __fish_seen_subcommand_from $verbs" -a cp -d 'Copy files between the host and a sandbox'
 complete -c spacectl -n "not __fish_seen_subcommand_from $verbs" -a op -d 'List, show, wait for and cancel operations'
 complete -c spacectl -n "not __fish_seen_subcommand_from $verbs" -a info -d 'Show the daemon'
+complete -c spacectl -n "not __fish_seen_subcommand_from $verbs" -a daemon -d 'Make the running daemon re-read its configuration'
 complete -c spacectl -n "not __fish_seen_subcommand_from $verbs" -a key -d 'Create, list and revoke API keys'
 complete -c spacectl -n "not __fish_seen_subcommand_from $verbs" -a egress -d 'List egress profiles, test destinations'
 complete -c spacectl -n "not __fish_seen_subcommand_from $verbs" -a port -d 'Forward a host port into a sandbox'
@@ -207,6 +208,8 @@ complete -c spacectl -n "__fish_seen_subcommand_from op; and __fish_seen_subcomm
 
 # info
 complete -c spacectl -n "__fish_seen_subcommand_from info" -l json -d 'Print JSON'
+complete -c spacectl -n "__fish_seen_subcommand_from daemon; and not __fish_seen_subcommand_from reload" -a reload -d 'Re-read spaced.conf'
+complete -c spacectl -n "__fish_seen_subcommand_from daemon" -l json -d 'Print the configuration in force as JSON'
 
 # egress ls|show PROFILE|test SANDBOX HOST[:PORT]|log SANDBOX
 complete -c spacectl -n "__spacectl_verb_is egress; and not __fish_seen_subcommand_from ls show test log" -a ls -d 'List egress profiles'

@@ -26,6 +26,7 @@
 #include "sandbox/sandbox.h"
 #include "template/template.h"
 #include "paths.h"
+#include "reload.h"
 
 static char *arg_socket = NULL, *arg_state_dir = NULL, *arg_runtime_dir = NULL, *arg_lib_dir = NULL,
             *arg_config = NULL, *arg_accel = NULL, *arg_listen = NULL;
@@ -175,6 +176,14 @@ static int on_signal(sd_event_source *s, const struct signalfd_siginfo *si, void
         return sd_event_exit(sd_event_source_get_event(s), 0);
 }
 
+/* SIGHUP: re-read the configuration, as POST /v1/daemon/reload does (daemon_reload logs the outcome). */
+static int on_sighup(sd_event_source *s, const struct signalfd_siginfo *si, void *userdata) {
+        _cleanup_(error_done) Error err = {};
+
+        (void) daemon_reload(userdata, &err);
+        return 0;
+}
+
 /* QEMU's stderr log lives as long as the VM; keep it from growing without bound. */
 #define QEMU_LOG_MAX (1024 * 1024)
 #define HOUSEKEEPING_USEC (600ULL * 1000000ULL)
@@ -222,22 +231,16 @@ static int load_config(Manager *m, const char *config_path) {
         _cleanup_(error_done) Error err = {};
         int r;
 
-        r = egress_settings_register(m->egress, &m->config);
-        if (r < 0)
-                return log_error_errno(r, "cannot register the egress settings: %m");
-        r = config_load(&m->config, config_path, &err);
+        m->config_path = strdup(config_path);
+        if (!m->config_path)
+                return log_error_errno(-ENOMEM, "cannot load the configuration: %m");
+        r = daemon_config_read(config_path, &m->config, &m->egress, &err);
         if (r < 0) {
                 log_error("bad configuration: %s", err.message ?: strerror(-r));
                 return r;
         }
-        /* egress profiles may also come from the environment; a bad one stops us like a bad config line */
-        r = egress_settings_load_env(m->egress, getenv("SPACE_EGRESS_PROFILES"), &err);
-        if (r >= 0)
-                r = egress_settings_finish(m->egress, &err);
-        if (r < 0) {
-                log_error("bad egress configuration: %s (space-egress(5))", err.message ?: strerror(-r));
-                return r;
-        }
+        m->config_loaded_at = now_unix();
+        m->reload = daemon_reload;
         if (m->egress->policy.n_profiles > 0 || m->egress->policy.base.n > 0)
                 log_info("egress: %zu profile(s), %zu base rule(s)",
                          m->egress->policy.n_profiles, m->egress->policy.base.n);
@@ -514,7 +517,7 @@ static void load_objects(Manager *m) {
                 log_warning_errno(r, "cannot load templates from %s", m->lib_dir);
 }
 
-/* The sd-event loop with SIGTERM/SIGINT, worker completions and the periodic timers. */
+/* The sd-event loop with SIGTERM/SIGINT (exit), SIGHUP (reload), worker completions and the periodic timers. */
 static int setup_event_loop(Manager *m) {
         sigset_t mask;
         int r;
@@ -525,9 +528,11 @@ static int setup_event_loop(Manager *m) {
         sigemptyset(&mask);
         sigaddset(&mask, SIGTERM);
         sigaddset(&mask, SIGINT);
+        sigaddset(&mask, SIGHUP);
         sigprocmask(SIG_BLOCK, &mask, NULL);
         (void) sd_event_add_signal(m->event, NULL, SIGTERM, on_signal, NULL);
         (void) sd_event_add_signal(m->event, NULL, SIGINT, on_signal, NULL);
+        (void) sd_event_add_signal(m->event, NULL, SIGHUP, on_sighup, m);
         r = completions_setup(m);
         if (r < 0)
                 return log_error_errno(r, "cannot set up worker completions");
@@ -596,8 +601,7 @@ static void finish(Manager *m, const char *pid_path) {
 int main(int argc, char **argv) {
         _cleanup_free_ char *config_path = NULL, *pid_path = NULL;
         _cleanup_close_ int lock_fd = -1;
-        EgressSettings egress = {};
-        Manager m = { .completion_fd = -1, .config.idle_timeout = IDLE_TIMEOUT_DEFAULT, .egress = &egress };
+        Manager m = { .completion_fd = -1, .config.idle_timeout = IDLE_TIMEOUT_DEFAULT };
         int listen_fd = -1, tcp_fd = -1, r;
 
         r = parse_args(argc, argv);

@@ -14,7 +14,7 @@
 
 const CliHelp cmd_info_help = {
         .synopsis = "info [--json]",
-        .summary = "Show the daemon: version, socket, API URL, accelerator, confinement, memory",
+        .summary = "Show the daemon: version, socket, API URL, accelerator, confinement, memory, configuration",
         .options =
         "Options:\n"
         "      --json    print the reply of GET /v1/info\n"
@@ -74,6 +74,8 @@ int cmd_info(int argc, char *argv[]) {
                         format_mib(v, b, sizeof b);
                         printf("Memory:       %s in use of %s\n", a, b);
                 }
+                if (cJSON_IsObject(cJSON_GetObjectItemCaseSensitive(j, "config")))
+                        cli_print_config(cJSON_GetObjectItemCaseSensitive(j, "config"), "Config:       ");
                 printf("Connected to: %s\n", space_http_endpoint(cli_http()));
         }
         space_http_reply_done(&reply);

@@ -38,6 +38,7 @@ static const Verb verbs[] = {
         { "logs",     cmd_logs,     VERB_DAEMON,                       &cmd_logs_help     },
         { "op",       cmd_op,       VERB_DAEMON,                       &cmd_op_help       },
         { "info",     cmd_info,     VERB_DAEMON,                       &cmd_info_help     },
+        { "daemon",   cmd_daemon,   VERB_DAEMON,                       &cmd_daemon_help   },
         { "key",      cmd_key,      VERB_DAEMON,                       &cmd_key_help      },
         { "template", cmd_template, VERB_DAEMON,                       &cmd_template_help },
         { "cp",       cmd_cp,       VERB_DAEMON,                       &cmd_cp_help       },

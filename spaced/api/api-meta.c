@@ -5,11 +5,13 @@
 #include <unistd.h>
 
 #include "api/api.h"
+#include "core/util.h"
+#include "egress/egress.h"
 #include "macro.h"
 #include "sandbox/sandbox.h"
 
-/* What the API says about itself and the daemon: the OpenAPI document, /v1/info and the list of
- * operations. */
+/* What the API says about itself and the daemon: the OpenAPI document, /v1/info, the list of operations,
+ * and a reload of the configuration. */
 
 #define OPERATIONS_LIST_MAX 500
 
@@ -25,6 +27,24 @@ void api_get_openapi(Request *r, const RouteArgs *a) {
         if (MHD_queue_response(r->connection, 200, resp) == MHD_YES)
                 r->responded = true;
         MHD_destroy_response(resp);
+}
+
+/* The configuration in force: which file, when it was read, what it holds of egress, and what it changed that
+ * takes a restart. */
+static cJSON *config_to_json(const Manager *m) {
+        cJSON *o = cJSON_CreateObject(), *restart;
+        char when[32];
+
+        cJSON_AddStringToObject(o, "file", m->config_path ?: "");
+        cJSON_AddBoolToObject(o, "exists", m->config_path && access(m->config_path, F_OK) == 0);
+        format_rfc3339(m->config_loaded_at, when);
+        cJSON_AddStringToObject(o, "loaded_at", when);
+        cJSON_AddNumberToObject(o, "egress_profiles", (double) m->egress->policy.n_profiles);
+        cJSON_AddNumberToObject(o, "egress_base_rules", (double) m->egress->policy.base.n);
+        restart = cJSON_AddArrayToObject(o, "restart_needed");
+        for (char **k = m->config_restart_needed; k && *k; k++)
+                cJSON_AddItemToArray(restart, cJSON_CreateString(*k));
+        return o;
 }
 
 void api_get_info(Request *r, const RouteArgs *a) {
@@ -50,7 +70,28 @@ void api_get_info(Request *r, const RouteArgs *a) {
         cJSON_AddStringToObject(o, "state_dir", m->state_dir);
         cJSON_AddNumberToObject(o, "memory_limit_mib", (double) m->memory_limit_mib);
         cJSON_AddNumberToObject(o, "memory_in_use_mib", (double) manager_memory_in_use(m));
+        cJSON_AddItemToObject(o, "config", config_to_json(m));
         http_respond_json(r, 200, o);
+}
+
+/* POST /v1/daemon/reload: re-reads spaced.conf (as SIGHUP does); a bad file is a 400 naming the line, and the
+ * configuration in use stays. */
+void api_post_daemon_reload(Request *r, const RouteArgs *a) {
+        _cleanup_(error_done) Error e = {};
+        Manager *m = http_manager(r->http);
+        int q;
+
+        if (!m->reload) {
+                http_respond_error(r, ERROR_INTERNAL, "this daemon cannot reload its configuration");
+                return;
+        }
+        q = m->reload(m, &e);
+        if (q < 0) {
+                http_respond_error(r, e.code ?: ERROR_INTERNAL, "%s; the configuration in use stays as it was",
+                                   e.message ?: strerror(-q));
+                return;
+        }
+        http_respond_json(r, 200, config_to_json(m));
 }
 
 static int newest_first(const void *a, const void *b) {

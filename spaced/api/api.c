@@ -69,6 +69,7 @@ const Route api_routes[] = {
         { "POST", "/v1/sandboxes/{id}/sessions/{sid}/token", api_post_session_token },
         { "GET", "/v1/openapi.json", api_get_openapi, .auth = ROUTE_AUTH_NONE },
         { "GET", "/v1/info", api_get_info },
+        { "POST", "/v1/daemon/reload", api_post_daemon_reload },
         { "GET", "/v1/operations", api_get_operations },
         { "POST", "/v1/keys", api_post_keys },
         { "GET", "/v1/keys", api_get_keys },

@@ -51,6 +51,7 @@ extern const char openapi_json[];
 extern const size_t openapi_json_len;
 void api_get_openapi(Request *r, const RouteArgs *a);
 void api_get_info(Request *r, const RouteArgs *a);
+void api_post_daemon_reload(Request *r, const RouteArgs *a);
 void api_get_operations(Request *r, const RouteArgs *a);
 
 /* api-templates.c */

@@ -41,6 +41,12 @@ struct Manager {
         Store *store;
         Http *http;
         Config config;
+        char *config_path;          /* the spaced.conf read (it may not exist: then the defaults) */
+        int64_t config_loaded_at;   /* when it was read, at start or by the last reload (unix time) */
+        char **config_restart_needed; /* settings the file changed that take a restart (spaced/reload.c) */
+        /* Re-reads the configuration (spaced/reload.c, set by main.c; POST /v1/daemon/reload calls it): 0, or
+         * < 0 with reterr naming what was wrong, the configuration in use unchanged. */
+        int (*reload)(Manager *m, Error *reterr);
         EgressSettings *egress;     /* egress's own keys of the configuration (egress/egress.h) */
         char *state_dir;
         char *runtime_dir;

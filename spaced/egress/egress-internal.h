@@ -97,11 +97,13 @@ typedef struct EgressAuditEntry {
 
 void egress_audit(Manager *m, const char *sandbox_id, const char *data_dir, const EgressAuditEntry *e);
 
-/* gateway-sandbox.c: what the gateway keeps of each sandbox between frames: its policy, built once; its lookups
- * in flight; its rates, and its refusals logged once a burst. */
+/* gateway-sandbox.c: what the gateway keeps of each sandbox between frames: its policy, built once from the
+ * settings in force (again once a reload replaced them); its lookups in flight; its rates, and its refusals
+ * logged once a burst. */
 typedef struct GatewayPolicy {
         unsigned refs;
         EgressPolicy policy;
+        EgressSettings *settings;    /* a reference: policy's sources point into these settings' rules */
 } GatewayPolicy;
 
 /* What the gateway reads of a sandbox, through the ops sandbox/ registers (egress_set_sandbox_ops()). */

@@ -85,6 +85,7 @@ typedef struct EgressLimits {
  * hosts_file, hosts(5) lines, first, then, unless egress_resolve = hosts, by the system's resolver); the
  * gateway's rates (0 fields: the defaults, egress_settings_limits()). */
 typedef struct EgressSettings {
+        unsigned refs;               /* the Manager's, and each gateway policy built from these settings */
         EgressConfig policy;
         char **defaults;
         char *hosts_file;
@@ -92,6 +93,10 @@ typedef struct EgressSettings {
         EgressLimits limits;
 } EgressSettings;
 
+/* Settings are replaced whole on a reload; a policy built from the old ones keeps them by its reference. */
+EgressSettings *egress_settings_new(void);
+EgressSettings *egress_settings_ref(EgressSettings *s);
+EgressSettings *egress_settings_unref(EgressSettings *s);   /* NULL */
 void egress_settings_done(EgressSettings *s);
 /* Makes spaced.conf's egress keys s's: call before config_load. */
 int egress_settings_register(EgressSettings *s, Config *c);

@@ -114,6 +114,7 @@ GatewayPolicy *gateway_policy_ref(GatewayPolicy *p) {
 GatewayPolicy *gateway_policy_unref(GatewayPolicy *p) {
         if (p && --p->refs == 0) {
                 egress_policy_done(&p->policy);
+                egress_settings_unref(p->settings);
                 free(p);
         }
         return NULL;
@@ -126,6 +127,10 @@ int gateway_policy_get(Manager *m, Sandbox *s, GatewayPolicy **ret, Error *reter
 
         if (!g)
                 return -ENOMEM;
+        /* a reload replaced the settings: the sandbox's profiles are decided by their new definitions from its
+         * next connection on (space-egress(5), "Reload") */
+        if (g->policy && g->policy->settings != m->egress)
+                g->policy = gateway_policy_unref(g->policy);
         if (!g->policy) {
                 p = calloc(1, sizeof *p);
                 if (!p)
@@ -139,6 +144,7 @@ int gateway_policy_get(Manager *m, Sandbox *s, GatewayPolicy **ret, Error *reter
                         return r;
                 }
                 p->refs = 1;
+                p->settings = egress_settings_ref(m->egress);
                 g->policy = p;
         }
         *ret = gateway_policy_ref(g->policy);

@@ -19,6 +19,28 @@ void egress_settings_done(EgressSettings *s) {
         *s = (EgressSettings) {};
 }
 
+EgressSettings *egress_settings_new(void) {
+        EgressSettings *s = calloc(1, sizeof *s);
+
+        if (s)
+                s->refs = 1;
+        return s;
+}
+
+EgressSettings *egress_settings_ref(EgressSettings *s) {
+        if (s)
+                s->refs++;
+        return s;
+}
+
+EgressSettings *egress_settings_unref(EgressSettings *s) {
+        if (s && --s->refs == 0) {
+                egress_settings_done(s);
+                free(s);
+        }
+        return NULL;
+}
+
 EgressLimits egress_settings_limits(const EgressSettings *s) {
         EgressLimits l = s->limits;
 

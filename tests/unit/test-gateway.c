@@ -39,8 +39,7 @@
 
 #define ALLOWED "127.0.33.2"
 
-static EgressSettings egress_settings;
-static Manager manager = { .egress = &egress_settings };
+static Manager manager;
 static char tmpdir[] = "/tmp/test-gateway-XXXXXX";
 static int guest = -1;                 /* our end of the channel: we are the guest */
 static SpaceFrameReader reader;
@@ -574,6 +573,7 @@ int main(void) {
         fprintf(f, "%s allowed.test\n127.0.33.3 other.test\n%s both.test\n127.0.33.3 both.test\n", ALLOWED, ALLOWED);
         fclose(f);
 
+        ASSERT((manager.egress = egress_settings_new()));
         ASSERT(sd_event_new(&manager.event) >= 0);
         ASSERT(completions_setup(&manager) >= 0);
         ASSERT(store_open(db, &manager.store, &err) >= 0);
