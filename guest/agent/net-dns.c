@@ -150,10 +150,12 @@ static void host_answer(const DnsPending *d, const SpaceFrameHeader *h, const ui
         int r;
 
         if (h->type == SPACE_F_ERROR) {
-                const char *code = NULL;
+                const char *code = NULL, *message = NULL;
                 SpaceCode sc;
 
                 (void) space_kv_get(p, h->length, "code", &code);
+                (void) space_kv_get(p, h->length, "message", &message);
+                net_note_refusal("dns", d->q.name, message ?: code);
                 answer(&d->q,
                        space_code_from_string(code, &sc) >= 0 && IN_SET(sc, SPACE_CODE_NXDOMAIN, SPACE_CODE_DENIED)
                                ? DNS_RCODE_NXDOMAIN

@@ -45,15 +45,31 @@ static int accept_one(int listen_fd) {
 
 /* An answer of our own to a proxy client, then a close: short enough for the empty send buffer of a socket
  * that has not sent anything yet. */
+#define EGRESS_HINT "The sandbox's egress policy refused this connection. Every decision is in " \
+        "/run/space/egress-refused.log here and in 'spacectl egress log SANDBOX' on the host (space-egress(5)).\n"
+
+/* The host's text as one line of a head: a control character could end it or start another. */
+static void head_safe(char *s) {
+        for (; *s; s++)
+                if ((unsigned char) *s < 0x20 || *s == 0x7f)
+                        *s = '?';
+}
+
 static void reply_and_close(Tunnel *t, int status, const char *reason, const char *text) {
-        char buf[1024];
+        char buf[2048], line[256];
         size_t tl = strnlen(text, 512); /* a long message from the host is cut */
         int l;
 
+        (void) snprintf(line, sizeof line, "%.*s", (int) tl, text);
+        head_safe(line);
+        /* The reason phrase carries why: many clients print only the status line ("Tunnel connection failed:
+         * 403 ..."), and it is what pip and Python's http.client show. */
         l = snprintf(buf, sizeof buf,
-                     "HTTP/1.1 %d %s\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: %zu\r\n"
-                     "Connection: close\r\n\r\n%.*s\n",
-                     status, reason, tl + 1, (int) tl, text);
+                     "HTTP/1.1 %d %s%s%s\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: %zu\r\n"
+                     "X-Space-Reason: %s\r\nConnection: close\r\n\r\n%.*s\n%s",
+                     status, reason, status == 403 ? " by space egress: " : "", status == 403 ? line : "",
+                     tl + 1 + (status == 403 ? strlen(EGRESS_HINT) : 0), line, (int) tl, text,
+                     status == 403 ? EGRESS_HINT : "");
         if (l > 0 && l < (int) sizeof buf)
                 (void) !send(t->fd, buf, (size_t) l, MSG_NOSIGNAL);
         (void) shutdown(t->fd, SHUT_WR);
@@ -152,6 +168,7 @@ void proxy_answer(Channel *c, Tunnel *t, bool ok, const char *code, const char *
 
         if (!message || !*message)
                 message = code && *code ? code : "refused by the sandbox's host";
+        net_note_refusal("proxy", t->target, message);
         if (space_code_from_string(code, &k) < 0)
                 k = SPACE_CODE_DENIED;
         if (IN_SET(k, SPACE_CODE_UNREACHABLE, SPACE_CODE_TIMEOUT))

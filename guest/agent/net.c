@@ -15,11 +15,14 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
 #include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -46,6 +49,12 @@ static size_t n_listeners;
 static Tunnel *owners[NET_POLL_OWNERS];
 static size_t n_polled_listeners;
 static uint32_t next_id = SPACE_STREAM_GUEST_BIT | 1U;
+
+/* Where refusals are noted for programs and people in the sandbox (space-egress(5), "In the sandbox"); outside a
+ * VM only where $SPACE_AGENT_REFUSED_LOG says, never the machine's own /run. */
+#define REFUSED_LOG "/run/space/egress-refused.log"
+#define REFUSED_LOG_MAX (64 * 1024)
+static const char *refused_log;
 
 static char proxy_env_buf[8][96];
 static const char *proxy_env[9];
@@ -176,9 +185,45 @@ static void proxy_env_set(const char *spec) {
         proxy_env[n] = NULL;
 }
 
+void net_note_refusal(const char *via, const char *what, const char *message) {
+        char line[768], when[32];
+        struct timespec ts;
+        struct tm tm;
+        struct stat st;
+        int fd, l;
+
+        if (!refused_log)
+                return;
+        (void) clock_gettime(CLOCK_REALTIME, &ts);
+        if (!gmtime_r(&ts.tv_sec, &tm) || strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", &tm) == 0)
+                strcpy(when, "?");
+        l = snprintf(line, sizeof line, "%s %s %.260s: %.400s\n", when, via, what ?: "?", message ?: "refused");
+        if (l <= 0)
+                return;
+        if (l >= (int) sizeof line)
+                l = (int) sizeof line - 1, line[l - 1] = '\n';
+        /* what the host said is text for a person, one line: no control characters survive */
+        for (int i = 0; i < l - 1; i++)
+                if ((unsigned char) line[i] < 0x20 || line[i] == 0x7f)
+                        line[i] = '?';
+        /* bounded: one older generation is kept */
+        if (stat(refused_log, &st) == 0 && st.st_size > REFUSED_LOG_MAX) {
+                char old[PATH_MAX];
+
+                if (snprintf(old, sizeof old, "%s.1", refused_log) < (int) sizeof old)
+                        (void) rename(refused_log, old);
+        }
+        fd = open(refused_log, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NOCTTY, 0644);
+        if (fd < 0)
+                return;
+        (void) !write(fd, line, (size_t) l);
+        (void) close(fd);
+}
+
 void net_init(void) {
         const char *proxy[2] = {}, *transparent[2] = {}, *dns = NULL;
 
+        refused_log = getpid() == 1 ? REFUSED_LOG : getenv("SPACE_AGENT_REFUSED_LOG");
         if (getpid() == 1) {
                 proxy[0] = "127.0.0.1:3128";
                 proxy[1] = "[::1]:3128";

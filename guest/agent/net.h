@@ -47,6 +47,7 @@ typedef struct Tunnel {
         int port_family;           /* PORT: the family being tried, AF_INET first */
         uint16_t port;             /* PORT: the guest port */
         int port_err4;             /* PORT: why 127.0.0.1 failed, when [::1] is tried next */
+        char target[272];          /* CONNECT: "HOST:PORT" asked for, for a refusal's note */
 } Tunnel;
 
 uint64_t net_now_ms(void);
@@ -54,6 +55,9 @@ uint64_t net_now_ms(void);
 uint32_t net_id_next(void);
 /* Closes fd with a TCP reset (SO_LINGER 0) rather than a FIN: the client sees the connection fail. */
 void net_reset_fd(int fd);
+/* Appends one line to /run/space/egress-refused.log (in a VM): when, how (proxy, transparent, dns), what was
+ * asked and what the host said, so that a program's vague failure can be read where it happened. Bounded. */
+void net_note_refusal(const char *via, const char *what, const char *message);
 /* "1.2.3.4" / "::1" for a sockaddr_in or sockaddr_in6; the port in *ret_port. */
 int net_addr_text(const struct sockaddr_storage *sa, char *buf, size_t size, uint16_t *ret_port);
 

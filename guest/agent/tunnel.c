@@ -96,6 +96,7 @@ int tunnel_connect(Channel *c, Tunnel *t, const char *host, unsigned port, const
         if (!c->host_connected)
                 return -ENOTCONN;
         t->id = net_id_next();
+        (void) snprintf(t->target, sizeof t->target, strchr(host, ':') ? "[%s]:%u" : "%s:%u", host, port);
         (void) space_kv_add(&kv, "host", host);
         (void) space_kv_addf(&kv, "port", "%u", port);
         r = space_kv_add(&kv, "via", via);
@@ -363,9 +364,11 @@ bool tunnel_frame(Channel *c, const SpaceFrameHeader *h, const uint8_t *p) {
                 }
                 if (t->kind == TUNNEL_PROXY)
                         proxy_answer(c, t, h->type == SPACE_F_OK, code, message);
-                else if (h->type == SPACE_F_ERROR)
-                        tunnel_free(t, true); /* a captured connection fails as a reset */
-                else
+                else if (h->type == SPACE_F_ERROR) {
+                        /* a captured connection fails as a reset, which says nothing: the note says why */
+                        net_note_refusal("transparent", t->target, message ?: code);
+                        tunnel_free(t, true);
+                } else
                         tunnel_opened(c, t);
                 break;
         case SPACE_F_DATA:

@@ -322,7 +322,11 @@ static void deny_va(GatewayConn *c, EgressReason reason, SpaceCode code, const c
         /* Before OK the guest gets ERROR (tunnel_refuse frees without calling ended, so its reference is
          * dropped here); after, CLOSE (tunnel_abort calls conn_ended, which drops it). */
         if (!c->opened_usec) {
-                tunnel_refuse(t, code, msg);
+                char told[sizeof msg + 32];
+
+                /* the guest is told the reason's name too: it is what its log and `egress test` call it */
+                (void) snprintf(told, sizeof told, "%s (%s)", msg, egress_reason_to_string(reason));
+                tunnel_refuse(t, code, told);
                 conn_unref(c);
         } else
                 tunnel_abort(t, msg);

@@ -90,6 +90,17 @@ gx curl -fsS --max-time 30 --cacert /tmp/ca.pem https://denied.test:8443/
 SAID=$(cat "$ERR" "$OUT")
 check_rc "a name in no profile: curl fails" 0 test "$RC" -ne 0
 check_contains "... the proxy says why (403)" "403" "$SAID"
+gx curl -sS --max-time 30 -x "http://127.0.0.1:3128" -o "/tmp/body" -D - http://denied.test:8080/
+check_match "... in its status line" '^HTTP/1.1 403 Forbidden by space egress: denied.test: no allow rule names it \(no_rule\)' \
+        "$(head -n1 "$OUT" | tr -d '\r')"
+check_contains "... in a header" "X-Space-Reason: denied.test: no allow rule names it (no_rule)" "$OUT"
+gx cat /tmp/body
+check_contains "... and in the body, with where to look" "/run/space/egress-refused.log" "$OUT"
+gx sh -c 'cd /tmp && pip download --no-cache-dir --disable-pip-version-check --retries 1 --trusted-host denied.test --index-url https://denied.test:8443/simple/ spacedemo 2>&1'
+check_contains "pip's own output names the reason of a denied index" "no allow rule names it (no_rule)" "$OUT" || last_diag
+gx cat /run/space/egress-refused.log
+check_match "the guest's refusal log has the proxy's refusal" " proxy denied\.test:8443: denied\.test: no allow rule names it \(no_rule\)" \
+        "$(cat "$OUT")"
 gx curl -fsS --max-time 30 --cacert /tmp/ca.pem https://other.test:8443/
 check_rc "other.test is allowed by name but resolves to $D, which no IP rule opens: refused" 0 test "$RC" -ne 0
 for lit in $D 2130714627 0177.0.040.3 0x7f002003 0x7f.0x2003 "[::ffff:$D]" '[::1]'; do
@@ -104,6 +115,8 @@ for a in ("127.0.32.3", "::ffff:127.0.32.3", "169.254.169.254", "10.0.0.1", "213
     except OSError as e:
         print(a, "refused", e.__class__.__name__)'
 check_eq "literals without the proxy: none gets through" 0 "$(grep -c connected <<<"$OUT")" || last_diag
+gx cat /run/space/egress-refused.log
+check_match "... and each leaves a line the sandbox can read" " transparent 169\.254\.169\.254:8443: .*metadata" "$(cat "$OUT")"
 gx curl -fsS --max-time 30 --cacert /tmp/ca.pem --connect-to allowed.test:8443:denied.test:8443 https://allowed.test:8443/
 check_rc "CONNECT to a name in no profile with SNI allowed.test: refused" 0 test "$RC" -ne 0
 py 'import socket, ssl
@@ -148,6 +161,8 @@ for n in ("c2VjcmV0.exfil.example", "allowed.test", "denied.test"):
 check_contains "DNS: a name in no profile is NXDOMAIN" "c2VjcmV0.exfil.example nxdomain" "$OUT"
 check_contains "... as is denied.test" "denied.test nxdomain" "$OUT"
 check_match "... allowed.test answers (a stand-in for the host's loopback)" "allowed.test 198\.1[89]\." "$(cat "$OUT")"
+gx cat /run/space/egress-refused.log
+check_contains "... and the refused question is in the guest's log" "dns c2vjcmv0.exfil.example: " "$OUT"
 
 # the daemon's own API, even with 127.0.0.1 allowed by profile self
 gx curl -fsS --max-time 20 "http://127.0.0.1:$API_PORT/v1/version"
