@@ -429,7 +429,7 @@ static int template_rm(int argc, char *argv[]) {
         for (int i = optind; i < argc; i++) {
                 _cleanup_free_ char *path = NULL;
                 SpaceHttpReply reply = {};
-                double freed = 0;
+                double freed = 0, bytes = 0;
 
                 if (template_path(argv[i], "", &path) < 0 || cli_call("DELETE", path, NULL, &reply) < 0) {
                         status = EXIT_FAIL;
@@ -438,10 +438,15 @@ static int template_rm(int argc, char *argv[]) {
                 if (json_str(reply.json, "untagged"))
                         printf("untagged %s\n", json_str(reply.json, "untagged"));
                 if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(reply.json, "removed"))) {
-                        char size[32];
+                        char size[32], disk[32];
+
+                        /* SIZE as template ls shows it, and what the disk got back (image file, base snapshots) */
                         (void) json_num(reply.json, "freed_bytes", &freed);
-                        format_bytes(freed, size, sizeof size);
-                        printf("removed %s (%s freed)\n", argv[i], size);
+                        (void) json_num(reply.json, "size_bytes", &bytes);
+                        format_bytes(bytes, size, sizeof size);
+                        format_bytes(freed, disk, sizeof disk);
+                        printf("removed %s (SIZE %s; %s freed on disk with its image file and base snapshots)\n",
+                               argv[i], size, disk);
                 }
                 space_http_reply_done(&reply);
         }

@@ -316,11 +316,11 @@ void api_delete_template(Request *r, const RouteArgs *a) {
         _cleanup_free_ char *untagged = NULL;
         Error e = {};
         bool removed;
-        uint64_t freed;
+        uint64_t freed, size;
         cJSON *o;
         int q;
 
-        q = template_remove(m, a->arg[0], &untagged, &removed, &freed, &e);
+        q = template_remove(m, a->arg[0], &untagged, &removed, &size, &freed, &e);
         if (q < 0) {
                 respond_operation_error(r, &e, q);
                 error_done(&e);
@@ -332,6 +332,7 @@ void api_delete_template(Request *r, const RouteArgs *a) {
         else
                 cJSON_AddNullToObject(o, "untagged");
         cJSON_AddBoolToObject(o, "removed", removed);
+        cJSON_AddNumberToObject(o, "size_bytes", (double) size);
         cJSON_AddNumberToObject(o, "freed_bytes", (double) freed);
         http_respond_json(r, 200, o);
 }

@@ -560,15 +560,15 @@ static const char *pool_naming(Manager *m, const char *tag) {
         return users_ops ? users_ops->pool_naming(m, tag) : NULL;
 }
 
-int template_remove(Manager *m, const char *ref, char **ret_untagged, bool *ret_removed_image, uint64_t *ret_freed,
-                    Error *reterr) {
+int template_remove(Manager *m, const char *ref, char **ret_untagged, bool *ret_removed_image, uint64_t *ret_size,
+                    uint64_t *ret_freed, Error *reterr) {
         _cleanup_free_ char *tag = NULL, *prefix = NULL, *user = NULL;
         Template *t;
         size_t ntags = 0;
         int r;
 
         *ret_removed_image = false;
-        *ret_freed = 0;
+        *ret_freed = *ret_size = 0;
         *ret_untagged = NULL;
         r = template_resolve(m, ref, &t, reterr);
         if (r < 0)
@@ -598,6 +598,7 @@ int template_remove(Manager *m, const char *ref, char **ret_untagged, bool *ret_
                                            user) ?: -EBUSY;
         if (tag)
                 *ret_untagged = TAKE_PTR(tag);
+        *ret_size = t->size_bytes;
         *ret_freed = image_remove(m, t);
         *ret_removed_image = true;
         return 0;

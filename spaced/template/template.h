@@ -86,8 +86,9 @@ int template_tag_set(Manager *m, Template *t, const char *tag, Error *reterr);
 /* What uses t: "sandbox ID", "checkpoint ID", "pool REF"; NULL when nothing does. */
 char *template_user(Manager *m, const Template *t);
 /* rm REF: a tag goes (and the image with its last one, unless something uses it); a digest removes the
- * image and its tags. *ret_removed_image tells whether the image went. */
-int template_remove(Manager *m, const char *ref, char **ret_untagged, bool *ret_removed_image,
+ * image and its tags. *ret_removed_image tells whether the image went; then *ret_size is its size as `template
+ * ls` shows it (its files' bytes) and *ret_freed what left the disk (the image file, its base snapshots). */
+int template_remove(Manager *m, const char *ref, char **ret_untagged, bool *ret_removed_image, uint64_t *ret_size,
                     uint64_t *ret_freed, Error *reterr);
 /* Removes untagged unused images and base snapshots of images that are gone or of old guest files. */
 int templates_gc(Manager *m, uint64_t *ret_freed, unsigned *ret_images, unsigned *ret_bases);

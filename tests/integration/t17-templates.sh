@@ -115,8 +115,12 @@ check_rc "pool set t17/oci:archive 1" 0 sc pool set t17/oci:archive 1
 check_fails "rm while a pool uses it" sc template rm t17/oci:archive
 check_contains "the refusal names the pool" "pool t17/oci:archive" "$ERR"
 check_rc "pool set t17/oci:archive 0" 0 sc pool set t17/oci:archive 0
-if wait_for 120 sc template rm t17/oci:archive; then pass "rm works once nothing uses it"; else
+SZ=$(sc template ls | awk '$1 == "t17/oci:archive" { print $3, $4 }')
+if wait_for 120 sh -c 'spacectl template rm t17/oci:archive >"$0"' "$TEST_TMP/rm.out"; then pass "rm works once nothing uses it"; else
         fail "rm works once nothing uses it" "$(sc template rm t17/oci:archive 2>&1)"; fi
+check_match "... saying the SIZE template ls showed ($SZ), and what the disk got back" \
+        "^removed t17/oci:archive \(SIZE $SZ; [0-9.]+ [KMGT]?i?B freed on disk with its image file and base snapshots\)$" \
+        "$(cat "$TEST_TMP/rm.out")"
 check_fails "the image is gone with its last tag" sc template inspect "$ODIGEST"
 check_contains "... template_not_found" "does not exist" "$ERR"
 check_eq "its directory is gone" "" "$(ls -d "$SPACE_STATE_DIR"/templates/sha256-"${ODIGEST:7}" 2>/dev/null)"
