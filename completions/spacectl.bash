@@ -129,7 +129,7 @@ _spacectl() {
             fi ;;
         ps)
             if [[ $cur == -* ]]; then
-                COMPREPLY=($(compgen -W "--json --help" -- "$cur"))
+                COMPREPLY=($(compgen -W "--json --quiet --help" -- "$cur"))
             elif [[ $npos -eq 0 ]]; then
                 COMPREPLY=($(compgen -W "$(_spacectl_sandboxes)" -- "$cur"))
             fi ;;

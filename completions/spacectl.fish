@@ -185,6 +185,7 @@ end
 complete -c spacectl -n "__fish_seen_subcommand_from attach" -l detach-keys -x -a 'ctrl-p,ctrl-q' -d 'Keys that detach'
 complete -c spacectl -n "__fish_seen_subcommand_from attach" -l no-stdin -d 'Only watch, do not forward stdin'
 complete -c spacectl -n "__fish_seen_subcommand_from ps" -l json -d 'Print JSON'
+complete -c spacectl -n "__fish_seen_subcommand_from ps" -s q -l quiet -d 'Print only the PIDs'
 complete -c spacectl -n "__fish_seen_subcommand_from kill" -s s -l signal -x -a 'TERM INT HUP KILL QUIT USR1 USR2 STOP CONT WINCH' -d 'Signal to send'
 complete -c spacectl -n "__fish_seen_subcommand_from logs" -s f -l follow -d 'Follow until the process exits'
 

@@ -223,9 +223,14 @@ int cli_list_show(const char *path, const char *key, const char *what, bool json
                 r = cli_print_json(reply.json);
         else if (quiet_field) {
                 r = 0;
-                cJSON_ArrayForEach(e, list)
+                cJSON_ArrayForEach(e, list) {
+                        double v;
+
                         if (json_str(e, quiet_field))
                                 printf("%s\n", json_str(e, quiet_field));
+                        else if (json_num(e, quiet_field, &v))
+                                printf("%.0f\n", v);
+                }
         } else
                 r = print_table(list);
         space_http_reply_done(&reply);

@@ -14,11 +14,12 @@
 #include "macro.h"
 
 const CliHelp cmd_ps_help = {
-        .synopsis = "ps SANDBOX [--json]",
+        .synopsis = "ps SANDBOX [--json] [-q]",
         .summary = "List the processes of a sandbox",
         .options =
         "Options:\n"
         "      --json    print the reply of GET /v1/sandboxes/SANDBOX/processes: {\"processes\": [...]}\n"
+        "  -q, --quiet   print only the PIDs, one per line, oldest first\n"
         "  -h, --help    show this help\n"
         "\n"
         "Columns: PID, USER (as given: a name or a uid, and any :GROUP), STATE (held, running, exited, lost),\n"
@@ -75,10 +76,11 @@ static int print_table(const cJSON *list) {
 
 int cmd_ps(int argc, char *argv[]) {
         _cleanup_free_ char *path = NULL;
-        bool json = false;
+        bool json = false, quiet = false;
         int r;
         const CliOption options[] = {
                 CLI_FLAG("json", 0, &json),
+                CLI_FLAG("quiet", 'q', &quiet),
         };
 
         r = cli_parse_options(argc, argv, options, ELEMENTSOF(options), 0);
@@ -93,5 +95,5 @@ int cmd_ps(int argc, char *argv[]) {
                 return EXIT_FAIL;
         }
 
-        return cli_list_show(path, "processes", "process", json, NULL, print_table);
+        return cli_list_show(path, "processes", "process", json, quiet ? "pid" : NULL, print_table);
 }
