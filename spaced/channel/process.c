@@ -1195,15 +1195,26 @@ static void on_exit_frame(Process *p, const uint8_t *payload, size_t n) {
         process_end(p);
 }
 
-/* The codes an agent may give a failed EXEC: the guest does not get to make up error codes. */
-static int guest_exec_code(const char *s, ErrorCode *ret) {
-        ErrorCode c;
+/* The codes an agent may give a failed EXEC (stage=user): the guest does not get to make up error codes, so
+ * any other one, or none, leaves the stage and errno to decide. */
+static int guest_exec_code(const uint8_t *payload, size_t n, ErrorCode *ret) {
+        SpaceCode sc;
 
-        if (error_code_from_string(s, &c) < 0 ||
-            !IN_SET(c, ERROR_UNKNOWN_USER, ERROR_UNKNOWN_GROUP, ERROR_INVALID_USER))
+        if (space_kv_get_code(payload, n, &sc) <= 0)
                 return -EINVAL;
-        *ret = c;
-        return 0;
+        switch (sc) {
+        case SPACE_CODE_UNKNOWN_USER:
+                *ret = ERROR_UNKNOWN_USER;
+                return 0;
+        case SPACE_CODE_UNKNOWN_GROUP:
+                *ret = ERROR_UNKNOWN_GROUP;
+                return 0;
+        case SPACE_CODE_INVALID_USER:
+                *ret = ERROR_INVALID_USER;
+                return 0;
+        default:
+                return -EINVAL;
+        }
 }
 
 static void on_error_frame(Process *p, const uint8_t *payload, size_t n) {
@@ -1230,7 +1241,7 @@ static void on_error_frame(Process *p, const uint8_t *payload, size_t n) {
         /* A held child that cannot exec exits like a shell would. */
         if (p->pid > 0)
                 p->exit_code = err == ENOENT ? 127 : 126;
-        if (space_kv_get(payload, n, "code", &v) > 0 && guest_exec_code(v, &code) >= 0)
+        if (guest_exec_code(payload, n, &code) >= 0)
                 end_with_error(p, PROCESS_EXITED, code, text);
         else if (space_kv_get(payload, n, "stage", &v) > 0 && streq(v, "chdir"))
                 end_with_error(p, PROCESS_EXITED, ERROR_INVALID_CWD, text);
