@@ -223,14 +223,17 @@ static void process_end(Process *p) {
         wake_clients(p);
 }
 
+/* The record of an error event is its code's name, a NUL and the message (process-log.h): what ended the process
+ * is kept as a code, and /v1's JSON is made from it as a client reads it (error_event_json()). */
 static void end_with_error(Process *p, ProcessState state, ErrorCode code, const char *message) {
-        cJSON *o = cJSON_CreateObject();
+        _cleanup_(space_buf_done) SpaceBuf rec = {};
+        const char *name = error_code_to_string(code);
 
         if (p->ended)
                 return;
-        cJSON_AddStringToObject(o, "code", error_code_to_string(code));
-        cJSON_AddStringToObject(o, "message", message);
-        append_json(p, EVENT_ERROR, o);
+        if (space_buf_append(&rec, name, strlen(name) + 1) >= 0 &&
+            space_buf_append(&rec, message, strnlen(message, EVENT_PAYLOAD_MAX - strlen(name) - 1)) >= 0)
+                (void) append_event(p, EVENT_ERROR, rec.data, rec.len);
         free(p->error_message);
         p->error_code = code;
         p->error_message = strdup(message);
@@ -400,11 +403,52 @@ static void note_output(Process *p, uint8_t fd, uint32_t n) {
 
 /* ---- clients ---- */
 
-/* Output is binary: base64 in the event; the others are one-line JSON. */
-static int client_format(ProcessClient *c, uint64_t id, uint8_t type, const uint8_t *data, size_t n) {
+/* An error event as /v1 sends it: {"code": NAME, "message": TEXT}, and first_available when it is not 0. The
+ * bytes are those the daemon stored before error records held a code: the same cJSON calls in the same order. */
+static char *error_event_json(ErrorCode code, const char *message, uint64_t first_available) {
+        cJSON *o = cJSON_CreateObject();
+        char *s = NULL;
+
+        if (o && cJSON_AddStringToObject(o, "code", error_code_to_string(code)) &&
+            cJSON_AddStringToObject(o, "message", message) &&
+            (first_available == 0 || cJSON_AddNumberToObject(o, "first_available", (double) first_available)))
+                s = cJSON_PrintUnformatted(o);
+        cJSON_Delete(o);
+        return s;
+}
+
+static int client_hand(ProcessClient *c, const ProcessEvent *e) {
         c->pending_off = 0;
-        return c->format(c->format_userdata, &c->pending, id, event_type_to_string(type), data, n,
-                         event_type_is_data(type));
+        return c->format(c->format_userdata, &c->pending, e);
+}
+
+/* Hands one event of the ring or the log to the client. An error record (process-log.h) becomes its code and
+ * message, and /v1's JSON of them. One that an older daemon wrote is that JSON already: it goes out as it is,
+ * to /v1's readers (who read the logs of ended processes; envd follows live ones only), as ERROR_INTERNAL. */
+static int client_format(ProcessClient *c, uint64_t id, uint8_t type, const uint8_t *data, size_t n) {
+        ProcessEvent e = { .id = id, .type = type, .name = event_type_to_string(type), .data = data, .n = n };
+        _cleanup_free_ char *name = NULL, *message = NULL, *json = NULL;
+        const uint8_t *nul;
+
+        if (type != EVENT_ERROR)
+                return client_hand(c, &e);
+        e.code = ERROR_INTERNAL;
+        e.message = error_code_to_string(ERROR_INTERNAL);
+        nul = n > 0 && data[0] != '{' ? memchr(data, 0, n) : NULL;
+        if (nul) {
+                name = strndup((const char *) data, (size_t) (nul - data));
+                message = strndup((const char *) nul + 1, n - (size_t) (nul - data) - 1);
+                if (!name || !message)
+                        return -ENOMEM;
+                (void) error_code_from_string(name, &e.code);
+                json = error_event_json(e.code, message, 0);
+                if (!json)
+                        return -ENOMEM;
+                e.message = message;
+                e.data = json;
+                e.n = strlen(json);
+        }
+        return client_hand(c, &e);
 }
 
 static void client_took(ProcessClient *c, uint64_t id, uint8_t type, size_t n) {
@@ -418,21 +462,20 @@ static void client_took(ProcessClient *c, uint64_t id, uint8_t type, size_t n) {
         }
 }
 
+/* first is never 0 (first_kept()), so the JSON always has first_available. */
 static void client_lost_events(ProcessClient *c, uint64_t first) {
-        cJSON *o = cJSON_CreateObject();
-        _cleanup_free_ char *s = NULL;
+        _cleanup_free_ char *json = NULL;
         char msg[160];
 
         snprintf(msg, sizeof msg, "events after %" PRIu64 " are no longer kept; the first kept is %" PRIu64,
                  c->cursor, first);
-        cJSON_AddStringToObject(o, "code", error_code_to_string(ERROR_EVENTS_LOST));
-        cJSON_AddStringToObject(o, "message", msg);
-        cJSON_AddNumberToObject(o, "first_available", (double) first);
-        s = cJSON_PrintUnformatted(o);
-        cJSON_Delete(o);
+        json = error_event_json(ERROR_EVENTS_LOST, msg, first);
         /* id: the last one we know, so a client that stores it does not ask again for what is gone */
-        if (s)
-                (void) client_format(c, c->process->last_id, EVENT_ERROR, (const uint8_t *) s, strlen(s));
+        if (json)
+                (void) client_hand(c, &(ProcessEvent) {
+                        .id = c->process->last_id, .type = EVENT_ERROR, .name = event_type_to_string(EVENT_ERROR),
+                        .data = json, .n = strlen(json), .code = ERROR_EVENTS_LOST, .message = msg,
+                });
         c->finished = true;
 }
 

@@ -456,10 +456,138 @@ static void test_flood_responsive(void) {
 
 /* ---- per-sandbox bounds ---- */
 
-static int fmt_event(void *userdata, SpaceBuf *buf, uint64_t id, const char *name, const void *data, size_t n,
-                     bool binary) {
+static int fmt_event(void *userdata, SpaceBuf *buf, const ProcessEvent *e) {
         buf->len = 0;
-        return space_buf_append(buf, name, strlen(name));
+        return space_buf_append(buf, e->name, strlen(e->name));
+}
+
+/* ---- error events: a code and a message as values, and /v1's JSON of them byte for byte ---- */
+
+typedef struct Caught {
+        unsigned n;
+        uint64_t id;
+        ErrorCode code;
+        char message[256];
+        char json[512];
+} Caught;
+
+static int catch_error(void *userdata, SpaceBuf *buf, const ProcessEvent *e) {
+        Caught *c = userdata;
+
+        buf->len = 0;
+        if (e->type != EVENT_ERROR)
+                return space_buf_append(buf, "x", 1);
+        c->n++;
+        c->id = e->id;
+        c->code = e->code;
+        snprintf(c->message, sizeof c->message, "%s", e->message ?: "(null)");
+        snprintf(c->json, sizeof c->json, "%.*s", (int) e->n, (const char *) e->data);
+        return space_buf_append(buf, "e", 1);
+}
+
+/* Reads p's events from after_id to the end (or what there is now) into c; an ended p goes with the client. */
+static void read_events(Process *p, uint64_t after_id, Caught *c) {
+        ChannelWaiter w = {};
+        ProcessClient *cl;
+        char buf[4096];
+
+        *c = (Caught) {};
+        ASSERT(process_client_new(p, after_id, false, catch_error, c, &w, &cl) == 0);
+        while (process_client_read(cl, buf, sizeof buf) > 0)
+                ;
+        process_client_close(cl);
+}
+
+static Process *exec_answered(Sandbox *s, int fd, SpaceFrameReader *rd, const char *const *recs, const char *started) {
+        ExecSpec spec = { .argv = (char *[]) { (char *) "x", NULL } };
+        _cleanup_(space_buf_done) SpaceBuf kv = {};
+        ChannelWaiter w = {};
+        ProcessClient *cl;
+        Process *p;
+        uint32_t st;
+
+        ASSERT(process_exec(s, &spec, &p, NULL) >= 0);
+        ASSERT(process_client_new(p, 0, true, catch_error, &(Caught) {}, &w, &cl) == 0); /* keeps p while we look */
+        st = expect_frame(fd, rd, SPACE_F_EXEC);
+        if (started)
+                send_frame(fd, SPACE_F_STARTED, 0, st, started, strlen(started) + 1);
+        for (; *recs; recs++)
+                ASSERT(space_kv_add(&kv, (*recs)[0] == 'c' ? "code" : (*recs)[0] == 'e' ? "errno" :
+                                         (*recs)[0] == 's' ? "stage" : "message", strchr(*recs, '=') + 1) >= 0);
+        send_frame(fd, SPACE_F_ERROR, 0, st, kv.data, kv.len);
+        loop_for(50000);
+        process_client_free(cl);
+        return p;
+}
+
+static void test_error_events(void) {
+        Sandbox *s = sandbox_make("00000000000000000000000000000008");
+        _cleanup_free_ SpaceFrameReader *rd = calloc(1, sizeof *rd);
+        _cleanup_free_ char *legacy = NULL;
+        static const char legacy_json[] = "{\"code\":\"exec_failed\",\"message\":\"from before\"}";
+        ProcessRecord rec = { .state = (char *) "exited", .argv = (char *) "[]", .exit_code = 126 };
+        ProcessLog *l;
+        Process *p;
+        Caught c;
+        int sv[2];
+
+        ASSERT(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) >= 0);
+        ASSERT(agent_attach(s, sv[0]) >= 0);
+
+        p = exec_answered(s, sv[1], rd, (const char *[]) { "errno=0", "message=no such user: bob", "stage=user",
+                                                           "code=unknown_user", NULL }, NULL);
+        read_events(p, 0, &c);
+        ok(c.n == 1 && c.code == ERROR_UNKNOWN_USER && streq(c.message, "no such user: bob") &&
+           streq(c.json, "{\"code\":\"unknown_user\",\"message\":\"no such user: bob\"}"),
+           "error event: code=unknown_user is ERROR_UNKNOWN_USER as a value, and /v1's JSON as before: %s", c.json);
+
+        p = exec_answered(s, sv[1], rd, (const char *[]) { "errno=2", "message=x", "code=denied", NULL }, NULL);
+        read_events(p, 0, &c);
+        ok(c.n == 1 && c.code == ERROR_COMMAND_NOT_FOUND && streq(c.json, "{\"code\":\"command_not_found\",\"message\":\"x\"}"),
+           "error event: a code EXEC may not give (denied) leaves the errno to decide: %s", c.json);
+
+        /* from the log, once the process is gone from memory: the record holds the code */
+        p = exec_answered(s, sv[1], rd, (const char *[]) { "errno=13", "message=no \"x\"", NULL }, "pid=77");
+        ASSERT(p->ended && !process_maybe_free(p));
+        p = process_get(&manager, s, 77);
+        ASSERT(p);
+        read_events(p, 0, &c);
+        ok(c.n == 1 && c.id == 2 && c.code == ERROR_PERMISSION_DENIED && streq(c.message, "no \"x\"") &&
+           streq(c.json, "{\"code\":\"permission_denied\",\"message\":\"no \\\"x\\\"\"}"),
+           "error event: read back from the log as a code, the JSON escaped as before: %s", c.json);
+
+        /* an older daemon's record is JSON: it goes out as it was written */
+        ASSERT(asprintf(&legacy, "%s/processes/78.log", s->data_dir) >= 0);
+        ASSERT(process_log_create(legacy, PROCESS_LOG_CAP, &l) >= 0);
+        ASSERT(process_log_append(l, 1, EVENT_ERROR, legacy_json, sizeof legacy_json - 1) >= 0);
+        process_log_free(l);
+        memcpy(rec.sandbox_id, s->id, sizeof rec.sandbox_id);
+        rec.pid = 78;
+        rec.last_event_id = 1;
+        rec.log_path = legacy;
+        ASSERT(store_put_process(manager.store, &rec) >= 0);
+        p = process_get(&manager, s, 78);
+        ASSERT(p);
+        read_events(p, 0, &c);
+        ok(c.n == 1 && streq(c.json, legacy_json) && c.code == ERROR_INTERNAL,
+           "error event: an older daemon's JSON record goes out byte for byte: %s", c.json);
+
+        /* events no longer kept: this client's own error, with first_available */
+        rec.pid = 79;
+        rec.last_event_id = 3;
+        rec.log_path = (char *) "/nonexistent/79.log";
+        ASSERT(store_put_process(manager.store, &rec) >= 0);
+        p = process_get(&manager, s, 79);
+        ASSERT(p);
+        read_events(p, 0, &c);
+        ok(c.n == 1 && c.id == 3 && c.code == ERROR_EVENTS_LOST &&
+           streq(c.message, "events after 0 are no longer kept; the first kept is 4") &&
+           streq(c.json, "{\"code\":\"events_lost\",\"message\":\"events after 0 are no longer kept; the first "
+                         "kept is 4\",\"first_available\":4}"),
+           "error event: events_lost as a value and as /v1's JSON: %s", c.json);
+
+        s->agent = agent_free(s->agent);
+        safe_close(sv[1]);
 }
 
 static void big_file(const char *dir, const char *name, uint64_t size) {
@@ -560,6 +688,7 @@ int main(void) {
         fake_arg = strdup(arg);
         test_started_reused_pid();
         test_bounds();
+        test_error_events();
         test_reidentify();
         test_warm_up();
         listener_open();
