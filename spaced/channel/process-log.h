@@ -14,7 +14,7 @@
  * not check out (a torn tail after a crash): everything before it is kept, nothing after it is trusted.
  * Payloads: stdout/stderr carry the raw bytes; started/exited carry their JSON text; error carries its code's
  * name (lib/error-code.h: the names are API, never renamed, where the enum's numbers may move), a NUL and the
- * message, so that what ended a process is read back as a code (channel/process.c renders /v1's JSON from it).
+ * message, so that what ended a process is read back as a code (channel/process-events.c renders /v1's JSON from it).
  * An error record of a daemon before that holds its JSON text, which starts with '{' as no code's name does.
  */
 

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 
-/* spaced/channel/agent.c and process.c against a hostile guest, with the real code on a socketpair and a fake
+/* spaced/channel/agent.c and process*.c against a hostile guest, with the real code on a socketpair and a fake
  * QEMU (a unix socket listening where agent.sock would be, and a child whose command line names the run
  * directory, so that vm_pid_alive() believes in it). No HTTP.
  *  - a STARTED that reuses the pid of a running process nobody follows must not touch the freed process;
