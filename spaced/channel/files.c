@@ -85,7 +85,7 @@ int file_xfer_start(Sandbox *s, const char *op, const char *path, const SpaceBuf
         FileXfer *x;
         int q;
 
-        if (!(*channel_sandbox->agent(s)))
+        if (!channel_sandbox->channel(s)->agent)
                 return error_set(reterr, ERROR_SANDBOX_NOT_RUNNING,
                                  "sandbox %s is not connected to its agent (state %s)", channel_sandbox->id(s),
                                  channel_sandbox->state_name(s)) ?: -ENOTCONN;
@@ -101,7 +101,7 @@ int file_xfer_start(Sandbox *s, const char *op, const char *path, const SpaceBuf
         snprintf(x->op, sizeof x->op, "%s", op);
         x->credit_left = SPACE_STREAM_WINDOW;
         space_credit_init(&x->send_credit);
-        q = agent_register_file((*channel_sandbox->agent(s)), x);
+        q = agent_register_file(channel_sandbox->channel(s)->agent, x);
         if (q < 0) {
                 xfer_free(x);
                 return error_set(reterr, ERROR_TOO_MANY_TRANSFERS,

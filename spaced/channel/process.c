@@ -323,7 +323,7 @@ static int start(Sandbox *s, const ExecSpec *spec, bool hold, Process **ret, Err
         Process *p;
         int q;
 
-        if (!(*channel_sandbox->agent(s)))
+        if (!channel_sandbox->channel(s)->agent)
                 return error_set(reterr, ERROR_SANDBOX_NOT_RUNNING,
                                  "sandbox %s is not connected to its agent (state %s)", channel_sandbox->id(s),
                                  channel_sandbox->state_name(s)) ?: -ENOTCONN;
@@ -352,7 +352,7 @@ static int start(Sandbox *s, const ExecSpec *spec, bool hold, Process **ret, Err
                 process_maybe_free(p);
                 return -ENOMEM;
         }
-        q = agent_register_process((*channel_sandbox->agent(s)), p);
+        q = agent_register_process(channel_sandbox->channel(s)->agent, p);
         if (q < 0) {
                 p->ended = true;
                 process_maybe_free(p);

@@ -152,7 +152,7 @@ static void test_started_reused_pid(void) {
 
         send_frame(sv[1], SPACE_F_EXIT, 0, st2, "code=0", 7);
         loop_for(50000);
-        s->agent = agent_free(s->agent);
+        s->channel.agent = agent_free(s->channel.agent);
         safe_close(sv[1]);
 }
 
@@ -182,11 +182,11 @@ static void test_reidentify(void) {
         send_frame(sv[1], SPACE_F_OK, 0, init, NULL, 0);
         send_frame(sv[1], SPACE_F_STARTED, 0, exec, "pid=9", 6);
         loop_for(50000);
-        ok(s->state == SANDBOX_RUNNING && s->agent && !s->agent->awaiting_identity && p->state == PROCESS_RUNNING,
+        ok(s->state == SANDBOX_RUNNING && s->channel.agent && !s->channel.agent->awaiting_identity && p->state == PROCESS_RUNNING,
            "handout: the guest's OK is taken by the channel; the sandbox runs its command");
         send_frame(sv[1], SPACE_F_EXIT, 0, exec, "code=0", 7);
         loop_for(50000);
-        s->agent = agent_free(s->agent);
+        s->channel.agent = agent_free(s->channel.agent);
         safe_close(sv[1]);
 
         ASSERT(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) >= 0);
@@ -197,8 +197,8 @@ static void test_reidentify(void) {
         loop_for(50000);
         ok(t->state == SANDBOX_ERROR && t->error && strstr(t->error, "refused its identity: sethostname: no"),
            "handout: a guest that refuses its identity fails the sandbox: %s", t->error ?: "(none)");
-        if (t->agent)
-                t->agent = agent_free(t->agent);
+        if (t->channel.agent)
+                t->channel.agent = agent_free(t->channel.agent);
         safe_close(sv[1]);
 }
 
@@ -214,20 +214,20 @@ static void test_warm_up(void) {
 
         ASSERT(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) >= 0);
         ASSERT(agent_attach(s, sv[0]) >= 0);
-        ASSERT(agent_warm_up_send(s->agent, NULL, NULL, NULL) >= 0);
+        ASSERT(agent_warm_up_send(s->channel.agent, NULL, NULL, NULL) >= 0);
         warm = expect_frame(sv[1], rd, SPACE_F_EXEC);
         ASSERT(process_exec(s, &spec, &p, NULL) >= 0);
         sig = expect_frame(sv[1], rd, SPACE_F_SIGNAL);
-        ok(warm != 0 && sig == warm && !s->agent->warming_up && process_find_by_pid(s, 0) == NULL,
+        ok(warm != 0 && sig == warm && !s->channel.agent->warming_up && process_find_by_pid(s, 0) == NULL,
            "warm-up: a command that comes first ends it (SIGNAL on its stream %u), and it is no process of the user's",
            warm);
         send_frame(sv[1], SPACE_F_EXIT, 0, warm, "code=137", 9);
 
-        ASSERT(agent_warm_up_send(s->agent, NULL, NULL, NULL) >= 0);
+        ASSERT(agent_warm_up_send(s->channel.agent, NULL, NULL, NULL) >= 0);
         send_frame(sv[1], SPACE_F_EXIT, 0, warm, "code=0", 7);
         loop_for(50000);
-        ok(!s->agent->warming_up, "warm-up: its EXIT is taken by the channel, and nothing is left to end");
-        s->agent = agent_free(s->agent);
+        ok(!s->channel.agent->warming_up, "warm-up: its EXIT is taken by the channel, and nothing is left to end");
+        s->channel.agent = agent_free(s->channel.agent);
         safe_close(sv[1]);
 }
 
@@ -310,7 +310,7 @@ static void test_garbage_backoff_failed(void) {
                 dropped = now_usec_monotonic();
                 safe_close(g);
                 if (n_conn == 1)
-                        ok(!s->agent, "garbage: a malformed frame drops the channel");
+                        ok(!s->channel.agent, "garbage: a malformed frame drops the channel");
                 if (s->state == SANDBOX_ERROR)
                         break;
                 g = accept_within(40000000);
@@ -337,7 +337,7 @@ static void test_garbage_backoff_failed(void) {
         }
         ok(n_gaps >= 3 && grows, "garbage: reconnects back off (%u of them, from 0.1 s, each about twice the last)",
            n_gaps);
-        ok(s->state == SANDBOX_ERROR && s->error && strstr(s->error, "broke the channel protocol") && !s->agent,
+        ok(s->state == SANDBOX_ERROR && s->error && strstr(s->error, "broke the channel protocol") && !s->channel.agent,
            "garbage: after %u connections with garbage the sandbox is failed: %s", n_conn, s->error ?: "(none)");
         g = accept_within(3000000);
         ok(g < 0, "garbage: the failed sandbox's channel is not reconnected");
@@ -451,7 +451,7 @@ static void test_flood_responsive(void) {
              p99 / 1e3, max / 1e3);
         ok(lat[0] > (uint64_t) sec * 50 && p99 < 250000,
            "flood: the loop keeps answering its timers (p99 lateness %.1f ms)", p99 / 1e3);
-        s->agent = agent_free(s->agent);
+        s->channel.agent = agent_free(s->channel.agent);
 }
 
 /* ---- per-sandbox bounds ---- */
@@ -586,7 +586,7 @@ static void test_error_events(void) {
                          "kept is 4\",\"first_available\":4}"),
            "error event: events_lost as a value and as /v1's JSON: %s", c.json);
 
-        s->agent = agent_free(s->agent);
+        s->channel.agent = agent_free(s->channel.agent);
         safe_close(sv[1]);
 }
 
@@ -663,7 +663,7 @@ static void test_bounds(void) {
 
         send_frame(sv[1], SPACE_F_EXIT, 0, p->stream, "code=0", 7);
         loop_for(50000);
-        s->agent = agent_free(s->agent);
+        s->channel.agent = agent_free(s->channel.agent);
         safe_close(sv[1]);
 }
 
