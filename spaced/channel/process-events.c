@@ -339,7 +339,6 @@ void process_client_free(ProcessClient *c) {
         free(c);
 }
 
-
 int process_client_new(Process *p, uint64_t after_id, bool follow, ProcessEventFormat format, void *format_userdata,
                        const ChannelWaiter *waiter, ProcessClient **ret) {
         ProcessClient *c;
@@ -376,7 +375,6 @@ void process_client_start(ProcessClient *c, bool release) {
                 process_release(p);
         process_flow_update(p);
 }
-
 
 void process_client_close(ProcessClient *c) {
         Process *p = c->process;

@@ -33,7 +33,6 @@ static int process_state_from_string(const char *s, ProcessState *ret) {
         return -EINVAL;
 }
 
-
 void process_save(Process *p) {
         _cleanup_free_ char *argv = NULL;
         ProcessRecord rec;

@@ -240,7 +240,6 @@ static int build_exec(const ExecSpec *spec, bool hold, SpaceBuf *kv, Error *rete
         return 0;
 }
 
-
 /* Keeps the sandbox's process logs under PROCESS_LOGS_MAX: the oldest of ended processes are removed (their
  * events are then reported lost to a reader); what running ones hold cannot go, so then no new process.
  * The directory holds up to PROCESS_KEEP_FINISHED logs, so it is scanned only when the bytes counted since
