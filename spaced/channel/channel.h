@@ -18,7 +18,7 @@ typedef struct AgentHealth AgentHealth;
 typedef struct ChannelSandbox {
         AgentConn *agent;                   /* its attached channel (agent.c); NULL while there is none */
         AgentHealth *agent_health;          /* backoff and protocol errors of its channel, across reconnects */
-        /* At least what its process logs hold (channel/process.c): the sum a scan of the directory found, plus
+        /* At least what its process logs hold (channel/process*.c): the sum a scan of the directory found, plus
          * everything written since. An exec scans again only once this passes the limit. */
         uint64_t process_log_bytes;
         bool process_log_bytes_known;
