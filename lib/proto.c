@@ -323,6 +323,16 @@ int space_kv_get(const uint8_t *p, size_t n, const char *key, const char **ret_v
         return r;
 }
 
+int space_kv_get_code(const uint8_t *p, size_t n, SpaceCode *ret) {
+        const char *v;
+        int r;
+
+        r = space_kv_get(p, n, "code", &v);
+        if (r <= 0)
+                return r;
+        return space_code_from_string(v, ret) < 0 ? 0 : 1;
+}
+
 int space_credit_take(SpaceCredit *c, size_t n) {
         if (n > c->available)
                 return -ENOBUFS;

@@ -268,3 +268,7 @@ const char *space_frame_type_to_string(uint8_t type);
 const char *space_code_to_string(SpaceCode c);
 /* -EINVAL for NULL or a name that is no code (a newer peer's). */
 int space_code_from_string(const char *s, SpaceCode *ret);
+/* The code=NAME record of an ERROR payload, parsed once: 1 and *ret when it names a code, 0 when there is none
+ * or it names none of ours (a newer or a hostile peer's: the caller's safe default applies), -EBADMSG as
+ * space_kv_get(). Reads no further than n and compares only the names of the table, so any value is safe. */
+int space_kv_get_code(const uint8_t *p, size_t n, SpaceCode *ret);

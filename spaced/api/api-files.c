@@ -176,7 +176,7 @@ static int files_sandbox(Request *r, const RouteArgs *a, Sandbox **ret) {
         q = api_ensure_awake(r, s);
         if (q <= 0)
                 return 0;
-        if (s->state != SANDBOX_RUNNING || !s->agent) {
+        if (s->state != SANDBOX_RUNNING || !s->channel.agent) {
                 http_respond_error(r, ERROR_SANDBOX_NOT_RUNNING, "sandbox %s is %s, not running%s", s->id,
                                    sandbox_state_to_string(s->state),
                                    s->state == SANDBOX_PAUSED ? ": resume it first" : "");

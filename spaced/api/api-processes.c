@@ -87,9 +87,8 @@ static int require_running(Request *r, Sandbox *s) {
         return -EBUSY;
 }
 
-static int sse_format(void *userdata, SpaceBuf *buf, uint64_t id, const char *name, const void *data, size_t n,
-                      bool binary) {
-        return sse_format_event(buf, id, name, data, n, binary);
+static int sse_format(void *userdata, SpaceBuf *buf, const ProcessEvent *e) {
+        return sse_format_event(buf, e->id, e->name, e->data, e->n, event_type_is_data(e->type));
 }
 
 static ssize_t client_read(void *userdata, char *buf, size_t max) {

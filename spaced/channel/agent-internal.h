@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #pragma once
 
-/* The host end of a sandbox's channel, shared inside channel/ only (agent.c, tunnel.c, and process.c for a
- * process's sandbox); the rest of the daemon sees AgentConn through channel/channel.h. */
+/* The host end of a sandbox's channel, shared inside channel/ only (agent.c, tunnel.c, and the process files
+ * for a process's sandbox); the rest of the daemon sees AgentConn through channel/channel.h. */
 
 #include <stdbool.h>
 #include <stdint.h>

@@ -419,7 +419,7 @@ static int on_reconnect(sd_event_source *src, uint64_t usec, void *userdata) {
 
         h->timer = sd_event_source_disable_unref(h->timer);
         /* something else connected it meanwhile (a wake), or it is failed or going */
-        if (*channel_sandbox->agent(s) || channel_sandbox->phase(s) != CHANNEL_SANDBOX_UP)
+        if (channel_sandbox->channel(s)->agent || channel_sandbox->phase(s) != CHANNEL_SANDBOX_UP)
                 return 0;
         if (!channel_sandbox->qemu_alive(s))
                 return 0;
@@ -733,7 +733,7 @@ static int agent_setup(Sandbox *s, int fd) {
                 free(a);
                 return r;
         }
-        *channel_sandbox->agent(s) = a;
+        channel_sandbox->channel(s)->agent = a;
         AgentHealth *h = health_get(s);
         if (h)
                 h->connected_at = now_usec_monotonic();
@@ -752,7 +752,7 @@ int agent_attach(Sandbox *s, int fd) {
 int agent_attach_reidentified(Sandbox *s, int fd) {
         int r = agent_attach(s, fd);
 
-        AgentConn *a = *channel_sandbox->agent(s);
+        AgentConn *a = channel_sandbox->channel(s)->agent;
         if (r >= 0 && a)
                 a->awaiting_identity = true;
         return r;
@@ -802,8 +802,8 @@ static void release_all(AgentConn *a, ErrorCode code, const char *message) {
 AgentConn *agent_free(AgentConn *a) {
         if (!a)
                 return NULL;
-        if (a->sandbox && *channel_sandbox->agent(a->sandbox) == a)
-                *channel_sandbox->agent(a->sandbox) = NULL;
+        if (a->sandbox && channel_sandbox->channel(a->sandbox)->agent == a)
+                channel_sandbox->channel(a->sandbox)->agent = NULL;
         /* The sandbox is removed, suspended or restored: its processes wait for a channel to come back (and
          * end with sandbox_gone if the sandbox does not, see process.c's sweep). */
         release_all(a, ERROR_NONE, NULL);

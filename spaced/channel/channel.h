@@ -13,11 +13,12 @@
 
 typedef struct AgentHealth AgentHealth;
 
-/* What the channel keeps of each sandbox across its reconnects; the sandbox holds it (Sandbox.channel) and the
- * channel reaches it through ChannelSandboxOps.channel. */
+/* What the channel keeps of each sandbox; the sandbox holds it (Sandbox.channel) and the channel reaches it
+ * through ChannelSandboxOps.channel. The channel sets agent, and agent_free() clears it. */
 typedef struct ChannelSandbox {
+        AgentConn *agent;                   /* its attached channel (agent.c); NULL while there is none */
         AgentHealth *agent_health;          /* backoff and protocol errors of its channel, across reconnects */
-        /* At least what its process logs hold (channel/process.c): the sum a scan of the directory found, plus
+        /* At least what its process logs hold (channel/process*.c): the sum a scan of the directory found, plus
          * everything written since. An exec scans again only once this passes the limit. */
         uint64_t process_log_bytes;
         bool process_log_bytes_known;
@@ -43,7 +44,6 @@ typedef struct ChannelSandboxOps {
         const char *(*state_name)(Sandbox *s);                /* for messages */
         ChannelSandboxPhase (*phase)(Sandbox *s);
         ChannelSandbox *(*channel)(Sandbox *s);
-        AgentConn **(*agent)(Sandbox *s);                     /* where its attached channel is kept */
         bool (*busy)(Sandbox *s);                             /* a lifecycle operation is in flight */
         bool (*qemu_alive)(Sandbox *s);
         void (*mark_failed)(Sandbox *s, const char *reason);  /* as sandbox_mark_failed() */

@@ -85,7 +85,7 @@ int file_xfer_start(Sandbox *s, const char *op, const char *path, const SpaceBuf
         FileXfer *x;
         int q;
 
-        if (!(*channel_sandbox->agent(s)))
+        if (!channel_sandbox->channel(s)->agent)
                 return error_set(reterr, ERROR_SANDBOX_NOT_RUNNING,
                                  "sandbox %s is not connected to its agent (state %s)", channel_sandbox->id(s),
                                  channel_sandbox->state_name(s)) ?: -ENOTCONN;
@@ -101,7 +101,7 @@ int file_xfer_start(Sandbox *s, const char *op, const char *path, const SpaceBuf
         snprintf(x->op, sizeof x->op, "%s", op);
         x->credit_left = SPACE_STREAM_WINDOW;
         space_credit_init(&x->send_credit);
-        q = agent_register_file((*channel_sandbox->agent(s)), x);
+        q = agent_register_file(channel_sandbox->channel(s)->agent, x);
         if (q < 0) {
                 xfer_free(x);
                 return error_set(reterr, ERROR_TOO_MANY_TRANSFERS,
@@ -361,6 +361,7 @@ static ErrorCode code_for_errno(long err) {
 static void on_error(FileXfer *x, const uint8_t *payload, size_t n) {
         const char *v = NULL, *msg = NULL;
         ErrorCode code;
+        SpaceCode sc;
         char text[320];
         uint64_t err = 0;
 
@@ -368,8 +369,16 @@ static void on_error(FileXfer *x, const uint8_t *payload, size_t n) {
                 (void) parse_u64(v, 4095, &err);
         (void) space_kv_get(payload, n, "message", &msg);
         code = code_for_errno((long) err);
-        if (space_kv_get(payload, n, "code", &v) > 0 && streq(v, "too_many_entries"))
-                code = ERROR_TOO_MANY_ENTRIES;
+        /* A FILE may say only that a list is too long; any other code is the guest's to make up: the errno
+         * decides. */
+        if (space_kv_get_code(payload, n, &sc) > 0)
+                switch (sc) {
+                case SPACE_CODE_TOO_MANY_ENTRIES:
+                        code = ERROR_TOO_MANY_ENTRIES;
+                        break;
+                default:
+                        break;
+                }
         /* The guest's message is shown to the user: printable and short. */
         snprintf(text, sizeof text, "%s", msg && *msg ? msg : strerror(err ? (int) err : EIO));
         for (char *c = text; *c; c++)

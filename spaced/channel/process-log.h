@@ -12,7 +12,10 @@
  *                 check = FNV-1a 32 over type, id (8 bytes le) and the payload
  * Records in a file have consecutive ids starting at first_id. A reader stops at the first record that does
  * not check out (a torn tail after a crash): everything before it is kept, nothing after it is trusted.
- * Payloads: stdout/stderr carry the raw bytes; started/exited/error carry their JSON text.
+ * Payloads: stdout/stderr carry the raw bytes; started/exited carry their JSON text; error carries its code's
+ * name (lib/error-code.h: the names are API, never renamed, where the enum's numbers may move), a NUL and the
+ * message, so that what ended a process is read back as a code (channel/process-events.c renders /v1's JSON from it).
+ * An error record of a daemon before that holds its JSON text, which starts with '{' as no code's name does.
  */
 
 #include <stdbool.h>

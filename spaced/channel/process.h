@@ -151,11 +151,23 @@ Process *process_find_by_tag(Sandbox *s, const char *tag);
 /* The processes of s that run (or are held) in the guest, one after the other: start with NULL. */
 Process *process_next_live(Sandbox *s, Process *after);
 
+/* One event as a client hands it out. Output (event_type_is_data(type)) is its bytes in data; every other event
+ * is there as one line of JSON, the text /v1 sends. An error event (the process could not start or was lost, or
+ * this client's events_lost) also carries what it says as values, for a client with codes of its own (envd's
+ * Connect codes from the lib/error-code.h table): no consumer parses the JSON back. */
+typedef struct ProcessEvent {
+        uint64_t id;
+        EventType type;
+        const char *name;            /* event_type_to_string(type): the SSE event name */
+        const void *data;
+        size_t n;
+        ErrorCode code;              /* EVENT_ERROR; ERROR_NONE otherwise */
+        const char *message;         /* EVENT_ERROR: NUL-terminated; NULL otherwise */
+} ProcessEvent;
+
 /* A client formats each event it hands out with this (http: SSE framing; the E2B facade: Connect envelopes),
- * replacing what buf holds; userdata is the client's. binary: data is output bytes; otherwise it is one line of
- * JSON. An empty buf hands out nothing for that event. */
-typedef int (*ProcessEventFormat)(void *userdata, SpaceBuf *buf, uint64_t id, const char *name, const void *data,
-                                  size_t n, bool binary);
+ * replacing what buf holds; userdata is the client's. An empty buf hands out nothing for that event. */
+typedef int (*ProcessEventFormat)(void *userdata, SpaceBuf *buf, const ProcessEvent *e);
 /* A reader of p's events after after_id; waiter is woken when there may be more. follow: live events until
  * the end, and the client counts for flow control. -EMFILE: the sandbox has PROCESS_CLIENTS_MAX already. */
 int process_client_new(Process *p, uint64_t after_id, bool follow, ProcessEventFormat format, void *format_userdata,

@@ -121,43 +121,37 @@ static int append_exited(EnvdStream *st, SpaceBuf *buf, const char *json, size_t
         return connect_end_stream_append(buf, CONNECT_OK, NULL);
 }
 
-/* error {code, message}: the process could not start, or was lost; the stream ends with it. */
-static int append_error(SpaceBuf *buf, const char *json, size_t n) {
-        _cleanup_(cjson_deletep) cJSON *o = cJSON_ParseWithLength(json, n);
-        cJSON *c = cJSON_GetObjectItemCaseSensitive(o, "code"), *m = cJSON_GetObjectItemCaseSensitive(o, "message");
-        ErrorCode code = ERROR_INTERNAL;
-
-        if (cJSON_IsString(c))
-                (void) error_code_from_string(c->valuestring, &code);
-        return connect_end_stream_append(buf, error_code_envd_connect(code),
-                                         cJSON_IsString(m) ? m->valuestring : error_code_to_string(code));
+/* error: the process could not start, or was lost; the stream ends with it, with envd's Connect code for the
+ * event's code (the lib/error-code.h table). */
+static int append_error(SpaceBuf *buf, const ProcessEvent *e) {
+        return connect_end_stream_append(buf, error_code_envd_connect(e->code), e->message ?: error_code_to_string(e->code));
 }
 
-/* The ProcessClient's formatter (names: event_type_to_string()). */
-static int format_event(void *userdata, SpaceBuf *buf, uint64_t id, const char *name, const void *data, size_t n,
-                        bool binary) {
+/* The ProcessClient's formatter. */
+static int format_event(void *userdata, SpaceBuf *buf, const ProcessEvent *e) {
         EnvdStream *st = userdata;
 
         buf->len = 0;
         if (st->ended)
                 return 0;
-        if (streq(name, "process_started")) {
+        switch (e->type) {
+        case EVENT_STARTED:
                 if (st->start_sent)
                         return 0;
                 st->start_sent = true;
                 return append_start(buf, st->process->pid);
-        }
-        if (streq(name, "stdout") || streq(name, "stderr"))
-                return st->start_sent ? append_data(buf, st->pty ? "pty" : name, data, n) : 0;
-        if (streq(name, "process_exited")) {
+        case EVENT_STDOUT:
+        case EVENT_STDERR:
+                return st->start_sent ? append_data(buf, st->pty ? "pty" : e->name, e->data, e->n) : 0;
+        case EVENT_EXITED:
                 st->ended = true;
-                return append_exited(st, buf, data, n);
-        }
-        if (streq(name, "error")) {
+                return append_exited(st, buf, e->data, e->n);
+        case EVENT_ERROR:
                 st->ended = true;
-                return append_error(buf, data, n);
+                return append_error(buf, e);
+        default:
+                return 0;
         }
-        return 0;
 }
 
 /* ---- the HTTP side */

@@ -747,7 +747,7 @@ static void proxy_start(Request *r, const RouteArgs *a) {
                         http_respond_error(r, ERROR_INTERNAL, "cannot wait for sandbox %s to come up", s->id);
                 return;
         }
-        if (!s->agent) {
+        if (!s->channel.agent) {
                 http_respond_error(r, ERROR_CHANNEL_LOST, "the agent channel of sandbox %s is reconnecting; try again",
                                    s->id);
                 return;
@@ -784,7 +784,7 @@ static void proxy_start(Request *r, const RouteArgs *a) {
                                       USEC_PER_SEC, 0, on_proxy_timer, p);
         if (q >= 0) {
                 (void) sd_event_source_set_enabled(p->io, SD_EVENT_OFF);
-                q = tunnel_open_port(s->agent, (uint16_t) port, sv[1], &proxy_tunnel_ops, p, &p->tunnel);
+                q = tunnel_open_port(s->channel.agent, (uint16_t) port, sv[1], &proxy_tunnel_ops, p, &p->tunnel);
         }
         if (q < 0) {
                 safe_close(sv[1]);

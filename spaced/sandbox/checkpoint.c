@@ -961,7 +961,7 @@ int sandbox_restore_start(Manager *m, Sandbox *s, Checkpoint *c, Operation **ret
         }
         memcpy(j->op_id, op->id, sizeof j->op_id);
         s->busy = true;
-        s->agent = agent_free(s->agent);
+        s->channel.agent = agent_free(s->channel.agent);
         /* journaled as stopped: a daemon that dies mid-restore leaves a sandbox to restore again or remove */
         s->state = SANDBOX_STOPPED;
         free(s->error);

@@ -172,7 +172,7 @@ static void conn_start(Forward *f, int fd) {
                 safe_close(fd);
                 return;
         }
-        if (q < 0 || !s->agent) {
+        if (q < 0 || !s->channel.agent) {
                 log_info("forward %s: refused a connection: %s", f->id,
                          q < 0 ? error_message(&e) : "the sandbox's agent channel is not connected");
                 safe_close(fd);
@@ -184,7 +184,7 @@ static void conn_start(Forward *f, int fd) {
                 return;
         }
         c->forward = f;
-        q = tunnel_open_port(s->agent, f->guest_port, fd, &conn_ops, c, &c->tunnel);
+        q = tunnel_open_port(s->channel.agent, f->guest_port, fd, &conn_ops, c, &c->tunnel);
         if (q < 0) {
                 log_info("forward %s: cannot open a tunnel to port %u of sandbox %s: %s", f->id, f->guest_port,
                          s->id, strerror(-q));

@@ -235,7 +235,7 @@ static void lifecycle_done(Manager *m, void *userdata) {
                 if (j->r >= 0) {
                         s->state = SANDBOX_SUSPENDED;
                         s->qemu_pid = 0;
-                        s->agent = agent_free(s->agent);
+                        s->channel.agent = agent_free(s->channel.agent);
                         (void) rm_rf(s->run_dir);
                 } else if (s->qemu_pid > 0 && vm_pid_alive(s->qemu_pid, s->run_dir))
                         s->state = SANDBOX_RUNNING; /* do_suspend let it go on */

@@ -149,7 +149,7 @@ static const char *sandbox_data_dir(Sandbox *s) {
 }
 
 static AgentConn *sandbox_agent(Sandbox *s) {
-        return s->agent;
+        return s->channel.agent;
 }
 
 static void sandbox_egress(Sandbox *s, char ***ret_profiles, char ***ret_allow, char ***ret_deny) {
@@ -185,10 +185,6 @@ static ChannelSandbox *sandbox_channel(Sandbox *s) {
         return &s->channel;
 }
 
-static AgentConn **sandbox_agent_slot(Sandbox *s) {
-        return &s->agent;
-}
-
 static bool sandbox_busy(Sandbox *s) {
         return s->busy;
 }
@@ -216,7 +212,6 @@ static const ChannelSandboxOps channel_sandbox_ops = {
         .state_name = sandbox_state_name,
         .phase = sandbox_phase,
         .channel = sandbox_channel,
-        .agent = sandbox_agent_slot,
         .busy = sandbox_busy,
         .qemu_alive = sandbox_qemu_alive,
         .mark_failed = sandbox_mark_failed,

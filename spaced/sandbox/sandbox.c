@@ -58,7 +58,7 @@ Sandbox *sandbox_free(Sandbox *s) {
         if (!s)
                 return NULL;
         forwards_free(s);   /* before the channel: their tunnels end on it */
-        agent_free(s->agent);
+        agent_free(s->channel.agent);
         agent_health_free(s->channel.agent_health);
         if (s->has_pool_fd)
                 safe_close(s->pool_fd);
@@ -410,7 +410,7 @@ static void create_done(Manager *m, void *userdata) {
                          * here, raw QEMU too): one runs now, while the user's is still on its way. The agent
                          * reads its channel in order and the translation is shared, so a command that comes
                          * meanwhile only waits for what is left of it. */
-                        (void) agent_warm_up_send(s->agent, j->init_env, j->base.warm_cwd, j->base.warm_user);
+                        (void) agent_warm_up_send(s->channel.agent, j->init_env, j->base.warm_cwd, j->base.warm_user);
         }
         if (j->r < 0 || !s || (s->state != SANDBOX_RUNNING && s->state != SANDBOX_POOLED)) {
                 const char *msg = j->error.message ? j->error.message : strerror(-j->r);
@@ -909,10 +909,10 @@ int sandbox_delete_start(Manager *m, Sandbox *s, bool force, Operation **ret_op,
                 return error_set(reterr, ERROR_SANDBOX_BUSY,
                                            "sandbox %s is %s; wait for that to finish, then remove it", s->id,
                                            sandbox_state_to_string(s->state)) ?: -EBUSY;
-        if (!force && s->agent && agent_process_count(s->agent) > 0)
+        if (!force && s->channel.agent && agent_process_count(s->channel.agent) > 0)
                 return error_set(reterr, ERROR_SANDBOX_BUSY,
                                            "sandbox %s has %u running process(es); use 'spacectl rm -f' to remove "
-                                           "it anyway", s->id, agent_process_count(s->agent)) ?: -EBUSY;
+                                           "it anyway", s->id, agent_process_count(s->channel.agent)) ?: -EBUSY;
 
         j = calloc(1, sizeof *j);
         if (!j)
@@ -931,7 +931,7 @@ int sandbox_delete_start(Manager *m, Sandbox *s, bool force, Operation **ret_op,
         }
         memcpy(j->op_id, op->id, sizeof j->op_id);
         s->state = SANDBOX_DELETING;
-        s->agent = agent_free(s->agent);
+        s->channel.agent = agent_free(s->channel.agent);
         /* the gateway's buffered audit lines go out now, not into a directory the worker is removing */
         egress_gateway_forget(s->id);
         (void) sandbox_save(s);

@@ -89,8 +89,7 @@ struct Sandbox {
         bool pooled;         /* made for a warm pool (POOLED once ready) */
         bool has_pool_fd;
         int pool_fd;         /* pooled: the handshaken agent channel, watched only after handout */
-        AgentConn *agent;
-        ChannelSandbox channel;             /* what the channel keeps of it (channel/channel.h) */
+        ChannelSandbox channel;             /* what the channel keeps of it (channel/channel.h), its AgentConn too */
         struct Forward *forwards;           /* its port forwards (sandbox/forward.h): they go with it */
         Sandbox *next;
         };

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 
-/* spaced/channel/agent.c and process.c against a hostile guest, with the real code on a socketpair and a fake
+/* spaced/channel/agent.c and process*.c against a hostile guest, with the real code on a socketpair and a fake
  * QEMU (a unix socket listening where agent.sock would be, and a child whose command line names the run
  * directory, so that vm_pid_alive() believes in it). No HTTP.
  *  - a STARTED that reuses the pid of a running process nobody follows must not touch the freed process;
@@ -152,7 +152,7 @@ static void test_started_reused_pid(void) {
 
         send_frame(sv[1], SPACE_F_EXIT, 0, st2, "code=0", 7);
         loop_for(50000);
-        s->agent = agent_free(s->agent);
+        s->channel.agent = agent_free(s->channel.agent);
         safe_close(sv[1]);
 }
 
@@ -182,11 +182,11 @@ static void test_reidentify(void) {
         send_frame(sv[1], SPACE_F_OK, 0, init, NULL, 0);
         send_frame(sv[1], SPACE_F_STARTED, 0, exec, "pid=9", 6);
         loop_for(50000);
-        ok(s->state == SANDBOX_RUNNING && s->agent && !s->agent->awaiting_identity && p->state == PROCESS_RUNNING,
+        ok(s->state == SANDBOX_RUNNING && s->channel.agent && !s->channel.agent->awaiting_identity && p->state == PROCESS_RUNNING,
            "handout: the guest's OK is taken by the channel; the sandbox runs its command");
         send_frame(sv[1], SPACE_F_EXIT, 0, exec, "code=0", 7);
         loop_for(50000);
-        s->agent = agent_free(s->agent);
+        s->channel.agent = agent_free(s->channel.agent);
         safe_close(sv[1]);
 
         ASSERT(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) >= 0);
@@ -197,8 +197,8 @@ static void test_reidentify(void) {
         loop_for(50000);
         ok(t->state == SANDBOX_ERROR && t->error && strstr(t->error, "refused its identity: sethostname: no"),
            "handout: a guest that refuses its identity fails the sandbox: %s", t->error ?: "(none)");
-        if (t->agent)
-                t->agent = agent_free(t->agent);
+        if (t->channel.agent)
+                t->channel.agent = agent_free(t->channel.agent);
         safe_close(sv[1]);
 }
 
@@ -214,20 +214,20 @@ static void test_warm_up(void) {
 
         ASSERT(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) >= 0);
         ASSERT(agent_attach(s, sv[0]) >= 0);
-        ASSERT(agent_warm_up_send(s->agent, NULL, NULL, NULL) >= 0);
+        ASSERT(agent_warm_up_send(s->channel.agent, NULL, NULL, NULL) >= 0);
         warm = expect_frame(sv[1], rd, SPACE_F_EXEC);
         ASSERT(process_exec(s, &spec, &p, NULL) >= 0);
         sig = expect_frame(sv[1], rd, SPACE_F_SIGNAL);
-        ok(warm != 0 && sig == warm && !s->agent->warming_up && process_find_by_pid(s, 0) == NULL,
+        ok(warm != 0 && sig == warm && !s->channel.agent->warming_up && process_find_by_pid(s, 0) == NULL,
            "warm-up: a command that comes first ends it (SIGNAL on its stream %u), and it is no process of the user's",
            warm);
         send_frame(sv[1], SPACE_F_EXIT, 0, warm, "code=137", 9);
 
-        ASSERT(agent_warm_up_send(s->agent, NULL, NULL, NULL) >= 0);
+        ASSERT(agent_warm_up_send(s->channel.agent, NULL, NULL, NULL) >= 0);
         send_frame(sv[1], SPACE_F_EXIT, 0, warm, "code=0", 7);
         loop_for(50000);
-        ok(!s->agent->warming_up, "warm-up: its EXIT is taken by the channel, and nothing is left to end");
-        s->agent = agent_free(s->agent);
+        ok(!s->channel.agent->warming_up, "warm-up: its EXIT is taken by the channel, and nothing is left to end");
+        s->channel.agent = agent_free(s->channel.agent);
         safe_close(sv[1]);
 }
 
@@ -310,7 +310,7 @@ static void test_garbage_backoff_failed(void) {
                 dropped = now_usec_monotonic();
                 safe_close(g);
                 if (n_conn == 1)
-                        ok(!s->agent, "garbage: a malformed frame drops the channel");
+                        ok(!s->channel.agent, "garbage: a malformed frame drops the channel");
                 if (s->state == SANDBOX_ERROR)
                         break;
                 g = accept_within(40000000);
@@ -337,7 +337,7 @@ static void test_garbage_backoff_failed(void) {
         }
         ok(n_gaps >= 3 && grows, "garbage: reconnects back off (%u of them, from 0.1 s, each about twice the last)",
            n_gaps);
-        ok(s->state == SANDBOX_ERROR && s->error && strstr(s->error, "broke the channel protocol") && !s->agent,
+        ok(s->state == SANDBOX_ERROR && s->error && strstr(s->error, "broke the channel protocol") && !s->channel.agent,
            "garbage: after %u connections with garbage the sandbox is failed: %s", n_conn, s->error ?: "(none)");
         g = accept_within(3000000);
         ok(g < 0, "garbage: the failed sandbox's channel is not reconnected");
@@ -451,15 +451,143 @@ static void test_flood_responsive(void) {
              p99 / 1e3, max / 1e3);
         ok(lat[0] > (uint64_t) sec * 50 && p99 < 250000,
            "flood: the loop keeps answering its timers (p99 lateness %.1f ms)", p99 / 1e3);
-        s->agent = agent_free(s->agent);
+        s->channel.agent = agent_free(s->channel.agent);
 }
 
 /* ---- per-sandbox bounds ---- */
 
-static int fmt_event(void *userdata, SpaceBuf *buf, uint64_t id, const char *name, const void *data, size_t n,
-                     bool binary) {
+static int fmt_event(void *userdata, SpaceBuf *buf, const ProcessEvent *e) {
         buf->len = 0;
-        return space_buf_append(buf, name, strlen(name));
+        return space_buf_append(buf, e->name, strlen(e->name));
+}
+
+/* ---- error events: a code and a message as values, and /v1's JSON of them byte for byte ---- */
+
+typedef struct Caught {
+        unsigned n;
+        uint64_t id;
+        ErrorCode code;
+        char message[256];
+        char json[512];
+} Caught;
+
+static int catch_error(void *userdata, SpaceBuf *buf, const ProcessEvent *e) {
+        Caught *c = userdata;
+
+        buf->len = 0;
+        if (e->type != EVENT_ERROR)
+                return space_buf_append(buf, "x", 1);
+        c->n++;
+        c->id = e->id;
+        c->code = e->code;
+        snprintf(c->message, sizeof c->message, "%s", e->message ?: "(null)");
+        snprintf(c->json, sizeof c->json, "%.*s", (int) e->n, (const char *) e->data);
+        return space_buf_append(buf, "e", 1);
+}
+
+/* Reads p's events from after_id to the end (or what there is now) into c; an ended p goes with the client. */
+static void read_events(Process *p, uint64_t after_id, Caught *c) {
+        ChannelWaiter w = {};
+        ProcessClient *cl;
+        char buf[4096];
+
+        *c = (Caught) {};
+        ASSERT(process_client_new(p, after_id, false, catch_error, c, &w, &cl) == 0);
+        while (process_client_read(cl, buf, sizeof buf) > 0)
+                ;
+        process_client_close(cl);
+}
+
+static Process *exec_answered(Sandbox *s, int fd, SpaceFrameReader *rd, const char *const *recs, const char *started) {
+        ExecSpec spec = { .argv = (char *[]) { (char *) "x", NULL } };
+        _cleanup_(space_buf_done) SpaceBuf kv = {};
+        ChannelWaiter w = {};
+        ProcessClient *cl;
+        Process *p;
+        uint32_t st;
+
+        ASSERT(process_exec(s, &spec, &p, NULL) >= 0);
+        ASSERT(process_client_new(p, 0, true, catch_error, &(Caught) {}, &w, &cl) == 0); /* keeps p while we look */
+        st = expect_frame(fd, rd, SPACE_F_EXEC);
+        if (started)
+                send_frame(fd, SPACE_F_STARTED, 0, st, started, strlen(started) + 1);
+        for (; *recs; recs++)
+                ASSERT(space_kv_add(&kv, (*recs)[0] == 'c' ? "code" : (*recs)[0] == 'e' ? "errno" :
+                                         (*recs)[0] == 's' ? "stage" : "message", strchr(*recs, '=') + 1) >= 0);
+        send_frame(fd, SPACE_F_ERROR, 0, st, kv.data, kv.len);
+        loop_for(50000);
+        process_client_free(cl);
+        return p;
+}
+
+static void test_error_events(void) {
+        Sandbox *s = sandbox_make("00000000000000000000000000000008");
+        _cleanup_free_ SpaceFrameReader *rd = calloc(1, sizeof *rd);
+        _cleanup_free_ char *legacy = NULL;
+        static const char legacy_json[] = "{\"code\":\"exec_failed\",\"message\":\"from before\"}";
+        ProcessRecord rec = { .state = (char *) "exited", .argv = (char *) "[]", .exit_code = 126 };
+        ProcessLog *l;
+        Process *p;
+        Caught c;
+        int sv[2];
+
+        ASSERT(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) >= 0);
+        ASSERT(agent_attach(s, sv[0]) >= 0);
+
+        p = exec_answered(s, sv[1], rd, (const char *[]) { "errno=0", "message=no such user: bob", "stage=user",
+                                                           "code=unknown_user", NULL }, NULL);
+        read_events(p, 0, &c);
+        ok(c.n == 1 && c.code == ERROR_UNKNOWN_USER && streq(c.message, "no such user: bob") &&
+           streq(c.json, "{\"code\":\"unknown_user\",\"message\":\"no such user: bob\"}"),
+           "error event: code=unknown_user is ERROR_UNKNOWN_USER as a value, and /v1's JSON as before: %s", c.json);
+
+        p = exec_answered(s, sv[1], rd, (const char *[]) { "errno=2", "message=x", "code=denied", NULL }, NULL);
+        read_events(p, 0, &c);
+        ok(c.n == 1 && c.code == ERROR_COMMAND_NOT_FOUND && streq(c.json, "{\"code\":\"command_not_found\",\"message\":\"x\"}"),
+           "error event: a code EXEC may not give (denied) leaves the errno to decide: %s", c.json);
+
+        /* from the log, once the process is gone from memory: the record holds the code */
+        p = exec_answered(s, sv[1], rd, (const char *[]) { "errno=13", "message=no \"x\"", NULL }, "pid=77");
+        ASSERT(p->ended && !process_maybe_free(p));
+        p = process_get(&manager, s, 77);
+        ASSERT(p);
+        read_events(p, 0, &c);
+        ok(c.n == 1 && c.id == 2 && c.code == ERROR_PERMISSION_DENIED && streq(c.message, "no \"x\"") &&
+           streq(c.json, "{\"code\":\"permission_denied\",\"message\":\"no \\\"x\\\"\"}"),
+           "error event: read back from the log as a code, the JSON escaped as before: %s", c.json);
+
+        /* an older daemon's record is JSON: it goes out as it was written */
+        ASSERT(asprintf(&legacy, "%s/processes/78.log", s->data_dir) >= 0);
+        ASSERT(process_log_create(legacy, PROCESS_LOG_CAP, &l) >= 0);
+        ASSERT(process_log_append(l, 1, EVENT_ERROR, legacy_json, sizeof legacy_json - 1) >= 0);
+        process_log_free(l);
+        memcpy(rec.sandbox_id, s->id, sizeof rec.sandbox_id);
+        rec.pid = 78;
+        rec.last_event_id = 1;
+        rec.log_path = legacy;
+        ASSERT(store_put_process(manager.store, &rec) >= 0);
+        p = process_get(&manager, s, 78);
+        ASSERT(p);
+        read_events(p, 0, &c);
+        ok(c.n == 1 && streq(c.json, legacy_json) && c.code == ERROR_INTERNAL,
+           "error event: an older daemon's JSON record goes out byte for byte: %s", c.json);
+
+        /* events no longer kept: this client's own error, with first_available */
+        rec.pid = 79;
+        rec.last_event_id = 3;
+        rec.log_path = (char *) "/nonexistent/79.log";
+        ASSERT(store_put_process(manager.store, &rec) >= 0);
+        p = process_get(&manager, s, 79);
+        ASSERT(p);
+        read_events(p, 0, &c);
+        ok(c.n == 1 && c.id == 3 && c.code == ERROR_EVENTS_LOST &&
+           streq(c.message, "events after 0 are no longer kept; the first kept is 4") &&
+           streq(c.json, "{\"code\":\"events_lost\",\"message\":\"events after 0 are no longer kept; the first "
+                         "kept is 4\",\"first_available\":4}"),
+           "error event: events_lost as a value and as /v1's JSON: %s", c.json);
+
+        s->channel.agent = agent_free(s->channel.agent);
+        safe_close(sv[1]);
 }
 
 static void big_file(const char *dir, const char *name, uint64_t size) {
@@ -535,7 +663,7 @@ static void test_bounds(void) {
 
         send_frame(sv[1], SPACE_F_EXIT, 0, p->stream, "code=0", 7);
         loop_for(50000);
-        s->agent = agent_free(s->agent);
+        s->channel.agent = agent_free(s->channel.agent);
         safe_close(sv[1]);
 }
 
@@ -560,6 +688,7 @@ int main(void) {
         fake_arg = strdup(arg);
         test_started_reused_pid();
         test_bounds();
+        test_error_events();
         test_reidentify();
         test_warm_up();
         listener_open();

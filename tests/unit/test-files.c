@@ -128,6 +128,15 @@ static void test_errors(void) {
         send_kv(x, SPACE_F_ERROR, 0, (const char *[]) { "errno=7", "message=too many", "code=too_many_entries", NULL });
         ok(failed_with(x, "too_many_entries"), "ERROR with code=too_many_entries");
         drop(x);
+        /* codes a FILE may not give, or that are none, leave the errno to decide */
+        static const char *const not_ours[] = { "code=unknown_user", "code=denied", "code=no_such_code", "code=",
+                                                "code=too_many_entries_and_more", "code=TOO_MANY_ENTRIES" };
+        for (size_t i = 0; i < ELEMENTSOF(not_ours); i++) {
+                x = xfer("list", "/x");
+                send_kv(x, SPACE_F_ERROR, 0, (const char *[]) { "errno=2", "message=m", not_ours[i], NULL });
+                ok(failed_with(x, "not_found"), "ERROR errno=2 with %s is not_found", not_ours[i]);
+                drop(x);
+        }
         x = xfer("stat", "/x");
         send_kv(x, SPACE_F_ERROR, 0, (const char *[]) { "errno=2", "message=a\nb\x1b[31mc", NULL });
         ok(failed_with(x, "not_found") && streq(x->error_message, "a?b?[31mc"),

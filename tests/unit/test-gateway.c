@@ -617,7 +617,7 @@ int main(void) {
                 (void) asprintf(&log, "%s/egress.log", s->data_dir);
                 ok(stat(log, &st) == 0 && st.st_size > 0, "every decision went to the audit log");
         }
-        s->agent = agent_free(s->agent);
+        s->channel.agent = agent_free(s->channel.agent);
         close(guest);
         {
                 _cleanup_free_ char *cmd = NULL;

@@ -293,6 +293,50 @@ static void test_kv(void) {
         space_buf_done(&b);
 }
 
+/* A guest's code=: parsed once into the enum; anything that is no code of ours is "none", never a guess. */
+static void test_kv_code(void) {
+        _cleanup_(space_buf_done) SpaceBuf b = {}, big = {};
+        _cleanup_free_ char *huge = malloc(SPACE_FRAME_PAYLOAD_MAX - 16);
+        SpaceCode c = _SPACE_CODE_MAX;
+
+        ASSERT(huge);
+        ok(space_kv_add(&b, "errno", "2") == 0 && space_kv_add(&b, "code", "too_many_entries") == 0 &&
+           space_kv_get_code(b.data, b.len, &c) == 1 && c == SPACE_CODE_TOO_MANY_ENTRIES, "kv code: a known name");
+        for (unsigned i = 0; i < _SPACE_CODE_MAX; i++) {
+                SpaceBuf one = {};
+
+                c = _SPACE_CODE_MAX;
+                ASSERT(space_kv_add(&one, "code", space_code_to_string((SpaceCode) i)) == 0);
+                ok(space_kv_get_code(one.data, one.len, &c) == 1 && c == (SpaceCode) i, "kv code: %s round trips",
+                   space_code_to_string((SpaceCode) i));
+                space_buf_done(&one);
+        }
+        space_buf_done(&b);
+        c = SPACE_CODE_BUSY;
+        ok(space_kv_add(&b, "errno", "2") == 0 && space_kv_get_code(b.data, b.len, &c) == 0 && c == SPACE_CODE_BUSY,
+           "kv code: absent is 0, *ret untouched");
+        space_buf_done(&b);
+        ok(space_kv_add(&b, "code", "no_such_code") == 0 && space_kv_get_code(b.data, b.len, &c) == 0 &&
+           c == SPACE_CODE_BUSY, "kv code: an unknown name is 0, *ret untouched");
+        space_buf_done(&b);
+        ok(space_kv_add(&b, "code", "") == 0 && space_kv_get_code(b.data, b.len, &c) == 0, "kv code: empty is 0");
+        space_buf_done(&b);
+        ok(space_kv_add(&b, "code", "denied_x") == 0 && space_kv_get_code(b.data, b.len, &c) == 0 &&
+           space_kv_add(&b, "code", "DENIED") == 0 && space_kv_get_code(b.data, b.len, &c) == 0,
+           "kv code: a known name with a tail, or in capitals, is no code");
+        space_buf_done(&b);
+        ok(space_kv_add(&b, "code", "unknown_user") == 0 && space_kv_add(&b, "code", "busy") == 0 &&
+           space_kv_get_code(b.data, b.len, &c) == 1 && c == SPACE_CODE_UNKNOWN_USER,
+           "kv code: the first code= counts, as space_kv_get()");
+        memset(huge, 'a', SPACE_FRAME_PAYLOAD_MAX - 17);
+        huge[SPACE_FRAME_PAYLOAD_MAX - 17] = '\0';
+        ok(space_kv_add(&big, "code", huge) == 0 && space_kv_get_code(big.data, big.len, &c) == 0,
+           "kv code: a value as long as a frame is no code");
+        ok(space_kv_get_code((const uint8_t *) "code=busy", 9, &c) == -EBADMSG,
+           "kv code: a record without its NUL -> EBADMSG, nothing read past n");
+        ok(space_kv_get_code(NULL, 0, &c) == 0, "kv code: an empty payload has none");
+}
+
 static void test_credit(void) {
         SpaceCredit c;
 
@@ -328,6 +372,7 @@ int main(void) {
         test_reader();
         test_buf();
         test_kv();
+        test_kv_code();
         test_credit();
         return done();
 }
