@@ -26,6 +26,8 @@
 #define AGENT_BINARY "guest/space-agent"
 #endif
 
+static char refused_log[128];   /* $SPACE_AGENT_REFUSED_LOG: where the agent notes refusals outside a VM */
+
 static int chan = -1;
 static SpaceFrameReader reader;
 static uint8_t payload[SPACE_FRAME_PAYLOAD_MAX + 1];
@@ -229,8 +231,36 @@ static void test_proxy(uint16_t proxy) {
         ok(next(&f) && f.h.type == SPACE_F_CONNECT && streq(kv(&f, "host"), "denied.example"), "CONNECT sent");
         send_kv(SPACE_F_ERROR, f.h.stream, "code", "denied", "message", "denied.example: no allow rule");
         recv_some(c, buf, sizeof buf, sizeof buf);
-        ok(strncmp(buf, "HTTP/1.1 403 Forbidden\r\n", 24) == 0 && strstr(buf, "\r\n\r\ndenied.example: no allow rule\n"),
-           "ERROR code=denied: 403 with the message");
+#define DENIED_LINE "HTTP/1.1 403 Forbidden by space egress: denied.example: no allow rule\r\n"
+        ok(strncmp(buf, DENIED_LINE, strlen(DENIED_LINE)) == 0 &&
+                   strstr(buf, "\r\nX-Space-Reason: denied.example: no allow rule\r\n") &&
+                   strstr(buf, "\r\n\r\ndenied.example: no allow rule\n"),
+           "ERROR code=denied: 403 with the message in the status line, a header and the body");
+        close(c);
+
+        /* a message that would end the head early or start another line stays one line */
+        c = connect_tcp(proxy);
+        dprintf(c, "CONNECT evil.example:443 HTTP/1.1\r\n\r\n");
+        ok(next(&f) && f.h.type == SPACE_F_CONNECT, "CONNECT sent");
+        send_kv(SPACE_F_ERROR, f.h.stream, "code", "denied", "message", "x\r\nSet-Cookie: a=b\r\n\r\nHTTP/1.1 200 OK");
+        memset(buf, 0, sizeof buf);
+        recv_some(c, buf, sizeof buf, sizeof buf);
+        {
+                char *end = strstr(buf, "\r\n\r\n");   /* the head only: the body may say anything */
+                if (end)
+                        *end = 0;
+        }
+        ok(strstr(buf, "\r\nSet-Cookie") == NULL && strncmp(buf, "HTTP/1.1 403 Forbidden by space egress: x??Set-Cookie", strlen("HTTP/1.1 403 Forbidden by space egress: x??Set-Cookie")) == 0,
+           "control characters of the host's message never reach the head");
+        {
+                char line[512] = "";
+                FILE *lf = fopen(refused_log, "re");
+
+                ok(lf && fgets(line, sizeof line, lf) && strstr(line, " proxy denied.example:22: denied.example: no allow rule\n"),
+                   "the refusal is a line of the refusal log: %s", line);
+                if (lf)
+                        fclose(lf);
+        }
         close(c);
 
         c = connect_tcp(proxy);
@@ -386,7 +416,7 @@ static void test_exec_env(const char *proxy_url) {
 }
 
 int main(void) {
-        char proxy_spec[64], dns_spec[64], tr_spec[64];
+        char proxy_spec[64], dns_spec[64], tr_spec[64], log_dir[] = "/tmp/test-agent-net-XXXXXX";
         uint16_t proxy, dns;
         int sv[2];
         pid_t pid;
@@ -396,6 +426,9 @@ int main(void) {
                 printf("1..0 # SKIP no %s\n", AGENT_BINARY);
                 return 0;
         }
+        if (!mkdtemp(log_dir))
+                abort();
+        snprintf(refused_log, sizeof refused_log, "%s/egress-refused.log", log_dir);
         proxy = free_port(SOCK_STREAM);
         dns = free_port(SOCK_DGRAM);
         snprintf(proxy_spec, sizeof proxy_spec, "127.0.0.1:%u", proxy);
@@ -410,6 +443,7 @@ int main(void) {
                 setenv("SPACE_AGENT_PROXY_LISTEN", proxy_spec, 1);
                 setenv("SPACE_AGENT_DNS_LISTEN", dns_spec, 1);
                 setenv("SPACE_AGENT_TRANSPARENT_LISTEN", tr_spec, 1);
+                setenv("SPACE_AGENT_REFUSED_LOG", refused_log, 1);
                 execl(AGENT_BINARY, "space-agent", NULL);
                 _exit(127);
         }
@@ -424,5 +458,7 @@ int main(void) {
 
         kill(pid, SIGTERM);
         (void) waitpid(pid, NULL, 0);
+        (void) unlink(refused_log);
+        (void) rmdir(log_dir);
         return done();
 }
