@@ -42,6 +42,7 @@ typedef struct ChannelSandboxOps {
         const char *(*run_dir)(Sandbox *s);
         const char *(*data_dir)(Sandbox *s);
         const char *(*state_name)(Sandbox *s);                /* for messages */
+        const char *(*template_name)(Sandbox *s);             /* for messages: what it was made from */
         ChannelSandboxPhase (*phase)(Sandbox *s);
         ChannelSandbox *(*channel)(Sandbox *s);
         bool (*busy)(Sandbox *s);                             /* a lifecycle operation is in flight */

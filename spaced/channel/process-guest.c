@@ -228,6 +228,24 @@ static int guest_exec_code(const uint8_t *payload, size_t n, ErrorCode *ret) {
         }
 }
 
+
+/* Said so that nobody takes it for spacectl's or the daemon's failure: the command is not in this sandbox,
+ * which was made from this template (a template without it, such as minimal without python3, is the usual
+ * cause). */
+static void command_not_found(Process *p, const char *guest_text) {
+        Sandbox *s = channel_sandbox ? channel_sandbox->find(p->manager, p->sandbox_id) : NULL;
+        const char *template = s && channel_sandbox->template_name ? channel_sandbox->template_name(s) : NULL;
+        char text[768];
+
+        snprintf(text, sizeof text, "%.200s: command not found in sandbox %.12s%s%.200s%s (%.200s)",
+                 p->argv && p->argv[0] ? p->argv[0] : "the command", p->sandbox_id, template ? " (template " : "",
+                 template ?: "", template ? ")" : "", guest_text);
+        for (char *c = text; *c; c++)
+                if ((unsigned char) *c < 0x20 || (unsigned char) *c == 0x7f)
+                        *c = '?';
+        process_end_with_error(p, PROCESS_EXITED, ERROR_COMMAND_NOT_FOUND, text);
+}
+
 static void on_error_frame(Process *p, const uint8_t *payload, size_t n) {
         const char *v, *msg = NULL;
         ErrorCode code;
@@ -257,7 +275,7 @@ static void on_error_frame(Process *p, const uint8_t *payload, size_t n) {
         else if (space_kv_get(payload, n, "stage", &v) > 0 && streq(v, "chdir"))
                 process_end_with_error(p, PROCESS_EXITED, ERROR_INVALID_CWD, text);
         else if (err == ENOENT)
-                process_end_with_error(p, PROCESS_EXITED, ERROR_COMMAND_NOT_FOUND, text);
+                command_not_found(p, text);
         else if (err == EACCES || err == ENOEXEC)
                 process_end_with_error(p, PROCESS_EXITED, ERROR_PERMISSION_DENIED, text);
         else

@@ -175,6 +175,10 @@ static const char *sandbox_state_name(Sandbox *s) {
         return sandbox_state_to_string(s->state);
 }
 
+static const char *sandbox_template_name(Sandbox *s) {
+        return s->template_name;
+}
+
 static ChannelSandboxPhase sandbox_phase(Sandbox *s) {
         return s->state == SANDBOX_DELETING ? CHANNEL_SANDBOX_DELETING
              : s->state == SANDBOX_STOPPED || s->state == SANDBOX_ERROR ? CHANNEL_SANDBOX_DOWN
@@ -210,6 +214,7 @@ static const ChannelSandboxOps channel_sandbox_ops = {
         .run_dir = sandbox_run_dir,
         .data_dir = sandbox_data_dir,
         .state_name = sandbox_state_name,
+        .template_name = sandbox_template_name,
         .phase = sandbox_phase,
         .channel = sandbox_channel,
         .busy = sandbox_busy,

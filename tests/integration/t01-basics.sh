@@ -71,6 +71,8 @@ check_rc "exec false exits 1" 1 sc exec "$SB" -- false
 check_rc "exec exit 7 exits 7" 7 sc exec "$SB" -- sh -c 'exit 7'
 check_rc "exec of a missing command exits 127" 127 sc exec "$SB" -- no-such-command-t01
 check_contains "missing command: stderr names it" no-such-command-t01 "$ERR"
+check_contains "... says it is the sandbox that lacks it, naming the template" \
+        "no-such-command-t01: command not found in sandbox ${SB:0:12} (template minimal)" "$ERR"
 check_rc "exec killed by SIGKILL exits 137" 137 sc exec "$SB" -- sh -c 'kill -9 $$'
 check_rc "exec killed by SIGTERM exits 143" 143 sc exec "$SB" -- sh -c 'kill -15 $$'
 
