@@ -39,7 +39,13 @@ void api_post_pause(Request *r, const RouteArgs *a);
 void api_post_resume(Request *r, const RouteArgs *a);
 void api_post_suspend(Request *r, const RouteArgs *a);
 void api_post_wake(Request *r, const RouteArgs *a);
-int api_ensure_awake(Request *r, Sandbox *s);
+/* What a handler does with a sandbox once it can be used; a holds the route's arguments. */
+typedef void (*ApiAwake)(Request *r, Sandbox *s, const RouteArgs *a);
+/* A use of s: k(r, s, a) runs now when s is not suspended or waking up; else r is parked on a wake on demand
+ * (ARCHITECTURE.md, decision 6) and k runs once the wake finished, with s found again by id and a copy of a, or
+ * the wake's failure (or its taking over two minutes) is the answer. k may find s in any state, as a handler
+ * would. r->stream must be free: the wait holds it. */
+void api_when_awake(Request *r, Sandbox *s, const RouteArgs *a, ApiAwake k);
 
 /* api-keys.c */
 void api_post_keys(Request *r, const RouteArgs *a);

@@ -106,7 +106,6 @@ struct Request {
         uint64_t deadline;
         sd_event_source *deadline_source;
         char wait_op[OPERATION_ID_LEN + 1];
-        bool rerun;          /* parked until a sandbox woke up: route it again when resumed */
         HttpContinuation cont; /* parked with http_continue(): runs instead of the route when resumed */
         void *cont_userdata;
         int wait_kind;
