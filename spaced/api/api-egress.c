@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #include <errno.h>
 #include <netdb.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -66,7 +67,17 @@ typedef struct ResolveJob {
         bool done;
         bool orphaned;       /* the request went away first: the completion frees the job */
         Waiter *waiters;
+        /* what the answer needs once it is done */
+        char sandbox_id[SANDBOX_ID_LEN + 1];
+        char *host;          /* as the client spelled it */
+        char name[EGRESS_HOST_MAX + 1];
+        uint16_t port;
 } ResolveJob;
+
+static void resolve_job_free(ResolveJob *j) {
+        free(j->host);
+        free(j);
+}
 
 static void resolve_done_cb(Manager *m, void *userdata, int err, const EgressAddr *addrs, size_t n) {
         ResolveJob *j = userdata;
@@ -76,7 +87,7 @@ static void resolve_done_cb(Manager *m, void *userdata, int err, const EgressAdd
         memcpy(j->addrs, addrs, j->n_addrs * sizeof *addrs);
         j->done = true;
         if (j->orphaned)
-                free(j);
+                resolve_job_free(j);
         else
                 waiters_wake(&j->waiters);
 }
@@ -86,7 +97,7 @@ static void resolve_detach(void *userdata, Request *r) {
 
         waiter_unlink(&r->waiter);
         if (j->done)
-                free(j);
+                resolve_job_free(j);
         else
                 j->orphaned = true;
 }
@@ -157,74 +168,81 @@ static void respond_decisions(Request *r, Sandbox *s, const char *host, const ch
         http_respond_json(r, 200, o);
 }
 
+/* The name was resolved (or the deadline passed): the decisions for its addresses, for the sandbox found again
+ * by id. */
+static void egress_test_resolved(Request *r, void *userdata) {
+        ResolveJob *j = userdata;
+        Sandbox *s = sandbox_find_by_id(http_manager(r->http), j->sandbox_id);
+
+        if (!s)
+                http_respond_error(r, ERROR_SANDBOX_NOT_FOUND, "sandbox %s is gone", j->sandbox_id);
+        else if (!j->done)
+                http_respond_error(r, ERROR_DEADLINE_EXCEEDED, "resolving %s took longer than %llu s", j->name,
+                                   RESOLVE_TIMEOUT_USEC / 1000000ULL);
+        else if (j->err < 0 || j->n_addrs == 0)
+                http_respond_error(r, ERROR_INVALID_ARGUMENT, "cannot resolve %s the way the gateway does: %s", j->name,
+                                   j->err == -ENOENT || j->n_addrs == 0 ? "no such name" : strerror(-j->err));
+        else
+                respond_decisions(r, s, j->host, j->name, j->addrs, j->n_addrs, j->port);
+        http_stream_detach(r);
+}
+
+/* Names resolve with the host's resolver, on a worker (getaddrinfo blocks): r is parked until they did. */
+static void egress_test_resolve(Request *r, Sandbox *s, const char *host, const char *name, uint16_t port) {
+        ResolveJob *j = calloc(1, sizeof *j);
+        int q;
+
+        if (!j || !(j->host = strdup(host))) {
+                free(j);
+                http_respond_error(r, ERROR_INTERNAL, "out of memory");
+                return;
+        }
+        memcpy(j->sandbox_id, s->id, sizeof j->sandbox_id);
+        snprintf(j->name, sizeof j->name, "%s", name);
+        j->port = port;
+        q = egress_resolve(http_manager(r->http), name, resolve_done_cb, j);
+        if (q < 0) {
+                resolve_job_free(j);
+                http_respond_error(r, ERROR_INTERNAL, "cannot resolve %s: %s", name, strerror(-q));
+                return;
+        }
+        r->stream = (HttpStream) { .detach = resolve_detach, .userdata = j };
+        q = http_wait_on(r, &j->waiters, now_usec_monotonic() + RESOLVE_TIMEOUT_USEC);
+        if (q < 0) {
+                http_stream_detach(r);
+                http_respond_error(r, ERROR_INTERNAL, "cannot wait: %s", strerror(-q));
+                return;
+        }
+        http_continue(r, egress_test_resolved, j);
+}
+
 void api_post_egress_test(Request *r, const RouteArgs *a) {
         static const char *const fields[] = { "host", "port", NULL };
-        Manager *m = http_manager(r->http);
-        ResolveJob *j = r->stream.detach == resolve_detach ? r->stream.userdata : NULL;
         char name[EGRESS_HOST_MAX + 1];
         const char *host;
         uint64_t port = 443;
         EgressAddr literal;
         Sandbox *s;
         cJSON *o, *v;
-        int q;
 
         o = parse_body_object(r, fields);
         if (!o)
-                goto out;
+                return;
         v = cJSON_GetObjectItemCaseSensitive(o, "host");
-        if (!cJSON_IsString(v) || !*v->valuestring) {
+        if (!cJSON_IsString(v) || !*v->valuestring)
                 http_respond_error(r, ERROR_INVALID_ARGUMENT, "host is required: a name or an IP address");
-                goto out;
-        }
-        host = v->valuestring;
-        if (get_uint_field(r, o, "port", 1, 65535, &port) < 0 || resolve_sandbox(r, a->arg[0], &s) < 0)
-                goto out;
-
+        else if (get_uint_field(r, o, "port", 1, 65535, &port) < 0 || resolve_sandbox(r, a->arg[0], &s) < 0)
+                ;
         /* a literal in any spelling is decided as the address it means, never looked up */
-        if (egress_addr_parse_literal(host, &literal) >= 0) {
+        else if (egress_addr_parse_literal((host = v->valuestring), &literal) >= 0)
                 respond_decisions(r, s, host, NULL, &literal, 1, (uint16_t) port);
-                goto out;
-        }
-        if (egress_host_normalize(host, name) < 0) {
+        else if (egress_host_normalize(host, name) < 0)
                 http_respond_error(r, ERROR_INVALID_ARGUMENT,
                                    "'%.100s' is neither an IP address nor an exact host name%s", host,
                                    egress_host_is_numeric(host) ? " (it ends in a number, so it would be read as an "
                                                                   "IPv4 address, and it is not a valid one)" : "");
-                goto out;
-        }
-
-        if (!j) {
-                /* names resolve with the host's resolver, on a worker: getaddrinfo blocks */
-                j = calloc(1, sizeof *j);
-                if (!j) {
-                        http_respond_error(r, ERROR_INTERNAL, "out of memory");
-                        goto out;
-                }
-                q = egress_resolve(m, name, resolve_done_cb, j);
-                if (q < 0) {
-                        free(j);
-                        http_respond_error(r, ERROR_INTERNAL, "cannot resolve %s: %s", name, strerror(-q));
-                        goto out;
-                }
-                r->stream = (HttpStream) { .detach = resolve_detach, .userdata = j };
-                q = http_wait_on(r, &j->waiters, now_usec_monotonic() + RESOLVE_TIMEOUT_USEC);
-                if (q < 0) {
-                        http_stream_detach(r);
-                        http_respond_error(r, ERROR_INTERNAL, "cannot wait: %s", strerror(-q));
-                }
-                goto out;
-        }
-        if (!j->done)
-                http_respond_error(r, ERROR_DEADLINE_EXCEEDED, "resolving %s took longer than %llu s", name,
-                                   RESOLVE_TIMEOUT_USEC / 1000000ULL);
-        else if (j->err < 0 || j->n_addrs == 0)
-                http_respond_error(r, ERROR_INVALID_ARGUMENT, "cannot resolve %s the way the gateway does: %s", name,
-                                   j->err == -ENOENT || j->n_addrs == 0 ? "no such name" : strerror(-j->err));
         else
-                respond_decisions(r, s, host, name, j->addrs, j->n_addrs, (uint16_t) port);
-        http_stream_detach(r);
-out:
+                egress_test_resolve(r, s, host, name, (uint16_t) port);
         cJSON_Delete(o);
 }
 

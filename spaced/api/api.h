@@ -89,7 +89,7 @@ cJSON *operation_to_json(Operation *op);
 void respond_operation_error(Request *r, const Error *e, int err);
 /* Answers with e; with ERROR_INTERNAL and fallback when e is empty (we ran out of memory). */
 void respond_error_or(Request *r, const Error *e, const char *fallback);
-/* A ChannelWaiter that resumes r: the channel wakes it, the route handler (or the body's reader) runs again. */
+/* A ChannelWaiter that resumes r: the channel wakes it, and its continuation (or the body's reader) runs. */
 ChannelWaiter api_request_waiter(Request *r);
 /* A channel read function's result as an HttpStream read's. */
 ssize_t api_stream_result(ssize_t n);
