@@ -168,7 +168,7 @@ static int on_deadline(sd_event_source *s, uint64_t usec, void *userdata) {
         return 0;
 }
 
-/* The operation finished: the route handler runs again. */
+/* The operation finished: the request is resumed, and its continuation runs. */
 static void on_waiter_wake(Waiter *w) {
         Request *r = container_of(w, Request, waiter);
 
