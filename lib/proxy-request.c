@@ -15,6 +15,42 @@ bool http_tchar(char ch) {
                (ch && strchr("!#$%&'*+-.^_`|~", ch));
 }
 
+static int hex_value(char ch) {
+        if (ch >= '0' && ch <= '9')
+                return ch - '0';
+        if (ch >= 'a' && ch <= 'f')
+                return ch - 'a' + 10;
+        if (ch >= 'A' && ch <= 'F')
+                return ch - 'A' + 10;
+        return -1;
+}
+
+int http_chunk_size(const char *line, size_t len, HttpChunkSyntax syntax, uint64_t *ret) {
+        uint64_t size = 0;
+        size_t i;
+        int v;
+
+        for (i = 0; i < len && (v = hex_value(line[i])) >= 0; i++) {
+                if (i >= HTTP_CHUNK_DIGITS_MAX)
+                        return -EBADMSG;
+                size = size << 4 | (uint64_t) v;
+        }
+        if (i == 0)
+                return -EBADMSG;
+        if (syntax == HTTP_CHUNK_LENIENT) {
+                if (i < len && line[i] != ';' && line[i] != ' ' && line[i] != '\t')
+                        return -EBADMSG;
+        } else {
+                if (i < len && line[i] != ';')
+                        return -EBADMSG;
+                for (; i < len; i++)
+                        if (((unsigned char) line[i] < 0x20 && line[i] != '\t') || line[i] == 0x7f)
+                                return -EBADMSG;
+        }
+        *ret = size;
+        return 0;
+}
+
 size_t proxy_head_length(const char *buf, size_t n) {
         /* An empty line: a LF right after the previous line's LF, with an optional CR between. */
         for (size_t i = 0; i < n; i++) {

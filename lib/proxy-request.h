@@ -19,6 +19,21 @@
 /* RFC 9110 5.6.2's tchar, what a method and a field name are made of (ASCII only): for every HTTP parser here. */
 bool http_tchar(char ch);
 
+/* A chunk's size line in HTTP/1.1's chunked coding (RFC 9112 7.1), without its CRLF: at most
+ * HTTP_CHUNK_DIGITS_MAX hex digits (no sane chunk needs more, and the size cannot overflow), then the chunk
+ * extensions, which nobody here uses. The two parsers that read chunks from a guest differ only in what they
+ * take after the digits: */
+#define HTTP_CHUNK_DIGITS_MAX 15
+typedef enum HttpChunkSyntax {
+        /* a reader (the port proxy, of a server's answer): ';', a space or a tab, then anything, skipped */
+        HTTP_CHUNK_LENIENT,
+        /* a relay that must frame as the next hop will (the egress gateway, of a guest's request): nothing,
+         * or ';' and printable text (tabs too), so that no two servers could read the line apart */
+        HTTP_CHUNK_STRICT,
+} HttpChunkSyntax;
+/* The size of the chunk whose size line is line[0..len): 0 with *ret, -EBADMSG when it is not one. */
+int http_chunk_size(const char *line, size_t len, HttpChunkSyntax syntax, uint64_t *ret);
+
 #define PROXY_HEAD_MAX (16U * 1024U) /* bytes of a request head, through its empty line */
 #define PROXY_HOST_MAX 253U          /* a host name's text; an IPv6 literal is shorter */
 

@@ -14,10 +14,11 @@
 
 /*
  * /v1/sandboxes/{id}/files: read (GET, streamed), write (PUT, streamed), remove (DELETE), stat, list, mkdir,
- * move, symlink, attrs. Each request is one file operation on the sandbox's channel (files.c); it is routed
- * once to start it and once more when the guest answered (the request is suspended in between). A PUT is
- * started from its headers (the route's begin hook), so that an error (no such directory) is the answer
- * before any of the body is read, and the body then streams to the guest under credit.
+ * move, symlink, attrs. Each request is one file operation on the sandbox's channel (files.c): the handler
+ * starts it (once its sandbox is awake: api_when_awake()) and parks the request on a continuation that answers
+ * when the guest did. A PUT is started from its headers (the route's begin hook), so that an error (no such
+ * directory) is the answer before any of the body is read, and the body then streams to the guest under
+ * credit; the route's handler runs after the body, once.
  */
 
 static bool flag_value(const char *v) {
@@ -166,24 +167,23 @@ static int add_owner(SpaceBuf *kv, bool uid_set, uint64_t uid, bool gid_set, uin
         return q;
 }
 
-/* The sandbox, woken if it was suspended and running. 1: go on; 0: the request is parked (or answered). */
-static int files_sandbox(Request *r, const RouteArgs *a, Sandbox **ret) {
+/* Runs k with the sandbox of the URL, woken first if it was suspended (api_when_awake()). */
+static void files_run(Request *r, const RouteArgs *a, ApiAwake k) {
         Sandbox *s;
-        int q;
 
-        if (resolve_sandbox(r, a->arg[0], &s) < 0)
-                return 0;
-        q = api_ensure_awake(r, s);
-        if (q <= 0)
-                return 0;
+        if (resolve_sandbox(r, a->arg[0], &s) >= 0)
+                api_when_awake(r, s, a, k);
+}
+
+/* In files_run()'s k: whether s runs with its agent connected; answers when it does not. */
+static bool files_running(Request *r, Sandbox *s) {
         if (s->state != SANDBOX_RUNNING || !s->channel.agent) {
                 http_respond_error(r, ERROR_SANDBOX_NOT_RUNNING, "sandbox %s is %s, not running%s", s->id,
                                    sandbox_state_to_string(s->state),
                                    s->state == SANDBOX_PAUSED ? ": resume it first" : "");
-                return 0;
+                return false;
         }
-        *ret = s;
-        return 1;
+        return true;
 }
 
 static void respond_failed(Request *r, FileXfer *x) {
@@ -214,8 +214,7 @@ static FileXfer *xfer_of(Request *r) {
 }
 
 /* Sends FILE with kv (op= and path= among them; path is what the transfer reports) and parks the request
- * until the answer, which k (with the transfer) answers, or the route again without one (PUT); NULL when it
- * answered instead. */
+ * until the answer, which k (with the transfer) answers; NULL when it answered instead. */
 static FileXfer *send_op(Request *r, Sandbox *s, const char *op, const char *path, const SpaceBuf *kv,
                          HttpContinuation k) {
         _cleanup_(error_done) Error err = {};
@@ -227,10 +226,7 @@ static FileXfer *send_op(Request *r, Sandbox *s, const char *op, const char *pat
                 return NULL;
         }
         r->stream = (HttpStream) { .detach = xfer_detach, .userdata = x };
-        if (k)
-                http_continue(r, k, x);
-        else
-                http_suspend(r);
+        http_continue(r, k, x);
         return x;
 }
 
@@ -332,36 +328,41 @@ static void answered_remove(Request *r, void *userdata) {
 
 /* ---- GET /files (read), GET /files/stat, GET /files/list ---- */
 
-void api_get_file(Request *r, const RouteArgs *a) {
+static void get_file_awake(Request *r, Sandbox *s, const RouteArgs *a) {
         _cleanup_(space_buf_done) SpaceBuf kv = {};
         _cleanup_free_ char *path = NULL;
-        Sandbox *s;
 
-        if (!files_sandbox(r, a, &s) || query_path(r, "path", &path) < 0)
+        if (!files_running(r, s) || query_path(r, "path", &path) < 0)
                 return;
         start(r, s, "read", path, &kv, answered_stream);
 }
 
-void api_get_file_stat(Request *r, const RouteArgs *a) {
+void api_get_file(Request *r, const RouteArgs *a) {
+        files_run(r, a, get_file_awake);
+}
+
+static void get_file_stat_awake(Request *r, Sandbox *s, const RouteArgs *a) {
         _cleanup_(space_buf_done) SpaceBuf kv = {};
         _cleanup_free_ char *path = NULL;
-        Sandbox *s;
 
-        if (!files_sandbox(r, a, &s) || query_path(r, "path", &path) < 0)
+        if (!files_running(r, s) || query_path(r, "path", &path) < 0)
                 return;
         if (flag_value(http_query(r, "follow")) && space_kv_add(&kv, "follow", "1") < 0)
                 return (void) http_respond_error(r, ERROR_INTERNAL, "out of memory");
         start(r, s, "stat", path, &kv, answered_entry_200);
 }
 
-void api_get_file_list(Request *r, const RouteArgs *a) {
+void api_get_file_stat(Request *r, const RouteArgs *a) {
+        files_run(r, a, get_file_stat_awake);
+}
+
+static void get_file_list_awake(Request *r, Sandbox *s, const RouteArgs *a) {
         _cleanup_(space_buf_done) SpaceBuf kv = {};
         _cleanup_free_ char *path = NULL;
         long long depth = 1;
         bool set;
-        Sandbox *s;
 
-        if (!files_sandbox(r, a, &s) || query_path(r, "path", &path) < 0 ||
+        if (!files_running(r, s) || query_path(r, "path", &path) < 0 ||
             query_number(r, "depth", 1, SPACE_FILE_LIST_DEPTH_MAX, &depth, &set) < 0)
                 return;
         if (space_kv_addf(&kv, "depth", "%lld", depth) < 0)
@@ -369,14 +370,17 @@ void api_get_file_list(Request *r, const RouteArgs *a) {
         start(r, s, "list", path, &kv, answered_stream);
 }
 
+void api_get_file_list(Request *r, const RouteArgs *a) {
+        files_run(r, a, get_file_list_awake);
+}
+
 /* ---- DELETE /files ---- */
 
-void api_delete_file(Request *r, const RouteArgs *a) {
+static void delete_file_awake(Request *r, Sandbox *s, const RouteArgs *a) {
         _cleanup_(space_buf_done) SpaceBuf kv = {};
         _cleanup_free_ char *path = NULL;
-        Sandbox *s;
 
-        if (!files_sandbox(r, a, &s) || query_path(r, "path", &path) < 0)
+        if (!files_running(r, s) || query_path(r, "path", &path) < 0)
                 return;
         if (streq(path, "/"))
                 return (void) http_respond_error(r, ERROR_INVALID_PATH, "refusing to remove the sandbox's '/'");
@@ -385,16 +389,17 @@ void api_delete_file(Request *r, const RouteArgs *a) {
         start(r, s, "remove", path, &kv, answered_remove);
 }
 
+void api_delete_file(Request *r, const RouteArgs *a) {
+        files_run(r, a, delete_file_awake);
+}
+
 /* ---- POST /files/mkdir, /files/move, /files/symlink, /files/attrs ---- */
 
 /* The shared part of the JSON routes: the body, parsed (NULL: answered). */
-static cJSON *json_route(Request *r, const RouteArgs *a, const char *const *fields, Sandbox **ret_s) {
-        cJSON *o;
-
-        if (!files_sandbox(r, a, ret_s) || refuse_escaped_nul(r) < 0)
+static cJSON *json_route(Request *r, Sandbox *s, const char *const *fields) {
+        if (!files_running(r, s) || refuse_escaped_nul(r) < 0)
                 return NULL;
-        o = parse_body_object(r, fields);
-        return o;
+        return parse_body_object(r, fields);
 }
 
 static int body_owner(Request *r, cJSON *o, SpaceBuf *kv) {
@@ -414,16 +419,15 @@ static int body_owner(Request *r, cJSON *o, SpaceBuf *kv) {
         return 0;
 }
 
-void api_post_file_mkdir(Request *r, const RouteArgs *a) {
+static void post_file_mkdir_awake(Request *r, Sandbox *s, const RouteArgs *a) {
         static const char *const fields[] = { "path", "mode", "parents", "uid", "gid", NULL };
         _cleanup_(space_buf_done) SpaceBuf kv = {};
         _cleanup_free_ char *path = NULL;
         unsigned mode = 0;
         bool mode_set, parents = false;
-        Sandbox *s;
         cJSON *o;
 
-        o = json_route(r, a, fields, &s);
+        o = json_route(r, s, fields);
         if (!o)
                 return;
         if (body_path(r, o, "path", &path) >= 0 && body_mode(r, o, &mode, &mode_set) >= 0 &&
@@ -437,15 +441,18 @@ void api_post_file_mkdir(Request *r, const RouteArgs *a) {
         cJSON_Delete(o);
 }
 
-void api_post_file_move(Request *r, const RouteArgs *a) {
+void api_post_file_mkdir(Request *r, const RouteArgs *a) {
+        files_run(r, a, post_file_mkdir_awake);
+}
+
+static void post_file_move_awake(Request *r, Sandbox *s, const RouteArgs *a) {
         static const char *const fields[] = { "from", "to", NULL };
         _cleanup_(space_buf_done) SpaceBuf kv = {};
         _cleanup_free_ char *from = NULL, *to = NULL;
-        Sandbox *s;
         cJSON *o;
 
         /* the transfer's path is `to` */
-        o = json_route(r, a, fields, &s);
+        o = json_route(r, s, fields);
         if (!o)
                 return;
         if (body_path(r, o, "from", &from) >= 0 && body_path(r, o, "to", &to) >= 0) {
@@ -460,14 +467,17 @@ void api_post_file_move(Request *r, const RouteArgs *a) {
         cJSON_Delete(o);
 }
 
-void api_post_file_symlink(Request *r, const RouteArgs *a) {
+void api_post_file_move(Request *r, const RouteArgs *a) {
+        files_run(r, a, post_file_move_awake);
+}
+
+static void post_file_symlink_awake(Request *r, Sandbox *s, const RouteArgs *a) {
         static const char *const fields[] = { "path", "target", "uid", "gid", NULL };
         _cleanup_(space_buf_done) SpaceBuf kv = {};
         _cleanup_free_ char *path = NULL;
-        Sandbox *s;
         cJSON *o, *t;
 
-        o = json_route(r, a, fields, &s);
+        o = json_route(r, s, fields);
         if (!o)
                 return;
         t = cJSON_GetObjectItemCaseSensitive(o, "target");
@@ -485,16 +495,19 @@ void api_post_file_symlink(Request *r, const RouteArgs *a) {
         cJSON_Delete(o);
 }
 
-void api_post_file_attrs(Request *r, const RouteArgs *a) {
+void api_post_file_symlink(Request *r, const RouteArgs *a) {
+        files_run(r, a, post_file_symlink_awake);
+}
+
+static void post_file_attrs_awake(Request *r, Sandbox *s, const RouteArgs *a) {
         static const char *const fields[] = { "path", "mode", "mtime", "uid", "gid", NULL };
         _cleanup_(space_buf_done) SpaceBuf kv = {};
         _cleanup_free_ char *path = NULL;
         unsigned mode = 0;
         bool mode_set;
-        Sandbox *s;
         cJSON *o, *mt;
 
-        o = json_route(r, a, fields, &s);
+        o = json_route(r, s, fields);
         if (!o)
                 return;
         mt = cJSON_GetObjectItemCaseSensitive(o, "mtime");
@@ -511,6 +524,10 @@ void api_post_file_attrs(Request *r, const RouteArgs *a) {
                         start(r, s, "attrs", path, &kv, answered_entry_200);
         }
         cJSON_Delete(o);
+}
+
+void api_post_file_attrs(Request *r, const RouteArgs *a) {
+        files_run(r, a, post_file_attrs_awake);
 }
 
 /* ---- PUT /files ---- */
@@ -533,49 +550,47 @@ static size_t upload_write(void *userdata, Request *r, const char *data, size_t 
         return n;
 }
 
-/*
- * Routed three times: from the headers (begin: start the write and park until the guest opened its
- * temporary file, or answer its error before any body is read), again from the headers when the guest
- * answered (let the body come: upload_write streams it), and after the body (send EOF, park until the
- * guest renamed the file into place, answer with its entry).
- */
-void api_put_file(Request *r, const RouteArgs *a) {
+/* The guest answered the write's FILE (or did not yet: parked again): its error is the answer before any of
+ * the body is read, else the body may come now (upload_write streams it, under credit). */
+static void put_opened(Request *r, void *userdata) {
+        FileXfer *x = userdata;
+
+        if (!xfer_answered(r, x, put_opened))
+                return;
+        if (x->state == FILE_XFER_FAILED) {
+                respond_failed(r, x);
+                return;
+        }
+        http_set_streaming(r);
+}
+
+/* EOF went after the body: the guest renames its temporary file into place (parked until it did), and the
+ * answer is the new entry, or why the write failed. */
+static void put_done(Request *r, void *userdata) {
+        FileXfer *x = userdata;
+
+        if (x->state == FILE_XFER_SENT || x->state == FILE_XFER_OPEN) {
+                http_continue(r, put_done, x);
+                return;
+        }
+        if (x->state == FILE_XFER_FAILED)
+                respond_failed(r, x);
+        else
+                respond_entry(r, x, x->path, 201);
+}
+
+/* From the headers, with the sandbox awake: start the write, and park until the guest opened its temporary
+ * file (put_opened). */
+static void put_begin_awake(Request *r, Sandbox *s, const RouteArgs *a) {
         _cleanup_(space_buf_done) SpaceBuf kv = {};
         _cleanup_free_ char *path = NULL;
         long long mtime = 0, uid = 0, gid = 0;
         bool mode_set, mtime_set, uid_set, gid_set;
         unsigned mode = 0;
-        FileXfer *x = xfer_of(r);
         const char *raw;
-        Sandbox *s;
+        FileXfer *x;
 
-        if (x) {
-                switch (x->state) {
-                case FILE_XFER_SENT:
-                        http_suspend(r);
-                        return;
-                case FILE_XFER_FAILED:
-                        respond_failed(r, x);
-                        return;
-                case FILE_XFER_OPEN:
-                        if (!x->passed_headers) {
-                                x->passed_headers = true; /* the body may come now */
-                                http_set_streaming(r);
-                                return;
-                        }
-                        if (file_xfer_finish_upload(x) < 0) {
-                                http_respond_error(r, ERROR_CHANNEL_LOST, "lost the sandbox's agent during the upload");
-                                return;
-                        }
-                        http_suspend(r);
-                        return;
-                case FILE_XFER_DONE:
-                        respond_entry(r, x, x->path, 201);
-                        return;
-                }
-                return;
-        }
-        if (!files_sandbox(r, a, &s) || query_path(r, "path", &path) < 0 || query_mode(r, &mode, &mode_set) < 0 ||
+        if (!files_running(r, s) || query_path(r, "path", &path) < 0 || query_mode(r, &mode, &mode_set) < 0 ||
             query_number(r, "mtime", -(1LL << 40), 1LL << 40, &mtime, &mtime_set) < 0 ||
             query_number(r, "uid", 0, UINT32_MAX - 1, &uid, &uid_set) < 0 ||
             query_number(r, "gid", 0, UINT32_MAX - 1, &gid, &gid_set) < 0)
@@ -589,11 +604,29 @@ void api_put_file(Request *r, const RouteArgs *a) {
             add_owner(&kv, uid_set, (uint64_t) uid, gid_set, (uint64_t) gid) < 0 ||
             (flag_value(http_query(r, "parents")) && space_kv_add(&kv, "parents", "1") < 0))
                 return (void) http_respond_error(r, ERROR_INTERNAL, "out of memory");
-        x = start(r, s, "write", path, &kv, NULL);
+        x = start(r, s, "write", path, &kv, put_opened);
         if (x)
                 r->upload = (HttpUpload) { .write = upload_write, .userdata = x };
 }
 
+/* The route's begin, from the headers: an error (no such directory) is the answer before any of the body is
+ * read. The body never waits in memory: it is not read while the request is parked, on the wake or on the
+ * guest's open. */
 void api_put_file_begin(Request *r, const RouteArgs *a) {
-        api_put_file(r, a);
+        files_run(r, a, put_begin_awake);
+}
+
+/* After the body (which went to the guest as it came): send EOF, then put_done(). */
+void api_put_file(Request *r, const RouteArgs *a) {
+        FileXfer *x = xfer_of(r);
+
+        if (!x) {
+                http_respond_error(r, ERROR_INTERNAL, "the write did not start");
+                return;
+        }
+        if (x->state == FILE_XFER_OPEN && file_xfer_finish_upload(x) < 0) {
+                http_respond_error(r, ERROR_CHANNEL_LOST, "lost the sandbox's agent during the upload");
+                return;
+        }
+        put_done(r, x);
 }

@@ -1,5 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
+#include <assert.h>
 #include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "api/api.h"
@@ -46,10 +49,9 @@ void api_post_wake(Request *r, const RouteArgs *a) {
         post_lifecycle(r, a, LIFECYCLE_WAKE);
 }
 
-/* A sandbox that is used while suspended is woken first (ARCHITECTURE.md, decision 6): the request is parked on the wake
- * operation and routed again when it finishes. Returns 1 when s can be used now, 0 when the request was
- * parked, < 0 when it was answered with an error. */
-int api_ensure_awake(Request *r, Sandbox *s) {
+/* The wake a use of s waits for (ARCHITECTURE.md, decision 6): 1 when s can be used now, 0 with *ret_op the
+ * wake (started here, or the one under way), < 0 when it answered with an error. */
+static int wake_for_use(Request *r, Sandbox *s, Operation **ret_op) {
         Manager *m = http_manager(r->http);
         Error e = {};
         Operation *op = NULL;
@@ -75,11 +77,97 @@ int api_ensure_awake(Request *r, Sandbox *s) {
                 http_respond_error(r, ERROR_SANDBOX_BUSY, "sandbox %s is waking up; try again", s->id);
                 return -EBUSY;
         }
-        r->rerun = true;
-        q = http_wait_on(r, &op->waiters, now_usec_monotonic() + WAKE_ON_DEMAND_WAIT_SEC * 1000000ULL);
+        *ret_op = op;
+        return 0;
+}
+
+/* A request parked on a wake on demand: what it carries on with, and the route's arguments for that. */
+typedef struct AwakeWait {
+        char sandbox_id[SANDBOX_ID_LEN + 1];
+        char op_id[OPERATION_ID_LEN + 1];
+        uint64_t deadline;
+        ApiAwake k;
+        RouteArgs args;
+} AwakeWait;
+
+static void awake_detach(void *userdata, Request *r) {
+        free(userdata);
+}
+
+static void awake_continue(Request *r, void *userdata);
+
+static int awake_park(Request *r, AwakeWait *w, Operation *op) {
+        int q = http_wait_on(r, &op->waiters, w->deadline);
+
         if (q < 0) {
                 http_respond_error(r, ERROR_INTERNAL, "cannot wait for the wake: %s", strerror(-q));
                 return q;
         }
+        http_continue(r, awake_continue, w);
         return 0;
+}
+
+/* The wake finished (or the deadline passed): its failure is the answer, else the handler carries on with the
+ * sandbox, found again by id (it may have gone meanwhile). */
+static void awake_continue(Request *r, void *userdata) {
+        AwakeWait *w = userdata;
+        Manager *m = http_manager(r->http);
+        Operation *op = operation_find(m, w->op_id);
+        Sandbox *s;
+
+        if (op && op->state != OPERATION_SUCCEEDED && op->state != OPERATION_FAILED) {
+                if (now_usec_monotonic() < w->deadline)
+                        (void) awake_park(r, w, op);
+                else
+                        http_respond_error(r, ERROR_SANDBOX_BUSY, "sandbox %s did not wake up within %d s; try again",
+                                           w->sandbox_id, WAKE_ON_DEMAND_WAIT_SEC);
+                return;
+        }
+        if (op && op->state == OPERATION_FAILED) {
+                respond_operation_error(r, &op->error, -EIO);
+                return;
+        }
+        s = sandbox_find_by_id(m, w->sandbox_id);
+        if (!s) {
+                http_respond_error(r, ERROR_SANDBOX_NOT_FOUND, "sandbox %s went away while it woke up",
+                                   w->sandbox_id);
+                return;
+        }
+        /* w is no longer what the request waits for: k may give it something else to serve */
+        r->stream = (HttpStream) {};
+        sandbox_touch(s);
+        w->k(r, s, &w->args);
+        free(w);
+}
+
+void api_when_awake(Request *r, Sandbox *s, const RouteArgs *a, ApiAwake k) {
+        Operation *op = NULL;
+        AwakeWait *w;
+        int q;
+
+        q = wake_for_use(r, s, &op);
+        if (q < 0)
+                return;
+        if (q > 0) {
+                k(r, s, a);
+                return;
+        }
+        assert(!r->stream.detach);
+        w = calloc(1, sizeof *w);
+        if (!w) {
+                http_respond_error(r, ERROR_INTERNAL, "out of memory");
+                return;
+        }
+        memcpy(w->sandbox_id, s->id, sizeof w->sandbox_id);
+        memcpy(w->op_id, op->id, sizeof w->op_id);
+        w->deadline = now_usec_monotonic() + WAKE_ON_DEMAND_WAIT_SEC * USEC_PER_SEC;
+        w->k = k;
+        /* the arguments point into the router's buffers, which are gone when k runs: copied */
+        for (unsigned i = 0; a && i < ROUTE_ARGS_MAX && a->arg[i]; i++) {
+                snprintf(w->args.buf[i], sizeof w->args.buf[i], "%s", a->arg[i]);
+                w->args.arg[i] = w->args.buf[i];
+        }
+        r->stream = (HttpStream) { .detach = awake_detach, .userdata = w };
+        if (awake_park(r, w, op) < 0)
+                http_stream_detach(r);
 }

@@ -141,16 +141,14 @@ static int exec_process(Request *r, Sandbox *s, const ExecSpec *spec) {
         return q;
 }
 
-void api_post_processes(Request *r, const RouteArgs *a) {
+/* The rest of a POST /processes, with the sandbox awake. */
+static void post_processes_awake(Request *r, Sandbox *s, const RouteArgs *a) {
         static const char *const fields[] = { "argv", "env", "cwd", "stdin", "timeout", "pty", "rows", "cols", "user",
                                               NULL };
         _cleanup_strv_free_ char **env = NULL, **argv = NULL;
         ExecSpec spec;
-        Sandbox *s;
         cJSON *o;
 
-        if (resolve_sandbox(r, a->arg[0], &s) < 0 || api_ensure_awake(r, s) <= 0)
-                return;
         o = parse_body_object(r, fields);
         if (!o)
                 return;
@@ -165,6 +163,13 @@ void api_post_processes(Request *r, const RouteArgs *a) {
         if (!r->responded && !r->suspended)
                 http_respond_error(r, ERROR_INTERNAL, "cannot start the process");
         cJSON_Delete(o);
+}
+
+void api_post_processes(Request *r, const RouteArgs *a) {
+        Sandbox *s;
+
+        if (resolve_sandbox(r, a->arg[0], &s) >= 0)
+                api_when_awake(r, s, a, post_processes_awake);
 }
 
 static int parse_pid(Request *r, const char *s, int *ret) {
@@ -216,14 +221,21 @@ static Process *route_any(Request *r, const RouteArgs *a, Sandbox **ret_s) {
         return p;
 }
 
-/* A process that still runs in the guest. */
-static Process *route_live(Request *r, const RouteArgs *a) {
+/* A process that still runs in the guest: k runs with its sandbox awake (the pid is checked before). */
+static void with_live(Request *r, const RouteArgs *a, ApiAwake k) {
         Sandbox *s;
         int pid;
-        Process *p;
 
-        if (resolve_sandbox(r, a->arg[0], &s) < 0 || parse_pid(r, a->arg[1], &pid) < 0 ||
-            api_ensure_awake(r, s) <= 0)
+        if (resolve_sandbox(r, a->arg[0], &s) >= 0 && parse_pid(r, a->arg[1], &pid) >= 0)
+                api_when_awake(r, s, a, k);
+}
+
+/* In k: the process of with_live(), or NULL when it answered. */
+static Process *live_process(Request *r, Sandbox *s, const RouteArgs *a) {
+        Process *p;
+        int pid;
+
+        if (parse_pid(r, a->arg[1], &pid) < 0)
                 return NULL;
         p = process_find_by_pid(s, pid);
         if (!p)
@@ -288,8 +300,8 @@ void api_get_process_logs(Request *r, const RouteArgs *a) {
         (void) process_maybe_free(p);
 }
 
-void api_post_close_stdin(Request *r, const RouteArgs *a) {
-        Process *p = route_live(r, a);
+static void close_stdin_awake(Request *r, Sandbox *s, const RouteArgs *a) {
+        Process *p = live_process(r, s, a);
 
         if (!p)
                 return;
@@ -297,9 +309,13 @@ void api_post_close_stdin(Request *r, const RouteArgs *a) {
         http_respond_empty(r, 204);
 }
 
-void api_post_signal(Request *r, const RouteArgs *a) {
+void api_post_close_stdin(Request *r, const RouteArgs *a) {
+        with_live(r, a, close_stdin_awake);
+}
+
+static void signal_awake(Request *r, Sandbox *s, const RouteArgs *a) {
         static const char *const fields[] = { "signal", NULL };
-        Process *p = route_live(r, a);
+        Process *p = live_process(r, s, a);
         uint64_t sig = 15;
         cJSON *o;
 
@@ -314,9 +330,13 @@ void api_post_signal(Request *r, const RouteArgs *a) {
         cJSON_Delete(o);
 }
 
-void api_post_resize(Request *r, const RouteArgs *a) {
+void api_post_signal(Request *r, const RouteArgs *a) {
+        with_live(r, a, signal_awake);
+}
+
+static void resize_awake(Request *r, Sandbox *s, const RouteArgs *a) {
         static const char *const fields[] = { "rows", "cols", NULL };
-        Process *p = route_live(r, a);
+        Process *p = live_process(r, s, a);
         uint64_t rows = 0, cols = 0;
         cJSON *o;
         int q;
@@ -337,6 +357,10 @@ void api_post_resize(Request *r, const RouteArgs *a) {
                         http_respond_empty(r, 204);
         }
         cJSON_Delete(o);
+}
+
+void api_post_resize(Request *r, const RouteArgs *a) {
+        with_live(r, a, resize_awake);
 }
 
 /* A stdin upload: the process is looked up by pid for every chunk (it may end meanwhile); `waiting` is set

@@ -77,16 +77,14 @@ static void create_session(Request *r, Sandbox *s, const ExecSpec *spec) {
         http_continue(r, session_started, p);
 }
 
-void api_post_sessions(Request *r, const RouteArgs *a) {
+/* The rest of a POST /sessions, with the sandbox awake. */
+static void post_sessions_awake(Request *r, Sandbox *s, const RouteArgs *a) {
         static const char *const fields[] = { "argv", "env", "cwd", "stdin", "timeout", "pty", "rows", "cols", "user",
                                               NULL };
         _cleanup_strv_free_ char **env = NULL, **argv = NULL;
         ExecSpec spec;
-        Sandbox *s;
         cJSON *o;
 
-        if (resolve_sandbox(r, a->arg[0], &s) < 0 || api_ensure_awake(r, s) <= 0)
-                return;
         o = parse_body_object(r, fields);
         if (!o)
                 return;
@@ -102,6 +100,13 @@ void api_post_sessions(Request *r, const RouteArgs *a) {
                         create_session(r, s, &spec);
         }
         cJSON_Delete(o);
+}
+
+void api_post_sessions(Request *r, const RouteArgs *a) {
+        Sandbox *s;
+
+        if (resolve_sandbox(r, a->arg[0], &s) >= 0)
+                api_when_awake(r, s, a, post_sessions_awake);
 }
 
 static bool session_id_valid(const char *sid) {

@@ -39,7 +39,13 @@ void api_post_pause(Request *r, const RouteArgs *a);
 void api_post_resume(Request *r, const RouteArgs *a);
 void api_post_suspend(Request *r, const RouteArgs *a);
 void api_post_wake(Request *r, const RouteArgs *a);
-int api_ensure_awake(Request *r, Sandbox *s);
+/* What a handler does with a sandbox once it can be used; a holds the route's arguments. */
+typedef void (*ApiAwake)(Request *r, Sandbox *s, const RouteArgs *a);
+/* A use of s: k(r, s, a) runs now when s is not suspended or waking up; else r is parked on a wake on demand
+ * (ARCHITECTURE.md, decision 6) and k runs once the wake finished, with s found again by id and a copy of a, or
+ * the wake's failure (or its taking over two minutes) is the answer. k may find s in any state, as a handler
+ * would. r->stream must be free: the wait holds it. */
+void api_when_awake(Request *r, Sandbox *s, const RouteArgs *a, ApiAwake k);
 
 /* api-keys.c */
 void api_post_keys(Request *r, const RouteArgs *a);
@@ -84,7 +90,7 @@ cJSON *operation_to_json(Operation *op);
 void respond_operation_error(Request *r, const Error *e, int err);
 /* Answers with e; with ERROR_INTERNAL and fallback when e is empty (we ran out of memory). */
 void respond_error_or(Request *r, const Error *e, const char *fallback);
-/* A ChannelWaiter that resumes r: the channel wakes it, the route handler (or the body's reader) runs again. */
+/* A ChannelWaiter that resumes r: the channel wakes it, and its continuation (or the body's reader) runs. */
 ChannelWaiter api_request_waiter(Request *r);
 /* A channel read function's result as an HttpStream read's. */
 ssize_t api_stream_result(ssize_t n);

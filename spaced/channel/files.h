@@ -58,7 +58,6 @@ struct FileXfer {
         char *error_message;
         ChannelWaiter waiter;        /* the request it serves, woken on news; cleared once that is gone */
         bool reader_open;            /* a reader (a streaming response) still reads from it */
-        bool passed_headers;         /* PUT: the handler let the body come */
 
         /* read and list: DATA on fd 1, turned into what the client reads (bytes, or JSON for a list) */
         SpaceBuf out;

@@ -29,15 +29,19 @@
  * stream an end-of-stream envelope (more fields, such as .begin, may follow the handler). */
 #define ENVD_RPC(service, method, handler, ...)                                                              \
         { "POST", "/" service "/" method, handler, .auth = ROUTE_AUTH_TOKEN, .token_ok = e2b_envd_token_ok,   \
-          .errors = ERROR_STYLE_CONNECT, __VA_ARGS__ }
+          .ready = e2b_envd_ready, .errors = ERROR_STYLE_CONNECT, __VA_ARGS__ }
 #define ENVD_STREAM(service, method, handler)                                                                \
         { "POST", "/" service "/" method, handler, .auth = ROUTE_AUTH_TOKEN, .token_ok = e2b_envd_token_ok,   \
-          .errors = ERROR_STYLE_CONNECT_STREAM }
+          .ready = e2b_envd_ready, .errors = ERROR_STYLE_CONNECT_STREAM }
 
 /* Whether an envd call without an API key carries the token of the sandbox it names (or of some sandbox,
  * when it names none): the lookup of e2b_envd_sandbox() alone, before the body is read. Answers as it would
  * when not. */
 bool e2b_envd_token_ok(Request *r);
+/* Every envd route's ready (router.h): a suspended sandbox with auto_resume that the request names and opens
+ * is woken before the request's body is read, and its begin (or, after the body, its handler) runs once it is
+ * up; a wake that fails is the answer. Anything else is left to the handler (e2b_envd_sandbox()). */
+void e2b_envd_ready(Request *r, const RouteArgs *a);
 
 /* Each file of the facade has its table (ends with an entry whose method is NULL). */
 extern const Route e2b_sandbox_routes[];     /* e2b-sandboxes.c: the control plane */
@@ -53,8 +57,8 @@ const char *e2b_sandbox_traffic_token(Sandbox *s);
 
 /* The sandbox an envd request is for: named by E2b-Sandbox-Id, else found by X-Access-Token. The token must
  * match unless the request carries an API key (or came over the unix socket). A sandbox that is not running
- * answers 502 (the SDKs' "sandbox not running"); a suspended one with auto_resume is woken first (the request
- * is parked and routed again). Returns 1 with *ret, 0 when parked, < 0 when answered. */
+ * answers 502 (the SDKs' "sandbox not running"); a suspended one with auto_resume was woken before the handler
+ * ran (e2b_envd_ready()). Returns 1 with *ret, < 0 when answered. */
 int e2b_envd_sandbox(Request *r, Sandbox **ret);
 
 /* The user an envd request runs as: ?username=, else (when basic_auth: not for a signed URL, whose user is

@@ -24,7 +24,8 @@ static void get_health(Request *r, const RouteArgs *a);
 
 const Route envd_meta_routes[] = {
         /* the SDKs' isRunning(): 204 while the sandbox runs, 502 when it does not */
-        { "GET", "/health", get_health, .auth = ROUTE_AUTH_TOKEN, .errors = ERROR_STYLE_E2B },
+        { "GET", "/health", get_health, .auth = ROUTE_AUTH_TOKEN, .ready = e2b_envd_ready,
+          .errors = ERROR_STYLE_E2B },
         {},
 };
 
@@ -71,28 +72,36 @@ static Sandbox *sandbox_by_token(Manager *m, const char *token) {
         return found;
 }
 
-/* The sandbox an envd request names and whose token it carries (or that an API key opens): 1 with *ret, < 0
- * when answered. Looks, nothing more. */
-static int envd_lookup(Request *r, Sandbox **ret) {
+/* The sandbox an envd request names (E2b-Sandbox-Id, else its Host) and whose token it carries (or that an API
+ * key opens), or the one whose token it carries when it names none; NULL without one. Looks, nothing more. */
+static Sandbox *envd_find(Request *r, const char **ret_id) {
         Manager *m = http_manager(r->http);
         const char *id = http_header(r, "E2b-Sandbox-Id"), *token = http_header(r, "X-Access-Token");
-        Sandbox *s = NULL;
+        Sandbox *s;
 
         /* without the header, a Host of the form 49983-ID.DOMAIN names it (E2B's own routing) */
         if ((!id || !*id) && r->host_sandbox[0])
                 id = r->host_sandbox;
-        if (id && *id) {
-                s = sandbox_find_by_id(m, id);
-                if (s && s->pooled)
-                        s = NULL;
-                /* the same answer for a sandbox that does not exist and one whose token is wrong */
-                if (s && !r->authenticated && !token_matches(s, token))
-                        s = NULL;
-        } else if (r->authenticated && !token)
+        *ret_id = id;
+        if (!id || !*id)
+                return r->authenticated && !token ? NULL : sandbox_by_token(m, token);
+        s = sandbox_find_by_id(m, id);
+        if (s && s->pooled)
+                s = NULL;
+        /* the same answer for a sandbox that does not exist and one whose token is wrong */
+        if (s && !r->authenticated && !token_matches(s, token))
+                s = NULL;
+        return s;
+}
+
+/* envd_find(), answering when there is none: 1 with *ret, < 0 when answered. */
+static int envd_lookup(Request *r, Sandbox **ret) {
+        const char *token = http_header(r, "X-Access-Token"), *id;
+        Sandbox *s = envd_find(r, &id);
+
+        if (!s && (!id || !*id) && r->authenticated && !token)
                 return http_respond_error(r, ERROR_INVALID_ARGUMENT,
                                           "say which sandbox: send E2b-Sandbox-Id (or its X-Access-Token)") ?: -EINVAL;
-        else
-                s = sandbox_by_token(m, token);
         if (!s) {
                 if (!r->authenticated && !token)
                         return http_respond_error(r, ERROR_UNAUTHORIZED,
@@ -112,6 +121,23 @@ bool e2b_envd_token_ok(Request *r) {
         return envd_lookup(r, &s) > 0;
 }
 
+/* Woken: what the request was about to do when it parked, from its headers (a streamed body's begin). */
+static void envd_woken(Request *r, Sandbox *s, const RouteArgs *a) {
+        http_begin(r);
+}
+
+void e2b_envd_ready(Request *r, const RouteArgs *a) {
+        const char *id;
+        Sandbox *s;
+
+        /* a signed URL opens a running sandbox only (envd-files.c), and wakes none */
+        if (http_query(r, "signature") && !http_header(r, "X-Access-Token") && !r->authenticated)
+                return;
+        s = envd_find(r, &id);
+        if (s && (s->state == SANDBOX_SUSPENDED || s->state == SANDBOX_WAKING) && s->auto_resume)
+                api_when_awake(r, s, a, envd_woken);
+}
+
 int e2b_envd_sandbox(Request *r, Sandbox **ret) {
         Sandbox *s = NULL;
         int q;
@@ -119,11 +145,6 @@ int e2b_envd_sandbox(Request *r, Sandbox **ret) {
         q = envd_lookup(r, &s);
         if (q < 0)
                 return q;
-        if ((s->state == SANDBOX_SUSPENDED || s->state == SANDBOX_WAKING) && s->auto_resume) {
-                q = api_ensure_awake(r, s);
-                if (q <= 0)
-                        return q;
-        }
         if (s->state != SANDBOX_RUNNING)
                 return http_respond_error(r, ERROR_SANDBOX_UNAVAILABLE,
                                           "sandbox %s is %s, not running%s", s->id, sandbox_state_to_string(s->state),

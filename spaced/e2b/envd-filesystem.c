@@ -35,9 +35,10 @@ const Route envd_filesystem_routes[] = {
         RPC("CreateWatcher", envd_create_watcher),
         RPC("GetWatcherEvents", envd_get_watcher_events),
         RPC("RemoveWatcher", envd_remove_watcher),
-        { "GET", "/files", envd_get_files, .auth = ROUTE_AUTH_TOKEN, .errors = ERROR_STYLE_E2B },
-        { "POST", "/files", envd_post_files, .begin = envd_post_files_begin, .auth = ROUTE_AUTH_TOKEN,
+        { "GET", "/files", envd_get_files, .auth = ROUTE_AUTH_TOKEN, .ready = e2b_envd_ready,
           .errors = ERROR_STYLE_E2B },
+        { "POST", "/files", envd_post_files, .begin = envd_post_files_begin, .auth = ROUTE_AUTH_TOKEN,
+          .ready = e2b_envd_ready, .errors = ERROR_STYLE_E2B },
         {},
 };
 

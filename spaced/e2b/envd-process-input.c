@@ -134,27 +134,33 @@ static int send_input_prepare(Request *r, InputQueue **ret) {
         return 0;
 }
 
-void envd_process_send_input(Request *r, const RouteArgs *a) {
-        InputQueue *q = NULL;
-        int k;
+/* Writes what is left of the input while credit lasts, then answers; parked on itself until credit comes
+ * back (the queue is the request's stream). */
+static void send_input_flush(Request *r, void *userdata) {
+        InputQueue *q = userdata;
+        int k = queue_flush(q, r);
 
-        /* run again when stdin credit came back: the queue is the request's */
-        if (r->stream.detach == send_input_detach)
-                q = r->stream.userdata;
-        else if (send_input_prepare(r, &q) < 0) {
-                if (!r->responded)
-                        http_respond_error(r, ERROR_INTERNAL, "out of memory");
+        if (k == 0) {
+                http_continue(r, send_input_flush, q);
                 return;
         }
-        k = queue_flush(q, r);
-        if (k == 0)
-                return;
         if (k < 0)
                 envd_unary_error(r, q->error_code,
                                  error_code_envd_connect(q->error_code) == CONNECT_NOT_FOUND ? 404 : 400, "%s",
                                  q->error_message);
         else
                 connect_respond(r, NULL);
+}
+
+void envd_process_send_input(Request *r, const RouteArgs *a) {
+        InputQueue *q = NULL;
+
+        if (send_input_prepare(r, &q) < 0) {
+                if (!r->responded)
+                        http_respond_error(r, ERROR_INTERNAL, "out of memory");
+                return;
+        }
+        send_input_flush(r, q);
 }
 
 /* ---- CloseStdin */
@@ -278,7 +284,7 @@ void envd_process_stream_input_begin(Request *r, const RouteArgs *a) {
         InputStream *is;
         Sandbox *s;
 
-        /* answered (or parked until the sandbox wakes: the handler says then to try again) */
+        /* answered: a suspended sandbox was woken before this, by the route's ready (e2b_envd_ready) */
         if (e2b_envd_sandbox(r, &s) <= 0)
                 return;
         is = calloc(1, sizeof *is);

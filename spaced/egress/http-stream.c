@@ -59,25 +59,6 @@ static size_t line(const uint8_t *p, size_t n, bool eof, size_t max, EgressHttpS
         return 0;
 }
 
-/* chunk-size [ ";" extensions ]: hex digits, then nothing or ';' and printable text. */
-static bool chunk_size(const uint8_t *p, size_t len, uint64_t *ret) {
-        uint64_t v = 0;
-        size_t i;
-
-        for (i = 0; i < len && isxdigit(p[i]); i++) {
-                if (i >= 15)
-                        return false; /* no sane chunk needs more; keeps v from overflowing */
-                v = v << 4 | (uint64_t) (isdigit(p[i]) ? p[i] - '0' : (tolower(p[i]) - 'a' + 10));
-        }
-        if (i == 0 || (i < len && p[i] != ';'))
-                return false;
-        for (; i < len; i++)
-                if ((p[i] < 0x20 && p[i] != '\t') || p[i] == 0x7f)
-                        return false;
-        *ret = v;
-        return true;
-}
-
 /* A trailer field line: name ':' value, as a header's. */
 static bool trailer_field(const uint8_t *p, size_t len) {
         size_t i;
@@ -141,7 +122,8 @@ static EgressHttpStep step_chunked(EgressHttpStream *s, const uint8_t *p, size_t
                 len = line(p, n, eof, CHUNK_LINE_MAX, &r, ret_why);
                 if (len == 0)
                         return r;
-                if (!chunk_size(p, len - 2, &size))
+                /* chunk-size [ ";" extensions ]: hex digits, then nothing or ';' and printable text */
+                if (http_chunk_size((const char *) p, len - 2, HTTP_CHUNK_STRICT, &size) < 0)
                         return bad("a chunk size that is not hex digits", ret_why);
                 s->state = size > 0 ? HS_CHUNK_DATA : HS_TRAILER;
                 s->left = size;

@@ -168,7 +168,7 @@ static int on_deadline(sd_event_source *s, uint64_t usec, void *userdata) {
         return 0;
 }
 
-/* The operation finished: the route handler runs again. */
+/* The operation finished: the request is resumed, and its continuation runs. */
 static void on_waiter_wake(Waiter *w) {
         Request *r = container_of(w, Request, waiter);
 
@@ -658,8 +658,8 @@ static void request_begin(Listener *l, Request *r) {
                 return;
         }
         http_classify(r);
-        if (!r->responded)
-                (void) body_size_ok(r);
+        if (!r->responded && body_size_ok(r))
+                http_prepare(r);
 }
 
 static enum MHD_Result on_access(void *cls, struct MHD_Connection *connection, const char *url,
@@ -680,16 +680,6 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *connection, c
                 *con_cls = r;
                 request_begin(l, r);
                 return MHD_YES;
-        }
-
-        /* A streamed upload whose begin was parked (its sandbox was waking up) starts now, before any of
-         * its body is taken: otherwise the body would find nobody to take it. */
-        if (r->rerun && r->kind == REQUEST_UPLOAD && !r->upload.write && !r->responded && !r->upload_failed) {
-                r->rerun = false;
-                http_classify(r);
-                /* MHD calls once more with nothing after a resume: that is not the end of the body */
-                if (r->responded || r->suspended || *upload_data_size == 0)
-                        return MHD_YES;
         }
 
         if (*upload_data_size > 0) {

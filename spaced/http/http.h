@@ -101,12 +101,11 @@ struct Request {
         char key_id[API_KEY_ID_LEN + 1];
         bool streaming;   /* the idle timeout is off for this connection */
         uint64_t drained; /* body bytes dropped after an early answer */
-        /* Long-poll (?wait=): while suspended on a waiter, deadline in monotonic usec. */
+        /* While parked on a waiter (http_wait_on()); deadline in monotonic usec (the native long poll's). */
         Waiter waiter;
         uint64_t deadline;
         sd_event_source *deadline_source;
         char wait_op[OPERATION_ID_LEN + 1];
-        bool rerun;          /* parked until a sandbox woke up: route it again when resumed */
         HttpContinuation cont; /* parked with http_continue(): runs instead of the route when resumed */
         void *cont_userdata;
         int wait_kind;
@@ -168,8 +167,8 @@ void http_stream_detach(Request *r);
 const char *http_query(Request *r, const char *key);
 const char *http_header(Request *r, const char *key);
 
-/* Suspends the request until the waiter list is woken or the deadline passes; the route handler runs
- * again then. */
+/* Arms r's waiter on the waiter list, woken then or when the deadline passes; follow it with http_continue()
+ * for what runs when it is. */
 int http_wait_on(Request *r, Waiter **list, uint64_t deadline_usec);
 /* Parks the request; when it is resumed (http_resume(), by whatever it waits for) k(r, userdata) runs
  * instead of the route handler, once: to wait on, k calls http_continue() again. userdata is not owned and

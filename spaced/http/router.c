@@ -186,10 +186,31 @@ void http_classify(Request *r) {
 
         if (rt && !args_valid(r, rt, &a))
                 return;
-        if (rt && rt->begin) {
+        if (rt && rt->begin)
                 r->kind = REQUEST_UPLOAD;
-                rt->begin(r, &a);
+}
+
+void http_prepare(Request *r) {
+        RouteArgs a;
+        const Route *rt = http_request_route(r, &a, NULL);
+
+        if (!rt)
+                return;
+        if (rt->ready) {
+                rt->ready(r, &a);
+                if (r->responded || r->suspended)
+                        return;
         }
+        if (rt->begin)
+                rt->begin(r, &a);
+}
+
+void http_begin(Request *r) {
+        RouteArgs a;
+        const Route *rt = http_request_route(r, &a, NULL);
+
+        if (rt && rt->begin && !r->responded)
+                rt->begin(r, &a);
 }
 
 void http_set_host_route(const Route *rt) {
@@ -201,7 +222,6 @@ void http_route(Request *r) {
         RouteArgs a;
         bool known;
 
-        r->rerun = false;
         rt = http_request_route(r, &a, &known);
         if (!rt) {
                 if (known)

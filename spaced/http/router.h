@@ -29,6 +29,11 @@ typedef struct Route {
         void (*handler)(Request *r, const RouteArgs *a);
         /* Set for routes whose body is streamed (the begin sets r->upload) instead of collected. */
         void (*begin)(Request *r, const RouteArgs *a);
+        /* Optional: from the headers, before begin and before any of the body is read (and after token_ok):
+         * whether the request must wait for something first (its sandbox to wake up). It answers, or parks the
+         * request with http_continue() on a continuation that calls http_begin() when it carries on, or
+         * returns; the handler runs once, after the body. */
+        void (*ready)(Request *r, const RouteArgs *a);
         RouteAuth auth;
         /* ROUTE_AUTH_TOKEN: over TCP without a valid API key, called before any of the body is read: whether the
          * request carries a token that can open it (a lookup, no more); false when it answered (401, 404). NULL:
@@ -49,6 +54,11 @@ const Route *http_request_route(Request *r, RouteArgs *ret, bool *ret_path_known
 ErrorStyle http_error_style_for(const char *url);
 /* Runs r's route handler (404 or 405 when there is none; 400 for a malformed {argument}). */
 void http_route(Request *r);
-/* Decides, from the URL of a request that has just started, whether its body is streamed (the route's
- * begin sets r->upload). */
+/* Decides, from the URL of a request that has just started, whether its body is streamed (REQUEST_UPLOAD);
+ * answers a malformed {argument}. */
 void http_classify(Request *r);
+/* Then, still before the body: the route's ready, and its begin (which sets r->upload) unless ready answered
+ * or parked the request. */
+void http_prepare(Request *r);
+/* The route's begin, if it has one: from http_prepare(), or from the continuation of a ready that parked. */
+void http_begin(Request *r);

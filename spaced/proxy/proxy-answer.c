@@ -243,29 +243,12 @@ static ssize_t take_line(const char *in, size_t n, size_t *ret_used) {
         return (ssize_t) (len > 0 && in[len - 1] == '\r' ? len - 1 : len);
 }
 
-/* A chunk's size line: its size, or -EBADMSG. Extensions (";name=value") are skipped. */
-static int chunk_size(const char *line, size_t l, uint64_t *ret) {
-        uint64_t size = 0;
-        size_t digits = 0;
-
-        for (; digits < l && isxdigit((unsigned char) line[digits]); digits++) {
-                char c = (char) tolower((unsigned char) line[digits]);
-
-                if (digits >= 15)
-                        return -EBADMSG;
-                size = size * 16 + (uint64_t) (isdigit((unsigned char) c) ? c - '0' : c - 'a' + 10);
-        }
-        if (digits == 0 || (digits < l && line[digits] != ';' && line[digits] != ' ' && line[digits] != '\t'))
-                return -EBADMSG;
-        *ret = size;
-        return 0;
-}
-
 /* One line of a chunked body's framing (a size, a chunk's end, a trailer): -EBADMSG, or 0. */
 static int chunk_line(ProxyBody *b, const char *line, size_t l, size_t used) {
         switch (b->chunk) {
         case PROXY_CHUNK_SIZE:
-                if (chunk_size(line, l, &b->remaining) < 0)
+                /* extensions (";name=value") are skipped */
+                if (http_chunk_size(line, l, HTTP_CHUNK_LENIENT, &b->remaining) < 0)
                         return -EBADMSG;
                 b->chunk = b->remaining == 0 ? PROXY_CHUNK_TRAILER : PROXY_CHUNK_DATA;
                 return 0;

@@ -56,7 +56,7 @@ typedef enum ProxyState {
         PROXY_EXCHANGE,   /* the request goes out, the answer's head comes in */
         PROXY_HEAD,       /* the head is parsed, not yet answered */
         PROXY_BODY,       /* answered: the body streams */
-        PROXY_FAILED,     /* error and message say why; answered when the handler runs again */
+        PROXY_FAILED,     /* error and message say why; answered when the request is resumed */
         PROXY_UPGRADING,  /* 101 queued: MHD sends it, then hands over the client's socket */
         PROXY_BRIDGE,     /* switched: bytes go both ways (bridge) */
         PROXY_CLOSED,     /* switched and over: the socket went back to MHD */
@@ -72,6 +72,9 @@ typedef struct Proxy {
         char *message;
         unsigned port;
         char sandbox_id[SANDBOX_ID_LEN + 1];
+        const char *path;          /* what is asked of the server, and the protocol to switch to (or NULL): */
+        const char *upgrade;       /* the request's own strings */
+        uint64_t wake_deadline;    /* while it waits for the sandbox to come up */
         unsigned head_sec;         /* the head's deadline, from the request's start */
         unsigned idle_sec;         /* the body's most time without a byte either way */
         sd_event_source *timer;    /* the head's deadline, then the body's idle timeout */
@@ -683,13 +686,94 @@ static bool proxy_token_ok(Request *r) {
         return host_sandbox(r) != NULL;
 }
 
-static void proxy_start(Request *r, const RouteArgs *a) {
-        _cleanup_(error_done) Error e = {};
+static void proxy_answered(Request *r, void *userdata);
+
+/* With the sandbox running: the PORT tunnel into it, with our end of a socketpair that carries the request, and
+ * the request parked until the server's head came or something failed (proxy_answered). */
+static void proxy_connect(Request *r, Proxy *p, Sandbox *s) {
         Manager *m = http_manager(r->http);
         int sv[2] = { -EBADF, -EBADF }, q;
+
+        if (!s->channel.agent) {
+                http_respond_error(r, ERROR_CHANNEL_LOST, "the agent channel of sandbox %s is reconnecting; try again",
+                                   s->id);
+                return;
+        }
+        q = build_request(r, p->path, p->port, p->upgrade, &p->out);
+        if (q == -E2BIG) {
+                http_respond_error(r, ERROR_INVALID_ARGUMENT, "the path and query are over %d bytes", PROXY_PATH_MAX);
+                return;
+        }
+        if (q < 0 || socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, sv) < 0) {
+                http_respond_error(r, ERROR_INTERNAL, "cannot set up the connection: %s", strerror(q < 0 ? -q : errno));
+                return;
+        }
+        p->fd = sv[0];
+        q = sd_event_add_io(m->event, &p->io, p->fd, EPOLLOUT, on_proxy_io, p);
+        if (q >= 0)
+                q = sd_event_add_time(m->event, &p->timer, CLOCK_MONOTONIC, now_usec_monotonic() +
+                                      (p->upgrade ? MIN(p->head_sec, (unsigned) PROXY_UPGRADE_HEAD_SEC) : p->head_sec) *
+                                      USEC_PER_SEC, 0, on_proxy_timer, p);
+        if (q >= 0) {
+                (void) sd_event_source_set_enabled(p->io, SD_EVENT_OFF);
+                q = tunnel_open_port(s->channel.agent, (uint16_t) p->port, sv[1], &proxy_tunnel_ops, p, &p->tunnel);
+        }
+        if (q < 0) {
+                safe_close(sv[1]);
+                p->tunnel = NULL;
+                if (q == -EMFILE)
+                        http_respond_error(r, ERROR_TOO_MANY_STREAMS, "sandbox %s has as many connections open as it "
+                                           "may; try again", s->id);
+                else
+                        http_respond_error(r, ERROR_CHANNEL_LOST, "cannot open a connection into sandbox %s: %s",
+                                           s->id, strerror(-q));
+                return;
+        }
+        http_continue(r, proxy_answered, p);
+}
+
+/* The sandbox (found by id: it may have gone while the request waited), woken or resumed first if it has to
+ * be: the request is parked on that operation and comes back here when it finished, or its deadline passed. */
+static void proxy_ready(Request *r, void *userdata) {
+        _cleanup_(error_done) Error e = {};
+        Proxy *p = userdata;
+        Sandbox *s = sandbox_find_by_id(http_manager(r->http), p->sandbox_id);
+        Operation *op;
+        int q;
+
+        if (!s) {
+                http_respond_error(r, ERROR_SANDBOX_NOT_FOUND, "sandbox %s is gone", p->sandbox_id);
+                return;
+        }
+        q = sandbox_ready_for_use(s, &op, &e);
+        if (q < 0) {
+                http_respond_error(r, e.code, "%s", error_message(&e));
+                return;
+        }
+        if (q > 0) {
+                proxy_connect(r, p, s);
+                return;
+        }
+        if (p->wake_deadline == 0)
+                p->wake_deadline = now_usec_monotonic() + PROXY_WAKE_WAIT_SEC * USEC_PER_SEC;
+        else if (now_usec_monotonic() >= p->wake_deadline) {
+                http_respond_error(r, ERROR_SANDBOX_BUSY, "sandbox %s did not come up within %d s", s->id,
+                                   PROXY_WAKE_WAIT_SEC);
+                return;
+        }
+        if (http_wait_on(r, &op->waiters, p->wake_deadline) < 0) {
+                http_respond_error(r, ERROR_INTERNAL, "cannot wait for sandbox %s to come up", s->id);
+                return;
+        }
+        http_continue(r, proxy_ready, p);
+}
+
+/* What the client asked for: the port, the path sent on and a switch of protocols, checked; the sandbox (by
+ * its Host or the URL); then proxy_ready(). */
+static void proxy_start(Request *r, const RouteArgs *a) {
+        Manager *m = http_manager(r->http);
         const char *path, *upgrade;
         unsigned long port;
-        Operation *op;
         Sandbox *s;
         Proxy *p;
 
@@ -731,27 +815,6 @@ static void proxy_start(Request *r, const RouteArgs *a) {
                 s = NULL;
         if (!s)
                 return;
-        q = sandbox_ready_for_use(s, &op, &e);
-        if (q < 0) {
-                http_respond_error(r, e.code, "%s", error_message(&e));
-                return;
-        }
-        if (q == 0) {
-                if (r->deadline && now_usec_monotonic() >= r->deadline) {
-                        http_respond_error(r, ERROR_SANDBOX_BUSY, "sandbox %s did not come up within %d s", s->id,
-                                           PROXY_WAKE_WAIT_SEC);
-                        return;
-                }
-                r->rerun = true;
-                if (http_wait_on(r, &op->waiters, r->deadline ?: now_usec_monotonic() + PROXY_WAKE_WAIT_SEC * 1000000ULL) < 0)
-                        http_respond_error(r, ERROR_INTERNAL, "cannot wait for sandbox %s to come up", s->id);
-                return;
-        }
-        if (!s->channel.agent) {
-                http_respond_error(r, ERROR_CHANNEL_LOST, "the agent channel of sandbox %s is reconnecting; try again",
-                                   s->id);
-                return;
-        }
         p = calloc(1, sizeof *p);
         if (!p) {
                 http_respond_error(r, ERROR_INTERNAL, "out of memory");
@@ -760,6 +823,8 @@ static void proxy_start(Request *r, const RouteArgs *a) {
         p->fd = -EBADF;
         p->request = r;
         p->port = (unsigned) port;
+        p->path = path;
+        p->upgrade = upgrade;
         p->released = true; /* no response body holds it yet */
         p->parser = (ProxyHeadParser) { .head_only = streq(r->method, "HEAD"), .upgrade = upgrade != NULL };
         p->head_sec = m->config.proxy_head_timeout ?: PROXY_HEAD_TIMEOUT_DEFAULT;
@@ -767,47 +832,18 @@ static void proxy_start(Request *r, const RouteArgs *a) {
         memcpy(p->sandbox_id, s->id, sizeof p->sandbox_id);
         r->stream = (HttpStream) { .read = proxy_read, .detach = proxy_detach, .release = proxy_release,
                                    .userdata = p };
-        q = build_request(r, path, p->port, upgrade, &p->out);
-        if (q == -E2BIG) {
-                http_respond_error(r, ERROR_INVALID_ARGUMENT, "the path and query are over %d bytes", PROXY_PATH_MAX);
-                return;
-        }
-        if (q < 0 || socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, sv) < 0) {
-                http_respond_error(r, ERROR_INTERNAL, "cannot set up the connection: %s", strerror(q < 0 ? -q : errno));
-                return;
-        }
-        p->fd = sv[0];
-        q = sd_event_add_io(m->event, &p->io, p->fd, EPOLLOUT, on_proxy_io, p);
-        if (q >= 0)
-                q = sd_event_add_time(m->event, &p->timer, CLOCK_MONOTONIC, now_usec_monotonic() +
-                                      (upgrade ? MIN(p->head_sec, (unsigned) PROXY_UPGRADE_HEAD_SEC) : p->head_sec) *
-                                      USEC_PER_SEC, 0, on_proxy_timer, p);
-        if (q >= 0) {
-                (void) sd_event_source_set_enabled(p->io, SD_EVENT_OFF);
-                q = tunnel_open_port(s->channel.agent, (uint16_t) port, sv[1], &proxy_tunnel_ops, p, &p->tunnel);
-        }
-        if (q < 0) {
-                safe_close(sv[1]);
-                p->tunnel = NULL;
-                if (q == -EMFILE)
-                        http_respond_error(r, ERROR_TOO_MANY_STREAMS, "sandbox %s has as many connections open as it "
-                                           "may; try again", s->id);
-                else
-                        http_respond_error(r, ERROR_CHANNEL_LOST, "cannot open a connection into sandbox %s: %s",
-                                           s->id, strerror(-q));
-                return;
-        }
-        http_suspend(r);
+        proxy_ready(r, p);
 }
 
-/* The request runs again: after the guest answered PORT and the server its head, or when something failed. */
-static void proxy_answer(Request *r, Proxy *p) {
+/* The guest answered PORT and the server its head, or something failed (parked again while neither). */
+static void proxy_answered(Request *r, void *userdata) {
+        Proxy *p = userdata;
         int q;
 
         switch (p->state) {
         case PROXY_OPENING:
         case PROXY_EXCHANGE:
-                http_suspend(r);
+                http_continue(r, proxy_answered, p);
                 return;
         case PROXY_FAILED:
                 http_respond_error(r, p->error, "%s", p->message ?: error_code_to_string(p->error));
@@ -842,12 +878,7 @@ static void proxy_answer(Request *r, Proxy *p) {
 }
 
 void api_proxy(Request *r, const RouteArgs *a) {
-        Proxy *p = r->stream.detach == proxy_detach ? r->stream.userdata : NULL;
-
-        if (p)
-                proxy_answer(r, p);
-        else
-                proxy_start(r, a);
+        proxy_start(r, a);
 }
 
 const Route proxy_host_route = {

@@ -4,7 +4,9 @@
  * (lib/proxy-request.c), and the origin-form head it forwards.
  *
  * Input: the bytes a client sends; the head is what proxy_head_length finds in them.
- * Invariants (abort on violation): the head length is 0 or ends at a LF within the input; the parse returns
+ * The input's first line is also a chunk's size line (http_chunk_size, both syntaxes).
+ * Invariants (abort on violation): the strict syntax takes no line the lenient one refuses, with the same
+ * size; the head length is 0 or ends at a LF within the input; the parse returns
  * 0, -EINVAL, -EPROTONOSUPPORT or -E2BIG; a parsed destination is a non-empty lowercase host of at most 253
  * bytes without '@', '/', ':' (unless an IPv6 literal), whitespace or control characters, and a port 1..65535;
  * a plain request's rewrite is one whole head (its length is its proxy_head_length), starts with the method
@@ -36,6 +38,21 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
 
         if (size > PROXY_HEAD_MAX + 1024)
                 return 0;
+        /* the input's first line as a chunk's size line: what the strict syntax takes the lenient one takes
+         * too, as the same size, and no size needs more than 15 hex digits */
+        {
+                const char *nl = memchr(head, '\n', size);
+                size_t ll = nl ? (size_t) (nl - head) : size;
+                uint64_t lenient = 0, strict = 0;
+                int ql, qs;
+
+                ql = http_chunk_size(head, ll, HTTP_CHUNK_LENIENT, &lenient);
+                qs = http_chunk_size(head, ll, HTTP_CHUNK_STRICT, &strict);
+                check(ql == 0 || ql == -EBADMSG);
+                check(qs == 0 || qs == -EBADMSG);
+                check(qs < 0 || (ql == 0 && lenient == strict));
+                check(ql < 0 || lenient < (1ULL << 60));
+        }
         hl = proxy_head_length(head, size);
         check(hl <= size);
         if (hl == 0)

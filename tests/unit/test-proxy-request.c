@@ -191,10 +191,50 @@ static void test_hostile(void) {
         }
 }
 
+/* http_chunk_size(): both syntaxes over the same lines. */
+static int chunk(const char *line, HttpChunkSyntax syntax, uint64_t *ret) {
+        return http_chunk_size(line, strlen(line), syntax, ret);
+}
+
+static void test_chunk_size(void) {
+        static const char *const both[] = { "0", "a", "1F", "fff", "00000000000000f", "5;name=value", "5;",
+                                            "5;a\tb" };
+        static const uint64_t want[] = { 0, 10, 31, 4095, 15, 5, 5, 5 };
+        static const char *const neither[] = { "", ";5", "g", "-1", "+1", "0x10", "1000000000000000", "5\x01",
+                                               "5\r", "5\n" };
+        uint64_t v;
+
+        for (size_t i = 0; i < ELEMENTSOF(both); i++) {
+                v = 1234;
+                ok(chunk(both[i], HTTP_CHUNK_LENIENT, &v) == 0 && v == want[i], "lenient: '%s' is %llu", both[i],
+                   (unsigned long long) want[i]);
+                v = 1234;
+                ok(chunk(both[i], HTTP_CHUNK_STRICT, &v) == 0 && v == want[i], "strict: '%s' is %llu", both[i],
+                   (unsigned long long) want[i]);
+        }
+        for (size_t i = 0; i < ELEMENTSOF(neither); i++) {
+                ok(chunk(neither[i], HTTP_CHUNK_LENIENT, &v) == -EBADMSG, "lenient refuses line %zu", i);
+                ok(chunk(neither[i], HTTP_CHUNK_STRICT, &v) == -EBADMSG, "strict refuses line %zu", i);
+        }
+        v = 0;
+        ok(chunk("fffffffffffffff", HTTP_CHUNK_STRICT, &v) == 0 && v == 0xfffffffffffffffULL,
+           "15 hex digits are the most, and do not overflow");
+        /* what a reader skips and a relay refuses */
+        ok(chunk("5 ;x", HTTP_CHUNK_LENIENT, &v) == 0 && v == 5, "lenient: whitespace after the digits");
+        ok(chunk("5 ;x", HTTP_CHUNK_STRICT, &v) == -EBADMSG, "strict: no whitespace after the digits");
+        ok(chunk("5\tjunk", HTTP_CHUNK_LENIENT, &v) == 0 && v == 5, "lenient: anything after a tab");
+        ok(chunk("5;a\x7f", HTTP_CHUNK_LENIENT, &v) == 0, "lenient: extensions unchecked");
+        ok(chunk("5;a\x7f", HTTP_CHUNK_STRICT, &v) == -EBADMSG, "strict: DEL in an extension");
+        ok(chunk("5;a\r", HTTP_CHUNK_STRICT, &v) == -EBADMSG, "strict: a bare CR in an extension");
+        /* the length bounds the read: a digit past it is not seen */
+        ok(http_chunk_size("12", 1, HTTP_CHUNK_STRICT, &v) == 0 && v == 1, "only len bytes are read");
+}
+
 int main(void) {
         test_head_length();
         test_connect();
         test_absolute();
         test_hostile();
+        test_chunk_size();
         return done();
 }
