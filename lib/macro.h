@@ -104,3 +104,14 @@ static inline bool streq_ptr(const char *a, const char *b) {
                         }                                                               \
                 _found_;                                                                \
         })
+
+/* The value of a hex digit, -1 for anything else: chunk sizes, seeds. */
+static inline int unhexchar(char ch) {
+        if (ch >= '0' && ch <= '9')
+                return ch - '0';
+        if (ch >= 'a' && ch <= 'f')
+                return ch - 'a' + 10;
+        if (ch >= 'A' && ch <= 'F')
+                return ch - 'A' + 10;
+        return -1;
+}

@@ -8,6 +8,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "macro.h"
 #include "proxy-request.h"
 
 bool http_tchar(char ch) {
@@ -15,22 +16,12 @@ bool http_tchar(char ch) {
                (ch && strchr("!#$%&'*+-.^_`|~", ch));
 }
 
-static int hex_value(char ch) {
-        if (ch >= '0' && ch <= '9')
-                return ch - '0';
-        if (ch >= 'a' && ch <= 'f')
-                return ch - 'a' + 10;
-        if (ch >= 'A' && ch <= 'F')
-                return ch - 'A' + 10;
-        return -1;
-}
-
 int http_chunk_size(const char *line, size_t len, HttpChunkSyntax syntax, uint64_t *ret) {
         uint64_t size = 0;
         size_t i;
         int v;
 
-        for (i = 0; i < len && (v = hex_value(line[i])) >= 0; i++) {
+        for (i = 0; i < len && (v = unhexchar(line[i])) >= 0; i++) {
                 if (i >= HTTP_CHUNK_DIGITS_MAX)
                         return -EBADMSG;
                 size = size << 4 | (uint64_t) v;

@@ -28,16 +28,6 @@ char **init_default_env(void) {
         return default_env;
 }
 
-static int hexval(char ch) {
-        if (ch >= '0' && ch <= '9')
-                return ch - '0';
-        if (ch >= 'a' && ch <= 'f')
-                return ch - 'a' + 10;
-        if (ch >= 'A' && ch <= 'F')
-                return ch - 'A' + 10;
-        return -1;
-}
-
 static int reseed(const char *hex) {
         struct {
                 struct rand_pool_info info;
@@ -49,7 +39,7 @@ static int reseed(const char *hex) {
         if (l == 0 || l % 2 || l / 2 > SEED_MAX)
                 return -EINVAL;
         for (size_t i = 0; i < l / 2; i++) {
-                int hi = hexval(hex[2 * i]), lo = hexval(hex[2 * i + 1]);
+                int hi = unhexchar(hex[2 * i]), lo = unhexchar(hex[2 * i + 1]);
                 if (hi < 0 || lo < 0)
                         return -EINVAL;
                 seed.buf[i] = (uint8_t) (hi << 4 | lo);
