@@ -227,13 +227,11 @@ static void egress_test_resolve(Request *r, const Sandbox *s, const char *host, 
                 return;
         }
         r->stream = (HttpStream) { .detach = resolve_detach, .userdata = j };
-        q = http_wait_on(r, &j->waiters, now_usec_monotonic() + RESOLVE_TIMEOUT_USEC);
+        q = http_wait_on(r, &j->waiters, now_usec_monotonic() + RESOLVE_TIMEOUT_USEC, egress_test_resolved, j);
         if (q < 0) {
                 http_stream_detach(r);
                 http_respond_error(r, ERROR_INTERNAL, "cannot wait: %s", strerror(-q));
-                return;
         }
-        http_continue(r, egress_test_resolved, j);
 }
 
 /* POST /v1/sandboxes/{id}/egress/test: decided in the gateway's order, so that the answer and its reason are

@@ -97,14 +97,11 @@ static void awake_detach(void *userdata, Request *r) {
 static void awake_continue(Request *r, void *userdata);
 
 static int awake_park(Request *r, AwakeWait *w, Operation *op) {
-        int q = http_wait_on(r, &op->waiters, w->deadline);
+        int q = http_wait_on(r, &op->waiters, w->deadline, awake_continue, w);
 
-        if (q < 0) {
+        if (q < 0)
                 http_respond_error(r, ERROR_INTERNAL, "cannot wait for the wake: %s", strerror(-q));
-                return q;
-        }
-        http_continue(r, awake_continue, w);
-        return 0;
+        return q;
 }
 
 /* The wake finished (or the deadline passed): its failure is the answer, else the handler carries on with the

@@ -141,10 +141,9 @@ void respond_wait_result(Request *r) {
                 return;
         }
         done = op->state == OPERATION_SUCCEEDED || op->state == OPERATION_FAILED;
-        if (!done && now_usec_monotonic() < r->deadline && http_wait_on(r, &op->waiters, r->deadline) >= 0) {
-                http_continue(r, wait_continue, NULL);
+        if (!done && now_usec_monotonic() < r->deadline &&
+            http_wait_on(r, &op->waiters, r->deadline, wait_continue, NULL) >= 0)
                 return;
-        }
         if (r->wait_kind == WAIT_OPERATION) {
                 http_respond_json(r, 200, operation_to_json(op));
                 return;

@@ -107,13 +107,10 @@ int e2b_wait_op(Request *r, Operation *op, bool own, HttpContinuation k) {
                                    op->sandbox_id, op->kind, op->id, E2B_WAIT_SEC);
                 return -ETIME;
         }
-        q = http_wait_on(r, &op->waiters, w->deadline);
-        if (q < 0) {
+        q = http_wait_on(r, &op->waiters, w->deadline, k, w);
+        if (q < 0)
                 http_respond_error(r, ERROR_INTERNAL, "cannot wait for operation %s: %s", op->id, strerror(-q));
-                return q;
-        }
-        http_continue(r, k, w);
-        return 0;
+        return q;
 }
 
 int e2b_wait_resume(Request *r, E2bWait *w, HttpContinuation k) {

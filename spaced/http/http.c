@@ -176,7 +176,7 @@ static void on_waiter_wake(Waiter *w) {
         http_resume(r);
 }
 
-int http_wait_on(Request *r, Waiter **list, uint64_t deadline_usec) {
+int http_wait_on(Request *r, Waiter **list, uint64_t deadline_usec, HttpContinuation k, void *userdata) {
         int q;
 
         r->waiter.wake = on_waiter_wake;
@@ -189,7 +189,7 @@ int http_wait_on(Request *r, Waiter **list, uint64_t deadline_usec) {
                 waiter_unlink(&r->waiter);
                 return q;
         }
-        http_suspend(r);
+        http_continue(r, k, userdata);
         return 0;
 }
 

@@ -167,9 +167,9 @@ void http_stream_detach(Request *r);
 const char *http_query(Request *r, const char *key);
 const char *http_header(Request *r, const char *key);
 
-/* Arms r's waiter on the waiter list, woken then or when the deadline passes; follow it with http_continue()
- * for what runs when it is. */
-int http_wait_on(Request *r, Waiter **list, uint64_t deadline_usec);
+/* Parks r on the waiter list until it is woken or the deadline passes; then k(r, userdata) runs, as after
+ * http_continue(). On error (< 0) nothing is armed and k never runs. */
+int http_wait_on(Request *r, Waiter **list, uint64_t deadline_usec, HttpContinuation k, void *userdata);
 /* Parks the request; when it is resumed (http_resume(), by whatever it waits for) k(r, userdata) runs
  * instead of the route handler, once: to wait on, k calls http_continue() again. userdata is not owned and
  * must live as long as r (r->stream's, say). A request that ends while parked is freed without calling k. */

@@ -761,11 +761,8 @@ static void proxy_ready(Request *r, void *userdata) {
                                    PROXY_WAKE_WAIT_SEC);
                 return;
         }
-        if (http_wait_on(r, &op->waiters, p->wake_deadline) < 0) {
+        if (http_wait_on(r, &op->waiters, p->wake_deadline, proxy_ready, p) < 0)
                 http_respond_error(r, ERROR_INTERNAL, "cannot wait for sandbox %s to come up", s->id);
-                return;
-        }
-        http_continue(r, proxy_ready, p);
 }
 
 /* What the client asked for: the port, the path sent on and a switch of protocols, checked; the sandbox (by
