@@ -270,9 +270,13 @@ static int resolve_dirs(Manager *m) {
         return 0;
 }
 
-/* --accel overrides the configuration; checked after it is read, so a bad --accel is a usage error (exit 2). */
+/* --accel overrides the configuration; checked after it is read, so a bad --accel is a usage error (exit 2).
+ * Kept apart from m->config.accel, which stays the file's, so a reload compares the file with the file. */
+static AccelSetting accel_setting;
+
 static int apply_accel_arg(Manager *m) {
-        if (arg_accel && accel_setting_from_string(arg_accel, &m->config.accel) < 0) {
+        accel_setting = m->config.accel;
+        if (arg_accel && accel_setting_from_string(arg_accel, &accel_setting) < 0) {
                 log_error("--accel %s: expected auto, kvm or tcg", arg_accel);
                 return -EINVAL;
         }
@@ -439,7 +443,7 @@ static void write_pid_file(const char *runtime_dir, char **ret_path) {
 static void detect_host(Manager *m) {
         _cleanup_free_ char *reason = NULL;
 
-        switch (m->config.accel) {
+        switch (accel_setting) {
         case ACCEL_KVM:
                 m->accel = VM_ACCEL_KVM;
                 break;
@@ -453,7 +457,7 @@ static void detect_host(Manager *m) {
         }
         m->tsc_khz = vm_host_tsc_khz();
         m->host_cpus = count_cpus();
-        m->memory_limit_mib = m->config.memory_limit_mib ?: host_memory_mib() * 8 / 10;
+        m->memory_limit_mib = config_memory_limit_mib(&m->config);
 }
 
 /* Whether QEMU can be confined here (ARCHITECTURE.md, decision 12), said once at start when it cannot: under

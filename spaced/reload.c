@@ -92,7 +92,7 @@ int daemon_reload(Manager *m, Error *reterr) {
         /* a gateway policy built from the old settings holds them until its last connection ends */
         egress_settings_unref(m->egress);
         m->egress = egress;
-        m->memory_limit_mib = m->config.memory_limit_mib ?: host_memory_mib() * 8 / 10;
+        m->memory_limit_mib = config_memory_limit_mib(&m->config);
         strv_free(m->config_restart_needed);
         m->config_restart_needed = TAKE_PTR(restart);
         m->config_loaded_at = now_unix();

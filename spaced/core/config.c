@@ -115,6 +115,10 @@ uint64_t host_memory_mib(void) {
         return 0;
 }
 
+uint64_t config_memory_limit_mib(const Config *c) {
+        return c->memory_limit_mib ?: host_memory_mib() * 8 / 10;
+}
+
 ImportLimits config_import_limits(const Config *c) {
         ImportLimits l = c->import;
 

@@ -91,6 +91,8 @@ int config_error_at(Error *reterr, const char *path, unsigned n, int r);
 int accel_setting_from_string(const char *s, AccelSetting *ret);
 int confine_from_string(const char *s, VmConfine *ret);
 const char *confine_to_string(VmConfine c);
+/* The memory budget of live sandboxes: memory_limit_mib, or 80% of the host's memory. */
+uint64_t config_memory_limit_mib(const Config *c);
 /* c's import limits with the defaults filled in. */
 ImportLimits config_import_limits(const Config *c);
 uint64_t host_memory_mib(void);
