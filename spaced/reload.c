@@ -96,9 +96,15 @@ int daemon_reload(Manager *m, Error *reterr) {
         strv_free(m->config_restart_needed);
         m->config_restart_needed = TAKE_PTR(restart);
         m->config_loaded_at = now_unix();
-        log_info("reloaded %s: %zu egress profile(s), %zu base rule(s)%s%s", m->config_path,
-                 m->egress->policy.n_profiles, m->egress->policy.base.n,
-                 m->config_restart_needed ? "; takes a restart to change: " : "",
-                 m->config_restart_needed ? m->config_restart_needed[0] : "");
+        {
+                char keys[128] = "";
+                size_t len = 0;
+
+                for (char **k = m->config_restart_needed; k && *k && len < sizeof keys; k++)
+                        len += (size_t) snprintf(keys + len, sizeof keys - len, "%s%s", len ? ", " : "", *k);
+                log_info("reloaded %s: %zu egress profile(s), %zu base rule(s)%s%s", m->config_path,
+                         m->egress->policy.n_profiles, m->egress->policy.base.n,
+                         len ? "; takes a restart to change: " : "", keys);
+        }
         return 0;
 }

@@ -12,7 +12,6 @@
 #include "macro.h"
 #include "string-util.h"
 
-
 void config_done(Config *c) {
         free(c->qemu_binary);
         free(c->state_dir);
