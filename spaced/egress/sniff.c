@@ -18,8 +18,10 @@
 static void set(EgressSniff *s, EgressSniffKind kind, const char *why) {
         s->kind = kind;
         s->why = why;
-        /* a refusal carries no name, even one read before what made it refuse (a second SNI) */
-        if (kind == EGRESS_SNIFF_BAD || kind == EGRESS_SNIFF_MORE) {
+        /* Only a ClientHello or a request names a host: a refusal carries no name, even one read before what
+         * made it refuse (a second SNI), and neither do bytes taken for another protocol (a ClientHello after
+         * an empty line, which no TLS server would read as one). */
+        if (kind != EGRESS_SNIFF_TLS && kind != EGRESS_SNIFF_HTTP) {
                 s->has_name = s->has_literal = false;
                 s->name[0] = 0;
         }

@@ -267,6 +267,11 @@ int main(void) {
         ok(sniff(buf, n, false).kind == EGRESS_SNIFF_BAD, "a handshake that is not a ClientHello: refused");
         buf[0] = 22, buf[1] = 3, buf[2] = 1, buf[3] = 0xff, buf[4] = 0xff;
         ok(sniff(buf, 5, false).kind == EGRESS_SNIFF_BAD, "a record length over 16 KiB: refused at once");
+        buf[0] = '\r', buf[1] = '\n';
+        n = 2 + hello(buf + 2, "allowed.test", 1, 0);
+        s = sniff(buf, n, false);
+        ok(s.kind == EGRESS_SNIFF_OTHER && !s.has_name && !s.name[0],
+           "a ClientHello after an empty line: another protocol, and it names no host (found by fuzz-sniff)");
 
         s = sniff_str("GET / HTTP/1.1\r\nHost: allowed.test:8080\r\nAccept: */*\r\n\r\n", false);
         ok(s.kind == EGRESS_SNIFF_HTTP && s.has_name && strcmp(s.name, "allowed.test") == 0, "an HTTP Host, port dropped");
