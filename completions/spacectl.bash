@@ -56,7 +56,7 @@ _spacectl() {
         fi
         if [[ $word == -* ]]; then
             case $word in
-                -n|--name|--vcpu|-m|--memory|--disk|-e|--env|-w|--workdir|-u|--user|--timeout|--detach-keys|-s|--signal|--sandbox|--idle-timeout|--ttl|--on-timeout|--egress|--count|--max-bytes) ((i++)) ;;
+                -n|--name|--vcpu|-m|--memory|--disk|-e|--env|-w|--workdir|-u|--user|--timeout|--detach-keys|-s|--signal|--sandbox|--idle-timeout|--ttl|--on-timeout|--egress|--count|--max-bytes|--chown) ((i++)) ;;
             esac
             continue
         fi
@@ -86,6 +86,10 @@ _spacectl() {
             return ;;
         -n|--name|--vcpu|-m|--memory|--disk|-w|--workdir|--timeout|--idle-timeout|--ttl|--count|--max-bytes)
             COMPREPLY=()
+            return ;;
+        --chown)
+            # the sandbox's own users are not known here; root and seed's user are common
+            COMPREPLY=($(compgen -W "root user" -- "$cur"))
             return ;;
         -u|--user)
             # the sandbox's own users are not known here; root is in every one
@@ -122,7 +126,7 @@ _spacectl() {
         cp)
             # SANDBOX:PATH or a local path; the ':' is a word break, so sandboxes are offered with it
             if [[ $cur == -* ]]; then
-                COMPREPLY=($(compgen -W "--archive --follow-link --quiet --max-bytes --help" -- "$cur"))
+                COMPREPLY=($(compgen -W "--archive --chown --follow-link --quiet --json --max-bytes --help" -- "$cur"))
             elif [[ $npos -lt 2 && $prev != : ]]; then
                 compopt -o default -o nospace 2>/dev/null
                 COMPREPLY=($(compgen -W "$(_spacectl_sandboxes | sed 's/$/:/')" -- "$cur"))

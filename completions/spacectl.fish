@@ -23,7 +23,7 @@ function __spacectl_no_positional
         switch $t
             case -- '--'
                 return 1
-            case -n --name --vcpu -m --memory --disk -e --env -w --workdir -u --user --timeout -s --signal --detach-keys --idle-timeout --ttl --on-timeout --egress --count --max-bytes
+            case -n --name --vcpu -m --memory --disk -e --env -w --workdir -u --user --timeout -s --signal --detach-keys --idle-timeout --ttl --on-timeout --egress --count --max-bytes --chown
                 set skip 1
             case '-*'
             case '*'
@@ -189,8 +189,10 @@ complete -c spacectl -n "__fish_seen_subcommand_from ps" -s q -l quiet -d 'Print
 complete -c spacectl -n "__fish_seen_subcommand_from kill" -s s -l signal -x -a 'TERM INT HUP KILL QUIT USR1 USR2 STOP CONT WINCH' -d 'Signal to send'
 complete -c spacectl -n "__fish_seen_subcommand_from logs" -s f -l follow -d 'Follow until the process exits'
 
-# cp [-a] [-L] [-q] [--max-bytes N] SRC DST: SANDBOX:PATH or a local path
+# cp [-a | --chown USER[:GROUP]] [-L] [-q] [--json] [--max-bytes N] SRC DST: SANDBOX:PATH or a local path
 complete -c spacectl -n "__fish_seen_subcommand_from cp" -s a -l archive -d 'Keep owners and modes as they are'
+complete -c spacectl -n "__fish_seen_subcommand_from cp" -l chown -x -a 'root user' -d 'Copying in, give what cp writes to USER[:GROUP]'
+complete -c spacectl -n "__fish_seen_subcommand_from cp" -l json -d 'Print what was copied as JSON'
 complete -c spacectl -n "__fish_seen_subcommand_from cp" -s L -l follow-link -d 'Copy what a symlink SRC points to'
 complete -c spacectl -n "__fish_seen_subcommand_from cp" -s q -l quiet -d 'No progress on the terminal'
 complete -c spacectl -n "__fish_seen_subcommand_from cp" -l max-bytes -x -d 'Copying out, stop past N bytes in all'

@@ -55,7 +55,7 @@
  *
  * File operations (FILE) run on a stream of their own; the guest agent is root and paths are absolute:
  *   host -> guest  FILE(s, kv: op=stat|list|mkdir|remove|move|symlink|attrs|read|write, path, ...)
- *                  -> OK(s, kv: entry) | ERROR(s, kv: errno, message[, code=too_many_entries])
+ *                  -> OK(s, kv: entry) | ERROR(s, kv: errno, message[, code=too_many_entries|unknown_user|unknown_group])
  *                  stat    follow=0|1                               -> OK(entry of path)
  *                  mkdir   mode, parents=0|1, uid, gid               -> OK(entry); EEXIST without parents
  *                          exclusive=1: EEXIST with parents too, when the directory itself exists
@@ -72,7 +72,11 @@
  *                  Any op may carry user=NAME|UID (as EXEC's, no :GROUP needed): the agent resolves it in the
  *                  guest's /etc/passwd ("unknown user ..." ERROR otherwise) and acts with that user's
  *                  filesystem identity and groups (setfsuid/setfsgid), so permissions are the user's and what it
- *                  creates is owned by it (a replaced file too); without user= it acts as root. names=1: single
+ *                  creates is owned by it (a replaced file too); without user= it acts as root. mkdir, symlink,
+ *                  write and attrs may carry chown=NAME|UID[:GROUP|GID] instead of uid/gid (and not with user=):
+ *                  resolved the same way, it owns what the op creates (each directory mkdir/parents makes) and
+ *                  a replaced file; with chown_if=writable only what it creates, and only in a directory that
+ *                  user could write by its mode bits, or in / (new top-level directories). names=1: single
  *                  entries also carry owner=NAME, group=NAME, and a list's OK carries uname=UID:NAME and
  *                  gname=GID:NAME for the ids its entries have, when the guest's passwd/group name them.
  *                  DATA on fd 1 and fd 0 run under the same per-(stream, fd) credit as process stdio. A write goes

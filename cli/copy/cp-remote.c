@@ -180,11 +180,14 @@ int cp_remote_list(CpContext *c, const char *path, CpEntry **ret, size_t *ret_n)
         return 0;
 }
 
-static void add_owner(cJSON *o, int64_t uid, int64_t gid) {
+/* Numbers (-a) or --chown's owner for what an op makes; neither: the daemon's default. */
+static void add_owner(cJSON *o, int64_t uid, int64_t gid, const char *chown) {
         if (uid >= 0)
                 cJSON_AddNumberToObject(o, "uid", (double) uid);
         if (gid >= 0)
                 cJSON_AddNumberToObject(o, "gid", (double) gid);
+        if (uid < 0 && gid < 0 && chown)
+                cJSON_AddStringToObject(o, "owner", chown);
 }
 
 /* POST files/<op> with body; not_ok_quiet: an error code that is returned without printing (as its -errno). */
@@ -218,7 +221,7 @@ int cp_remote_mkdir(CpContext *c, const char *path, unsigned mode, bool parents,
         cJSON_AddNumberToObject(o, "mode", mode);
         if (parents)
                 cJSON_AddBoolToObject(o, "parents", true);
-        add_owner(o, uid, gid);
+        add_owner(o, uid, gid, c->chown);
         return post(c, "mkdir", o, path, ERROR_EXISTS);
 }
 
@@ -227,7 +230,7 @@ int cp_remote_symlink(CpContext *c, const char *path, const char *target, int64_
 
         cJSON_AddStringToObject(o, "path", path);
         cJSON_AddStringToObject(o, "target", target);
-        add_owner(o, uid, gid);
+        add_owner(o, uid, gid, c->chown);
         return post(c, "symlink", o, path, ERROR_EXISTS);
 }
 
@@ -239,7 +242,7 @@ int cp_remote_attrs(CpContext *c, const char *path, int mode, int64_t mtime, int
                 cJSON_AddNumberToObject(o, "mode", mode);
         if (mtime != INT64_MIN)
                 cJSON_AddNumberToObject(o, "mtime", (double) mtime);
-        add_owner(o, uid, gid);
+        add_owner(o, uid, gid, NULL); /* attrs makes nothing: an existing directory keeps its owner */
         return post(c, "attrs", o, path, ERROR_NONE);
 }
 
@@ -263,11 +266,14 @@ int cp_remote_put(CpContext *c, const char *path, unsigned mode, int64_t mtime, 
                   bool parents, SpaceHttpReadFn read, void *userdata) {
         _cleanup_free_ char *u = NULL, *extra = NULL;
         SpaceHttpReply reply = {};
-        char owner[64] = "";
+        char owner[96] = "";
         int r;
 
+        /* a --chown spec is [A-Za-z0-9._:-] only (space_user_spec_parse): nothing to escape */
         if (uid >= 0 && gid >= 0)
                 snprintf(owner, sizeof owner, "&uid=%" PRId64 "&gid=%" PRId64, uid, gid);
+        else if (c->chown)
+                snprintf(owner, sizeof owner, "&owner=%s", c->chown);
         if (asprintf(&extra, "&mode=%04o&mtime=%" PRId64 "%s%s", mode, mtime, owner, parents ? "&parents=1" : "") < 0 ||
             !(u = url(c, "", path, extra)))
                 return transport_error(c, -ENOMEM);

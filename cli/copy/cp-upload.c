@@ -107,9 +107,9 @@ static int put_entry(Upload *u, struct archive_entry *e, const char *path) {
         CpContext *c = u->c;
         unsigned mode = libarchive.archive_entry_perm(e) & 07777;
         int64_t mtime = libarchive.archive_entry_mtime(e);
-        /* without -a what lands in a sandbox belongs to root, as with docker cp */
-        int64_t uid = c->archive ? libarchive.archive_entry_uid(e) : 0;
-        int64_t gid = c->archive ? libarchive.archive_entry_gid(e) : 0;
+        /* without -a the daemon decides (or --chown): the sandbox's user where it could write, root elsewhere */
+        int64_t uid = c->archive ? libarchive.archive_entry_uid(e) : -1;
+        int64_t gid = c->archive ? libarchive.archive_entry_gid(e) : -1;
         const char *name = libarchive.archive_entry_pathname(e);
         CpEntry st = {};
         int r;
@@ -133,7 +133,7 @@ static int put_entry(Upload *u, struct archive_entry *e, const char *path) {
                 }
                 if (r < 0)
                         return r;
-                return note_dir(u, path, mode, mtime, c->archive ? uid : -1, c->archive ? gid : -1);
+                return note_dir(u, path, mode, mtime, uid, gid);
 
         case AE_IFREG:
                 u->what = name;
@@ -147,14 +147,12 @@ static int put_entry(Upload *u, struct archive_entry *e, const char *path) {
         case AE_IFLNK:
                 if (u->tar && (r = ensure_parent(u, path)) < 0)
                         return r;
-                r = cp_remote_symlink(c, path, libarchive.archive_entry_symlink(e) ?: "", c->archive ? uid : -1,
-                                      c->archive ? gid : -1);
+                r = cp_remote_symlink(c, path, libarchive.archive_entry_symlink(e) ?: "", uid, gid);
                 if (r == -EEXIST) {
                         /* replace what is there, unless it is a directory with contents */
                         r = cp_remote_remove(c, path, false);
                         if (r >= 0 || r == -ENOENT)
-                                r = cp_remote_symlink(c, path, libarchive.archive_entry_symlink(e) ?: "",
-                                                      c->archive ? uid : -1, c->archive ? gid : -1);
+                                r = cp_remote_symlink(c, path, libarchive.archive_entry_symlink(e) ?: "", uid, gid);
                 }
                 if (r < 0)
                         return r;

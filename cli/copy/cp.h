@@ -46,6 +46,8 @@ typedef struct CpContext {
         const char *ref;          /* the sandbox as the user named it */
         char *files_path;         /* /v1/sandboxes/<ref>/files */
         bool archive;             /* -a: owners and the modes as they are (setuid, setgid, sticky; no umask) */
+        const char *chown;        /* --chown USER[:GROUP]: the owner of what an upload makes (NULL: the daemon's
+                                   * default, the sandbox's user where it could write, root elsewhere) */
         bool follow;              /* -L: follow a symlink given as SRC */
         bool quiet;
         bool progress;            /* stderr is a terminal and not quiet */

@@ -14,10 +14,11 @@
 #include "copy/cp.h"
 #include "copy/dl-archive.h"
 #include "macro.h"
+#include "user.h"
 
 const CliHelp cmd_cp_help = {
-        .synopsis = "cp [-a] [-L] [-q] [--max-bytes N] SRC DST\n"
-                    "cp [-a] [-L] [-q] - SANDBOX:DIR\n"
+        .synopsis = "cp [-a | --chown USER[:GROUP]] [-L] [-q] [--json] [--max-bytes N] SRC DST\n"
+                    "cp [-a | --chown USER[:GROUP]] [-L] [-q] [--json] - SANDBOX:DIR\n"
                     "cp [-a] [-L] [-q] [--max-bytes N] SANDBOX:PATH -",
         .summary = "Copy files and directories between the host and a sandbox",
         .options =
@@ -28,13 +29,19 @@ const CliHelp cmd_cp_help = {
         "Modes, symlinks and modification times are kept; symlinks are copied, not followed. Files copied out\n"
         "without -a lose setuid, setgid and sticky bits and get your umask; a directory that exists here already\n"
         "keeps its own mode and owner.\n"
+        "Owners: what cp makes in a sandbox belongs to the sandbox's user (the template's; root on minimal)\n"
+        "when that user could have made it there (its home, /tmp, a new top-level directory such as /work), and\n"
+        "to root elsewhere (/etc, /usr/local/bin); a file it replaces keeps its owner. -a keeps the owners the\n"
+        "files have; --chown gives everything cp writes to USER[:GROUP] (names or numbers of the sandbox).\n"
         "'-' as SRC extracts a tar stream from stdin into the sandbox's directory DIR; '-' as DST writes a tar\n"
         "stream of SANDBOX:PATH to stdout.\n"
         "\n"
         "Options:\n"
         "  -a, --archive       keep owners (uid/gid) and modes as they are (setuid, setgid, sticky; no umask);\n"
-        "                      without it files copied into a sandbox belong to root, and files copied out\n"
-        "                      to you\n"
+        "                      without it files copied out belong to you\n"
+        "      --chown USER[:GROUP]\n"
+        "                      copying in, give what cp writes to USER (and GROUP, else USER's group)\n"
+        "      --json          print what was copied (files, bytes, skipped) as JSON on stdout\n"
         "  -L, --follow-link   if SRC is a symlink, copy what it points to\n"
         "  -q, --quiet         no progress on a terminal\n"
         "      --max-bytes N   copying out, stop with an error once the files' contents would pass N bytes\n"
@@ -91,6 +98,29 @@ static int parse_remote(const char *arg, char **ret_ref, char **ret_path) {
         return 1;
 }
 
+static int parse_chown(const char *arg, void *userdata) {
+        if (space_user_spec_parse(arg, NULL) < 0) {
+                (void) cli_usage_error("--chown: '%s' is not USER[:GROUP] (a name or a number each, e.g. user or "
+                                       "1000:1000)", arg);
+                return -EINVAL;
+        }
+        *(const char **) userdata = arg;
+        return 0;
+}
+
+/* --json: the copy's tally. */
+static int print_tally(const CpContext *c) {
+        cJSON *o = cJSON_CreateObject();
+        int r = -ENOMEM;
+
+        if (o && cJSON_AddNumberToObject(o, "files", (double) c->files) &&
+            cJSON_AddNumberToObject(o, "bytes", (double) c->bytes) &&
+            cJSON_AddNumberToObject(o, "skipped", (double) c->skipped))
+                r = cli_print_json(o);
+        cJSON_Delete(o);
+        return r;
+}
+
 static int parse_max_bytes(const char *arg, void *userdata) {
         if (parse_bytes(arg, userdata) < 0) {
                 (void) cli_usage_error("--max-bytes: '%s' is not a byte count like 512M or 2G", arg);
@@ -103,11 +133,14 @@ int cmd_cp(int argc, char *argv[]) {
         _cleanup_free_ char *src_ref = NULL, *src_path = NULL, *dst_ref = NULL, *dst_path = NULL;
         CpContext c = { .max_bytes = CP_MAX_BYTES_DEFAULT };
         const char *src, *dst;
+        bool json = false;
         int r, rs, rd;
         const CliOption options[] = {
                 CLI_FLAG("archive", 'a', &c.archive),
                 CLI_FLAG("follow-link", 'L', &c.follow),
                 CLI_FLAG("quiet", 'q', &c.quiet),
+                CLI_PARSE("chown", 0, parse_chown, &c.chown),
+                CLI_FLAG("json", 0, &json),
                 CLI_PARSE("max-bytes", 0, parse_max_bytes, &c.max_bytes),
         };
 
@@ -129,6 +162,11 @@ int cmd_cp(int argc, char *argv[]) {
                                           : "one of SRC and DST must be SANDBOX:PATH");
         if (streq(src, "-") && streq(dst, "-"))
                 return cli_usage_error("'-' can be SRC or DST, not both");
+        if (c.chown && (rs || c.archive))
+                return cli_usage_error(rs ? "--chown is for copies into a sandbox (files copied out are yours)"
+                                          : "-a keeps the owners the files have; --chown names one: choose one");
+        if (json && streq(dst, "-"))
+                return cli_usage_error("--json needs stdout, which '-' as DST gives to the tar stream");
 
         /* Loaded here, not linked: libarchive pulls in libxml2 and ICU, which no other verb should pay for. */
         if (dl_archive_open() < 0)
@@ -162,6 +200,8 @@ int cmd_cp(int argc, char *argv[]) {
         if (c.skipped > 0)
                 log_error("cp: warning: skipped %llu special file%s (devices, FIFOs or sockets), the first was %s",
                           (unsigned long long) c.skipped, c.skipped == 1 ? "" : "s", c.first_skipped ?: "?");
+        if (r >= 0 && json)
+                r = print_tally(&c);
         free(c.first_skipped);
         free(c.files_path);
         if (r == -ENOMEM)

@@ -5,7 +5,9 @@
  * (lib/proto.h has the conversation). The agent is root, so these act with root's rights on absolute paths,
  * unless the request names a user (user=, the E2B facade's envd calls): then the operation runs with that
  * user's filesystem identity (setfsuid/setfsgid and its groups), so that the kernel checks the user's
- * permissions and what is created is the user's, and the agent is root again right after.
+ * permissions and what is created is the user's, and the agent is root again right after. chown= (the /v1
+ * routes' owner, spacectl cp's default) is different: the agent acts as root and gives what it made to the
+ * user afterwards, with chown_if=writable only where that user could have made it itself.
  *
  * Reads and lists send DATA on fd 1 only while the stream has credit and the port's queue is under the
  * high-water mark, like process output; a list is walked first (bounded by SPACE_FILE_LIST_MAX entries and
@@ -75,6 +77,9 @@ typedef struct FileReq {
         unsigned long depth;
         const char *user;         /* NAME|UID: act as this user (NULL: root) */
         const SpaceUser *as;      /* user, resolved */
+        const char *chown;        /* NAME|UID[:GROUP]: give what the request makes to this user (NULL: root) */
+        bool chown_if_writable;   /* ... only where that user could have made it (chown_if=writable) */
+        SpaceUser owner;          /* chown, resolved */
         bool names;               /* entries name their owner and group (owner=, group=) */
 } FileReq;
 
@@ -184,6 +189,10 @@ static int parse_req(const uint8_t *p, size_t n, FileReq *ret) {
                         q.exclusive = streq(v, "1");
                 else if (KEY("user"))
                         q.user = v;
+                else if (KEY("chown"))
+                        q.chown = v;
+                else if (KEY("chown_if"))
+                        q.chown_if_writable = streq(v, "writable");
                 else if (KEY("names"))
                         q.names = streq(v, "1");
 #undef KEY
@@ -346,7 +355,49 @@ static void reply_entry(Channel *c, uint32_t id, const char *path, bool follow, 
 
 /* ---- ops without a stream ---- */
 
+static bool in_groups(const SpaceUser *u, gid_t gid) {
+        for (size_t i = 0; i < u->n_groups; i++)
+                if (u->groups[i] == gid)
+                        return true;
+        return u->gid == gid;
+}
+
+/* Whether u could make an entry in dir, by its mode bits (as the kernel decides without ACLs). The root
+ * directory counts as u's: a new top-level directory such as /work is where a user's files go (docker's
+ * WORKDIR), while /etc or /usr/local/bin stay root's. */
+static bool dir_writable_by(const SpaceUser *u, const char *dir) {
+        struct stat st, root;
+
+        if (stat(dir, &st) < 0 || !S_ISDIR(st.st_mode))
+                return false;
+        if (u->uid == 0 || (stat("/", &root) >= 0 && st.st_dev == root.st_dev && st.st_ino == root.st_ino))
+                return true;
+        if (st.st_uid == u->uid)
+                return (st.st_mode & 0300) == 0300;
+        if (in_groups(u, st.st_gid))
+                return (st.st_mode & 0030) == 0030;
+        return (st.st_mode & 0003) == 0003;
+}
+
+/* Whether chown= applies to path, a new entry: always, or with chown_if=writable when its directory is one
+ * the user could have made it in (ARCHITECTURE.md, "Files and owners"). */
+static bool chown_applies(const FileReq *q, const char *path) {
+        _cleanup_free_ char *dir = NULL;
+        const char *slash;
+
+        if (!q->chown)
+                return false;
+        if (!q->chown_if_writable)
+                return true;
+        slash = strrchr(path, '/');
+        dir = slash == path ? strdup("/") : strndup(path, (size_t) (slash - path));
+        return dir && dir_writable_by(&q->owner, dir);
+}
+
+/* The owner of a new entry: uid=/gid= as given, or chown='s user where it applies; root otherwise. */
 static int set_owner(const char *path, const FileReq *q) {
+        if (chown_applies(q, path))
+                return RET_NERRNO(lchown(path, q->owner.uid, q->owner.gid));
         if (!q->uid_set && !q->gid_set)
                 return 0;
         return RET_NERRNO(lchown(path, q->uid_set ? (uid_t) q->uid : (uid_t) -1,
@@ -354,8 +405,8 @@ static int set_owner(const char *path, const FileReq *q) {
 }
 
 /* mkdir -p: every missing component of path, 0755; the last one with mode. Returns 1 when path was created,
- * 0 when it existed as a directory. */
-static int mkdir_p(const char *path, mode_t mode) {
+ * 0 when it existed as a directory. The components it makes get q's owner (q may be NULL: root's). */
+static int mkdir_p(const char *path, mode_t mode, const FileReq *q) {
         _cleanup_free_ char *p = strdup(path);
         struct stat st;
 
@@ -377,8 +428,14 @@ static int mkdir_p(const char *path, mode_t mode) {
                                 return last ? -EEXIST : -ENOTDIR;
                         if (last)
                                 return 0;
-                } else if (last)
-                        return 1;
+                } else {
+                        int r = q && !last && q->chown ? set_owner(p, q) : 0;
+
+                        if (r < 0)
+                                return r;
+                        if (last)
+                                return 1;
+                }
                 *s = '/';
         }
 }
@@ -388,7 +445,7 @@ static void op_mkdir(Channel *c, uint32_t id, const FileReq *q) {
         int r;
 
         if (q->parents) {
-                r = mkdir_p(q->path, mode);
+                r = mkdir_p(q->path, mode, q);
                 if (r == 0 && q->exclusive)
                         r = -EEXIST; /* the parents may exist, the directory itself must not */
         } else
@@ -525,7 +582,7 @@ static void op_attrs(Channel *c, uint32_t id, const FileReq *q) {
         }
         /* Owner first: chown clears setuid and setgid, so the mode must come after it. A symlink has no mode
          * of its own on Linux: that part is left out for one. */
-        r = set_owner(q->path, q);
+        r = q->chown && q->chown_if_writable ? 0 : set_owner(q->path, q); /* attrs makes nothing new */
         if (r >= 0 && q->mode_set && !S_ISLNK(st.st_mode))
                 r = RET_NERRNO(chmod(q->path, (mode_t) q->mode));
         if (r >= 0 && q->mtime_set) {
@@ -750,7 +807,7 @@ static void op_write(Channel *c, uint32_t id, const FileReq *q) {
         }
         if (q->parents && base - q->path > 1) {
                 dir[base - q->path - 1] = 0;
-                r = mkdir_p(dir, 0755);
+                r = mkdir_p(dir, 0755, q);
                 if (r < 0) {
                         send_err(c, id, -r, "mkdir", dir);
                         return;
@@ -783,6 +840,16 @@ static void op_write(Channel *c, uint32_t id, const FileReq *q) {
                         x->gid = st.st_gid;
                         x->owner_set = !q->as;
                 }
+                /* a file that is replaced keeps its owner unless chown= is unconditional */
+                if (q->chown && !q->chown_if_writable) {
+                        x->uid = q->owner.uid;
+                        x->gid = q->owner.gid;
+                        x->owner_set = true;
+                }
+        } else if (chown_applies(q, q->path)) {
+                x->uid = q->owner.uid;
+                x->gid = q->owner.gid;
+                x->owner_set = true;
         }
         if (q->mode_set)
                 x->mode = (mode_t) q->mode;
@@ -906,6 +973,26 @@ void files_handle(Channel *c, uint32_t id, const uint8_t *p, size_t n) {
         if ((streq(q.op, "read") || streq(q.op, "write") || streq(q.op, "list")) && n_xfers >= SPACE_FILE_XFERS_MAX) {
                 channel_send_error(c, id, EAGAIN, "too many file transfers at once");
                 return;
+        }
+        if (q.chown && (q.uid_set || q.gid_set || q.user)) {
+                channel_send_error(c, id, EINVAL, "chown= goes with neither uid=/gid= nor user=");
+                return;
+        }
+        if (q.chown) {
+                SpaceCode code;
+                char msg[256];
+                int r = user_resolve(q.chown, &q.owner, &code, msg, sizeof msg);
+
+                if (r < 0) {
+                        _cleanup_(space_buf_done) SpaceBuf kv = {};
+
+                        /* the code, so that the host answers unknown_user or unknown_group, not an I/O error */
+                        (void) space_kv_addf(&kv, "errno", "%d", -r);
+                        (void) space_kv_add(&kv, "message", msg);
+                        (void) space_kv_add(&kv, "code", space_code_to_string(code));
+                        (void) channel_send_kv(c, SPACE_F_ERROR, id, &kv);
+                        return;
+                }
         }
         if (request_identity(c, id, &q, &user, &saved) < 0)
                 return;

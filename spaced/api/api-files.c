@@ -11,6 +11,8 @@
 #include "channel/files.h"
 #include "macro.h"
 #include "sandbox/sandbox.h"
+#include "template/template.h"
+#include "user.h"
 
 /*
  * /v1/sandboxes/{id}/files: read (GET, streamed), write (PUT, streamed), remove (DELETE), stat, list, mkdir,
@@ -157,14 +159,44 @@ static int body_mode(Request *r, cJSON *o, unsigned *ret, bool *ret_set) {
         return 0;
 }
 
-static int add_owner(SpaceBuf *kv, bool uid_set, uint64_t uid, bool gid_set, uint64_t gid) {
+/* Who owns what an op makes: uid/gid as numbers, or owner as NAME|UID[:GROUP|GID] (resolved in the guest),
+ * or, when neither is given and the op creates (creates), the sandbox's default user where that user could
+ * have made it and root elsewhere, as spacectl cp does (ARCHITECTURE.md, "Files and owners"). */
+typedef struct FileOwner {
+        bool uid_set, gid_set;
+        uint64_t uid, gid;
+        const char *owner;
+} FileOwner;
+
+static int add_owner(Request *r, Sandbox *s, const FileOwner *o, bool creates, SpaceBuf *kv) {
+        const char *def;
         int q = 0;
 
-        if (uid_set)
-                q = space_kv_addf(kv, "uid", "%llu", (unsigned long long) uid);
-        if (q >= 0 && gid_set)
-                q = space_kv_addf(kv, "gid", "%llu", (unsigned long long) gid);
-        return q;
+        if (o->owner && (o->uid_set || o->gid_set)) {
+                http_respond_error(r, ERROR_INVALID_ARGUMENT, "give owner or uid/gid, not both");
+                return -EINVAL;
+        }
+        if (o->owner && space_user_spec_parse(o->owner, NULL) < 0) {
+                http_respond_error(r, ERROR_INVALID_ARGUMENT,
+                                   "owner \"%.70s\": expected NAME or UID, optionally followed by :GROUP or :GID",
+                                   o->owner);
+                return -EINVAL;
+        }
+        if (o->owner)
+                q = space_kv_add(kv, "chown", o->owner);
+        else if (o->uid_set || o->gid_set) {
+                if (o->uid_set)
+                        q = space_kv_addf(kv, "uid", "%llu", (unsigned long long) o->uid);
+                if (q >= 0 && o->gid_set)
+                        q = space_kv_addf(kv, "gid", "%llu", (unsigned long long) o->gid);
+        } else if (creates && (def = template_default_user(http_manager(r->http), s)) && !streq(def, "root") &&
+                   !streq(def, "0"))
+                q = space_kv_add(kv, "chown", def) < 0 ? -ENOMEM : space_kv_add(kv, "chown_if", "writable");
+        if (q < 0) {
+                http_respond_error(r, ERROR_INTERNAL, "out of memory");
+                return -ENOMEM;
+        }
+        return 0;
 }
 
 /* Runs k with the sandbox of the URL, woken first if it was suspended (api_when_awake()). */
@@ -402,25 +434,31 @@ static cJSON *json_route(Request *r, Sandbox *s, const char *const *fields) {
         return parse_body_object(r, fields);
 }
 
-static int body_owner(Request *r, cJSON *o, SpaceBuf *kv) {
-        uint64_t uid = 0, gid = 0;
+static int body_owner(Request *r, Sandbox *s, cJSON *o, bool creates, SpaceBuf *kv) {
+        cJSON *v = cJSON_GetObjectItemCaseSensitive(o, "owner");
+        FileOwner fo = {};
         int qu, qg;
 
-        qu = get_uint_field(r, o, "uid", 0, UINT32_MAX - 1, &uid);
+        qu = get_uint_field(r, o, "uid", 0, UINT32_MAX - 1, &fo.uid);
         if (qu < 0)
                 return qu;
-        qg = get_uint_field(r, o, "gid", 0, UINT32_MAX - 1, &gid);
+        qg = get_uint_field(r, o, "gid", 0, UINT32_MAX - 1, &fo.gid);
         if (qg < 0)
                 return qg;
-        if (add_owner(kv, qu > 0, uid, qg > 0, gid) < 0) {
-                http_respond_error(r, ERROR_INTERNAL, "out of memory");
-                return -ENOMEM;
+        fo.uid_set = qu > 0;
+        fo.gid_set = qg > 0;
+        if (v && !cJSON_IsNull(v)) {
+                if (!cJSON_IsString(v)) {
+                        http_respond_error(r, ERROR_INVALID_ARGUMENT, "owner must be a string: NAME|UID[:GROUP|GID]");
+                        return -EINVAL;
+                }
+                fo.owner = v->valuestring;
         }
-        return 0;
+        return add_owner(r, s, &fo, creates, kv);
 }
 
 static void post_file_mkdir_awake(Request *r, Sandbox *s, const RouteArgs *a) {
-        static const char *const fields[] = { "path", "mode", "parents", "uid", "gid", NULL };
+        static const char *const fields[] = { "path", "mode", "parents", "uid", "gid", "owner", NULL };
         _cleanup_(space_buf_done) SpaceBuf kv = {};
         _cleanup_free_ char *path = NULL;
         unsigned mode = 0;
@@ -431,7 +469,7 @@ static void post_file_mkdir_awake(Request *r, Sandbox *s, const RouteArgs *a) {
         if (!o)
                 return;
         if (body_path(r, o, "path", &path) >= 0 && body_mode(r, o, &mode, &mode_set) >= 0 &&
-            get_bool_field(r, o, "parents", &parents) >= 0 && body_owner(r, o, &kv) >= 0) {
+            get_bool_field(r, o, "parents", &parents) >= 0 && body_owner(r, s, o, true, &kv) >= 0) {
                 if ((mode_set && space_kv_addf(&kv, "mode", "%u", mode) < 0) ||
                     (parents && space_kv_add(&kv, "parents", "1") < 0))
                         http_respond_error(r, ERROR_INTERNAL, "out of memory");
@@ -472,7 +510,7 @@ void api_post_file_move(Request *r, const RouteArgs *a) {
 }
 
 static void post_file_symlink_awake(Request *r, Sandbox *s, const RouteArgs *a) {
-        static const char *const fields[] = { "path", "target", "uid", "gid", NULL };
+        static const char *const fields[] = { "path", "target", "uid", "gid", "owner", NULL };
         _cleanup_(space_buf_done) SpaceBuf kv = {};
         _cleanup_free_ char *path = NULL;
         cJSON *o, *t;
@@ -486,7 +524,7 @@ static void post_file_symlink_awake(Request *r, Sandbox *s, const RouteArgs *a) 
         else if (!cJSON_IsString(t) || !t->valuestring[0] || strlen(t->valuestring) > SPACE_FILE_PATH_MAX)
                 http_respond_error(r, ERROR_INVALID_ARGUMENT, "target must be a non-empty string of at most %u bytes",
                                    SPACE_FILE_PATH_MAX);
-        else if (body_owner(r, o, &kv) >= 0) {
+        else if (body_owner(r, s, o, true, &kv) >= 0) {
                 if (space_kv_add(&kv, "target", t->valuestring) < 0)
                         http_respond_error(r, ERROR_INTERNAL, "out of memory");
                 else
@@ -500,7 +538,7 @@ void api_post_file_symlink(Request *r, const RouteArgs *a) {
 }
 
 static void post_file_attrs_awake(Request *r, Sandbox *s, const RouteArgs *a) {
-        static const char *const fields[] = { "path", "mode", "mtime", "uid", "gid", NULL };
+        static const char *const fields[] = { "path", "mode", "mtime", "uid", "gid", "owner", NULL };
         _cleanup_(space_buf_done) SpaceBuf kv = {};
         _cleanup_free_ char *path = NULL;
         unsigned mode = 0;
@@ -516,7 +554,7 @@ static void post_file_attrs_awake(Request *r, Sandbox *s, const RouteArgs *a) {
         else if (mt && !cJSON_IsNull(mt) &&
                  (!cJSON_IsNumber(mt) || mt->valuedouble != floor(mt->valuedouble) || fabs(mt->valuedouble) > 1e15))
                 http_respond_error(r, ERROR_INVALID_ARGUMENT, "mtime must be a whole number of seconds since 1970");
-        else if (body_owner(r, o, &kv) >= 0) {
+        else if (body_owner(r, s, o, false, &kv) >= 0) {
                 if ((mode_set && space_kv_addf(&kv, "mode", "%u", mode) < 0) ||
                     (mt && cJSON_IsNumber(mt) && space_kv_addf(&kv, "mtime", "%lld", (long long) mt->valuedouble) < 0))
                         http_respond_error(r, ERROR_INTERNAL, "out of memory");
@@ -586,6 +624,7 @@ static void put_begin_awake(Request *r, Sandbox *s, const RouteArgs *a) {
         _cleanup_free_ char *path = NULL;
         long long mtime = 0, uid = 0, gid = 0;
         bool mode_set, mtime_set, uid_set, gid_set;
+        FileOwner fo;
         unsigned mode = 0;
         const char *raw;
         FileXfer *x;
@@ -599,9 +638,12 @@ static void put_begin_awake(Request *r, Sandbox *s, const RouteArgs *a) {
         if (streq(path, "/") || (raw && raw[0] && raw[strlen(raw) - 1] == '/'))
                 return (void) http_respond_error(r, ERROR_IS_A_DIRECTORY,
                                                  "'%.200s' names a directory (it ends in '/'): name a file to write", raw);
+        fo = (FileOwner) { .uid_set = uid_set, .uid = (uint64_t) uid, .gid_set = gid_set, .gid = (uint64_t) gid,
+                           .owner = http_query(r, "owner") };
+        if (add_owner(r, s, &fo, true, &kv) < 0)
+                return;
         if ((mode_set && space_kv_addf(&kv, "mode", "%u", mode) < 0) ||
             (mtime_set && space_kv_addf(&kv, "mtime", "%lld", mtime) < 0) ||
-            add_owner(&kv, uid_set, (uint64_t) uid, gid_set, (uint64_t) gid) < 0 ||
             (flag_value(http_query(r, "parents")) && space_kv_add(&kv, "parents", "1") < 0))
                 return (void) http_respond_error(r, ERROR_INTERNAL, "out of memory");
         x = start(r, s, "write", path, &kv, put_opened);

@@ -369,12 +369,18 @@ static void on_error(FileXfer *x, const uint8_t *payload, size_t n) {
                 (void) parse_u64(v, 4095, &err);
         (void) space_kv_get(payload, n, "message", &msg);
         code = code_for_errno((long) err);
-        /* A FILE may say only that a list is too long; any other code is the guest's to make up: the errno
-         * decides. */
+        /* A FILE may say only that a list is too long or that chown= named no such user or group; any other
+         * code is the guest's to make up: the errno decides. */
         if (space_kv_get_code(payload, n, &sc) > 0)
                 switch (sc) {
                 case SPACE_CODE_TOO_MANY_ENTRIES:
                         code = ERROR_TOO_MANY_ENTRIES;
+                        break;
+                case SPACE_CODE_UNKNOWN_USER:
+                        code = ERROR_UNKNOWN_USER;
+                        break;
+                case SPACE_CODE_UNKNOWN_GROUP:
+                        code = ERROR_UNKNOWN_GROUP;
                         break;
                 default:
                         break;

@@ -53,7 +53,7 @@ example() {
 example 1 "run seed -- python3"
 check_eq "... and prints 2" 2 "$(cat "$OUT")"
 
-example 2 "create seed, tar into it as its user, run the tests there"
+example 2 "create seed, cp into it (the files become its user's), run the tests there"
 check_rc "... the sandbox is named build" 0 sc inspect build
 for f in "$SPACE_RUNTIME_DIR"/sandboxes/*/qemu.pid; do [ -r "$f" ] && SEEN_PIDS+=("$(cat "$f")"); done
 check_rc "... the tests wrote their report as the template's user" 0 sc exec build -- test -O /home/user/src/report.txt
