@@ -336,6 +336,18 @@ int agent_reidentify_send(int fd, const char *sandbox_id, const char *hostname, 
 
 /* ---- event loop side ---- */
 
+int agent_reidentify(AgentConn *a, const char *sandbox_id, const char *hostname, char **env) {
+        _cleanup_(space_buf_done) SpaceBuf kv = {};
+        int r;
+
+        r = identity_frame(sandbox_id, hostname, env, 0, &kv);
+        if (r >= 0)
+                r = agent_send(a, SPACE_F_INIT, 0, REIDENTIFY_STREAM, kv.data, kv.len);
+        if (r >= 0)
+                a->awaiting_identity = true; /* a refusal fails the sandbox, as a handout's does */
+        return r;
+}
+
 static void agent_disconnected(AgentConn *a, const char *why, bool protocol_error);
 
 const ChannelSandboxOps *channel_sandbox;

@@ -84,6 +84,9 @@ int agent_handshake(const char *socket_path, const char *sandbox_id, const char 
  * so every command sent after it runs with the new identity; a guest that refuses it fails the sandbox. */
 int agent_reidentify_send(int fd, const char *sandbox_id, const char *hostname, char **env, Error *reterr);
 int agent_attach_reidentified(Sandbox *s, int fd);
+/* INIT again on an attached channel (the clock, a fresh RNG seed, the same id, hostname and env), answered in
+ * the event loop like a handout's: for a guest whose vCPUs stood still while it lived on. */
+int agent_reidentify(AgentConn *a, const char *sandbox_id, const char *hostname, char **env);
 /* Runs `true` (through PATH, with env, cwd and user as an exec's) on the attached channel and forgets it: no
  * process row, no log; its frames are taken as those of a stream nobody follows. Under TCG a new QEMU's first
  * command pays for translating the guest's fork and exec paths: this one pays it while the user is not waiting. */

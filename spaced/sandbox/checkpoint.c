@@ -233,6 +233,7 @@ typedef struct CheckpointJob {
         unsigned fork_count;
         char fork_op[OPERATION_ID_LEN + 1];
         char *fork_name;        /* the forks' name prefix, NULL: none (fork_start) */
+        bool was_paused;        /* the sandbox stood still already: it stays so after the save */
         /* results */
         int r;
         Error error;
@@ -376,7 +377,8 @@ static void *checkpoint_worker(void *userdata) {
         crash_point("checkpoint-saved");
 out:
         if (stopped) {
-                (void) vm_cont(q, 5000, NULL);
+                if (!j->was_paused)
+                        (void) vm_cont(q, 5000, NULL);
                 j->pause_usec = now_usec_monotonic() - t_stop;
         }
         qmp_close(q);
@@ -416,8 +418,11 @@ static void checkpoint_done(Manager *m, void *userdata) {
         for (Checkpoint *i = m->checkpoints; i; i = i->next)
                 if (streq(i->id, j->checkpoint_id))
                         c = i;
-        if (s)
+        if (s) {
                 s->busy = false;
+                if (s->state == SANDBOX_RUNNING)
+                        sandbox_clock_resync(m, s); /* it stood still for the save */
+        }
         if (j->r >= 0 && c) {
                 c->disk = TAKE_PTR(j->frozen_layer);
                 if (j->has_mem)
@@ -514,6 +519,7 @@ static int checkpoint_prepare(Manager *m, Sandbox *s, const char *name, Checkpoi
         j->state_path = c->state_path ? strdup(c->state_path) : NULL;
         j->disk_mib = s->disk_mib;
         j->memory_mib = s->memory_mib;
+        j->was_paused = s->state == SANDBOX_PAUSED;
         if (r < 0 || !c->template_name || !c->env || (name && !c->name) || !j->run_dir || !j->data_dir ||
             !j->state_dir || !j->state_path) {
                 checkpoint_free(c);

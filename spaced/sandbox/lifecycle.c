@@ -228,8 +228,10 @@ static void lifecycle_done(Manager *m, void *userdata) {
                         s->state = SANDBOX_PAUSED;
                 break;
         case LIFECYCLE_RESUME:
-                if (j->r >= 0)
+                if (j->r >= 0) {
                         s->state = SANDBOX_RUNNING;
+                        sandbox_clock_resync(m, s);
+                }
                 break;
         case LIFECYCLE_SUSPEND:
                 if (j->r >= 0) {
@@ -237,9 +239,10 @@ static void lifecycle_done(Manager *m, void *userdata) {
                         s->qemu_pid = 0;
                         s->channel.agent = agent_free(s->channel.agent);
                         (void) rm_rf(s->run_dir);
-                } else if (s->qemu_pid > 0 && vm_pid_alive(s->qemu_pid, s->run_dir))
+                } else if (s->qemu_pid > 0 && vm_pid_alive(s->qemu_pid, s->run_dir)) {
                         s->state = SANDBOX_RUNNING; /* do_suspend let it go on */
-                else {
+                        sandbox_clock_resync(m, s);
+                } else {
                         s->state = SANDBOX_STOPPED;
                         free(s->error);
                         s->error = strdup("QEMU exited while the sandbox was being suspended; its disk is kept, "

@@ -469,6 +469,28 @@ int sandbox_check_name(Manager *m, const char *name, Error *reterr) {
         return 0;
 }
 
+static char **env_merge(char **base, char **extra);
+
+void sandbox_clock_resync(Manager *m, Sandbox *s) {
+        _cleanup_strv_free_ char **env = NULL;
+        Template *t = template_find_digest(m, s->template_digest);
+        char hostname[16];
+        int r;
+
+        if (!s->channel.agent)
+                return;
+        if (!t) {
+                log_warning("sandbox %s: its template is gone, so its clock is not set after it stood still", s->id);
+                return;
+        }
+        /* the INIT replaces the guest's default env: the same one it was made with */
+        env = env_merge(t->env, s->env);
+        (void) snprintf(hostname, sizeof hostname, "sb-%.12s", s->id);
+        r = env ? agent_reidentify(s->channel.agent, s->id, hostname, env) : -ENOMEM;
+        if (r < 0)
+                log_warning_errno(r, "sandbox %s: cannot send the guest the time after it stood still", s->id);
+}
+
 static char **env_merge(char **base, char **extra) {
         size_t n = 0, k = 0;
         char **out;

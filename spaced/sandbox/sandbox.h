@@ -136,6 +136,9 @@ void sandbox_set_confined(Sandbox *s, char *unconfined);
 /* The sandbox cannot be used any more (its guest abused the channel): QEMU is killed, state error with reason,
  * saved; the disk stays until rm. */
 void sandbox_mark_failed(Sandbox *s, const char *reason);
+/* After the sandbox's vCPUs stood still while it lived on (a resume, a checkpoint taken in place, a suspend
+ * that gave up), the guest's clock is behind by that long: it gets the time again (and a fresh RNG seed). */
+void sandbox_clock_resync(Manager *m, Sandbox *s);
 uint64_t manager_memory_in_use(Manager *m);
 /* What a create makes: a sandbox from its template's base snapshot or, with source, from a checkpoint (a
  * restore or one child of a fork). vcpu, memory_mib, disk_mib 0: the template's default. */
