@@ -209,20 +209,13 @@ static void refused_identity(const uint8_t *payload, size_t n, int r, Error *ret
                 (void) error_set(reterr, ERROR_INTERNAL, "the guest agent refused its identity: %s", strerror(-r));
 }
 
-int agent_handshake(const char *socket_path, const char *sandbox_id, const char *hostname, char **env,
-                    uint64_t disk_bytes, int timeout_ms, int *ret_fd, Error *reterr) {
+int agent_handshake_send(const char *socket_path, const char *sandbox_id, const char *hostname, char **env,
+                         uint64_t disk_bytes, int timeout_ms, int *ret_fd, Error *reterr) {
         uint64_t deadline = now_usec_monotonic() + (uint64_t) timeout_ms * 1000;
         _cleanup_(space_buf_done) SpaceBuf kv = {};
-        _cleanup_free_ SpaceFrameReader *rd = calloc(1, sizeof *rd);
-        _cleanup_free_ uint8_t *pending = malloc(65536);
         _cleanup_close_ int fd = -1;
-        size_t pending_len = 0;
-        SpaceFrameHeader h = {};
-        const uint8_t *payload = NULL;
         int r;
 
-        if (!rd || !pending)
-                return -ENOMEM;
         r = connect_retry(socket_path, deadline, &fd);
         if (r < 0) {
                 (void) error_set(reterr, ERROR_INTERNAL, "cannot connect to the agent socket %s: %s", socket_path,
@@ -239,8 +232,26 @@ int agent_handshake(const char *socket_path, const char *sandbox_id, const char 
         r = send_frame_blocking(fd, SPACE_F_PING, 1, "hs", 2);
         if (r >= 0)
                 r = send_frame_blocking(fd, SPACE_F_INIT, 2, kv.data, kv.len);
-        if (r >= 0)
-                r = wait_frame(fd, rd, SPACE_F_PONG, 1, deadline, &h, &payload, pending, &pending_len);
+        if (r < 0) {
+                (void) error_set(reterr, ERROR_INTERNAL, "cannot send the sandbox its identity: %s", strerror(-r));
+                return r;
+        }
+        *ret_fd = TAKE_FD(fd);
+        return 0;
+}
+
+int agent_handshake_finish(int fd, int timeout_ms, Error *reterr) {
+        uint64_t deadline = now_usec_monotonic() + (uint64_t) timeout_ms * 1000;
+        _cleanup_free_ SpaceFrameReader *rd = calloc(1, sizeof *rd);
+        _cleanup_free_ uint8_t *pending = malloc(65536);
+        size_t pending_len = 0;
+        SpaceFrameHeader h = {};
+        const uint8_t *payload = NULL;
+        int r;
+
+        if (!rd || !pending)
+                return -ENOMEM;
+        r = wait_frame(fd, rd, SPACE_F_PONG, 1, deadline, &h, &payload, pending, &pending_len);
         if (r < 0) {
                 (void) error_set(reterr, ERROR_INTERNAL, "the guest agent did not answer after the restore: %s",
                                  strerror(-r));
@@ -251,9 +262,9 @@ int agent_handshake(const char *socket_path, const char *sandbox_id, const char 
                 refused_identity(payload, h.length, r, reterr);
                 return r;
         }
-        *ret_fd = TAKE_FD(fd);
         return 0;
 }
+
 
 #define WARM_UP_STREAM 5
 

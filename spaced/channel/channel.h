@@ -75,10 +75,13 @@ static inline void channel_waiter_wake(const ChannelWaiter *w) {
 #define CHANNEL_READ_ERROR ((ssize_t) -2)   /* cut short: what was read is incomplete */
 
 /* agent.c: the host side of the channel. */
-/* Blocking handshake used by workers right after a restore: connects, pings, sends INIT (with disk_bytes
- * when not 0: the guest grows its root filesystem to that). Returns the connected fd. */
-int agent_handshake(const char *socket_path, const char *sandbox_id, const char *hostname, char **env,
-                    uint64_t disk_bytes, int timeout_ms, int *ret_fd, Error *reterr);
+/* The blocking handshake of workers restoring a VM, in two halves: _send connects, pings and sends INIT (with
+ * disk_bytes when not 0: the guest grows its root filesystem to that) while the restored VM still stands,
+ * before cont, so that its identity (clock, RNG seed) is the first thing its agent reads when it runs
+ * (ARCHITECTURE.md, decision 4); _finish waits, after cont, for the answers on the fd _send returned. */
+int agent_handshake_send(const char *socket_path, const char *sandbox_id, const char *hostname, char **env,
+                         uint64_t disk_bytes, int timeout_ms, int *ret_fd, Error *reterr);
+int agent_handshake_finish(int fd, int timeout_ms, Error *reterr);
 /* INIT again on a handshaken fd that the event loop does not watch yet (a warm-pool handout), without waiting
  * for the answer: agent_attach_reidentified() takes the fd and the answer. The agent reads its channel in order,
  * so every command sent after it runs with the new identity; a guest that refuses it fails the sandbox. */

@@ -895,11 +895,14 @@ static void *restore_worker(void *userdata) {
         r = vm_start(&c, 10000, &j->new_pid, &q, &j->unconfined, &j->error);
         if (r >= 0)
                 r = vm_restore_state(q, fd, RESTORE_TIMEOUT_MS, &j->error);
+        /* the identity waits in the channel before the guest runs: its clock and seed come first */
+        if (r >= 0)
+                r = agent_handshake_send(agent_path, j->sandbox_id, hostname, j->init_env, 0, RESTORE_TIMEOUT_MS,
+                                         &j->agent_fd, &j->error);
         if (r >= 0)
                 r = vm_cont(q, 10000, &j->error);
         if (r >= 0)
-                r = agent_handshake(agent_path, j->sandbox_id, hostname, j->init_env, 0, RESTORE_TIMEOUT_MS,
-                                    &j->agent_fd, &j->error);
+                r = agent_handshake_finish(j->agent_fd, RESTORE_TIMEOUT_MS, &j->error);
         if (r < 0 && j->new_pid > 0) {
                 (void) vm_kill(j->new_pid, j->run_dir, 5000);
                 j->new_pid = 0;

@@ -157,12 +157,15 @@ static int do_wake(LifecycleJob *j) {
                 goto out;
         r = vm_restore_state(q, fd, WAKE_TIMEOUT_MS, &j->error);
         crash_point("wake-restored");
+        /* Same identity as before, but the clock has to jump to now: sent before the guest runs, so that it
+         * comes first. */
+        if (r >= 0)
+                r = agent_handshake_send(agent_path, j->id, hostname, j->init_env, 0, WAKE_TIMEOUT_MS, &j->agent_fd,
+                                         &j->error);
         if (r >= 0)
                 r = vm_cont(q, 10000, &j->error);
-        /* Same identity as before, but the clock has to jump to now. */
         if (r >= 0)
-                r = agent_handshake(agent_path, j->id, hostname, j->init_env, 0, WAKE_TIMEOUT_MS, &j->agent_fd,
-                                    &j->error);
+                r = agent_handshake_finish(j->agent_fd, WAKE_TIMEOUT_MS, &j->error);
         if (r < 0 && j->new_pid > 0) {
                 (void) vm_kill(j->new_pid, j->run_dir, 5000);
                 j->new_pid = 0;

@@ -349,13 +349,16 @@ static void *create_worker(void *userdata) {
                 if (r < 0)
                         goto finish;
         }
-        r = vm_cont(q, 10000, &j->error);
+        /* the identity waits in the channel before the guest runs: its clock and seed come first */
+        r = agent_handshake_send(agent_path, j->id, hostname, j->init_env, j->grow_bytes, RESTORE_TIMEOUT_MS,
+                                 &j->agent_fd, &j->error);
+        if (r >= 0)
+                r = vm_cont(q, 10000, &j->error);
         if (r < 0)
                 goto finish;
         crash_point("create-restored");
         j->t_restore = now_usec_monotonic();
-        r = agent_handshake(agent_path, j->id, hostname, j->init_env, j->grow_bytes, RESTORE_TIMEOUT_MS, &j->agent_fd,
-                            &j->error);
+        r = agent_handshake_finish(j->agent_fd, RESTORE_TIMEOUT_MS, &j->error);
         j->t_agent = now_usec_monotonic();
         if (r >= 0 && j->pooled) {
                 /* Under TCG a VM's first fork and exec pay for translating that code (its QEMU's translation

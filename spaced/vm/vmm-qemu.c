@@ -227,12 +227,16 @@ int vm_build_argv(const VmConfig *c, char ***ret_argv) {
 
         strv_add(&s, c->qemu_binary ?: "qemu-system-x86_64");
         strv_add(&s, "-M");
-        strv_add(&s, "microvm,x-option-roms=off,memory-backend=" VM_MEM_BACKEND_ID);
+        /* The legacy devices named: left to auto, KVM would get no RTC where TCG has one, and a snapshot taken
+         * under one accelerator would not hold the other's devices. Under TCG this is the auto set, device for
+         * device, so bases made before still restore. */
+        strv_add(&s, "microvm,x-option-roms=off,rtc=on,pit=on,pic=on,ioapic2=on,memory-backend=" VM_MEM_BACKEND_ID);
         if (c->accel == VM_ACCEL_KVM) {
                 strv_add(&s, "-accel");
                 strv_add(&s, "kvm");
                 strv_add(&s, "-cpu");
-                strv_add(&s, "host");
+                /* an untrusted guest gets neither nested virtualization nor the host's performance counters */
+                strv_add(&s, "host,vmx=off,svm=off,pmu=off");
         } else {
                 strv_add(&s, "-accel");
                 strv_addf(&s, "tcg,tb-size=%u", c->tcg_cache_mib ?: VM_TCG_CACHE_MIB_DEFAULT);

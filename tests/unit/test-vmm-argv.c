@@ -94,7 +94,7 @@ int main(void) {
                 .kernel_args = "space.mode=agent",
         };
 
-        plan(25);
+        plan(26);
 
         ok(vm_build_argv(&c, &base) == 0, "base argv builds");
         ok(vm_build_argv(&c, &base2) == 0 && strv_equal(base, base2), "same config gives the same argv");
@@ -129,7 +129,8 @@ int main(void) {
                    strv_contains_substr(base, "memory-backend-file,id=mem,size=256M,mem-path="
                                               "/var/lib/space/base/minimal.mem,share=on"),
            "-m matches the memory backend size");
-        ok(strv_has(base, "microvm,x-option-roms=off,memory-backend=mem"), "microvm machine uses the backend");
+        ok(strv_has(base, "microvm,x-option-roms=off,rtc=on,pit=on,pic=on,ioapic2=on,memory-backend=mem"),
+           "microvm machine uses the backend, its legacy devices named");
         ok(strv_has(base, "socket,path=/run/user/1000/space/sb-1/agent.sock,server=on,wait=off,id=agent0") &&
                    strv_has(base, "virtserialport,chardev=agent0,name=agent"),
            "agent port on a server socket in the run dir");
@@ -148,8 +149,11 @@ int main(void) {
         VmConfig k = c;
         k.accel = VM_ACCEL_KVM;
         ok(vm_build_argv(&k, &kvm) == 0 && streq_ptr(strv_after(kvm, "-accel"), "kvm") &&
-                   streq_ptr(strv_after(kvm, "-cpu"), "host") && !strstr(strv_after(kvm, "-append"), "tsc_"),
-           "KVM: -accel kvm -cpu host, no tsc arguments");
+                   streq_ptr(strv_after(kvm, "-cpu"), "host,vmx=off,svm=off,pmu=off") &&
+                   !strstr(strv_after(kvm, "-append"), "tsc_"),
+           "KVM: -accel kvm -cpu host without VMX, SVM and the PMU, no tsc arguments");
+        ok(streq_ptr(strv_after(kvm, "-M"), strv_after(base, "-M")),
+           "KVM and TCG name the same machine and devices (rtc, pit, pic, ioapic2)");
 
         VmConfig cm = c;
         cm.run_dir = "/tmp/a,b";
