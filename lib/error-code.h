@@ -52,6 +52,7 @@ typedef enum ErrorCode {
         ERROR_SANDBOX_GONE,
         ERROR_CHECKPOINT_BUSY,
         ERROR_TEMPLATE_IN_USE,
+        ERROR_HOST_MISMATCH,         /* a checkpoint or suspended state made under another QEMU, accelerator or CPU */
         ERROR_PROCESS_NOT_RUNNING,
         ERROR_STDIN_CLOSED,
         ERROR_NOT_A_TTY,

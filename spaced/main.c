@@ -456,6 +456,8 @@ static void detect_host(Manager *m) {
                         log_warning("using TCG (software emulation): %s", reason ?: "KVM is not usable");
         }
         m->tsc_khz = vm_host_tsc_khz();
+        if (vm_host_fingerprint(m->accel, m->config.qemu_binary, &m->host_fingerprint) < 0)
+                m->host_fingerprint = NULL; /* out of memory: snapshots then record no host */
         m->host_cpus = count_cpus();
         m->memory_limit_mib = config_memory_limit_mib(&m->config);
 }

@@ -62,6 +62,8 @@ int cmd_info(int argc, char *argv[]) {
 
                 printf("Version:      spaced %s (API %s)\n", json_str(j, "version") ?: "?", json_str(j, "api") ?: "?");
                 printf("Accelerator:  %s\n", json_str(j, "accel") ?: "?");
+                if (json_str(j, "host"))
+                        printf("Host:         %s\n", json_str(j, "host"));
                 print_confinement(j);
                 printf("Socket:       %s\n", json_str(j, "socket") ?: "-");
                 printf("API URL:      %s\n", json_str(j, "api_url") ?: "- (no TCP listener)");

@@ -55,6 +55,10 @@ void api_get_info(Request *r, const RouteArgs *a) {
         cJSON_AddStringToObject(o, "version", PACKAGE_VERSION);
         cJSON_AddStringToObject(o, "api", "v1");
         cJSON_AddStringToObject(o, "accel", m->accel == VM_ACCEL_KVM ? "kvm" : "tcg");
+        if (m->host_fingerprint)
+                cJSON_AddStringToObject(o, "host", m->host_fingerprint);
+        else
+                cJSON_AddNullToObject(o, "host");
         cJSON_AddStringToObject(o, "confine", confine_to_string(m->config.confine));
         cJSON_AddBoolToObject(o, "confined", m->confined);
         if (!m->confined && m->unconfined_reason)

@@ -58,6 +58,7 @@ struct Manager {
         bool confined;
         char *unconfined_reason;
         unsigned tsc_khz;
+        char *host_fingerprint;     /* vm_host_fingerprint() at start: what snapshots made now record */
         unsigned host_cpus;
         DiskBackend disk_backend;   /* of $state, for new base snapshots */
         uint64_t memory_limit_mib;

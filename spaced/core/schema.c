@@ -311,6 +311,16 @@ static int migrate_v10(sqlite3 *db, Error *reterr) {
                     reterr);
 }
 
+/* The host a snapshot was made under (vm_host_fingerprint()): a checkpoint's, and a suspended sandbox's for
+ * its saved state, so that a restore or wake under another QEMU, accelerator or CPU is refused before anything
+ * is stopped (ARCHITECTURE.md, "Snapshots and their host"). NULL for older rows: not recorded. */
+static int migrate_v11(sqlite3 *db, Error *reterr) {
+        return exec(db,
+                    "ALTER TABLE sandboxes ADD COLUMN host TEXT;"
+                    "ALTER TABLE checkpoints ADD COLUMN host TEXT;",
+                    reterr);
+}
+
 typedef struct Migration {
         int version; /* the user_version it leaves behind */
         const char *name;
@@ -327,6 +337,7 @@ static const Migration migrations[] = {
         { 8, "port forwards open to every local user", migrate_v8 },
         { 9, "traffic tokens for sandbox ports", migrate_v9 },
         { 10, "whether a sandbox's QEMU is confined", migrate_v10 },
+        { 11, "the host a checkpoint or a suspended sandbox was made under", migrate_v11 },
 };
 
 static int read_version(sqlite3 *db, int *ret, Error *reterr) {

@@ -143,8 +143,8 @@ int store_put_sandbox_record(Store *s, const SandboxRecord *sb) {
                        "INSERT INTO sandboxes (id, name, template, template_digest, state, vcpu,"
                        " memory_mib, disk_mib, env, created_at, qemu_pid, run_dir, data_dir, error,"
                        " idle_timeout, expires_at, on_expiry, last_active, metadata, access_token, auto_resume, ttl,"
-                       " egress_profiles, egress_allow, egress_deny, traffic_token, confined, unconfined_reason)"
-                       " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"
+                       " egress_profiles, egress_allow, egress_deny, traffic_token, confined, unconfined_reason, host)"
+                       " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"
                        " ON CONFLICT(id) DO UPDATE SET name=excluded.name, template=excluded.template,"
                        " template_digest=excluded.template_digest, state=excluded.state, vcpu=excluded.vcpu,"
                        " memory_mib=excluded.memory_mib, disk_mib=excluded.disk_mib, env=excluded.env,"
@@ -156,7 +156,8 @@ int store_put_sandbox_record(Store *s, const SandboxRecord *sb) {
                        " auto_resume=excluded.auto_resume, ttl=excluded.ttl,"
                        " egress_profiles=excluded.egress_profiles, egress_allow=excluded.egress_allow,"
                        " egress_deny=excluded.egress_deny, traffic_token=excluded.traffic_token,"
-                       " confined=excluded.confined, unconfined_reason=excluded.unconfined_reason",
+                       " confined=excluded.confined, unconfined_reason=excluded.unconfined_reason,"
+                       " host=excluded.host",
                        &st);
         if (rc < 0)
                 return rc;
@@ -191,6 +192,7 @@ int store_put_sandbox_record(Store *s, const SandboxRecord *sb) {
         else
                 sqlite3_bind_int(st, 27, sb->confined > 0);
         sqlite_bind_text(st, 28, sb->unconfined_reason);
+        sqlite_bind_text(st, 29, sb->host);
         rc = sqlite3_step(st);
         return rc == SQLITE_DONE ? 0 : sqlite_to_errno(rc);
 }
@@ -215,7 +217,8 @@ int store_load_sandbox_records(Store *s, store_sandbox_fn fn, void *userdata) {
                                 "SELECT id, name, template, template_digest, state, vcpu, memory_mib, disk_mib, env,"
                                 " created_at, qemu_pid, run_dir, data_dir, error, idle_timeout, expires_at, on_expiry,"
                                 " last_active, metadata, access_token, auto_resume, ttl, egress_profiles, egress_allow,"
-                                " egress_deny, traffic_token, confined, unconfined_reason FROM sandboxes ORDER BY created_at",
+                                " egress_deny, traffic_token, confined, unconfined_reason, host FROM sandboxes"
+                                " ORDER BY created_at",
                                 -1, &st, NULL);
         if (rc != SQLITE_OK)
                 return sqlite_to_errno(rc);
@@ -250,6 +253,7 @@ int store_load_sandbox_records(Store *s, store_sandbox_fn fn, void *userdata) {
                         .traffic_token = TEXT(25),
                         .confined = sqlite3_column_type(st, 26) == SQLITE_NULL ? -1 : sqlite3_column_int(st, 26) != 0,
                         .unconfined_reason = TEXT(27),
+                        .host = TEXT(28),
                 };
 #undef TEXT
                 int r2 = fn(userdata, &r);

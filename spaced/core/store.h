@@ -44,6 +44,7 @@ typedef struct SandboxRecord {
         const char *traffic_token;
         int confined;                   /* -1: not recorded, 0: no, 1: yes */
         const char *unconfined_reason;
+        const char *host;               /* a suspended sandbox's: the host its state was saved under */
 } SandboxRecord;
 typedef int (*store_sandbox_fn)(void *userdata, const SandboxRecord *r);
 int store_put_sandbox_record(Store *s, const SandboxRecord *r);

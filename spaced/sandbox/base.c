@@ -33,6 +33,7 @@ void base_request_done(BaseRequest *r) {
         free(r->template_name);
         free(r->rootfs);
         free(r->template_digest);
+        free(r->host_fingerprint);
         strv_free(r->warm_env);
         free(r->warm_cwd);
         free(r->warm_user);
@@ -55,12 +56,14 @@ int base_request_init(Manager *m, const Template *t, unsigned vcpu, uint64_t mem
                 .tcg_cache_mib = m->config.tcg_cache_mib,
                 .confine = m->config.confine,
                 .disk_backend = m->disk_backend,
+                .host_fingerprint = strdup(m->host_fingerprint ?: ""),
                 .warm_cwd = t->workdir ? strdup(t->workdir) : NULL,
                 /* as template_default_user(): a user recorded before the check is not trusted */
                 .warm_user = t->user && space_user_spec_parse(t->user, NULL) >= 0 ? strdup(t->user) : NULL,
         };
         if (!ret->lib_dir || !ret->state_dir || !ret->runtime_dir || !ret->template_name || !ret->rootfs ||
-            !ret->template_digest || (m->config.qemu_binary && !ret->qemu_binary) || (t->workdir && !ret->warm_cwd)) {
+            !ret->template_digest || !ret->host_fingerprint || (m->config.qemu_binary && !ret->qemu_binary) ||
+            (t->workdir && !ret->warm_cwd)) {
                 base_request_done(ret);
                 return -ENOMEM;
         }
@@ -236,7 +239,8 @@ static int base_allocate_mem(const BaseRequest *req, const BaseSnapshot *b, Erro
          * and on tmpfs reading a hole through such a mapping allocates a page, which on a full
          * filesystem kills QEMU with SIGBUS in the middle of, say, a suspend. */
         _cleanup_close_ int mfd = open(b->mem_path, O_RDWR | O_CLOEXEC);
-        if (mfd < 0 || fallocate(mfd, 0, 0, (off_t) (req->memory_mib << 20)) < 0) {
+        /* and on disk before `ready` says it is: a crash must not leave a ready base with lost pages */
+        if (mfd < 0 || fallocate(mfd, 0, 0, (off_t) (req->memory_mib << 20)) < 0 || fsync(mfd) < 0) {
                 int r = -errno;
                 (void) error_set(reterr, error_code_from_errno(r),
                                  "cannot allocate the base memory file %s (%llu MiB): %s", b->mem_path,
@@ -294,7 +298,22 @@ static int base_build(const BaseRequest *req, const BaseSnapshot *b, const char 
         if (r < 0)
                 goto fail;
         (void) rm_rf(run_dir);
-        r = write_file_atomic(ready, "1\n");
+        {
+                _cleanup_close_ int sfd = open(b->state_path, O_RDONLY | O_CLOEXEC);
+                if (sfd < 0 || fsync(sfd) < 0) {
+                        r = -errno;
+                        goto fail_msg;
+                }
+        }
+        /* `ready` holds the host it was made under (vm_host_fingerprint()) */
+        {
+                _cleanup_free_ char *content = NULL;
+                if (asprintf(&content, "%s\n", req->host_fingerprint) < 0) {
+                        r = -ENOMEM;
+                        goto fail;
+                }
+                r = write_file_atomic(ready, content);
+        }
         if (r < 0)
                 goto fail_msg;
         return 0;
@@ -317,6 +336,39 @@ fail:
         return r;
 }
 
+/* Whether the ready base b was made under another host than req's (ARCHITECTURE.md, "Snapshots and their
+ * host"), and then why in buf. A `ready` of older daemons ("1") names no host: it is taken as this one's, as
+ * it was before fingerprints. */
+static bool base_made_elsewhere(const BaseRequest *req, const BaseSnapshot *b, const char *ready, char *buf,
+                                size_t size) {
+        _cleanup_close_ int fd = open(ready, O_RDONLY | O_CLOEXEC);
+        char was[1024];
+        ssize_t n;
+
+        (void) b;
+        n = fd < 0 ? -1 : read(fd, was, sizeof was - 1);
+        if (n < 0)
+                return false;
+        was[n] = 0;
+        was[strcspn(was, "\n")] = 0;
+        if (streq(was, "1") || !req->host_fingerprint[0])
+                return false;
+        return vm_fingerprint_explain(was, req->host_fingerprint, buf, size);
+}
+
+/* Moves a base out of the way of its rebuild, into <dir>.set-aside (one, the latest), rather than removing it:
+ * sandboxes that run from it keep their open files, and what was made from it under the other host (suspended
+ * sandboxes, checkpoints) is refused for the same reason the base was, its files still there to look at. */
+static void base_set_aside(const BaseSnapshot *b) {
+        _cleanup_free_ char *aside = NULL;
+
+        if (asprintf(&aside, "%s.set-aside", b->dir) < 0)
+                return;
+        (void) rm_rf(aside);
+        if (rename(b->dir, aside) < 0)
+                log_warning("cannot set the base snapshot %s aside: %m", b->dir);
+}
+
 int base_snapshot_ensure(Manager *m, const BaseRequest *req, BaseSnapshot *ret, Error *reterr) {
         _cleanup_free_ char *ready = NULL;
         BaseSnapshot b = {};
@@ -329,9 +381,16 @@ int base_snapshot_ensure(Manager *m, const BaseRequest *req, BaseSnapshot *ret, 
 
         pthread_mutex_lock(&m->base_lock);
         if (access(ready, F_OK) == 0) {
-                pthread_mutex_unlock(&m->base_lock);
-                *ret = b;
-                return 0;
+                char why[512];
+
+                if (!base_made_elsewhere(req, &b, ready, why, sizeof why)) {
+                        pthread_mutex_unlock(&m->base_lock);
+                        *ret = b;
+                        return 0;
+                }
+                log_warning("the base snapshot %s was made on another host (%s): setting it aside and building it "
+                            "again", b.dir, why);
+                base_set_aside(&b);
         }
 
         log_info("building the base snapshot of template %s (%llu MiB, %u vCPU): one cold boot", req->template_name,

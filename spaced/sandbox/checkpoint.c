@@ -47,6 +47,7 @@ Checkpoint *checkpoint_free(Checkpoint *c) {
         free(c->disk);
         free(c->state_path);
         free(c->mem_path);
+        free(c->host);
         free(c);
         return NULL;
 }
@@ -92,8 +93,8 @@ static int checkpoint_save(Manager *m, const Checkpoint *c) {
         rc = sqlite3_prepare_v2(db,
                                 "INSERT OR REPLACE INTO checkpoints (id, name, sandbox_id, template, template_digest,"
                                 " vcpu, memory_mib, disk_mib, env, disk, state_path, created_at, pause_usec,"
-                                " size_bytes, egress_profiles, egress_allow, egress_deny, mem_path)"
-                                " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                                " size_bytes, egress_profiles, egress_allow, egress_deny, mem_path, host)"
+                                " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
                                 -1, &st, NULL);
         if (rc == SQLITE_OK) {
                 sqlite3_bind_text(st, 1, c->id, -1, SQLITE_STATIC);
@@ -116,6 +117,8 @@ static int checkpoint_save(Manager *m, const Checkpoint *c) {
                 sqlite3_bind_text(st, 17, deny, -1, SQLITE_STATIC);
                 if (c->mem_path)
                         sqlite3_bind_text(st, 18, c->mem_path, -1, SQLITE_STATIC);
+                if (c->host)
+                        sqlite3_bind_text(st, 19, c->host, -1, SQLITE_STATIC);
                 rc = sqlite3_step(st);
         }
         sqlite3_finalize(st);
@@ -148,7 +151,7 @@ int checkpoints_load(Manager *m) {
         rc = sqlite3_prepare_v2(db,
                                 "SELECT id, name, sandbox_id, template, template_digest, vcpu, memory_mib, disk_mib,"
                                 " env, disk, state_path, created_at, pause_usec, size_bytes, egress_profiles,"
-                                " egress_allow, egress_deny, mem_path FROM checkpoints"
+                                " egress_allow, egress_deny, mem_path, host FROM checkpoints"
                                 " ORDER BY created_at DESC",
                                 -1, &st, NULL);
         if (rc != SQLITE_OK)
@@ -181,6 +184,7 @@ int checkpoints_load(Manager *m) {
                 c->egress_allow = strv_from_json_text((const char *) sqlite3_column_text(st, 15));
                 c->egress_deny = strv_from_json_text((const char *) sqlite3_column_text(st, 16));
                 c->mem_path = col(st, 17);
+                c->host = col(st, 18);
                 c->ready = true;
                 if (!c->template_name || !c->disk || !c->state_path || !c->egress_profiles || !c->egress_allow ||
                     !c->egress_deny) {
@@ -496,6 +500,7 @@ static int checkpoint_prepare(Manager *m, Sandbox *s, const char *name, Checkpoi
         c->memory_mib = s->memory_mib;
         c->disk_mib = s->disk_mib;
         c->created_at = now_unix();
+        c->host = m->host_fingerprint ? strdup(m->host_fingerprint) : NULL;
         c->env = calloc(1, sizeof(char *));
         for (char **e = s->env; e && *e; e++)
                 (void) strv_extend(&c->env, *e);
@@ -604,9 +609,24 @@ int checkpoint_mem_check(const char *mem_path, uint64_t memory_mib, Error *reter
         return 0;
 }
 
-int checkpoint_check_files(const Checkpoint *c, Error *reterr) {
+int checkpoint_check_host(Manager *m, const Checkpoint *c, Error *reterr) {
+        char why[512];
+
+        /* a checkpoint of an older daemon names no host: taken as this one's, as before fingerprints */
+        if (!c->host || !c->host[0] || !vm_fingerprint_explain(c->host, m->host_fingerprint, why, sizeof why))
+                return 0;
+        return error_set(reterr, ERROR_HOST_MISMATCH,
+                         "checkpoint %s was made under another host (%s): its memory cannot be restored here; restore "
+                         "or fork it where it was made, or take a new checkpoint here", c->id, why) ?: -EXDEV;
+}
+
+int checkpoint_check_files(Manager *m, const Checkpoint *c, Error *reterr) {
         _cleanup_(error_done) Error e = {};
         int r;
+
+        r = checkpoint_check_host(m, c, reterr);
+        if (r < 0)
+                return r;
 
         if (access(c->state_path, R_OK) < 0) {
                 r = -errno;
@@ -723,7 +743,7 @@ int fork_start(Manager *m, Sandbox *from_sandbox, Checkpoint *from_checkpoint, u
                 return error_set(reterr, ERROR_CHECKPOINT_BUSY, "checkpoint %s is still being taken",
                                            from_checkpoint->id) ?: -EBUSY;
         if (from_checkpoint) {
-                r = checkpoint_check_files(from_checkpoint, reterr);
+                r = checkpoint_check_files(m, from_checkpoint, reterr);
                 if (r < 0)
                         return r;
         }
@@ -935,7 +955,7 @@ int sandbox_restore_start(Manager *m, Sandbox *s, Checkpoint *c, Operation **ret
                                            "checkpoint %s was taken from template %s, which is no longer installed",
                                            c->id, c->template_name) ?: -ENOENT;
         /* before the sandbox's VM is stopped for it */
-        r = checkpoint_check_files(c, reterr);
+        r = checkpoint_check_files(m, c, reterr);
         if (r < 0)
                 return r;
         j = calloc(1, sizeof *j);

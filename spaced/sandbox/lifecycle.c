@@ -239,6 +239,8 @@ static void lifecycle_done(Manager *m, void *userdata) {
         case LIFECYCLE_SUSPEND:
                 if (j->r >= 0) {
                         s->state = SANDBOX_SUSPENDED;
+                        free(s->host);
+                        s->host = m->host_fingerprint ? strdup(m->host_fingerprint) : NULL;
                         s->qemu_pid = 0;
                         s->channel.agent = agent_free(s->channel.agent);
                         (void) rm_rf(s->run_dir);
@@ -255,6 +257,8 @@ static void lifecycle_done(Manager *m, void *userdata) {
         case LIFECYCLE_WAKE:
                 if (j->r >= 0) {
                         s->state = SANDBOX_RUNNING;
+                        free(s->host); /* no saved state any more */
+                        s->host = NULL;
                         s->qemu_pid = j->new_pid;
                         sandbox_set_confined(s, TAKE_PTR(j->unconfined));
                         if (agent_attach(s, TAKE_FD(j->agent_fd)) < 0)
@@ -320,6 +324,16 @@ int sandbox_lifecycle_start(Manager *m, Sandbox *s, LifecycleKind kind, Operatio
         }
         if (kind == LIFECYCLE_WAKE) {
                 Template *t = template_find_digest(m, s->template_digest);
+                char why[512];
+
+                /* before anything: a suspended state of an older daemon names no host, taken as this one's */
+                if (s->host && s->host[0] && vm_fingerprint_explain(s->host, m->host_fingerprint, why, sizeof why)) {
+                        job_free(j);
+                        return error_set(reterr, ERROR_HOST_MISMATCH,
+                                         "sandbox %s was suspended under another host (%s): its memory cannot be "
+                                         "restored here; wake it where it was suspended, or remove it "
+                                         "('spacectl rm %s') and create it again", s->id, why, s->id) ?: -EXDEV;
+                }
 
                 if (!t) {
                         job_free(j);

@@ -47,6 +47,7 @@ int store_put_sandbox(Store *s, const Sandbox *sb) {
                 .traffic_token = sb->traffic_token,
                 .confined = sb->confined == SANDBOX_CONFINED_UNKNOWN ? -1 : sb->confined == SANDBOX_CONFINED_YES,
                 .unconfined_reason = sb->unconfined_reason,
+                .host = sb->host,
         });
 }
 
@@ -95,6 +96,7 @@ static int sandbox_from_record(void *userdata, const SandboxRecord *r) {
         if (r->confined >= 0)
                 sb->confined = r->confined ? SANDBOX_CONFINED_YES : SANDBOX_CONFINED_NO;
         sb->unconfined_reason = strdup_or_null(r->unconfined_reason);
+        sb->host = strdup_or_null(r->host);
         if (!sb->template_name || !sb->env || !sb->egress_profiles || !sb->egress_allow || !sb->egress_deny) {
                 sandbox_free(sb);
                 return -ENOMEM;

@@ -77,6 +77,7 @@ Sandbox *sandbox_free(Sandbox *s) {
         strv_free(s->egress_allow);
         strv_free(s->egress_deny);
         free(s->unconfined_reason);
+        free(s->host);
         free(s);
         return NULL;
 }
@@ -535,6 +536,9 @@ static int create_plan(Manager *m, const SandboxSpec *spec, CreatePlan *ret, Err
         int r;
 
         if (source) {
+                r = checkpoint_check_host(m, source, reterr);
+                if (r < 0)
+                        return r;
                 /* a fork or restore continues the image the checkpoint was taken from, whatever tags say now */
                 t = template_find_digest(m, source->template_digest);
                 if (!t)

@@ -85,6 +85,7 @@ struct Sandbox {
         /* Its QEMU as last started (create, wake, restore): in its namespaces or not, and why not. */
         SandboxConfined confined;
         char *unconfined_reason;
+        char *host;          /* suspended: the host fingerprint its state was saved under (NULL: not recorded) */
         bool busy;           /* a lifecycle operation is in flight */
         bool pooled;         /* made for a warm pool (POOLED once ready) */
         bool has_pool_fd;
@@ -116,6 +117,7 @@ struct Checkpoint {
         char **egress_profiles;   /* its sandbox's, for the sandboxes made from it */
         char **egress_allow;
         char **egress_deny;
+        char *host;          /* the host fingerprint it was made under (NULL: not recorded) */
         bool ready;
         Checkpoint *next;
 };
@@ -217,7 +219,10 @@ int checkpoint_create_start(Manager *m, Sandbox *s, const char *name, Operation 
 int checkpoint_remove(Manager *m, Checkpoint *c, Error *reterr);
 /* The files a restore or fork from c needs are there and of the sizes it needs: a clear error before any VM is
  * touched. Stats only. */
-int checkpoint_check_files(const Checkpoint *c, Error *reterr);
+int checkpoint_check_files(Manager *m, const Checkpoint *c, Error *reterr);
+/* host_mismatch when c was made under another host (vm_fingerprint_explain()); checkpoint_check_files does it
+ * too. */
+int checkpoint_check_host(Manager *m, const Checkpoint *c, Error *reterr);
 /* The same for a memory file alone, from a worker: it is there, a regular file of memory_mib MiB. */
 int checkpoint_mem_check(const char *mem_path, uint64_t memory_mib, Error *reterr);
 int sandbox_restore_start(Manager *m, Sandbox *s, Checkpoint *c, Operation **ret_op, Error *reterr);
@@ -286,6 +291,7 @@ typedef struct BaseRequest {
         unsigned tcg_cache_mib;
         VmConfine confine;
         DiskBackend disk_backend;
+        char *host_fingerprint;    /* the Manager's: a base made under another is rebuilt */
         /* the template's env, workdir and user, for the command run in the base before its save */
         char **warm_env;
         char *warm_cwd;

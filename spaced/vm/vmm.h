@@ -70,6 +70,14 @@ int vm_confine_probe(char **ret_reason);
 VmAccel vm_accel_detect(char **ret_reason);
 unsigned vm_host_tsc_khz(void);
 
+/* host-fingerprint.c: what a snapshot made here depends on besides its files (accel, the QEMU build, and under
+ * KVM the host kernel, microcode and the CPUID KVM offers), as one line of key=value fields. Runs QEMU
+ * --version once: call it at start. */
+int vm_host_fingerprint(VmAccel accel, const char *qemu_binary, char **ret);
+/* Whether a snapshot made under fingerprint was (NULL or "": by a spaced from before fingerprints) may not be
+ * restored under now; then buf says which fields differ, in words ("qemu X here, Y when it was made"). */
+bool vm_fingerprint_explain(const char *was, const char *now, char *buf, size_t size);
+
 /* Builds argv (NULL-terminated, malloc'd strv) for QEMU. Same config => same command line; restore needs the
  * exact command line of the saved VM apart from -incoming and share=. */
 int vm_build_argv(const VmConfig *c, char ***ret_argv);
