@@ -128,8 +128,17 @@ static void test_errors(void) {
         send_kv(x, SPACE_F_ERROR, 0, (const char *[]) { "errno=7", "message=too many", "code=too_many_entries", NULL });
         ok(failed_with(x, "too_many_entries"), "ERROR with code=too_many_entries");
         drop(x);
+        /* chown= naming a user or group the guest does not have */
+        x = xfer("mkdir", "/x");
+        send_kv(x, SPACE_F_ERROR, 0, (const char *[]) { "errno=3", "message=unknown user 'u'", "code=unknown_user", NULL });
+        ok(failed_with(x, "unknown_user"), "ERROR with code=unknown_user");
+        drop(x);
+        x = xfer("mkdir", "/x");
+        send_kv(x, SPACE_F_ERROR, 0, (const char *[]) { "errno=2", "message=unknown group", "code=unknown_group", NULL });
+        ok(failed_with(x, "unknown_group"), "ERROR with code=unknown_group");
+        drop(x);
         /* codes a FILE may not give, or that are none, leave the errno to decide */
-        static const char *const not_ours[] = { "code=unknown_user", "code=denied", "code=no_such_code", "code=",
+        static const char *const not_ours[] = { "code=invalid_user", "code=denied", "code=no_such_code", "code=",
                                                 "code=too_many_entries_and_more", "code=TOO_MANY_ENTRIES" };
         for (size_t i = 0; i < ELEMENTSOF(not_ours); i++) {
                 x = xfer("list", "/x");
