@@ -369,8 +369,21 @@ static void base_set_aside(const BaseSnapshot *b) {
                 log_warning("cannot set the base snapshot %s aside: %m", b->dir);
 }
 
+void base_snapshot_discard(Manager *m, const BaseSnapshot *b) {
+        _cleanup_free_ char *ready = NULL;
+        struct stat st;
+
+        if (!b->dir || asprintf(&ready, "%s/ready", b->dir) < 0)
+                return;
+        pthread_mutex_lock(&m->base_lock);
+        if (stat(ready, &st) == 0 && st.st_ino == b->ready_ino)
+                base_set_aside(b);
+        pthread_mutex_unlock(&m->base_lock);
+}
+
 int base_snapshot_ensure(Manager *m, const BaseRequest *req, BaseSnapshot *ret, Error *reterr) {
         _cleanup_free_ char *ready = NULL;
+        struct stat st;
         BaseSnapshot b = {};
         char ks[13], is[13], ts[13];
         int r;
@@ -380,11 +393,12 @@ int base_snapshot_ensure(Manager *m, const BaseRequest *req, BaseSnapshot *ret, 
                 return r;
 
         pthread_mutex_lock(&m->base_lock);
-        if (access(ready, F_OK) == 0) {
+        if (stat(ready, &st) == 0) {
                 char why[512];
 
                 if (!base_made_elsewhere(req, &b, ready, why, sizeof why)) {
                         pthread_mutex_unlock(&m->base_lock);
+                        b.ready_ino = st.st_ino;
                         *ret = b;
                         return 0;
                 }
@@ -397,6 +411,8 @@ int base_snapshot_ensure(Manager *m, const BaseRequest *req, BaseSnapshot *ret, 
                  (unsigned long long) req->memory_mib, req->vcpu);
         uint64_t t0 = now_usec_monotonic();
         r = base_build(req, &b, ready, ts, is, reterr);
+        if (r >= 0 && stat(ready, &st) == 0)
+                b.ready_ino = st.st_ino;
         pthread_mutex_unlock(&m->base_lock);
         if (r < 0) {
                 base_snapshot_done(&b);

@@ -276,16 +276,14 @@ static void create_job_free(CreateJob *j) {
 
 static void create_done(Manager *m, void *userdata);
 
-static void *create_worker(void *userdata) {
-        CreateJob *j = userdata;
+/* One try at the create, from b; *ret_restore_failed says whether it was the restore of b itself that failed
+ * (QEMU's start, the state's load, cont or the agent's answer), which a base from another host makes happen. */
+static int create_attempt(CreateJob *j, const BaseSnapshot *b, bool *ret_restore_failed) {
         _cleanup_free_ char *disk = NULL, *qemu_disk = NULL, *qemu_dir = NULL, *agent_path = NULL, *hostname = NULL;
-        BaseSnapshot b = {};
         Qmp *q = NULL;
         int r;
 
-        r = base_snapshot_ensure(j->manager, &j->base, &b, &j->error);
-        if (r < 0)
-                goto finish;
+        *ret_restore_failed = false;
         j->t_start = now_usec_monotonic();
         if (asprintf(&agent_path, "%s/agent.sock", j->run_dir) < 0 || asprintf(&hostname, "sb-%.12s", j->id) < 0) {
                 r = -ENOMEM;
@@ -300,7 +298,7 @@ static void *create_worker(void *userdata) {
         }
         /* The writable disk: a copy-on-write clone of the disk the restored memory was saved with (the base
          * snapshot's, or a checkpoint's), so disk and memory match exactly (ARCHITECTURE.md, decision 5). */
-        r = disk_clone(j->base.state_dir, j->source_disk ?: b.disk_path, j->disk_mib, &disk, &j->error);
+        r = disk_clone(j->base.state_dir, j->source_disk ?: b->disk_path, j->disk_mib, &disk, &j->error);
         if (r < 0)
                 goto finish;
         r = sandbox_disk_set(j->data_dir, disk);
@@ -321,17 +319,18 @@ static void *create_worker(void *userdata) {
                 if (r < 0)
                         goto finish;
         }
-        VmConfig c = base_restore_config(&b, &j->base, j->run_dir, qemu_disk, qemu_dir);
+        VmConfig c = base_restore_config(b, &j->base, j->run_dir, qemu_disk, qemu_dir);
         /* the checkpoint's RAM, mapped privately as the base's is; the state file then holds only devices */
         if (j->source_mem)
                 c.mem_path = j->source_mem;
+        *ret_restore_failed = true;
         r = vm_start(&c, 10000, &j->pid, &q, &j->unconfined, &j->error);
         if (r < 0)
                 goto finish;
         crash_point("create-spawned");
         j->t_spawn = now_usec_monotonic();
         {
-                const char *state = j->source_state ?: b.state_path;
+                const char *state = j->source_state ?: b->state_path;
                 _cleanup_close_ int fd = open(state, O_RDONLY | O_CLOEXEC);
                 if (fd < 0) {
                         r = -errno;
@@ -361,6 +360,8 @@ static void *create_worker(void *userdata) {
         j->t_restore = now_usec_monotonic();
         r = agent_handshake_finish(j->agent_fd, RESTORE_TIMEOUT_MS, &j->error);
         j->t_agent = now_usec_monotonic();
+        if (r >= 0)
+                *ret_restore_failed = false;
         if (r >= 0 && j->pooled) {
                 /* Under TCG a VM's first fork and exec pay for translating that code (its QEMU's translation
                  * cache starts empty at the restore); a warm sandbox pays here, in the pool, instead of in
@@ -373,6 +374,36 @@ static void *create_worker(void *userdata) {
         }
 finish:
         qmp_close(q);
+        return r;
+}
+
+static void *create_worker(void *userdata) {
+        CreateJob *j = userdata;
+        BaseSnapshot b = {};
+        bool restore_failed = false;
+        int r;
+
+        r = base_snapshot_ensure(j->manager, &j->base, &b, &j->error);
+        if (r >= 0)
+                r = create_attempt(j, &b, &restore_failed);
+        /* A base that does not restore is set aside and built again, once (ARCHITECTURE.md, "Snapshots and
+         * their host"): what it was made under changed in a way its fingerprint does not show. A checkpoint's
+         * restore is not retried: it is the user's, and the error says what failed. */
+        if (r < 0 && restore_failed && !j->source_state && r != -ECANCELED) {
+                log_warning("sandbox %s: the base snapshot %s did not restore (%s): setting it aside and building it "
+                            "again", j->id, b.dir, j->error.message ?: strerror(-r));
+                sandbox_cleanup_vm_files(j->pid, j->run_dir, j->data_dir);
+                j->pid = 0;
+                free(j->unconfined);
+                j->unconfined = NULL;
+                j->agent_fd = safe_close(j->agent_fd);
+                error_done(&j->error);
+                base_snapshot_discard(j->manager, &b);
+                base_snapshot_done(&b);
+                r = base_snapshot_ensure(j->manager, &j->base, &b, &j->error);
+                if (r >= 0)
+                        r = create_attempt(j, &b, &restore_failed);
+        }
         base_snapshot_done(&b);
         j->r = r;
         completion_post(j->manager, create_done, j);

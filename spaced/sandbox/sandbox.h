@@ -275,6 +275,7 @@ typedef struct BaseSnapshot {
         char *disk_path;     /* what sandboxes' disks are cloned from (disk_clone) */
         char *kernel;
         char *initrd;
+        ino_t ready_ino;     /* its `ready` as ensure found it: a discard leaves a newer build alone */
 } BaseSnapshot;
 typedef struct BaseRequest {
         char *lib_dir;
@@ -301,6 +302,9 @@ void base_request_done(BaseRequest *r);
 int base_request_init(Manager *m, const Template *t, unsigned vcpu, uint64_t memory_mib, BaseRequest *ret);
 void base_snapshot_done(BaseSnapshot *b);
 int base_snapshot_ensure(Manager *m, const BaseRequest *req, BaseSnapshot *ret, Error *reterr);
+/* b did not restore: set it aside, so that the next ensure builds it again (unless another build replaced it
+ * meanwhile). */
+void base_snapshot_discard(Manager *m, const BaseSnapshot *b);
 /* Runs a first command on a fresh guest (env, cwd and user as its sandbox's execs), so that the next ones do
  * not pay for what only a first one reads and, under TCG, translates; errors are only logged. */
 void base_warm_up(int agent_fd, char **env, const char *cwd, const char *user);

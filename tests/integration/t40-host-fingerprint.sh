@@ -4,8 +4,8 @@
 # suspended sandbox and a base snapshot doctored to another host's fingerprint (another accelerator, another
 # QEMU), with the daemon restarted in between, are refused (restore, fork, /v1 and wake: 409 host_mismatch,
 # the message naming what differs) with nothing stopped or lost, while a base made elsewhere is set aside and
-# built again by the next create; a checkpoint of an older daemon (no fingerprint) is still taken as this
-# host's.
+# built again by the next create, and so is a base whose restore fails (its state cut in half), once; a
+# checkpoint of an older daemon (no fingerprint) is still taken as this host's.
 . "$(dirname "$0")/lib.sh"
 
 space_env_setup
@@ -79,5 +79,17 @@ check_contains "... the daemon said why it built the base again" "was made on an
 check_rc "... the old one is set aside" 0 test -e "$BASE.set-aside/ready"
 check_eq "... and the new one records this host" "$HOST" "$(cat "$READY")"
 check_rc "... the new sandbox runs commands" 0 sc exec "$SB3" -- true
+
+# ---- a base that does not restore, though it says it was made here
+STATE_FILE=$(ls "$BASE"/*.state 2>/dev/null | head -n1)
+check_rc "the base has a state file" 0 test -s "$STATE_FILE"
+truncate -s "$(($(stat -c %s "$STATE_FILE") / 2))" "$STATE_FILE"
+create_sandbox SB4 --name t40-after-damage
+check_rc "a create from a base whose state is cut in half works" 0 test -n "$SB4"
+check_contains "... the daemon said the base did not restore and built it again" "did not restore" "$TEST_TMP/spaced.log"
+check_rc "... the new sandbox runs commands" 0 sc exec "$SB4" -- true
+check_rc "... and the next create restores the rebuilt base" 0 sh -c \
+        "timeout 120 spacectl create --name t40-next >/dev/null"
+check_eq "... without building it a third time" 1 "$(grep -c 'did not restore' "$TEST_TMP/spaced.log")"
 
 done_testing
