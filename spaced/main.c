@@ -439,27 +439,39 @@ static void write_pid_file(const char *runtime_dir, char **ret_path) {
         (void) write_file_atomic(*ret_path, buf);
 }
 
-/* The accelerator (from the configuration, or KVM when usable), the host's TSC, CPUs and the memory budget. */
-static void detect_host(Manager *m) {
-        _cleanup_free_ char *reason = NULL;
+/* The accelerator (from the configuration, or KVM when usable), the host's TSC, CPUs and the memory budget.
+ * accel = kvm with a KVM that cannot run guests is refused here, with the reason, rather than at every
+ * create as "QEMU exited at start". */
+static int detect_host(Manager *m) {
+        char *reason = NULL;
 
         switch (accel_setting) {
         case ACCEL_KVM:
+                if (vm_kvm_check(&reason) < 0) {
+                        log_error("accel = kvm, but KVM cannot run sandboxes here: %s; set accel = auto (or tcg) in "
+                                  "spaced.conf to use TCG, software emulation", reason ?: "out of memory");
+                        free(reason);
+                        return -ENODEV;
+                }
                 m->accel = VM_ACCEL_KVM;
+                reason = strdup("accel = kvm, and KVM is usable");
                 break;
         case ACCEL_TCG:
                 m->accel = VM_ACCEL_TCG;
+                reason = strdup("accel = tcg");
                 break;
         default:
                 m->accel = vm_accel_detect(&reason);
                 if (m->accel == VM_ACCEL_TCG)
                         log_warning("using TCG (software emulation): %s", reason ?: "KVM is not usable");
         }
+        m->accel_reason = reason;
         m->tsc_khz = vm_host_tsc_khz();
         if (vm_host_fingerprint(m->accel, m->config.qemu_binary, &m->host_fingerprint) < 0)
                 m->host_fingerprint = NULL; /* out of memory: snapshots then record no host */
         m->host_cpus = count_cpus();
         m->memory_limit_mib = config_memory_limit_mib(&m->config);
+        return 0;
 }
 
 /* Whether QEMU can be confined here (ARCHITECTURE.md, decision 12), said once at start when it cannot: under
@@ -631,7 +643,8 @@ int main(int argc, char **argv) {
                 return 1;
         write_pid_file(m.runtime_dir, &pid_path);
 
-        detect_host(&m);
+        if (detect_host(&m) < 0)
+                return 1;
         detect_confinement(&m);
         pthread_mutex_init(&m.completions_lock, NULL);
         pthread_mutex_init(&m.base_lock, NULL);

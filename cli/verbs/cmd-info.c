@@ -61,7 +61,10 @@ int cmd_info(int argc, char *argv[]) {
                 const cJSON *j = reply.json;
 
                 printf("Version:      spaced %s (API %s)\n", json_str(j, "version") ?: "?", json_str(j, "api") ?: "?");
-                printf("Accelerator:  %s\n", json_str(j, "accel") ?: "?");
+                if (json_str(j, "accel_reason"))
+                        printf("Accelerator:  %s (%s)\n", json_str(j, "accel") ?: "?", json_str(j, "accel_reason"));
+                else
+                        printf("Accelerator:  %s\n", json_str(j, "accel") ?: "?");
                 if (json_str(j, "host"))
                         printf("Host:         %s\n", json_str(j, "host"));
                 print_confinement(j);

@@ -55,6 +55,10 @@ void api_get_info(Request *r, const RouteArgs *a) {
         cJSON_AddStringToObject(o, "version", PACKAGE_VERSION);
         cJSON_AddStringToObject(o, "api", "v1");
         cJSON_AddStringToObject(o, "accel", m->accel == VM_ACCEL_KVM ? "kvm" : "tcg");
+        if (m->accel_reason)
+                cJSON_AddStringToObject(o, "accel_reason", m->accel_reason);
+        else
+                cJSON_AddNullToObject(o, "accel_reason");
         if (m->host_fingerprint)
                 cJSON_AddStringToObject(o, "host", m->host_fingerprint);
         else

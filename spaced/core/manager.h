@@ -59,6 +59,7 @@ struct Manager {
         char *unconfined_reason;
         unsigned tsc_khz;
         char *host_fingerprint;     /* vm_host_fingerprint() at start: what snapshots made now record */
+        char *accel_reason;         /* why accel is what it is (the setting, or what vm_kvm_check() found) */
         unsigned host_cpus;
         DiskBackend disk_backend;   /* of $state, for new base snapshots */
         uint64_t memory_limit_mib;

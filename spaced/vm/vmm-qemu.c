@@ -52,52 +52,6 @@ static void cjson_deletep(cJSON **j) {
 
 /* ---- accelerator and host facts ---- */
 
-static bool cpuinfo_has_virt_flag(void) {
-        _cleanup_fclose_ FILE *f = fopen("/proc/cpuinfo", "re");
-        char line[4096];
-
-        if (!f)
-                return false;
-        while (fgets(line, sizeof(line), f)) {
-                if (strncmp(line, "flags", 5) != 0)
-                        continue;
-                /* Look for whole words. */
-                for (char *tok = strtok(strchr(line, ':') ?: line, " \t\n:"); tok; tok = strtok(NULL, " \t\n"))
-                        if (streq(tok, "vmx") || streq(tok, "svm"))
-                                return true;
-                return false;
-        }
-        return false;
-}
-
-VmAccel vm_accel_detect(char **ret_reason) {
-        const char *why;
-        char *reason = NULL;
-
-        if (access("/sys/module/kvm_pvm", F_OK) == 0)
-                why = "/dev/kvm is kvm-pvm, which cannot run the stock guest kernel";
-        else {
-                _cleanup_close_ int fd = open("/dev/kvm", O_RDWR | O_CLOEXEC);
-                if (fd < 0) {
-                        if (ret_reason && asprintf(&reason, "cannot open /dev/kvm: %s", strerror(errno)) >= 0)
-                                *ret_reason = reason;
-                        return VM_ACCEL_TCG;
-                }
-                if (ioctl(fd, KVM_GET_API_VERSION, 0) != KVM_API_VERSION)
-                        why = "/dev/kvm reports an unexpected API version";
-                else if (!cpuinfo_has_virt_flag())
-                        why = "the CPU has no vmx/svm flag";
-                else {
-                        if (ret_reason)
-                                *ret_reason = strdup("/dev/kvm is usable");
-                        return VM_ACCEL_KVM;
-                }
-        }
-        if (ret_reason)
-                *ret_reason = strdup(why);
-        return VM_ACCEL_TCG;
-}
-
 unsigned vm_host_tsc_khz(void) {
         char line[256];
 

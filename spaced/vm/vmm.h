@@ -65,8 +65,12 @@ typedef struct VmConfig {
  * does, and what changes it). */
 int vm_confine_probe(char **ret_reason);
 
-/* Picks the accelerator for accel=auto: KVM when /dev/kvm opens read-write and the host is not kvm-pvm
- * (/sys/module/kvm_pvm absent), else TCG. Fills a reason string for the log. */
+/* accel.c. Whether KVM can run our guests: the device (vm_kvm_device(): /dev/kvm, or $SPACE_KVM_DEVICE, a
+ * test's double) opens read-write, speaks KVM's API and creates a VM, and is not kvm-pvm. 0, or -errno and in
+ * *ret_reason what failed and what to do about it (the kvm group, another hypervisor). */
+const char *vm_kvm_device(void);
+int vm_kvm_check(char **ret_reason);
+/* accel = auto: KVM when vm_kvm_check() passes, else TCG; *ret_reason (may be NULL) says why. */
 VmAccel vm_accel_detect(char **ret_reason);
 unsigned vm_host_tsc_khz(void);
 
