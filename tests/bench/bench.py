@@ -301,6 +301,12 @@ def main():
         res["accel"] = json.loads(spacectl("inspect", sid, "--json").stdout.decode()).get("accel")
     except Exception:
         pass
+    try:  # what the numbers were measured on, so that a KVM run and a TCG run are told apart
+        info = json.loads(spacectl("info", "--json").stdout.decode())
+        res["host"]["fingerprint"] = info.get("host")
+        res["host"]["accel_reason"] = info.get("accel_reason")
+    except Exception:
+        pass
 
     log("raw baseline: restore with no daemon")
     raw = {}
@@ -399,6 +405,7 @@ def print_table(res, out_path):
     print()
     print("space benchmarks (accel %s, %s cores); first create: %s ms" % (
         res.get("accel", "?"), res["host"]["cores"], fmt(res["first_create"]["create_ms"])))
+    print("host: %s (%s)" % (res["host"].get("fingerprint") or "?", res["host"].get("accel_reason") or "?"))
     print("%-44s %6s %10s %10s %10s %5s" % ("", "unit", "p50", "p90", "p99", "n"))
     for name, unit, p50, p90, p99, n in rows:
         print("%-44s %6s %10s %10s %10s %5s" % (name, unit, fmt(p50), fmt(p90), fmt(p99), n if n else "-"))
