@@ -59,7 +59,7 @@ int rm_rf(const char *path) {
         return 0;
 }
 
-int run_command(char *const argv[], char **reterr_output) {
+int run_command_output(char *const argv[], char **ret_output) {
         int pipefd[2];
         char buf[4096];
         size_t have = 0;
@@ -101,14 +101,20 @@ int run_command(char *const argv[], char **reterr_output) {
         while (waitpid(pid, &status, 0) < 0)
                 if (errno != EINTR)
                         return -errno;
-        if (WIFEXITED(status) && WEXITSTATUS(status) == 0)
-                return 0;
-        if (reterr_output) {
-                while (have > 0 && (buf[have - 1] == '\n' || buf[have - 1] == ' '))
-                        buf[--have] = 0;
-                *reterr_output = strdup(have ? buf : "command failed");
-        }
-        return -EIO;
+        while (have > 0 && (buf[have - 1] == '\n' || buf[have - 1] == ' '))
+                buf[--have] = 0;
+        if (ret_output && !(*ret_output = strdup(buf)))
+                return -ENOMEM;
+        return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : -EIO;
+}
+
+int run_command(char *const argv[], char **reterr_output) {
+        _cleanup_free_ char *out = NULL;
+        int r = run_command_output(argv, reterr_output ? &out : NULL);
+
+        if (r == -EIO && reterr_output)
+                *reterr_output = strdup(out && *out ? out : "command failed");
+        return r;
 }
 
 int read_first_line(const char *path, char **ret) {

@@ -10,7 +10,6 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/utsname.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <linux/kvm.h>
@@ -18,6 +17,7 @@
 
 #include "macro.h"
 #include "string-util.h"
+#include "core/util.h"
 #include "vm/vmm.h"
 
 /* What a snapshot's restore depends on besides its own files (ARCHITECTURE.md, "Snapshots and their host").
@@ -35,37 +35,13 @@
 /* The first line of `QEMU --version` without its "QEMU emulator version ", blanks made '_':
  * "7.2.11_(Debian_1:7.2+dfsg-7+deb12u12)". */
 static int qemu_version(const char *qemu_binary, char buf[static QEMU_VERSION_MAX]) {
-        const char *bin = qemu_binary ?: "qemu-system-x86_64";
-        int pipefd[2], status;
-        ssize_t n = 0, k;
-        pid_t pid;
+        char *argv[] = { (char *) (qemu_binary ?: "qemu-system-x86_64"), (char *) "--version", NULL };
+        _cleanup_free_ char *out = NULL;
 
-        if (pipe2(pipefd, O_CLOEXEC) < 0)
-                return -errno;
-        pid = fork();
-        if (pid < 0) {
-                safe_close(pipefd[0]);
-                safe_close(pipefd[1]);
-                return -errno;
-        }
-        if (pid == 0) {
-                int null = open("/dev/null", O_RDWR | O_CLOEXEC);
-
-                (void) dup2(null, STDIN_FILENO);
-                (void) dup2(pipefd[1], STDOUT_FILENO);
-                (void) dup2(null, STDERR_FILENO);
-                execlp(bin, bin, "--version", (char *) NULL);
-                _exit(127);
-        }
-        safe_close(pipefd[1]);
-        while (n < QEMU_VERSION_MAX - 1 && (k = read(pipefd[0], buf + n, (size_t) (QEMU_VERSION_MAX - 1 - n))) > 0)
-                n += k;
-        safe_close(pipefd[0]);
-        (void) waitpid(pid, &status, 0);
-        buf[n] = 0;
-        buf[strcspn(buf, "\n")] = 0;
-        if (!WIFEXITED(status) || WEXITSTATUS(status) != 0 || !buf[0])
+        if (run_command_output(argv, &out) < 0 || !out)
                 return -ENOEXEC;
+        out[strcspn(out, "\n")] = 0;
+        (void) snprintf(buf, QEMU_VERSION_MAX, "%s", out);
         if (strncmp(buf, "QEMU emulator version ", 22) == 0)
                 memmove(buf, buf + 22, strlen(buf + 22) + 1);
         if (!buf[0])
