@@ -9,6 +9,7 @@
 #include <fcntl.h>
 #include <ftw.h>
 #include <limits.h>
+#include <locale.h>
 #include <linux/openat2.h>
 #include <openssl/evp.h>
 #include <stdio.h>
@@ -308,7 +309,8 @@ static int write_entry(struct archive *a, int root_fd, const ManifestEntry *m, E
                 archive_entry_set_filetype(ae, AE_IFREG);
                 archive_entry_set_size(ae, (la_int64_t) m->size);
         }
-        if (r == 0 && archive_write_header(a, ae) != ARCHIVE_OK)
+        /* ARCHIVE_WARN: a name that is not UTF-8, written as bytes (hdrcharset=BINARY), as the import reads it */
+        if (r == 0 && archive_write_header(a, ae) < ARCHIVE_WARN)
                 r = error_set(reterr, ERROR_IO_ERROR, "cannot write the tar: %s",
                               archive_error_string(a) ?: "write error") ?: -EIO;
         if (r == 0 && m->type == 'f')
@@ -355,6 +357,7 @@ out:
 int template_export(const char *dir, const char *digest, const char *tmp_parent, int out_fd, Error *reterr) {
         _cleanup_free_ char *manifest = NULL, *tmp = NULL, *image = NULL;
         _cleanup_close_ int root_fd = -1;
+        locale_t utf8, old_locale = (locale_t) 0;
         size_t len;
         int r;
 
@@ -365,6 +368,11 @@ int template_export(const char *dir, const char *digest, const char *tmp_parent,
                 return -ENOMEM;
         if (!mkdtemp(tmp))
                 return error_set(reterr, error_code_from_errno(-errno), "cannot create %s: %m", tmp) ?: -errno;
+        /* pax names are UTF-8: this thread converts from UTF-8, the names' usual encoding, whatever the
+         * daemon's locale */
+        utf8 = newlocale(LC_CTYPE_MASK, "C.UTF-8", (locale_t) 0);
+        if (utf8)
+                old_locale = uselocale(utf8);
         r = dump_image(image, tmp, reterr);
         if (r >= 0 && geteuid() != 0)
                 (void) nftw(tmp, make_readable, 16, FTW_PHYS);
@@ -372,6 +380,10 @@ int template_export(const char *dir, const char *digest, const char *tmp_parent,
                 root_fd = open(tmp, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
                 r = root_fd < 0 ? (error_set(reterr, ERROR_INTERNAL, "cannot open %s: %m", tmp) ?: -errno)
                                 : write_tar(manifest, len, root_fd, out_fd, reterr);
+        }
+        if (utf8) {
+                uselocale(old_locale);
+                freelocale(utf8);
         }
         (void) rm_rf_at(AT_FDCWD, tmp);
         return r;
