@@ -245,6 +245,38 @@ static int parse_file(Parser *p, const char *key, char *v) {
         return 0;
 }
 
+/* Docker's rule for the part after ':' */
+static bool tag_part_is_valid(const char *t) {
+        size_t n = strlen(t);
+
+        if (n == 0 || n > NAME_MAX_LEN || !(isalnum((unsigned char) t[0]) || t[0] == '_'))
+                return false;
+        for (; *t; t++)
+                if (!(isalnum((unsigned char) *t) || strchr("_.-", *t)))
+                        return false;
+        return true;
+}
+
+static bool digest_ref_is_valid(const char *ref) {
+        const char *hex = ref + 7;
+        size_t n = strlen(hex);
+
+        return strncmp(ref, "sha256:", 7) == 0 && n >= 12 && n <= 64 && strspn(hex, "0123456789abcdef") == n;
+}
+
+bool recipe_parent_is_valid(const char *ref) {
+        _cleanup_free_ char *name = NULL;
+        const char *colon;
+
+        if (!ref)
+                return false;
+        if (strncmp(ref, "sha256:", 7) == 0)
+                return digest_ref_is_valid(ref);
+        colon = strrchr(ref, ':');
+        name = colon ? strndup(ref, (size_t) (colon - ref)) : strdup(ref);
+        return name && recipe_name_is_valid(name) && (!colon || tag_part_is_valid(colon + 1));
+}
+
 static int parse_from(Parser *p, const char *key, const char *v) {
         Recipe *r = p->r;
         const char *suite;
@@ -256,9 +288,19 @@ static int parse_from(Parser *p, const char *key, const char *v) {
         }
         if (streq(v, "debian"))
                 return parser_fail(p, p->line, key, "say which Debian suite, e.g. from = debian:bookworm");
-        if (strncmp(v, "debian:", 7) != 0)
-                return parser_fail(p, p->line, key,
-                                   "'%s' is not supported: use debian:SUITE (e.g. debian:bookworm) or scratch", v);
+        if (strncmp(v, "debian:", 7) != 0) {
+                /* a template the daemon has; whether it exists is the build's to find out */
+                if (strncmp(v, "sha256:", 7) == 0 && !digest_ref_is_valid(v))
+                        return parser_fail(p, p->line, key,
+                                           "'%s' is not a template digest (sha256: and 12 to 64 lower-case hex "
+                                           "digits)", v);
+                if (!recipe_parent_is_valid(v))
+                        return parser_fail(p, p->line, key,
+                                           "'%s' is not supported: use debian:SUITE (e.g. debian:bookworm), scratch, "
+                                           "or a template as NAME[:TAG] or sha256:DIGEST (e.g. seed)", v);
+                r->from = RECIPE_FROM_TEMPLATE;
+                return set_string(p, &r->parent, v);
+        }
         suite = v + 7;
         if (!*suite || !(islower((unsigned char) *suite) || isdigit((unsigned char) *suite)) ||
             !chars_ok(suite, ".-", false) || strlen(suite) > 64)
@@ -366,19 +408,21 @@ static int check_recipe(Parser *p) {
 
         if (!p->from_line)
                 return parser_fail(p, 0, NULL,
-                                   "no 'from': say from = debian:SUITE (e.g. debian:bookworm), or from = scratch "
-                                   "with build = SCRIPT");
+                                   "no 'from': say from = debian:SUITE (e.g. debian:bookworm), from = TEMPLATE "
+                                   "(e.g. seed) or from = scratch with build = SCRIPT");
         if (r->from == RECIPE_FROM_SCRATCH) {
                 if (p->packages_line)
                         return parser_fail(p, p->packages_line, "packages",
-                                           "only with from = debian:SUITE (a scratch tree has no package manager)");
+                                           "only with from = debian:SUITE or from = TEMPLATE (a scratch tree has "
+                                           "no package manager)");
                 if (!r->build)
                         return parser_fail(p, p->from_line, "from",
                                            "from = scratch needs build = SCRIPT, run as 'SCRIPT ROOTDIR' to fill "
                                            "the tree");
         } else if (r->build)
                 return parser_fail(p, p->build_line, "build",
-                                   "only with from = scratch (with from = debian:SUITE use packages, file and run)");
+                                   "only with from = scratch (with from = debian:SUITE or TEMPLATE use packages, "
+                                   "file and run)");
 
         if (r->build) {
                 const char *shown = r->build + strlen(r->dir) + 1; /* as the recipe wrote it */
@@ -410,6 +454,7 @@ Recipe *recipe_free(Recipe *r) {
         free(r->conf);
         free(r->name);
         free(r->suite);
+        free(r->parent);
         free(r->build);
         strv_free(r->packages);
         for (size_t i = 0; i < r->n_files; i++) {

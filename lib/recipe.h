@@ -15,6 +15,8 @@
 typedef enum RecipeFrom {
         RECIPE_FROM_DEBIAN,     /* from = debian:SUITE, built with mmdebstrap */
         RECIPE_FROM_SCRATCH,    /* from = scratch, the tree made by the build script */
+        RECIPE_FROM_TEMPLATE,   /* from = NAME[:TAG] or sha256:<hex>, a template of the daemon's: its tree and
+                                 * defaults, with the recipe's packages, files and run steps on top */
 } RecipeFrom;
 
 typedef struct RecipeFile {
@@ -30,8 +32,9 @@ typedef struct Recipe {
         char *name;             /* name = NAME, default: the directory's name */
         RecipeFrom from;
         char *suite;            /* from = debian:SUITE */
+        char *parent;           /* from = TEMPLATE, as written */
         char *build;            /* build = SCRIPT, absolute; from = scratch only */
-        char **packages;        /* packages = ... (all lines, split); from = debian only */
+        char **packages;        /* packages = ... (all lines, split); not with from = scratch */
         RecipeFile *files;
         size_t n_files;
         char **run;             /* run = COMMAND, in order */
@@ -60,5 +63,7 @@ static inline void recipe_freep(Recipe **r) {
 
 /* NAME of NAME:TAG: lower-case letters, digits, '.', '_', '-', components joined by '/'; at most 128 bytes. */
 bool recipe_name_is_valid(const char *name);
+/* A template reference as from = takes it: NAME[:TAG] (TAG: Docker's rule) or sha256:<12 to 64 hex digits>. */
+bool recipe_parent_is_valid(const char *ref);
 /* A Debian package: NAME[:ARCH][=VERSION], with Debian's rules for each part. */
 bool recipe_package_is_valid(const char *p);

@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
+#include <libgen.h>
 #include <pwd.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -42,6 +43,7 @@
 #define CHROOT "/usr/sbin/chroot"
 #define RUN_PATH "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 #define FAILURE_LINES 15
+#define PARENT_TAR ".space-parent.tar" /* the parent template's tree, in the build directory */
 
 /* Documentation, manual pages and translations stay out of Debian trees; the setting stays in the image
  * (/etc/dpkg/dpkg.cfg.d/99mmdebstrap), so what sandboxes install later leaves them out too. */
@@ -248,6 +250,9 @@ static pid_t spawn(Runner *rn, char *const argv[], const char *cwd, int in_fd, i
         if (in_fd < 0 || dup2(in_fd, STDIN_FILENO) < 0 || dup2(out_fd >= 0 ? out_fd : err_fd, STDOUT_FILENO) < 0 ||
             dup2(err_fd, STDERR_FILENO) < 0)
                 _exit(126);
+        /* nothing of ours (the daemon's connection): mmdebstrap hands apt a pipe by number, as "cat >&N" to a
+         * dash that reads one digit only */
+        (void) close_range(3, ~0U, 0);
         if (cwd && chdir(cwd) < 0) {
                 dprintf(STDERR_FILENO, "space-build: cannot enter %s: %s\n", cwd, strerror(errno));
                 _exit(126);
@@ -514,93 +519,147 @@ static int debian_file_hooks(Strv *a, const RecipeFile *f) {
         return 0;
 }
 
-static int build_debian(Runner *rn, const Recipe *r, bool as_root, const char *tarball) {
+/* A recipe's parent, for from = TEMPLATE: its tree as the daemon exported it, and what the tree says of itself. */
+typedef struct Parent {
+        const char *tarball;
+        char suite[65];         /* VERSION_CODENAME of its os-release, else "" */
+        bool has_apt;           /* usr/bin/apt-get and var/lib/dpkg/status: packages can be installed */
+} Parent;
+
+static int push_packages(Strv *a, char **packages) {
+        _cleanup_free_ char *inc = NULL;
+        size_t len = 0;
+
+        if (!packages)
+                return 0;
+        for (char **p = packages; *p; p++)
+                len += strlen(*p) + 1;
+        inc = calloc(1, len + 1);
+        if (!inc)
+                return -ENOMEM;
+        for (char **p = packages; *p; p++) {
+                if (p != packages)
+                        strcat(inc, ",");
+                strcat(inc, *p);
+        }
+        return strv_pushf(a, "--include=%s", inc);
+}
+
+/* The .debs of earlier builds: synced in before the download, and out, without what the archive no longer has,
+ * into a fresh directory that replaces the cache once the build succeeded; the tree's own copy goes with
+ * mmdebstrap's cleanup. Without a usable cache directory the build just downloads (*ret_new stays NULL). */
+static int push_cache_hooks(Strv *a, const char *suite, char **ret_cache, char **ret_new) {
         _cleanup_free_ char *cache = NULL, *cache_new = NULL, *cache_q = NULL, *cache_new_q = NULL;
+
+        if (cache_dir(suite, &cache) < 0 || space_mkdir_p(cache, 0755) < 0 ||
+            asprintf(&cache_new, "%s.new-XXXXXX", cache) < 0 || !mkdtemp(cache_new))
+                return 0;
+        *ret_new = cache_new; /* removed by the caller whatever happens next */
+        cache_new = NULL;
+        cache_q = shell_quote(cache);
+        cache_new_q = shell_quote(*ret_new);
+        if (!cache_q || !cache_new_q || strv_pushf(a, "--skip=essential/unlink") < 0 ||
+            strv_pushf(a, "--setup-hook=mkdir -p \"$1\"/var/cache/apt/archives/") < 0 ||
+            strv_pushf(a, "--setup-hook=sync-in %s /var/cache/apt/archives/", cache_q) < 0 ||
+            /* sync-in gives the directory the cache's owner: the user's uid in unshare mode */
+            strv_pushf(a, "--setup-hook=chown -R 0:0 \"$1\"/var/cache/apt/archives/") < 0 ||
+            strv_pushf(a, "--customize-hook=" CHROOT " \"$1\" apt-get autoclean -qq || true") < 0 ||
+            strv_pushf(a, "--customize-hook=sync-out /var/cache/apt/archives %s", cache_new_q) < 0)
+                return -ENOMEM;
+        *ret_cache = TAKE_PTR(cache);
+        return 0;
+}
+
+/* file and run, then what every Debian tree gets: the same apt directories' owners and no host names. */
+static int push_customize_hooks(Strv *a, const Recipe *r) {
         unsigned long long epoch = build_epoch();
-        _cleanup_close_ int out_fd = -1;
-        const char *sources;
-        Strv a = {}, f = {};
-        struct stat st;
-        int k;
 
-        if (!in_path(MMDEBSTRAP) || !in_path(MMTARFILTER)) {
-                log_error("building %s from debian:%s needs mmdebstrap and mmtarfilter: install mmdebstrap (as "
-                          "root: build-aux/install-deps.sh, or apt install mmdebstrap)", r->name, r->suite);
-                return -ENOENT;
-        }
-
-        k = strv_pushf(&a, MMDEBSTRAP) < 0 || strv_pushf(&a, "--mode=%s", as_root ? "root" : "unshare") < 0 ||
-            strv_pushf(&a, "--variant=minbase") < 0 || strv_pushf(&a, "--format=tar") < 0;
-        if (!k && r->packages) {
-                _cleanup_free_ char *inc = NULL;
-                size_t len = 0;
-
-                for (char **p = r->packages; *p; p++)
-                        len += strlen(*p) + 1;
-                inc = calloc(1, len + 1);
-                if (!inc)
-                        k = 1;
-                else {
-                        for (char **p = r->packages; *p; p++) {
-                                if (p != r->packages)
-                                        strcat(inc, ",");
-                                strcat(inc, *p);
-                        }
-                        k = strv_pushf(&a, "--include=%s", inc) < 0;
-                }
-        }
-        /* merged /usr the way debootstrap does it, without the usrmerge package and the perl it pulls in */
-        if (!k && stat(MERGED_USR_HOOKS, &st) == 0)
-                k = strv_pushf(&a, "--hook-dir=" MERGED_USR_HOOKS) < 0;
-        for (size_t i = 0; !k && i < ELEMENTSOF(dpkg_options); i++)
-                k = strv_pushf(&a, "--dpkgopt=%s", dpkg_options[i]) < 0;
-
-        /* The .debs of earlier builds: synced in before the download, and out, without what the archive no longer
-         * has, into a fresh directory that replaces the cache once the build succeeded; the tree's own copy
-         * goes with mmdebstrap's cleanup. Without a usable cache directory the build just downloads. */
-        if (!k && cache_dir(r->suite, &cache) == 0 && space_mkdir_p(cache, 0755) >= 0 &&
-            asprintf(&cache_new, "%s.new-XXXXXX", cache) >= 0 && mkdtemp(cache_new)) {
-                cache_q = shell_quote(cache);
-                cache_new_q = shell_quote(cache_new);
-                k = !cache_q || !cache_new_q || strv_pushf(&a, "--skip=essential/unlink") < 0 ||
-                    strv_pushf(&a, "--setup-hook=mkdir -p \"$1\"/var/cache/apt/archives/") < 0 ||
-                    strv_pushf(&a, "--setup-hook=sync-in %s /var/cache/apt/archives/", cache_q) < 0 ||
-                    /* sync-in gives the directory the cache's owner: the user's uid in unshare mode */
-                    strv_pushf(&a, "--setup-hook=chown -R 0:0 \"$1\"/var/cache/apt/archives/") < 0 ||
-                    strv_pushf(&a, "--customize-hook=" CHROOT " \"$1\" apt-get autoclean -qq || true") < 0 ||
-                    strv_pushf(&a, "--customize-hook=sync-out /var/cache/apt/archives %s", cache_new_q) < 0;
-        } else if (cache_new) {
-                free(cache_new);
-                cache_new = NULL;
-        }
-        for (size_t i = 0; !k && i < r->n_files; i++)
-                k = debian_file_hooks(&a, &r->files[i]) < 0;
-        for (char **c = r->run; !k && c && *c; c++) {
+        for (size_t i = 0; i < r->n_files; i++)
+                if (debian_file_hooks(a, &r->files[i]) < 0)
+                        return -ENOMEM;
+        for (char **c = r->run; c && *c; c++) {
                 _cleanup_free_ char *s = NULL;
-                k = step_run(*c, epoch, &s) < 0 || strv_pushf(&a, "--customize-hook=%s", s) < 0;
+                if (step_run(*c, epoch, &s) < 0 || strv_pushf(a, "--customize-hook=%s", s) < 0)
+                        return -ENOMEM;
         }
         /* apt gives its partial directories to _apt only when _apt could reach the build directory (TMPDIR):
          * the same tree whatever TMPDIR was */
-        if (!k)
-                k = strv_pushf(&a, "--customize-hook=" CHROOT " \"$1\" /bin/sh -c "
-                                   "'for d in /var/cache/apt/archives/partial /var/lib/apt/lists/partial; do "
-                                   "[ ! -d $d ] || chown _apt:root $d; done; true'") < 0;
+        if (strv_pushf(a, "--customize-hook=" CHROOT " \"$1\" /bin/sh -c "
+                          "'for d in /var/cache/apt/archives/partial /var/lib/apt/lists/partial; do "
+                          "[ ! -d $d ] || chown _apt:root $d; done; true'") < 0)
+                return -ENOMEM;
         /* mmdebstrap copies the host's hostname and resolv.conf in; neither belongs in a template */
-        if (!k)
-                k = strv_pushf(&a, "--customize-hook=" CHROOT " \"$1\" /bin/sh -c "
-                                   "'[ -L /etc/hostname ] || echo space > /etc/hostname; "
-                                   "[ -L /etc/resolv.conf ] || : > /etc/resolv.conf'") < 0;
-        if (!k)
-                k = strv_pushf(&a, "%s", r->suite) < 0 || strv_pushf(&a, "-") < 0;
-        sources = host_sources(r->suite);
-        if (!k && sources)
-                k = strv_pushf(&a, "%s", sources) < 0;
-        if (!k)
-                k = strv_pushf(&f, MMTARFILTER) < 0 || strv_pushf(&f, "--path-exclude=/dev/*") < 0;
-        if (k) {
-                k = -ENOMEM;
-                goto out;
+        return strv_pushf(a, "--customize-hook=" CHROOT " \"$1\" /bin/sh -c "
+                             "'[ -L /etc/hostname ] || echo space > /etc/hostname; "
+                             "[ -L /etc/resolv.conf ] || : > /etc/resolv.conf'");
+}
+
+/* from = TEMPLATE with apt: mmdebstrap's custom variant over the parent's tree, which a setup hook unpacks
+ * (mmdebstrap's own tar-in, so owners come through in unshare mode too). What mmdebstrap wrote to
+ * /etc/apt/sources.list* goes first: apt then reads the parent's sources, and resolves the packages against
+ * the parent's dpkg status, so only what is missing is downloaded and installed. The cleanup of lists and
+ * caches is mmdebstrap's, as for debian:SUITE. */
+static int push_parent(Strv *a, const Parent *p) {
+        _cleanup_free_ char *tar_q = shell_quote(p->tarball);
+
+        if (!tar_q || strv_pushf(a, "--variant=custom") < 0 ||
+            strv_pushf(a, "--setup-hook=rm -f \"$1\"/etc/apt/sources.list \"$1\"/etc/apt/sources.list.d/*") < 0 ||
+            strv_pushf(a, "--setup-hook=tar-in %s /", tar_q) < 0)
+                return -ENOMEM;
+        return 0;
+}
+
+static int debian_args(Strv *a, const Recipe *r, bool as_root, const Parent *parent, const char *suite,
+                       char **ret_cache, char **ret_cache_new) {
+        const char *sources;
+        struct stat st;
+
+        if (strv_pushf(a, MMDEBSTRAP) < 0 || strv_pushf(a, "--mode=%s", as_root ? "root" : "unshare") < 0 ||
+            strv_pushf(a, "--format=tar") < 0 || push_packages(a, r->packages) < 0)
+                return -ENOMEM;
+        if (parent) {
+                if (push_parent(a, parent) < 0 || (!r->packages && strv_pushf(a, "--skip=update") < 0))
+                        return -ENOMEM;
+        } else {
+                if (strv_pushf(a, "--variant=minbase") < 0)
+                        return -ENOMEM;
+                /* merged /usr the way debootstrap does it, without the usrmerge package and the perl it pulls in */
+                if (stat(MERGED_USR_HOOKS, &st) == 0 && strv_pushf(a, "--hook-dir=" MERGED_USR_HOOKS) < 0)
+                        return -ENOMEM;
+                for (size_t i = 0; i < ELEMENTSOF(dpkg_options); i++)
+                        if (strv_pushf(a, "--dpkgopt=%s", dpkg_options[i]) < 0)
+                                return -ENOMEM;
         }
+        if ((!parent || r->packages) && push_cache_hooks(a, suite, ret_cache, ret_cache_new) < 0)
+                return -ENOMEM;
+        if (push_customize_hooks(a, r) < 0 || strv_pushf(a, "%s", suite) < 0 || strv_pushf(a, "-") < 0)
+                return -ENOMEM;
+        /* a child's sources are the parent's: this one only satisfies mmdebstrap, and the setup hook removes it */
+        if (parent)
+                return strv_pushf(a, "deb http://deb.debian.org/debian %s main", suite);
+        sources = host_sources(suite);
+        return sources ? strv_pushf(a, "%s", sources) : 0;
+}
+
+/* from = debian:SUITE, or from = TEMPLATE (parent) whose tree has apt. */
+static int build_debian(Runner *rn, const Recipe *r, bool as_root, const char *tarball, const Parent *parent) {
+        _cleanup_free_ char *cache = NULL, *cache_new = NULL;
+        const char *suite = parent ? (*parent->suite ? parent->suite : "stable") : r->suite;
+        _cleanup_close_ int out_fd = -1;
+        Strv a = {}, f = {};
+        int k;
+
+        if (!in_path(MMDEBSTRAP) || !in_path(MMTARFILTER)) {
+                log_error("building %s from %s%s needs mmdebstrap and mmtarfilter: install mmdebstrap (as root: "
+                          "build-aux/install-deps.sh, or apt install mmdebstrap)", r->name,
+                          parent ? "" : "debian:", parent ? r->parent : r->suite);
+                return -ENOENT;
+        }
+        k = debian_args(&a, r, as_root, parent, suite, &cache, &cache_new);
+        if (k >= 0)
+                k = strv_pushf(&f, MMTARFILTER) < 0 || strv_pushf(&f, "--path-exclude=/dev/*") < 0 ? -ENOMEM : 0;
+        if (k < 0)
+                goto out;
 
         out_fd = open(tarball, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
         if (out_fd < 0) {
@@ -609,7 +668,7 @@ static int build_debian(Runner *rn, const Recipe *r, bool as_root, const char *t
                 goto out;
         }
         k = run_pipeline(rn, r, a.v, MMDEBSTRAP, -1, f.v, MMTARFILTER, out_fd);
-        if (k >= 0 && cache_new) {
+        if (k >= 0 && cache_new && cache) {
                 /* the new cache in place of the old one, which goes */
                 if (renameat2(AT_FDCWD, cache_new, AT_FDCWD, cache, RENAME_EXCHANGE) < 0)
                         log_error("warning: cannot update the package cache %s: %s", cache, strerror(errno));
@@ -627,8 +686,26 @@ out:
 /* The script runs as root, or as root of a user namespace whose ids are the user's subordinate ones and so
  * cannot read the user's files: the recipe comes in as a tar stream on stdin and the tree's tarball goes out on
  * stdout, and the tree itself lives in a private temporary directory that the script removes. */
-static int build_scratch(Runner *rn, const Recipe *r, bool as_root, const char *tarball) {
-        _cleanup_free_ char *script = NULL, *build_q = NULL, *shown = message_safe(r->build + strlen(r->dir) + 1);
+/* The script's first step: the build script, or the parent's tree (a from = TEMPLATE parent without apt), which
+ * comes in with the recipe as PARENT_TAR. */
+static int scratch_first_step(const Recipe *r, bool parent, char **ret) {
+        _cleanup_free_ char *build_q = NULL, *shown = NULL;
+
+        if (parent)
+                return asprintf(ret, "tar -x -p --numeric-owner -C \"$1\" -f ./" PARENT_TAR " && rm -f ./" PARENT_TAR
+                                     " || { echo 'space-build: cannot unpack the parent template' >&2; exit 1; }\n") < 0
+                               ? -ENOMEM : 0;
+        build_q = shell_quote(r->build + strlen(r->dir) + 1);
+        shown = message_safe(r->build + strlen(r->dir) + 1);
+        if (!build_q || !shown ||
+            asprintf(ret, "./%s \"$1\" || { s=$?; echo \"space-build: build = %s: failed with status $s\" >&2; exit $s; }\n",
+                     build_q, shown) < 0)
+                return -ENOMEM;
+        return 0;
+}
+
+static int build_scratch(Runner *rn, const Recipe *r, bool as_root, const char *tarball, const Parent *parent) {
+        _cleanup_free_ char *script = NULL, *first = NULL, *parent_dir = NULL;
         unsigned long long epoch = build_epoch();
         _cleanup_close_ int out_fd = -1;
         size_t dir_len = strlen(r->dir), len;
@@ -641,8 +718,7 @@ static int build_scratch(Runner *rn, const Recipe *r, bool as_root, const char *
                           "install mmdebstrap, or build as root", r->name);
                 return -ENOENT;
         }
-        build_q = shell_quote(r->build + dir_len + 1);
-        if (!build_q || !shown)
+        if (scratch_first_step(r, parent, &first) < 0)
                 return -ENOMEM;
         s = open_memstream(&script, &len);
         if (!s)
@@ -657,8 +733,7 @@ static int build_scratch(Runner *rn, const Recipe *r, bool as_root, const char *
                    "mkdir -m 0755 \"$work/root\"\n"
                    "set -- \"$work/root\"\n"
                    "cd \"$work/recipe\"\n"
-                   "./%s \"$1\" || { s=$?; echo \"space-build: build = %s: failed with status $s\" >&2; exit $s; }\n",
-                build_q, shown);
+                   "%s", first);
         if (r->n_files > 0 || r->run)
                 fprintf(s, "[ -e \"$1/bin/sh\" ] || [ -L \"$1/bin/sh\" ] || "
                            "{ echo 'space-build: file = and run = need /bin/sh in the tree' >&2; exit 1; }\n");
@@ -696,6 +771,11 @@ static int build_scratch(Runner *rn, const Recipe *r, bool as_root, const char *
             strv_pushf(&a, "space-build") < 0 || strv_pushf(&t, "tar") < 0 || strv_pushf(&t, "--create") < 0 ||
             strv_pushf(&t, "--dereference") < 0 || strv_pushf(&t, "--file=-") < 0 ||
             strv_pushf(&t, "--directory=%s", r->dir) < 0 || strv_pushf(&t, ".") < 0;
+        /* the parent's tree after the recipe, as PARENT_TAR, for the root of the namespace to read */
+        if (!k && parent) {
+                parent_dir = strdup(parent->tarball);
+                k = !parent_dir || strv_pushf(&t, "--directory=%s", dirname(parent_dir)) < 0 || strv_pushf(&t, PARENT_TAR) < 0;
+        }
         if (k) {
                 k = -ENOMEM;
                 goto out;
@@ -711,6 +791,95 @@ static int build_scratch(Runner *rn, const Recipe *r, bool as_root, const char *
 out:
         strv_done(&a);
         strv_done(&t);
+        return k;
+}
+
+/* ---- from = TEMPLATE ---- */
+
+/* Runs argv with its stdout read into buf (at most size - 1 bytes, NUL-terminated): its exit status, or < 0. */
+static int run_capture(Runner *rn, char *const argv[], char *buf, size_t size) {
+        int pipefd[2], st;
+        size_t n = 0;
+        pid_t pid;
+
+        if (pipe2(pipefd, O_CLOEXEC) < 0)
+                return -errno;
+        pid = spawn(rn, argv, NULL, -1, pipefd[1]);
+        safe_close(pipefd[1]);
+        if (pid < 0) {
+                safe_close(pipefd[0]);
+                return pid;
+        }
+        for (;;) {
+                char drop[4096];
+                ssize_t k = n + 1 < size ? read(pipefd[0], buf + n, size - 1 - n) : read(pipefd[0], drop, sizeof drop);
+                if (k < 0 && errno == EINTR)
+                        continue;
+                if (k <= 0)
+                        break;
+                if (n + 1 < size)
+                        n += (size_t) k;
+        }
+        buf[n] = 0;
+        safe_close(pipefd[0]);
+        while (waitpid(pid, &st, 0) < 0)
+                if (errno != EINTR)
+                        return -errno;
+        return WIFEXITED(st) ? WEXITSTATUS(st) : 128;
+}
+
+/* What the parent's tree says of itself: whether it has apt and dpkg, and its Debian suite (for the package
+ * cache, which is per suite). The tar is the daemon's export: member names without "./". */
+static int inspect_parent(Runner *rn, Parent *p) {
+        char *has[] = { "tar", "-tf", (char *) p->tarball, "usr/bin/apt-get", "var/lib/dpkg/status", NULL };
+        char *osr[] = { "tar", "-xOf", (char *) p->tarball, "usr/lib/os-release", NULL };
+        char buf[8192];
+        int k;
+
+        k = run_capture(rn, has, buf, sizeof buf);
+        if (k < 0)
+                return k;
+        p->has_apt = k == 0;
+        if (run_capture(rn, osr, buf, sizeof buf) == 0)
+                for (char *line = strtok(buf, "\n"); line; line = strtok(NULL, "\n"))
+                        if (strncmp(line, "VERSION_CODENAME=", 17) == 0) {
+                                const char *v = line + 17 + (line[17] == '"');
+                                size_t l = strcspn(v, "\"");
+                                if (l < sizeof p->suite && strspn(v, "abcdefghijklmnopqrstuvwxyz0123456789.-") >= l)
+                                        snprintf(p->suite, sizeof p->suite, "%.*s", (int) l, v);
+                        }
+        return 0;
+}
+
+static int build_from_template(Runner *rn, const Recipe *r, const BuildOptions *o, bool as_root, const char *workdir,
+                               const char *tarball) {
+        _cleanup_free_ char *path = NULL;
+        Parent p = {};
+        int k;
+
+        if (asprintf(&path, "%s/" PARENT_TAR, workdir) < 0)
+                return -ENOMEM;
+        if (!o->fetch_parent) {
+                log_error("building %s from %s needs the daemon's copy of %s", r->name, r->parent, r->parent);
+                return -EINVAL;
+        }
+        k = o->fetch_parent(path, o->fetch_userdata);
+        if (k < 0)
+                return k;
+        p.tarball = path;
+        k = inspect_parent(rn, &p);
+        if (k < 0) {
+                log_error("cannot read the tree of %s: %s", r->parent, strerror(-k));
+                return k;
+        }
+        if (r->packages && !p.has_apt) {
+                log_error("%s: packages = needs apt and dpkg in the parent's tree, and %s has none (it was built "
+                          "from = scratch?): install with run = steps, or build from a Debian template", r->conf,
+                          r->parent);
+                return -EINVAL;
+        }
+        k = p.has_apt ? build_debian(rn, r, as_root, tarball, &p) : build_scratch(rn, r, as_root, tarball, &p);
+        (void) unlink(path); /* the tree is in the tarball now */
         return k;
 }
 
@@ -771,13 +940,15 @@ int recipe_build(const Recipe *r, const BuildOptions *o, BuildResult *ret) {
         }
         if (rn.live)
                 fprintf(stderr, "building %s from %s%s%s\n", r->name, r->from == RECIPE_FROM_DEBIAN ? "debian:" : "",
-                        r->from == RECIPE_FROM_DEBIAN ? r->suite : "scratch",
+                        r->from == RECIPE_FROM_DEBIAN ? r->suite : r->from == RECIPE_FROM_TEMPLATE ? r->parent : "scratch",
                         as_root ? "" : " (in a user namespace)");
 
         if (r->from == RECIPE_FROM_DEBIAN)
-                k = build_debian(&rn, r, as_root, b.tarball);
+                k = build_debian(&rn, r, as_root, b.tarball, NULL);
+        else if (r->from == RECIPE_FROM_TEMPLATE)
+                k = build_from_template(&rn, r, o, as_root, b.workdir, b.tarball);
         else
-                k = build_scratch(&rn, r, as_root, b.tarball);
+                k = build_scratch(&rn, r, as_root, b.tarball, NULL);
         if (k < 0)
                 goto out;
         b.seconds = now_sec() - t0;

@@ -10,6 +10,10 @@
 typedef struct BuildOptions {
         bool quiet;     /* nothing on stderr but errors */
         bool verbose;   /* the build tools' own output on stderr even when it is no terminal */
+        /* from = TEMPLATE: writes the parent's tree as a tar to path (the daemon's export of it), or prints why
+         * not and returns < 0 */
+        int (*fetch_parent)(const char *path, void *userdata);
+        void *fetch_userdata;
 } BuildOptions;
 
 typedef struct BuildResult {

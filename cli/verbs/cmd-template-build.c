@@ -14,6 +14,7 @@
 
 #include "cli.h"
 #include "json-util.h"
+#include "string-util.h"
 #include "macro.h"
 #include "build/recipe-build.h"
 #include "recipe.h"
@@ -81,6 +82,150 @@ static cJSON *recipe_config(const Recipe *r) {
         return c;
 }
 
+/* K=V into l, replacing an entry of the same K. */
+static int env_set(char ***l, const char *kv) {
+        size_t klen = strcspn(kv, "=");
+
+        for (char **i = *l; i && *i; i++)
+                if (strncmp(*i, kv, klen + 1) == 0) {
+                        char *s = strdup(kv);
+                        if (!s)
+                                return -ENOMEM;
+                        free(*i);
+                        *i = s;
+                        return 0;
+                }
+        return strv_extend(l, kv);
+}
+
+/* from = TEMPLATE: the parent's config under the recipe's (env by name, the rest key by key), so that what
+ * the recipe does not set is the parent's. Takes child. */
+static cJSON *config_over_parent(const cJSON *parent, cJSON *child) {
+        cJSON *c = parent ? cJSON_Duplicate(parent, true) : cJSON_CreateObject(), *item;
+        const cJSON *env = cJSON_GetObjectItemCaseSensitive(child, "env"), *e;
+
+        if (!c || !child) {
+                cJSON_Delete(c);
+                cJSON_Delete(child);
+                return NULL;
+        }
+        if (cJSON_IsArray(env)) {
+                char **merged = NULL;
+                const cJSON *pe = cJSON_GetObjectItemCaseSensitive(c, "env");
+                bool ok = true;
+
+                cJSON_ArrayForEach(e, pe)
+                        ok = ok && (!cJSON_IsString(e) || env_set(&merged, e->valuestring) >= 0);
+                cJSON_ArrayForEach(e, env)
+                        ok = ok && (!cJSON_IsString(e) || env_set(&merged, e->valuestring) >= 0);
+                cJSON_DeleteItemFromObjectCaseSensitive(c, "env");
+                ok = ok && cJSON_AddItemToObject(c, "env", json_array_from_strv(merged));
+                strv_free(merged);
+                cJSON_DeleteItemFromObjectCaseSensitive(child, "env");
+                if (!ok) {
+                        cJSON_Delete(c);
+                        cJSON_Delete(child);
+                        return NULL;
+                }
+        }
+        while ((item = child->child)) {
+                cJSON_DetachItemViaPointer(child, item);
+                cJSON_DeleteItemFromObjectCaseSensitive(c, item->string);
+                cJSON_AddItemToObject(c, item->string, item);
+        }
+        cJSON_Delete(child);
+        return c;
+}
+
+/* from = TEMPLATE: the parent as the daemon has it (its digest, which the export is asked for, and its config).
+ * An unknown parent is the user's to fix: the message says how. */
+static int parent_lookup(const Recipe *r, char **ret_digest, cJSON **ret_config) {
+        _cleanup_free_ char *esc = NULL, *path = NULL;
+        SpaceHttpReply reply = {};
+        const char *digest;
+        int k;
+
+        if (space_http_escape(r->parent, &esc) < 0 || asprintf(&path, "/v1/templates/%s", esc) < 0) {
+                log_error("out of memory");
+                return -ENOMEM;
+        }
+        k = space_http_call(cli_http(), "GET", path, NULL, &reply);
+        if (k < 0) {
+                cli_log_transport_error(cli_http(), k);
+                return k;
+        }
+        if (reply.error == ERROR_TEMPLATE_NOT_FOUND) {
+                log_error("%s: from = %s: no template '%s' to build from: see 'spacectl template ls', or build the "
+                          "parent first (spacectl template build DIR of its recipe, e.g. templates/seed)",
+                          r->conf, r->parent, r->parent);
+                space_http_reply_done(&reply);
+                return -ENOENT;
+        }
+        if (!space_http_reply_ok(&reply)) {
+                log_error("%s: from = %s: %s", r->conf, r->parent, reply.error_message);
+                space_http_reply_done(&reply);
+                return -EBADMSG;
+        }
+        digest = json_str(reply.json, "digest");
+        *ret_digest = digest ? strdup(digest) : NULL;
+        *ret_config = cJSON_DetachItemFromObjectCaseSensitive(reply.json, "config");
+        space_http_reply_done(&reply);
+        if (!*ret_digest) {
+                cJSON_Delete(*ret_config);
+                log_error("the daemon described %s without a digest", r->parent);
+                return -EBADMSG;
+        }
+        return 0;
+}
+
+typedef struct ParentFetch {
+        const Recipe *recipe;
+        const char *digest;
+} ParentFetch;
+
+static int write_all_fd(const void *buf, size_t n, void *userdata) {
+        int fd = *(int *) userdata;
+
+        for (size_t off = 0; off < n;) {
+                ssize_t w = write(fd, (const char *) buf + off, n - off);
+                if (w < 0 && errno == EINTR)
+                        continue;
+                if (w < 0)
+                        return -errno;
+                off += (size_t) w;
+        }
+        return 0;
+}
+
+/* BuildOptions.fetch_parent: GET /v1/templates/DIGEST/rootfs into path. */
+static int fetch_parent(const char *path, void *userdata) {
+        ParentFetch *p = userdata;
+        _cleanup_free_ char *url = NULL;
+        _cleanup_close_ int fd = -1;
+        SpaceHttpReply reply = {};
+        int k;
+
+        if (asprintf(&url, "/v1/templates/%s/rootfs", p->digest) < 0) {
+                log_error("out of memory");
+                return -ENOMEM;
+        }
+        fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+        if (fd < 0) {
+                log_error("cannot create %s: %s", path, strerror(errno));
+                return -errno;
+        }
+        k = space_http_download(cli_http(), url, NULL, write_all_fd, &fd, &reply);
+        if (k >= 0 && !space_http_reply_ok(&reply)) {
+                log_error("%s: from = %s: %s", p->recipe->conf, p->recipe->parent, reply.error_message);
+                k = -EBADMSG;
+        } else if (k < 0 && k != -EBADMSG)
+                log_error("cannot fetch the tree of %s: %s", p->recipe->parent, strerror(-k));
+        space_http_reply_done(&reply);
+        if (k >= 0 && close(TAKE_FD(fd)) < 0)
+                k = -errno;
+        return k;
+}
+
 /* --output: move the tarball there (copy when it is on another filesystem). */
 static int write_output(const char *tarball, const char *dest) {
         _cleanup_close_ int in = -1, out = -1;
@@ -119,10 +264,13 @@ static int write_output(const char *tarball, const char *dest) {
 
 /* POST /v1/templates/import and follow the operation (a progress bar on a terminal); prints the digest.
  * -EINTR when the wait was interrupted: the import goes on and still needs the tarball. */
-static int import_tarball(const Recipe *r, const char *tarball, const char *tag, bool quiet) {
+static int import_tarball(const Recipe *r, const cJSON *parent_config, const char *tarball, const char *tag,
+                          bool quiet) {
         _cleanup_free_ char *label = NULL;
         SpaceHttpReply reply = {};
-        cJSON *body = cJSON_CreateObject(), *config = recipe_config(r), *result = NULL;
+        cJSON *body = cJSON_CreateObject(), *result = NULL;
+        cJSON *config = r->from == RECIPE_FROM_TEMPLATE ? config_over_parent(parent_config, recipe_config(r))
+                                                         : recipe_config(r);
         const char *digest;
         int k;
         bool attached = body && config && cJSON_AddItemToObject(body, "config", config);
@@ -161,8 +309,10 @@ static int import_tarball(const Recipe *r, const char *tarball, const char *tag,
 
 int template_build(int argc, char *argv[]) {
         _cleanup_recipe_ Recipe *r = NULL;
-        _cleanup_free_ char *tag = NULL, *err = NULL;
+        _cleanup_free_ char *tag = NULL, *err = NULL, *parent_digest = NULL;
         const char *tag_arg = NULL, *output = NULL;
+        cJSON *parent_config = NULL;
+        ParentFetch fetch = {};
         BuildOptions o = {};
         BuildResult b = {};
         int k;
@@ -193,9 +343,16 @@ int template_build(int argc, char *argv[]) {
                 return cli_usage_error("--tag: '%s' is not NAME:TAG (NAME: lower-case letters, digits, '.', '_', "
                                        "'-', namespaces joined by '/'; TAG: letters, digits, '_', '.', '-')",
                                        tag_arg);
-        /* Before a build that may take minutes: is there a daemon to import into? */
-        if (!output && !cli_http())
+        /* Before a build that may take minutes: is there a daemon to import into (and the parent to build on)? */
+        if ((!output || r->from == RECIPE_FROM_TEMPLATE) && !cli_http())
                 return EXIT_FAIL;
+        if (r->from == RECIPE_FROM_TEMPLATE) {
+                if (parent_lookup(r, &parent_digest, &parent_config) < 0)
+                        return EXIT_FAIL;
+                fetch = (ParentFetch) { .recipe = r, .digest = parent_digest };
+                o.fetch_parent = fetch_parent;
+                o.fetch_userdata = &fetch;
+        }
         k = cli_signals_install();
         if (k < 0) {
                 log_error("cannot install signal handlers: %s", strerror(-k));
@@ -203,8 +360,10 @@ int template_build(int argc, char *argv[]) {
         }
 
         k = recipe_build(r, &o, &b);
-        if (k < 0)
+        if (k < 0) {
+                cJSON_Delete(parent_config);
                 return EXIT_FAIL;
+        }
         if (!o.quiet && isatty(STDERR_FILENO)) {
                 struct stat st;
                 if (stat(b.tarball, &st) == 0)
@@ -214,7 +373,8 @@ int template_build(int argc, char *argv[]) {
         if (output)
                 k = write_output(b.tarball, output);
         else
-                k = import_tarball(r, b.tarball, tag, o.quiet);
+                k = import_tarball(r, parent_config, b.tarball, tag, o.quiet);
+        cJSON_Delete(parent_config);
         if (k == -EINTR && !output) {
                 /* the daemon may still be reading it */
                 log_error("left %s for the import; remove it once 'spacectl op ls' shows the import ended",

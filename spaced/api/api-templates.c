@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "api/api.h"
@@ -13,6 +14,7 @@
 #include "macro.h"
 #include "template/template.h"
 #include "core/util.h"
+#include "core/worker.h"
 #include "sandbox/sandbox.h"
 
 /* /v1/templates: the store (template.c) and imports (template-import.c).
@@ -22,7 +24,8 @@
  *   POST   /v1/templates/gc            untagged unused images and stale base snapshots go
  *   GET    /v1/templates/{ref}         one image (ref: NAME[:TAG] or sha256:<hex>; its '/' may be raw or %2F)
  *   DELETE /v1/templates/{ref}         a tag goes (and the image with its last one) or, by digest, the image
- *   POST   /v1/templates/{ref}/tag     {"tag": "NAME:TAG"} points a tag at ref's image */
+ *   POST   /v1/templates/{ref}/tag     {"tag": "NAME:TAG"} points a tag at ref's image
+ *   GET    /v1/templates/{ref}/rootfs  the image's tree as a tar (template-export.c), for builds on top of it */
 
 cJSON *template_to_json(Manager *m, Template *t) {
         cJSON *o = cJSON_CreateObject();
@@ -83,6 +86,144 @@ void api_get_template(Request *r, const RouteArgs *a) {
                 return;
         }
         http_respond_json(r, 200, template_to_json(m, t));
+}
+
+/* ---- GET /v1/templates/{ref}/rootfs ---- */
+
+/* A worker writes the tar into an unnamed file of $state/templates, so that its failure (an image that does not
+ * match its manifest) is still an error answer, and the answer has a Content-Length. The request, the worker
+ * and MHD's response each hold the export; the last to let go frees it. */
+typedef struct Export {
+        Manager *manager;
+        Request *r;          /* NULL once the request ended */
+        char *dir, *digest, *tmp_parent;
+        int fd;
+        uint64_t size, pos;
+        bool working, responding;
+        int result;
+        Error error;
+} Export;
+
+static void export_unref(Export *x) {
+        if (x->r || x->working || x->responding)
+                return;
+        free(x->dir);
+        free(x->digest);
+        free(x->tmp_parent);
+        safe_close(x->fd);
+        error_done(&x->error);
+        free(x);
+}
+
+static void export_detach(void *userdata, Request *r) {
+        Export *x = userdata;
+
+        x->r = NULL;
+        export_unref(x);
+}
+
+static void export_release(void *userdata) {
+        Export *x = userdata;
+
+        x->responding = false;
+        export_unref(x);
+}
+
+static ssize_t export_read(void *userdata, char *buf, size_t max) {
+        Export *x = userdata;
+        ssize_t n;
+
+        if (x->pos >= x->size)
+                return HTTP_STREAM_END;
+        if (max > x->size - x->pos)
+                max = (size_t) (x->size - x->pos);
+        n = pread(x->fd, buf, max, (off_t) x->pos);
+        if (n <= 0)
+                return HTTP_STREAM_ERROR;
+        x->pos += (uint64_t) n;
+        return n;
+}
+
+static void export_done(Manager *m, void *userdata) {
+        Export *x = userdata;
+
+        x->working = false;
+        if (x->r)
+                http_resume(x->r);
+        else
+                export_unref(x);
+}
+
+static void *export_worker(void *userdata) {
+        Export *x = userdata;
+        struct stat st;
+
+        x->result = template_export(x->dir, x->digest, x->tmp_parent, x->fd, &x->error);
+        if (x->result >= 0) {
+                if (fstat(x->fd, &st) < 0)
+                        x->result = error_set(&x->error, ERROR_INTERNAL, "cannot stat the tar: %m") ?: -errno;
+                else
+                        x->size = (uint64_t) st.st_size;
+        }
+        completion_post(x->manager, export_done, x);
+        return NULL;
+}
+
+static void export_answer(Request *r, void *userdata) {
+        static const char *const headers[] = { "Content-Type", "application/x-tar", NULL };
+        Export *x = userdata;
+
+        if (x->working)
+                return http_continue(r, export_answer, x); /* a spurious wake-up */
+        if (x->result < 0)
+                return respond_error_or(r, &x->error, "the export failed");
+        r->stream.read = export_read;
+        r->stream.release = export_release;
+        x->responding = true;
+        if (http_respond_stream_status(r, 200, x->size, headers) < 0) {
+                x->responding = false;
+                http_respond_error(r, ERROR_INTERNAL, "out of memory");
+        }
+}
+
+void api_get_template_rootfs(Request *r, const RouteArgs *a) {
+        Manager *m = http_manager(r->http);
+        Error e = {};
+        Template *t;
+        Export *x;
+        int q;
+
+        q = template_resolve(m, a->arg[0], &t, &e);
+        if (q >= 0)
+                q = template_export_check(t, &e);
+        if (q < 0) {
+                respond_operation_error(r, &e, q);
+                error_done(&e);
+                return;
+        }
+        x = calloc(1, sizeof *x);
+        if (!x)
+                return (void) http_respond_error(r, ERROR_INTERNAL, "out of memory");
+        x->manager = m;
+        x->fd = -1;
+        x->dir = strdup(t->dir);
+        x->digest = strdup(t->digest);
+        if (asprintf(&x->tmp_parent, "%s/templates", m->state_dir) < 0)
+                x->tmp_parent = NULL;
+        q = x->dir && x->digest && x->tmp_parent ? template_import_tmpfile(m, &x->fd) : -ENOMEM;
+        if (q >= 0) {
+                x->working = true;
+                q = worker_start(m, export_worker, x);
+                x->working = q >= 0;
+        }
+        if (q < 0) {
+                export_unref(x);
+                return (void) http_respond_error(r, error_code_from_errno(q), "cannot start the export: %s",
+                                                 strerror(-q));
+        }
+        x->r = r;
+        r->stream = (HttpStream) { .detach = export_detach, .userdata = x };
+        http_continue(r, export_answer, x);
 }
 
 /* ---- the archive as the body: streamed to an unnamed file in the state directory, bounded ---- */

@@ -33,6 +33,9 @@ const Route api_routes[] = {
         { "GET", "/v1/templates", api_get_templates },
         { "POST", "/v1/templates/import", api_post_template_import, .begin = api_post_template_import_begin },
         { "POST", "/v1/templates/gc", api_post_templates_gc },
+        /* before GET {ref}, which would take "seed/rootfs" as a reference (a template named NAME/rootfs is
+         * reached with %2F) */
+        { "GET", "/v1/templates/{ref}/rootfs", api_get_template_rootfs },
         { "GET", "/v1/templates/{ref}", api_get_template },
         { "DELETE", "/v1/templates/{ref}", api_delete_template },
         { "POST", "/v1/templates/{ref}/tag", api_post_template_tag },

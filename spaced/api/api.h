@@ -64,6 +64,7 @@ void api_get_operations(Request *r, const RouteArgs *a);
 cJSON *template_to_json(Manager *m, Template *t);
 void api_get_templates(Request *r, const RouteArgs *a);
 void api_get_template(Request *r, const RouteArgs *a);
+void api_get_template_rootfs(Request *r, const RouteArgs *a);
 void api_post_template_import(Request *r, const RouteArgs *a);
 void api_post_template_import_begin(Request *r, const RouteArgs *a);
 void api_delete_template(Request *r, const RouteArgs *a);

@@ -555,8 +555,33 @@ static int read_source(ImportJob *j, Tree *tree, const char *root2, Tree **tree2
         return import_oci_archive(j, tree, root2, tree2, layout_fd, rootfs);
 }
 
-/* The same tree is in the store already: only the defaults change. */
-static int reuse_existing(ImportJob *j, const char *final, bool *ret_reused) {
+/* The manifest the digest was computed from, beside the image: exports (template-export.c) write the tree
+ * from it, since the image alone does not say which of its files are the tree (lost+found is not). */
+static int write_manifest(ImportJob *j, Tree *tree, const char *dir) {
+        _cleanup_free_ char *path = NULL, *tmp = NULL;
+        FILE *f;
+        int r;
+
+        if (asprintf(&path, "%s/" TEMPLATE_MANIFEST, dir) < 0 || asprintf(&tmp, "%s.tmp", path) < 0)
+                return -ENOMEM;
+        f = fopen(tmp, "we");
+        if (!f)
+                return job_fail(j, error_code_from_errno(-errno), -errno, "cannot write %s: %m", tmp);
+        r = tree_write_manifest(tree, f);
+        if (fclose(f) != 0 && r >= 0)
+                r = -errno;
+        if (r >= 0 && rename(tmp, path) < 0)
+                r = -errno;
+        if (r < 0) {
+                (void) unlink(tmp);
+                return job_fail(j, error_code_from_errno(r), r, "cannot write %s: %s", path, strerror(-r));
+        }
+        return 0;
+}
+
+/* The same tree is in the store already: only the defaults change (and an image of an older daemon gets the
+ * manifest it lacks). */
+static int reuse_existing(ImportJob *j, Tree *tree, const char *final, bool *ret_reused) {
         _cleanup_free_ char *existing = NULL;
         int r;
 
@@ -568,6 +593,13 @@ static int reuse_existing(ImportJob *j, const char *final, bool *ret_reused) {
         *ret_reused = true;
         j->existed = true;
         keep_disk_at_least_image(j, existing);
+        {
+                _cleanup_free_ char *manifest = NULL;
+                if (asprintf(&manifest, "%s/" TEMPLATE_MANIFEST, final) < 0)
+                        return -ENOMEM;
+                if (access(manifest, F_OK) < 0 && (r = write_manifest(j, tree, final)) < 0)
+                        return r;
+        }
         r = write_config(j, final);
         if (r < 0)
                 r = job_fail(j, ERROR_INTERNAL, r, "cannot write %s/config.json: %s", final, strerror(-r));
@@ -632,7 +664,7 @@ static int import_run(ImportJob *j) {
                 r = -ENOMEM;
                 goto out;
         }
-        r = reuse_existing(j, final, &reused);
+        r = reuse_existing(j, rootfs, final, &reused);
         if (r < 0 || reused)
                 goto out;
         r = make_image(j, rootfs, tmp, tree2 ? root2 : root);
@@ -643,6 +675,9 @@ static int import_run(ImportJob *j) {
                 r = job_fail(j, ERROR_INTERNAL, r, "cannot write config.json: %s", strerror(-r));
                 goto out;
         }
+        r = write_manifest(j, rootfs, tmp);
+        if (r < 0)
+                goto out;
         /* the staging trees are not part of the image */
         tree = tree_free(tree);
         tree2 = tree_free(tree2);

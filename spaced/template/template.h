@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #pragma once
 
-/* The template store (ARCHITECTURE.md, decision 5): images under $state/templates/sha256-<hex>/ (rootfs.ext4, config.json),
- * their rows and tags in SQLite, references, removal and gc (template.c), and imports (template-import.c). */
+/* The template store (ARCHITECTURE.md, decision 5): images under $state/templates/sha256-<hex>/ (rootfs.ext4,
+ * config.json, manifest), their rows and tags in SQLite, references, removal and gc (template.c), imports
+ * (template-import.c) and exports of a tree as a tar (template-export.c). */
 
 #include <cjson/cJSON.h>
 
@@ -66,6 +67,8 @@ void template_imported(Manager *m);   /* tells the users an import ended well */
 #define TEMPLATE_TAG_MAX 255          /* "name:tag" */
 #define TEMPLATE_DIGEST_PREFIX_MIN 12 /* hex digits of a sha256:<prefix> reference */
 #define TEMPLATE_DEFAULT_DISK_MIB 1024
+/* The canonical manifest of the tree (template-tree.c), kept beside the image: its sha256 is the digest. */
+#define TEMPLATE_MANIFEST "manifest"
 
 /* A reference: NAME[:TAG] (lowercase, '/'-separated components; TAG defaults to latest) gives
  * *ret_tag = "name:tag"; sha256:<hex> (12 to 64 hex digits) gives *ret_digest_prefix = "<hex>". -EINVAL with a
@@ -108,3 +111,10 @@ int template_import_tmpfile(Manager *m, int *ret_fd);
 int template_import_start(Manager *m, const ImportRequest *req, Operation **ret_op, Error *reterr);
 /* The same, on the calling thread (builtins at start). */
 int template_import_now(Manager *m, const ImportRequest *req, Template **ret, Error *reterr);
+
+/* template-export.c */
+/* 0 when t can be exported; -ENOENT with ERROR_INVALID_STATE for an image imported before manifests were kept. */
+int template_export_check(const Template *t, Error *reterr);
+/* Writes the tree of the image in dir (digest: its template's) to out_fd as a tar, every entry checked against
+ * the manifest. Blocking (debugfs reads the image into a .tmp-export-* of tmp_parent): call it on a worker. */
+int template_export(const char *dir, const char *digest, const char *tmp_parent, int out_fd, Error *reterr);

@@ -132,6 +132,41 @@ int main(void) {
                 recipe_free(r);
         }
 
+        /* from = TEMPLATE: a tag or a digest; packages, files and run on top; no build script */
+        r = good("a recipe from a template", "from = seed\npackages = jq\nfile = motd /etc/motd\nrun = true\n");
+        if (r) {
+                ok(r->from == RECIPE_FROM_TEMPLATE && streq(r->parent, "seed") && !r->suite, "from = seed");
+                ok(r->packages && streq(r->packages[0], "jq") && r->n_files == 1 && r->run, "with packages, file, run");
+                ok(!r->user && !r->workdir && !r->env && !r->vcpu, "nothing set that the parent would give");
+                recipe_free(r);
+        }
+        {
+                static const char *const refs[] = { "seed:latest", "team/py:3.11", "ubuntu:noble",
+                                                    "sha256:0123456789ab",
+                                                    "sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef" };
+                for (size_t i = 0; i < ELEMENTSOF(refs); i++) {
+                        _cleanup_free_ char *conf = NULL;
+                        if (asprintf(&conf, "from = %s\n", refs[i]) < 0)
+                                return 1;
+                        r = good(refs[i], conf);
+                        if (r)
+                                ok(r->from == RECIPE_FROM_TEMPLATE && streq(r->parent, refs[i]), "parent %s", refs[i]);
+                        recipe_free(r);
+                }
+        }
+        bad("from = sha256:0123\n", "template.conf:1: from: 'sha256:0123' is not a template digest");
+        bad("from = sha256:0123456789AB\n", "from: 'sha256:0123456789AB' is not a template digest");
+        bad("from = seed:\n", "from: 'seed:' is not supported");
+        bad("from = seed:-x\n", "from: 'seed:-x' is not supported");
+        bad("from = team//py\n", "from: 'team//py' is not supported");
+        bad("from = /seed\n", "from: '/seed' is not supported");
+        bad("from = seed\nbuild = make-tree.sh\n", "template.conf:2: build: only with from = scratch");
+        bad("from = seed\nfrom = seed\n", "template.conf:2: from: given twice");
+        ok(recipe_parent_is_valid("seed") && recipe_parent_is_valid("a/b:c_d.e-f") &&
+                   !recipe_parent_is_valid("sha256:") && !recipe_parent_is_valid("sha256:xyzxyzxyzxyz") &&
+                   !recipe_parent_is_valid("") && !recipe_parent_is_valid(NULL) && !recipe_parent_is_valid("a b"),
+           "template references");
+
         /* file, line and key in every message */
         bad("from = debian:bookworm\npacakges = bash\n", "template.conf:2: unknown key 'pacakges'");
         bad("from = debian:bookworm\njust words\n", "template.conf:2: expected 'KEY = VALUE'");
@@ -139,7 +174,7 @@ int main(void) {
         bad("from = debian:bookworm\nname = a\nname = b\n", "template.conf:3: name: given twice (first on line 2)");
         bad("from = debian:bookworm\ndescription =\n", "template.conf:2: description: has no value");
         bad("name = x\n", "template.conf: no 'from'");
-        bad("from = ubuntu:noble\n", "template.conf:1: from: 'ubuntu:noble' is not supported");
+        bad("from = Ubuntu\n", "template.conf:1: from: 'Ubuntu' is not supported: use debian:SUITE");
         bad("from = debian\n", "template.conf:1: from: say which Debian suite");
         bad("from = debian:Bookworm\n", "template.conf:1: from: 'Bookworm' is not a Debian suite name");
         bad("from = scratch\n", "template.conf:1: from: from = scratch needs build = SCRIPT");
