@@ -352,6 +352,7 @@ typedef struct LifecycleRequest {
         const char *path;
         const cJSON *body;              /* NULL: no body */
         bool async;                     /* print the operation's id instead of waiting */
+        bool json;                      /* with async: print the operation as JSON, not its id */
         const char *progress;           /* "suspending SB": a spinner with seconds on a terminal after 1 s; NULL: none */
 } LifecycleRequest;
 

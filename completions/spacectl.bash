@@ -254,7 +254,7 @@ _spacectl() {
             fi ;;
         fork)
             if [[ $cur == -* ]]; then
-                COMPREPLY=($(compgen -W "--count --name --async --quiet --help" -- "$cur"))
+                COMPREPLY=($(compgen -W "--count --name --async --json --quiet --help" -- "$cur"))
             elif [[ $npos -eq 0 ]]; then
                 COMPREPLY=($(compgen -W "$(_spacectl_sandboxes) $(_spacectl_checkpoints)" -- "$cur"))
             fi ;;

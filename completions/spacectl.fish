@@ -285,6 +285,7 @@ complete -c spacectl -n "__spacectl_verb_is pool; and __fish_seen_subcommand_fro
 complete -c spacectl -n "__spacectl_verb_is fork" -s n -l count -x -d 'How many sandboxes (1..64)'
 complete -c spacectl -n "__spacectl_verb_is fork" -l name -x -d 'Name the forks (NAME-1 ... NAME-N for several)'
 complete -c spacectl -n "__spacectl_verb_is fork" -l async -d 'Print the operation id and return at once'
+complete -c spacectl -n "__spacectl_verb_is fork" -l json -d 'Print the new sandboxes as JSON'
 complete -c spacectl -n "__spacectl_verb_is fork" -s q -l quiet -d 'No progress on the terminal'
 complete -c spacectl -n "__spacectl_verb_is fork; and __spacectl_no_positional" -a '(__spacectl_sandboxes)' -d 'Sandbox'
 complete -c spacectl -n "__spacectl_verb_is fork; and __spacectl_no_positional" -a '(__spacectl_checkpoints)' -d 'Checkpoint'

@@ -83,7 +83,8 @@
  *                  to a temporary file in the target's directory, renamed into place at EOF; CLOSE(s) from the
  *                  host (or the host going away) drops it. The stream is forgotten after its last OK or ERROR.
  *   entry: kv records type=file|dir|symlink|other, mode (permission bits, decimal), size, mtime (unix
- *          seconds), uid, gid, target (symlinks). In a list, each entry starts with rel=NAME[/NAME...], the
+ *          seconds), mtime_nsec (0..999999999; optional, an older agent leaves it out), uid, gid, target
+ *          (symlinks). In a list, each entry starts with rel=NAME[/NAME...], the
  *          path below the listed directory; a DATA frame carries whole entries only.
  *
  * Tunnels (version 3) carry TCP connections over the channel, both ways (ARCHITECTURE.md, decision 10). Bytes

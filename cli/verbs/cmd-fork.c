@@ -12,13 +12,15 @@
 #include "macro.h"
 
 const CliHelp cmd_fork_help = {
-        .synopsis = "fork [-n N] [--name NAME] [--async] [-q] SANDBOX|CHECKPOINT",
+        .synopsis = "fork [-n N] [--name NAME] [--async] [--json] [-q] SANDBOX|CHECKPOINT",
         .summary = "Make N new sandboxes that go on from a sandbox or a checkpoint, and print their ids",
         .options =
         "Options:\n"
         "  -n, --count N   how many sandboxes, 1..64 (default 1)\n"
         "      --name NAME name the fork NAME; with -n N > 1, NAME-1 ... NAME-N\n"
         "      --async     print the id of the fork operation instead of waiting for it\n"
+        "      --json      print {\"sandboxes\": [...]}, the new ones as inspect --json gives them (with\n"
+        "                  --async: the operation) as JSON, not their ids\n"
         "  -q, --quiet     no progress on the terminal\n"
         "  -h, --help      show this help\n"
         "\n"
@@ -65,9 +67,44 @@ static int classify(const char *ref) {
         return 1;
 }
 
+/* --json: the new sandboxes as GET /v1/sandboxes gives them, so a script reads them as it reads ls --json. */
+static int print_forks_json(const cJSON *ids) {
+        cJSON *doc = cJSON_CreateObject(), *list = cJSON_AddArrayToObject(doc, "sandboxes");
+        const cJSON *id;
+        int r = 0;
+
+        if (!list) {
+                log_error("out of memory");
+                cJSON_Delete(doc);
+                return -ENOMEM;
+        }
+        cJSON_ArrayForEach(id, ids) {
+                _cleanup_free_ char *path = NULL;
+                SpaceHttpReply reply = {};
+
+                if (!cJSON_IsString(id))
+                        continue;
+                if (cli_sandbox_path(id->valuestring, NULL, &path) < 0) {
+                        log_error("out of memory");
+                        r = -ENOMEM;
+                        break;
+                }
+                r = cli_call("GET", path, NULL, &reply);
+                if (r < 0)
+                        break;
+                /* the list takes the reply's tree over */
+                cJSON_AddItemToArray(list, TAKE_PTR(reply.json));
+                space_http_reply_done(&reply);
+        }
+        if (r >= 0)
+                r = cli_print_json(doc);
+        cJSON_Delete(doc);
+        return r >= 0 && fflush(stdout) == 0 ? 0 : -EIO;
+}
+
 int cmd_fork(int argc, char *argv[]) {
         _cleanup_free_ char *path = NULL, *label = NULL;
-        bool async = false, quiet = false;
+        bool async = false, json = false, quiet = false;
         const char *name = NULL;
         unsigned long count = 1;
         const cJSON *ids, *id;
@@ -78,6 +115,7 @@ int cmd_fork(int argc, char *argv[]) {
                 CLI_ULONG("count", 'n', "-n", &count, 1, 64),
                 CLI_STRING_NOT_EMPTY("name", 0, &name),
                 CLI_FLAG("async", 0, &async),
+                CLI_FLAG("json", 0, &json),
                 CLI_FLAG("quiet", 'q', &quiet),
         };
 
@@ -103,7 +141,7 @@ int cmd_fork(int argc, char *argv[]) {
                 return EXIT_FAIL;
         }
         r = cli_lifecycle(&(LifecycleRequest) { .method = "POST", .path = path, .body = body, .async = async,
-                                                .progress = quiet ? NULL : label },
+                                                .json = json, .progress = quiet ? NULL : label },
                           &op);
         cJSON_Delete(body);
         if (r < 0)
@@ -116,6 +154,11 @@ int cmd_fork(int argc, char *argv[]) {
                 log_error("the fork finished but the daemon did not say the new sandboxes' ids; see 'spacectl ls'");
                 cJSON_Delete(op);
                 return EXIT_FAIL;
+        }
+        if (json) {
+                r = print_forks_json(ids);
+                cJSON_Delete(op);
+                return r < 0 ? EXIT_FAIL : 0;
         }
         cJSON_ArrayForEach(id, ids)
                 if (cJSON_IsString(id))

@@ -164,9 +164,9 @@ int cli_lifecycle(const LifecycleRequest *q, cJSON **ret_op) {
         }
 
         if (q->async) {
-                printf("%s\n", json_str(op, "id"));
+                r = q->json ? cli_print_json(op) : (printf("%s\n", json_str(op, "id")) < 0 ? -EIO : 0);
                 space_http_reply_done(&reply);
-                return fflush(stdout) == 0 ? 0 : -EIO;
+                return r >= 0 && fflush(stdout) == 0 ? 0 : -EIO;
         }
 
         if (q->progress && isatty(STDERR_FILENO))

@@ -311,6 +311,8 @@ static int entry_add(SpaceBuf *b, const char *rel, int dirfd, const char *name, 
         if (r >= 0)
                 r = space_kv_addf(b, "mtime", "%" PRId64, (int64_t) st->st_mtim.tv_sec);
         if (r >= 0)
+                r = space_kv_addf(b, "mtime_nsec", "%ld", (long) st->st_mtim.tv_nsec);
+        if (r >= 0)
                 r = space_kv_addf(b, "uid", "%u", (unsigned) st->st_uid);
         if (r >= 0)
                 r = space_kv_addf(b, "gid", "%u", (unsigned) st->st_gid);

@@ -233,6 +233,10 @@ static int parse_entry(const uint8_t *p, size_t n, size_t *offset, bool list, Fi
                         if (parse_i64(v, &e.mtime) < 0)
                                 return -EBADMSG;
                         have_mtime = true;
+                } else if (KEY("mtime_nsec")) {
+                        if (parse_u64(v, 999999999, &u) < 0)
+                                return -EBADMSG;
+                        e.mtime_nsec = (uint32_t) u;
                 } else if (KEY("uid")) {
                         if (parse_u64(v, UINT32_MAX, &u) < 0)
                                 return -EBADMSG;
@@ -319,6 +323,7 @@ cJSON *file_entry_to_json(const char *path, const FileEntry *e) {
         cJSON_AddNumberToObject(o, "mode", e->mode);
         cJSON_AddNumberToObject(o, "size", (double) e->size);
         cJSON_AddNumberToObject(o, "mtime", (double) e->mtime);
+        cJSON_AddNumberToObject(o, "mtime_nsec", e->mtime_nsec);
         cJSON_AddNumberToObject(o, "uid", e->uid);
         cJSON_AddNumberToObject(o, "gid", e->gid);
         if (e->target)

@@ -41,6 +41,7 @@ typedef struct FileEntry {
         unsigned mode;       /* permission bits, 07777 */
         uint64_t size;
         int64_t mtime;
+        uint32_t mtime_nsec; /* 0 from an agent that does not send it */
         uint32_t uid, gid;
         const char *target;  /* symlinks, else NULL */
 } FileEntry;

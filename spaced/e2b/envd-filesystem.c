@@ -197,19 +197,37 @@ static void permissions_string(const FileEntry *e, char buf[static 16]) {
         buf[n] = 0;
 }
 
+/* A google.protobuf.Timestamp as protojson writes it, which is what envd sends: RFC 3339 in UTC with 0, 3, 6
+ * or 9 digits of the second's fraction, as few as hold the nanoseconds. */
+static void timestamp_string(int64_t sec, uint32_t nsec, char buf[static 48]) {
+        time_t t = (time_t) sec;
+        struct tm tm;
+        size_t n;
+
+        if (!gmtime_r(&t, &tm) || (n = strftime(buf, 48, "%Y-%m-%dT%H:%M:%S", &tm)) == 0) {
+                strcpy(buf, "1970-01-01T00:00:00Z");
+                return;
+        }
+        if (nsec == 0 || nsec > 999999999)
+                snprintf(buf + n, 48 - n, "Z");
+        else if (nsec % 1000000 == 0)
+                snprintf(buf + n, 48 - n, ".%03uZ", nsec / 1000000);
+        else if (nsec % 1000 == 0)
+                snprintf(buf + n, 48 - n, ".%06uZ", nsec / 1000);
+        else
+                snprintf(buf + n, 48 - n, ".%09uZ", nsec);
+}
+
 cJSON *envd_entry_info(const char *path, const FileEntry *e, const char *owner, const char *group) {
         cJSON *o = cJSON_CreateObject();
         const char *name = strrchr(path, '/');
-        char perms[16], when[32], num[16];
-        time_t t = (time_t) e->mtime;
-        struct tm tm;
+        char perms[16], when[48], num[16];
 
         if (!o)
                 return NULL;
         name = name && name[1] ? name + 1 : path;
         permissions_string(e, perms);
-        if (!gmtime_r(&t, &tm) || strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", &tm) == 0)
-                strcpy(when, "1970-01-01T00:00:00Z");
+        timestamp_string(e->mtime, e->mtime_nsec, when);
         cJSON_AddStringToObject(o, "name", name);
         /* envd's proto has files and directories only (the SDKs drop other types): a symlink is listed as a
          * file with its target, anything else (a device, a FIFO) as unspecified */
@@ -287,7 +305,7 @@ int envd_list_entry_infos(FileXfer *x, const SpaceBuf *json, cJSON **ret_array) 
                       *target = cJSON_GetObjectItemCaseSensitive(it, "target");
                 FileEntry e = {};
                 cJSON *mtime = cJSON_GetObjectItemCaseSensitive(it, "mtime");
-                uint64_t mode, uid, gid;
+                uint64_t mode, uid, gid, nsec;
                 cJSON *info;
 
                 if (!cJSON_IsString(path) || !cJSON_IsString(type) || json_u64(it, "mode", 07777, &mode) < 0 ||
@@ -296,6 +314,8 @@ int envd_list_entry_infos(FileXfer *x, const SpaceBuf *json, cJSON **ret_array) 
                         continue;
                 if (cJSON_IsNumber(mtime)) /* it may be before 1970 */
                         e.mtime = (int64_t) mtime->valuedouble;
+                if (json_u64(it, "mtime_nsec", 999999999, &nsec) >= 0)
+                        e.mtime_nsec = (uint32_t) nsec;
                 e.type = streq(type->valuestring, "dir")       ? FILE_ENTRY_DIR
                          : streq(type->valuestring, "symlink") ? FILE_ENTRY_SYMLINK
                          : streq(type->valuestring, "file")    ? FILE_ENTRY_FILE

@@ -225,7 +225,23 @@ check_eq "  ... and makes no sandbox" "$N0" "$(sandbox_count)"
 run sc checkpoint ls --json --sandbox "$SB"
 check_eq "  ... and the checkpoint the fork took is gone (only t11-cp is left)" "t11-cp" \
         "$(json "$OUT" '" ".join(c.get("name") or c["id"] for c in d["checkpoints"])')"
-check_rc "remove the forks" 0 sc rm -f "${FORKS[@]}" "${FORKS2[@]}"
+# --json: one document on stdout, the new sandboxes as inspect gives them (with --async: the operation)
+check_rc "fork t11-cp --json --name t11-json" 0 sc fork t11-cp --json --name t11-json
+cp "$OUT" "$TEST_TMP/fork.json"
+FJ=$(json "$TEST_TMP/fork.json" 'd["sandboxes"][0]["id"]')
+[ -n "$FJ" ] && track_sandbox "$FJ"
+check_eq "  ... prints {\"sandboxes\": [one sandbox, named t11-json, running]}" "1 t11-json running" \
+        "$(json "$TEST_TMP/fork.json" '"%d %s %s" % (len(d["sandboxes"]), d["sandboxes"][0]["name"], d["sandboxes"][0]["state"])')"
+run sc inspect t11-json --json
+check_eq "  ... whose id is the sandbox named t11-json" "$FJ" "$(json "$OUT" 'd["id"]')"
+check_rc "fork t11-cp --async --json" 0 sc fork t11-cp --async --json
+FOP=$(json "$OUT" 'd["id"]')
+check_contains "  ... prints the operation as JSON" "op-" "$FOP"
+check_rc "  ... which finishes" 0 sc op wait "$FOP"
+run sc op show "$FOP" --json
+FJ2=$(json "$OUT" 'd["sandbox_ids"][0]')
+[ -n "$FJ2" ] && track_sandbox "$FJ2"
+check_rc "remove the forks" 0 sc rm -f "${FORKS[@]}" "${FORKS2[@]}" $FJ $FJ2
 
 # ---- restore (after a daemon restart: the memory file is in the checkpoint's row)
 check_rc "change the file after the checkpoint" 0 sc exec "$SB" -- sh -c 'echo v2 > /tmp/f; echo new > /tmp/after; echo changed > /dev/shm/t11-shm'

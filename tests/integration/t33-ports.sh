@@ -102,6 +102,17 @@ check_rc "... its port no longer accepts connections" 7 curl -s -o /dev/null --m
 check_rc "port rm SB $P again: exit 1" 1 sc port rm "$SB" "$P"
 check_contains "... no such forward" "no port forward '$P'" "$ERR"
 
+# ---- --json: the forward as the daemon gives it, and nothing else on stdout
+P4=$(free_port)
+check_rc "port -d --json SB 8000 $P4" 0 sc port -d --json "$SB" 8000 "$P4"
+check_eq "... prints one JSON document: the sandbox, the ports, the address" \
+        "[\"$SB\", 8000, $P4, \"127.0.0.1:$P4\"]" \
+        "$(json "$OUT" '[d[k] for k in ("sandbox_id", "guest_port", "host_port", "address")]')"
+FW4=$(json "$OUT" 'd["id"]')
+sc port ls "$SB" --json >"$TEST_TMP/ls4.json" 2>/dev/null
+check_eq "... whose id port ls --json lists" 1 "$(json "$TEST_TMP/ls4.json" 'len([f for f in d["forwards"] if f["id"] == "'"$FW4"'"])')"
+check_rc "port rm SB FW4" 0 sc port rm "$SB" "$FW4"
+
 # ---- in the foreground until interrupted
 P2=$(free_port)
 spacectl port "$SB" 8000 "$P2" >"$TEST_TMP/fg.out" 2>"$TEST_TMP/fg.err" &

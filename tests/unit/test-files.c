@@ -75,12 +75,23 @@ static void test_stat(void) {
         ok(x->state == FILE_XFER_DONE, "  ... frames after the answer are ignored");
         drop(x);
 
+        x = xfer("stat", "/n");
+        send_kv(x, SPACE_F_OK, 0, (const char *[]) { ENTRY, "mtime_nsec=123456789", NULL });
+        ok(x->state == FILE_XFER_DONE && file_xfer_reply_entry(x, &e) == 0 && e.mtime == 86400 &&
+           e.mtime_nsec == 123456789, "stat: mtime_nsec is taken");
+        o = file_entry_to_json(x->path, &e);
+        ok(cJSON_GetObjectItem(o, "mtime_nsec") && cJSON_GetObjectItem(o, "mtime_nsec")->valuedouble == 123456789,
+           "  ... and shown as JSON");
+        cJSON_Delete(o);
+        drop(x);
+
         static const char *const bad[][8] = {
                 { "type=file", "size=5", "mtime=1", "uid=0", "gid=0", NULL },           /* no mode */
                 { "type=fifo", "mode=420", "size=5", "mtime=1", "uid=0", "gid=0", NULL },
                 { "type=file", "mode=8192", "size=5", "mtime=1", "uid=0", "gid=0", NULL },
                 { "type=file", "mode=420", "size=-5", "mtime=1", "uid=0", "gid=0", NULL },
                 { "type=file", "mode=420", "size=5", "mtime=1x", "uid=0", "gid=0", NULL },
+                { "type=file", "mode=420", "size=5", "mtime=1", "mtime_nsec=1000000000", "uid=0", "gid=0", NULL },
                 { "type=file", "mode=420", "size=5", "mtime=1", "uid=4294967296", "gid=0", NULL },
                 { "type=file", "mode= 420", "size=5", "mtime=1", "uid=0", "gid=0", NULL },
         };

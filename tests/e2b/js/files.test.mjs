@@ -55,6 +55,16 @@ test('sbx.files', async (t) => {
     assert.equal(createHash('sha256').update(back).digest('hex'), createHash('sha256').update(data).digest('hex'))
   })
 
+  await t.test('a written file and one made in the sandbox have a modifiedTime of now', async () => {
+    await sbx.files.write('/home/user/js/mt/written.txt', 'now')
+    await sbx.commands.run('echo made > /home/user/js/mt/made.txt')
+    const now = Date.now()
+    const info = await sbx.files.getInfo('/home/user/js/mt/written.txt')
+    assert.ok(Math.abs(info.modifiedTime.getTime() - now) < 60_000, String(info.modifiedTime))
+    for (const e of await sbx.files.list('/home/user/js/mt'))
+      assert.ok(Math.abs(e.modifiedTime.getTime() - now) < 60_000, `${e.name}: ${e.modifiedTime}`)
+  })
+
   await t.test('list, info, exists, makeDir, rename, remove', async () => {
     await sbx.files.makeDir('/home/user/js/l/d1/d2')
     await sbx.files.write('/home/user/js/l/f', '12')

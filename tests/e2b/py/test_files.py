@@ -2,6 +2,7 @@
 """sbx.files through the Python SDK (sync): envd's filesystem service and /files, as the default user
 `user` unless a test says otherwise."""
 import base64
+import datetime
 import gzip
 import hashlib
 import io
@@ -75,6 +76,24 @@ def test_list_depth_and_info(sbx):
     assert d.type == FileType.DIR and d.permissions.startswith("d") and d.name == "d1"
     with pytest.raises(FileNotFoundException):
         sbx.files.list("/home/user/nope")
+
+
+def utc_seconds(dt):
+    """The SDK's modified_time is protobuf's ToDatetime(): naive, in UTC."""
+    return (dt.replace(tzinfo=datetime.timezone.utc) if dt.tzinfo is None else dt).timestamp()
+
+
+def test_modified_time_is_now(sbx):
+    # a file written through E2B, and one made in the sandbox, carry the time they were made (template files
+    # keep the reproducible build's fixed time)
+    sbx.files.write("/home/user/mt/written.txt", "now")
+    sbx.commands.run("echo made > /home/user/mt/made.txt")
+    now = time.time()
+    info = sbx.files.get_info("/home/user/mt/written.txt")
+    assert abs(utc_seconds(info.modified_time) - now) < 60, info.modified_time
+    listed = {e.name: e for e in sbx.files.list("/home/user/mt")}
+    for name in ("written.txt", "made.txt"):
+        assert abs(utc_seconds(listed[name].modified_time) - now) < 60, (name, listed[name].modified_time)
 
 
 def test_exists_make_dir_rename_remove(sbx):
