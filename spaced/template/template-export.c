@@ -358,7 +358,7 @@ int template_export(const char *dir, const char *digest, const char *tmp_parent,
         _cleanup_free_ char *manifest = NULL, *tmp = NULL, *image = NULL;
         _cleanup_close_ int root_fd = -1;
         locale_t utf8, old_locale = (locale_t) 0;
-        size_t len;
+        size_t len = 0;
         int r;
 
         r = manifest_load(dir, digest, &manifest, &len, reterr);
