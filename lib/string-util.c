@@ -22,6 +22,22 @@ int strv_extend(char ***l, const char *v) {
         return nl[n] ? 0 : -ENOMEM;
 }
 
+int strv_set_kv(char ***l, const char *kv) {
+        size_t klen = strcspn(kv, "=");
+
+        for (char **i = *l; i && *i; i++)
+                if (strncmp(*i, kv, klen + 1) == 0) {
+                        char *s = strdup(kv);
+
+                        if (!s)
+                                return -ENOMEM;
+                        free(*i);
+                        *i = s;
+                        return 0;
+                }
+        return strv_extend(l, kv);
+}
+
 char *string_strip(char *s) {
         char *e;
 

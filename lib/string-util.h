@@ -8,6 +8,8 @@
 
 /* Appends a copy of v to the NULL-terminated list *l (which may be NULL). -ENOMEM on failure, *l intact. */
 int strv_extend(char ***l, const char *v);
+/* Puts a copy of kv ("K=V") into *l in place of the entry with the same K, or appends it (env lists). */
+int strv_set_kv(char ***l, const char *kv);
 /* Cuts leading and trailing whitespace off s in place; returns where the text now starts. */
 char *string_strip(char *s);
 /* Whether s is exactly n lowercase hex digits (ids, tokens and digests are written that way): s[0..n-1] are

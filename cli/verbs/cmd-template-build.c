@@ -82,22 +82,6 @@ static cJSON *recipe_config(const Recipe *r) {
         return c;
 }
 
-/* K=V into l, replacing an entry of the same K. */
-static int env_set(char ***l, const char *kv) {
-        size_t klen = strcspn(kv, "=");
-
-        for (char **i = *l; i && *i; i++)
-                if (strncmp(*i, kv, klen + 1) == 0) {
-                        char *s = strdup(kv);
-                        if (!s)
-                                return -ENOMEM;
-                        free(*i);
-                        *i = s;
-                        return 0;
-                }
-        return strv_extend(l, kv);
-}
-
 /* from = TEMPLATE: the parent's config under the recipe's (env by name, the rest key by key), so that what
  * the recipe does not set is the parent's. Takes child. */
 static cJSON *config_over_parent(const cJSON *parent, cJSON *child) {
@@ -115,9 +99,9 @@ static cJSON *config_over_parent(const cJSON *parent, cJSON *child) {
                 bool ok = true;
 
                 cJSON_ArrayForEach(e, pe)
-                        ok = ok && (!cJSON_IsString(e) || env_set(&merged, e->valuestring) >= 0);
+                        ok = ok && (!cJSON_IsString(e) || strv_set_kv(&merged, e->valuestring) >= 0);
                 cJSON_ArrayForEach(e, env)
-                        ok = ok && (!cJSON_IsString(e) || env_set(&merged, e->valuestring) >= 0);
+                        ok = ok && (!cJSON_IsString(e) || strv_set_kv(&merged, e->valuestring) >= 0);
                 cJSON_DeleteItemFromObjectCaseSensitive(c, "env");
                 ok = ok && cJSON_AddItemToObject(c, "env", json_array_from_strv(merged));
                 strv_free(merged);

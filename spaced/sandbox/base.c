@@ -336,16 +336,14 @@ fail:
         return r;
 }
 
-/* Whether the ready base b was made under another host than req's (ARCHITECTURE.md, "Snapshots and their
- * host"), and then why in buf. A `ready` of older daemons ("1") names no host: it is taken as this one's, as
+/* Whether the base whose `ready` file is ready was made under another host than req's (ARCHITECTURE.md,
+ * "Snapshots and their host"), and then why in buf. A `ready` of older daemons ("1") names no host: it is taken as this one's, as
  * it was before fingerprints. */
-static bool base_made_elsewhere(const BaseRequest *req, const BaseSnapshot *b, const char *ready, char *buf,
-                                size_t size) {
+static bool base_made_elsewhere(const BaseRequest *req, const char *ready, char *buf, size_t size) {
         _cleanup_close_ int fd = open(ready, O_RDONLY | O_CLOEXEC);
         char was[1024];
         ssize_t n;
 
-        (void) b;
         n = fd < 0 ? -1 : read(fd, was, sizeof was - 1);
         if (n < 0)
                 return false;
@@ -396,7 +394,7 @@ int base_snapshot_ensure(Manager *m, const BaseRequest *req, BaseSnapshot *ret, 
         if (stat(ready, &st) == 0) {
                 char why[512];
 
-                if (!base_made_elsewhere(req, &b, ready, why, sizeof why)) {
+                if (!base_made_elsewhere(req, ready, why, sizeof why)) {
                         pthread_mutex_unlock(&m->base_lock);
                         b.ready_ino = st.st_ino;
                         *ret = b;

@@ -222,20 +222,6 @@ out:
 
 /* ---- OCI ---- */
 
-static int strv_set_kv(char ***l, const char *kv) {
-        size_t klen = strcspn(kv, "=");
-        for (char **i = *l; i && *i; i++)
-                if (strncmp(*i, kv, klen + 1) == 0) {
-                        char *s = strdup(kv);
-                        if (!s)
-                                return -ENOMEM;
-                        free(*i);
-                        *i = s;
-                        return 0;
-                }
-        return strv_extend(l, kv);
-}
-
 static int import_oci(ImportJob *j, int layout_fd, Tree *tree) {
         _cleanup_(error_done) Error err = {};
         OciImage img = {};
