@@ -32,6 +32,9 @@
  *                  (it cannot see that; so the host may send PING at any time and the guest answers PONG).
  *   host -> guest  PING(stream s, payload <= 64 bytes)           -> PONG(s, same payload)
  *   host -> guest  INIT(s, kv: hostname, sandbox_id, time_ns, seed, env...) -> OK(s) | ERROR(s, kv)
+ *                  Every key is optional. service=SHELL-LINE[, service_user, service_cwd]: a command the agent
+ *                  starts once (sh -c, as that user, in that directory, with the env) and starts again whenever
+ *                  it exits; a later INIT naming the same command changes nothing, another one is ERROR(EBUSY).
  *   host -> guest  EXEC(s, kv: argv..., env..., cwd, user, stdin=0|1, pty=0|1, rows, cols, hold=0|1)
  *                  -> STARTED(s, kv: pid) | ERROR(s, kv: errno, message, stage=chdir|exec|setup|user, code)
  *                  (errno=2, stage=exec: no such command). With hold=1 the child is forked and waits before

@@ -37,7 +37,7 @@ typedef struct Parser {
 } Parser;
 
 static const char *const single_keys[] = {
-        "name", "from", "build", "description", "user", "workdir", "entrypoint", "vcpu", "memory_mib", "disk_mib",
+        "name", "from", "build", "description", "user", "workdir", "entrypoint", "start", "ready", "vcpu", "memory_mib", "disk_mib",
 };
 
 __attribute__((format(printf, 4, 5))) static int parser_fail(Parser *p, unsigned line, const char *key,
@@ -389,6 +389,10 @@ static int parse_line(Parser *p, char *k, char *v) {
                                 return -ENOMEM;
                 return 0;
         }
+        if (streq(k, "start"))
+                return set_string(p, &r->start, v);
+        if (streq(k, "ready"))
+                return set_string(p, &r->ready, v);
         if (streq(k, "vcpu"))
                 return parse_number(p, k, v, 1, VCPU_MAX, &r->vcpu);
         if (streq(k, "memory_mib"))
@@ -398,7 +402,7 @@ static int parse_line(Parser *p, char *k, char *v) {
 
         return parser_fail(p, p->line, NULL,
                            "unknown key '%s' (see space-template(5): name, from, packages, build, file, run, "
-                           "description, env, user, workdir, entrypoint, vcpu, memory_mib, disk_mib)", k);
+                           "description, env, user, workdir, entrypoint, start, ready, vcpu, memory_mib, disk_mib)", k);
 }
 
 /* What only the whole file can tell: from and build agree, the build script is there. */
@@ -467,6 +471,8 @@ Recipe *recipe_free(Recipe *r) {
         strv_free(r->env);
         free(r->user);
         free(r->workdir);
+        free(r->start);
+        free(r->ready);
         strv_free(r->entrypoint);
         free(r);
         return NULL;

@@ -2,8 +2,8 @@
 #pragma once
 
 /* Template recipes (space-template(5)): a directory whose template.conf says what to build (from, packages,
- * build, file, run) and the defaults sandboxes get (description, env, user, workdir, entrypoint, vcpu,
- * memory_mib, disk_mib). This only reads and checks a recipe; cli/build/recipe-build.c builds it.
+ * build, file, run) and the defaults sandboxes get (description, env, user, workdir, entrypoint, start,
+ * ready, vcpu, memory_mib, disk_mib). This only reads and checks a recipe; cli/build/recipe-build.c builds it.
  *
  * Errors come back as text for the caller to print, "PATH:LINE: KEY: what is wrong", so that a user can go
  * straight to the line; library code never prints. */
@@ -44,6 +44,8 @@ typedef struct Recipe {
         char *user;
         char *workdir;
         char **entrypoint;      /* entrypoint = WORD..., split on blanks */
+        char *start;            /* start = SHELL-LINE: the service the agent keeps running */
+        char *ready;            /* ready = SHELL-LINE: exits 0 once the service is ready for the base snapshot */
         uint64_t vcpu, memory_mib, disk_mib; /* 0: not set */
 } Recipe;
 

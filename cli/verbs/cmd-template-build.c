@@ -69,6 +69,10 @@ static cJSON *recipe_config(const Recipe *r) {
                 ok = cJSON_AddStringToObject(c, "workdir", r->workdir);
         if (ok && r->entrypoint)
                 ok = cJSON_AddItemToObject(c, "entrypoint", json_array_from_strv(r->entrypoint));
+        if (ok && r->start)
+                ok = cJSON_AddStringToObject(c, "start", r->start);
+        if (ok && r->ready)
+                ok = cJSON_AddStringToObject(c, "ready", r->ready);
         if (ok && r->vcpu)
                 ok = cJSON_AddNumberToObject(c, "vcpu", (double) r->vcpu);
         if (ok && r->memory_mib)

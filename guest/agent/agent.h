@@ -122,6 +122,14 @@ void files_pump(Channel *c);
 bool files_want_pump(const Channel *c);
 /* The host went away or came back: unfinished transfers are dropped (uploads leave no file). */
 void files_drop_all(void);
+/* service.c: the template's service, started once per guest from an INIT's service= and kept running.
+ * service_configure: -EINVAL for a bad command, user or directory, -EBUSY when another command already runs.
+ * service_reaped: whether pid was the service's (it is then started again after a delay). */
+int service_configure(const char *cmd, const char *user, const char *cwd);
+bool service_reaped(pid_t pid, int status);
+int service_poll_timeout(void);            /* ms until a restart is due, or -1 */
+void service_tick(void);                   /* starts it again when that is due */
+
 /* user.c: EXEC user= (lib/user.h). user_resolve reads the guest's /etc/passwd and /etc/group: 0, or -errno with
  * *ret_code (SPACE_CODE_UNKNOWN_USER, _UNKNOWN_GROUP, _INVALID_USER, _EXEC_FAILED) and a message naming the user
  * or group. user_switch runs in the child. */

@@ -213,15 +213,7 @@ static int exec_spec_resolve_user(ExecSpec *s, SpaceCode *ret_code, char *msg, s
         return 0;
 }
 
-/* The environment of the process. envp points into the struct and into the EXEC payload: both live until the
- * fork. */
-typedef struct ExecEnv {
-        char **envp;
-        size_t n;
-        char home[SPACE_USER_HOME_MAX + 8], user[SPACE_USER_SPEC_MAX + 8], logname[SPACE_USER_SPEC_MAX + 16];
-} ExecEnv;
-
-static void exec_env_done(ExecEnv *e) {
+void exec_env_done(ExecEnv *e) {
         free(e->envp);
         e->envp = NULL;
 }
@@ -229,7 +221,7 @@ static void exec_env_done(ExecEnv *e) {
 /* The proxy's variables, INIT's defaults, then the user's, then the request's: each overrides what came
  * before. Then PATH and HOME
  * if still unset, and TERM for a pty. */
-static int exec_env_build(ExecEnv *e, const ExecSpec *s) {
+int exec_env_build(ExecEnv *e, const ExecSpec *s) {
         const char *const *proxy = net_proxy_env();
         char **defaults = init_default_env();
 
@@ -263,11 +255,6 @@ static int exec_env_build(ExecEnv *e, const ExecSpec *s) {
         return 0;
 }
 
-#define EXEC_FDS_NULL                                                                                          \
-        (ExecFds) {                                                                                            \
-                .in_r = -1, .in_w = -1, .out_r = -1, .out_w = -1, .err_r = -1, .err_w = -1, .master = -1,      \
-                .ep_r = -1, .ep_w = -1, .hold_r = -1, .hold_w = -1,                                            \
-        }
 
 static void exec_fds_close(ExecFds *f) {
         f->in_r = safe_close(f->in_r);
@@ -347,7 +334,7 @@ static void exec_fds_close_child_ends(ExecFds *f) {
 
 /* Blocks until the child has exec'd (EOF: false) or failed (true, and *ret says how). Short: it ends at the
  * child's exec or failure, and it keeps EXEC's answer honest. */
-static bool exec_read_failure(int fd, ExecFailure *ret) {
+bool exec_read_failure(int fd, ExecFailure *ret) {
         ssize_t l;
 
         do
@@ -776,15 +763,20 @@ void streams_reap(Channel *c) {
 
         /* PID 1 reaps everything, including orphans re-parented to us: those match no stream still waiting
          * for its process (a pid is not reused before it is reaped), and are only collected. */
-        while ((pid = waitpid(-1, &status, WNOHANG)) > 0)
-                for (size_t i = 0; i < n_streams; i++)
+        while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
+                bool found = false;
+
+                for (size_t i = 0; !found && i < n_streams; i++)
                         if (streams[i]->pid == pid && !streams[i]->reaped) {
                                 streams[i]->reaped = true;
                                 streams[i]->status = status;
                                 stream_process_exited(c, streams[i]);
                                 stream_maybe_finish(c, streams[i]);
-                                break;
+                                found = true;
                         }
+                if (!found)
+                        (void) service_reaped(pid, status);
+        }
 
         now = now_ms();
         for (size_t i = 0; i < n_streams; i++) {

@@ -44,5 +44,25 @@ typedef struct ExecFailure {
         int err;
 } ExecFailure;
 
+#define EXEC_FDS_NULL                                                                                          \
+        (ExecFds) {                                                                                            \
+                .in_r = -1, .in_w = -1, .out_r = -1, .out_w = -1, .err_r = -1, .err_w = -1, .master = -1,      \
+                .ep_r = -1, .ep_w = -1, .hold_r = -1, .hold_w = -1,                                            \
+        }
+
+/* The environment of the process. envp points into the struct and into the EXEC payload: both live until the
+ * fork. */
+typedef struct ExecEnv {
+        char **envp;
+        size_t n;
+        char home[SPACE_USER_HOME_MAX + 8], user[SPACE_USER_SPEC_MAX + 8], logname[SPACE_USER_SPEC_MAX + 16];
+} ExecEnv;
+
+/* exec.c: the process's environment (INIT's defaults, the user's HOME, USER and LOGNAME, the request's), and
+ * the failure a child reported before its exec, if any. */
+int exec_env_build(ExecEnv *e, const ExecSpec *s);
+void exec_env_done(ExecEnv *e);
+bool exec_read_failure(int fd, ExecFailure *ret);
+
 /* exec-child.c: runs in the forked child; execs, or reports an ExecFailure on fds->ep_w and exits 127. */
 _Noreturn void exec_child(const ExecSpec *spec, const ExecFds *fds, char **envp);

@@ -2,7 +2,8 @@
 
 /* INIT: the identity a sandbox gets after every boot, restore or fork (ARCHITECTURE.md, decision 4): hostname,
  * clock, RNG reseed, sandbox id, and the default environment for later EXECs; after a create, also the size
- * the root filesystem must grow to (disk.c). */
+ * the root filesystem must grow to (disk.c); for a template's base snapshot, the service to keep running
+ * (service.c). */
 
 #include <errno.h>
 #include <fcntl.h>
@@ -111,6 +112,7 @@ void init_handle(Channel *c, uint32_t id, const uint8_t *p, size_t n) {
         char **env = NULL;
         size_t off = 0, klen, n_env = 0;
         const char *k, *v, *what = NULL;
+        const char *service_cmd = NULL, *service_user = NULL, *service_cwd = NULL;
         uint64_t disk_bytes = 0;
         int r, err = 0;
 
@@ -133,6 +135,12 @@ void init_handle(Channel *c, uint32_t id, const uint8_t *p, size_t n) {
                         q = write_sandbox_id(v);
                 else if (KEY("disk_bytes"))
                         q = parse_disk_bytes(v, &disk_bytes);
+                else if (KEY("service"))
+                        service_cmd = v;
+                else if (KEY("service_user"))
+                        service_user = v;
+                else if (KEY("service_cwd"))
+                        service_cwd = v;
                 else if (KEY("env")) {
                         const char *eq = strchr(v, '=');
                         char **l;
@@ -169,6 +177,13 @@ void init_handle(Channel *c, uint32_t id, const uint8_t *p, size_t n) {
                 char msg[256];
                 (void) snprintf(msg, sizeof msg, "%s: %s", what, strerror(err));
                 channel_send_error(c, id, err, msg);
+                return;
+        }
+        /* After the defaults it runs with; the payload (and so the strings) lives until we return. */
+        r = service_configure(service_cmd, service_user, service_cwd);
+        if (r < 0) {
+                channel_send_error(c, id, -r, r == -EBUSY ? "service: another command already runs" :
+                                              "service: not a valid command, user or directory");
                 return;
         }
         /* Last: the identity is in place even if growing fails, and the host learns why it failed. */

@@ -98,7 +98,7 @@ int main(int argc, char *argv[]) {
 
         for (;;) {
                 size_t n = 0, ns, nn;
-                int timeout = streams_poll_timeout(), nt = net_poll_timeout();
+                int timeout = streams_poll_timeout(), nt = net_poll_timeout(), st = service_poll_timeout();
 
                 fds[n++] = (struct pollfd) { .fd = c.epoll_fd, .events = POLLIN };
                 fds[n++] = (struct pollfd) { .fd = sfd, .events = POLLIN };
@@ -110,6 +110,8 @@ int main(int argc, char *argv[]) {
                         timeout = 0;
                 else if (nt >= 0 && (timeout < 0 || nt < timeout))
                         timeout = nt;
+                if (st >= 0 && (timeout < 0 || st < timeout))
+                        timeout = st;
                 if (poll(fds, n + ns + nn, timeout) < 0) {
                         if (errno != EINTR)
                                 log_err("poll: %m");
@@ -125,6 +127,7 @@ int main(int argc, char *argv[]) {
                 streams_poll_handle(&c, fds + 2, ns, owners);
                 net_poll_handle(&c, fds + 2 + ns, nn);
                 streams_reap(&c);
+                service_tick();
                 files_pump(&c);
                 channel_io(&c);
         }

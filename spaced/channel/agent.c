@@ -163,10 +163,12 @@ int agent_wait_hello(const char *socket_path, int timeout_ms, int *ret_fd, Error
 }
 
 /* Streams below AGENT_FIRST_STREAM are the daemon's own and never a process's: 1 and 2 the handshake's PING and
- * INIT, 3 a handout's INIT, 4 agent_run_blocking()'s command, 5 the warm-up after a create. */
+ * INIT, 3 a handout's INIT, 4 agent_run_blocking()'s command, 5 the warm-up after a create, 6 the INIT that
+ * starts a base snapshot's service. */
 #define AGENT_FIRST_STREAM 16U
 #define REIDENTIFY_STREAM 3
 #define RUN_BLOCKING_STREAM 4
+#define SERVICE_STREAM 6
 
 static int identity_frame(const char *sandbox_id, const char *hostname, char **env, uint64_t disk_bytes,
                           SpaceBuf *kv) {
@@ -329,7 +331,58 @@ int agent_run_blocking(int fd, char **argv, char **env, const char *cwd, const c
         if (r >= 0)
                 r = wait_frame(fd, rd, SPACE_F_EXIT, RUN_BLOCKING_STREAM, deadline, &h, &payload, pending,
                                &pending_len);
+        if (r >= 0) {
+                const char *v;
+                long x;
+
+                /* the exit status, or 128 + the signal, as a shell says it */
+                if (space_kv_get(payload, h.length, "code", &v) > 0 && (x = strtol(v, NULL, 10)) >= 0 && x < 256)
+                        r = (int) x;
+                else if (space_kv_get(payload, h.length, "signal", &v) > 0 && (x = strtol(v, NULL, 10)) > 0 && x < 128)
+                        r = 128 + (int) x;
+                else
+                        r = 255;
+        }
         (void) send_frame_blocking(fd, SPACE_F_CLOSE, RUN_BLOCKING_STREAM, NULL, 0);
+        return r;
+}
+
+int agent_start_service_blocking(int fd, const char *cmd, const char *user, const char *cwd, char **env,
+                                 int timeout_ms, Error *reterr) {
+        uint64_t deadline = now_usec_monotonic() + (uint64_t) timeout_ms * 1000;
+        _cleanup_free_ SpaceFrameReader *rd = calloc(1, sizeof *rd);
+        _cleanup_free_ uint8_t *pending = malloc(65536);
+        _cleanup_(space_buf_done) SpaceBuf kv = {};
+        size_t pending_len = 0;
+        SpaceFrameHeader h = {};
+        const uint8_t *payload = NULL;
+        int r = 0;
+
+        if (!rd || !pending)
+                return -ENOMEM;
+        /* An INIT with only the defaults and the service: the base snapshot's guest has no identity yet */
+        for (char **e = env; r >= 0 && e && *e; e++)
+                r = space_kv_add(&kv, "env", *e);
+        if (r >= 0)
+                r = space_kv_add(&kv, "service", cmd);
+        if (r >= 0 && user)
+                r = space_kv_add(&kv, "service_user", user);
+        if (r >= 0 && cwd)
+                r = space_kv_add(&kv, "service_cwd", cwd);
+        if (r >= 0 && kv.len > SPACE_FRAME_PAYLOAD_MAX)
+                r = -E2BIG;
+        if (r >= 0)
+                r = send_frame_blocking(fd, SPACE_F_INIT, SERVICE_STREAM, kv.data, kv.len);
+        if (r >= 0)
+                r = wait_frame(fd, rd, SPACE_F_OK, SERVICE_STREAM, deadline, &h, &payload, pending, &pending_len);
+        if (r == -EPROTO) {
+                const char *msg = NULL;
+                if (space_kv_get(payload, h.length, "message", &msg) <= 0)
+                        msg = "no reason given";
+                (void) error_set(reterr, ERROR_INTERNAL, "the guest agent did not start the template's service: %.200s",
+                                 msg);
+        } else if (r < 0)
+                (void) error_set(reterr, ERROR_INTERNAL, "cannot start the template's service: %s", strerror(-r));
         return r;
 }
 

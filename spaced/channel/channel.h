@@ -95,8 +95,13 @@ int agent_reidentify(AgentConn *a, const char *sandbox_id, const char *hostname,
  * command pays for translating the guest's fork and exec paths: this one pays it while the user is not waiting. */
 int agent_warm_up_send(AgentConn *a, char **env, const char *cwd, const char *user);
 /* Runs argv to its end on a handshaken fd the event loop does not watch (output is dropped; it must be
- * small); env, cwd and user as an exec's (each may be NULL). */
+ * small); env, cwd and user as an exec's (each may be NULL). Returns its exit status (128 + the signal that
+ * killed it), or -errno. */
 int agent_run_blocking(int fd, char **argv, char **env, const char *cwd, const char *user, int timeout_ms);
+/* Has the agent on fd (as above) start the template's service, cmd (a shell line) as user in cwd with env, and
+ * keep it running (lib/proto.h, INIT service=). */
+int agent_start_service_blocking(int fd, const char *cmd, const char *user, const char *cwd, char **env,
+                                 int timeout_ms, Error *reterr);
 /* Waits for the first HELLO after a cold boot; ret_fd (may be NULL) gets the channel, for agent_run_blocking(). */
 int agent_wait_hello(const char *socket_path, int timeout_ms, int *ret_fd, Error *reterr);
 int agent_attach(Sandbox *s, int fd);        /* takes over fd in the event loop */

@@ -24,6 +24,10 @@
  * last, so a half-built one is never used. */
 
 #define BASE_BOOT_TIMEOUT_MS (180 * 1000)
+/* How long a template's service may take to be ready (under TCG a Python kernel with pandas and matplotlib
+ * imported takes tens of seconds), and how often its ready command is run meanwhile. */
+#define BASE_SERVICE_READY_TIMEOUT_MS (300 * 1000)
+#define BASE_SERVICE_READY_INTERVAL_MS 250
 
 void base_request_done(BaseRequest *r) {
         free(r->lib_dir);
@@ -37,6 +41,8 @@ void base_request_done(BaseRequest *r) {
         strv_free(r->warm_env);
         free(r->warm_cwd);
         free(r->warm_user);
+        free(r->service);
+        free(r->service_ready);
         memset(r, 0, sizeof *r);
 }
 
@@ -60,10 +66,12 @@ int base_request_init(Manager *m, const Template *t, unsigned vcpu, uint64_t mem
                 .warm_cwd = t->workdir ? strdup(t->workdir) : NULL,
                 /* as template_default_user(): a user recorded before the check is not trusted */
                 .warm_user = t->user && space_user_spec_parse(t->user, NULL) >= 0 ? strdup(t->user) : NULL,
+                .service = t->start ? strdup(t->start) : NULL,
+                .service_ready = t->ready ? strdup(t->ready) : NULL,
         };
         if (!ret->lib_dir || !ret->state_dir || !ret->runtime_dir || !ret->template_name || !ret->rootfs ||
             !ret->template_digest || !ret->host_fingerprint || (m->config.qemu_binary && !ret->qemu_binary) ||
-            (t->workdir && !ret->warm_cwd)) {
+            (t->workdir && !ret->warm_cwd) || (t->start && !ret->service) || (t->ready && !ret->service_ready)) {
                 base_request_done(ret);
                 return -ENOMEM;
         }
@@ -220,6 +228,44 @@ static void base_warm_and_sync(const BaseRequest *req, int agent_fd) {
                 log_debug("template %s: sync before the base snapshot failed", req->template_name);
 }
 
+/* The template's service (space-template(5), start and ready): started by the agent, which keeps it running,
+ * then waited for until its ready command exits 0, so that the snapshot holds it ready (a code interpreter with
+ * its kernels warm) and every sandbox restored from it has it at once. */
+static int base_start_service(const BaseRequest *req, int agent_fd, Error *reterr) {
+        char *ready_argv[] = { (char *) "sh", (char *) "-c", req->service_ready, NULL };
+        uint64_t deadline = now_usec_monotonic() + (uint64_t) BASE_SERVICE_READY_TIMEOUT_MS * 1000;
+        int r, status = -1;
+
+        if (!req->service)
+                return 0;
+        r = agent_start_service_blocking(agent_fd, req->service, req->warm_user, req->warm_cwd, req->warm_env,
+                                         30000, reterr);
+        if (r < 0 || !req->service_ready)
+                return r;
+        for (;;) {
+                uint64_t now = now_usec_monotonic();
+
+                if (now >= deadline)
+                        break;
+                status = agent_run_blocking(agent_fd, ready_argv, req->warm_env, req->warm_cwd, req->warm_user,
+                                            (int) MIN((deadline - now) / 1000, 60000U) + 1);
+                if (status == 0)
+                        return 0;
+                if (status < 0 && status != -ETIMEDOUT && status != -EPROTO)
+                        break; /* the channel itself failed */
+                (void) usleep(BASE_SERVICE_READY_INTERVAL_MS * 1000);
+        }
+        if (status >= 0)
+                return error_set(reterr, ERROR_INTERNAL,
+                                 "template %s: its ready command (%s) still exits %d after %d s; the service's output "
+                                 "is in /var/log/space-service.log in a sandbox's guest",
+                                 req->template_name, req->service_ready, status, BASE_SERVICE_READY_TIMEOUT_MS / 1000)
+                               ?: -ETIMEDOUT;
+        return error_set(reterr, ERROR_INTERNAL, "template %s: its ready command (%s) could not be run: %s",
+                         req->template_name, req->service_ready, strerror(status == -1 ? ETIMEDOUT : -status))
+                       ?: (status < 0 ? status : -ETIMEDOUT);
+}
+
 static int base_save(const BaseSnapshot *b, Qmp *q, Error *reterr) {
         _cleanup_close_ int fd = open(b->state_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
         int r;
@@ -284,6 +330,9 @@ static int base_build(const BaseRequest *req, const BaseSnapshot *b, const char 
         }
 
         r = base_boot(req, b, run_dir, &pid, &q, &agent_fd, reterr);
+        if (r < 0)
+                goto fail;
+        r = base_start_service(req, agent_fd, reterr);
         if (r < 0)
                 goto fail;
         base_warm_and_sync(req, agent_fd);

@@ -297,6 +297,9 @@ typedef struct BaseRequest {
         char **warm_env;
         char *warm_cwd;
         char *warm_user;
+        /* the template's service (start) and the command that says it is ready, run before the save */
+        char *service;
+        char *service_ready;
 } BaseRequest;
 void base_request_done(BaseRequest *r);
 int base_request_init(Manager *m, const Template *t, unsigned vcpu, uint64_t memory_mib, BaseRequest *ret);

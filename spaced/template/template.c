@@ -49,6 +49,8 @@ Template *template_free(Template *t) {
         free(t->workdir);
         free(t->user);
         strv_free(t->entrypoint);
+        free(t->start);
+        free(t->ready);
         strv_free(t->tags);
         free(t->source);
         free(t->source_digest);
@@ -288,6 +290,14 @@ int template_config_apply(Template *t, const cJSON *config, Error *reterr) {
                         t->entrypoint = (strv_free(t->entrypoint), NULL);
                 } else if (streq(k, "entrypoint") && cJSON_IsArray(v) && cJSON_GetArraySize(v) > 0)
                         r = strv_from_json(v, false, &t->entrypoint);
+                else if ((streq(k, "start") || streq(k, "ready")) && cJSON_IsString(v) && v->valuestring[0] &&
+                         strlen(v->valuestring) <= TEMPLATE_COMMAND_MAX)
+                        r = set_str(streq(k, "start") ? &t->start : &t->ready, v);
+                else if ((streq(k, "start") || streq(k, "ready")) && cJSON_IsNull(v)) {
+                        char **f = streq(k, "start") ? &t->start : &t->ready;
+                        free(*f);
+                        *f = NULL;
+                }
                 else if (streq(k, "vcpu") && d >= 1 && d <= 64 && d == (unsigned) d)
                         t->vcpu = (unsigned) d;
                 else if (streq(k, "memory_mib") && d >= 64 && d <= 65536 && d == (uint64_t) d)
@@ -296,14 +306,14 @@ int template_config_apply(Template *t, const cJSON *config, Error *reterr) {
                         t->disk_mib = (uint64_t) d;
                 else {
                         static const char *const known[] = { "description", "env", "user", "workdir", "entrypoint",
-                                                              "vcpu", "memory_mib", "disk_mib" };
+                                                              "start", "ready", "vcpu", "memory_mib", "disk_mib" };
                         bool is_known = false;
                         for (size_t i = 0; i < ELEMENTSOF(known); i++)
                                 is_known = is_known || streq(known[i], k);
                         if (!is_known)
                                 (void) error_set(reterr, ERROR_INVALID_ARGUMENT,
                                                  "config has an unknown field '%s'; known: description, env, user, "
-                                                 "workdir, entrypoint, vcpu, memory_mib, disk_mib",
+                                                 "workdir, entrypoint, start, ready, vcpu, memory_mib, disk_mib",
                                                  k);
                         else
                                 (void) error_set(reterr, ERROR_INVALID_ARGUMENT,
@@ -311,6 +321,8 @@ int template_config_apply(Template *t, const cJSON *config, Error *reterr) {
                                                  streq(k, "env") ? "a list of \"K=V\" strings" :
                                                  streq(k, "entrypoint") ? "a non-empty list of strings" :
                                                  streq(k, "workdir") ? "an absolute path" :
+                                                 streq(k, "start") || streq(k, "ready") ?
+                                                         "a non-empty shell command line of at most 4096 bytes" :
                                                  streq(k, "vcpu") ? "a whole number from 1 to 64" :
                                                  streq(k, "memory_mib") ? "a whole number from 64 to 65536" :
                                                  streq(k, "disk_mib") ? "a whole number from 64 to 1048576" :
@@ -345,6 +357,10 @@ cJSON *template_config_to_json(const Template *t) {
                 cJSON_AddItemToObject(o, "entrypoint", json_array_from_strv(t->entrypoint));
         else
                 cJSON_AddNullToObject(o, "entrypoint");
+        if (t->start)
+                cJSON_AddStringToObject(o, "start", t->start);
+        if (t->ready)
+                cJSON_AddStringToObject(o, "ready", t->ready);
         cJSON_AddNumberToObject(o, "vcpu", t->vcpu);
         cJSON_AddNumberToObject(o, "memory_mib", (double) t->memory_mib);
         cJSON_AddNumberToObject(o, "disk_mib", (double) t->disk_mib);
@@ -479,6 +495,8 @@ int template_tag_set(Manager *m, Template *t, const char *tag, Error *reterr) {
         return 0;
 }
 
+static uint64_t bases_remove(Manager *m, const char *short_digest, unsigned *ret_count);
+
 int template_store_add(Manager *m, Template *t, const char *tag, Template **ret) {
         Template *old = template_find_digest(m, t->digest);
         Error e = {};
@@ -491,6 +509,14 @@ int template_store_add(Manager *m, Template *t, const char *tag, Template **ret)
                 SWAP_PTR(old->workdir, t->workdir);
                 SWAP_PTR(old->user, t->user);
                 SWAP_PTR(old->entrypoint, t->entrypoint);
+                /* its base snapshot runs the old service: it goes, and the next create makes one that runs this */
+                if (!streq_ptr(old->start, t->start) || !streq_ptr(old->ready, t->ready)) {
+                        char shortd[13];
+                        snprintf(shortd, sizeof shortd, "%.12s", old->digest + 7);
+                        (void) bases_remove(m, shortd, NULL);
+                }
+                SWAP_PTR(old->start, t->start);
+                SWAP_PTR(old->ready, t->ready);
                 SWAP_PTR(old->source, t->source);
                 SWAP_PTR(old->source_digest, t->source_digest);
                 old->vcpu = t->vcpu;
@@ -538,8 +564,8 @@ char *template_user(Manager *m, const Template *t) {
 }
 
 /* Removes the base snapshots (base.c) whose directory names start with the 12-hex short digest, or all
- * stale ones when short_digest is NULL. Skipped while a base snapshot is being built. */
-static uint64_t bases_remove(Manager *m, const char *short_digest, unsigned *ret_count);
+ * stale ones when short_digest is NULL. Skipped while a base snapshot is being built. (Declared above
+ * template_store_add().) */
 
 static uint64_t image_remove(Manager *m, Template *t) {
         uint64_t freed = disk_usage(t->dir);

@@ -12,6 +12,9 @@
 
 /* One image of the template store (template.c): immutable, named by the digest of its root filesystem tree
  * (template-tree.c), with the tags that point at it and the defaults of its config.json. */
+/* The longest start and ready command lines (template config). */
+#define TEMPLATE_COMMAND_MAX 4096
+
 typedef struct Template {
         char *name;          /* for messages: its first tag, else "sha256:<12 hex>" */
         char *dir;           /* $state/templates/sha256-<hex> */
@@ -26,6 +29,8 @@ typedef struct Template {
         uint64_t size_bytes; /* content: file and symlink bytes */
         char *user;
         char **entrypoint;   /* a default command (OCI Entrypoint + Cmd); NULL: none */
+        char *start;         /* the service its sandboxes run (space-template(5) start =); NULL: none */
+        char *ready;         /* the command that says the service is ready for the base snapshot; NULL: none */
         char **tags;         /* "name:tag", sorted */
         int64_t created_at;
         char *source;        /* what it was imported from */
