@@ -76,6 +76,9 @@ typedef struct Config {
 
 #define LISTEN_DEFAULT "127.0.0.1:7070"
 #define E2B_TEMPLATE_DEFAULT "seed"
+/* E2B's code interpreter SDKs create from this name; it is our templates/code-interpreter */
+#define E2B_CODE_INTERPRETER_NAME "code-interpreter-v1"
+#define E2B_CODE_INTERPRETER_TEMPLATE "code-interpreter"
 
 void config_done(Config *c);
 /* Reads `key = value` lines; a missing file is fine (defaults). Unknown keys or bad values: -EINVAL with a

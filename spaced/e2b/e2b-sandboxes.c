@@ -397,6 +397,9 @@ static void post_sandboxes(Request *r, const RouteArgs *a) {
         tmpl = n.template_ref;
         if (streq(tmpl, "base"))
                 tmpl = m->config.e2b_template ?: E2B_TEMPLATE_DEFAULT;
+        /* the code interpreter SDKs' default: space's template of that protocol, unless a template has the name */
+        else if (streq(tmpl, E2B_CODE_INTERPRETER_NAME) && !template_find(m, tmpl))
+                tmpl = E2B_CODE_INTERPRETER_TEMPLATE;
         source = snapshot_of(m, tmpl);
         if (source) {
                 /* a snapshot's sandbox keeps its environment; envVars add to it */

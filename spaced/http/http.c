@@ -625,6 +625,33 @@ void http_set_idle_timeout(Request *r, unsigned sec) {
         (void) MHD_set_connection_option(r->connection, MHD_CONNECTION_OPTION_TIMEOUT, sec);
 }
 
+/* E2B's SDKs with E2B_SANDBOX_URL send what is for a server in a sandbox (the code interpreter's port 49999) to
+ * that one URL, naming the sandbox and port in E2b-Sandbox-Id and E2b-Sandbox-Port: the same as a PORT-ID.DOMAIN
+ * Host, so the port proxy's host route takes it, with the same tokens. envd's port stays with envd's routes.
+ * False when it answered (a port that is not one). */
+static bool header_sandbox_port(Request *r) {
+        const char *port = http_header(r, "E2b-Sandbox-Port"), *id = http_header(r, "E2b-Sandbox-Id");
+        unsigned long p;
+        char *end;
+
+        if (r->host_port || !port)
+                return true;
+        errno = 0;
+        p = strtoul(port, &end, 10);
+        if (errno || end == port || *end || p == 0 || p > 65535 || port[0] < '0' || port[0] > '9') {
+                http_respond_error(r, ERROR_INVALID_ARGUMENT, "E2b-Sandbox-Port must be a port number (1-65535), "
+                                   "not '%.32s'", port);
+                return false;
+        }
+        if (p == HTTP_E2B_ENVD_PORT || !id || !*id)
+                return true; /* envd's, or no sandbox named: E2B's routes say what is missing */
+        /* an id of the wrong length is no sandbox of ours: the proxy's lookup says so, as for a Host */
+        (void) snprintf(r->host_sandbox, sizeof r->host_sandbox, "%s",
+                        strlen(id) == SANDBOX_ID_LEN ? id : "-");
+        r->host_port = (unsigned) p;
+        return true;
+}
+
 static void request_begin(Listener *l, Request *r) {
         const Route *rt;
         RouteArgs a;
@@ -640,7 +667,7 @@ static void request_begin(Listener *l, Request *r) {
                 }
                 r->authenticated = true;
         } else {
-                if (!host_ok(l, r))
+                if (!host_ok(l, r) || !header_sandbox_port(r))
                         return;
                 if (r->host_port) {
                         /* the whole host is one sandbox's server, whatever the path */
