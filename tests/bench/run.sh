@@ -7,6 +7,8 @@
 # $BENCH_OUT (default: $TOP_BUILDDIR/bench-results.json) and prints tables. The environment is the integration
 # tests' (own daemon on a free TCP port, own state, cleaned up at exit).
 # bench_cp.py: spacectl cp in and out next to a raw read of the same file on the host.
+# bench_ci.py (BENCH_ONLY=ci): E2B's code interpreter, create -> first run_code and its round trip next to the same
+# SDK's commands.run, and an idle code-interpreter sandbox's private memory; BENCH_CI_CREATES, BENCH_CI_RUNS.
 # bench_cli.py (BENCH_ONLY=cli): spacectl's start-up, --help and version, next to /bin/true: wall time and page
 # faults over BENCH_CLI_RUNS (>= 200) runs; BENCH_CLI_BASELINE=/path/to/an/older/spacectl puts it side by side.
 # bench_scale.py (BENCH_ONLY=scale): how the cost grows with 1, 10, 50 and 100 idle sandboxes, one table row per size.
@@ -16,7 +18,7 @@
 # Knobs: BENCH_CREATES (>= 20, default 20), BENCH_EXECS (>= 50, default 50), BENCH_PINGS (default 200),
 #        BENCH_RAW_RESTORE_CMD (see tests/bench/bench.py), BENCH_STREAM_MIB (default 64), BENCH_STREAM_RUNS
 #        (>= 3), BENCH_SESSIONS (>= 50), BENCH_PAUSES (default 30), BENCH_SUSPENDS (default 5),
-#        BENCH_FORKS (default 3), BENCH_ONLY=core|api|lifecycle|storage|templates|build|cp|cli|e2b|scale (one
+#        BENCH_FORKS (default 3), BENCH_ONLY=core|api|lifecycle|storage|templates|build|cp|cli|e2b|ci|scale (one
 #        part alone; storage: checkpoint pause and fork on qcow2 and on a loop-mounted btrfs, side by side),
 #        BENCH_STORAGE=0 (no storage part), SPACE_TEST_ACCEL, TOP_BUILDDIR; templates: BENCH_IMPORT_MIB (default
 #        64,512,1024), BENCH_IMPORT_RUNS (default 3), BENCH_TEMPLATE_CREATES (default 10); build (template recipes,
@@ -147,6 +149,24 @@ if [ -z "${BENCH_ONLY:-}" ] || [ "$BENCH_ONLY" = e2b ]; then
                         "$(sed -n 1p <<<"$sdks")/bin/python" "$TESTS_DIR/../bench/bench_e2b.py" || rc=1
         else
                 echo "bench: cannot install the E2B SDKs" >&2
+                rc=1
+        fi
+fi
+if [ -z "${BENCH_ONLY:-}" ] || [ "$BENCH_ONLY" = ci ]; then
+        # E2B's code interpreter with the unmodified SDK, next to the same SDK's commands (bench_ci.py).
+        daemon_answers || spacectl version >/dev/null 2>&1
+        SEEN_PIDS+=("$(daemon_pid)")
+        wait_for 20 tcp_answers || echo "bench: the TCP listener $API_URL does not answer" >&2
+        ci_ok=1
+        for t in seed code-interpreter; do
+                spacectl template inspect "$t" >/dev/null 2>&1 ||
+                        spacectl template build "$TESTS_DIR/../../templates/$t" >/dev/null || ci_ok=0
+        done
+        if [ $ci_ok = 1 ] && sdks=$("$TESTS_DIR/../e2b/setup-ci-sdks.sh" "$TOP_BUILDDIR/tests/e2b/.sdk"); then
+                E2B_API_KEY=$(mint_key bench-ci) E2B_API_URL=$API_URL E2B_SANDBOX_URL=$API_URL \
+                        "$(sed -n 2p <<<"$sdks")/bin/python" "$TESTS_DIR/../bench/bench_ci.py" || rc=1
+        else
+                echo "bench: cannot build the code-interpreter template or install its SDKs" >&2
                 rc=1
         fi
 fi

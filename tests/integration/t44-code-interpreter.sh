@@ -1,0 +1,83 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+# E2B's code interpreter on space (issue 21), driven by the unmodified SDKs from PyPI and npm: the
+# code-interpreter template (templates/code-interpreter: seed plus Debian's ipykernel, jupyter-client,
+# matplotlib, pandas, numpy and Node.js, with its server on port 49999 started in the base snapshot) is built,
+# then the suites run: e2b-code-interpreter 2.11.5 (tests/e2b/ci-py) and @e2b/code-interpreter 2.8.0
+# (tests/e2b/ci-js) through E2B_API_URL and E2B_SANDBOX_URL; e2b-code-interpreter 2.6.2 with e2b 2.21.1,
+# which always speaks HTTPS to 49999-ID.DOMAIN, through E2B_DOMAIN and TLS alone, set up by
+# `eval "$(spacectl e2b env)"`. Each test case is one TAP line here.
+. "$(dirname "$0")/lib.sh"
+
+E2B_DIR=$TOP_SRCDIR/tests/e2b
+SDK_DIR=${SPACE_E2B_SDK_DIR:-$TOP_BUILDDIR/tests/e2b/.sdk}
+
+space_env_setup
+tcp_config
+start_daemon_tcp
+
+run timeout -k 10 900 "$E2B_DIR/setup-ci-sdks.sh" "$SDK_DIR"
+check_eq "the code interpreter SDKs install (Python 2.6.2 with e2b 2.21.1, 2.11.5; JS 2.8.0)" 0 "$RC" ||
+        { last_diag; bail_out "no SDKs"; }
+PY_OLD=$(sed -n 1p "$OUT")
+PY_NEW=$(sed -n 2p "$OUT")
+JS_ENV=$(sed -n 3p "$OUT")
+
+export TMPDIR=$TEST_TMP/tmp
+mkdir -p "$TMPDIR"
+chmod 0711 "$TEST_TMP"
+chmod 1777 "$TMPDIR"
+run timeout -k 10 900 "$SPACECTL_BIN" template build "$TOP_SRCDIR/templates/seed"
+check_eq "template build templates/seed" 0 "$RC" || { last_diag; bail_out "no seed template"; }
+t0=$(now_ms)
+run timeout -k 10 1800 "$SPACECTL_BIN" template build "$TOP_SRCDIR/templates/code-interpreter"
+check_eq "template build templates/code-interpreter" 0 "$RC" || { last_diag; bail_out "no code-interpreter template"; }
+diag "code-interpreter built on seed in $((($(now_ms) - t0) / 1000)) s"
+
+KEY=$(mint_key e2b-ci) || bail_out "cannot mint an API key"
+export SPACE_TEST_SOCKET=$SPACE_SOCKET SPACECTL=$SPACECTL_BIN
+
+tap_from() { # tap_from FILE: one TAP line per line of junit-to-tap.py's output
+        local kind name msg
+        while IFS=$'\t' read -r kind name msg; do
+                case $kind in
+                PASS) pass "$name" ;;
+                SKIP) skip "$name" "$msg" ;;
+                *) fail "$name" "$msg" ;;
+                esac
+        done <"$1"
+}
+
+unset E2B_DEBUG E2B_ACCESS_TOKEN E2B_DOMAIN E2B_API_URL E2B_SANDBOX_URL E2B_API_KEY
+py_suite() { # py_suite LABEL VENV VAR=VALUE...: the Python suite with those variables
+        local xml=$TEST_TMP/$1.xml label=$1 venv=$2
+        shift 2
+        (cd "$E2B_DIR/ci-py" && PYTHONDONTWRITEBYTECODE=1 env "$@" timeout -k 10 "${SPACE_E2B_PY_TIMEOUT:-1500}" \
+                "$venv/bin/python" -m pytest -p no:cacheprovider -q --junitxml="$xml" ${SPACE_E2B_PY_ARGS:-} . \
+                >"$TEST_TMP/$label.log" 2>&1)
+        diag "$label: $(tail -n 1 "$TEST_TMP/$label.log")"
+        python3 "$E2B_DIR/junit-to-tap.py" "$label" "$xml" >"$TEST_TMP/$label.tap"
+        tap_from "$TEST_TMP/$label.tap"
+        grep -q '^FAIL' "$TEST_TMP/$label.tap" && diag_file "$TEST_TMP/$label.log" 80
+}
+
+# ---- through the URLs: 2.11.5 (Python) and 2.8.0 (JS)
+URL_ENV=(E2B_API_KEY="$KEY" E2B_API_URL="$API_URL" E2B_SANDBOX_URL="$API_URL")
+py_suite py-2.11.5-url "$PY_NEW" "${URL_ENV[@]}"
+
+mkdir -p "$TEST_TMP/js"
+cp "$E2B_DIR"/ci-js/*.mjs "$TEST_TMP/js/"
+ln -s "$JS_ENV/node_modules" "$TEST_TMP/js/node_modules"
+(cd "$TEST_TMP/js" && env "${URL_ENV[@]}" timeout -k 10 "${SPACE_E2B_JS_TIMEOUT:-900}" \
+        node --test --test-concurrency=1 --test-reporter=junit --test-reporter-destination="$TEST_TMP/js.xml" \
+        --test-reporter=spec --test-reporter-destination=stdout ./*.test.mjs >"$TEST_TMP/js.log" 2>&1)
+python3 "$E2B_DIR/junit-to-tap.py" "js-2.8.0-url" "$TEST_TMP/js.xml" >"$TEST_TMP/js.tap"
+tap_from "$TEST_TMP/js.tap"
+grep -q '^FAIL' "$TEST_TMP/js.tap" && diag_file "$TEST_TMP/js.log" 60
+
+# ---- nothing left behind
+left=$(curl -s --unix-socket "$SPACE_SOCKET" http://localhost/v1/sandboxes | python3 -c \
+        'import json,sys; print(len([s for s in json.load(sys.stdin)["sandboxes"] if s["state"] != "deleting"]))')
+check_eq "the suites killed every sandbox they made" 0 "$left"
+
+done_testing
