@@ -443,7 +443,10 @@ class ProcessContext(Context):
             self.fds = saved
 
     def _status(self):
-        rc = self.proc.poll() if self.proc else None
+        try:
+            rc = self.proc.wait(timeout=2) if self.proc else None
+        except subprocess.TimeoutExpired:
+            rc = None
         if rc is None:
             return "it stopped answering"
         return f"killed by signal {-rc}" if rc < 0 else f"exit status {rc}"
@@ -557,15 +560,17 @@ class BashContext(ProcessContext):
             BashContext.cells = tempfile.mkdtemp(prefix="space-ci-bash-")
         st_r, st_w = os.pipe()
         try:
-            self._spawn(["/bin/bash", "--noprofile", "--norc"], {}, (st_w,), subprocess.PIPE)
+            # An interactive shell (without readline) because SIGINT then ends the command being run and
+            # the shell reads on, as at a terminal; a non-interactive one would exit and lose its state.
+            self._spawn(["/bin/bash", "--noprofile", "--norc", "--noediting", "-i"], {"PS1": "", "PS2": ""},
+                        (st_w,), subprocess.PIPE)
         finally:
             os.close(st_w)
         os.set_blocking(st_r, False)
         self.fds[st_r] = "events"
         self.st_fd = st_w
         self.cell = os.path.join(BashContext.cells, self.id + ".sh")
-        # SIGINT (an interrupted run) returns from the cell being sourced instead of ending the shell.
-        self._send(f"exec 3>&{st_w} {st_w}>&-\ntrap 'return 130 2>/dev/null' INT\n"
+        self._send(f"exec 3>&{st_w} {st_w}>&-\nPS1= PS2= PROMPT_COMMAND=\nset +m +H +o history\n"
                    "printf '{\"type\":\"ready\"}\\n' >&3\n")
         deadline = time.monotonic() + 30
 
@@ -875,6 +880,9 @@ def main():
     port = int(sys.argv[1]) if len(sys.argv) > 1 else int(os.environ.get("SPACE_CI_PORT", "49999"))
     host = os.environ.get("SPACE_CI_HOST", "0.0.0.0")
     signal.signal(signal.SIGTERM, lambda *a: sys.exit(0))
+    # A server started with SIGINT ignored (a background job of a shell, some supervisors) would pass that on
+    # to bash, which then cannot be interrupted: the kernels must start with SIGINT at its default.
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
     t = time.monotonic()
     errors = []
 
