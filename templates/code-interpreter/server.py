@@ -173,6 +173,7 @@ class PythonContext(Context):
         super().__init__(cwd)
         self.km = None
         self.kc = None
+        self.sub = None
 
     def start(self):
         from jupyter_client import KernelManager
@@ -183,15 +184,29 @@ class PythonContext(Context):
             "--config=" + os.path.join(HERE, "ipython_kernel_config.py"),
             "--IPKernelApp.exec_files=" + os.path.join(HERE, "startup.py"),
         ])
+        # The shell channel through jupyter_client's thread; iopub (the output) read here, in the thread of
+        # the request, from a SUB socket with a small queue: output is taken from the kernel only as fast
+        # as the client reads it, and what cannot be kept is dropped by ZeroMQ, not stored in this process.
         kc = km.client()
-        kc.start_channels()
+        kc.start_channels(shell=True, iopub=False, stdin=False, hb=False, control=False)
+        import zmq
+        sub = zmq.Context.instance().socket(zmq.SUB)
+        sub.setsockopt(zmq.RCVHWM, 16)
+        sub.setsockopt(zmq.LINGER, 0)
+        sub.setsockopt(zmq.SUBSCRIBE, b"")
+        sub.connect(km._make_url("iopub"))
+        self.km, self.kc, self.sub = km, kc, sub
         try:
-            kc.wait_for_ready(timeout=120)
+            deadline = time.monotonic() + 120
+            while True:   # until the kernel answers and its output reaches the SUB socket
+                if time.monotonic() > deadline or not self._alive():
+                    raise RuntimeError(f"the python kernel did not start ({self._status()})")
+                msg_id = kc.execute("", silent=True, store_history=False)
+                if self._wait_idle(msg_id, 1.0):
+                    break
         except Exception:
-            kc.stop_channels()
-            km.shutdown_kernel(now=True)
+            self.stop()
             raise
-        self.km, self.kc = km, kc
 
     def stop(self):
         if self.kc is not None:
@@ -199,12 +214,44 @@ class PythonContext(Context):
                 self.kc.stop_channels()
             except Exception:
                 pass
+        if self.sub is not None:
+            self.sub.close(linger=0)
         if self.km is not None:
             try:
                 self.km.shutdown_kernel(now=True)
             except Exception:
                 pass
-        self.km = self.kc = None
+        self.km = self.kc = self.sub = None
+
+    def _iopub(self, timeout):
+        """The next message on iopub within timeout seconds, or None."""
+        import zmq
+        if not self.sub.poll(int(timeout * 1000)):
+            return None
+        try:
+            _, msg = self.kc.session.recv(self.sub, mode=zmq.NOBLOCK)
+        except zmq.Again:
+            return None
+        return msg
+
+    def _replied(self, msg_id, timeout=0):
+        """Whether the execute_reply of msg_id is on the shell channel (other replies are dropped)."""
+        while True:
+            try:
+                msg = self.kc.get_shell_msg(timeout=timeout)
+            except queue.Empty:
+                return False
+            if msg["parent_header"].get("msg_id") == msg_id:
+                return True
+
+    def _wait_idle(self, msg_id, timeout):
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            msg = self._iopub(0.1)
+            if (msg is not None and msg["parent_header"].get("msg_id") == msg_id and msg["msg_type"] == "status"
+                    and msg["content"].get("execution_state") == "idle"):
+                return True
+        return False
 
     def kill(self):
         km = self.km
@@ -248,16 +295,24 @@ class PythonContext(Context):
                          f"__space_ci_env_saved = __space_ci_env({env_vars!r})\ndel __space_ci_env\n")
         msg_id = self.kc.execute(code, store_history=True, allow_stdin=False, stop_on_error=True)
         errored = False
+        replied = False          # the shell channel's execute_reply came (that channel drops nothing)
+        quiet_since = time.monotonic()
         try:
             while True:
-                try:
-                    msg = self.kc.get_iopub_msg(timeout=0.2)
-                except queue.Empty:
+                msg = self._iopub(0.2)
+                if not replied:
+                    replied = self._replied(msg_id)
+                if msg is None:
                     if not self._alive():
                         self.died(out, self._status())
                         return
+                    # ZeroMQ drops iopub messages of a client too slow for the kernel, the final idle status
+                    # among them: once the kernel has replied and iopub has been quiet for 1 s, the run is over.
+                    if replied and time.monotonic() - quiet_since > 1.0:
+                        break
                     out.poll()
                     continue
+                quiet_since = time.monotonic()
                 if msg["parent_header"].get("msg_id") != msg_id:
                     continue
                 kind, c = msg["msg_type"], msg["content"]
@@ -294,12 +349,11 @@ class PythonContext(Context):
             pass
         deadline = time.monotonic() + INTERRUPT_GRACE
         while time.monotonic() < deadline and self._alive():
-            try:
-                msg = self.kc.get_iopub_msg(timeout=0.2)
-            except queue.Empty:
-                continue
-            if (msg["parent_header"].get("msg_id") == msg_id and msg["msg_type"] == "status"
-                    and msg["content"].get("execution_state") == "idle"):
+            if self._replied(msg_id, 0.2):
+                # the output the client left behind: dropped now, or it would crowd out the next run's
+                end = time.monotonic() + 30
+                while time.monotonic() < end and self._iopub(0.5) is not None:
+                    pass
                 return
         log.warning("python context %s: the kernel did not stop on interrupt, restarting it", self.id)
         self.stop()

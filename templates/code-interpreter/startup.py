@@ -80,6 +80,34 @@ def __space_ci_setup():
     fmt.formatters["e2b/chart"] = ChartFormatter(parent=fmt)
     fmt.formatters["application/json"] = PlainJSONFormatter(parent=fmt)
 
+    # Output in messages of at most about 256 KiB: a write that fills the buffer past that waits for it to
+    # be sent. Without this, a loop that prints makes one message of whatever it printed in 0.2 s (hundreds
+    # of MB), which the server would have to hold whole; with it, a client that reads slowly slows the code.
+    try:
+        from ipykernel.iostream import OutStream
+
+        limit = 1 << 18
+        if not getattr(OutStream, "_space_ci", False):
+            original = OutStream.write
+
+            def write(self, string):
+                if not isinstance(string, str) or len(string) <= limit:
+                    n = original(self, string)
+                    try:
+                        if self._buffer.tell() > limit and self._is_master_process():
+                            self.flush()
+                    except Exception:
+                        pass
+                    return n
+                for i in range(0, len(string), limit):
+                    write(self, string[i:i + limit])
+                return len(string)
+
+            OutStream.write = write
+            OutStream._space_ci = True
+    except Exception:
+        pass
+
     # PIL: Image.show() displays the image instead of looking for a viewer.
     try:
         from PIL import ImageShow
