@@ -96,6 +96,26 @@ static int write_sandbox_id(const char *v) {
         return 0;
 }
 
+/* The sandbox's environment, for what runs without the agent's EXEC: a template's service that was started
+ * in the base snapshot reads it again when the sandbox id changes (the code interpreter's server gives its
+ * kernels a sandbox's env vars that way). "K=V" records, each ended by NUL; written before sandbox-id. */
+static int write_env_file(char **env) {
+        _cleanup_close_ int fd = -1;
+
+        (void) mkdir("/run/space", 0755);
+        fd = open("/run/space/env.tmp", O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
+        if (fd < 0)
+                return -errno;
+        for (char **e = env; e && *e; e++) {
+                size_t l = strlen(*e) + 1;
+                if (write(fd, *e, l) != (ssize_t) l)
+                        return -EIO;
+        }
+        if (rename("/run/space/env.tmp", "/run/space/env") < 0)
+                return -errno;
+        return 0;
+}
+
 static int parse_disk_bytes(const char *v, uint64_t *ret) {
         char *end;
         unsigned long long x;
@@ -112,7 +132,7 @@ void init_handle(Channel *c, uint32_t id, const uint8_t *p, size_t n) {
         char **env = NULL;
         size_t off = 0, klen, n_env = 0;
         const char *k, *v, *what = NULL;
-        const char *service_cmd = NULL, *service_user = NULL, *service_cwd = NULL;
+        const char *service_cmd = NULL, *service_user = NULL, *service_cwd = NULL, *new_id = NULL;
         uint64_t disk_bytes = 0;
         int r, err = 0;
 
@@ -132,7 +152,7 @@ void init_handle(Channel *c, uint32_t id, const uint8_t *p, size_t n) {
                 else if (KEY("seed"))
                         q = reseed(v);
                 else if (KEY("sandbox_id"))
-                        q = write_sandbox_id(v);
+                        new_id = v; /* written after the env file, below */
                 else if (KEY("disk_bytes"))
                         q = parse_disk_bytes(v, &disk_bytes);
                 else if (KEY("service"))
@@ -172,6 +192,16 @@ void init_handle(Channel *c, uint32_t id, const uint8_t *p, size_t n) {
         /* The env list replaces the previous defaults (a restored sandbox gets its own). */
         strv_free(default_env);
         default_env = env;
+        if (own && new_id) {
+                /* the env file first: whoever sees a new sandbox id finds the new env beside it */
+                if (write_env_file(default_env) < 0)
+                        log_warn("cannot write /run/space/env: %m");
+                r = write_sandbox_id(new_id);
+                if (r < 0 && err == 0) {
+                        err = -r;
+                        what = "sandbox_id";
+                }
+        }
 
         if (err) {
                 char msg[256];

@@ -49,6 +49,18 @@ sandbox.exports = sandbox.module.exports;
 const context = vm.createContext(sandbox);
 vm.runInContext('globalThis.global = globalThis;', context);
 
+// Math.random from /dev/urandom, in a pool dropped at every run: V8's own generator is seeded once per process,
+// so every sandbox restored from the template's snapshot (and every fork) would draw the same numbers from it.
+const urandom = fs.openSync('/dev/urandom', 'r');
+let pool = Buffer.alloc(0);
+let poolOff = 0;
+vm.runInContext('Math', context).random = function random() {
+  if (poolOff + 8 > pool.length) { pool = Buffer.alloc(2048); fs.readSync(urandom, pool, 0, pool.length, null); poolOff = 0; }
+  const hi = pool.readUInt32BE(poolOff) >>> 5, lo = pool.readUInt32BE(poolOff + 4) >>> 6;
+  poolOff += 8;
+  return (hi * 67108864 + lo) / 9007199254740992;
+};
+
 let current = null; // {finish(err, value)} while a run is in progress
 
 function errorEvent(err) {
@@ -68,6 +80,8 @@ process.on('SIGINT', () => {
 });
 
 function run(cmd) {
+  pool = Buffer.alloc(0);
+  poolOff = 0;
   const env = cmd.env || {};
   const saved = {};
   for (const k of Object.keys(env)) { saved[k] = Object.prototype.hasOwnProperty.call(process.env, k) ? process.env[k] : undefined; process.env[k] = env[k]; }

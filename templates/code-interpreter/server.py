@@ -45,6 +45,10 @@ LANGUAGES = {"python": "python", "py": "python", "python3": "python",
              "bash": "bash", "sh": "bash", "shell": "bash"}
 KNOWN = "python, javascript (or js) and bash"
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+# written by the guest agent for each sandbox made from the snapshot (Identity below)
+IDENTITY_DIR = os.environ.get("SPACE_CI_IDENTITY_DIR", "/run/space")
+IDENTITY_FILE = os.path.join(IDENTITY_DIR, "sandbox-id")
+ENV_FILE = os.path.join(IDENTITY_DIR, "env")
 
 log = logging.getLogger("space-ci")
 
@@ -107,6 +111,74 @@ def error_obj(name, value, traceback=""):
     return {"type": "error", "name": name, "value": value, "traceback": traceback}
 
 
+class Identity:
+    """Which sandbox this is. The server and its default kernels start once, in the template's base snapshot,
+    and every sandbox (and every fork) is a copy of that memory: the guest agent writes /run/space/env and then
+    /run/space/sandbox-id afresh whenever a sandbox is made from it. A new file there (another inode or mtime)
+    means a new sandbox: its environment is read (E2B gives a sandbox's env vars to its code), and each kernel,
+    before its next run, takes it and reseeds the random generators it seeded once at start (Python's random,
+    numpy's, bash's $RANDOM), which would otherwise give every sandbox the same numbers."""
+
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.key = self._key()
+        self.gen = 0
+        self.env = {}
+        self.removed = []
+
+    @staticmethod
+    def _key():
+        try:
+            st = os.stat(IDENTITY_FILE)
+        except OSError:
+            return None
+        return (st.st_ino, st.st_mtime_ns, st.st_size)
+
+    @staticmethod
+    def _read_env():
+        try:
+            with open(ENV_FILE, "rb") as f:
+                data = f.read(1 << 20)
+        except OSError:
+            return {}
+        env = {}
+        for rec in data.split(b"\0"):
+            k, eq, v = rec.decode("utf-8", "replace").partition("=")
+            if eq and ENV_NAME.match(k):
+                env[k] = v
+        return env
+
+    def check(self):
+        """The current generation (it grows whenever the sandbox changed)."""
+        with self.lock:
+            key = self._key()
+            if key != self.key:
+                self.key = key
+                env = self._read_env()
+                # what an earlier sandbox set and this one does not have goes (not what the server had itself)
+                self.removed = [k for k in self.env if k not in env]
+                self.env = env
+                for k in self.removed:
+                    os.environ.pop(k, None)
+                os.environ.update(env)
+                self.gen += 1
+                log.info("a new sandbox (%s): %d env vars", key, len(env))
+            return self.gen
+
+
+IDENT = Identity()
+
+
+class Discard:
+    """An output that drops what it is sent: the hidden runs that give a kernel its sandbox."""
+
+    def send(self, obj):
+        pass
+
+    def poll(self):
+        pass
+
+
 class Context:
     """A kernel. Runs in one context queue on its lock; runs in different contexts go in parallel."""
 
@@ -119,6 +191,7 @@ class Context:
         self.closed = False
         self.aborting = None      # "restarted" or "removed" while restart()/remove() takes the kernel down
         self.count = 0
+        self.identity_gen = IDENT.gen
 
     def describe(self):
         return {"id": self.id, "language": self.language, "cwd": self.cwd}
@@ -130,7 +203,15 @@ class Context:
             if self.closed:
                 out.send(error_obj("ContextNotFound", f"Context {self.id} was removed"))
                 return
+            gen = IDENT.check()
+            if gen != self.identity_gen:
+                self._take_identity(IDENT.env, IDENT.removed)
+                self.identity_gen = gen
             self._run(code, env_vars, out)
+
+    def started(self):
+        """A kernel started now has the server's environment and fresh seeds: nothing to take later."""
+        self.identity_gen = IDENT.gen
 
     def died(self, out, status):
         """The kernel died during a run: say so, and start a fresh one (unless restart/remove did it)."""
@@ -207,6 +288,15 @@ class PythonContext(Context):
         except Exception:
             self.stop()
             raise
+        self.started()
+
+    def _take_identity(self, env, removed):
+        self._silent("import os as __o, random as __r, sys as __s\n"
+                     f"__o.environ.update({env!r})\n"
+                     f"for __k in {removed!r}: __o.environ.pop(__k, None)\n"
+                     "__r.seed()\n"
+                     "if 'numpy' in __s.modules: __s.modules['numpy'].random.seed()\n"
+                     "del __o, __r, __s\n")
 
     def stop(self):
         if self.kc is not None:
@@ -569,6 +659,13 @@ class JavaScriptContext(ProcessContext):
                     raise TimeoutError("node did not start")
         if not self._wait_done(Sink(), lambda ev: ev.get("type") == "ready"):
             raise RuntimeError(f"node did not start ({self._status()})")
+        self.started()
+
+    def _take_identity(self, env, removed):
+        # (Math.random needs nothing: jsrunner.js draws it from /dev/urandom afresh at every run)
+        self._run(f"Object.assign(process.env, {json.dumps(env)});\n"
+                  f"for (const k of {json.dumps(removed)}) delete process.env[k];\nundefined", {}, Discard())
+        self.count -= 1
 
     def _signal_interrupt(self):
         os.kill(self.proc.pid, signal.SIGINT)
@@ -637,6 +734,13 @@ class BashContext(ProcessContext):
                     raise TimeoutError("bash did not start")
         if not self._wait_done(Sink(), lambda ev: ev.get("type") == "ready"):
             raise RuntimeError(f"bash did not start ({self._status()})")
+        self.started()
+
+    def _take_identity(self, env, removed):
+        lines = [f"export {k}={shlex.quote(v)}" for k, v in env.items()] + [f"unset {k}" for k in removed]
+        lines.append("RANDOM=$(od -An -N2 -tu2 /dev/urandom)")
+        self._run("\n".join(lines) + "\n", {}, Discard())
+        self.count -= 1
 
     def _send(self, text):
         self.proc.stdin.write(text.encode())

@@ -336,3 +336,35 @@ def test_a_wrong_token_opens_nothing(sbx):
     r = httpx.get(target, headers={"E2b-Sandbox-Id": sbx.sandbox_id, "E2b-Sandbox-Port": "49999"},
                   verify=verify, timeout=30)
     assert r.status_code in (401, 403), r.text
+
+
+def test_sandboxes_from_one_snapshot_draw_their_own_random_numbers():
+    """The kernels start in the template's snapshot: each sandbox reseeds them, or all would draw alike."""
+    code = {"python": "import random\nrandom.random()", "javascript": "Math.random()",
+            "bash": "echo $RANDOM $RANDOM $RANDOM"}
+    draws = {lang: [] for lang in code}
+    boxes = [Sandbox.create(timeout=300) for _ in range(2)]
+    try:
+        for s in boxes:
+            for lang, c in code.items():
+                ex = s.run_code(c, language=lang)
+                assert ex.error is None, ex.error
+                draws[lang].append(ex.text if lang != "bash" else ex.logs.stdout[0])
+    finally:
+        for s in boxes:
+            s.kill()
+    for lang, d in draws.items():
+        assert d[0] != d[1], f"two sandboxes drew the same {lang} random numbers: {d}"
+
+
+def test_a_sandboxs_env_vars_reach_its_kernels():
+    s = Sandbox.create(timeout=300, envs={"MADE_WITH": "create"})
+    try:
+        assert s.run_code("import os\nos.environ.get('MADE_WITH')").text == "create"
+        assert s.run_code("process.env.MADE_WITH", language="javascript").text == "create"
+        assert s.run_code("echo $MADE_WITH", language="bash").logs.stdout == ["create\n"]
+        ctx = s.create_code_context()
+        assert s.run_code("import os\nos.environ.get('MADE_WITH')", context=ctx).text == "create", \
+            "a kernel started later has them too"
+    finally:
+        s.kill()
