@@ -787,6 +787,21 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *connection, c
         return MHD_YES;
 }
 
+/* MHD's messages about the TLS listener's connections: anyone who can reach the port can make it log a failed
+ * handshake ("received handshake message out of context" for plain HTTP or garbage), so they are debug lines. */
+__attribute__((format(printf, 2, 0))) static void tls_mhd_log(void *cls, const char *fmt, va_list ap) {
+        char buf[512];
+        size_t n;
+
+        if (log_max_level < LOG_DEBUG_LEVEL)
+                return;
+        (void) vsnprintf(buf, sizeof buf, fmt, ap);
+        n = strlen(buf);
+        while (n > 0 && buf[n - 1] == '\n')
+                buf[--n] = 0;
+        log_debug("TLS listener: %s", buf);
+}
+
 static int listener_start(Http *h, Listener *l, int fd, bool tcp) {
         const union MHD_DaemonInfo *info;
         unsigned flags = MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | MHD_ALLOW_UPGRADE | MHD_USE_ERROR_LOG;
@@ -805,6 +820,7 @@ static int listener_start(Http *h, Listener *l, int fd, bool tcp) {
         struct MHD_OptionItem tls_options[] = {
                 { MHD_OPTION_HTTPS_MEM_KEY, 0, h->tls.key_pem },
                 { MHD_OPTION_HTTPS_MEM_CERT, 0, h->tls.cert_pem },
+                { MHD_OPTION_EXTERNAL_LOGGER, (intptr_t) tls_mhd_log, l },
                 { MHD_OPTION_END, 0, NULL },
         };
 
@@ -812,7 +828,7 @@ static int listener_start(Http *h, Listener *l, int fd, bool tcp) {
                 flags |= MHD_USE_TLS;
         l->daemon = MHD_start_daemon(flags, 0, NULL, NULL,
                                      on_access, l, MHD_OPTION_LISTEN_SOCKET, fd,
-                                     MHD_OPTION_ARRAY, l->tls ? tls_options : tls_options + 2,
+                                     MHD_OPTION_ARRAY, l->tls ? tls_options : tls_options + 3,
                                      MHD_OPTION_NOTIFY_COMPLETED, on_completed, h,
                                      MHD_OPTION_CONNECTION_TIMEOUT, tcp ? (unsigned) HTTP_TCP_IDLE_TIMEOUT_SEC : 0U,
                                      MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t) (256 * 1024),
