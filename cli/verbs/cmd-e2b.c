@@ -17,8 +17,9 @@ const CliHelp cmd_e2b_help = {
         .options =
         "Sub-verbs:\n"
         "  env           mint an API key and print shell 'export' lines for E2B's SDKs: E2B_DOMAIN, E2B_API_KEY,\n"
-        "                SSL_CERT_FILE and NODE_EXTRA_CA_CERTS (the TLS listener and its local CA), and\n"
-        "                'unset' of E2B_API_URL, E2B_SANDBOX_URL and E2B_DEBUG\n"
+        "                SSL_CERT_FILE, CURL_CA_BUNDLE and REQUESTS_CA_BUNDLE (the host's CAs and the local CA)\n"
+        "                and NODE_EXTRA_CA_CERTS (the local CA), and 'unset' of E2B_API_URL, E2B_SANDBOX_URL\n"
+        "                and E2B_DEBUG\n"
         "\n"
         "Options:\n"
         "      --url     env: E2B_API_URL and E2B_SANDBOX_URL (the plain TCP listener) and E2B_API_KEY instead\n"
@@ -121,7 +122,11 @@ static int e2b_env(int argc, char *argv[]) {
         } else {
                 print_export("E2B_DOMAIN", domain);
                 print_export("E2B_API_KEY", key);
+                /* the bundle for OpenSSL and Python's ssl (SSL_CERT_FILE), curl and Python's requests, which
+                 * keep bundles of their own; Node adds the CA to its own */
                 print_export("SSL_CERT_FILE", ca_bundle);
+                print_export("CURL_CA_BUNDLE", ca_bundle);
+                print_export("REQUESTS_CA_BUNDLE", ca_bundle);
                 print_export("NODE_EXTRA_CA_CERTS", ca_file);
                 puts("unset E2B_API_URL E2B_SANDBOX_URL E2B_DEBUG");
         }

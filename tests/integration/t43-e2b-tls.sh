@@ -207,6 +207,8 @@ ENV_OUT=$(E2B_API_URL=http://stale.invalid E2B_SANDBOX_URL=x E2B_DEBUG=true bash
         echo "key=${E2B_API_KEY:-}"
         echo "ssl=${SSL_CERT_FILE:-}"
         echo "node=${NODE_EXTRA_CA_CERTS:-}"
+        echo "curl=${CURL_CA_BUNDLE:-} requests=${REQUESTS_CA_BUNDLE:-}"
+        echo "curl-status $(curl -s -o /dev/null -w "%{http_code}" -H "X-API-KEY: $E2B_API_KEY" "https://api.$E2B_DOMAIN/sandboxes")"
         echo "stale=${E2B_API_URL:-}${E2B_SANDBOX_URL:-}${E2B_DEBUG:-}"
         # the default context of Python reads SSL_CERT_FILE (curl keeps its own bundle)
         python3 -c "import os, urllib.request as u
@@ -217,6 +219,9 @@ check_contains "eval'd: E2B_DOMAIN" "domain=$DOMAIN" "$ENV_OUT"
 check "... E2B_API_KEY, a new key" grep -qxE 'key=e2b_[0-9a-f]+' <<<"$ENV_OUT"
 check_contains "... SSL_CERT_FILE, the bundle" "ssl=$TLS/ca-bundle.pem" "$ENV_OUT"
 check_contains "... NODE_EXTRA_CA_CERTS, the CA" "node=$CA" "$ENV_OUT"
+check_contains "... CURL_CA_BUNDLE and REQUESTS_CA_BUNDLE, the bundle" \
+        "curl=$TLS/ca-bundle.pem requests=$TLS/ca-bundle.pem" "$ENV_OUT"
+check "... and curl, with no option, lists sandboxes at api.DOMAIN: 200" grep -qx 'curl-status 200' <<<"$ENV_OUT"
 check "... E2B_API_URL, E2B_SANDBOX_URL and E2B_DEBUG unset" grep -qx 'stale=' <<<"$ENV_OUT"
 check "... and Python, trusting SSL_CERT_FILE alone, lists sandboxes at api.DOMAIN: 200" grep -qx 'status 200' <<<"$ENV_OUT"
 
