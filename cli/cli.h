@@ -400,6 +400,8 @@ int cmd_daemon(int argc, char *argv[]);
 /* cmd-daemon.c: one line for the configuration in force (GET /v1/info's config), its warnings on stderr. */
 void cli_print_config(const cJSON *config, const char *label);
 int cmd_key(int argc, char *argv[]);
+int cmd_e2b(int argc, char *argv[]);
+extern const CliHelp cmd_e2b_help;
 int cmd_pause(int argc, char *argv[]);
 int cmd_resume(int argc, char *argv[]);
 int cmd_suspend(int argc, char *argv[]);

@@ -33,7 +33,7 @@ _spacectl_egress_profiles() {
 
 _spacectl() {
     local cur=${COMP_WORDS[COMP_CWORD]} prev=${COMP_WORDS[COMP_CWORD-1]}
-    local verbs="create exec run ls inspect rm pause resume suspend wake checkpoint restore fork pool attach ps kill logs op info daemon key template version help cp egress port"
+    local verbs="create exec run ls inspect rm pause resume suspend wake checkpoint restore fork pool attach ps kill logs op info daemon key e2b template version help cp egress port"
     local create_opts="--name --vcpu --memory --disk --env --idle-timeout --ttl --on-timeout --egress --help"
     local exec_opts="--interactive --tty --env --workdir --user --timeout --help"
     local signals="TERM INT HUP KILL QUIT USR1 USR2 STOP CONT WINCH"
@@ -183,6 +183,15 @@ _spacectl() {
                 esac
             elif [[ $sandbox == rm ]]; then
                 COMPREPLY=($(compgen -W "$(_spacectl_keys)" -- "$cur"))
+            fi ;;
+        e2b)
+            if [[ $npos -eq 0 && $cur != -* ]]; then
+                COMPREPLY=($(compgen -W "env" -- "$cur"))
+            elif [[ $cur == -* ]]; then
+                case $sandbox in
+                    env) COMPREPLY=($(compgen -W "--url --help" -- "$cur")) ;;
+                    *) COMPREPLY=($(compgen -W "--help" -- "$cur")) ;;
+                esac
             fi ;;
         port)
             if [[ $npos -eq 0 && $cur != -* ]]; then

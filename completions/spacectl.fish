@@ -109,7 +109,7 @@ function __spacectl_after_dashdash
     contains -- -- (commandline -opc)
 end
 
-set -l verbs create exec run ls inspect rm pause resume suspend wake checkpoint restore fork pool attach ps kill logs op info daemon key template version help cp egress port
+set -l verbs create exec run ls inspect rm pause resume suspend wake checkpoint restore fork pool attach ps kill logs op info daemon key e2b template version help cp egress port
 
 complete -c spacectl -f
 complete -c spacectl -n "not __fish_seen_subcommand_from $verbs" -s h -l help -d 'Show help'
@@ -136,6 +136,7 @@ complete -c spacectl -n "not __fish_seen_subcommand_from $verbs" -a op -d 'List,
 complete -c spacectl -n "not __fish_seen_subcommand_from $verbs" -a info -d 'Show the daemon'
 complete -c spacectl -n "not __fish_seen_subcommand_from $verbs" -a daemon -d 'Make the running daemon re-read its configuration'
 complete -c spacectl -n "not __fish_seen_subcommand_from $verbs" -a key -d 'Create, list and revoke API keys'
+complete -c spacectl -n "not __fish_seen_subcommand_from $verbs" -a e2b -d 'Print the environment for E2B SDKs'
 complete -c spacectl -n "not __fish_seen_subcommand_from $verbs" -a egress -d 'List egress profiles, test destinations'
 complete -c spacectl -n "not __fish_seen_subcommand_from $verbs" -a port -d 'Forward a host port into a sandbox'
 complete -c spacectl -n "not __fish_seen_subcommand_from $verbs" -a template -d 'Work with templates'
@@ -235,6 +236,9 @@ complete -c spacectl -n "__spacectl_verb_is port; and not __fish_seen_subcommand
 complete -c spacectl -n "__spacectl_verb_is port; and not __fish_seen_subcommand_from rm" -l json -d 'Print JSON'
 complete -c spacectl -n "__spacectl_verb_is port; and __fish_seen_subcommand_from ls" -s q -l quiet -d 'Print only ids'
 
+# e2b env
+complete -c spacectl -n "__fish_seen_subcommand_from e2b; and not __fish_seen_subcommand_from env" -a env -d 'Mint a key, print the exports for E2B SDKs'
+complete -c spacectl -n "__fish_seen_subcommand_from e2b; and __fish_seen_subcommand_from env" -l url -d 'E2B_API_URL and E2B_SANDBOX_URL (plain HTTP)'
 # key create|ls|rm
 complete -c spacectl -n "__fish_seen_subcommand_from key; and not __fish_seen_subcommand_from create ls rm" -a create -d 'Mint an API key'
 complete -c spacectl -n "__fish_seen_subcommand_from key; and not __fish_seen_subcommand_from create ls rm" -a ls -d 'List API keys'

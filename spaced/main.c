@@ -2,6 +2,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
+#include <netinet/in.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,6 +15,7 @@
 #include <unistd.h>
 
 #include "e2b/e2b.h"
+#include "http/tls.h"
 #include "egress/egress.h"
 #include "api/api.h"
 #include "http/http.h"
@@ -373,16 +375,16 @@ static int take_lock(const char *runtime_dir, int *ret_fd) {
         return 0;
 }
 
-/* Socket activation: the unix socket is named "api" (or unnamed), the TCP listener "http". Leaves a slot
- * at -1 when systemd passed no such socket. */
-static int listeners_from_systemd(int *unix_fd, int *tcp_fd) {
+/* Socket activation: the unix socket is named "api" (or unnamed), the TCP listener "http", the TLS one "https".
+ * Leaves a slot at -1 when systemd passed no such socket. */
+static int listeners_from_systemd(int *unix_fd, int *tcp_fd, int *tls_fd) {
         _cleanup_strv_free_ char **fd_names = NULL;
         int n;
 
         n = sd_listen_fds_with_names(1, &fd_names);
         for (int i = 0; i < n; i++) {
                 const char *name = fd_names && fd_names[i] ? fd_names[i] : "unknown";
-                int *slot = streq(name, "http") ? tcp_fd : unix_fd;
+                int *slot = streq(name, "http") ? tcp_fd : streq(name, "https") ? tls_fd : unix_fd;
 
                 if (*slot >= 0) {
                         log_error("systemd passed more than one '%s' socket; expected 'api' (unix) and 'http' (TCP)",
@@ -397,13 +399,28 @@ static int listeners_from_systemd(int *unix_fd, int *tcp_fd) {
 /* The listeners systemd passed, else our own. Both must work: a TCP port someone else holds would leave the
  * clients configured for it (SDKs, scripts with an API key) talking to that process, handing it their key,
  * so a daemon that cannot bind refuses to start at all (with "listen = off" it binds none). */
-static int setup_listeners(const Manager *m, const char *config_path, int *ret_unix_fd, int *ret_tcp_fd) {
-        const char *listen_setting;
+static int setup_listeners(const Manager *m, const char *config_path, int *ret_unix_fd, int *ret_tcp_fd,
+                           int *ret_tls_fd) {
+        const char *listen_setting, *tls_setting;
         int r;
 
-        r = listeners_from_systemd(ret_unix_fd, ret_tcp_fd);
+        r = listeners_from_systemd(ret_unix_fd, ret_tcp_fd, ret_tls_fd);
         if (r < 0)
                 return r;
+
+        /* the TLS listener as the TCP one, for the same reason */
+        tls_setting = m->config.e2b_tls_listen ?: E2B_TLS_LISTEN_DEFAULT;
+        if (*ret_tls_fd < 0 && !streq(tls_setting, "off")) {
+                r = bind_tcp(tls_setting, ret_tls_fd);
+                if (r == -EADDRINUSE)
+                        return log_error_errno(r, "cannot listen on %s (TLS): the port is taken by another process "
+                                               "(another user's spaced?); refusing to start, so that no client talks "
+                                               "to it instead. Set 'e2b_tls_listen = 127.0.0.1:OTHER_PORT' or "
+                                               "'e2b_tls_listen = off' in %s", tls_setting, config_path);
+                if (r < 0)
+                        return log_error_errno(r, "cannot listen on %s (the 'e2b_tls_listen =' setting in %s); "
+                                               "refusing to start", tls_setting, config_path);
+        }
 
         /* TCP first: a daemon that gives up on it leaves no socket behind that spacectl would find dead. */
         listen_setting = arg_listen ?: m->config.listen ?: LISTEN_DEFAULT;
@@ -579,7 +596,39 @@ static void detect_disk_backend(Manager *m) {
                  m->disk_backend == DISK_BACKEND_BTRFS ? "btrfs subvolumes and reflinks" : "qcow2 overlays");
 }
 
-static int setup_http(Manager *m, int unix_fd, int tcp_fd) {
+/* The TLS listener's CA and certificate (http/tls.h), before anything starts: a refusal (a planted symlink, a key
+ * others may read) stops the daemon with its reason. Without e2b_domain the name is space.localhost:PORT. */
+static int setup_tls(Manager *m, int tls_fd, TlsFiles *ret, char **ret_domain) {
+        _cleanup_(error_done) Error e = {};
+        _cleanup_free_ char *domain = NULL;
+        struct sockaddr_storage sa;
+        socklen_t len = sizeof sa;
+        unsigned port;
+        int r;
+
+        if (tls_fd < 0)
+                return 0;
+        if (getsockname(tls_fd, (struct sockaddr *) &sa, &len) < 0)
+                return log_error_errno(-errno, "cannot read the TLS listener's address");
+        port = ntohs(sa.ss_family == AF_INET6 ? ((struct sockaddr_in6 *) &sa)->sin6_port
+                                              : ((struct sockaddr_in *) &sa)->sin_port);
+        if (!m->config.e2b_domain && asprintf(&domain, E2B_DOMAIN_DEFAULT_NAME ":%u", port) < 0)
+                return log_error_errno(-ENOMEM, "out of memory");
+        r = tls_setup(m->state_dir, m->config.e2b_domain ?: domain, TLS_HOST_BUNDLE, ret, &e);
+        if (r < 0)
+                return log_error_errno(r, "cannot set up TLS for e2b_tls_listen: %s; refusing to start (or set "
+                                       "'e2b_tls_listen = off')", e.message ?: strerror(-r));
+        if (ret->ca_made)
+                log_info("made a local CA in %s; clients trust it through 'eval \"$(spacectl e2b env)\"'",
+                         ret->ca_file);
+        if (ret->cert_made)
+                log_info("made a TLS certificate for %s and its subdomains, signed by %s",
+                         m->config.e2b_domain ?: domain, ret->ca_file);
+        *ret_domain = TAKE_PTR(domain);
+        return 0;
+}
+
+static int setup_http(Manager *m, int unix_fd, int tcp_fd, int tls_fd, TlsFiles *tls, const char *tls_domain) {
         int r;
 
         /* The router matches tables in the order added: the native API's, then the facade's. */
@@ -593,15 +642,21 @@ static int setup_http(Manager *m, int unix_fd, int tcp_fd) {
         r = http_new(m, unix_fd, tcp_fd, &m->http);
         if (r < 0)
                 return log_error_errno(r, "cannot start the HTTP server");
-        /* The gateway never lets a sandbox reach our own TCP API. */
-        egress_gateway_setup(http_api_port(m->http));
+        if (tls_fd >= 0) {
+                r = http_add_tls_listener(m->http, tls_fd, tls_domain, tls);
+                if (r < 0)
+                        return log_error_errno(r, "cannot start the TLS listener");
+        }
+        /* The gateway never lets a sandbox reach our own TCP API, nor its TLS listener. */
+        egress_gateway_setup(http_api_port(m->http), http_tls_port(m->http));
         return 0;
 }
 
 /* Tells systemd and the log that we serve, and runs until SIGTERM or SIGINT. */
 static int run(Manager *m) {
-        log_info("spaced %s listening on %s%s%s (state %s, accel %s, memory limit %llu MiB)", PACKAGE_VERSION,
-                 m->socket_path, http_api_url(m->http) ? " and " : "", http_api_url(m->http) ?: "", m->state_dir,
+        log_info("spaced %s listening on %s%s%s%s%s (state %s, accel %s, memory limit %llu MiB)", PACKAGE_VERSION,
+                 m->socket_path, http_api_url(m->http) ? " and " : "", http_api_url(m->http) ?: "",
+                 http_tls_url(m->http) ? " and " : "", http_tls_url(m->http) ?: "", m->state_dir,
                  m->accel == VM_ACCEL_KVM ? "kvm" : "tcg", (unsigned long long) m->memory_limit_mib);
         (void) sd_notify(0, "READY=1");
         return sd_event_loop(m->event);
@@ -617,10 +672,11 @@ static void finish(Manager *m, const char *pid_path) {
 }
 
 int main(int argc, char **argv) {
-        _cleanup_free_ char *config_path = NULL, *pid_path = NULL;
+        _cleanup_free_ char *config_path = NULL, *pid_path = NULL, *tls_domain = NULL;
+        _cleanup_(tls_files_done) TlsFiles tls = {};
         _cleanup_close_ int lock_fd = -1;
         Manager m = { .completion_fd = -1, .config.idle_timeout = IDLE_TIMEOUT_DEFAULT };
-        int listen_fd = -1, tcp_fd = -1, r;
+        int listen_fd = -1, tcp_fd = -1, tls_fd = -1, r;
 
         r = parse_args(argc, argv);
         if (r <= 0)
@@ -639,7 +695,8 @@ int main(int argc, char **argv) {
         r = take_lock(m.runtime_dir, &lock_fd);
         if (r < 0)
                 return r == -EWOULDBLOCK ? 0 : 1;
-        if (setup_listeners(&m, config_path, &listen_fd, &tcp_fd) < 0)
+        if (setup_listeners(&m, config_path, &listen_fd, &tcp_fd, &tls_fd) < 0 ||
+            setup_tls(&m, tls_fd, &tls, &tls_domain) < 0)
                 return 1;
         write_pid_file(m.runtime_dir, &pid_path);
 
@@ -658,7 +715,7 @@ int main(int argc, char **argv) {
         detect_disk_backend(&m);
         (void) layers_gc(&m); /* what interrupted creates and removals left */
         pool_refill(&m);
-        if (setup_http(&m, listen_fd, tcp_fd) < 0)
+        if (setup_http(&m, listen_fd, tcp_fd, tls_fd, &tls, tls_domain) < 0)
                 return 1;
 
         r = run(&m);

@@ -63,6 +63,7 @@ int daemon_config_read(const char *path, Config *ret_config, EgressSettings **re
 static int keep_restart_settings(Config *old, Config *new, char ***ret_names) {
         KEEP_STRING(state_dir, "state_dir");
         KEEP_STRING(listen, "listen");
+        KEEP_STRING(e2b_tls_listen, "e2b_tls_listen");
         KEEP_STRING(qemu_binary, "qemu");
         KEEP_VALUE(accel, "accel");
         KEEP_VALUE(confine, "confine");

@@ -70,6 +70,13 @@ int cmd_info(int argc, char *argv[]) {
                 print_confinement(j);
                 printf("Socket:       %s\n", json_str(j, "socket") ?: "-");
                 printf("API URL:      %s\n", json_str(j, "api_url") ?: "- (no TCP listener)");
+                {
+                        const cJSON *e2b = cJSON_GetObjectItemCaseSensitive(j, "e2b");
+
+                        if (json_str(e2b, "tls_url"))
+                                printf("TLS URL:      %s (E2B_DOMAIN %s, CA %s)\n", json_str(e2b, "tls_url"),
+                                       json_str(e2b, "domain") ?: "-", json_str(e2b, "ca_file") ?: "-");
+                }
                 if (json_num(j, "pid", &v))
                         printf("PID:          %.0f\n", v);
                 if (json_str(j, "state_dir"))

@@ -147,7 +147,8 @@ static void respond_decisions(Request *r, const Sandbox *s, const EgressPolicy *
 
         list = cJSON_CreateArray();
         for (size_t i = 0; i < n; i++) {
-                EgressQuery query = { .host = name, .addr = addrs[i], .port = port, .self_port = http_api_port(r->http) };
+                EgressQuery query = { .host = name, .addr = addrs[i], .port = port, .self_port = http_api_port(r->http),
+                                      .self_tls_port = http_tls_port(r->http) };
                 EgressDecision d;
                 cJSON *one;
 

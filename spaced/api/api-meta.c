@@ -47,6 +47,27 @@ static cJSON *config_to_json(const Manager *m) {
         return o;
 }
 
+static void add_string_or_null(cJSON *o, const char *key, const char *v) {
+        if (v)
+                cJSON_AddStringToObject(o, key, v);
+        else
+                cJSON_AddNullToObject(o, key);
+}
+
+/* Where E2B's SDKs find the daemon, for `spacectl e2b env`: the plain listener's URLs (E2B_API_URL and
+ * E2B_SANDBOX_URL), the domain (E2B_DOMAIN) and the TLS listener with the CA its certificate is signed by. */
+static cJSON *e2b_to_json(Http *h) {
+        cJSON *o = cJSON_CreateObject();
+
+        add_string_or_null(o, "api_url", http_api_url(h));
+        add_string_or_null(o, "sandbox_url", http_api_url(h));
+        add_string_or_null(o, "domain", http_e2b_domain(h));
+        add_string_or_null(o, "tls_url", http_tls_url(h));
+        add_string_or_null(o, "ca_file", http_tls_ca_file(h));
+        add_string_or_null(o, "ca_bundle", http_tls_ca_bundle(h));
+        return o;
+}
+
 void api_get_info(Request *r, const RouteArgs *a) {
         Manager *m = http_manager(r->http);
         const char *url = http_api_url(r->http);
@@ -79,6 +100,7 @@ void api_get_info(Request *r, const RouteArgs *a) {
         cJSON_AddNumberToObject(o, "memory_limit_mib", (double) m->memory_limit_mib);
         cJSON_AddNumberToObject(o, "memory_in_use_mib", (double) manager_memory_in_use(m));
         cJSON_AddItemToObject(o, "config", config_to_json(m));
+        cJSON_AddItemToObject(o, "e2b", e2b_to_json(r->http));
         http_respond_json(r, 200, o);
 }
 

@@ -16,9 +16,10 @@ void config_done(Config *c) {
         free(c->qemu_binary);
         free(c->state_dir);
         free(c->listen);
+        free(c->e2b_tls_listen);
         free(c->e2b_template);
         free(c->e2b_domain);
-        c->qemu_binary = c->state_dir = c->listen = c->e2b_template = c->e2b_domain = NULL;
+        c->qemu_binary = c->state_dir = c->listen = c->e2b_tls_listen = c->e2b_template = c->e2b_domain = NULL;
 }
 
 int listen_address_parse(const char *s, struct sockaddr_storage *ret, socklen_t *ret_len) {
@@ -253,15 +254,16 @@ static int config_string_key(Config *c, const char *key, const char *value) {
                 c->state_dir = strdup(value);
                 if (!c->state_dir)
                         return -ENOMEM;
-        } else if (streq(key, "listen")) {
+        } else if (streq(key, "listen") || streq(key, "e2b_tls_listen")) {
+                char **field = streq(key, "listen") ? &c->listen : &c->e2b_tls_listen;
                 struct sockaddr_storage sa;
                 socklen_t len;
 
                 if (listen_address_parse(value, &sa, &len) < 0)
                         return -EINVAL;
-                free(c->listen);
-                c->listen = strdup(value);
-                if (!c->listen)
+                free(*field);
+                *field = strdup(value);
+                if (!*field)
                         return -ENOMEM;
         } else if (streq(key, "e2b_template")) {
                 /* a template reference (NAME[:TAG] or sha256:HEX), checked for shape only: the
@@ -314,7 +316,7 @@ static int config_line_bad(const Config *c, const char *path, unsigned n, Error 
                          "'proxy_head_timeout|proxy_idle_timeout = 1..86400 (seconds)', "
                          "'import_max_bytes|import_max_disk_bytes|import_max_entry_bytes = N[K|M|G|T]', "
                          "'import_max_entries|import_max_path|import_max_layers = N', "
-                         "'listen = 127.0.0.1:PORT|off' (loopback addresses only), "
+                         "'listen = 127.0.0.1:PORT|off', 'e2b_tls_listen = 127.0.0.1:PORT|off' (loopback addresses only), "
                          "'e2b_template = NAME[:TAG]', 'e2b_domain = HOST[:PORT]'%s", path, n, owners) ?: -EINVAL;
 }
 

@@ -51,6 +51,7 @@ typedef struct Config {
         char *qemu_binary;
         char *state_dir;
         char *listen;               /* TCP listener "ADDR:PORT" or "off"; NULL = LISTEN_DEFAULT */
+        char *e2b_tls_listen;       /* the TLS listener, the same API: "ADDR:PORT" or "off"; NULL = E2B_TLS_LISTEN_DEFAULT */
         int64_t idle_timeout;       /* default for new sandboxes, seconds; 0 = never suspend when idle */
         unsigned tcg_cache_mib;     /* TCG's translation cache per VM; 0 = VM_TCG_CACHE_MIB_DEFAULT */
         VmConfine confine;          /* QEMU in its own namespaces: auto (the default), on, off */
@@ -75,6 +76,10 @@ typedef struct Config {
 #define PROXY_TIMEOUT_MAX 86400
 
 #define LISTEN_DEFAULT "127.0.0.1:7070"
+#define E2B_TLS_LISTEN_DEFAULT "127.0.0.1:7443"
+/* e2b_domain when it is unset and TLS is on: a name under .localhost (loopback through nss-myhostname), with
+ * the TLS listener's port, as E2B_DOMAIN takes it */
+#define E2B_DOMAIN_DEFAULT_NAME "space.localhost"
 #define E2B_TEMPLATE_DEFAULT "seed"
 /* E2B's code interpreter SDKs create from this name; it is our templates/code-interpreter */
 #define E2B_CODE_INTERPRETER_NAME "code-interpreter-v1"

@@ -52,9 +52,13 @@ static void add_time(cJSON *o, const char *key, int64_t t) {
         cJSON_AddStringToObject(o, key, when);
 }
 
+/* The e2b_domain in force (with TLS on and none configured, the TLS listener's), on every listener: the SDKs'
+ * getHost() then names the TLS listener, never E2B's own domain. */
 static void add_domain(Manager *m, cJSON *o) {
-        if (m->config.e2b_domain)
-                cJSON_AddStringToObject(o, "domain", m->config.e2b_domain);
+        const char *domain = m->http ? http_e2b_domain(m->http) : m->config.e2b_domain;
+
+        if (domain)
+                cJSON_AddStringToObject(o, "domain", domain);
         else
                 cJSON_AddNullToObject(o, "domain");
 }

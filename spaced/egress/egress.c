@@ -982,7 +982,7 @@ int egress_decide(const EgressSource *sources, size_t n_sources, const EgressQue
                                        "'%.100s' is not an exact host name", q->host);
                 h = host;
         }
-        if (q->self_port && q->port == q->self_port &&
+        if (((q->self_port && q->port == q->self_port) || (q->self_tls_port && q->port == q->self_tls_port)) &&
             IN_SET(d->cls.cls, EGRESS_CLASS_LOOPBACK, EGRESS_CLASS_THIS_NETWORK))
                 return decided(d, false, EGRESS_REASON_SELF, NULL, NULL,
                                "%s:%u is the daemon's own API: never reachable from a sandbox", addr, q->port);

@@ -191,6 +191,7 @@ typedef struct EgressQuery {
         EgressAddr addr;              /* the address it would connect to */
         uint16_t port;
         uint16_t self_port;           /* the daemon's own TCP API port, 0: none */
+        uint16_t self_tls_port;       /* and its TLS listener's, 0: none */
 } EgressQuery;
 
 /* Why a connection or a DNS question was let through or refused, as the audit log names it; the table
@@ -261,8 +262,8 @@ void egress_policy_done(EgressPolicy *p);
 bool egress_name_permitted(const EgressPolicy *p, const char *host, uint16_t *ret_port, const char **ret_why);
 
 /* The gateway (gateway.c): serves the CONNECT and RESOLVE streams of every sandbox's channel. self_port is the
- * daemon's own TCP API port (0: none), which no sandbox reaches. */
-void egress_gateway_setup(uint16_t self_port);
+ * daemon's own TCP API port and self_tls_port its TLS listener's (0: none), which no sandbox reaches. */
+void egress_gateway_setup(uint16_t self_port, uint16_t self_tls_port);
 /* What the gateway reads of a sandbox, which sits above it: sandbox/ sets these at start
  * (sandbox_register_ops()). The gateway keeps a Sandbox only as a handle. */
 typedef struct Sandbox Sandbox;

@@ -98,7 +98,7 @@ typedef struct StandIn {
 #define STANDIN_MAX 4096U
 
 static struct {
-        uint16_t self_port;
+        uint16_t self_port, self_tls_port;
         DnsEntry *dns;
         unsigned n_dns;
         StandIn *standins;
@@ -238,7 +238,8 @@ void egress_gateway_forget(const char *sandbox_id) {
 /* ---- policy ---- */
 
 static void decide(const GatewayConn *c, const char *host, const EgressAddr *addr, uint16_t port, EgressDecision *ret) {
-        EgressQuery q = { .host = host, .addr = *addr, .port = port, .self_port = gw.self_port };
+        EgressQuery q = { .host = host, .addr = *addr, .port = port, .self_port = gw.self_port,
+                          .self_tls_port = gw.self_tls_port };
 
         if (egress_decide(c->policy->policy.sources, c->policy->policy.n_sources, &q, ret) < 0) {
                 *ret = (EgressDecision) { .allowed = false, .reason = EGRESS_REASON_INVALID };
@@ -1021,7 +1022,8 @@ static void on_dns_resolved(Manager *m, void *userdata, int err, const EgressAdd
         /* Every address is decided once: as for a connection, one denied address (of either family) denies the
          * name; the allowed ones of the family asked for are the answer. */
         for (size_t i = 0; i < n; i++) {
-                EgressQuery eq = { .host = q->name, .addr = addrs[i], .port = q->port, .self_port = gw.self_port };
+                EgressQuery eq = { .host = q->name, .addr = addrs[i], .port = q->port, .self_port = gw.self_port,
+                                   .self_tls_port = gw.self_tls_port };
                 EgressDecision d;
 
                 if (egress_decide(q->policy->policy.sources, q->policy->policy.n_sources, &eq, &d) < 0)
@@ -1130,12 +1132,13 @@ static void on_guest_resolve(AgentConn *a, uint32_t stream, const uint8_t *kv, s
         }
 }
 
-void egress_gateway_setup(uint16_t self_port) {
+void egress_gateway_setup(uint16_t self_port, uint16_t self_tls_port) {
         static const ChannelGuestOps ops = {
                 .connect = on_guest_connect,
                 .resolve = on_guest_resolve,
         };
 
         gw.self_port = self_port;
+        gw.self_tls_port = self_tls_port;
         channel_set_guest_ops(&ops);
 }

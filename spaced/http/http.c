@@ -15,19 +15,21 @@
 
 #include "http/http.h"
 #include "http/router.h"
+#include "http/tls.h"
 #include "sandbox/sandbox.h"
 #include "core/log.h"
 #include "macro.h"
 #include "core/util.h"
 
-/* MHD takes one listen socket per daemon: one daemon for the unix socket and one for TCP, sharing the
- * access handler; each has its own epoll fd and timer in the event loop. */
+/* MHD takes one listen socket per daemon: one daemon for the unix socket, one for TCP and one for TLS, sharing
+ * the access handler; each has its own epoll fd and timer in the event loop. */
 typedef struct Listener {
         Http *http;
         struct MHD_Daemon *daemon;
         sd_event_source *io;
         sd_event_source *timer;
         bool tcp;
+        bool tls;               /* TCP with TLS (e2b_tls_listen): the same API, API keys and Host checks */
         /* TCP: the address and port it is bound to, for the Host check */
         char host[INET6_ADDRSTRLEN];
         unsigned port;
@@ -36,10 +38,15 @@ typedef struct Listener {
 struct Http {
         Manager *manager;
         Auth *auth;
-        Listener listeners[2];
+        Listener listeners[3];
         unsigned n_listeners;
         sd_event_source *kick;
         char *api_url;
+        /* TLS: its URL, the e2b_domain it serves when none is configured, and its certificates (MHD reads the PEM
+         * it is given for as long as it runs) */
+        char *tls_url;
+        char *tls_domain;
+        TlsFiles tls;
 };
 
 Manager *http_manager(Http *h) {
@@ -54,11 +61,35 @@ const char *http_api_url(Http *h) {
         return h->api_url;
 }
 
-uint16_t http_api_port(Http *h) {
-        const char *colon = h->api_url ? strrchr(h->api_url, ':') : NULL;
+static uint16_t url_port(const char *url) {
+        const char *colon = url ? strrchr(url, ':') : NULL;
         unsigned long p = colon ? strtoul(colon + 1, NULL, 10) : 0;
 
         return p <= 65535 ? (uint16_t) p : 0;
+}
+
+uint16_t http_api_port(Http *h) {
+        return url_port(h->api_url);
+}
+
+const char *http_tls_url(Http *h) {
+        return h->tls_url;
+}
+
+uint16_t http_tls_port(Http *h) {
+        return url_port(h->tls_url);
+}
+
+const char *http_tls_ca_file(Http *h) {
+        return h->tls.ca_file;
+}
+
+const char *http_tls_ca_bundle(Http *h) {
+        return h->tls.ca_bundle;
+}
+
+const char *http_e2b_domain(Http *h) {
+        return h->manager->config.e2b_domain ?: h->tls_domain;
 }
 
 static void listener_run(Listener *l);
@@ -570,16 +601,45 @@ int http_host_sandbox(const char *host, const char *domain, unsigned listen_port
         return 1;
 }
 
+bool http_host_api(const char *host, const char *domain, unsigned listen_port) {
+        const char *colon;
+        size_t domain_len, name_len;
+
+        if (!host || !domain || !*domain || strncasecmp(host, "api.", 4) != 0)
+                return false;
+        host += 4;
+        domain_len = strcspn(domain, ":");
+        colon = strchr(host, ':');
+        name_len = colon ? (size_t) (colon - host) : strlen(host);
+        if (name_len != domain_len || strncasecmp(host, domain, domain_len) != 0)
+                return false;
+        if (colon) {
+                unsigned long p;
+                char *end;
+
+                if (colon[1] < '0' || colon[1] > '9')
+                        return false;
+                errno = 0;
+                p = strtoul(colon + 1, &end, 10);
+                return !errno && !*end && p == listen_port;
+        }
+        return listen_port == 80;
+}
+
 /* A browser page from anywhere may make its name resolve to 127.0.0.1 (DNS rebinding) and then talk to us
  * as a same-origin site; it cannot make the Host header name us. The unix socket has no such neighbours. */
 static bool host_ok(Listener *l, Request *r) {
         const char *host = http_header(r, MHD_HTTP_HEADER_HOST);
+        const char *domain = http_e2b_domain(r->http);
         unsigned port;
 
         if (http_host_allowed(host, l->host, l->port))
                 return true;
+        /* api.DOMAIN is the control plane (E2B's SDKs given E2B_DOMAIN alone), as the listener's own names are */
+        if (http_host_api(host, domain, l->port))
+                return true;
         /* PORT-ID.DOMAIN names only the configured domain, which the user points at us */
-        if (http_host_sandbox(host, r->http->manager->config.e2b_domain, l->port, &port, r->host_sandbox) > 0) {
+        if (http_host_sandbox(host, domain, l->port, &port, r->host_sandbox) > 0) {
                 /* any other port is the sandbox's own server, reached through the proxy (proxy/proxy.c) */
                 if (port != HTTP_E2B_ENVD_PORT)
                         r->host_port = port;
@@ -754,8 +814,24 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *connection, c
         return MHD_YES;
 }
 
+/* MHD's messages about the TLS listener's connections: anyone who can reach the port can make it log a failed
+ * handshake ("received handshake message out of context" for plain HTTP or garbage), so they are debug lines. */
+__attribute__((format(printf, 2, 0))) static void tls_mhd_log(void *cls, const char *fmt, va_list ap) {
+        char buf[512];
+        size_t n;
+
+        if (log_max_level < LOG_DEBUG_LEVEL)
+                return;
+        (void) vsnprintf(buf, sizeof buf, fmt, ap);
+        n = strlen(buf);
+        while (n > 0 && buf[n - 1] == '\n')
+                buf[--n] = 0;
+        log_debug("TLS listener: %s", buf);
+}
+
 static int listener_start(Http *h, Listener *l, int fd, bool tcp) {
         const union MHD_DaemonInfo *info;
+        unsigned flags = MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | MHD_ALLOW_UPGRADE | MHD_USE_ERROR_LOG;
         int r;
 
         l->http = h;
@@ -764,10 +840,22 @@ static int listener_start(Http *h, Listener *l, int fd, bool tcp) {
          * socket is the user's own and keeps the old behaviour. Suspended connections (long polls, SSE
          * waiting for output) never time out, and http_set_streaming() exempts running streams. */
         /* MHD_ALLOW_UPGRADE: the port proxy's WebSockets. Without TLS, MHD hands over the connection's own socket
-         * and only takes it back to close it, so this works with an external event loop (http_respond_upgrade). */
-        l->daemon = MHD_start_daemon(MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | MHD_ALLOW_UPGRADE | MHD_USE_ERROR_LOG,
-                                     0, NULL, NULL,
+         * and only takes it back to close it, so this works with an external event loop (http_respond_upgrade).
+         * With TLS it hands over one end of a socketpair and carries the bytes between it and the TLS session
+         * itself, on its epoll set, which the loop watches: the same on_io runs it. */
+        /* MHD logs an HTTPS option given to a daemon without TLS: only the TLS daemon gets them */
+        struct MHD_OptionItem tls_options[] = {
+                { MHD_OPTION_HTTPS_MEM_KEY, 0, h->tls.key_pem },
+                { MHD_OPTION_HTTPS_MEM_CERT, 0, h->tls.cert_pem },
+                { MHD_OPTION_EXTERNAL_LOGGER, (intptr_t) tls_mhd_log, l },
+                { MHD_OPTION_END, 0, NULL },
+        };
+
+        if (l->tls)
+                flags |= MHD_USE_TLS;
+        l->daemon = MHD_start_daemon(flags, 0, NULL, NULL,
                                      on_access, l, MHD_OPTION_LISTEN_SOCKET, fd,
+                                     MHD_OPTION_ARRAY, l->tls ? tls_options : tls_options + 3,
                                      MHD_OPTION_NOTIFY_COMPLETED, on_completed, h,
                                      MHD_OPTION_CONNECTION_TIMEOUT, tcp ? (unsigned) HTTP_TCP_IDLE_TIMEOUT_SEC : 0U,
                                      MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t) (256 * 1024),
@@ -797,6 +885,7 @@ static void listener_stop(Listener *l) {
 
 /* The TCP listener's bound address into l (for the Host check) and its URL into ret. */
 static int listener_address(Listener *l, int fd, char **ret) {
+        const char *scheme = l->tls ? "https" : "http";
         struct sockaddr_storage sa;
         socklen_t len = sizeof sa;
 
@@ -807,14 +896,14 @@ static int listener_address(Listener *l, int fd, char **ret) {
                 if (!inet_ntop(AF_INET, &in->sin_addr, l->host, sizeof l->host))
                         return -errno;
                 l->port = ntohs(in->sin_port);
-                return asprintf(ret, "http://%s:%u", l->host, l->port) < 0 ? -ENOMEM : 0;
+                return asprintf(ret, "%s://%s:%u", scheme, l->host, l->port) < 0 ? -ENOMEM : 0;
         }
         if (sa.ss_family == AF_INET6) {
                 struct sockaddr_in6 *in6 = (struct sockaddr_in6 *) &sa;
                 if (!inet_ntop(AF_INET6, &in6->sin6_addr, l->host, sizeof l->host))
                         return -errno;
                 l->port = ntohs(in6->sin6_port);
-                return asprintf(ret, "http://[%s]:%u", l->host, l->port) < 0 ? -ENOMEM : 0;
+                return asprintf(ret, "%s://[%s]:%u", scheme, l->host, l->port) < 0 ? -ENOMEM : 0;
         }
         return -EAFNOSUPPORT;
 }
@@ -848,6 +937,25 @@ int http_new(Manager *m, int unix_fd, int tcp_fd, Http **ret) {
         return 0;
 }
 
+int http_add_tls_listener(Http *h, int fd, const char *domain, TlsFiles *files) {
+        Listener *l;
+        int r;
+
+        if (h->n_listeners >= ELEMENTSOF(h->listeners) || h->tls_url)
+                return -EBUSY;
+        l = &h->listeners[h->n_listeners];
+        *l = (Listener) { .tls = true };
+        h->tls = *files;
+        *files = (TlsFiles) {};
+        if (domain && !(h->tls_domain = strdup(domain)))
+                return -ENOMEM;
+        r = listener_address(l, fd, &h->tls_url);
+        if (r < 0)
+                return r;
+        h->n_listeners++;
+        return listener_start(h, l, fd, true);
+}
+
 Http *http_free(Http *h) {
         if (!h)
                 return NULL;
@@ -856,6 +964,9 @@ Http *http_free(Http *h) {
         sd_event_source_disable_unref(h->kick);
         auth_free(h->auth);
         free(h->api_url);
+        free(h->tls_url);
+        free(h->tls_domain);
+        tls_files_done(&h->tls);
         free(h);
         return NULL;
 }

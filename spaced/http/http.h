@@ -130,6 +130,22 @@ Auth *http_auth(Http *h);
 const char *http_api_url(Http *h);
 /* The TCP API's port, 0 without one: the port no sandbox may reach (the egress gateway's self_port). */
 uint16_t http_api_port(Http *h);
+/* The TLS listener (e2b_tls_listen): the same router, API keys and Host checks as TCP, over TLS with the
+ * certificates of files (taken, http/tls.h). domain: the e2b_domain to serve while the configuration names
+ * none ("space.localhost:PORT"), or NULL. */
+typedef struct TlsFiles TlsFiles;
+int http_add_tls_listener(Http *h, int fd, const char *domain, TlsFiles *files);
+/* "https://127.0.0.1:PORT" of the TLS listener and its port, or NULL and 0 without one. */
+const char *http_tls_url(Http *h);
+uint16_t http_tls_port(Http *h);
+/* The local CA's certificate and the bundle of the host's CAs and ours (SSL_CERT_FILE), NULL without TLS. */
+const char *http_tls_ca_file(Http *h);
+const char *http_tls_ca_bundle(Http *h);
+/* The e2b_domain in force: the configured one, else the TLS listener's default, else NULL. What create and
+ * connect answer as `domain`, on every listener, and the DOMAIN of api.DOMAIN and PORT-ID.DOMAIN hosts. */
+const char *http_e2b_domain(Http *h);
+/* Whether Host is api.DOMAIN[:listen_port] (DOMAIN's own :port ignored): E2B's control plane by name. */
+bool http_host_api(const char *host, const char *domain, unsigned listen_port);
 /* Whether a TCP request's Host header (NAME[:PORT]) names the listener bound to listen_host (numeric, as
  * inet_ntop gives it) and port: localhost, 127.0.0.1, [::1] or listen_host, with the port (which only port 80
  * may leave out). The one place that decides which names a listener answers to. */

@@ -37,7 +37,7 @@ if [ -S "$SPACE_SOCKET" ] && curl -s --unix-socket "$SPACE_SOCKET" http://localh
         exit 0
 fi
 port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-printf 'accel = auto\nlisten = 127.0.0.1:%s\n' "$port" >"$SPACE_CONFIG"
+printf 'accel = auto\nlisten = 127.0.0.1:%s\ne2b_tls_listen = off\n' "$port" >"$SPACE_CONFIG"
 "$top/spaced/spaced" >>"$dir/spaced.log" 2>&1 </dev/null &
 for _ in $(seq 100); do
         curl -s --unix-socket "$SPACE_SOCKET" http://localhost/v1/version >/dev/null && break

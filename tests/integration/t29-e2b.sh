@@ -4,7 +4,9 @@
 # from npm (the same release), pointed at the daemon with environment variables only (README, "E2B SDKs"). The
 # suites are tests/e2b/py (pytest, sync and async) and tests/e2b/js (node --test); each test case is one TAP
 # line here. The `seed` template is built first (Debian packages come from the archive, cached in
-# ~/.cache/space/apt). SPACE_E2B_PY / SPACE_E2B_JS pick other SDK versions ("latest").
+# ~/.cache/space/apt). SPACE_E2B_PY / SPACE_E2B_JS pick other SDK versions ("latest"). SPACE_E2B_MODE=domain
+# runs the same suites through E2B's own two variables over TLS (E2B_DOMAIN and E2B_API_KEY, from
+# `eval "$(spacectl e2b env)"`) instead of E2B_API_URL and E2B_SANDBOX_URL; t43 runs it so.
 . "$(dirname "$0")/lib.sh"
 
 E2B_DIR=$TOP_SRCDIR/tests/e2b
@@ -12,10 +14,25 @@ SDK_DIR=${SPACE_E2B_SDK_DIR:-$TOP_BUILDDIR/tests/e2b/.sdk}
 PY_VERSION=${SPACE_E2B_PY:-2.21.1}
 JS_VERSION=${SPACE_E2B_JS:-2.20.1}
 
+MODE=${SPACE_E2B_MODE:-url}
 space_env_setup
-# e2b_domain: create answers it, and PORT-ID.sbx.test host names reach envd (checked at the end)
-tcp_config "e2b_domain = sbx.test"
+if [ "$MODE" = domain ]; then
+        # the TLS listener and its default domain, space.localhost:PORT (*.localhost is loopback)
+        TLS_PORT=$(free_port) || bail_out "cannot pick a free TCP port"
+        DOMAIN=space.localhost:$TLS_PORT
+        tcp_config "e2b_tls_listen = 127.0.0.1:$TLS_PORT"
+        # GnuTLS allocates and frees a buffer per record, and ASan's quarantine (256 MiB) holds what is freed:
+        # without a smaller one the daemon's peak memory grows with what crossed TLS, which the 50 MiB round
+        # trip's bound would take for a body held in memory
+        export ASAN_OPTIONS=${ASAN_OPTIONS:-abort_on_error=0}:quarantine_size_mb=8
+else
+        # e2b_domain: create answers it, and PORT-ID.sbx.test host names reach envd (checked at the end)
+        DOMAIN=sbx.test
+        tcp_config "e2b_domain = sbx.test"
+fi
+DOMAIN_NAME=${DOMAIN%%:*}
 start_daemon_tcp
+diag "mode: $MODE"
 
 # ---- the SDKs, as a user would install them
 run timeout -k 10 900 "$E2B_DIR/setup-sdks.sh" "$SDK_DIR" "$PY_VERSION" "$JS_VERSION"
@@ -33,11 +50,24 @@ chmod 1777 "$TMPDIR"
 run timeout -k 10 900 "$SPACECTL_BIN" template build "$TOP_SRCDIR/templates/seed"
 check_eq "template build templates/seed" 0 "$RC" || { last_diag; bail_out "no seed template"; }
 
-KEY=$(mint_key e2b-sdk) || bail_out "cannot mint an API key"
+if [ "$MODE" = domain ]; then
+        unset E2B_ACCESS_TOKEN
+        export E2B_API_URL=http://stale.invalid E2B_SANDBOX_URL=http://stale.invalid E2B_DEBUG=true # it unsets them
+        run "$SPACECTL_BIN" e2b env
+        check_eq "spacectl e2b env" 0 "$RC" || { last_diag; bail_out "no environment"; }
+        eval "$(cat "$OUT")"
+        KEY=$E2B_API_KEY
+        check_eq "... E2B_DOMAIN is the TLS listener's default domain" "$DOMAIN" "${E2B_DOMAIN:-}"
+        check_eq "... and E2B_API_URL, E2B_SANDBOX_URL and E2B_DEBUG are unset" "" \
+                "${E2B_API_URL:-}${E2B_SANDBOX_URL:-}${E2B_DEBUG:-}"
+        # what the suites' own raw requests use (plain TCP, beside the SDK)
+        export SPACE_TEST_API_URL=$API_URL
+else
+        KEY=$(mint_key e2b-sdk) || bail_out "cannot mint an API key"
+        export E2B_API_KEY=$KEY E2B_API_URL=$API_URL E2B_SANDBOX_URL=$API_URL
+        unset E2B_DEBUG E2B_ACCESS_TOKEN E2B_DOMAIN
+fi
 check_match "spacectl's keys have E2B's shape (e2b_ and hex)" '^e2b_[0-9a-f]+$' "$KEY"
-
-export E2B_API_KEY=$KEY E2B_API_URL=$API_URL E2B_SANDBOX_URL=$API_URL
-unset E2B_DEBUG E2B_ACCESS_TOKEN E2B_DOMAIN
 # what the suites need to look behind the SDK: the daemon's own view (over the unix socket)
 export SPACE_TEST_SOCKET=$SPACE_SOCKET SPACECTL=$SPACECTL_BIN
 
@@ -81,20 +111,20 @@ check_eq "create over the control plane: 201" 201 "$STATUS"
 SB=$(json "$OUT" 'd["sandboxID"]' 2>/dev/null)
 TOKEN=$(json "$OUT" 'd["envdAccessToken"]' 2>/dev/null)
 TRAFFIC=$(json "$OUT" 'd["trafficAccessToken"]' 2>/dev/null)
-check_eq "create answers the configured domain" sbx.test "$(json "$OUT" 'd["domain"]' 2>&1)"
+check_eq "create answers the configured domain" "$DOMAIN" "$(json "$OUT" 'd["domain"]' 2>&1)"
 check_match "... and a traffic token of its own" '^[0-9a-f]{32}$' "$TRAFFIC"
 check "... not the envd token" test "$TRAFFIC" != "$TOKEN"
-req GET /health -H "Host: 49983-$SB.sbx.test:$API_PORT" -H "X-Access-Token: $TOKEN"
-check_status "Host 49983-ID.sbx.test reaches its envd: /health 204" 204
-req GET /health -H "Host: 49983-$SB.sbx.test:$API_PORT" -H "X-Access-Token: $(printf 'f%.0s' $(seq 32))"
+req GET /health -H "Host: 49983-$SB.$DOMAIN_NAME:$API_PORT" -H "X-Access-Token: $TOKEN"
+check_status "Host 49983-ID.$DOMAIN_NAME reaches its envd: /health 204" 204
+req GET /health -H "Host: 49983-$SB.$DOMAIN_NAME:$API_PORT" -H "X-Access-Token: $(printf 'f%.0s' $(seq 32))"
 check_status "... not with another token: 502 (as for a sandbox that is not there)" 502
-req GET / -H "Host: 8080-$SB.sbx.test:$API_PORT"
-check_status "Host 8080-ID.sbx.test (a server in the sandbox) without the key or its token: 401" 401
-req GET / -H "Host: 8080-$SB.sbx.test:$API_PORT" -H "E2b-Traffic-Access-Token: $TRAFFIC"
+req GET / -H "Host: 8080-$SB.$DOMAIN_NAME:$API_PORT"
+check_status "Host 8080-ID.$DOMAIN_NAME (a server in the sandbox) without the key or its token: 401" 401
+req GET / -H "Host: 8080-$SB.$DOMAIN_NAME:$API_PORT" -H "E2b-Traffic-Access-Token: $TRAFFIC"
 check_status "... with its traffic token, nothing listening on 8080: 502 port_unreachable (t33 has the rest)" 502 port_unreachable
-req GET / -H "Host: 8080-$SB.sbx.test:$API_PORT" -H "X-Access-Token: $TOKEN"
+req GET / -H "Host: 8080-$SB.$DOMAIN_NAME:$API_PORT" -H "X-Access-Token: $TOKEN"
 check_status "... its envd token does not open its ports: 401" 401
-req GET /health -H "Host: 49983-$SB.sbx.test:$API_PORT" -H "X-Access-Token: $TRAFFIC"
+req GET /health -H "Host: 49983-$SB.$DOMAIN_NAME:$API_PORT" -H "X-Access-Token: $TRAFFIC"
 check_status "... nor does the traffic token open envd: 502 (as for a sandbox that is not there)" 502
 req GET /health -H "Host: 49983-$SB.evil.test:$API_PORT" -H "X-Access-Token: $TOKEN"
 check_status "another domain is a foreign host: 421" 421

@@ -205,6 +205,35 @@ static void test_host_sandbox(void) {
         }
 }
 
+/* api.DOMAIN: E2B's control plane by name (the SDKs given E2B_DOMAIN alone). */
+static void test_host_api(void) {
+        static const struct {
+                const char *host, *domain;
+                unsigned listen_port;
+                bool want;
+        } cases[] = {
+                { "api.space.localhost:7443", "space.localhost:7443", 7443, true },
+                { "API.Space.Localhost:7443", "space.localhost:7443", 7443, true },
+                { "api.space.localhost:7443", "space.localhost", 7443, true },
+                { "api.space.localhost", "space.localhost", 80, true },
+                { "api.space.localhost", "space.localhost:7443", 7443, false },
+                { "api.space.localhost:7070", "space.localhost:7443", 7443, false },
+                { "api.space.localhost:7443x", "space.localhost:7443", 7443, false },
+                { "api.space.localhost:+7443", "space.localhost:7443", 7443, false },
+                { "api.evil.localhost:7443", "space.localhost:7443", 7443, false },
+                { "api.space.localhost.evil:7443", "space.localhost:7443", 7443, false },
+                { "x.api.space.localhost:7443", "space.localhost:7443", 7443, false },
+                { "space.localhost:7443", "space.localhost:7443", 7443, false },
+                { "api.space.localhost:7443", NULL, 7443, false },
+                { NULL, "space.localhost:7443", 7443, false },
+        };
+
+        for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+                ok(http_host_api(cases[i].host, cases[i].domain, cases[i].listen_port) == cases[i].want,
+                   "Host '%s' with e2b_domain %s on port %u: %s", cases[i].host ?: "(none)",
+                   cases[i].domain ?: "(none)", cases[i].listen_port, cases[i].want ? "the control plane" : "not it");
+}
+
 /* What the port proxy drops from an Authorization header on its way into a guest. */
 static void test_key_shape(void) {
         static const char key[] = "e2b_0123456789abcdef0123456789abcdef01234567";
@@ -242,6 +271,7 @@ int main(void) {
         test_legacy_key(dir);
         test_hosts();
         test_host_sandbox();
+        test_host_api();
         test_key_shape();
         (void) rmdir(dir);
         return done();

@@ -582,7 +582,7 @@ int main(void) {
         manager.egress->hosts_only = true;
         ASSERT(egress_profiles_parse(&manager.egress->policy, "t: allow allowed.test, other.test, both.test, " ALLOWED, &err) >= 0);
         sandbox_register_ops();   /* what the gateway reads of a sandbox */
-        egress_gateway_setup(0);
+        egress_gateway_setup(0, 0);
 
         s = calloc(1, sizeof *s);
         s->manager = &manager;

@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """Fixtures for the E2B SDK suite: the SDK finds the daemon through E2B_API_KEY, E2B_API_URL and
-E2B_SANDBOX_URL (set by tests/integration/t29-e2b.sh), exactly as a user's program would."""
+E2B_SANDBOX_URL (set by tests/integration/t29-e2b.sh), or in its domain mode through E2B_DOMAIN and
+E2B_API_KEY over TLS, exactly as a user's program would."""
 import json
 import os
 import socket

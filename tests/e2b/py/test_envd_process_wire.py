@@ -13,7 +13,8 @@ from e2b import Sandbox
 
 from conftest import TEMPLATE
 
-URL = os.environ["E2B_SANDBOX_URL"]
+# the plain TCP listener; in t29's domain mode the SDK has E2B_DOMAIN instead, and SPACE_TEST_API_URL is it
+URL = os.environ.get("E2B_SANDBOX_URL") or os.environ["SPACE_TEST_API_URL"]
 
 
 @pytest.fixture(scope="module")

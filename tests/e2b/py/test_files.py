@@ -148,7 +148,7 @@ def test_unread_watch_stream_ends_bounded(sbx):
     # ends the stream with resource_exhausted; the kernel's socket buffers hold a few MiB more before that.
     name = "n" * 240
     sbx.commands.run(f"mkdir -p /home/user/churn && cd /home/user/churn && for i in $(seq 1200); do : > {name}$i; done")
-    u = urllib.parse.urlparse(os.environ["E2B_SANDBOX_URL"])
+    u = urllib.parse.urlparse(os.environ.get("E2B_SANDBOX_URL") or os.environ["SPACE_TEST_API_URL"])
     body = json.dumps({"path": "/home/user/churn"}).encode()
     body = struct.pack(">BI", 0, len(body)) + body
     head = (f"POST /filesystem.Filesystem/WatchDir HTTP/1.1\r\nHost: {u.netloc}\r\n"

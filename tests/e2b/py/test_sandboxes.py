@@ -43,7 +43,7 @@ def wait_for(what, pred, timeout=60):
 
 def api(method, path, body=None):
     """The control plane as the SDK reaches it (TCP, API key), for what the SDK hides (statuses)."""
-    req = urllib.request.Request(os.environ["E2B_API_URL"] + path, method=method,
+    req = urllib.request.Request((os.environ.get("E2B_API_URL") or os.environ["SPACE_TEST_API_URL"]) + path, method=method,
                                  data=json.dumps(body).encode() if body is not None else None,
                                  headers={"X-API-KEY": os.environ["E2B_API_KEY"],
                                           "Content-Type": "application/json"})
