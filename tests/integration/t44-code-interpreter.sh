@@ -6,14 +6,18 @@
 # then the suites run: e2b-code-interpreter 2.11.5 (tests/e2b/ci-py) and @e2b/code-interpreter 2.8.0
 # (tests/e2b/ci-js) through E2B_API_URL and E2B_SANDBOX_URL; e2b-code-interpreter 2.6.2 with e2b 2.21.1,
 # which always speaks HTTPS to 49999-ID.DOMAIN, through E2B_DOMAIN and TLS alone, set up by
-# `eval "$(spacectl e2b env)"`. Each test case is one TAP line here.
+# `spacectl e2b env` (a subset: one of each kind of call; SPACE_T44_TLS_K= runs all). Each test case is one TAP
+# line here.
 . "$(dirname "$0")/lib.sh"
 
 E2B_DIR=$TOP_SRCDIR/tests/e2b
 SDK_DIR=${SPACE_E2B_SDK_DIR:-$TOP_BUILDDIR/tests/e2b/.sdk}
 
 space_env_setup
-tcp_config
+TLS_PORT=$(free_port) || bail_out "cannot pick a free TCP port"
+tcp_config "e2b_tls_listen = 127.0.0.1:$TLS_PORT"
+getent ahosts api.space.localhost 2>/dev/null | grep -qE '^(127\.0\.0\.1|::1) ' ||
+        bail_out "api.space.localhost does not resolve to loopback: install libnss-myhostname (build-aux/install-deps.sh)"
 start_daemon_tcp
 
 run timeout -k 10 900 "$E2B_DIR/setup-ci-sdks.sh" "$SDK_DIR"
@@ -53,7 +57,7 @@ py_suite() { # py_suite LABEL VENV VAR=VALUE...: the Python suite with those var
         local xml=$TEST_TMP/$1.xml label=$1 venv=$2
         shift 2
         (cd "$E2B_DIR/ci-py" && PYTHONDONTWRITEBYTECODE=1 env "$@" timeout -k 10 "${SPACE_E2B_PY_TIMEOUT:-1500}" \
-                "$venv/bin/python" -m pytest -p no:cacheprovider -q --junitxml="$xml" ${SPACE_E2B_PY_ARGS:-} . \
+                "$venv/bin/python" -m pytest -p no:cacheprovider -q --junitxml="$xml" ${PY_K:+-k "$PY_K"} . \
                 >"$TEST_TMP/$label.log" 2>&1)
         diag "$label: $(tail -n 1 "$TEST_TMP/$label.log")"
         python3 "$E2B_DIR/junit-to-tap.py" "$label" "$xml" >"$TEST_TMP/$label.tap"
@@ -74,6 +78,22 @@ ln -s "$JS_ENV/node_modules" "$TEST_TMP/js/node_modules"
 python3 "$E2B_DIR/junit-to-tap.py" "js-2.8.0-url" "$TEST_TMP/js.xml" >"$TEST_TMP/js.tap"
 tap_from "$TEST_TMP/js.tap"
 grep -q '^FAIL' "$TEST_TMP/js.tap" && diag_file "$TEST_TMP/js.log" 60
+
+# ---- E2B's own two variables, over TLS: 2.6.2 with e2b 2.21.1 calls https://49999-ID.DOMAIN for everything
+run env -u E2B_API_URL -u E2B_SANDBOX_URL "$SPACECTL_BIN" e2b env
+check_eq "spacectl e2b env" 0 "$RC" || last_diag
+cp "$OUT" "$TEST_TMP/e2b.env"
+check_contains "... exports E2B_DOMAIN (the TLS listener's)" "E2B_DOMAIN='space.localhost:$TLS_PORT'" "$TEST_TMP/e2b.env"
+DOMAIN_ENV=()
+while IFS= read -r line; do
+        [[ $line =~ ^export\ ([A-Z_]+)=\'(.*)\'$ ]] && DOMAIN_ENV+=("${BASH_REMATCH[1]}=${BASH_REMATCH[2]}")
+done <"$TEST_TMP/e2b.env"
+check_eq "... six variables: the domain, a key and the CA four ways" 6 "${#DOMAIN_ENV[@]}" ||
+        diag_file "$TEST_TMP/e2b.env"
+# the whole suite through the domain would repeat what the URLs showed; the TLS path of every kind of call
+PY_K=${SPACE_T44_TLS_K-last_expression or streams or error_has or dataframe or line_chart or contexts_have or javascript or bash or timeout_interrupts or fork or bad_input or wrong_token or env_vars_reach}
+py_suite py-2.6.2-domain "$PY_OLD" "${DOMAIN_ENV[@]}"
+PY_K=
 
 # ---- nothing left behind
 left=$(curl -s --unix-socket "$SPACE_SOCKET" http://localhost/v1/sandboxes | python3 -c \
