@@ -609,6 +609,18 @@ check_status() {
         pass "$desc"
 }
 
+# tap_from FILE: one TAP line per line of tests/e2b/junit-to-tap.py's output (the SDK suites' test cases).
+tap_from() {
+        local kind name msg
+        while IFS=$'\t' read -r kind name msg; do
+                case $kind in
+                PASS) pass "$name" ;;
+                SKIP) skip "$name" "$msg" ;;
+                *) fail "$name" "$msg" ;;
+                esac
+        done <"$1"
+}
+
 # mint_key NAME: creates an API key over the unix socket (POST /v1/keys) and prints it.
 mint_key() {
         ureq POST /v1/keys -H 'Content-Type: application/json' -d "{\"name\": \"$1\"}"

@@ -71,18 +71,6 @@ check_match "spacectl's keys have E2B's shape (e2b_ and hex)" '^e2b_[0-9a-f]+$' 
 # what the suites need to look behind the SDK: the daemon's own view (over the unix socket)
 export SPACE_TEST_SOCKET=$SPACE_SOCKET SPACECTL=$SPACECTL_BIN
 
-# tap_from FILE: one TAP line per line of junit-to-tap.py's output
-tap_from() {
-        local kind name msg
-        while IFS=$'\t' read -r kind name msg; do
-                case $kind in
-                PASS) pass "$name" ;;
-                SKIP) skip "$name" "$msg" ;;
-                *) fail "$name" "$msg" ;;
-                esac
-        done <"$1"
-}
-
 # ---- Python
 PY_XML=$TEST_TMP/py.xml
 (cd "$E2B_DIR/py" && PYTHONDONTWRITEBYTECODE=1 timeout -k 10 "${SPACE_E2B_PY_TIMEOUT:-1200}" "$PY_ENV/bin/python" -m pytest -p no:cacheprovider \

@@ -138,7 +138,9 @@ def test_pie_chart(sbx):
 
 
 def test_box_and_whisker_chart(sbx):
-    c = run_chart(sbx, "plt.boxplot([[1, 2, 3, 4, 5], [2, 4, 6, 8, 10]], labels=['a', 'b'])\nplt.title('Box')")
+    # boxes drawn as patches, as E2B's own tests draw them (without patch_artist a box plot is only lines)
+    c = run_chart(sbx, "plt.boxplot([[1, 2, 3, 4, 5], [2, 4, 6, 8, 10]], labels=['a', 'b'], patch_artist=True)\n"
+                       "plt.title('Box')")
     assert c.type.value == "box_and_whisker"
     first = c.elements[0]
     assert first.label == "a"
