@@ -77,8 +77,9 @@ struct Sandbox {
         char *traffic_token;  /* 32 hex: E2B's traffic token, opens the sandbox's ports only (proxy/proxy.c) */
         bool auto_resume;     /* suspended by its time to live: used again (E2B envd, connect) wakes it */
         int64_t ttl;          /* the time to live last given, in seconds (0: none): counted again on a resume */
-        /* Egress (space-egress(5)), fixed at create: the profiles chosen (or the defaults then), and the
-         * sandbox's own allow and deny targets. Never NULL once made or loaded. */
+        /* Egress (space-egress(5)): the profiles chosen at create (or the defaults then), fixed for life, and
+         * the sandbox's own allow and deny targets (sandbox_set_egress_lists() replaces them). Never NULL once
+         * made or loaded. */
         char **egress_profiles;
         char **egress_allow;
         char **egress_deny;
