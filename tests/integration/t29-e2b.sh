@@ -134,6 +134,18 @@ req GET /health -H "Host: 49983-$SB.$DOMAIN_NAME:$API_PORT" -H "X-Access-Token: 
 check_status "... nor does the traffic token open envd: 502 (as for a sandbox that is not there)" 502
 req GET /health -H "Host: 49983-$SB.evil.test:$API_PORT" -H "X-Access-Token: $TOKEN"
 check_status "another domain is a foreign host: 421" 421
+
+# ---- a network update is in the sandbox's record: a daemon that crashed and started again keeps it
+req PUT "/sandboxes/$SB/network" -H "X-API-KEY: $KEY" -H 'Content-Type: application/json' \
+        -d '{"allowOut": ["1.1.1.1"], "denyOut": ["10.0.0.0/8"]}'
+check_status "PUT /sandboxes/ID/network (E2B's update_network): 204" 204
+PID1=$(daemon_pid)
+kill -KILL "$PID1"
+wait_for 10 pid_gone "$PID1" || bail_out "spaced did not die on SIGKILL"
+start_daemon_tcp
+req GET "/sandboxes/$SB" -H "X-API-KEY: $KEY"
+check_eq "... after a daemon restart GET /sandboxes/ID shows the updated lists" '[["1.1.1.1"], ["10.0.0.0/8"]]' \
+        "$(json "$OUT" '[d["network"]["allowOut"], d["network"]["denyOut"]]' 2>&1)"
 req DELETE "/sandboxes/$SB" -H "X-API-KEY: $KEY"
 check_status "kill over the control plane: 204" 204
 
