@@ -25,6 +25,8 @@ void e2b_get_logs_v2(Request *r, const RouteArgs *a);
 void e2b_post_snapshots(Request *r, const RouteArgs *a);
 void e2b_get_snapshots(Request *r, const RouteArgs *a);
 void e2b_delete_template(Request *r, const RouteArgs *a);
+void e2b_post_fork(Request *r, const RouteArgs *a);       /* e2b-fork.c */
+void e2b_put_network(Request *r, const RouteArgs *a);     /* e2b-network.c */
 
 /* The sandbox {sandboxID} names: an exact id (E2B has no prefixes or names), not a pool member, not being
  * removed. Answers 404 {"code": 404, "message": "sandbox ID not found"} otherwise. */
@@ -60,6 +62,8 @@ typedef struct E2bWait {
         char arg[256];       /* the route's {sandboxID}: looked up again after each wait (it may be gone) */
         bool deprecated_resume;
         char snapshot_name[SANDBOX_NAME_MAX + 1]; /* "" for none */
+        char fork_op[OPERATION_ID_LEN + 1];       /* fork: its operation, once started ("" before) */
+        unsigned count;                           /* fork: how many were asked for */
 } E2bWait;
 
 /* The request's wait (NULL: none yet), made when make is true (NULL: out of memory, answered 500). */

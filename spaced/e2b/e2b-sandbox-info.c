@@ -102,6 +102,11 @@ cJSON *e2b_listed_json(Manager *m, Sandbox *s, bool detail) {
                 if (token)
                         cJSON_AddStringToObject(o, "envdAccessToken", token);
                 add_domain(m, o);
+                /* the egress lists in force (the create's network, or the last PUT .../network), as E2B's
+                 * SandboxNetworkConfig: what get_info's network shows */
+                l = cJSON_AddObjectToObject(o, "network");
+                cJSON_AddItemToObject(l, "allowOut", json_array_from_strv(s->egress_allow));
+                cJSON_AddItemToObject(l, "denyOut", json_array_from_strv(s->egress_deny));
                 /* never null: the Python SDK would parse it */
                 l = cJSON_AddObjectToObject(o, "lifecycle");
                 cJSON_AddStringToObject(l, "onTimeout", s->on_expiry == EXPIRY_SUSPEND ? "pause" : "kill");

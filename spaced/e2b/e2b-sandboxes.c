@@ -41,6 +41,8 @@ const Route e2b_sandbox_routes[] = {
         E2B_ROUTE("GET", "/sandboxes/{sandboxID}/logs", e2b_get_logs),
         E2B_ROUTE("GET", "/v2/sandboxes/{sandboxID}/logs", e2b_get_logs_v2),
         E2B_ROUTE("POST", "/sandboxes/{sandboxID}/snapshots", e2b_post_snapshots),
+        E2B_ROUTE("POST", "/sandboxes/{sandboxID}/fork", e2b_post_fork),
+        E2B_ROUTE("PUT", "/sandboxes/{sandboxID}/network", e2b_put_network),
         E2B_ROUTE("GET", "/snapshots", e2b_get_snapshots),
         /* E2B's snapshots are templates; here only snapshots (checkpoints) are deleted this way */
         E2B_ROUTE("DELETE", "/templates/{template}", e2b_delete_template),

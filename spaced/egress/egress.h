@@ -274,14 +274,16 @@ typedef struct EgressSandboxOps {
         const char *(*id)(Sandbox *s);
         const char *(*data_dir)(Sandbox *s);
         AgentConn *(*agent)(Sandbox *s);                 /* NULL: no channel now */
-        /* its egress, fixed at create: the profiles chosen and its own allow and deny targets */
+        /* its egress: the profiles chosen at create, and its own allow and deny targets (which E2B's network
+         * update may replace, telling egress_gateway_policy_changed()) */
         void (*egress)(Sandbox *s, char ***ret_profiles, char ***ret_allow, char ***ret_deny);
 } EgressSandboxOps;
 void egress_set_sandbox_ops(const EgressSandboxOps *ops);
 /* A sandbox is gone: drop what the gateway remembers of it (its policy, DNS answers, rates), and write out its
  * audit log. */
 void egress_gateway_forget(const char *sandbox_id);
-/* The sandbox's egress lists or profiles changed (a pool member handed out to a create): the gateway builds its
+/* The sandbox's egress lists or profiles changed (a pool member handed out to a create, E2B's network update
+ * through sandbox_set_egress_lists()): the gateway builds its
  * policy again at the next question. It keeps one per sandbox otherwise, pointing into the config's profiles,
  * which are loaded once at start. */
 void egress_gateway_policy_changed(const char *sandbox_id);

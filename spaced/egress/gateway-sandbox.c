@@ -10,8 +10,9 @@
 #include "macro.h"
 
 /* What the gateway keeps of each sandbox between frames (ARCHITECTURE.md, decision 10):
- *  - its policy, built at its first question and kept: profiles are fixed for a sandbox's life, and the only
- *    change to its lists, a pool member handed out to a create, calls egress_gateway_policy_changed();
+ *  - its policy, built at its first question and kept: profiles are fixed for a sandbox's life, and each
+ *    change to its lists (a pool member handed out to a create, E2B's network update through
+ *    sandbox_set_egress_lists()) calls egress_gateway_policy_changed();
  *  - its lookups on worker threads, bounded per sandbox and in all;
  *  - a token bucket per kind of frame (RESOLVE, CONNECT), so that a guest that floods is refused at once,
  *    costs the daemon a lookup in this list and an ERROR frame, and leaves the others' share alone. Its

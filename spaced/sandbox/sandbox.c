@@ -102,6 +102,31 @@ void sandbox_set_timeout(Sandbox *s, int64_t ttl) {
         (void) sandbox_save(s);
 }
 
+int sandbox_set_egress_lists(Sandbox *s, char *const *allow, char *const *deny, Error *reterr) {
+        _cleanup_strv_free_ char **a = NULL, **d = NULL;
+        int r;
+
+        r = egress_list_check(allow, EGRESS_ALLOW, "egress_allow", reterr);
+        if (r >= 0)
+                r = egress_list_check(deny, EGRESS_DENY, "egress_deny", reterr);
+        if (r < 0)
+                return r;
+        a = sandbox_strv_copy(allow);
+        d = sandbox_strv_copy(deny);
+        if (!a || !d)
+                return -ENOMEM;
+        strv_free(s->egress_allow);
+        strv_free(s->egress_deny);
+        s->egress_allow = TAKE_PTR(a);
+        s->egress_deny = TAKE_PTR(d);
+        /* the gateway builds its policy again at the sandbox's next question; what is open keeps its own */
+        egress_gateway_policy_changed(s->id);
+        r = sandbox_save(s);
+        if (r < 0)
+                log_warning("sandbox %s: cannot record its new egress lists: %s", s->id, strerror(-r));
+        return 0;
+}
+
 void sandbox_stop_timeout(Sandbox *s) {
         s->expires_at = 0;
         (void) sandbox_save(s);

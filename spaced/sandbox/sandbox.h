@@ -77,8 +77,9 @@ struct Sandbox {
         char *traffic_token;  /* 32 hex: E2B's traffic token, opens the sandbox's ports only (proxy/proxy.c) */
         bool auto_resume;     /* suspended by its time to live: used again (E2B envd, connect) wakes it */
         int64_t ttl;          /* the time to live last given, in seconds (0: none): counted again on a resume */
-        /* Egress (space-egress(5)), fixed at create: the profiles chosen (or the defaults then), and the
-         * sandbox's own allow and deny targets. Never NULL once made or loaded. */
+        /* Egress (space-egress(5)): the profiles chosen at create (or the defaults then), fixed for life, and
+         * the sandbox's own allow and deny targets (sandbox_set_egress_lists() replaces them). Never NULL once
+         * made or loaded. */
         char **egress_profiles;
         char **egress_allow;
         char **egress_deny;
@@ -182,6 +183,10 @@ int sandbox_delete_start(Manager *m, Sandbox *s, bool force, Operation **ret_op,
 /* What other subsystems change on a sandbox, each saved (but sandbox_touch). Its time to live, again: it ends
  * ttl seconds from now (0: now), and is kept to be given again. */
 void sandbox_set_timeout(Sandbox *s, int64_t ttl);
+/* Its own egress allow and deny lists, replaced while it runs (E2B's network update; its profiles stay fixed for
+ * life): checked first (ERROR_INVALID_ARGUMENT names the entry, and nothing changes), then saved, and the
+ * gateway decides its next connection by them. */
+int sandbox_set_egress_lists(Sandbox *s, char *const *allow, char *const *deny, Error *reterr);
 /* Its time to live stops (a paused sandbox does not time out); the ttl is kept. */
 void sandbox_stop_timeout(Sandbox *s);
 /* A stopped time to live runs again, the whole ttl from now; nothing when it runs or there is none. */

@@ -4,7 +4,8 @@
 # from npm (the same release), pointed at the daemon with environment variables only (README, "E2B SDKs"). The
 # suites are tests/e2b/py (pytest, sync and async) and tests/e2b/js (node --test); each test case is one TAP
 # line here. The `seed` template is built first (Debian packages come from the archive, cached in
-# ~/.cache/space/apt). SPACE_E2B_PY / SPACE_E2B_JS pick other SDK versions ("latest"). SPACE_E2B_MODE=domain
+# ~/.cache/space/apt). SPACE_E2B_PY / SPACE_E2B_JS pick other SDK versions ("latest"); SPACE_E2B_PY_ARGS and
+# SPACE_E2B_JS_TESTS (files of tests/e2b/js) pick tests, as t45 does for the newest SDKs. SPACE_E2B_MODE=domain
 # runs the same suites through E2B's own two variables over TLS (E2B_DOMAIN and E2B_API_KEY, from
 # `eval "$(spacectl e2b env)"`) instead of E2B_API_URL and E2B_SANDBOX_URL; t43 runs it so.
 . "$(dirname "$0")/lib.sh"
@@ -16,11 +17,16 @@ JS_VERSION=${SPACE_E2B_JS:-2.20.1}
 
 MODE=${SPACE_E2B_MODE:-url}
 space_env_setup
+# a name the sandboxes' egress can be allowed to, on an address of its own, where the network update tests
+# (test_fork_network.py, fork-network.test.mjs) serve HTTP themselves
+export SPACE_E2B_NET_HOST=net.e2b.test SPACE_E2B_NET_ADDR=127.0.29.2
+echo "$SPACE_E2B_NET_ADDR $SPACE_E2B_NET_HOST" >"$TEST_TMP/egress.hosts"
+NET_CONFIG="egress_hosts_file = $TEST_TMP/egress.hosts"
 if [ "$MODE" = domain ]; then
         # the TLS listener and its default domain, space.localhost:PORT (*.localhost is loopback)
         TLS_PORT=$(free_port) || bail_out "cannot pick a free TCP port"
         DOMAIN=space.localhost:$TLS_PORT
-        tcp_config "e2b_tls_listen = 127.0.0.1:$TLS_PORT"
+        tcp_config "e2b_tls_listen = 127.0.0.1:$TLS_PORT" "$NET_CONFIG"
         # GnuTLS allocates and frees a buffer per record, and ASan's quarantine (256 MiB) holds what is freed:
         # without a smaller one the daemon's peak memory grows with what crossed TLS, which the 50 MiB round
         # trip's bound would take for a body held in memory
@@ -28,7 +34,7 @@ if [ "$MODE" = domain ]; then
 else
         # e2b_domain: create answers it, and PORT-ID.sbx.test host names reach envd (checked at the end)
         DOMAIN=sbx.test
-        tcp_config "e2b_domain = sbx.test"
+        tcp_config "e2b_domain = sbx.test" "$NET_CONFIG"
 fi
 DOMAIN_NAME=${DOMAIN%%:*}
 start_daemon_tcp
@@ -74,7 +80,7 @@ export SPACE_TEST_SOCKET=$SPACE_SOCKET SPACECTL=$SPACECTL_BIN
 # ---- Python
 PY_XML=$TEST_TMP/py.xml
 (cd "$E2B_DIR/py" && PYTHONDONTWRITEBYTECODE=1 timeout -k 10 "${SPACE_E2B_PY_TIMEOUT:-1200}" "$PY_ENV/bin/python" -m pytest -p no:cacheprovider \
-        -q --junitxml="$PY_XML" ${SPACE_E2B_PY_ARGS:-} . >"$TEST_TMP/py.log" 2>&1)
+        -q --junitxml="$PY_XML" ${SPACE_E2B_PY_ARGS:-} >"$TEST_TMP/py.log" 2>&1)
 diag "pytest: $(tail -n 1 "$TEST_TMP/py.log")"
 python3 "$E2B_DIR/junit-to-tap.py" "py" "$PY_XML" >"$TEST_TMP/py.tap"
 tap_from "$TEST_TMP/py.tap"
@@ -88,7 +94,7 @@ cp "$E2B_DIR"/js/*.mjs "$TEST_TMP/js/"
 ln -s "$JS_ENV/node_modules" "$TEST_TMP/js/node_modules"
 (cd "$TEST_TMP/js" && timeout -k 10 "${SPACE_E2B_JS_TIMEOUT:-1200}" \
         node --test --test-concurrency=1 --test-reporter=junit --test-reporter-destination="$JS_XML" \
-        --test-reporter=spec --test-reporter-destination=stdout ./*.test.mjs >"$TEST_TMP/js.log" 2>&1)
+        --test-reporter=spec --test-reporter-destination=stdout ${SPACE_E2B_JS_TESTS:-./*.test.mjs} >"$TEST_TMP/js.log" 2>&1)
 python3 "$E2B_DIR/junit-to-tap.py" "js" "$JS_XML" >"$TEST_TMP/js.tap"
 tap_from "$TEST_TMP/js.tap"
 grep -q '^FAIL' "$TEST_TMP/js.tap" && diag_file "$TEST_TMP/js.log" 60
@@ -116,6 +122,18 @@ req GET /health -H "Host: 49983-$SB.$DOMAIN_NAME:$API_PORT" -H "X-Access-Token: 
 check_status "... nor does the traffic token open envd: 502 (as for a sandbox that is not there)" 502
 req GET /health -H "Host: 49983-$SB.evil.test:$API_PORT" -H "X-Access-Token: $TOKEN"
 check_status "another domain is a foreign host: 421" 421
+
+# ---- a network update is in the sandbox's record: a daemon that crashed and started again keeps it
+req PUT "/sandboxes/$SB/network" -H "X-API-KEY: $KEY" -H 'Content-Type: application/json' \
+        -d '{"allowOut": ["1.1.1.1"], "denyOut": ["10.0.0.0/8"]}'
+check_status "PUT /sandboxes/ID/network (E2B's update_network): 204" 204
+PID1=$(daemon_pid)
+kill -KILL "$PID1"
+wait_for 10 pid_gone "$PID1" || bail_out "spaced did not die on SIGKILL"
+start_daemon_tcp
+req GET "/sandboxes/$SB" -H "X-API-KEY: $KEY"
+check_eq "... after a daemon restart GET /sandboxes/ID shows the updated lists" '[["1.1.1.1"], ["10.0.0.0/8"]]' \
+        "$(json "$OUT" '[d["network"]["allowOut"], d["network"]["denyOut"]]' 2>&1)"
 req DELETE "/sandboxes/$SB" -H "X-API-KEY: $KEY"
 check_status "kill over the control plane: 204" 204
 
