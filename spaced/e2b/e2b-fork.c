@@ -114,6 +114,13 @@ static void fork_step(Request *r, E2bWait *w) {
                 respond_operation_error(r, &e, q);
                 return;
         }
+        /* a time to live from now on, in case the client leaves before the answer (it is set again then, to
+         * count from when each fork runs): a fork nobody hears of must not run for ever */
+        for (char **id = ids; id && *id; id++) {
+                Sandbox *f = sandbox_find_by_id(m, *id);
+                if (f)
+                        sandbox_set_timeout(f, w->timeout);
+        }
         log_info("sandbox %s: forking into %u for E2B (operation %s)", s->id, w->count, op->id);
         memcpy(w->fork_op, op->id, sizeof w->fork_op);
         /* not the request's own failure: a fork that fails is an entry of the answer */
