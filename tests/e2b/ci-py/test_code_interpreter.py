@@ -338,6 +338,9 @@ def test_a_wrong_token_opens_nothing(sbx):
     r = httpx.get(target, headers={"E2b-Sandbox-Id": sbx.sandbox_id, "E2b-Sandbox-Port": "49999"},
                   verify=verify, timeout=30)
     assert r.status_code in (401, 403), r.text
+    if url:
+        r = httpx.get(target, headers={"E2b-Sandbox-Id": sbx.sandbox_id, "E2b-Sandbox-Port": "99999"}, timeout=30)
+        assert r.status_code == 400 and "E2b-Sandbox-Port" in r.text, r.text
 
 
 def test_sandboxes_from_one_snapshot_draw_their_own_random_numbers():
