@@ -4,7 +4,8 @@
 # Runs the whole test suite and ends with exactly one line: "N passed, N failed" (", N skipped" when some were).
 #   1. unit tests: `make check` (TAP through build-aux/tap-driver.sh), counted from the tests/unit/*.trs files;
 #      a unit test that was not built or did not run counts as a failure;
-#   2. every tests/integration/t*.sh (TAP shell scripts against a real daemon and real VMs), one after the other.
+#   2. every tests/integration/t*.sh (TAP shell scripts against a real daemon and real VMs), one after the other;
+#      the few that need neither (BESIDE below: the fuzzers) run beside them.
 # A script that dies early, has no plan, or runs fewer tests than planned counts as one more failure.
 # The exit status is 1 when anything failed (or nothing ran), 0 otherwise.
 #
@@ -145,57 +146,91 @@ run_unit() {
 
 # ---------------------------------------------------------------- integration tests
 
+# Scripts that start no daemon and no VM and share nothing with the others run beside them: the fuzzers, CPU
+# only, under ASan, in their own work directory. The suite then takes the VMs' time, not the sum of both.
+BESIDE=(t24-fuzz)
+declare -A beside_pid=() beside_t0=()
+
+selected() { # selected NAME: whether the command line's tNN... (or none) picks the script
+        local want
+        [ ${#only[@]} -eq 0 ] && return 0
+        for want in "${only[@]}"; do
+                case $1 in "$want"*) return 0 ;; esac
+        done
+        return 1
+}
+
+is_beside() {
+        local b
+        for b in "${BESIDE[@]}"; do [ "$1" = "$b" ] && return 0; done
+        return 1
+}
+
+# tally NAME RC SECS: counts a finished script's log into the totals and prints its line.
+tally() {
+        local name=$1 rc=$2 secs=$3 log=$LOGDIR/$1.log counts p f s n plan bail line
+        counts=$(tap_counts "$log" 3>"$log.failed")
+        read -r p f s n plan bail <<<"$counts"
+        passed=$((passed + p))
+        skipped=$((skipped + s))
+        while IFS= read -r line; do add_failure "$name: $line" "$log"; done <"$log.failed"
+        rm -f "$log.failed"
+        if [ "$rc" -eq 124 ] || [ "$rc" -eq 137 ]; then
+                add_failure "$name: timed out after ${SCRIPT_TIMEOUT}s (ran $n tests)" "$log"
+        elif [ "$bail" = 1 ]; then
+                add_failure "$name: $(grep -m1 '^Bail out!' "$log")" "$log"
+        elif [ "$plan" = - ]; then
+                add_failure "$name: died without a plan (exit $rc, ran $n tests)" "$log"
+        elif [ "$plan" != 0 ] && [ "$plan" != "$n" ]; then
+                add_failure "$name: planned $plan tests but ran $n (exit $rc)" "$log"
+        elif [ "$rc" -ne 0 ] && [ "$f" = 0 ]; then
+                add_failure "$name: exited with status $rc" "$log"
+        fi
+        printf '   %s: %d ok, %d not ok, %d skipped, %d s\n' "$name" "$p" "$f" "$s" "$secs"
+}
+
 run_integration() {
-        local t name log rc counts p f s n plan bail t0 secs line want match
+        local t name rc t0
+        for t in "$SRCDIR"/tests/integration/t[0-9]*.sh; do
+                name=$(basename "$t" .sh)
+                if [ -e "$t" ] && selected "$name" && is_beside "$name"; then
+                        echo "== $name (beside the others)"
+                        beside_t0[$name]=$(date +%s)
+                        timeout -k 15 "$SCRIPT_TIMEOUT" bash "$t" </dev/null >"$LOGDIR/$name.log" 2>&1 &
+                        beside_pid[$name]=$!
+                fi
+        done
         for t in "$SRCDIR"/tests/integration/t[0-9]*.sh; do
                 [ -e "$t" ] || continue
                 name=$(basename "$t" .sh)
-                if [ ${#only[@]} -gt 0 ]; then
-                        match=0
-                        for want in "${only[@]}"; do
-                                case $name in "$want"*) match=1 ;; esac
-                        done
-                        [ $match = 1 ] || continue
-                fi
-                log=$LOGDIR/$name.log
+                selected "$name" && ! is_beside "$name" || continue
                 echo "== $name"
                 t0=$(date +%s)
                 # In the background, so that a signal to us reaches the script (timeout has its own process
                 # group) and the script's cleanup kills its daemon and VMs.
-                timeout -k 15 "$SCRIPT_TIMEOUT" bash "$t" </dev/null >"$log" 2>&1 &
+                timeout -k 15 "$SCRIPT_TIMEOUT" bash "$t" </dev/null >"$LOGDIR/$name.log" 2>&1 &
                 CHILD=$!
                 wait "$CHILD"
                 rc=$?
                 CHILD=
-                secs=$(($(date +%s) - t0))
-                counts=$(tap_counts "$log" 3>"$log.failed")
-                read -r p f s n plan bail <<<"$counts"
-                passed=$((passed + p))
-                skipped=$((skipped + s))
-                while IFS= read -r line; do add_failure "$name: $line" "$log"; done <"$log.failed"
-                rm -f "$log.failed"
-                if [ $rc -eq 124 ] || [ $rc -eq 137 ]; then
-                        add_failure "$name: timed out after ${SCRIPT_TIMEOUT}s (ran $n tests)" "$log"
-                elif [ "$bail" = 1 ]; then
-                        add_failure "$name: $(grep -m1 '^Bail out!' "$log")" "$log"
-                elif [ "$plan" = - ]; then
-                        add_failure "$name: died without a plan (exit $rc, ran $n tests)" "$log"
-                elif [ "$plan" != 0 ] && [ "$plan" != "$n" ]; then
-                        add_failure "$name: planned $plan tests but ran $n (exit $rc)" "$log"
-                elif [ $rc -ne 0 ] && [ "$f" = 0 ]; then
-                        add_failure "$name: exited with status $rc" "$log"
-                fi
-                printf '   %s: %d ok, %d not ok, %d skipped, %d s\n' "$name" "$p" "$f" "$s" "$secs"
+                tally "$name" "$rc" $(($(date +%s) - t0))
+        done
+        for name in "${!beside_pid[@]}"; do
+                echo "== $name (beside the others)"
+                wait "${beside_pid[$name]}"
+                rc=$?
+                unset "beside_pid[$name]"
+                tally "$name" "$rc" $(($(date +%s) - beside_t0[$name]))
         done
 }
 
 CHILD=
 on_signal() {
         trap - INT TERM
-        if [ -n "$CHILD" ]; then
-                kill -TERM "$CHILD" 2>/dev/null
-                wait "$CHILD" 2>/dev/null
-        fi
+        for pid in $CHILD "${beside_pid[@]}"; do
+                kill -TERM "$pid" 2>/dev/null
+                wait "$pid" 2>/dev/null
+        done
         add_failure "interrupted" /dev/null
         finish
 }

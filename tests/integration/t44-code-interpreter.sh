@@ -42,33 +42,31 @@ KEY=$(mint_key e2b-ci) || bail_out "cannot mint an API key"
 export SPACE_TEST_SOCKET=$SPACE_SOCKET SPACECTL=$SPACECTL_BIN
 
 unset E2B_DEBUG E2B_ACCESS_TOKEN E2B_DOMAIN E2B_API_URL E2B_SANDBOX_URL E2B_API_KEY
-py_suite() { # py_suite LABEL VENV VAR=VALUE...: the Python suite with those variables
-        local xml=$TEST_TMP/$1.xml label=$1 venv=$2
-        shift 2
+run_py() { # run_py LABEL VENV K VAR=VALUE...: the Python suite (pytest -k K when K is set) with those variables
+        local label=$1 venv=$2 k=$3
+        shift 3
         (cd "$E2B_DIR/ci-py" && PYTHONDONTWRITEBYTECODE=1 env "$@" timeout -k 10 "${SPACE_E2B_PY_TIMEOUT:-1500}" \
-                "$venv/bin/python" -m pytest -p no:cacheprovider -q --durations=5 --junitxml="$xml" ${PY_K:+-k "$PY_K"} . \
-                >"$TEST_TMP/$label.log" 2>&1)
-        diag "$label: $(tail -n 1 "$TEST_TMP/$label.log")" "$(grep -E '^[0-9.]+s (call|setup)' "$TEST_TMP/$label.log")"
-        python3 "$E2B_DIR/junit-to-tap.py" "$label" "$xml" >"$TEST_TMP/$label.tap"
+                "$venv/bin/python" -m pytest -p no:cacheprovider -q --durations=5 --junitxml="$TEST_TMP/$label.xml" \
+                ${k:+-k "$k"} . >"$TEST_TMP/$label.log" 2>&1)
+}
+run_js() { # run_js LABEL VAR=VALUE...: the JS suite, from a copy beside the SDK (ES modules resolve there)
+        local label=$1
+        shift
+        mkdir -p "$TEST_TMP/js"
+        cp "$E2B_DIR"/ci-js/*.mjs "$TEST_TMP/js/"
+        ln -sfn "$JS_ENV/node_modules" "$TEST_TMP/js/node_modules"
+        (cd "$TEST_TMP/js" && env "$@" timeout -k 10 "${SPACE_E2B_JS_TIMEOUT:-900}" \
+                node --test --test-concurrency=1 --test-reporter=junit --test-reporter-destination="$TEST_TMP/$label.xml" \
+                --test-reporter=spec --test-reporter-destination=stdout ./*.test.mjs >"$TEST_TMP/$label.log" 2>&1)
+}
+tap_suite() { # tap_suite LABEL: its test cases as TAP lines
+        local label=$1
+        diag "$label: $(grep -E ' (passed|failed)|^. (pass|fail) [0-9]' "$TEST_TMP/$label.log" | tail -n 2 | tr '\n' ' ')" \
+                "$(grep -E '^[0-9.]+s (call|setup)' "$TEST_TMP/$label.log")"
+        python3 "$E2B_DIR/junit-to-tap.py" "$label" "$TEST_TMP/$label.xml" >"$TEST_TMP/$label.tap"
         tap_from "$TEST_TMP/$label.tap"
         grep -q '^FAIL' "$TEST_TMP/$label.tap" && diag_file "$TEST_TMP/$label.log" 80
 }
-
-# ---- through the URLs: 2.11.5 (Python) and 2.8.0 (JS); SPACE_T44_URL=0 leaves them out (while working on TLS)
-URL_ENV=(E2B_API_KEY="$KEY" E2B_API_URL="$API_URL" E2B_SANDBOX_URL="$API_URL")
-if [ "${SPACE_T44_URL:-1}" != 0 ]; then
-py_suite py-2.11.5-url "$PY_NEW" "${URL_ENV[@]}"
-
-mkdir -p "$TEST_TMP/js"
-cp "$E2B_DIR"/ci-js/*.mjs "$TEST_TMP/js/"
-ln -s "$JS_ENV/node_modules" "$TEST_TMP/js/node_modules"
-(cd "$TEST_TMP/js" && env "${URL_ENV[@]}" timeout -k 10 "${SPACE_E2B_JS_TIMEOUT:-900}" \
-        node --test --test-concurrency=1 --test-reporter=junit --test-reporter-destination="$TEST_TMP/js.xml" \
-        --test-reporter=spec --test-reporter-destination=stdout ./*.test.mjs >"$TEST_TMP/js.log" 2>&1)
-python3 "$E2B_DIR/junit-to-tap.py" "js-2.8.0-url" "$TEST_TMP/js.xml" >"$TEST_TMP/js.tap"
-tap_from "$TEST_TMP/js.tap"
-grep -q '^FAIL' "$TEST_TMP/js.tap" && diag_file "$TEST_TMP/js.log" 60
-fi
 
 # ---- E2B's own two variables, over TLS: 2.6.2 with e2b 2.21.1 calls https://49999-ID.DOMAIN for everything
 run env -u E2B_API_URL -u E2B_SANDBOX_URL "$SPACECTL_BIN" e2b env
@@ -81,10 +79,28 @@ while IFS= read -r line; do
 done <"$TEST_TMP/e2b.env"
 check_eq "... six variables: the domain, a key and the CA four ways" 6 "${#DOMAIN_ENV[@]}" ||
         diag_file "$TEST_TMP/e2b.env"
-# the whole suite through the domain would repeat what the URLs showed; the TLS path of every kind of call
-PY_K=${SPACE_T44_TLS_K-last_expression or streams or error_has or dataframe or line_chart or contexts_have or javascript or bash or timeout_interrupts or fork or bad_input or wrong_token or env_vars_reach}
-py_suite py-2.6.2-domain "$PY_OLD" "${DOMAIN_ENV[@]}"
-PY_K=
+# the whole suite through the domain would repeat what the URLs show: the TLS path of every kind of call
+TLS_K=${SPACE_T44_TLS_K-last_expression or streams or error_has or dataframe or line_chart or contexts_have or javascript or bash or timeout_interrupts or fork or bad_input or wrong_token or env_vars_reach}
+URL_ENV=(E2B_API_KEY="$KEY" E2B_API_URL="$API_URL" E2B_SANDBOX_URL="$API_URL")
+
+# ---- the three suites at once, each with sandboxes of its own: they mostly wait on their guests, and one after
+# the other they took twice as long. Through the URLs: 2.11.5 (Python) and 2.8.0 (JS); SPACE_T44_URL=0 leaves
+# them out (while working on TLS). Through the domain: 2.6.2.
+pids=()
+if [ "${SPACE_T44_URL:-1}" != 0 ]; then
+        run_py py-2.11.5-url "$PY_NEW" "" "${URL_ENV[@]}" &
+        pids+=($!)
+        run_js js-2.8.0-url "${URL_ENV[@]}" &
+        pids+=($!)
+fi
+run_py py-2.6.2-domain "$PY_OLD" "$TLS_K" "${DOMAIN_ENV[@]}" &
+pids+=($!)
+wait "${pids[@]}"
+if [ "${SPACE_T44_URL:-1}" != 0 ]; then
+        tap_suite py-2.11.5-url
+        tap_suite js-2.8.0-url
+fi
+tap_suite py-2.6.2-domain
 
 # ---- nothing left behind
 left=$(curl -s --unix-socket "$SPACE_SOCKET" http://localhost/v1/sandboxes | python3 -c \
