@@ -396,6 +396,26 @@ static int listeners_from_systemd(int *unix_fd, int *tcp_fd, int *tls_fd) {
         return 0;
 }
 
+/* Binds the TCP listener a setting names ("off": none), unless systemd passed one (*ret_fd >= 0); says why
+ * not, naming the key, once. */
+static int bind_setting(const char *setting, const char *key, const char *what, const char *or_else,
+                        const char *config_path, int *ret_fd) {
+        int r;
+
+        if (*ret_fd >= 0 || streq(setting, "off"))
+                return 0;
+        r = bind_tcp(setting, ret_fd);
+        if (r == -EADDRINUSE)
+                return log_error_errno(r, "cannot listen on %s%s: the port is taken by another process (another "
+                                       "user's spaced?); refusing to start, so that no client talks to it instead. "
+                                       "Set '%s = 127.0.0.1:OTHER_PORT' or '%s = off' in %s%s", setting, what, key,
+                                       key, config_path, or_else);
+        if (r < 0)
+                return log_error_errno(r, "cannot listen on %s (the '%s =' setting in %s%s); refusing to start",
+                                       setting, key, config_path, or_else);
+        return 0;
+}
+
 /* The listeners systemd passed, else our own. Both must work: a TCP port someone else holds would leave the
  * clients configured for it (SDKs, scripts with an API key) talking to that process, handing it their key,
  * so a daemon that cannot bind refuses to start at all (with "listen = off" it binds none). */
@@ -408,33 +428,16 @@ static int setup_listeners(const Manager *m, const char *config_path, int *ret_u
         if (r < 0)
                 return r;
 
-        /* the TLS listener as the TCP one, for the same reason */
+        /* the TLS listener as the TCP one, for the same reason; both before the unix socket: a daemon that
+         * gives up on them leaves no socket behind that spacectl would find dead */
         tls_setting = m->config.e2b_tls_listen ?: E2B_TLS_LISTEN_DEFAULT;
-        if (*ret_tls_fd < 0 && !streq(tls_setting, "off")) {
-                r = bind_tcp(tls_setting, ret_tls_fd);
-                if (r == -EADDRINUSE)
-                        return log_error_errno(r, "cannot listen on %s (TLS): the port is taken by another process "
-                                               "(another user's spaced?); refusing to start, so that no client talks "
-                                               "to it instead. Set 'e2b_tls_listen = 127.0.0.1:OTHER_PORT' or "
-                                               "'e2b_tls_listen = off' in %s", tls_setting, config_path);
-                if (r < 0)
-                        return log_error_errno(r, "cannot listen on %s (the 'e2b_tls_listen =' setting in %s); "
-                                               "refusing to start", tls_setting, config_path);
-        }
-
-        /* TCP first: a daemon that gives up on it leaves no socket behind that spacectl would find dead. */
+        r = bind_setting(tls_setting, "e2b_tls_listen", " (TLS)", "", config_path, ret_tls_fd);
+        if (r < 0)
+                return r;
         listen_setting = arg_listen ?: m->config.listen ?: LISTEN_DEFAULT;
-        if (*ret_tcp_fd < 0 && !streq(listen_setting, "off")) {
-                r = bind_tcp(listen_setting, ret_tcp_fd);
-                if (r == -EADDRINUSE)
-                        return log_error_errno(r, "cannot listen on %s: the port is taken by another process (another "
-                                               "user's spaced?); refusing to start, so that no client talks to it "
-                                               "instead. Set 'listen = 127.0.0.1:OTHER_PORT' or 'listen = off' in %s, "
-                                               "or pass --listen", listen_setting, config_path);
-                if (r < 0)
-                        return log_error_errno(r, "cannot listen on %s (the 'listen =' setting in %s, or --listen); "
-                                               "refusing to start", listen_setting, config_path);
-        }
+        r = bind_setting(listen_setting, "listen", "", ", or pass --listen", config_path, ret_tcp_fd);
+        if (r < 0)
+                return r;
 
         if (*ret_unix_fd < 0) {
                 r = bind_socket(m->socket_path, ret_unix_fd);
