@@ -609,6 +609,39 @@ check_status() {
         pass "$desc"
 }
 
+# seed_template: the seed template in this test's daemon, as `spacectl template build templates/seed` makes it,
+# with RC and OUT as run sets them (OUT: its digest). The first build of a suite run leaves its tarball and
+# config in SPACE_TEST_SEED_CACHE (default tests/.seed-cache of the build tree), keyed by the recipe's files;
+# later tests import those (the same tree and config, in seconds instead of the build's half minute). t18 and
+# t37, which test the build itself, always build.
+seed_template() {
+        local cache=${SPACE_TEST_SEED_CACHE:-$TOP_BUILDDIR/tests/.seed-cache} key dir
+        key=$(cat "$TOP_SRCDIR"/templates/seed/* | sha256sum | cut -c1-16)
+        dir=$cache/$key
+        if [ -s "$dir/rootfs.tar" ] && [ -s "$dir/config.json" ]; then
+                ureq POST "/v1/templates/import?wait=600" -H 'Content-Type: application/json' \
+                        -d "{\"source\": \"$dir/rootfs.tar\", \"tag\": \"seed:latest\", \"config\": $(cat "$dir/config.json")}"
+                if [ "$STATUS" = 200 ] || [ "$STATUS" = 201 ]; then
+                        RC=0
+                        sc template inspect seed >"$TEST_TMP/seed.json" 2>"$ERR" &&
+                                json "$TEST_TMP/seed.json" 'd["digest"]' >"$OUT" || RC=1
+                        return 0
+                fi
+                diag "importing the cached seed failed (HTTP $STATUS: $(head -c 200 "$OUT")); building it"
+        fi
+        run timeout -k 10 900 "$SPACECTL_BIN" template build "$TOP_SRCDIR/templates/seed"
+        [ "$RC" -eq 0 ] || return 0
+        # its tree back as the export gives it (GET /v1/templates/REF/rootfs: the same digest again, t37)
+        mkdir -p "$dir"
+        curl -sf --max-time 300 --unix-socket "$SPACE_SOCKET" -o "$dir/rootfs.tar.new" \
+                http://localhost/v1/templates/seed/rootfs &&
+                sc template inspect seed >"$TEST_TMP/seed.json" 2>/dev/null &&
+                json "$TEST_TMP/seed.json" 'd["config"]' >"$dir/config.json.new" &&
+                mv "$dir/rootfs.tar.new" "$dir/rootfs.tar" && mv "$dir/config.json.new" "$dir/config.json"
+        rm -f "$dir/rootfs.tar.new" "$dir/config.json.new"
+        return 0
+}
+
 # tap_from FILE: one TAP line per line of tests/e2b/junit-to-tap.py's output (the SDK suites' test cases).
 tap_from() {
         local kind name msg
