@@ -5,7 +5,7 @@
 #   1. unit tests: `make check` (TAP through build-aux/tap-driver.sh), counted from the tests/unit/*.trs files;
 #      a unit test that was not built or did not run counts as a failure;
 #   2. every tests/integration/t*.sh (TAP shell scripts against a real daemon and real VMs), one after the other;
-#      the few that need neither (BESIDE below: the fuzzers) run beside them.
+#      the few that share nothing and mostly wait (BESIDE below: the fuzzers, the clock's minute) run beside them.
 # A script that dies early, has no plan, or runs fewer tests than planned counts as one more failure.
 # The exit status is 1 when anything failed (or nothing ran), 0 otherwise.
 #
@@ -146,9 +146,11 @@ run_unit() {
 
 # ---------------------------------------------------------------- integration tests
 
-# Scripts that start no daemon and no VM and share nothing with the others run beside them: the fuzzers, CPU
-# only, under ASan, in their own work directory. The suite then takes the VMs' time, not the sum of both.
-BESIDE=(t24-fuzz)
+# Scripts that share nothing with the others and mostly wait run beside them: the fuzzers (no daemon, no VM, in
+# their own work directory) and t39, whose minute is a suspended sandbox's (its clock checks bracket the
+# guest's reading with the host's, so load does not change them). The suite then takes the VMs' time, not the
+# sum of both.
+BESIDE=(t24-fuzz t39-clock)
 declare -A beside_pid=() beside_t0=()
 
 selected() { # selected NAME: whether the command line's tNN... (or none) picks the script
