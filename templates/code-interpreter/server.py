@@ -170,13 +170,19 @@ IDENT = Identity()
 
 
 class Discard:
-    """An output that drops what it is sent: the hidden runs that give a kernel its sandbox."""
+    """An output that drops what it is sent: the hidden runs that give a kernel its sandbox, and the waits for a
+    kernel's start or its stop after an interrupt, which give up with TimeoutError(why) after `seconds`."""
+
+    def __init__(self, seconds=None, why=""):
+        self.deadline = None if seconds is None else time.monotonic() + seconds
+        self.why = why
 
     def send(self, obj):
         pass
 
     def poll(self):
-        pass
+        if self.deadline is not None and time.monotonic() > self.deadline:
+            raise TimeoutError(self.why)
 
 
 class Context:
@@ -613,17 +619,8 @@ class ProcessContext(Context):
             self._signal_interrupt()
         except OSError:
             pass
-        deadline = time.monotonic() + INTERRUPT_GRACE
-
-        class Sink:
-            def send(self, obj):
-                pass
-
-            def poll(self):
-                if time.monotonic() > deadline:
-                    raise TimeoutError()
         try:
-            if self._wait_done(Sink(), is_done):
+            if self._wait_done(Discard(INTERRUPT_GRACE), is_done):
                 return
         except TimeoutError:
             pass
@@ -648,16 +645,7 @@ class JavaScriptContext(ProcessContext):
         self.cmd_fd = cmd_w
         os.set_blocking(evt_r, False)
         self.fds[evt_r] = "events"
-        deadline = time.monotonic() + 60
-
-        class Sink:
-            def send(self, obj):
-                pass
-
-            def poll(self):
-                if time.monotonic() > deadline:
-                    raise TimeoutError("node did not start")
-        if not self._wait_done(Sink(), lambda ev: ev.get("type") == "ready"):
+        if not self._wait_done(Discard(60, "node did not start"), lambda ev: ev.get("type") == "ready"):
             raise RuntimeError(f"node did not start ({self._status()})")
         self.started()
 
@@ -723,16 +711,7 @@ class BashContext(ProcessContext):
         self.cell = os.path.join(BashContext.cells, self.id + ".sh")
         self._send(f"exec 3>&{st_w} {st_w}>&-\nPS1= PS2= PROMPT_COMMAND=\nset +m +H +o history\n"
                    "printf '{\"type\":\"ready\"}\\n' >&3\n")
-        deadline = time.monotonic() + 30
-
-        class Sink:
-            def send(self, obj):
-                pass
-
-            def poll(self):
-                if time.monotonic() > deadline:
-                    raise TimeoutError("bash did not start")
-        if not self._wait_done(Sink(), lambda ev: ev.get("type") == "ready"):
+        if not self._wait_done(Discard(30, "bash did not start"), lambda ev: ev.get("type") == "ready"):
             raise RuntimeError(f"bash did not start ({self._status()})")
         self.started()
 
