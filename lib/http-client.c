@@ -173,18 +173,38 @@ int space_http_new(SpaceHttp **ret) {
                                 return -ENOMEM;
                 }
         } else {
-                r = space_socket_path(&h->socket_path);
+                _cleanup_free_ char *path = NULL;
+
+                r = space_socket_path(&path);
                 if (r < 0)
                         return r;
-                h->base_url = strdup("http://localhost");
-                if (!h->base_url)
-                        return -ENOMEM;
+                space_http_free(TAKE_PTR(h));
+                return space_http_new_unix(path, ret);
         }
 
         h->easy = curl_easy_init();
         if (!h->easy)
                 return -ENOMEM;
 
+        *ret = TAKE_PTR(h);
+        return 0;
+}
+
+int space_http_new_unix(const char *socket_path, SpaceHttp **ret) {
+        _cleanup_space_http_ SpaceHttp *h = NULL;
+
+        if (!socket_path || !*socket_path)
+                return -EINVAL;
+        if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK)
+                return -ENOMEM;
+        h = calloc(1, sizeof *h);
+        if (!h)
+                return -ENOMEM;
+        h->socket_path = strdup(socket_path);
+        h->base_url = strdup("http://localhost");
+        h->easy = curl_easy_init();
+        if (!h->socket_path || !h->base_url || !h->easy)
+                return -ENOMEM;
         *ret = TAKE_PTR(h);
         return 0;
 }
@@ -600,6 +620,29 @@ int space_http_download(SpaceHttp *h, const char *path, SpaceHttpHeaderFn on_hea
         r = setup_easy(h, h->easy, &h->peer_check, h->errbuf, "GET", path, NULL, NULL, 0, NULL, false, &hdr);
         if (r < 0)
                 return r;
+        return perform_streamed(h, hdr, &d, NULL, NULL, ret);
+}
+
+int space_http_post_streamed(SpaceHttp *h, const char *path, const cJSON *body, long timeout_sec,
+                             SpaceHttpWriteFn write, void *userdata, SpaceHttpReply *ret) {
+        _cleanup_free_ char *text = NULL;
+        struct curl_slist *hdr = NULL;
+        Download d = { .h = h, .write = write, .userdata = userdata };
+        int r;
+
+        if (body) {
+                text = cJSON_PrintUnformatted(body);
+                if (!text)
+                        return -ENOMEM;
+        }
+        curl_easy_reset(h->easy);
+        r = setup_easy(h, h->easy, &h->peer_check, h->errbuf, "POST", path, text ? "application/json" : NULL, text,
+                       text ? strlen(text) : 0, NULL, false, &hdr);
+        if (r < 0)
+                return r;
+        /* the reset above takes it off again for the handle's next transfer */
+        if (timeout_sec > 0)
+                curl_easy_setopt(h->easy, CURLOPT_TIMEOUT, timeout_sec);
         return perform_streamed(h, hdr, &d, NULL, NULL, ret);
 }
 

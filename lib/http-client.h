@@ -31,6 +31,8 @@ typedef struct SpaceHttp SpaceHttp;
 /* Picks the target from the environment: $SPACE_API_URL selects TCP (with "Authorization: Bearer
  * $SPACE_API_KEY" when that is set), otherwise the unix socket at space_socket_path(). */
 int space_http_new(SpaceHttp **ret);
+/* The unix socket at socket_path, whatever the environment says (spaced talking to itself). */
+int space_http_new_unix(const char *socket_path, SpaceHttp **ret);
 SpaceHttp *space_http_free(SpaceHttp *h);
 static inline void space_http_freep(SpaceHttp **h) {
         if (*h)
@@ -96,6 +98,12 @@ int space_http_upload(SpaceHttp *h, const char *method, const char *path, int64_
                       void *userdata, SpaceHttpReply *ret);
 int space_http_download(SpaceHttp *h, const char *path, SpaceHttpHeaderFn on_header, SpaceHttpWriteFn write,
                         void *userdata, SpaceHttpReply *ret);
+/* A POST of body (JSON; may be NULL) whose reply is handled as a download's: a 2xx body goes to write() as it
+ * arrives, any other status fills ret's error fields. For answers that stream for long (a code interpreter's
+ * lines of output): timeout_sec > 0 bounds the whole transfer, which then fails with -ETIMEDOUT (what write()
+ * was given so far stays given). */
+int space_http_post_streamed(SpaceHttp *h, const char *path, const cJSON *body, long timeout_sec,
+                             SpaceHttpWriteFn write, void *userdata, SpaceHttpReply *ret);
 
 /*
  * text/event-stream parser (WHATWG rules: LF, CRLF or CR line ends, "data" lines joined with LF, "event"

@@ -6,6 +6,11 @@
 
 #include <cjson/cJSON.h>
 
+static inline void cjson_freep(cJSON **j) {
+        cJSON_Delete(*j);
+}
+#define _cleanup_cjson_ __attribute__((cleanup(cjson_freep)))
+
 /* A new array with a copy of each string of l (NULL: an empty array). NULL when out of memory. */
 cJSON *json_array_from_strv(char *const *l);
 /* A new list with a copy of each element of a. -EINVAL when a is not an array or an element is not a string,

@@ -48,6 +48,12 @@ static inline void strv_freep(char ***l) {
         strv_free(*l);
 }
 
+/* free() that gives back NULL, to assign: p = mfree(p). */
+static inline void *mfree(void *p) {
+        free(p);
+        return NULL;
+}
+
 #define _cleanup_free_ _cleanup_(freep)
 #define _cleanup_close_ _cleanup_(closep)
 #define _cleanup_fclose_ _cleanup_(fclosep)
