@@ -4,7 +4,7 @@
 /*
  * What an MCP tool is to the engine (lib/mcp-server.c): a name, a one-line description an agent can act on,
  * a JSON schema of its arguments, and a handler that runs on a thread of its own with a McpCall. Tools are
- * in lib/mcp-tools-*.c, each file one family, listed in mcp_tools[] (lib/mcp-tools.c).
+ * in lib/mcp-tools-*.c, each file one family, listed by mcp_tool_at() (lib/mcp-tools.c).
  */
 
 #include <signal.h>
@@ -15,6 +15,7 @@
 #include <cjson/cJSON.h>
 
 #include "http-client.h"
+#include "json-util.h"
 
 typedef struct McpServer McpServer;
 typedef struct McpCall McpCall;
@@ -33,8 +34,9 @@ typedef struct McpTool {
         bool destructive;               /* annotations.destructiveHint */
 } McpTool;
 
-extern const McpTool mcp_tools[];
-extern const size_t mcp_tools_count;
+/* Every tool, the families' tables in order (lib/mcp-tools.c): how many, the i-th, and one by name. */
+size_t mcp_tools_count(void);
+const McpTool *mcp_tool_at(size_t i);
 const McpTool *mcp_tool_find(const char *name);
 
 /* The families, each a table of its own (lib/mcp-tools-*.c). */
@@ -65,6 +67,9 @@ McpServer *mcp_call_server(McpCall *call);
  * 0 with *ret_id (the full id, free()) set, or a tool error result in *ret_error (and 1 returned), or < 0.
  */
 int mcp_call_sandbox(McpCall *call, const cJSON *args, char **ret_id, cJSON **ret_error);
+/* The same, for tools that need the VM running: a suspended sandbox is woken and a paused one resumed first
+ * (a sandbox in any other state than running is a tool error naming it). */
+int mcp_call_sandbox_running(McpCall *call, const cJSON *args, char **ret_id, cJSON **ret_error);
 /* Records a sandbox the session made (sandbox_create, sandbox_fork) so the session's end removes it (unless
  * the session keeps them, or keep is true). */
 int mcp_session_add_sandbox(McpServer *s, const char *id, bool keep);

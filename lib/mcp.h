@@ -61,6 +61,11 @@ static inline void mcp_server_freep(McpServer **s) {
  * memory. ret_is_request (may be NULL) says whether a response will follow (HTTP answers 202 otherwise). */
 int mcp_server_receive(McpServer *s, const char *text, size_t len, void *context, bool *ret_is_request);
 
+/* The session's id: 32 random hex digits, made by mcp_server_new(); the streamable HTTP transport's
+ * Mcp-Session-Id, and the "mcp_session" label of the sandboxes the session makes. */
+const char *mcp_server_session_id(McpServer *s);
+/* Whether version is one of mcp_protocol_versions[]. */
+bool mcp_protocol_version_known(const char *version);
 /* The protocol revision the session's initialize settled on, NULL before one. */
 const char *mcp_server_protocol_version(McpServer *s);
 /* Calls still running. */

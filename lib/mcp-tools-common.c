@@ -1,0 +1,255 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE 1 /* asprintf, vasprintf */
+#endif
+
+/*
+ * What the tool families share (lib/mcp-tools-internal.h). The text buffer is where a guest's bytes become text:
+ * whatever they are, what comes out is valid UTF-8 without NUL, so that cJSON carries it whole.
+ */
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "macro.h"
+#include "mcp-tools-internal.h"
+
+/* ---- a handler's way out ---- */
+
+int mcp_tool_fail(int r, cJSON **err, cJSON **ret_result) {
+        if (r < 0)
+                return r;
+        if (!*err)
+                return -ENOMEM;
+        *ret_result = TAKE_PTR(*err);
+        return 0;
+}
+
+int mcp_result_or_enomem(cJSON *result, cJSON **ret_result) {
+        if (!result)
+                return -ENOMEM;
+        *ret_result = result;
+        return 0;
+}
+
+/* ---- JSON from the daemon ---- */
+
+const char *mcp_json_string(const cJSON *o, const char *key) {
+        const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+
+        return cJSON_IsString(v) ? v->valuestring : NULL;
+}
+
+bool mcp_json_integer(const cJSON *o, const char *key, int64_t min, int64_t max, int64_t *ret) {
+        const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+        double d;
+
+        if (!cJSON_IsNumber(v))
+                return false;
+        d = v->valuedouble;
+        if (!(d >= (double) min && d <= (double) max) || d != (double) (int64_t) d)
+                return false;
+        *ret = (int64_t) d;
+        return true;
+}
+
+cJSON *mcp_json_object_parse(const char *data, size_t len) {
+        cJSON *j = cJSON_ParseWithLength(data, len);
+
+        if (!cJSON_IsObject(j)) {
+                cJSON_Delete(j);
+                return NULL;
+        }
+        return j;
+}
+
+char *mcp_string_clean(const char *s, size_t max) {
+        McpText t = {};
+
+        if (mcp_text_append_utf8(&t, s ?: "", s ? strlen(s) : 0, max, NULL) < 0) {
+                mcp_text_done(&t);
+                return NULL;
+        }
+        return t.data; /* "" when nothing was added: the append above made the buffer */
+}
+
+int mcp_bad_reply(const char *what, const char *missing, cJSON **ret_error) {
+        *ret_error = mcp_result_errorf("%s: the daemon's answer has no valid %s; check that spaced and spacectl are "
+                                       "the same version (spacectl version, spacectl info)", what, missing);
+        return *ret_error ? 1 : -ENOMEM;
+}
+
+/* ---- requests ---- */
+
+int mcp_sandbox_path(const char *ref, const char *suffix, char **ret) {
+        _cleanup_free_ char *e = NULL;
+        int r;
+
+        r = space_http_escape(ref, &e);
+        if (r < 0)
+                return r;
+        return asprintf(ret, "/v1/sandboxes/%s%s", e, suffix ?: "") < 0 ? -ENOMEM : 0;
+}
+
+int mcp_transport_fail(McpCall *call, int r, const char *what, cJSON **ret_error) {
+        if (r == -ENOMEM)
+                return r;
+        /* whatever failed once the call is cancelled, nobody waits for its answer */
+        if (r == -EINTR || mcp_call_cancelled(call))
+                return -EINTR;
+        *ret_error = mcp_result_transport_error(what, mcp_call_http(call), r);
+        return *ret_error ? 1 : -ENOMEM;
+}
+
+int mcp_api_request(McpCall *call, const char *method, const char *path, const cJSON *body, const char *what,
+                    SpaceHttpReply *ret_reply, cJSON **ret_error) {
+        SpaceHttpReply reply = {};
+        int r;
+
+        r = space_http_call(mcp_call_http(call), method, path, body, &reply);
+        if (r < 0)
+                return mcp_transport_fail(call, r, what, ret_error);
+        if (!space_http_reply_ok(&reply)) {
+                *ret_error = mcp_result_api_error(what, &reply);
+                space_http_reply_done(&reply);
+                return *ret_error ? 1 : -ENOMEM;
+        }
+        *ret_reply = reply;
+        return 0;
+}
+
+/* ---- text ---- */
+
+void mcp_text_done(McpText *t) {
+        free(t->data);
+        *t = (McpText) {};
+}
+
+int mcp_text_append(McpText *t, const void *p, size_t n) {
+        if (n > SIZE_MAX / 2 - t->len)
+                return -ENOMEM;
+        if (t->len + n + 1 > t->size) {
+                size_t size = t->size * 2 > t->len + n + 1 ? t->size * 2 : t->len + n + 1 + 64;
+                char *d = realloc(t->data, size);
+
+                if (!d)
+                        return -ENOMEM;
+                t->data = d;
+                t->size = size;
+        }
+        if (n > 0)
+                memcpy(t->data + t->len, p, n);
+        t->len += n;
+        t->data[t->len] = 0;
+        return 0;
+}
+
+int mcp_text_puts(McpText *t, const char *s) {
+        return mcp_text_append(t, s, strlen(s));
+}
+
+int mcp_text_printf(McpText *t, const char *fmt, ...) {
+        _cleanup_free_ char *s = NULL;
+        va_list ap;
+        int n;
+
+        va_start(ap, fmt);
+        n = vasprintf(&s, fmt, ap);
+        va_end(ap);
+        if (n < 0)
+                return -ENOMEM;
+        return mcp_text_append(t, s, (size_t) n);
+}
+
+const char *mcp_text_str(const McpText *t) {
+        return t->data ?: "";
+}
+
+int mcp_text_add_stream(McpText *t, const char *name, const McpText *s) {
+        if (s->len == 0)
+                return mcp_text_printf(t, "%s: (empty)\n", name);
+        return mcp_text_printf(t, "%s:\n%s%s", name, s->data, s->data[s->len - 1] == '\n' ? "" : "\n");
+}
+
+/* The length of the UTF-8 character at p (n bytes there), 0 when it is no valid one (RFC 3629: no overlong
+ * forms, no surrogates, nothing above U+10FFFF) or is cut short. NUL counts as invalid: it would end the
+ * JSON string early in cJSON. */
+static size_t utf8_char_len(const uint8_t *p, size_t n) {
+        size_t len;
+        uint32_t c;
+
+        if (p[0] > 0 && p[0] < 0x80)
+                return 1;
+        if (p[0] >= 0xc2 && p[0] <= 0xdf)
+                len = 2, c = p[0] & 0x1f;
+        else if ((p[0] & 0xf0) == 0xe0)
+                len = 3, c = p[0] & 0x0f;
+        else if (p[0] >= 0xf0 && p[0] <= 0xf4)
+                len = 4, c = p[0] & 0x07;
+        else
+                return 0;
+        if (n < len)
+                return 0;
+        for (size_t i = 1; i < len; i++) {
+                if ((p[i] & 0xc0) != 0x80)
+                        return 0;
+                c = c << 6 | (p[i] & 0x3f);
+        }
+        if (len == 3 && (c < 0x800 || (c >= 0xd800 && c <= 0xdfff)))
+                return 0;
+        if (len == 4 && (c < 0x10000 || c > 0x10ffff))
+                return 0;
+        return len;
+}
+
+size_t mcp_utf8_incomplete_tail(const uint8_t *p, size_t n) {
+        for (size_t k = 1; k <= 3 && k <= n; k++) {
+                uint8_t b = p[n - k];
+                size_t need;
+
+                if ((b & 0xc0) == 0x80)
+                        continue;
+                need = b >= 0xf0 ? 4 : b >= 0xe0 ? 3 : b >= 0xc0 ? 2 : 1;
+                return need > k ? k : 0;
+        }
+        return 0;
+}
+
+int mcp_text_append_utf8(McpText *t, const void *buf, size_t n, size_t max, size_t *ret_taken) {
+        static const char replacement[] = "\xef\xbf\xbd";
+        const uint8_t *p = buf;
+        size_t i = 0, run = 0, added = 0;
+        int r;
+
+        while (i < n) {
+                size_t k = utf8_char_len(p + i, n - i);
+                size_t out = k > 0 ? k : 3;
+
+                if (added + out > max)
+                        break;
+                if (k > 0) {
+                        i += k;
+                        run += k;
+                        added += k;
+                        continue;
+                }
+                r = mcp_text_append(t, p + i - run, run);
+                if (r < 0)
+                        return r;
+                run = 0;
+                r = mcp_text_append(t, replacement, 3);
+                if (r < 0)
+                        return r;
+                i++;
+                added += 3;
+        }
+        r = mcp_text_append(t, p + i - run, run);
+        if (r < 0)
+                return r;
+        if (ret_taken)
+                *ret_taken = i;
+        return 0;
+}
