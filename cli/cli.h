@@ -402,6 +402,8 @@ void cli_print_config(const cJSON *config, const char *label);
 int cmd_key(int argc, char *argv[]);
 int cmd_e2b(int argc, char *argv[]);
 extern const CliHelp cmd_e2b_help;
+int cmd_mcp(int argc, char *argv[]);
+extern const CliHelp cmd_mcp_help;
 int cmd_pause(int argc, char *argv[]);
 int cmd_resume(int argc, char *argv[]);
 int cmd_suspend(int argc, char *argv[]);

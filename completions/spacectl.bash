@@ -33,7 +33,7 @@ _spacectl_egress_profiles() {
 
 _spacectl() {
     local cur=${COMP_WORDS[COMP_CWORD]} prev=${COMP_WORDS[COMP_CWORD-1]}
-    local verbs="create exec run ls inspect rm pause resume suspend wake checkpoint restore fork pool attach ps kill logs op info daemon key e2b template version help cp egress port"
+    local verbs="create exec run ls inspect rm pause resume suspend wake checkpoint restore fork pool attach ps kill logs op info daemon key e2b mcp template version help cp egress port"
     local create_opts="--name --vcpu --memory --disk --env --idle-timeout --ttl --on-timeout --egress --help"
     local exec_opts="--interactive --tty --env --workdir --user --timeout --help"
     local signals="TERM INT HUP KILL QUIT USR1 USR2 STOP CONT WINCH"
@@ -84,6 +84,12 @@ _spacectl() {
         --egress)
             COMPREPLY=($(compgen -W "$(_spacectl_egress_profiles)" -- "$cur"))
             return ;;
+        --template)
+            COMPREPLY=($(compgen -W "$(_spacectl_templates)" -- "$cur"))
+            return ;;
+        -t)
+            # -t is mcp's --template (exec's and run's --tty takes nothing)
+            [[ $verb == mcp ]] && { COMPREPLY=($(compgen -W "$(_spacectl_templates)" -- "$cur")); return; } ;;
         -n|--name|--vcpu|-m|--memory|--disk|-w|--workdir|--timeout|--idle-timeout|--ttl|--count|--max-bytes)
             COMPREPLY=()
             return ;;
@@ -97,6 +103,8 @@ _spacectl() {
     esac
 
     case $verb in
+        mcp)
+            [[ $cur == -* ]] && COMPREPLY=($(compgen -W "--template --keep --name --help" -- "$cur")) ;;
         create)
             if [[ $cur == -* ]]; then
                 COMPREPLY=($(compgen -W "$create_opts --timeout --async --json" -- "$cur"))

@@ -109,7 +109,7 @@ function __spacectl_after_dashdash
     contains -- -- (commandline -opc)
 end
 
-set -l verbs create exec run ls inspect rm pause resume suspend wake checkpoint restore fork pool attach ps kill logs op info daemon key e2b template version help cp egress port
+set -l verbs create exec run ls inspect rm pause resume suspend wake checkpoint restore fork pool attach ps kill logs op info daemon key e2b mcp template version help cp egress port
 
 complete -c spacectl -f
 complete -c spacectl -n "not __fish_seen_subcommand_from $verbs" -s h -l help -d 'Show help'
@@ -139,6 +139,7 @@ complete -c spacectl -n "not __fish_seen_subcommand_from $verbs" -a key -d 'Crea
 complete -c spacectl -n "not __fish_seen_subcommand_from $verbs" -a e2b -d 'Print the environment for E2B SDKs'
 complete -c spacectl -n "not __fish_seen_subcommand_from $verbs" -a egress -d 'List egress profiles, test destinations'
 complete -c spacectl -n "not __fish_seen_subcommand_from $verbs" -a port -d 'Forward a host port into a sandbox'
+complete -c spacectl -n "not __fish_seen_subcommand_from $verbs" -a mcp -d 'Serve sandboxes as MCP tools to coding agents (stdio)'
 complete -c spacectl -n "not __fish_seen_subcommand_from $verbs" -a template -d 'Work with templates'
 complete -c spacectl -n "not __fish_seen_subcommand_from $verbs" -a version -d 'Show client and daemon versions'
 complete -c spacectl -n "not __fish_seen_subcommand_from $verbs" -a help -d 'Show help for a verb'
@@ -235,6 +236,11 @@ complete -c spacectl -n "__spacectl_verb_is port; and not __fish_seen_subcommand
 complete -c spacectl -n "__spacectl_verb_is port; and not __fish_seen_subcommand_from ls rm" -l any-user -d 'Let every local user connect'
 complete -c spacectl -n "__spacectl_verb_is port; and not __fish_seen_subcommand_from rm" -l json -d 'Print JSON'
 complete -c spacectl -n "__spacectl_verb_is port; and __fish_seen_subcommand_from ls" -s q -l quiet -d 'Print only ids'
+
+# mcp [--template T] [--keep] [--name N]
+complete -c spacectl -n "__fish_seen_subcommand_from mcp" -s t -l template -x -a '(__spacectl_templates)' -d 'The session sandbox\'s template'
+complete -c spacectl -n "__fish_seen_subcommand_from mcp" -l keep -d 'Keep the session\'s sandboxes when it ends'
+complete -c spacectl -n "__fish_seen_subcommand_from mcp" -s n -l name -x -d 'Name of the kept session sandbox (implies --keep)'
 
 # e2b env
 complete -c spacectl -n "__fish_seen_subcommand_from e2b; and not __fish_seen_subcommand_from env" -a env -d 'Mint a key, print the exports for E2B SDKs'
