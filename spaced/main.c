@@ -19,6 +19,7 @@
 #include "egress/egress.h"
 #include "api/api.h"
 #include "http/http.h"
+#include "mcp/mcp-http.h"
 #include "proxy/proxy.h"
 #include "core/log.h"
 #include "macro.h"
@@ -173,9 +174,20 @@ static int bind_tcp(const char *setting, int *ret_fd) {
         return 0;
 }
 
+static void exit_loop(Manager *m) {
+        log_info("exiting; sandboxes keep running");
+        (void) sd_event_exit(m->event, 0);
+}
+
+/* MCP sessions end first, while the loop still serves the API their ends call (their sandboxes removed); a
+ * second signal exits at once. */
 static int on_signal(sd_event_source *s, const struct signalfd_siginfo *si, void *userdata) {
-        log_info("received %s, exiting; sandboxes keep running", strsignal((int) si->ssi_signo));
-        return sd_event_exit(sd_event_source_get_event(s), 0);
+        Manager *m = userdata;
+
+        log_info("received %s", strsignal((int) si->ssi_signo));
+        if (!mcp_http_shutdown(m, exit_loop))
+                exit_loop(m);
+        return 0;
 }
 
 /* SIGHUP: re-read the configuration, as POST /v1/daemon/reload does (daemon_reload logs the outcome). */
@@ -568,8 +580,8 @@ static int setup_event_loop(Manager *m) {
         sigaddset(&mask, SIGINT);
         sigaddset(&mask, SIGHUP);
         sigprocmask(SIG_BLOCK, &mask, NULL);
-        (void) sd_event_add_signal(m->event, NULL, SIGTERM, on_signal, NULL);
-        (void) sd_event_add_signal(m->event, NULL, SIGINT, on_signal, NULL);
+        (void) sd_event_add_signal(m->event, NULL, SIGTERM, on_signal, m);
+        (void) sd_event_add_signal(m->event, NULL, SIGINT, on_signal, m);
         (void) sd_event_add_signal(m->event, NULL, SIGHUP, on_sighup, m);
         r = completions_setup(m);
         if (r < 0)
@@ -634,7 +646,7 @@ static int setup_tls(Manager *m, int tls_fd, TlsFiles *ret, char **ret_domain) {
 static int setup_http(Manager *m, int unix_fd, int tcp_fd, int tls_fd, TlsFiles *tls, const char *tls_domain) {
         int r;
 
-        /* The router matches tables in the order added: the native API's, then the facade's. */
+        /* The router matches tables in the order added: the native API's, then the facade's, then /mcp. */
         r = http_add_routes(api_routes);
         if (r < 0)
                 return log_error_errno(r, "cannot add the API routes");
@@ -642,6 +654,9 @@ static int setup_http(Manager *m, int unix_fd, int tcp_fd, int tls_fd, TlsFiles 
         r = e2b_add_routes();
         if (r < 0)
                 return log_error_errno(r, "cannot add the E2B routes");
+        r = mcp_http_setup(m);
+        if (r < 0)
+                return log_error_errno(r, "cannot add the MCP routes");
         r = http_new(m, unix_fd, tcp_fd, &m->http);
         if (r < 0)
                 return log_error_errno(r, "cannot start the HTTP server");
