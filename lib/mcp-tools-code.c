@@ -85,19 +85,35 @@ static bool image_valid(const char *b64, const char *mime) {
         return strspn(b64, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/=") == strlen(b64);
 }
 
+/* b64 without its line breaks: Jupyter's image/png is base64 in lines of 76 (ipykernel's encodebytes), and MCP's
+ * image data is one run of base64. */
+static char *base64_unfold(const char *b64) {
+        char *out = malloc(strlen(b64) + 1), *o = out;
+
+        if (!out)
+                return NULL;
+        for (const char *p = b64; *p; p++)
+                if (!strchr(" \t\r\n", *p))
+                        *o++ = *p;
+        *o = '\0';
+        return out;
+}
+
 static int code_image(CodeRun *c, const cJSON *result, const char *key, const char *mime, bool *ret_added) {
         const char *b64 = mcp_json_string(result, key);
+        _cleanup_free_ char *flat = NULL;
 
         *ret_added = false;
         if (!b64)
                 return 0;
-        if (c->n_images >= CODE_IMAGES_MAX || strlen(b64) > CODE_IMAGE_MAX || !image_valid(b64, mime)) {
+        flat = base64_unfold(b64);
+        if (!flat)
+                return -ENOMEM;
+        if (c->n_images >= CODE_IMAGES_MAX || strlen(flat) > CODE_IMAGE_MAX || !image_valid(flat, mime)) {
                 c->images_dropped++;
                 return 0;
         }
-        c->images[c->n_images] = strdup(b64);
-        if (!c->images[c->n_images])
-                return -ENOMEM;
+        c->images[c->n_images] = TAKE_PTR(flat);
         c->image_mime[c->n_images++] = mime;
         *ret_added = true;
         return 0;

@@ -403,8 +403,10 @@ class PythonContext(Context):
                         self.died(out, self._status())
                         return
                     # ZeroMQ drops iopub messages of a client too slow for the kernel, the final idle status
-                    # among them: once the kernel has replied and iopub has been quiet for 1 s, the run is over.
-                    if replied and time.monotonic() - quiet_since > 1.0:
+                    # among them: once the kernel has replied and iopub has been quiet for 5 s, the run is over.
+                    # Not sooner: a kernel slowed down (TCG, a busy host) sends its last output well after its
+                    # reply, and 1 s lost a final print under load; the idle status ends a run at once anyway.
+                    if replied and time.monotonic() - quiet_since > 5.0:
                         break
                     out.poll()
                     continue

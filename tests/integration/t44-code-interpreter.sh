@@ -7,7 +7,8 @@
 # (tests/e2b/ci-js) through E2B_API_URL and E2B_SANDBOX_URL; e2b-code-interpreter 2.6.2 with e2b 2.21.1,
 # which always speaks HTTPS to 49999-ID.DOMAIN, through E2B_DOMAIN and TLS alone, set up by
 # `spacectl e2b env` (a subset: one of each kind of call; SPACE_T44_TLS_K= runs all). Each test case is one TAP
-# line here.
+# line here. The MCP server's run_code cases (issue 23: a PNG as MCP image content) run here too, with the MCP
+# SDKs of t46, since this is the test that has the template and its warm base snapshot.
 . "$(dirname "$0")/lib.sh"
 
 E2B_DIR=$TOP_SRCDIR/tests/e2b
@@ -26,6 +27,11 @@ check_eq "the code interpreter SDKs install (Python 2.6.2 with e2b 2.21.1, 2.11.
 PY_OLD=$(sed -n 1p "$OUT")
 PY_NEW=$(sed -n 2p "$OUT")
 JS_ENV=$(sed -n 3p "$OUT")
+MCP_DIR=$TOP_SRCDIR/tests/mcp
+run timeout -k 10 900 "$MCP_DIR/setup-sdks.sh" "${SPACE_MCP_SDK_DIR:-$TOP_BUILDDIR/tests/mcp/.sdk}"
+check_eq "the MCP SDKs install (Python mcp, JS @modelcontextprotocol/sdk)" 0 "$RC" || { last_diag; bail_out "no MCP SDKs"; }
+MCP_PY=$(sed -n 1p "$OUT")
+MCP_JS=$(sed -n 2p "$OUT")
 
 export TMPDIR=$TEST_TMP/tmp
 mkdir -p "$TMPDIR"
@@ -58,15 +64,21 @@ run_py() { # run_py LABEL VENV K VAR=VALUE...: the Python suite (pytest -k K whe
                 "$venv/bin/python" -m pytest -p no:cacheprovider -q --durations=5 --junitxml="$TEST_TMP/$label.xml" \
                 ${k:+-k "$k"} . >"$TEST_TMP/$label.log" 2>&1)
 }
-run_js() { # run_js LABEL VAR=VALUE...: the JS suite, from a copy beside the SDK (ES modules resolve there)
-        local label=$1
-        shift
-        mkdir -p "$TEST_TMP/js"
-        cp "$E2B_DIR"/ci-js/*.mjs "$TEST_TMP/js/"
-        ln -sfn "$JS_ENV/node_modules" "$TEST_TMP/js/node_modules"
-        (cd "$TEST_TMP/js" && env "$@" timeout -k 10 "${SPACE_E2B_JS_TIMEOUT:-900}" \
-                node --test --test-concurrency=1 --test-reporter=junit --test-reporter-destination="$TEST_TMP/$label.xml" \
-                --test-reporter=spec --test-reporter-destination=stdout ./*.test.mjs >"$TEST_TMP/$label.log" 2>&1)
+run_js() { # run_js LABEL SUITE MODULES VAR=VALUE...: a JS suite, from a copy beside its SDK's node_modules (ES
+        # modules resolve there)
+        local label=$1 suite=$2 modules=$3
+        shift 3
+        mkdir -p "$TEST_TMP/$label"
+        cp "$suite"/*.mjs "$TEST_TMP/$label/"
+        ln -sfn "$modules" "$TEST_TMP/$label/node_modules"
+        (cd "$TEST_TMP/$label" && env "$@" timeout -k 10 "${SPACE_E2B_JS_TIMEOUT:-900}" \
+                node --test --test-concurrency=1 --test-reporter=junit \
+                --test-reporter-destination="$TEST_TMP/$label.xml" --test-reporter=spec \
+                --test-reporter-destination=stdout ./*.test.mjs >"$TEST_TMP/$label.log" 2>&1)
+}
+run_mcp_py() { # the MCP suite's run_code cases (a PNG), over stdio and /mcp
+        (cd "$MCP_DIR/py" && PYTHONDONTWRITEBYTECODE=1 env "$@" timeout -k 10 600 "$MCP_PY/bin/python" -m pytest \
+                -p no:cacheprovider -q --junitxml="$TEST_TMP/mcp-py.xml" -k run_code_png . >"$TEST_TMP/mcp-py.log" 2>&1)
 }
 tap_suite() { # tap_suite LABEL: its test cases as TAP lines
         local label=$1
@@ -99,9 +111,15 @@ pids=()
 if [ "${SPACE_T44_URL:-1}" != 0 ]; then
         run_py py-2.11.5-url "$PY_NEW" "" "${URL_ENV[@]}" &
         pids+=($!)
-        run_js js-2.8.0-url "${URL_ENV[@]}" &
+        run_js js-2.8.0-url "$E2B_DIR/ci-js" "$JS_ENV/node_modules" "${URL_ENV[@]}" &
         pids+=($!)
 fi
+MCP_ENV=(SPACECTL="$SPACECTL_BIN" SPACE_MCP_URL="$API_URL/mcp" SPACE_MCP_KEY="$KEY" SPACE_MCP_TEMPLATE=minimal
+        SPACE_MCP_CI_TEMPLATE=code-interpreter)
+run_mcp_py "${MCP_ENV[@]}" &
+pids+=($!)
+run_js mcp-js "$MCP_DIR/js" "$MCP_JS/node_modules" "${MCP_ENV[@]}" SPACE_MCP_ONLY="run_code gives a PNG" &
+pids+=($!)
 run_py py-2.6.2-domain "$PY_OLD" "$TLS_K" "${DOMAIN_ENV[@]}" &
 pids+=($!)
 wait "${pids[@]}"
@@ -110,6 +128,10 @@ if [ "${SPACE_T44_URL:-1}" != 0 ]; then
         tap_suite js-2.8.0-url
 fi
 tap_suite py-2.6.2-domain
+tap_suite mcp-py
+tap_suite mcp-js
+check_match "the MCP suites ran run_code's PNG over both transports in both SDKs" '^4$' \
+        "$(cat "$TEST_TMP/mcp-py.tap" "$TEST_TMP/mcp-js.tap" | grep -c 'run_code')"
 
 # ---- nothing left behind
 left=$(curl -s --unix-socket "$SPACE_SOCKET" http://localhost/v1/sandboxes | python3 -c \
