@@ -14,11 +14,13 @@
 # bench_scale.py (BENCH_ONLY=scale): how the cost grows with 1, 10, 50 and 100 idle sandboxes, one table row per size.
 # bench_egress.py (BENCH_ONLY=egress): connect latency and MB/s from a sandbox through its proxy and the egress
 # gateway to tests/integration/egress-servers.py on the host, next to the same client on the host and in the guest.
+# bench_mcp.py (BENCH_ONLY=mcp): `spacectl mcp`'s tools/call exec true round trip on stdio next to `spacectl exec SB
+# true` on the same sandbox; BENCH_MCP_CALLS (>= 30), BENCH_MCP_TEMPLATE (default minimal).
 #
 # Knobs: BENCH_CREATES (>= 20, default 20), BENCH_EXECS (>= 50, default 50), BENCH_PINGS (default 200),
 #        BENCH_RAW_RESTORE_CMD (see tests/bench/bench.py), BENCH_STREAM_MIB (default 64), BENCH_STREAM_RUNS
 #        (>= 3), BENCH_SESSIONS (>= 50), BENCH_PAUSES (default 30), BENCH_SUSPENDS (default 5),
-#        BENCH_FORKS (default 3), BENCH_ONLY=core|api|lifecycle|storage|templates|build|cp|cli|e2b|ci|scale (one
+#        BENCH_FORKS (default 3), BENCH_ONLY=core|api|lifecycle|storage|templates|build|cp|cli|e2b|ci|scale|egress|mcp (one
 #        part alone; storage: checkpoint pause and fork on qcow2 and on a loop-mounted btrfs, side by side),
 #        BENCH_STORAGE=0 (no storage part), SPACE_TEST_ACCEL, TOP_BUILDDIR; templates: BENCH_IMPORT_MIB (default
 #        64,512,1024), BENCH_IMPORT_RUNS (default 3), BENCH_TEMPLATE_CREATES (default 10); build (template recipes,
@@ -169,6 +171,12 @@ if [ -z "${BENCH_ONLY:-}" ] || [ "$BENCH_ONLY" = ci ]; then
                 echo "bench: cannot build the code-interpreter template or install its SDKs" >&2
                 rc=1
         fi
+fi
+if [ -z "${BENCH_ONLY:-}" ] || [ "$BENCH_ONLY" = mcp ]; then
+        # The MCP server on stdio: tools/call exec true next to spacectl exec on the same sandbox (bench_mcp.py).
+        daemon_answers || spacectl version >/dev/null 2>&1
+        SEEN_PIDS+=("$(daemon_pid)")
+        SPACECTL_BIN=$SPACECTL_BIN python3 "$TESTS_DIR/../bench/bench_mcp.py" || rc=1
 fi
 if [ -z "${BENCH_ONLY:-}" ] || [ "$BENCH_ONLY" = egress ]; then
         # Egress through the gateway (bench_egress.py), with the profile bench-egress of the config above. It
