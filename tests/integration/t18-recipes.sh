@@ -86,7 +86,7 @@ check_match "seed: stdout is the digest" "$DIGEST_RE" "$SEED"
 check_eq "seed: stderr stays empty" "" "$(cat "$ERR")"
 check_eq "seed:latest points at it" "$SEED" "$(digest_of seed:latest)"
 sc template inspect seed >"$TEST_TMP/seed.json"
-check_eq "seed: the recipe's description" "Debian 12 minbase with bash, coreutils, procps, python3, pip, curl and ca-certificates" \
+check_eq "seed: the recipe's description" "Debian 12 minbase with bash, coreutils, procps, python3, pip, curl, ca-certificates and sudo" \
         "$(json "$TEST_TMP/seed.json" 'd["description"]')"
 check_eq "seed: the recipe's shape" "1 512 2048" \
         "$(json "$TEST_TMP/seed.json" '"%d %d %d" % (d["vcpu"], d["memory_mib"], d["disk_mib"])')"
