@@ -12,6 +12,11 @@
 #define E2B_TIMEOUT_DEFAULT 15
 /* A parked create, connect, pause, kill or snapshot answers within this (the SDKs give up after 60 s). */
 #define E2B_WAIT_SEC 120
+/* Why a filesystem-only pause, reboot or snapshot (E2B's `memory: false`) is refused: space has no cold boot
+ * of a sandbox from its disk, and dropping the processes alone would still restore its memory. */
+#define E2B_NO_FS_PAUSE                                                                                       \
+        "is not supported by space: its pause is a suspend, which keeps memory and processes, and it cannot "  \
+        "boot a sandbox again from its disk alone"
 #define E2B_LIST_LIMIT_DEFAULT 100
 #define E2B_LIST_LIMIT_MAX 100
 
@@ -61,6 +66,7 @@ typedef struct E2bWait {
         uint64_t deadline;   /* monotonic usec */
         char arg[256];       /* the route's {sandboxID}: looked up again after each wait (it may be gone) */
         bool deprecated_resume;
+        bool require_healthy;  /* pause: requireHealthyGuest */
         char snapshot_name[SANDBOX_NAME_MAX + 1]; /* "" for none */
         char fork_op[OPERATION_ID_LEN + 1];       /* fork: its operation, once started ("" before) */
         unsigned count;                           /* fork: how many were asked for */

@@ -75,6 +75,10 @@ int envd_input_decode(const cJSON *input, uint8_t **ret, size_t *ret_size);
 int e2b_metadata_filter_parse(const char *v, char *key[static METADATA_FILTER_MAX],
                               char *value[static METADATA_FILTER_MAX], unsigned *n_pairs);
 
+/* An RFC 3339 time (a list's ?startedAfter=: "2026-01-02T15:04:05[.fraction](Z|+HH:MM|-HH:MM)") as unix
+ * seconds, the fraction dropped. -EINVAL when malformed or before 1970. */
+int e2b_rfc3339_parse(const char *v, int64_t *ret);
+
 /* NewSandbox, checked (r->body): what a create asks for. */
 typedef struct E2bNewSandbox {
         cJSON *body;
@@ -96,6 +100,14 @@ int e2b_new_sandbox_parse(Request *r, E2bNewSandbox *ret);
 /* The value of "KEY: N kB" in a /proc/meminfo text, in bytes: 0, -ENOENT when absent, -EBADMSG when it is
  * not a number of kB that fits. */
 int e2b_meminfo_field(const char *text, const char *key, uint64_t *ret);
+
+/* ---- envd-filesystem.c: EntryInfo */
+
+/* The symlinkTarget of the link at path (absolute) whose text is target, as envd gives it: absolute and clean
+ * (".", ".." and repeated '/' gone), a relative target taken from path's directory. Links it passes through
+ * are not followed (the guest reads the link's text only). -EINVAL for a path that is not absolute or an
+ * empty target, -ENOMEM. */
+int envd_symlink_target(const char *path, const char *target, char **ret);
 
 /* ---- envd-files.c: /files */
 

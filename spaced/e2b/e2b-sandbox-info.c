@@ -230,6 +230,9 @@ typedef struct ListFilter {
         char *value[METADATA_FILTER_MAX];
         unsigned n;
         bool running, paused;
+        int64_t started_after;   /* ?startedAfter=, unix seconds; -1: any */
+        const char *template;    /* ?template=, "base" resolved; NULL: any */
+        int order;               /* ?order=: 1 ascending (the default), -1 descending */
 } ListFilter;
 
 static void list_filter_done(ListFilter *f) {
@@ -303,12 +306,76 @@ static int parse_state_filter(Request *r, ListFilter *f, bool running_only) {
         return 0;
 }
 
+int e2b_rfc3339_parse(const char *v, int64_t *ret) {
+        struct tm tm = {};
+        int n = 0, y, mo, d, h, mi, sec;
+        long off = 0;
+        time_t t;
+
+        if (!v || sscanf(v, "%4d-%2d-%2dT%2d:%2d:%2d%n", &y, &mo, &d, &h, &mi, &sec, &n) != 6 || n != 19 ||
+            mo < 1 || mo > 12 || d < 1 || d > 31 || h > 23 || mi > 59 || sec > 60 || y < 1970)
+                return -EINVAL;
+        v += n;
+        if (*v == '.' && isdigit((unsigned char) v[1]))
+                v += 1 + strspn(v + 1, "0123456789");
+        if ((v[0] == '+' || v[0] == '-') && isdigit((unsigned char) v[1]) && isdigit((unsigned char) v[2]) &&
+            v[3] == ':' && isdigit((unsigned char) v[4]) && isdigit((unsigned char) v[5]) && !v[6]) {
+                off = ((v[1] - '0') * 10 + (v[2] - '0')) * 3600L + ((v[4] - '0') * 10 + (v[5] - '0')) * 60L;
+                if (off > 24 * 3600)
+                        return -EINVAL;
+                off = v[0] == '-' ? -off : off;
+        } else if (!((v[0] == 'Z' || v[0] == 'z') && !v[1]))
+                return -EINVAL;
+        tm = (struct tm) { .tm_year = y - 1900, .tm_mon = mo - 1, .tm_mday = d, .tm_hour = h, .tm_min = mi,
+                           .tm_sec = sec };
+        t = timegm(&tm);
+        if (t == (time_t) -1)
+                return -EINVAL;
+        *ret = (int64_t) t - off;
+        return 0;
+}
+
+/* ?startedAfter= (RFC 3339, as both SDKs send it), ?template= and ?order=: what the newer SDKs send. */
+static int parse_list_options(Request *r, ListFilter *f) {
+        Manager *m = http_manager(r->http);
+        const char *after = http_query(r, "startedAfter"), *order = http_query(r, "order");
+
+        f->started_after = -1;
+        f->order = 1;
+        if (after && *after && e2b_rfc3339_parse(after, &f->started_after) < 0)
+                return http_respond_error(r, ERROR_INVALID_ARGUMENT, "startedAfter=%.64s: expected an RFC 3339 "
+                                          "time, such as 2026-01-02T15:04:05Z", after) ?: -EINVAL;
+        if (order && *order && !streq(order, "asc") && !streq(order, "desc"))
+                return http_respond_error(r, ERROR_INVALID_ARGUMENT, "order=%.16s: expected asc or desc", order)
+                               ?: -EINVAL;
+        if (streq_ptr(order, "desc"))
+                f->order = -1;
+        f->template = http_query(r, "template");
+        if (f->template && !*f->template)
+                f->template = NULL;
+        else if (streq_ptr(f->template, "base"))
+                f->template = m->config.e2b_template ?: E2B_TEMPLATE_DEFAULT;
+        return 0;
+}
+
+/* ?template= names a template by its name (with or without its tag) or digest, as templateID shows it. */
+static bool template_matches(const char *want, const Sandbox *s) {
+        const char *name = s->template_name ?: "";
+        size_t n = strcspn(name, ":");
+
+        return !want || streq(want, name) || streq_ptr(s->template_digest, want) ||
+               (strlen(want) == n && strncmp(want, name, n) == 0);
+}
+
 static bool list_matches(const ListFilter *f, const Sandbox *s) {
         const char *state = e2b_state(s);
         cJSON *md;
         bool ok = true;
 
         if (!state || s->pooled || (streq(state, "running") ? !f->running : !f->paused))
+                return false;
+        /* E2B's is "at or after" a time with its fraction; a sandbox's start is kept to the second */
+        if ((f->started_after >= 0 && s->created_at < f->started_after) || !template_matches(f->template, s))
                 return false;
         if (f->n == 0)
                 return true;
@@ -321,8 +388,8 @@ static bool list_matches(const ListFilter *f, const Sandbox *s) {
         return ok;
 }
 
-/* Pages are in the order sandboxes were made; the token is where the last page ended ("SECONDS.ID"), so
- * that a sandbox removed meanwhile moves nothing. */
+/* Pages are in the order sandboxes were made (?order=desc: newest first); the token is where the last page
+ * ended ("SECONDS.ID"), so that a sandbox removed meanwhile moves nothing. */
 typedef struct Cursor {
         int64_t created_at;
         char id[SANDBOX_ID_LEN + 1];
@@ -355,6 +422,10 @@ static int sandbox_order(const void *a, const void *b) {
         return cursor_cmp(x->created_at, x->id, y->created_at, y->id);
 }
 
+static int sandbox_order_desc(const void *a, const void *b) {
+        return sandbox_order(b, a);
+}
+
 static void list_sandboxes(Request *r, bool v2) {
         Manager *m = http_manager(r->http);
         _cleanup_(list_filter_done) ListFilter f = {};
@@ -367,7 +438,7 @@ static void list_sandboxes(Request *r, bool v2) {
         cJSON *list;
 
         if (parse_metadata_filter(r, &f) < 0 || parse_state_filter(r, &f, !v2) < 0 ||
-            (v2 && e2b_query_limit(r, &limit) < 0) ||
+            parse_list_options(r, &f) < 0 || (v2 && e2b_query_limit(r, &limit) < 0) ||
             (token && *token && parse_cursor(r, token, SANDBOX_ID_LEN, &after) < 0))
                 return;
         for (Sandbox *s = m->sandboxes; s; s = s->next)
@@ -378,9 +449,10 @@ static void list_sandboxes(Request *r, bool v2) {
                 return;
         }
         for (Sandbox *s = m->sandboxes; s; s = s->next)
-                if (list_matches(&f, s) && cursor_cmp(s->created_at, s->id, after.created_at, after.id) > 0)
+                if (list_matches(&f, s) &&
+                    (after.created_at < 0 || f.order * cursor_cmp(s->created_at, s->id, after.created_at, after.id) > 0))
                         all[n++] = s;
-        qsort(all, n, sizeof *all, sandbox_order);
+        qsort(all, n, sizeof *all, f.order > 0 ? sandbox_order : sandbox_order_desc);
         list = cJSON_CreateArray();
         for (; taken < n && taken < limit; taken++)
                 cJSON_AddItemToArray(list, e2b_listed_json(m, all[taken], false));

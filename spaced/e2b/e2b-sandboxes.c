@@ -8,6 +8,7 @@
 #include "e2b/e2b-control.h"
 #include "e2b/e2b-parse.h"
 #include "egress/egress.h"
+#include "json-util.h"
 #include "macro.h"
 #include "string-util.h"
 #include "template/template.h"
@@ -207,11 +208,35 @@ static bool json_empty(const cJSON *v) {
                (cJSON_IsString(v) && !v->valuestring[0]);
 }
 
+/* json_empty(), or an object without members (what the SDKs send for options given as {}). */
+static bool json_none(const cJSON *v) {
+        return json_empty(v) || (cJSON_IsObject(v) && cJSON_GetArraySize(v) == 0);
+}
+
+/* The newer network options of a create: dnsServers is taken as the network update takes it (the gateway
+ * resolves what the lists allow itself); a proxy, TLS ports or per-host rules are refused. */
+static int check_network_extras(Request *r, cJSON *net) {
+        if (!json_empty(cJSON_GetObjectItemCaseSensitive(net, "egressProxy")))
+                return http_respond_error(r, ERROR_INVALID_ARGUMENT,
+                                          "network.egressProxy is not supported by space: egress goes through its "
+                                          "own gateway (space-egress(5)); leave it out") ?: -EOPNOTSUPP;
+        if (!json_empty(cJSON_GetObjectItemCaseSensitive(net, "httpsPorts")))
+                return http_respond_error(r, ERROR_INVALID_ARGUMENT,
+                                          "network.httpsPorts is not supported by space: its gateway does not "
+                                          "terminate TLS; leave it out") ?: -EOPNOTSUPP;
+        if (!json_none(cJSON_GetObjectItemCaseSensitive(net, "rules")))
+                return http_respond_error(r, ERROR_INVALID_ARGUMENT,
+                                          "network.rules is not supported by space: its gateway does not rewrite "
+                                          "requests; use allowOut and denyOut") ?: -EOPNOTSUPP;
+        return 0;
+}
+
 /* What of E2B's create space cannot do yet is refused, so that nobody believes a sandbox is confined or
  * connected when it is not. (network.allowOut and denyOut are egress lists: network_lists().) */
 static int check_unsupported(Request *r, cJSON *o) {
         static const char *const network_fields[] = { "allowOut", "denyOut", "allowPublicTraffic",
-                                                      "maskRequestHost", NULL };
+                                                      "maskRequestHost", "dnsServers", "egressProxy",
+                                                      "httpsPorts", "rules", NULL };
         cJSON *v = cJSON_GetObjectItemCaseSensitive(o, "network"), *i;
 
         if (v && !cJSON_IsNull(v)) {
@@ -237,11 +262,19 @@ static int check_unsupported(Request *r, cJSON *o) {
                                            "leave them out");
                         return -EOPNOTSUPP;
                 }
+                if (check_network_extras(r, v) < 0)
+                        return -EOPNOTSUPP;
         }
         if (!json_empty(cJSON_GetObjectItemCaseSensitive(o, "mcp"))) {
                 http_respond_error(r, ERROR_INVALID_ARGUMENT,
                                    "mcp is not supported by space yet: its templates have no mcp-gateway; leave it "
                                    "out and start MCP servers with commands.run");
+                return -EOPNOTSUPP;
+        }
+        if (!json_none(cJSON_GetObjectItemCaseSensitive(o, "iam"))) {
+                http_respond_error(r, ERROR_INVALID_ARGUMENT,
+                                   "iam is not supported by space: it mints no workload identity tokens for a "
+                                   "sandbox; leave it out and pass credentials with envVars");
                 return -EOPNOTSUPP;
         }
         if (!json_empty(cJSON_GetObjectItemCaseSensitive(o, "volumeMounts"))) {
@@ -312,6 +345,21 @@ static int network_lists(Request *r, cJSON *body, bool internet, E2bNewSandbox *
         return 0;
 }
 
+/* autoPauseMemory (the SDKs' lifecycle onTimeout {action: "pause", mode}): a pause at the timeout that keeps
+ * memory is what autoPause does already; one that keeps only the filesystem is refused (E2B_NO_FS_PAUSE). */
+static int check_auto_pause_memory(Request *r, cJSON *body) {
+        bool memory = true;
+        int q = get_bool_field(r, body, "autoPauseMemory", &memory);
+
+        if (q < 0)
+                return q;
+        if (!memory)
+                return http_respond_error(r, ERROR_INVALID_ARGUMENT, "autoPauseMemory=false (lifecycle onTimeout "
+                                          "mode 'filesystem') %s; leave it out or pause with memory", E2B_NO_FS_PAUSE)
+                               ?: -EOPNOTSUPP;
+        return 0;
+}
+
 void e2b_new_sandbox_done(E2bNewSandbox *n) {
         cJSON_Delete(n->body);
         free(n->metadata);
@@ -323,8 +371,8 @@ void e2b_new_sandbox_done(E2bNewSandbox *n) {
 
 int e2b_new_sandbox_parse(Request *r, E2bNewSandbox *ret) {
         static const char *const fields[] = { "templateID", "timeout", "metadata", "envVars", "secure",
-                                              "allow_internet_access", "autoPause", "autoResume", "network",
-                                              "mcp", "volumeMounts", NULL };
+                                              "allow_internet_access", "autoPause", "autoPauseMemory",
+                                              "autoResume", "network", "mcp", "iam", "volumeMounts", NULL };
         static const char *const auto_resume_fields[] = { "enabled", NULL };
         _cleanup_(e2b_new_sandbox_done) E2bNewSandbox n = { .timeout = E2B_TIMEOUT_DEFAULT };
         bool flag;
@@ -344,7 +392,8 @@ int e2b_new_sandbox_parse(Request *r, E2bNewSandbox *ret) {
             (q = get_metadata_field(r, n.body, "metadata", &n.metadata)) < 0 ||
             (q = env_vars_field(r, n.body, &n.env)) < 0 ||
             (q = get_bool_field(r, n.body, "autoPause", &n.auto_pause)) < 0 ||
-            (q = get_bool_field(r, n.body, "secure", &flag)) < 0 || (q = check_unsupported(r, n.body)) < 0)
+            (q = get_bool_field(r, n.body, "secure", &flag)) < 0 || (q = check_unsupported(r, n.body)) < 0 ||
+            (q = check_auto_pause_memory(r, n.body)) < 0)
                 return q;
         /* true is the SDKs' default (the sandbox's profiles decide); false denies everything the allowOut list
          * does not name */
@@ -464,10 +513,9 @@ oom:
 
 /* ---- connect: running -> 200, resumed or woken -> 201 */
 
-/* A body of {key: seconds} (and extra, which is ignored: the older resume's autoPause, fixed at create). */
-static int parse_timeout_body(Request *r, const char *key, const char *extra, bool required, int64_t max,
-                              int64_t *ret) {
-        const char *const fields[] = { key, extra, NULL };
+/* A body of {key: seconds}. */
+static int parse_timeout_body(Request *r, const char *key, bool required, int64_t max, int64_t *ret) {
+        const char *const fields[] = { key, NULL };
         cJSON *o = e2b_body_object(r, fields);
         int q;
 
@@ -542,13 +590,33 @@ static void connect_continue(Request *r, void *userdata) {
                 connect_step(r, w);
 }
 
+/* A connect's {timeout, memory}: memory=false, the newer SDKs' on_resume "reboot", is refused (E2B_NO_FS_PAUSE);
+ * true is what a connect does. The older resume takes {timeout, autoPause} (autoPause ignored, fixed at
+ * create). */
+static int parse_connect_body(Request *r, bool deprecated_resume, int64_t *timeout) {
+        const char *const fields[] = { "timeout", deprecated_resume ? "autoPause" : "memory", NULL };
+        _cleanup_(cjson_freep) cJSON *o = e2b_body_object(r, fields);
+        bool memory = true;
+        int q;
+
+        if (!o)
+                return -EINVAL;
+        if ((q = e2b_seconds_field(r, o, "timeout", E2B_TIMEOUT_MAX, timeout)) < 0 ||
+            (!deprecated_resume && (q = get_bool_field(r, o, "memory", &memory)) < 0))
+                return q;
+        if (!memory)
+                return http_respond_error(r, ERROR_INVALID_ARGUMENT, "memory=false (connect with on_resume "
+                                          "'reboot') %s; connect without it to resume the sandbox as it was",
+                                          E2B_NO_FS_PAUSE) ?: -EOPNOTSUPP;
+        return 0;
+}
+
 static void connect_sandbox(Request *r, const RouteArgs *a, bool deprecated_resume) {
         int64_t timeout = 300;
         E2bWait *w;
 
         /* newer SDKs leave the timeout out when the caller gave none: E2B's default then */
-        if (parse_timeout_body(r, "timeout", deprecated_resume ? "autoPause" : NULL, false, E2B_TIMEOUT_MAX,
-                               &timeout) < 0)
+        if (parse_connect_body(r, deprecated_resume, &timeout) < 0)
                 return;
         w = e2b_wait_new(r, a->arg[0]);
         if (!w)
@@ -616,7 +684,7 @@ static void post_timeout(Request *r, const RouteArgs *a) {
         int64_t timeout = 0;
         Sandbox *s;
 
-        if (parse_timeout_body(r, "timeout", NULL, true, E2B_TIMEOUT_MAX, &timeout) < 0 ||
+        if (parse_timeout_body(r, "timeout", true, E2B_TIMEOUT_MAX, &timeout) < 0 ||
             e2b_find_sandbox(r, a->arg[0], &s) < 0)
                 return;
         /* a paused sandbox keeps no clock (E2B's do not time out while paused): connect sets one */
@@ -635,7 +703,7 @@ static void post_refreshes(Request *r, const RouteArgs *a) {
         int64_t duration = 0;
         Sandbox *s;
 
-        if (parse_timeout_body(r, "duration", NULL, false, 3600, &duration) < 0 || e2b_find_sandbox(r, a->arg[0], &s) < 0)
+        if (parse_timeout_body(r, "duration", false, 3600, &duration) < 0 || e2b_find_sandbox(r, a->arg[0], &s) < 0)
                 return;
         if (s->expires_at > 0 && now_unix() + duration > s->expires_at)
                 sandbox_set_timeout(s, duration);
@@ -661,6 +729,12 @@ static void pause_step(Request *r, E2bWait *w) {
                 http_respond_error(r, ERROR_INVALID_STATE, "sandbox %s is already paused", s->id);
                 return;
         }
+        /* strict: a guest whose agent is not attached is not paused (E2B's requireHealthyGuest) */
+        if (w->require_healthy && s->state == SANDBOX_RUNNING && !s->channel.agent) {
+                http_respond_error(r, ERROR_CHANNEL_LOST, "sandbox %s: its guest agent does not answer; the sandbox "
+                                   "keeps running", s->id);
+                return;
+        }
         q = sandbox_lifecycle_start(http_manager(r->http), s, LIFECYCLE_SUSPEND, &op, &e);
         if (q < 0) {
                 respond_operation_error(r, &e, q);
@@ -683,10 +757,37 @@ static void pause_continue(Request *r, void *userdata) {
         pause_step(r, w);
 }
 
+/* The pause's {memory, requireHealthyGuest}: memory=false, a filesystem-only pause, is refused
+ * (E2B_NO_FS_PAUSE); true is what space's pause does. */
+static int parse_pause_body(Request *r, bool *ret_require_healthy) {
+        static const char *const fields[] = { "memory", "requireHealthyGuest", NULL };
+        _cleanup_(cjson_freep) cJSON *o = e2b_body_object(r, fields);
+        bool memory = true;
+        int q;
+
+        if (!o)
+                return -EINVAL;
+        *ret_require_healthy = false;
+        if ((q = get_bool_field(r, o, "memory", &memory)) < 0 ||
+            (q = get_bool_field(r, o, "requireHealthyGuest", ret_require_healthy)) < 0)
+                return q;
+        if (!memory)
+                return http_respond_error(r, ERROR_INVALID_ARGUMENT, "memory=false (a pause with mode "
+                                          "'filesystem') %s; pause with memory (the default)", E2B_NO_FS_PAUSE)
+                               ?: -EOPNOTSUPP;
+        return 0;
+}
+
 /* E2B's pause keeps the sandbox's memory and frees its machine: space's suspend. 409 when it is paused. */
 static void post_pause(Request *r, const RouteArgs *a) {
-        E2bWait *w = e2b_wait_new(r, a->arg[0]);
+        bool require_healthy;
+        E2bWait *w;
 
-        if (w)
-                pause_step(r, w);
+        if (parse_pause_body(r, &require_healthy) < 0)
+                return;
+        w = e2b_wait_new(r, a->arg[0]);
+        if (!w)
+                return;
+        w->require_healthy = require_healthy;
+        pause_step(r, w);
 }

@@ -33,15 +33,28 @@ static cJSON *snapshot_json(const Checkpoint *c) {
         return o;
 }
 
+/* The snapshot's {name, memory}: memory=false, the newer SDKs' mode "filesystem", is refused: a space
+ * checkpoint always holds memory (E2B_NO_FS_PAUSE). */
 static int parse_name(Request *r, const char **ret) {
-        static const char *const fields[] = { "name", NULL };
+        static const char *const fields[] = { "name", "memory", NULL };
         cJSON *o = e2b_body_object(r, fields), *v;
         static char name[SANDBOX_NAME_MAX + 1];
+        bool memory = true;
         size_t n;
 
         if (!o)
                 return -EINVAL;
         *ret = NULL;
+        if (get_bool_field(r, o, "memory", &memory) < 0) {
+                cJSON_Delete(o);
+                return -EINVAL;
+        }
+        if (!memory) {
+                cJSON_Delete(o);
+                return http_respond_error(r, ERROR_INVALID_ARGUMENT, "memory=false (a snapshot with mode "
+                                          "'filesystem') %s; take it with memory (the default)", E2B_NO_FS_PAUSE)
+                               ?: -EOPNOTSUPP;
+        }
         v = cJSON_GetObjectItemCaseSensitive(o, "name");
         if (v && !cJSON_IsNull(v)) {
                 n = cJSON_IsString(v) ? strlen(v->valuestring) : 0;
@@ -131,11 +144,17 @@ static int checkpoint_order(const void *a, const void *b) {
         return x->created_at != y->created_at ? (x->created_at < y->created_at ? -1 : 1) : strcmp(x->id, y->id);
 }
 
-/* GET /snapshots?sandboxID=&limit=&nextToken=: pages in the order they were taken; the token is where the
- * last page ended ("SECONDS.ID"). */
+/* Whether c is what ?name= asks for (none: any): its name, or its id (E2B's snapshots are named by either). */
+static bool name_matches(const Checkpoint *c, const char *name) {
+        return !name || !*name || streq(name, c->id) || streq_ptr(c->name, name);
+}
+
+/* GET /snapshots?sandboxID=&name=&limit=&nextToken=: pages in the order they were taken; the token is where
+ * the last page ended ("SECONDS.ID"). */
 void e2b_get_snapshots(Request *r, const RouteArgs *a) {
         Manager *m = http_manager(r->http);
-        const char *sandbox = http_query(r, "sandboxID"), *token = http_query(r, "nextToken");
+        const char *sandbox = http_query(r, "sandboxID"), *token = http_query(r, "nextToken"),
+                   *name = http_query(r, "name");
         _cleanup_free_ Checkpoint **all = NULL;
         long long after_t = -1;
         char after_id[CHECKPOINT_ID_LEN + 1] = "", next[64] = "";
@@ -166,7 +185,7 @@ void e2b_get_snapshots(Request *r, const RouteArgs *a) {
                 return;
         }
         for (Checkpoint *c = m->checkpoints; c; c = c->next)
-                if (c->ready && (!sandbox || !*sandbox || streq(sandbox, c->sandbox_id)) &&
+                if (c->ready && (!sandbox || !*sandbox || streq(sandbox, c->sandbox_id)) && name_matches(c, name) &&
                     (c->created_at > after_t || (c->created_at == after_t && strcmp(c->id, after_id) > 0)))
                         all[n++] = c;
         qsort(all, n, sizeof *all, checkpoint_order);

@@ -5,6 +5,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "e2b/e2b-parse.h"
 #include "e2b/envd-files.h"
 #include "macro.h"
 #include "string-util.h"
@@ -218,6 +219,45 @@ static void timestamp_string(int64_t sec, uint32_t nsec, char buf[static 48]) {
                 snprintf(buf + n, 48 - n, ".%09uZ", nsec);
 }
 
+int envd_symlink_target(const char *path, const char *target, char **ret) {
+        _cleanup_free_ char *joined = NULL;
+        char *out, *o;
+        size_t dir;
+
+        if (!path || path[0] != '/' || !target || !*target)
+                return -EINVAL;
+        dir = (size_t) (strrchr(path, '/') - path);
+        if (target[0] == '/')
+                joined = strdup(target);
+        else if (asprintf(&joined, "%.*s/%s", (int) dir, path, target) < 0)
+                joined = NULL;
+        out = joined ? malloc(strlen(joined) + 2) : NULL;
+        if (!out)
+                return -ENOMEM;
+        o = out;
+        /* one component at a time, as Go's filepath.Clean: "." goes, ".." takes the last one back (not past /) */
+        for (const char *p = joined; *p;) {
+                size_t n = strcspn(p, "/");
+
+                if (n == 0 || (n == 1 && p[0] == '.'))
+                        ;
+                else if (n == 2 && p[0] == '.' && p[1] == '.') {
+                        while (o > out && *--o != '/')
+                                ;
+                } else {
+                        *o++ = '/';
+                        memcpy(o, p, n);
+                        o += n;
+                }
+                p += n + (p[n] == '/');
+        }
+        if (o == out)
+                *o++ = '/';
+        *o = 0;
+        *ret = out;
+        return 0;
+}
+
 cJSON *envd_entry_info(const char *path, const FileEntry *e, const char *owner, const char *group) {
         cJSON *o = cJSON_CreateObject();
         const char *name = strrchr(path, '/');
@@ -243,8 +283,17 @@ cJSON *envd_entry_info(const char *path, const FileEntry *e, const char *owner, 
         snprintf(num, sizeof num, "%u", e->gid);
         cJSON_AddStringToObject(o, "group", group ?: num);
         cJSON_AddStringToObject(o, "modifiedTime", when);
-        if (e->target)
-                cJSON_AddStringToObject(o, "symlinkTarget", e->target);
+        if (e->target) {
+                _cleanup_free_ char *abs = NULL;
+
+                /* envd gives the target as an absolute path (Go's EvalSymlinks), not the link's text: a relative
+                 * one is taken from the link's directory */
+                if (envd_symlink_target(path, e->target, &abs) == -ENOMEM) {
+                        cJSON_Delete(o);
+                        return NULL;
+                }
+                cJSON_AddStringToObject(o, "symlinkTarget", abs ?: e->target);
+        }
         return o;
 }
 

@@ -13,7 +13,9 @@
  * keepalive at most an hour; metadata pairs are at most METADATA_FILTER_MAX, each part non-empty (keys), no
  * longer than its encoding and free of NUL, and the filter made of them (escaped twice) gives them back; a
  * part's path is absolute, bounded, not a directory, and a refusal says why; a signature is "v1_" and 43
- * base64 characters, the same for the same input. */
+ * base64 characters, the same for the same input; a ?startedAfter= time is at least 0 and its seconds come
+ * back from the same digits; a symlink's target (the guest's link text, hostile) comes out absolute, clean (no
+ * "//", no "." or ".." component) and no longer than the link's directory and the text together. */
 
 #include <ctype.h>
 #include <stdlib.h>
@@ -227,6 +229,38 @@ static void meminfo(const char *s) {
         }
 }
 
+/* A list's ?startedAfter=: accepted only as a time at or after 1970. */
+static void rfc3339(const char *s) {
+        int64_t t = -1;
+        int r = e2b_rfc3339_parse(s, &t);
+
+        check(r == 0 || r == -EINVAL);
+        check(r != 0 || (t >= 0 && strlen(s) >= 20));
+}
+
+static bool path_clean(const char *p) {
+        if (p[0] != '/')
+                return false;
+        if (streq(p, "/"))
+                return true;
+        return !strstr(p, "//") && !strstr(p, "/./") && !strstr(p, "/../") && p[strlen(p) - 1] != '/' &&
+                !(strlen(p) >= 2 && streq(p + strlen(p) - 2, "/.")) && !(strlen(p) >= 3 && streq(p + strlen(p) - 3, "/.."));
+}
+
+/* envd's symlinkTarget from the guest's link text, for a link in a few directories. */
+static void symlink_target(const char *s) {
+        static const char *const links[] = { "/home/user/link", "/l", "/a/b/../c/./link" };
+
+        for (size_t i = 0; i < ELEMENTSOF(links); i++) {
+                _cleanup_free_ char *t = NULL;
+                int r = envd_symlink_target(links[i], s, &t);
+
+                check(r == 0 || (r == -EINVAL && !*s));
+                if (r == 0)
+                        check(path_clean(t) && strlen(t) <= strlen(links[i]) + strlen(s) + 1);
+        }
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         _cleanup_free_ char *s = strndup((const char *) data, size);
 
@@ -240,5 +274,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         part_path("x", s, "user");
         signature(s);
         meminfo(s);
+        rfc3339(s);
+        symlink_target(s);
         return 0;
 }

@@ -1,0 +1,131 @@
+# SPDX-License-Identifier: Apache-2.0
+"""What the newest SDKs send besides fork and network updates (issue 26), each served or refused with an error
+that says why: the list's filters, order and pages, the snapshots' name filter, symlinks as envd reports them,
+and the pause modes (lifecycle mode, pause mode, connect on_resume). The pinned SDKs have none of these calls:
+t29 leaves this file to t45."""
+import time
+import uuid
+from datetime import datetime, timedelta, timezone
+
+import pytest
+from e2b import Sandbox, SandboxException, SandboxState
+from e2b.sandbox.sandbox_api import SandboxQuery
+
+from conftest import TEMPLATE
+from test_sandboxes import api, sh
+
+
+@pytest.fixture(scope="module")
+def pair():
+    """Two sandboxes with a metadata tag of their own, made one after the other (a second apart, so that the
+    list's order by start time is theirs)."""
+    tag = uuid.uuid4().hex
+    a = Sandbox.create(TEMPLATE, timeout=600, metadata={"suite": tag, "n": "a"})
+    time.sleep(1.1)
+    b = Sandbox.create(TEMPLATE, timeout=600, metadata={"suite": tag, "n": "b"})
+    yield tag, a, b
+    a.kill()
+    b.kill()
+
+
+def ids(pages):
+    return [s.sandbox_id for s in pages]
+
+
+def all_items(paginator):
+    out = []
+    while paginator.has_next:
+        out += paginator.next_items()
+    return out
+
+
+def test_list_pages_by_limit_and_next_token(pair):
+    tag, a, b = pair
+    p = Sandbox.list(query=SandboxQuery(metadata={"suite": tag}, state=[SandboxState.RUNNING]), limit=1)
+    first = p.next_items()
+    assert ids(first) == [a.sandbox_id]
+    assert p.has_next and p.next_token
+    assert ids(p.next_items()) == [b.sandbox_id]
+    assert not p.has_next
+
+
+def test_list_order(pair):
+    tag, a, b = pair
+    q = SandboxQuery(metadata={"suite": tag})
+    assert ids(all_items(Sandbox.list(query=q, order="asc"))) == [a.sandbox_id, b.sandbox_id]
+    assert ids(all_items(Sandbox.list(query=q, order="desc"))) == [b.sandbox_id, a.sandbox_id]
+    # pages of the descending list go on from where the last one ended
+    assert ids(all_items(Sandbox.list(query=q, order="desc", limit=1))) == [b.sandbox_id, a.sandbox_id]
+
+
+def test_list_started_after_and_template(pair):
+    tag, a, b = pair
+    info = b.get_info()
+    q = lambda **kw: SandboxQuery(metadata={"suite": tag}, **kw)  # noqa: E731
+    assert ids(all_items(Sandbox.list(query=q(started_after=info.started_at)))) == [b.sandbox_id]
+    long_ago = datetime.now(timezone.utc) - timedelta(hours=1)
+    assert ids(all_items(Sandbox.list(query=q(started_after=long_ago)))) == [a.sandbox_id, b.sandbox_id]
+    assert all_items(Sandbox.list(query=q(started_after=datetime.now(timezone.utc) + timedelta(hours=1)))) == []
+    assert ids(all_items(Sandbox.list(query=q(template=TEMPLATE)))) == [a.sandbox_id, b.sandbox_id]
+    assert all_items(Sandbox.list(query=q(template="no-such-template"))) == []
+
+
+def test_list_refuses_what_it_cannot_read():
+    status, body = api("GET", "/v2/sandboxes?startedAfter=yesterday")
+    assert status == 400 and "startedAfter" in body["message"], body
+    status, body = api("GET", "/v2/sandboxes?order=sideways")
+    assert status == 400 and "order" in body["message"], body
+
+
+def test_snapshots_name_filter(pair):
+    _, a, _ = pair
+    name = "newest-" + uuid.uuid4().hex[:8]
+    snap = a.create_snapshot(name)
+    try:
+        found = all_items(Sandbox.list_snapshots(name=name))
+        assert [s.snapshot_id for s in found] == [snap.snapshot_id]
+        assert all_items(Sandbox.list_snapshots(name="no-such-" + name)) == []
+    finally:
+        Sandbox.delete_snapshot(snap.snapshot_id)
+
+
+def test_symlink_target_is_absolute(pair):
+    _, a, _ = pair
+    sh(a, "mkdir -p /home/user/ln/sub && echo x >/home/user/ln/real.txt && "
+          "ln -s real.txt /home/user/ln/rel && ln -s .././real.txt /home/user/ln/sub/up && "
+          "ln -s /home/user//ln/real.txt /home/user/ln/abs")
+    for path in ("/home/user/ln/rel", "/home/user/ln/sub/up", "/home/user/ln/abs"):
+        assert a.files.get_info(path).symlink_target == "/home/user/ln/real.txt", path
+    listed = {e.name: e.symlink_target for e in a.files.list("/home/user/ln")}
+    assert listed["rel"] == listed["abs"] == "/home/user/ln/real.txt"
+    assert listed["real.txt"] is None
+
+
+def test_pause_modes(pair):
+    _, a, _ = pair
+    # a filesystem-only pause is refused, saying why; the sandbox goes on running
+    with pytest.raises(SandboxException, match="memory=false"):
+        a.pause(mode="filesystem")
+    assert a.get_info().state.value == "running"
+    assert sh(a, "echo on") == "on\n"
+    # a full one is space's pause, also when it must find the guest healthy
+    a.pause(mode="full", strict=True)
+    assert a.get_info().state.value == "paused"
+    with pytest.raises(SandboxException, match="reboot"):
+        a.connect(on_resume="reboot")
+    a.connect(on_resume="restore")
+    assert sh(a, "echo back") == "back\n"
+    with pytest.raises(SandboxException, match="memory=false"):
+        a.create_snapshot(mode="filesystem")
+
+
+def test_create_lifecycle_mode():
+    s = Sandbox.create(TEMPLATE, timeout=120, lifecycle={"on_timeout": {"action": "pause", "mode": "full"}})
+    try:
+        info = s.get_info()
+        assert info.lifecycle["on_timeout"] == "pause"
+        assert sh(s, "echo up") == "up\n"
+    finally:
+        s.kill()
+    with pytest.raises(SandboxException, match="autoPauseMemory"):
+        Sandbox.create(TEMPLATE, timeout=120, lifecycle={"on_timeout": {"action": "pause", "mode": "filesystem"}})
