@@ -46,17 +46,23 @@ cJSON *mcp_result_text(const char *text, cJSON *structured) {
         return result_new(text, structured, false);
 }
 
-cJSON *mcp_result_errorf(const char *fmt, ...) {
+static cJSON *result_verrorf(const char *fmt, va_list ap) __attribute__((format(printf, 1, 0)));
+static cJSON *result_verrorf(const char *fmt, va_list ap) {
         _cleanup_free_ char *text = NULL;
-        va_list ap;
-        int k;
 
-        va_start(ap, fmt);
-        k = vasprintf(&text, fmt, ap);
-        va_end(ap);
-        if (k < 0)
+        if (vasprintf(&text, fmt, ap) < 0)
                 return NULL;
         return result_new(text, NULL, true);
+}
+
+cJSON *mcp_result_errorf(const char *fmt, ...) {
+        va_list ap;
+        cJSON *r;
+
+        va_start(ap, fmt);
+        r = result_verrorf(fmt, ap);
+        va_end(ap);
+        return r;
 }
 
 /* What to do about an API error code, for an agent that cannot read the man pages. */
@@ -144,14 +150,11 @@ int mcp_result_add_text(cJSON *result, const char *text) {
 
 static int arg_error(cJSON **ret_error, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static int arg_error(cJSON **ret_error, const char *fmt, ...) {
-        _cleanup_free_ char *text = NULL;
         va_list ap;
-        int k;
 
         va_start(ap, fmt);
-        k = vasprintf(&text, fmt, ap);
+        *ret_error = result_verrorf(fmt, ap);
         va_end(ap);
-        *ret_error = k < 0 ? NULL : mcp_result_errorf("%s", text);
         return *ret_error ? 1 : -ENOMEM;
 }
 
