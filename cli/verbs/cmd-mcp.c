@@ -162,9 +162,22 @@ int cmd_mcp(int argc, char *argv[]) {
                 fprintf(stderr, "spacectl mcp: an MCP server reading JSON-RPC on stdin; it is meant to be started "
                         "by an agent (claude mcp add space -- spacectl mcp). Ctrl-D ends it.\n");
 
-        /* the daemon is started now, not by the first tool call */
+        /* the daemon is started now, not by the first tool call, and a template that is not there is said
+         * here, where whoever set the server up reads it, not to the agent at its first call */
         if (!cli_http())
                 return EXIT_FAIL;
+        if (template) {
+                _cleanup_free_ char *esc = NULL, *path = NULL;
+                SpaceHttpReply reply = {};
+
+                if (space_http_escape(template, &esc) < 0 || asprintf(&path, "/v1/templates/%s", esc) < 0) {
+                        log_error("out of memory");
+                        return EXIT_FAIL;
+                }
+                if (cli_call("GET", path, NULL, &reply) < 0)
+                        return EXIT_FAIL; /* said: "template ... not found", or why the daemon did not answer */
+                space_http_reply_done(&reply);
+        }
 
         /* blocked before any thread starts, so every tool thread has them blocked too */
         sigemptyset(&mask);
