@@ -45,7 +45,7 @@ struct McpServer {
         char *template;         /* opts.template, owned */
         char *name;             /* opts.name, owned */
         char session_id[33];
-        char *protocol_version;
+        const char *protocol_version; /* one of mcp_protocol_versions[] */
 
         pthread_mutex_t lock;   /* calls, n_calls, protocol_version, closing */
         pthread_cond_t calls_changed;

@@ -40,13 +40,18 @@ const char *const mcp_protocol_versions[] = {
         NULL,
 };
 
-bool mcp_protocol_version_known(const char *version) {
+/* The table's own string for version, NULL when it is none of them. */
+static const char *protocol_version_find(const char *version) {
         if (!version)
-                return false;
+                return NULL;
         for (size_t i = 0; mcp_protocol_versions[i]; i++)
                 if (streq(mcp_protocol_versions[i], version))
-                        return true;
-        return false;
+                        return mcp_protocol_versions[i];
+        return NULL;
+}
+
+bool mcp_protocol_version_known(const char *version) {
+        return protocol_version_find(version) != NULL;
 }
 
 static const char *newest_protocol_version(void) {
@@ -344,13 +349,13 @@ static cJSON *tools_list(void) {
 
 static cJSON *initialize(McpServer *s, const cJSON *params) {
         const cJSON *asked = cJSON_GetObjectItemCaseSensitive(params, "protocolVersion");
-        const char *version = cJSON_IsString(asked) && mcp_protocol_version_known(asked->valuestring) ?
-                asked->valuestring : newest_protocol_version();
+        /* the table's string, not the request's: it outlives the message, and a later initialize */
+        const char *version = (cJSON_IsString(asked) ? protocol_version_find(asked->valuestring) : NULL) ?:
+                newest_protocol_version();
         cJSON *result = cJSON_CreateObject(), *caps, *tools, *info;
 
         pthread_mutex_lock(&s->lock);
-        free(s->protocol_version);
-        s->protocol_version = strdup(version);
+        s->protocol_version = version;
         pthread_mutex_unlock(&s->lock);
 
         if (!result || !cJSON_AddStringToObject(result, "protocolVersion", version) ||
@@ -570,7 +575,6 @@ McpServer *mcp_server_free(McpServer *s) {
         pthread_mutex_destroy(&s->send_lock);
         pthread_mutex_destroy(&s->sandbox_lock);
         pthread_mutex_destroy(&s->sandboxes_lock);
-        free(s->protocol_version);
         free(s->template);
         free(s->name);
         free(s);
