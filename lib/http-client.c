@@ -143,67 +143,69 @@ int space_http_escape(const char *s, char **ret) {
 
 /* ---- the handle ---- */
 
-int space_http_new(SpaceHttp **ret) {
+/* A handle for base_url (taken), without a target of its own yet. */
+static int handle_new(char *base_url, SpaceHttp **ret) {
+        _cleanup_free_ char *url = base_url;
         _cleanup_space_http_ SpaceHttp *h = NULL;
-        const char *url, *key;
-        int r;
 
+        if (!url)
+                return -ENOMEM;
         if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK)
                 return -ENOMEM;
-
         h = calloc(1, sizeof *h);
         if (!h)
                 return -ENOMEM;
-
-        url = secure_getenv("SPACE_API_URL");
-        if (url && *url) {
-                size_t n = strlen(url);
-
-                while (n > 0 && url[n - 1] == '/')
-                        n--;
-                h->base_url = strndup(url, n);
-                if (!h->base_url)
-                        return -ENOMEM;
-                key = secure_getenv("SPACE_API_KEY");
-                if (key && *key) {
-                        if (strpbrk(key, "\r\n"))
-                                return -EINVAL;
-                        h->auth_header = strdup_printf("Authorization: Bearer %s", key);
-                        if (!h->auth_header)
-                                return -ENOMEM;
-                }
-        } else {
-                _cleanup_free_ char *path = NULL;
-
-                r = space_socket_path(&path);
-                if (r < 0)
-                        return r;
-                space_http_free(TAKE_PTR(h));
-                return space_http_new_unix(path, ret);
-        }
-
+        h->base_url = TAKE_PTR(url);
         h->easy = curl_easy_init();
         if (!h->easy)
                 return -ENOMEM;
+        *ret = TAKE_PTR(h);
+        return 0;
+}
 
+int space_http_new(SpaceHttp **ret) {
+        _cleanup_space_http_ SpaceHttp *h = NULL;
+        _cleanup_free_ char *path = NULL;
+        const char *url, *key;
+        size_t n;
+        int r;
+
+        url = secure_getenv("SPACE_API_URL");
+        if (!url || !*url) {
+                r = space_socket_path(&path);
+                if (r < 0)
+                        return r;
+                return space_http_new_unix(path, ret);
+        }
+        n = strlen(url);
+        while (n > 0 && url[n - 1] == '/')
+                n--;
+        r = handle_new(strndup(url, n), &h);
+        if (r < 0)
+                return r;
+        key = secure_getenv("SPACE_API_KEY");
+        if (key && *key) {
+                if (strpbrk(key, "\r\n"))
+                        return -EINVAL;
+                h->auth_header = strdup_printf("Authorization: Bearer %s", key);
+                if (!h->auth_header)
+                        return -ENOMEM;
+        }
         *ret = TAKE_PTR(h);
         return 0;
 }
 
 int space_http_new_unix(const char *socket_path, SpaceHttp **ret) {
         _cleanup_space_http_ SpaceHttp *h = NULL;
+        int r;
 
         if (!socket_path || !*socket_path)
                 return -EINVAL;
-        if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK)
-                return -ENOMEM;
-        h = calloc(1, sizeof *h);
-        if (!h)
-                return -ENOMEM;
+        r = handle_new(strdup("http://localhost"), &h);
+        if (r < 0)
+                return r;
         h->socket_path = strdup(socket_path);
-        h->base_url = strdup("http://localhost");
-        h->easy = curl_easy_init();
-        if (!h->socket_path || !h->base_url || !h->easy)
+        if (!h->socket_path)
                 return -ENOMEM;
         *ret = TAKE_PTR(h);
         return 0;
@@ -610,33 +612,17 @@ int space_http_upload(SpaceHttp *h, const char *method, const char *path, int64_
         return perform_streamed(h, hdr, &d, upload_error, &u, ret);
 }
 
-int space_http_download(SpaceHttp *h, const char *path, SpaceHttpHeaderFn on_header, SpaceHttpWriteFn write,
-                        void *userdata, SpaceHttpReply *ret) {
+/* A request whose 2xx body streams to write() (a download's reply), with a JSON body (text, may be NULL) and a
+ * bound on the whole transfer (timeout_sec, 0: none). */
+static int request_streamed(SpaceHttp *h, const char *method, const char *path, const char *text, long timeout_sec,
+                            SpaceHttpHeaderFn on_header, SpaceHttpWriteFn write, void *userdata,
+                            SpaceHttpReply *ret) {
         struct curl_slist *hdr = NULL;
         Download d = { .h = h, .on_header = on_header, .write = write, .userdata = userdata };
         int r;
 
         curl_easy_reset(h->easy);
-        r = setup_easy(h, h->easy, &h->peer_check, h->errbuf, "GET", path, NULL, NULL, 0, NULL, false, &hdr);
-        if (r < 0)
-                return r;
-        return perform_streamed(h, hdr, &d, NULL, NULL, ret);
-}
-
-int space_http_post_streamed(SpaceHttp *h, const char *path, const cJSON *body, long timeout_sec,
-                             SpaceHttpWriteFn write, void *userdata, SpaceHttpReply *ret) {
-        _cleanup_free_ char *text = NULL;
-        struct curl_slist *hdr = NULL;
-        Download d = { .h = h, .write = write, .userdata = userdata };
-        int r;
-
-        if (body) {
-                text = cJSON_PrintUnformatted(body);
-                if (!text)
-                        return -ENOMEM;
-        }
-        curl_easy_reset(h->easy);
-        r = setup_easy(h, h->easy, &h->peer_check, h->errbuf, "POST", path, text ? "application/json" : NULL, text,
+        r = setup_easy(h, h->easy, &h->peer_check, h->errbuf, method, path, text ? "application/json" : NULL, text,
                        text ? strlen(text) : 0, NULL, false, &hdr);
         if (r < 0)
                 return r;
@@ -644,6 +630,23 @@ int space_http_post_streamed(SpaceHttp *h, const char *path, const cJSON *body, 
         if (timeout_sec > 0)
                 curl_easy_setopt(h->easy, CURLOPT_TIMEOUT, timeout_sec);
         return perform_streamed(h, hdr, &d, NULL, NULL, ret);
+}
+
+int space_http_download(SpaceHttp *h, const char *path, SpaceHttpHeaderFn on_header, SpaceHttpWriteFn write,
+                        void *userdata, SpaceHttpReply *ret) {
+        return request_streamed(h, "GET", path, NULL, 0, on_header, write, userdata, ret);
+}
+
+int space_http_post_streamed(SpaceHttp *h, const char *path, const cJSON *body, long timeout_sec,
+                             SpaceHttpWriteFn write, void *userdata, SpaceHttpReply *ret) {
+        _cleanup_free_ char *text = NULL;
+
+        if (body) {
+                text = cJSON_PrintUnformatted(body);
+                if (!text)
+                        return -ENOMEM;
+        }
+        return request_streamed(h, "POST", path, text, timeout_sec, NULL, write, userdata, ret);
 }
 
 /* ---- text/event-stream ---- */
