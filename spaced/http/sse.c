@@ -9,10 +9,14 @@
 #include "http/sse.h"
 
 int sse_format_event(SpaceBuf *buf, uint64_t id, const char *name, const void *data, size_t n, bool base64) {
+        buf->len = 0;
+        return sse_append_event(buf, id, name, data, n, base64);
+}
+
+int sse_append_event(SpaceBuf *buf, uint64_t id, const char *name, const void *data, size_t n, bool base64) {
         char head[96];
         int k;
 
-        buf->len = 0;
         k = snprintf(head, sizeof head, "id: %" PRIu64 "\nevent: %s\ndata: ", id, name);
         if (space_buf_append(buf, head, (size_t) k) < 0)
                 return -ENOMEM;

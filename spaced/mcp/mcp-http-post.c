@@ -1,6 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #include <errno.h>
-#include <inttypes.h>
 #include <microhttpd.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -10,6 +9,7 @@
 #include "core/log.h"
 #include "core/util.h"
 #include "core/worker.h"
+#include "http/sse.h"
 #include "macro.h"
 #include "mcp/mcp-http-internal.h"
 
@@ -64,14 +64,7 @@ static size_t post_pending(const McpPost *p) {
 }
 
 static int post_append_event(McpPost *p, const char *text, size_t n) {
-        char head[64];
-        int k;
-
-        k = snprintf(head, sizeof head, "id: %" PRIu64 "\nevent: message\ndata: ", ++p->session->next_event_id);
-        if (space_buf_append(&p->out, head, (size_t) k) < 0 || space_buf_append(&p->out, text, n) < 0 ||
-            space_buf_append(&p->out, "\n\n", 2) < 0)
-                return -ENOMEM;
-        return 0;
+        return sse_append_event(&p->out, ++p->session->next_event_id, "message", text, n, false);
 }
 
 /* One message for p, on the loop. While the answer's form is undecided (inside mcp_server_receive()) it is
