@@ -54,7 +54,7 @@ bool mcp_protocol_version_known(const char *version) {
         return protocol_version_find(version) != NULL;
 }
 
-static const char *newest_protocol_version(void) {
+const char *mcp_protocol_version_newest(void) {
         size_t n = 0;
 
         while (mcp_protocol_versions[n + 1])
@@ -92,6 +92,19 @@ static cJSON *message_new(const cJSON *id) {
         return m;
 }
 
+cJSON *mcp_error_message(const cJSON *id, int code, const char *message) {
+        cJSON *m = message_new(id), *e = cJSON_CreateObject();
+
+        if (!m || !e || !cJSON_AddNumberToObject(e, "code", code) || !cJSON_AddStringToObject(e, "message", message) ||
+            !cJSON_AddItemToObject(m, "error", e)) {
+                if (m && !cJSON_GetObjectItemCaseSensitive(m, "error"))
+                        cJSON_Delete(e);
+                cJSON_Delete(m);
+                return NULL;
+        }
+        return m;
+}
+
 static void send_result(McpServer *s, const cJSON *id, cJSON *result, void *context) {
         cJSON *m = message_new(id);
 
@@ -107,23 +120,14 @@ static void send_error(McpServer *s, const cJSON *id, int code, void *context, c
         __attribute__((format(printf, 5, 6)));
 static void send_error(McpServer *s, const cJSON *id, int code, void *context, const char *fmt, ...) {
         _cleanup_free_ char *text = NULL;
-        cJSON *m = message_new(id), *e = cJSON_CreateObject();
         va_list ap;
         int k;
 
         va_start(ap, fmt);
         k = vasprintf(&text, fmt, ap);
         va_end(ap);
-        if (k < 0)
-                text = NULL;
-        if (!m || !e || !text || !cJSON_AddNumberToObject(e, "code", code) ||
-            !cJSON_AddStringToObject(e, "message", text) || !cJSON_AddItemToObject(m, "error", e)) {
-                if (m && !cJSON_GetObjectItemCaseSensitive(m, "error"))
-                        cJSON_Delete(e);
-                cJSON_Delete(m);
-                return;
-        }
-        mcp_send(s, m, context);
+        if (k >= 0)
+                mcp_send(s, mcp_error_message(id, code, text), context);
 }
 
 /* ---- the calls ---- */
@@ -351,7 +355,7 @@ static cJSON *initialize(McpServer *s, const cJSON *params) {
         const cJSON *asked = cJSON_GetObjectItemCaseSensitive(params, "protocolVersion");
         /* the table's string, not the request's: it outlives the message, and a later initialize */
         const char *version = (cJSON_IsString(asked) ? protocol_version_find(asked->valuestring) : NULL) ?:
-                newest_protocol_version();
+                mcp_protocol_version_newest();
         cJSON *result = cJSON_CreateObject(), *caps, *tools, *info;
 
         pthread_mutex_lock(&s->lock);

@@ -66,6 +66,11 @@ int mcp_server_receive(McpServer *s, const char *text, size_t len, void *context
 const char *mcp_server_session_id(McpServer *s);
 /* Whether version is one of mcp_protocol_versions[]. */
 bool mcp_protocol_version_known(const char *version);
+/* The newest of them: what an initialize asking for another gets. */
+const char *mcp_protocol_version_newest(void);
+/* {"jsonrpc": "2.0", "id": id (a copy; NULL: null), "error": {"code", "message"}}: the engine's error answers,
+ * and a transport's for a message it refuses before the engine sees it. NULL when out of memory. */
+cJSON *mcp_error_message(const cJSON *id, int code, const char *message);
 /* The protocol revision the session's initialize settled on, NULL before one. */
 const char *mcp_server_protocol_version(McpServer *s);
 /* Calls still running. */

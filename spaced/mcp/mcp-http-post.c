@@ -100,17 +100,18 @@ static void post_deliver(McpPost *p, char *text, bool response, bool result) {
 
 /* The end of a call the session's end cut short: its client gets an error instead of a stream that stops. */
 static void post_abandon(McpPost *p) {
-        _cleanup_free_ char *text = NULL;
+        _cleanup_cjson_ cJSON *id = NULL, *m = NULL;
+        char *text;
 
         if (!p->request_id || p->got_result || p->got_error || !p->request)
                 return;
-        if (asprintf(&text,
-                     "{\"jsonrpc\":\"2.0\",\"id\":%s,\"error\":{\"code\":-32000,\"message\":\"the MCP session "
-                     "ended (deleted, idle for an hour, or the daemon stopping) before this request was "
-                     "answered; start a new session with initialize\"}}",
-                     p->request_id) < 0)
-                return;
-        post_deliver(p, TAKE_PTR(text), true, false);
+        id = cJSON_Parse(p->request_id);
+        m = id ? mcp_error_message(id, -32000, "the MCP session ended (deleted, idle for an hour, or the daemon "
+                                   "stopping) before this request was answered; start a new session with "
+                                   "initialize") : NULL;
+        text = m ? cJSON_PrintUnformatted(m) : NULL;
+        if (text)
+                post_deliver(p, text, true, false);
 }
 
 void mcp_post_finish(McpPost *p) {

@@ -44,49 +44,25 @@ int mcp_respond(Request *r, unsigned status, const char *type, char *body, size_
         return q == MHD_YES ? 0 : -EIO;
 }
 
-static int respond_error_allow(Request *r, unsigned status, int code, const char *allow, const char *fmt,
-                               va_list ap) {
-        _cleanup_free_ char *msg = NULL;
-        cJSON *o = cJSON_CreateObject(), *e;
-        char *text;
+/* A JSON-RPC error object (id null) with status, and Allow (may be NULL). */
+static int respond_error_allow(Request *r, unsigned status, int code, const char *allow, const char *message) {
+        _cleanup_cjson_ cJSON *o = mcp_error_message(NULL, code, message);
+        char *text = o ? cJSON_PrintUnformatted(o) : NULL;
 
-        if (vasprintf(&msg, fmt, ap) < 0)
-                msg = NULL;
-        if (!o)
-                return -ENOMEM;
-        cJSON_AddStringToObject(o, "jsonrpc", "2.0");
-        cJSON_AddNullToObject(o, "id");
-        e = cJSON_AddObjectToObject(o, "error");
-        cJSON_AddNumberToObject(e, "code", code);
-        cJSON_AddStringToObject(e, "message", msg ?: "error");
-        text = cJSON_PrintUnformatted(o);
-        cJSON_Delete(o);
         if (!text)
                 return -ENOMEM;
         return mcp_respond(r, status, "application/json", text, strlen(text), NULL, allow);
 }
 
-static int respond_error_with_allow(Request *r, unsigned status, int code, const char *allow, const char *fmt,
-                                   ...) __attribute__((format(printf, 5, 6)));
-static int respond_error_with_allow(Request *r, unsigned status, int code, const char *allow, const char *fmt,
-                                   ...) {
-        va_list ap;
-        int q;
-
-        va_start(ap, fmt);
-        q = respond_error_allow(r, status, code, allow, fmt, ap);
-        va_end(ap);
-        return q;
-}
-
 int mcp_respond_error(Request *r, unsigned status, int code, const char *fmt, ...) {
+        _cleanup_free_ char *msg = NULL;
         va_list ap;
-        int q;
+        int k;
 
         va_start(ap, fmt);
-        q = respond_error_allow(r, status, code, NULL, fmt, ap);
+        k = vasprintf(&msg, fmt, ap);
         va_end(ap);
-        return q;
+        return respond_error_allow(r, status, code, NULL, k < 0 ? "error" : msg);
 }
 
 /* ---- the checks of every request ---- */
@@ -146,14 +122,6 @@ static bool accepts(const char *accept, const char *type) {
         return strcasestr(accept, type) || strcasestr(accept, family) || strstr(accept, "*/*");
 }
 
-static const char *newest_version(void) {
-        size_t i = 0;
-
-        while (mcp_protocol_versions[i + 1])
-                i++;
-        return mcp_protocol_versions[i];
-}
-
 /* Origin (403), Accept for a POST (406: it must take JSON or events), MCP-Protocol-Version (400). False when
  * it answered. */
 static bool headers_ok(Request *r, bool post, bool *ret_json, bool *ret_sse) {
@@ -179,7 +147,7 @@ static bool headers_ok(Request *r, bool post, bool *ret_json, bool *ret_sse) {
         if (version && !mcp_protocol_version_known(version)) {
                 mcp_respond_error(r, MHD_HTTP_BAD_REQUEST, MCP_TRANSPORT_ERROR,
                                   "Bad Request: unsupported MCP-Protocol-Version %.40s (this server speaks %s to "
-                                  "%s)", version, mcp_protocol_versions[0], newest_version());
+                                  "%s)", version, mcp_protocol_versions[0], mcp_protocol_version_newest());
                 return false;
         }
         return true;
@@ -338,9 +306,9 @@ static void get_mcp(Request *r, const RouteArgs *a) {
         if (!headers_ok(r, false, NULL, NULL))
                 return;
         /* no server-initiated messages: MCP lets a server refuse the GET stream so */
-        (void) respond_error_with_allow(r, MHD_HTTP_METHOD_NOT_ALLOWED, MCP_TRANSPORT_ERROR, "POST, DELETE",
-                                        "Method Not Allowed: this server sends no messages of its own; POST "
-                                        "requests to /mcp");
+        (void) respond_error_allow(r, MHD_HTTP_METHOD_NOT_ALLOWED, MCP_TRANSPORT_ERROR, "POST, DELETE",
+                                   "Method Not Allowed: this server sends no messages of its own; POST requests "
+                                   "to /mcp");
 }
 
 /* A DELETE waits for the session's end (its sandboxes removed), which a worker does; its client may leave. */
