@@ -26,7 +26,7 @@ int worker_start(Manager *m, void *(*fn)(void *), void *arg) {
         return 0;
 }
 
-void completion_post(Manager *m, void (*done)(Manager *m, void *userdata), void *userdata) {
+static void post(Manager *m, void (*done)(Manager *m, void *userdata), void *userdata, bool worker_end) {
         Completion *c = calloc(1, sizeof *c);
         uint64_t one = 1;
 
@@ -34,6 +34,7 @@ void completion_post(Manager *m, void (*done)(Manager *m, void *userdata), void 
                 abort(); /* nothing sane to do: the loop would wait forever */
         c->done = done;
         c->userdata = userdata;
+        c->worker_end = worker_end;
         pthread_mutex_lock(&m->completions_lock);
         /* append, so completions run in the order they were posted */
         Completion **tail = &m->completions;
@@ -42,6 +43,14 @@ void completion_post(Manager *m, void (*done)(Manager *m, void *userdata), void 
         *tail = c;
         pthread_mutex_unlock(&m->completions_lock);
         (void) !write(m->completion_fd, &one, sizeof one);
+}
+
+void completion_post(Manager *m, void (*done)(Manager *m, void *userdata), void *userdata) {
+        post(m, done, userdata, true);
+}
+
+void completion_post_foreign(Manager *m, void (*done)(Manager *m, void *userdata), void *userdata) {
+        post(m, done, userdata, false);
 }
 
 static int on_completion(sd_event_source *s, int fd, uint32_t revents, void *userdata) {
@@ -57,7 +66,8 @@ static int on_completion(sd_event_source *s, int fd, uint32_t revents, void *use
         while (list) {
                 Completion *c = list;
                 list = c->next;
-                m->workers_running--;
+                if (c->worker_end)
+                        m->workers_running--;
                 c->done(m, c->userdata);
                 free(c);
         }

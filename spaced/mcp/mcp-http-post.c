@@ -145,9 +145,7 @@ static void event_run(McpEvent *e) {
 }
 
 static void on_event(Manager *m, void *userdata) {
-        /* completions count as workers' ends (core/worker.c); these come from the engine's threads, which
-         * worker_start() never counted */
-        m->workers_running++;
+        (void) m;
         event_run(userdata);
 }
 
@@ -155,7 +153,7 @@ static void post_event(McpSession *s, McpEvent *e) {
         if (pthread_equal(pthread_self(), loop_thread))
                 event_run(e); /* from inside mcp_server_receive(): the handler decides the answer after it */
         else
-                completion_post(s->manager, on_event, e);
+                completion_post_foreign(s->manager, on_event, e);
 }
 
 void mcp_post_send(const cJSON *message, void *context, void *userdata) {
@@ -184,7 +182,7 @@ void mcp_post_done(void *context, void *userdata) {
                 return;
         e = calloc(1, sizeof *e);
         if (!e)
-                abort(); /* as completion_post(): without it the POST would never end */
+                abort(); /* as completion_post_foreign(): without it the POST would never end */
         e->post = context;
         post_event(userdata, e);
 }
