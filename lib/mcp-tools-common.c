@@ -16,6 +16,7 @@
 
 #include "macro.h"
 #include "mcp-tools-internal.h"
+#include "proto.h"
 
 /* ---- a handler's way out ---- */
 
@@ -129,21 +130,21 @@ void mcp_text_done(McpText *t) {
 }
 
 int mcp_text_append(McpText *t, const void *p, size_t n) {
-        if (n > SIZE_MAX / 2 - t->len)
-                return -ENOMEM;
-        if (t->len + n + 1 > t->size) {
-                size_t size = t->size * 2 > t->len + n + 1 ? t->size * 2 : t->len + n + 1 + 64;
-                char *d = realloc(t->data, size);
+        /* libspace's growing buffer, with a NUL kept after the text (not counted in len) */
+        SpaceBuf b = { .data = (uint8_t *) t->data, .len = t->len, .cap = t->size };
+        int r;
 
-                if (!d)
-                        return -ENOMEM;
-                t->data = d;
-                t->size = size;
+        r = space_buf_append(&b, p, n);
+        if (r >= 0)
+                r = space_buf_append(&b, "", 1);
+        t->data = (char *) b.data;
+        t->size = b.cap;
+        if (r < 0) {
+                if (t->data)
+                        t->data[t->len] = 0; /* what was added is dropped */
+                return r;
         }
-        if (n > 0)
-                memcpy(t->data + t->len, p, n);
-        t->len += n;
-        t->data[t->len] = 0;
+        t->len = b.len - 1;
         return 0;
 }
 
