@@ -17,9 +17,6 @@
 #include "mcp-internal.h"
 #include "mcp-tools-internal.h"
 
-/* A create (a restore of the template's base snapshot) takes well under a second; its first one boots the
- * template and saves its base, a minute or two under TCG. */
-#define SESSION_CREATE_WAIT_SEC 30
 #define SESSION_REMOVE_WAIT_SEC 60
 
 /* ---- the list ---- */
@@ -94,38 +91,6 @@ void mcp_session_cleanup(McpServer *s) {
 }
 
 /* ---- looking sandboxes up ---- */
-
-/* GET /v1/sandboxes/REF: 0 with the Sandbox, 1 with a tool error (ret_missing set when it does not exist),
- * < 0. */
-static int sandbox_get(McpCall *call, const char *ref, cJSON **ret, bool *ret_missing, cJSON **ret_error) {
-        _cleanup_free_ char *path = NULL;
-        SpaceHttpReply reply = {};
-        int r;
-
-        *ret_missing = false;
-        r = mcp_sandbox_path(ref, NULL, &path);
-        if (r < 0)
-                return r;
-        r = space_http_call(mcp_call_http(call), "GET", path, NULL, &reply);
-        if (r < 0) {
-                if (r == -EINTR || r == -ENOMEM)
-                        return r;
-                *ret_error = mcp_result_transport_error("looking the sandbox up", mcp_call_http(call), r);
-                return *ret_error ? 1 : -ENOMEM;
-        }
-        if (!space_http_reply_ok(&reply) || !cJSON_IsString(cJSON_GetObjectItemCaseSensitive(reply.json, "id"))) {
-                *ret_missing = reply.status == 404;
-                *ret_error = reply.status == 404 ?
-                        mcp_result_errorf("no sandbox '%.100s': sandbox_list shows the sandboxes; leave sandbox_id "
-                                          "out to use this session's own", ref) :
-                        mcp_result_api_error("looking the sandbox up", &reply);
-                space_http_reply_done(&reply);
-                return *ret_error ? 1 : -ENOMEM;
-        }
-        *ret = TAKE_PTR(reply.json);
-        space_http_reply_done(&reply);
-        return 0;
-}
 
 /* The session's template: the configured one, else the first of these the daemon has. */
 static int session_template(McpCall *call, char **ret, cJSON **ret_error) {
@@ -222,8 +187,9 @@ static int session_sandbox_create(McpCall *call, const char *template, const cha
         return r;
 }
 
-/* The session's sandbox: the one made before if it is still there, the kept one of that name, or a new one. */
-static int session_sandbox(McpCall *call, char **ret_id, cJSON **ret_error) {
+/* The session's sandbox: the one made before if it is still there, the kept one of that name, or a new one.
+ * *ret_sb gets the Sandbox when it was looked up on the way (NULL for a new one). */
+static int session_sandbox(McpCall *call, char **ret_id, cJSON **ret_sb, cJSON **ret_error) {
         McpServer *s = mcp_call_server(call);
         _cleanup_free_ char *template = NULL, *name = NULL, *id = NULL;
         _cleanup_cjson_ cJSON *sb = NULL;
@@ -234,7 +200,7 @@ static int session_sandbox(McpCall *call, char **ret_id, cJSON **ret_error) {
         pthread_mutex_lock(&s->sandbox_lock);
         id = mcp_session_sandbox_id(s);
         if (id) {
-                r = sandbox_get(call, id, &sb, &missing, &ignored);
+                r = mcp_sandbox_get(call, id, &sb, &missing, &ignored);
                 cJSON_Delete(ignored);
                 if (r == 0 || !missing) {
                         /* there, or the daemon did not say it is gone: go on with it */
@@ -242,6 +208,7 @@ static int session_sandbox(McpCall *call, char **ret_id, cJSON **ret_error) {
                         if (r < 0)
                                 return r;
                         *ret_id = TAKE_PTR(id);
+                        *ret_sb = TAKE_PTR(sb);
                         return 0;
                 }
                 mcp_session_forget_sandbox(s, id); /* removed by someone else: make another */
@@ -257,10 +224,10 @@ static int session_sandbox(McpCall *call, char **ret_id, cJSON **ret_error) {
         }
         if (r == 0 && name) {
                 /* a kept sandbox of an earlier session goes on where it was left */
-                r = sandbox_get(call, name, &sb, &missing, &ignored);
+                r = mcp_sandbox_get(call, name, &sb, &missing, &ignored);
                 cJSON_Delete(ignored);
                 if (r == 0) {
-                        id = strdup(cJSON_GetObjectItemCaseSensitive(sb, "id")->valuestring);
+                        id = strdup(mcp_json_string(sb, "id"));
                         r = id ? mcp_session_add_sandbox(s, id, true) : -ENOMEM;
                 } else if (r == 1 && missing)
                         r = 0;
@@ -270,78 +237,65 @@ static int session_sandbox(McpCall *call, char **ret_id, cJSON **ret_error) {
         else if (r == 0)
                 session_sandbox_set(s, id);
         pthread_mutex_unlock(&s->sandbox_lock);
-        if (r == 0)
+        if (r == 0) {
                 *ret_id = TAKE_PTR(id);
+                *ret_sb = TAKE_PTR(sb);
+        }
         return r;
 }
 
-int mcp_call_sandbox(McpCall *call, const cJSON *args, char **ret_id, cJSON **ret_error) {
+/* mcp_call_sandbox(), and the Sandbox when it was looked up on the way (*ret_sb, else NULL). */
+static int call_sandbox(McpCall *call, const cJSON *args, char **ret_id, cJSON **ret_sb, cJSON **ret_error) {
         _cleanup_cjson_ cJSON *sb = NULL;
         const char *ref = NULL;
-        bool missing;
         int r;
 
+        *ret_sb = NULL;
         r = mcp_arg_string(args, "sandbox_id", false, &ref, ret_error);
         if (r != 0)
                 return r;
         if (!ref)
-                return session_sandbox(call, ret_id, ret_error);
+                return session_sandbox(call, ret_id, ret_sb, ret_error);
         if (!*ref) {
                 *ret_error = mcp_result_errorf("sandbox_id is empty: give a sandbox's id or name, or leave it out "
                                                "to use this session's own sandbox");
                 return *ret_error ? 1 : -ENOMEM;
         }
-        r = sandbox_get(call, ref, &sb, &missing, ret_error);
+        r = mcp_sandbox_get(call, ref, &sb, NULL, ret_error);
         if (r != 0)
                 return r;
-        *ret_id = strdup(cJSON_GetObjectItemCaseSensitive(sb, "id")->valuestring);
-        return *ret_id ? 0 : -ENOMEM;
+        *ret_id = strdup(mcp_json_string(sb, "id"));
+        if (!*ret_id)
+                return -ENOMEM;
+        *ret_sb = TAKE_PTR(sb);
+        return 0;
 }
 
-/* POST /v1/sandboxes/ID/VERB?wait=S and the operation it starts, if any. */
-static int sandbox_verb(McpCall *call, const char *id, const char *verb, const char *what, cJSON **ret_error) {
-        _cleanup_free_ char *path = NULL;
-        _cleanup_cjson_ cJSON *op = NULL;
-        SpaceHttpReply reply = {};
-        int r;
+int mcp_call_sandbox(McpCall *call, const cJSON *args, char **ret_id, cJSON **ret_error) {
+        _cleanup_cjson_ cJSON *sb = NULL;
 
-        if (asprintf(&path, "/v1/sandboxes/%s/%s?wait=%d", id, verb, SESSION_CREATE_WAIT_SEC) < 0)
-                return -ENOMEM;
-        r = mcp_api_request(call, "POST", path, NULL, what, &reply, ret_error);
-        if (r != 0)
-                return r;
-        if (cJSON_GetObjectItemCaseSensitive(reply.json, "operation"))
-                r = mcp_wait_operation(call, what, reply.json, &op, ret_error);
-        space_http_reply_done(&reply);
-        return r;
+        return call_sandbox(call, args, ret_id, &sb, ret_error);
 }
 
 int mcp_call_sandbox_running(McpCall *call, const cJSON *args, char **ret_id, cJSON **ret_error) {
         _cleanup_free_ char *id = NULL;
         _cleanup_cjson_ cJSON *sb = NULL;
-        const cJSON *state;
-        bool missing;
+        const char *state;
         int r;
 
-        r = mcp_call_sandbox(call, args, &id, ret_error);
+        r = call_sandbox(call, args, &id, &sb, ret_error);
+        if (r == 0 && !sb)
+                r = mcp_sandbox_get(call, id, &sb, NULL, ret_error);
         if (r != 0)
                 return r;
-        r = sandbox_get(call, id, &sb, &missing, ret_error);
-        if (r != 0)
-                return r;
-        state = cJSON_GetObjectItemCaseSensitive(sb, "state");
-        if (!cJSON_IsString(state)) {
-                *ret_error = mcp_result_errorf("sandbox %s: the daemon answered no state", id);
-                return *ret_error ? 1 : -ENOMEM;
-        }
-        if (streq(state->valuestring, "suspended"))
-                r = sandbox_verb(call, id, "wake", "waking the sandbox", ret_error);
-        else if (streq(state->valuestring, "paused"))
-                r = sandbox_verb(call, id, "resume", "resuming the sandbox", ret_error);
-        else if (!streq(state->valuestring, "running") && !streq(state->valuestring, "creating") &&
-                 !streq(state->valuestring, "waking")) {
-                *ret_error = mcp_result_errorf("sandbox %s is %s, not running: %s", id, state->valuestring,
-                                               streq(state->valuestring, "error") || streq(state->valuestring, "stopped") ?
+        state = mcp_json_string(sb, "state");
+        if (streq(state, "suspended"))
+                r = mcp_sandbox_lifecycle(call, id, "wake", "waking", ret_error);
+        else if (streq(state, "paused"))
+                r = mcp_sandbox_lifecycle(call, id, "resume", "resuming", ret_error);
+        else if (!streq(state, "running") && !streq(state, "creating") && !streq(state, "waking")) {
+                *ret_error = mcp_result_errorf("sandbox %s is %s, not running: %s", id, state,
+                                               streq(state, "error") || streq(state, "stopped") ?
                                                "remove it (sandbox_remove) and make another" :
                                                "wait for it and try again");
                 return *ret_error ? 1 : -ENOMEM;

@@ -38,6 +38,13 @@ int mcp_result_or_enomem(cJSON *result, cJSON **ret_result) {
 
 /* ---- JSON from the daemon ---- */
 
+bool mcp_json_string_or_null(const cJSON *o, const char *key, const char **ret) {
+        const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+
+        *ret = cJSON_IsString(v) ? v->valuestring : NULL;
+        return !v || cJSON_IsNull(v) || cJSON_IsString(v);
+}
+
 const char *mcp_json_string(const cJSON *o, const char *key) {
         const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
 
@@ -120,6 +127,55 @@ int mcp_api_request(McpCall *call, const char *method, const char *path, const c
         }
         *ret_reply = reply;
         return 0;
+}
+
+/* How long a lifecycle request waits in the daemon before mcp_wait_operation() polls the rest. */
+#define LIFECYCLE_WAIT_SEC 60
+
+int mcp_sandbox_get(McpCall *call, const char *ref, cJSON **ret, bool *ret_missing, cJSON **ret_error) {
+        _cleanup_(space_http_reply_done) SpaceHttpReply reply = {};
+        _cleanup_free_ char *url = NULL, *what = NULL;
+        const char *name;
+        int r;
+
+        if (ret_missing)
+                *ret_missing = false;
+        if (mcp_sandbox_path(ref, NULL, &url) < 0 || asprintf(&what, "looking up sandbox '%s'", ref) < 0)
+                return -ENOMEM;
+        r = space_http_call(mcp_call_http(call), "GET", url, NULL, &reply);
+        if (r < 0)
+                return mcp_transport_fail(call, r, what, ret_error);
+        if (reply.status == 404) {
+                if (ret_missing)
+                        *ret_missing = true;
+                *ret_error = mcp_result_errorf("no sandbox '%.100s': sandbox_list shows the sandboxes; leave "
+                                               "sandbox_id out to use this session's own", ref);
+                return *ret_error ? 1 : -ENOMEM;
+        }
+        if (!space_http_reply_ok(&reply)) {
+                *ret_error = mcp_result_api_error(what, &reply);
+                return *ret_error ? 1 : -ENOMEM;
+        }
+        if (!cJSON_IsObject(reply.json) || !mcp_json_string(reply.json, "id") ||
+            !mcp_json_string(reply.json, "template") || !mcp_json_string(reply.json, "state") ||
+            !mcp_json_string_or_null(reply.json, "name", &name))
+                return mcp_bad_reply(what, "Sandbox (id, template, state)", ret_error);
+        *ret = TAKE_PTR(reply.json);
+        return 0;
+}
+
+int mcp_sandbox_lifecycle(McpCall *call, const char *id, const char *verb, const char *doing, cJSON **ret_error) {
+        _cleanup_(space_http_reply_done) SpaceHttpReply reply = {};
+        _cleanup_free_ char *url = NULL, *suffix = NULL, *what = NULL;
+        int r;
+
+        if (asprintf(&suffix, "/%s?wait=%d", verb, LIFECYCLE_WAIT_SEC) < 0 || mcp_sandbox_path(id, suffix, &url) < 0 ||
+            asprintf(&what, "%s sandbox %s", doing, id) < 0)
+                return -ENOMEM;
+        r = mcp_api_request(call, "POST", url, NULL, what, &reply, ret_error);
+        if (r != 0)
+                return r;
+        return mcp_wait_operation(call, what, reply.json, NULL, ret_error);
 }
 
 /* ---- text ---- */

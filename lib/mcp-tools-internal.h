@@ -4,8 +4,8 @@
 /*
  * What the tool families (lib/mcp-tools-*.c) share, in lib/mcp-tools-common.c: a handler's way out, reading the
  * daemon's JSON, the request every tool makes, and a text buffer that turns a guest's bytes into text a JSON
- * string can carry. Private to the tools; the engine's lib/mcp-session.c and lib/mcp-util.c use
- * mcp_api_request() too. Nothing here is for lib/mcp.h's users.
+ * string can carry. Private to the tools; the engine's lib/mcp-session.c and lib/mcp-util.c use its requests
+ * too. Nothing here is for lib/mcp.h's users.
  */
 
 #include <stdbool.h>
@@ -27,6 +27,8 @@ int mcp_result_or_enomem(cJSON *result, cJSON **ret_result);
 const char *mcp_json_string(const cJSON *o, const char *key);
 /* true with *ret when o[key] is an integer within [min, max]. */
 bool mcp_json_integer(const cJSON *o, const char *key, int64_t min, int64_t max, int64_t *ret);
+/* A string member, or NULL when it is null or absent (*ret); false when it is anything else. */
+bool mcp_json_string_or_null(const cJSON *o, const char *key, const char **ret);
 /* The len bytes at data parsed, when they are a JSON object; NULL otherwise. */
 cJSON *mcp_json_object_parse(const char *data, size_t len);
 /* A valid UTF-8 copy of a guest's string, at most max bytes; "" for NULL. NULL when out of memory. */
@@ -46,6 +48,12 @@ int mcp_transport_fail(McpCall *call, int r, const char *what, cJSON **ret_error
  * refusal or a transport failure, named by what), < 0 (-EINTR when cancelled, -ENOMEM). */
 int mcp_api_request(McpCall *call, const char *method, const char *path, const cJSON *body, const char *what,
                     SpaceHttpReply *ret_reply, cJSON **ret_error);
+/* GET /v1/sandboxes/REF: 0 with the Sandbox (its id, template and state strings, its name a string or null), 1
+ * with a tool error (*ret_missing, may be NULL, says whether it is because there is no such sandbox), < 0. */
+int mcp_sandbox_get(McpCall *call, const char *ref, cJSON **ret, bool *ret_missing, cJSON **ret_error);
+/* POST /v1/sandboxes/ID/VERB (suspend, wake, resume) and the wait for its operation: 0, 1 with a tool error naming
+ * doing ("waking"), < 0. */
+int mcp_sandbox_lifecycle(McpCall *call, const char *id, const char *verb, const char *doing, cJSON **ret_error);
 
 /* ---- text ---- */
 

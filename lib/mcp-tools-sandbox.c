@@ -30,37 +30,12 @@
 
 #define SANDBOX_ID_HEX 32
 
-/* A string member, or NULL when it is null or absent; false when it is anything else. */
-static bool json_string_or_null(const cJSON *o, const char *key, const char **ret) {
-        const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
-
-        *ret = cJSON_IsString(v) ? v->valuestring : NULL;
-        return !v || cJSON_IsNull(v) || cJSON_IsString(v);
-}
-
 /* A Sandbox of the API with the members the tools use, of the right types. */
 static bool sandbox_json_valid(const cJSON *sb) {
         const char *name;
 
         return cJSON_IsObject(sb) && mcp_json_string(sb, "id") && mcp_json_string(sb, "template") &&
-               mcp_json_string(sb, "state") && json_string_or_null(sb, "name", &name);
-}
-
-/* GET /v1/sandboxes/{ref}: 0 with the Sandbox in *ret (validated), 1 with a tool error, < 0. */
-static int sandbox_get(McpCall *call, const char *ref, cJSON **ret, cJSON **ret_error) {
-        _cleanup_(space_http_reply_done) SpaceHttpReply reply = {};
-        _cleanup_free_ char *url = NULL, *what = NULL;
-        int r;
-
-        if (mcp_sandbox_path(ref, NULL, &url) < 0 || asprintf(&what, "looking up sandbox '%s'", ref) < 0)
-                return -ENOMEM;
-        r = mcp_api_request(call, "GET", url, NULL, what, &reply, ret_error);
-        if (r != 0)
-                return r;
-        if (!sandbox_json_valid(reply.json))
-                return mcp_bad_reply(what, "Sandbox (id, template, state)", ret_error);
-        *ret = TAKE_PTR(reply.json);
-        return 0;
+               mcp_json_string(sb, "state") && mcp_json_string_or_null(sb, "name", &name);
 }
 
 /* {sandbox_id, name, template, state} of a valid Sandbox. */
@@ -105,7 +80,7 @@ static int sandbox_named(McpCall *call, const cJSON *args, bool required, cJSON 
                 }
                 ref = session;
         }
-        return sandbox_get(call, ref, ret, ret_error);
+        return mcp_sandbox_get(call, ref, ret, NULL, ret_error);
 }
 
 static int add_egress(const cJSON *args, cJSON *body, cJSON **ret_error) {
@@ -194,7 +169,7 @@ static int sandbox_create(McpCall *call, const cJSON *args, cJSON **ret_result) 
                 return r;
         r = mcp_wait_operation(call, "creating a sandbox", reply.json, NULL, &err);
         if (r == 0)
-                r = sandbox_get(call, id, &sb, &err);
+                r = mcp_sandbox_get(call, id, &sb, NULL, &err);
         if (r != 0)
                 return mcp_tool_fail(r, &err, ret_result);
 
@@ -324,23 +299,14 @@ static int sandbox_remove(McpCall *call, const cJSON *args, cJSON **ret_result) 
         return mcp_result_or_enomem(mcp_result_text(text, o), ret_result);
 }
 
-/* POST /v1/sandboxes/{id}/<action>?wait= and its operation; then the sandbox as it is. */
+/* POST /v1/sandboxes/{id}/<action> and its operation; then the sandbox as it is. */
 static int lifecycle(McpCall *call, const char *id, const char *action, const char *doing, cJSON **ret_sb,
                      cJSON **ret_error) {
-        _cleanup_(space_http_reply_done) SpaceHttpReply reply = {};
-        _cleanup_free_ char *url = NULL, *suffix = NULL, *what = NULL;
-        int r;
+        int r = mcp_sandbox_lifecycle(call, id, action, doing, ret_error);
 
-        if (asprintf(&suffix, "/%s?wait=%d", action, LIFECYCLE_WAIT_SEC) < 0 ||
-            mcp_sandbox_path(id, suffix, &url) < 0 || asprintf(&what, "%s sandbox %s", doing, id) < 0)
-                return -ENOMEM;
-        r = mcp_api_request(call, "POST", url, NULL, what, &reply, ret_error);
         if (r != 0)
                 return r;
-        r = mcp_wait_operation(call, what, reply.json, NULL, ret_error);
-        if (r != 0)
-                return r;
-        return sandbox_get(call, id, ret_sb, ret_error);
+        return mcp_sandbox_get(call, id, ret_sb, NULL, ret_error);
 }
 
 /* suspend and wake: the action the sandbox's state calls for (NULL: none, it is there already). */
@@ -446,7 +412,7 @@ static int checkpoint_filter(McpCall *call, const char *ref, char **ret, cJSON *
         cJSON *err = NULL;
         int r;
 
-        r = sandbox_get(call, ref, &sb, &err);
+        r = mcp_sandbox_get(call, ref, &sb, NULL, &err);
         if (r == 1 && string_is_hex(ref, SANDBOX_ID_HEX)) {
                 cJSON_Delete(err);
                 *ret = strdup(ref);
@@ -533,7 +499,7 @@ static int checkpoint_list(McpCall *call, const cJSON *args, cJSON **ret_result)
                 cJSON_GetArraySize(all) ? ":" : ". sandbox_checkpoint takes one.");
         cJSON_ArrayForEach(cp, all) {
                 const char *name;
-                if (!mcp_json_string(cp, "id") || !json_string_or_null(cp, "name", &name) || n >= LIST_MAX) {
+                if (!mcp_json_string(cp, "id") || !mcp_json_string_or_null(cp, "name", &name) || n >= LIST_MAX) {
                         skipped++;
                         continue;
                 }
@@ -572,7 +538,7 @@ static int sandbox_restore(McpCall *call, const cJSON *args, cJSON **ret_result)
         if (r == 0)
                 r = mcp_wait_operation(call, what, reply.json, NULL, &err);
         if (r == 0)
-                r = sandbox_get(call, id, &sb, &err);
+                r = mcp_sandbox_get(call, id, &sb, NULL, &err);
         if (r != 0)
                 return mcp_tool_fail(r, &err, ret_result);
 
