@@ -63,7 +63,8 @@ McpServer *mcp_call_server(McpCall *call);
 
 /*
  * The sandbox a call is about: args' "sandbox_id" (an id, a unique prefix or a name) when given, otherwise
- * the session's own sandbox, created on first use from the session's template (and woken when suspended).
+ * the session's own sandbox, created on first use from the session's template (mcp_call_sandbox_running()
+ * also wakes it).
  * 0 with *ret_id (the full id, free()) set, or a tool error result in *ret_error (and 1 returned), or < 0.
  */
 int mcp_call_sandbox(McpCall *call, const cJSON *args, char **ret_id, cJSON **ret_error);
