@@ -24,9 +24,11 @@
  * last, so a half-built one is never used. */
 
 #define BASE_BOOT_TIMEOUT_MS (180 * 1000)
-/* How long a template's service may take to be ready (under TCG a Python kernel with pandas and matplotlib
- * imported takes tens of seconds), and how often its ready command is run meanwhile. */
-#define BASE_SERVICE_READY_TIMEOUT_MS (300 * 1000)
+/* How long a template's service may take to be ready, and how often its ready command is run meanwhile. Under
+ * KVM the code interpreter's kernels are warm in seconds; under TCG on two busy cores they took 180 s on one
+ * machine and more than 300 s on a slower one, and a base that gives up is a template no one can use there. */
+#define BASE_SERVICE_READY_TIMEOUT_KVM_S 300
+#define BASE_SERVICE_READY_TIMEOUT_TCG_S 900
 #define BASE_SERVICE_READY_INTERVAL_MS 250
 
 void base_request_done(BaseRequest *r) {
@@ -233,8 +235,9 @@ static void base_warm_and_sync(const BaseRequest *req, int agent_fd) {
  * its kernels warm) and every sandbox restored from it has it at once. */
 static int base_start_service(const BaseRequest *req, int agent_fd, Error *reterr) {
         char *ready_argv[] = { (char *) "sh", (char *) "-c", req->service_ready, NULL };
-        uint64_t deadline = now_usec_monotonic() + (uint64_t) BASE_SERVICE_READY_TIMEOUT_MS * 1000;
-        int r, status = -1;
+        int limit_s = req->accel == VM_ACCEL_KVM ? BASE_SERVICE_READY_TIMEOUT_KVM_S : BASE_SERVICE_READY_TIMEOUT_TCG_S;
+        uint64_t deadline = now_usec_monotonic() + (uint64_t) limit_s * USEC_PER_SEC;
+        int r, status = -1, last_exit = -1;
 
         if (!req->service)
                 return 0;
@@ -251,19 +254,25 @@ static int base_start_service(const BaseRequest *req, int agent_fd, Error *reter
                                             (int) MIN((deadline - now) / 1000, 60000U) + 1);
                 if (status == 0)
                         return 0;
-                if (status < 0 && status != -ETIMEDOUT && status != -EPROTO)
-                        break; /* the channel itself failed */
+                if (status > 0)
+                        last_exit = status;
+                else if (status != -ETIMEDOUT && status != -EPROTO)
+                        return error_set(reterr, ERROR_INTERNAL, "template %s: its ready command (%s) could not be run: %s",
+                                         req->template_name, req->service_ready, strerror(-status)) ?: status;
                 (void) usleep(BASE_SERVICE_READY_INTERVAL_MS * 1000);
         }
-        if (status >= 0)
+        /* A run cut off by the deadline says nothing of the service: the last exit status it gave does. */
+        if (last_exit > 0)
                 return error_set(reterr, ERROR_INTERNAL,
                                  "template %s: its ready command (%s) still exits %d after %d s; the service's output "
                                  "is in /var/log/space-service.log in a sandbox's guest",
-                                 req->template_name, req->service_ready, status, BASE_SERVICE_READY_TIMEOUT_MS / 1000)
+                                 req->template_name, req->service_ready, last_exit, limit_s)
                                ?: -ETIMEDOUT;
-        return error_set(reterr, ERROR_INTERNAL, "template %s: its ready command (%s) could not be run: %s",
-                         req->template_name, req->service_ready, strerror(status == -1 ? ETIMEDOUT : -status))
-                       ?: (status < 0 ? status : -ETIMEDOUT);
+        return error_set(reterr, ERROR_INTERNAL,
+                         "template %s: its ready command (%s) never finished within %d s: the guest is too slow or "
+                         "the command hangs",
+                         req->template_name, req->service_ready, limit_s)
+                       ?: -ETIMEDOUT;
 }
 
 static int base_save(const BaseSnapshot *b, Qmp *q, Error *reterr) {
