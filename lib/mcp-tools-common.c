@@ -16,6 +16,7 @@
 
 #include "macro.h"
 #include "mcp-tools-internal.h"
+#include "utf8.h"
 #include "proto.h"
 
 /* ---- a handler's way out ---- */
@@ -229,50 +230,6 @@ int mcp_text_add_stream(McpText *t, const char *name, const McpText *s) {
         if (s->len == 0)
                 return mcp_text_printf(t, "%s: (empty)\n", name);
         return mcp_text_printf(t, "%s:\n%s%s", name, s->data, s->data[s->len - 1] == '\n' ? "" : "\n");
-}
-
-/* The length of the UTF-8 character at p (n bytes there), 0 when it is no valid one (RFC 3629: no overlong
- * forms, no surrogates, nothing above U+10FFFF) or is cut short. NUL counts as invalid: it would end the
- * JSON string early in cJSON. */
-static size_t utf8_char_len(const uint8_t *p, size_t n) {
-        size_t len;
-        uint32_t c;
-
-        if (p[0] > 0 && p[0] < 0x80)
-                return 1;
-        if (p[0] >= 0xc2 && p[0] <= 0xdf)
-                len = 2, c = p[0] & 0x1f;
-        else if ((p[0] & 0xf0) == 0xe0)
-                len = 3, c = p[0] & 0x0f;
-        else if (p[0] >= 0xf0 && p[0] <= 0xf4)
-                len = 4, c = p[0] & 0x07;
-        else
-                return 0;
-        if (n < len)
-                return 0;
-        for (size_t i = 1; i < len; i++) {
-                if ((p[i] & 0xc0) != 0x80)
-                        return 0;
-                c = c << 6 | (p[i] & 0x3f);
-        }
-        if (len == 3 && (c < 0x800 || (c >= 0xd800 && c <= 0xdfff)))
-                return 0;
-        if (len == 4 && (c < 0x10000 || c > 0x10ffff))
-                return 0;
-        return len;
-}
-
-size_t mcp_utf8_incomplete_tail(const uint8_t *p, size_t n) {
-        for (size_t k = 1; k <= 3 && k <= n; k++) {
-                uint8_t b = p[n - k];
-                size_t need;
-
-                if ((b & 0xc0) == 0x80)
-                        continue;
-                need = b >= 0xf0 ? 4 : b >= 0xe0 ? 3 : b >= 0xc0 ? 2 : 1;
-                return need > k ? k : 0;
-        }
-        return 0;
 }
 
 int mcp_text_append_utf8(McpText *t, const void *buf, size_t n, size_t max, size_t *ret_taken) {

@@ -26,6 +26,7 @@
 #include "base64.h"
 #include "macro.h"
 #include "mcp-tools-internal.h"
+#include "utf8.h"
 
 #define EXEC_TIMEOUT_DEFAULT 60
 #define EXEC_TIMEOUT_MAX 3600
@@ -161,7 +162,7 @@ static int exec_progress_flush(ExecRun *x, bool final) {
         size_t keep, taken, n;
         int r;
 
-        keep = final || x->pending_dropped ? 0 : mcp_utf8_incomplete_tail((uint8_t *) x->pending.data, x->pending.len);
+        keep = final || x->pending_dropped ? 0 : utf8_incomplete_tail((uint8_t *) x->pending.data, x->pending.len);
         n = x->pending.len - keep;
         if (n == 0 && x->pending_dropped == 0)
                 return 0;

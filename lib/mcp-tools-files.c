@@ -14,6 +14,7 @@
 #include "base64.h"
 #include "macro.h"
 #include "mcp-tools-internal.h"
+#include "utf8.h"
 
 /*
  * The files family: read, write, list, stat, remove, move, mkdir, on the daemon's /v1/sandboxes/{id}/files
@@ -185,41 +186,11 @@ static void read_buf_done(ReadBuf *b) {
 /* Whether the n bytes at s are UTF-8 text without NUL; a multibyte character cut off at the end is fine when
  * the content was cut there. *ret_len: the bytes up to such a cut. */
 static bool utf8_text(const uint8_t *s, size_t n, bool cut, size_t *ret_len) {
-        size_t i = 0;
+        size_t whole = n - (cut ? utf8_incomplete_tail(s, n) : 0);
 
-        while (i < n) {
-                uint8_t c = s[i];
-                uint32_t cp, min;
-                size_t k;
-
-                if (c == 0)
-                        return false;
-                if (c < 0x80) {
-                        i++;
-                        continue;
-                }
-                if (c >= 0xc2 && c <= 0xdf)
-                        k = 1, cp = c & 0x1f, min = 0x80;
-                else if (c >= 0xe0 && c <= 0xef)
-                        k = 2, cp = c & 0x0f, min = 0x800;
-                else if (c >= 0xf0 && c <= 0xf4)
-                        k = 3, cp = c & 0x07, min = 0x10000;
-                else
-                        return false;
-                for (size_t j = 1; j <= k; j++) {
-                        if (i + j >= n) {
-                                *ret_len = i;
-                                return cut;
-                        }
-                        if ((s[i + j] & 0xc0) != 0x80)
-                                return false;
-                        cp = cp << 6 | (s[i + j] & 0x3f);
-                }
-                if (cp < min || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
-                        return false;
-                i += k + 1;
-        }
-        *ret_len = n;
+        if (!utf8_valid(s, whole))
+                return false;
+        *ret_len = whole;
         return true;
 }
 

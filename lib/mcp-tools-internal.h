@@ -73,8 +73,6 @@ const char *mcp_text_str(const McpText *t);
 int mcp_text_append_utf8(McpText *t, const void *buf, size_t n, size_t max, size_t *ret_taken);
 /* Appends "name:\n<s>\n" (no second newline when s ends in one), or "name: (empty)\n". */
 int mcp_text_add_stream(McpText *t, const char *name, const McpText *s);
-/* How many bytes at the end of p[0..n) are the start of a UTF-8 character that the next bytes may complete. */
-size_t mcp_utf8_incomplete_tail(const uint8_t *p, size_t n);
 
 /* ---- the run family's handlers, in files of their own (the table is lib/mcp-tools-run.c's) ---- */
 
