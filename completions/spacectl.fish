@@ -98,6 +98,10 @@ function __spacectl_keys
     env SPACE_NO_AUTOSTART=1 spacectl key ls --quiet 2>/dev/null
 end
 
+function __spacectl_secrets
+    env SPACE_NO_AUTOSTART=1 spacectl secret ls --quiet 2>/dev/null
+end
+
 # True when the verb (the first word after spacectl) is one of the arguments; unlike
 # __fish_seen_subcommand_from, sub-verbs such as "key rm" or "op ls" do not count.
 function __spacectl_verb_is
@@ -109,7 +113,7 @@ function __spacectl_after_dashdash
     contains -- -- (commandline -opc)
 end
 
-set -l verbs create exec run ls inspect rm pause resume suspend wake checkpoint restore fork pool attach ps kill logs op info daemon key e2b mcp template version help cp egress port
+set -l verbs create exec run ls inspect rm pause resume suspend wake checkpoint restore fork pool attach ps kill logs op info daemon key secret e2b mcp template version help cp egress port
 
 complete -c spacectl -f
 complete -c spacectl -n "not __fish_seen_subcommand_from $verbs" -s h -l help -d 'Show help'
@@ -136,6 +140,7 @@ complete -c spacectl -n "not __fish_seen_subcommand_from $verbs" -a op -d 'List,
 complete -c spacectl -n "not __fish_seen_subcommand_from $verbs" -a info -d 'Show the daemon'
 complete -c spacectl -n "not __fish_seen_subcommand_from $verbs" -a daemon -d 'Make the running daemon re-read its configuration'
 complete -c spacectl -n "not __fish_seen_subcommand_from $verbs" -a key -d 'Create, list and revoke API keys'
+complete -c spacectl -n "not __fish_seen_subcommand_from $verbs" -a secret -d 'Set, list and remove secrets'
 complete -c spacectl -n "not __fish_seen_subcommand_from $verbs" -a e2b -d 'Print the environment for E2B SDKs'
 complete -c spacectl -n "not __fish_seen_subcommand_from $verbs" -a egress -d 'List egress profiles, test destinations'
 complete -c spacectl -n "not __fish_seen_subcommand_from $verbs" -a port -d 'Forward a host port into a sandbox'
@@ -253,6 +258,15 @@ complete -c spacectl -n "__fish_seen_subcommand_from key; and __fish_seen_subcom
 complete -c spacectl -n "__fish_seen_subcommand_from key; and __fish_seen_subcommand_from ls" -l json -d 'Print JSON'
 complete -c spacectl -n "__fish_seen_subcommand_from key; and __fish_seen_subcommand_from ls" -s q -l quiet -d 'Print only ids'
 complete -c spacectl -n "__fish_seen_subcommand_from key; and __fish_seen_subcommand_from rm" -a '(__spacectl_keys)' -d 'Key id'
+
+# secret set|ls|rm
+complete -c spacectl -n "__fish_seen_subcommand_from secret; and not __fish_seen_subcommand_from set ls rm" -a set -d 'Create a secret or set a new version'
+complete -c spacectl -n "__fish_seen_subcommand_from secret; and not __fish_seen_subcommand_from set ls rm" -a ls -d 'List secrets'
+complete -c spacectl -n "__fish_seen_subcommand_from secret; and not __fish_seen_subcommand_from set ls rm" -a rm -d 'Remove secrets'
+complete -c spacectl -n "__fish_seen_subcommand_from secret; and __fish_seen_subcommand_from set" -s m -l metadata -x -d 'A label KEY=VALUE'
+complete -c spacectl -n "__fish_seen_subcommand_from secret; and __fish_seen_subcommand_from set rm" -a '(__spacectl_secrets)' -d 'Secret'
+complete -c spacectl -n "__fish_seen_subcommand_from secret; and __fish_seen_subcommand_from ls" -l json -d 'Print JSON'
+complete -c spacectl -n "__fish_seen_subcommand_from secret; and __fish_seen_subcommand_from ls" -s q -l quiet -d 'Print only names'
 
 # ls, inspect, rm
 complete -c spacectl -n "__spacectl_verb_is ls" -l json -d 'Print JSON'

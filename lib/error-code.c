@@ -42,6 +42,7 @@ static const struct {
         [ERROR_COMMAND_NOT_FOUND] = { "command_not_found", 404, CONNECT_NOT_FOUND, CONNECT_INVALID_ARGUMENT },
         [ERROR_EGRESS_PROFILE_NOT_FOUND] = { "egress_profile_not_found", 404, CONNECT_NOT_FOUND },
         [ERROR_FORWARD_NOT_FOUND] = { "forward_not_found", 404, CONNECT_NOT_FOUND },
+        [ERROR_SECRET_NOT_FOUND] = { "secret_not_found", 404, CONNECT_NOT_FOUND },
         [ERROR_METHOD_NOT_ALLOWED] = { "method_not_allowed", 405, CONNECT_UNIMPLEMENTED },
         [ERROR_AMBIGUOUS_REFERENCE] = { "ambiguous_reference", 409, CONNECT_ALREADY_EXISTS },
         [ERROR_NAME_IN_USE] = { "name_in_use", 409, CONNECT_ALREADY_EXISTS },

@@ -42,6 +42,7 @@ typedef enum ErrorCode {
         ERROR_COMMAND_NOT_FOUND,
         ERROR_EGRESS_PROFILE_NOT_FOUND,  /* a create or a lookup named an egress profile the daemon does not have */
         ERROR_FORWARD_NOT_FOUND,     /* no port forward with that host port or id */
+        ERROR_SECRET_NOT_FOUND,      /* no secret with that name or id */
         ERROR_METHOD_NOT_ALLOWED,    /* 405 */
         /* the state does not allow it: 409 */
         ERROR_AMBIGUOUS_REFERENCE,

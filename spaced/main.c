@@ -27,6 +27,7 @@
 #include "core/worker.h"
 #include "sandbox/forward.h"
 #include "sandbox/sandbox.h"
+#include "secret/secret.h"
 #include "template/template.h"
 #include "paths.h"
 #include "reload.h"
@@ -553,9 +554,14 @@ static int open_store(Manager *m) {
         return 0;
 }
 
-/* Checkpoints, templates and warm pools: the daemon serves without any of them, so failures only warn. */
+/* Checkpoints, templates, warm pools and secrets: the daemon serves without any of them, so failures only
+ * warn. */
 static void load_objects(Manager *m) {
+        _cleanup_(error_done) Error err = {};
         int r;
+
+        if (secrets_load(m, &err) < 0)
+                log_warning("cannot load the secrets: %s", err.message ?: "out of memory");
 
         r = checkpoints_load(m);
         if (r < 0)
@@ -686,6 +692,7 @@ static void finish(Manager *m, const char *pid_path) {
         egress_audit_flush_all();
         if (pid_path)
                 (void) unlink(pid_path);
+        secrets_free(m);
         store_close(m->store);
 }
 

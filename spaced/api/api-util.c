@@ -162,13 +162,17 @@ int parse_wait(Request *r, unsigned *ret) {
         return 0;
 }
 
-cJSON *parse_body_object(Request *r, const char *const *allowed) {
+static cJSON *parse_body(Request *r, const char *const *allowed, bool quote) {
         const char *end = NULL;
         cJSON *o, *i;
 
         if (r->body.len == 0)
                 return cJSON_CreateObject();
         o = cJSON_ParseWithLengthOpts((const char *) r->body.data, r->body.len, &end, false);
+        if (!o && !quote) {
+                http_respond_error(r, ERROR_INVALID_ARGUMENT, "the request body is not valid JSON");
+                return NULL;
+        }
         if (!o) {
                 /* name where it broke: cJSON points at (or just past) the offending byte */
                 size_t at = end && end >= (const char *) r->body.data
@@ -193,12 +197,31 @@ cJSON *parse_body_object(Request *r, const char *const *allowed) {
                         if (i->string && streq(i->string, *a))
                                 ok = true;
                 if (!ok) {
-                        http_respond_error(r, ERROR_INVALID_ARGUMENT, "unknown field '%s'", i->string ?: "?");
+                        http_respond_error(r, ERROR_INVALID_ARGUMENT, "unknown field '%.64s'", i->string ?: "?");
                         cJSON_Delete(o);
                         return NULL;
                 }
         }
         return o;
+}
+
+cJSON *parse_body_object(Request *r, const char *const *allowed) {
+        return parse_body(r, allowed, true);
+}
+
+cJSON *parse_secret_body(Request *r, const char *const *allowed) {
+        cJSON *o = parse_body(r, allowed, false);
+
+        explicit_bzero(r->body.data, r->body.len);
+        return o;
+}
+
+void secret_body_free(cJSON *o) {
+        cJSON *v = o ? cJSON_GetObjectItemCaseSensitive(o, "value") : NULL;
+
+        if (cJSON_IsString(v))
+                explicit_bzero(v->valuestring, strlen(v->valuestring));
+        cJSON_Delete(o);
 }
 
 int get_uint_field(Request *r, cJSON *o, const char *key, uint64_t min, uint64_t max, uint64_t *ret) {

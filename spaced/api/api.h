@@ -51,6 +51,11 @@ void api_when_awake(Request *r, Sandbox *s, const RouteArgs *a, ApiAwake k);
 void api_post_keys(Request *r, const RouteArgs *a);
 void api_get_keys(Request *r, const RouteArgs *a);
 void api_delete_key(Request *r, const RouteArgs *a);
+/* api-secrets.c: secrets (secret/secret.h), values write-only */
+void api_get_secrets(Request *r, const RouteArgs *a);
+void api_get_secret(Request *r, const RouteArgs *a);
+void api_put_secret(Request *r, const RouteArgs *a);
+void api_delete_secret(Request *r, const RouteArgs *a);
 
 /* api-meta.c; openapi-data.c is generated from spaced/openapi.json */
 extern const char openapi_json[];
@@ -98,6 +103,10 @@ ssize_t api_stream_result(ssize_t n);
 int parse_wait(Request *r, unsigned *ret);
 /* Parses the body as a JSON object with only the allowed fields; responds 400 and returns NULL otherwise. */
 cJSON *parse_body_object(Request *r, const char *const *allowed);
+/* The same for a body that holds a secret's value: no error quotes the body, and the request's copy is wiped.
+ * Free with secret_body_free(), which wipes "value" too. */
+cJSON *parse_secret_body(Request *r, const char *const *allowed);
+void secret_body_free(cJSON *o);
 int get_uint_field(Request *r, cJSON *o, const char *key, uint64_t min, uint64_t max, uint64_t *ret);
 int get_env_field(Request *r, cJSON *o, char ***ret);
 /* An array of non-empty strings at key (at most max): 1, 0 absent or null, < 0 answered (400). */

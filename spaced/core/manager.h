@@ -26,6 +26,7 @@ typedef struct FileXfer FileXfer;
 typedef struct Template Template;
 typedef struct PoolConfig PoolConfig;
 typedef struct EgressSettings EgressSettings;
+typedef struct Secret Secret;
 typedef struct Operation Operation;
 
 #define SANDBOX_ID_LEN 32
@@ -33,6 +34,7 @@ typedef struct Operation Operation;
 #define CHECKPOINT_ID_LEN 19 /* "cp-" + 16 hex */
 #define OPERATION_ID_LEN 19 /* "op-" + 16 hex */
 #define FORWARD_ID_LEN 19   /* "fw-" + 16 hex */
+#define SECRET_ID_LEN 20    /* "sec-" + 16 hex */
 #define SANDBOX_NAME_MAX 63
 #define SANDBOX_ENV_MAX 256
 
@@ -67,6 +69,7 @@ struct Manager {
         Sandbox *sandboxes;
         Operation *operations;
         Checkpoint *checkpoints;
+        Secret *secrets;            /* secret/secret.h */
         struct PoolConfig *pools;
         sd_event_source *pool_refill_timer;   /* pool_refill_later() */
 

@@ -321,6 +321,21 @@ static int migrate_v11(sqlite3 *db, Error *reterr) {
                     reterr);
 }
 
+/* Secrets (secret/secret.h): a row per secret, never its value, which is a file of its own under
+ * $state/secrets (0600, named by the id) so that no dump, backup or query of the database carries it. */
+static int migrate_v12(sqlite3 *db, Error *reterr) {
+        return exec(db,
+                    "CREATE TABLE secrets ("
+                    "  id TEXT PRIMARY KEY NOT NULL,"
+                    "  name TEXT UNIQUE NOT NULL,"
+                    "  version INTEGER NOT NULL,"
+                    "  metadata TEXT NOT NULL DEFAULT '{}',"
+                    "  created_at INTEGER NOT NULL,"
+                    "  updated_at INTEGER NOT NULL,"
+                    "  last_used_at INTEGER NOT NULL DEFAULT 0);",
+                    reterr);
+}
+
 typedef struct Migration {
         int version; /* the user_version it leaves behind */
         const char *name;
@@ -338,6 +353,7 @@ static const Migration migrations[] = {
         { 9, "traffic tokens for sandbox ports", migrate_v9 },
         { 10, "whether a sandbox's QEMU is confined", migrate_v10 },
         { 11, "the host a checkpoint or a suspended sandbox was made under", migrate_v11 },
+        { 12, "secrets", migrate_v12 },
 };
 
 static int read_version(sqlite3 *db, int *ret, Error *reterr) {

@@ -66,6 +66,24 @@ int store_delete_key(Store *s, const char *id);  /* -ENOENT when there is none *
 int store_touch_key(Store *s, const char *id, int64_t last_used_at);
 int store_set_key_hash(Store *s, const char *id, const char *hash);
 
+/* Secrets (store-secret.c, secret/secret.h): what is known of each, never its value. metadata is a JSON object
+ * of strings; times in unix seconds, last_used_at 0 for never. */
+typedef struct SecretRecord {
+        char *id;
+        char *name;
+        int64_t version;
+        char *metadata;
+        int64_t created_at;
+        int64_t updated_at;
+        int64_t last_used_at;
+} SecretRecord;
+void secret_record_done(SecretRecord *r);
+int store_put_secret(Store *s, const SecretRecord *r);      /* insert or replace, by id */
+int store_delete_secret(Store *s, const char *id);          /* 0 also when there is none */
+int store_touch_secret(Store *s, const char *id, int64_t last_used_at);
+/* Every row, oldest first; rows that make no sense are left out (for a human to look at). */
+int store_load_secrets(Store *s, SecretRecord **ret, size_t *ret_n);
+
 /* Processes (store-process.c). argv is a JSON array; exit_code -1 and signal 0 mean none; exited_at 0 none. */
 typedef struct ProcessRecord {
         char sandbox_id[SANDBOX_ID_LEN + 1];
