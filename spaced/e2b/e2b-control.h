@@ -32,6 +32,11 @@ void e2b_get_snapshots(Request *r, const RouteArgs *a);
 void e2b_delete_template(Request *r, const RouteArgs *a);
 void e2b_post_fork(Request *r, const RouteArgs *a);       /* e2b-fork.c */
 void e2b_put_network(Request *r, const RouteArgs *a);     /* e2b-network.c */
+void e2b_post_secrets(Request *r, const RouteArgs *a);    /* e2b-secrets.c */
+void e2b_get_secrets(Request *r, const RouteArgs *a);
+void e2b_get_secret(Request *r, const RouteArgs *a);
+void e2b_post_secret(Request *r, const RouteArgs *a);
+void e2b_delete_secret(Request *r, const RouteArgs *a);
 
 /* The sandbox {sandboxID} names: an exact id (E2B has no prefixes or names), not a pool member, not being
  * removed. Answers 404 {"code": 404, "message": "sandbox ID not found"} otherwise. */

@@ -45,6 +45,11 @@ const Route e2b_sandbox_routes[] = {
         E2B_ROUTE("POST", "/sandboxes/{sandboxID}/fork", e2b_post_fork),
         E2B_ROUTE("PUT", "/sandboxes/{sandboxID}/network", e2b_put_network),
         E2B_ROUTE("GET", "/snapshots", e2b_get_snapshots),
+        E2B_ROUTE("POST", "/secrets", e2b_post_secrets),
+        E2B_ROUTE("GET", "/secrets", e2b_get_secrets),
+        E2B_ROUTE("GET", "/secrets/{secretID}", e2b_get_secret),
+        E2B_ROUTE("POST", "/secrets/{secretID}", e2b_post_secret),
+        E2B_ROUTE("DELETE", "/secrets/{secretID}", e2b_delete_secret),
         /* E2B's snapshots are templates; here only snapshots (checkpoints) are deleted this way */
         E2B_ROUTE("DELETE", "/templates/{template}", e2b_delete_template),
         {},

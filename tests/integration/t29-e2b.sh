@@ -78,18 +78,19 @@ check_match "spacectl's keys have E2B's shape (e2b_ and hex)" '^e2b_[0-9a-f]+$' 
 export SPACE_TEST_SOCKET=$SPACE_SOCKET SPACECTL=$SPACECTL_BIN
 
 # What E2B added after these SDK versions (fork, network updates: test_fork_network.py, fork-network.test.mjs;
-# list filters and order, snapshot names, pause modes: test_newest.py, newest.test.mjs) is left out of the run
+# list filters and order, snapshot names, pause modes: test_newest.py, newest.test.mjs; secrets: test_secrets.py,
+# secrets.test.mjs) is left out of the run
 # rather than skipped, since a skip here would stand for missing hardware; t45 runs those files with the
 # newest SDKs.
 if [ -z "${SPACE_E2B_PY_ARGS:-}" ] &&
-        ! "$PY_ENV/bin/python" -c 'from e2b import Sandbox; assert hasattr(Sandbox, "fork") and hasattr(Sandbox, "update_network")' 2>/dev/null; then
-        SPACE_E2B_PY_ARGS="--ignore=test_fork_network.py --ignore=test_newest.py"
-        diag "Python e2b $PY_VERSION has no Sandbox.fork or update_network: test_fork_network.py and test_newest.py are left to t45"
+        ! "$PY_ENV/bin/python" -c 'from e2b import Sandbox, Secret; assert hasattr(Sandbox, "fork") and hasattr(Sandbox, "update_network")' 2>/dev/null; then
+        SPACE_E2B_PY_ARGS="--ignore=test_fork_network.py --ignore=test_newest.py --ignore=test_secrets.py"
+        diag "Python e2b $PY_VERSION has no Sandbox.fork, update_network or Secret: test_fork_network.py, test_newest.py and test_secrets.py are left to t45"
 fi
 if [ -z "${SPACE_E2B_JS_TESTS:-}" ] && ! (cd "$JS_ENV" && node --input-type=module -e \
-        "import { Sandbox } from 'e2b'; if (typeof Sandbox.prototype.fork !== 'function' || typeof Sandbox.prototype.updateNetwork !== 'function') process.exit(1)") 2>/dev/null; then
-        SPACE_E2B_JS_TESTS=$(cd "$E2B_DIR/js" && ls ./*.test.mjs | grep -v -e '/fork-network\.test\.mjs$' -e '/newest\.test\.mjs$' | tr '\n' ' ')
-        diag "JS e2b $JS_VERSION has no Sandbox.fork or updateNetwork: fork-network.test.mjs and newest.test.mjs are left to t45"
+        "import { Sandbox, Secret } from 'e2b'; if (typeof Sandbox.prototype.fork !== 'function' || typeof Sandbox.prototype.updateNetwork !== 'function') process.exit(1)") 2>/dev/null; then
+        SPACE_E2B_JS_TESTS=$(cd "$E2B_DIR/js" && ls ./*.test.mjs | grep -v -e '/fork-network\.test\.mjs$' -e '/newest\.test\.mjs$' -e '/secrets\.test\.mjs$' | tr '\n' ' ')
+        diag "JS e2b $JS_VERSION has no Sandbox.fork, updateNetwork or Secret: fork-network.test.mjs, newest.test.mjs and secrets.test.mjs are left to t45"
 fi
 
 # ---- Python
