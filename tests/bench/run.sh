@@ -26,7 +26,9 @@
 #        64,512,1024), BENCH_IMPORT_RUNS (default 3), BENCH_TEMPLATE_CREATES (default 10); build (template recipes,
 #        tests/bench/bench_build.py): BENCH_BUILD_RUNS (default 2), BENCH_BUILD_RAW (default 1); cp: BENCH_CP_MIB
 #        (default 256), BENCH_CP_RUNS (>= 3); e2b (the E2B facade with the Python SDK next to the native API,
-#        tests/bench/bench_e2b.py): BENCH_E2B_CREATES, BENCH_E2B_RUNS (>= 20), BENCH_E2B_TEMPLATE; scale (N idle
+#        tests/bench/bench_e2b.py; and E2B's fork into N next to spacectl fork, tests/bench/bench_e2b_fork.py):
+#        BENCH_E2B_CREATES, BENCH_E2B_RUNS (>= 20), BENCH_E2B_TEMPLATE, BENCH_E2B_FORK_N (default 10),
+#        BENCH_E2B_FORK_RUNS (>= 5); scale (N idle
 #        sandboxes: create -> first exec, spacectl ls, spaced's CPU and RSS, the QEMUs' CPU, private memory per
 #        sandbox at each N, tests/bench/bench_scale.py): BENCH_SCALE_SIZES (default 1,10,50,100; a size that
 #        memory does not allow is skipped, with the reason), BENCH_SCALE_LS_RUNS (>= 20), BENCH_SCALE_WINDOW
@@ -151,6 +153,14 @@ if [ -z "${BENCH_ONLY:-}" ] || [ "$BENCH_ONLY" = e2b ]; then
                         "$(sed -n 1p <<<"$sdks")/bin/python" "$TESTS_DIR/../bench/bench_e2b.py" || rc=1
         else
                 echo "bench: cannot install the E2B SDKs" >&2
+                rc=1
+        fi
+        # E2B's fork (the newest SDK: the pinned one has none) next to spacectl fork (bench_e2b_fork.py)
+        if sdks=$("$TESTS_DIR/../e2b/setup-sdks.sh" "$TOP_BUILDDIR/tests/e2b/.sdk" latest); then
+                E2B_API_KEY=$(mint_key bench-e2b-fork) E2B_API_URL=$API_URL E2B_SANDBOX_URL=$API_URL \
+                        "$(sed -n 1p <<<"$sdks")/bin/python" "$TESTS_DIR/../bench/bench_e2b_fork.py" || rc=1
+        else
+                echo "bench: cannot install the newest E2B SDK" >&2
                 rc=1
         fi
 fi
