@@ -35,6 +35,7 @@ struct Tunnel {
         void (*down_watch)(Tunnel *t, const uint8_t *p, size_t n, void *userdata);
 
         SpaceBuf up;              /* guest bytes the socket has not taken yet */
+        size_t up_injected;       /* bytes in up the gate put there (tunnel_pass_replace), credited already */
         SpaceCredit up_window;    /* what the guest may still send */
         bool up_eof;              /* the guest sent EOF */
         bool up_shut;             /* and we passed it on (shutdown SHUT_WR) */
@@ -167,6 +168,14 @@ static int maybe_finished(Tunnel *t) {
         return 0;
 }
 
+static void send_credit(Tunnel *t, size_t n) {
+        uint8_t le[4];
+
+        space_put_le32(le, (uint32_t) n);
+        (void) agent_send(t->agent, SPACE_F_CREDIT, 1, t->stream, le, 4);
+        space_credit_give_clamp(&t->up_window, (uint32_t) n);
+}
+
 /* Writes what the guest sent to the socket and returns credit for it. 1: the tunnel ended. */
 static int flush_up(Tunnel *t) {
         size_t written = 0;
@@ -188,12 +197,13 @@ static int flush_up(Tunnel *t) {
                         t->up_pass -= (size_t) n;
         }
         if (written > 0) {
-                uint8_t le[4];
+                /* the gate's own bytes were never the guest's: their guest bytes got their credit back then */
+                size_t injected = MIN(written, t->up_injected);
 
+                t->up_injected -= injected;
                 t->st.up += written;
-                space_put_le32(le, (uint32_t) written);
-                (void) agent_send(t->agent, SPACE_F_CREDIT, 1, t->stream, le, 4);
-                space_credit_give_clamp(&t->up_window, (uint32_t) written);
+                if (written > injected)
+                        send_credit(t, written - injected);
         }
         if (t->up.len == 0 && t->up_eof && !t->up_shut) {
                 (void) shutdown(t->fd, SHUT_WR);
@@ -387,6 +397,27 @@ void tunnel_unchecked(Tunnel *t, const uint8_t **ret_data, size_t *ret_len, bool
 
 void tunnel_pass(Tunnel *t, size_t n) {
         t->up_pass = MIN(t->up_pass + n, t->up.len);
+}
+
+int tunnel_pass_replace(Tunnel *t, size_t n, const void *data, size_t len) {
+        size_t pass = MIN(t->up_pass, t->up.len);
+        SpaceBuf nb = {};
+
+        if (!t->gate || n > t->up.len - pass)
+                return -EINVAL;
+        if (space_buf_append(&nb, t->up.data, pass) < 0 || space_buf_append(&nb, data, len) < 0 ||
+            space_buf_append(&nb, t->up.data + pass + n, t->up.len - pass - n) < 0) {
+                explicit_bzero(nb.data, nb.len);
+                space_buf_done(&nb);
+                return -ENOMEM;
+        }
+        space_buf_done(&t->up);
+        t->up = nb;
+        t->up_pass = pass + len;
+        t->up_injected += len;
+        if (n > 0)
+                send_credit(t, n);
+        return 0;
 }
 
 void tunnel_regate(Tunnel *t) {

@@ -56,6 +56,9 @@ void tunnel_release_gated(Tunnel *t, TunnelGate gate);
 void tunnel_unchecked(Tunnel *t, const uint8_t **ret_data, size_t *ret_len, bool *ret_eof);
 /* Lets n more of them go (sent as the socket takes them; nothing is sent from inside this call). */
 void tunnel_pass(Tunnel *t, size_t n);
+/* Lets go data in place of the next n unchecked bytes (the gateway's request head with a secret added): the
+ * guest gets its credit for those n at once. -EINVAL when there are not n unchecked bytes or no gate. */
+int tunnel_pass_replace(Tunnel *t, size_t n, const void *data, size_t len);
 /* Runs the gate again (something it waited for happened) and sends what it lets go. */
 void tunnel_regate(Tunnel *t);
 /* Calls watch with the server's bytes as they are read, before they go to the guest (may be NULL: no more).

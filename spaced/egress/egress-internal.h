@@ -104,6 +104,7 @@ typedef struct GatewayPolicy {
         unsigned refs;
         EgressPolicy policy;
         EgressSettings *settings;    /* a reference: policy's sources point into these settings' rules */
+        char **placeholders;         /* secret name, placeholder, ...: those of its bindings' secrets */
 } GatewayPolicy;
 
 /* What the gateway reads of a sandbox, through the ops sandbox/ registers (egress_set_sandbox_ops()). */
@@ -142,3 +143,22 @@ typedef enum GatewayLimit {
  * the count logged when the burst ends, or a minute on if it does not). */
 void gateway_refused(Manager *m, Sandbox *s, GatewayKind kind, GatewayLimit limit, const EgressAuditEntry *e);
 void gateway_sandbox_forget(const char *sandbox_id);
+
+/* egress.c: the profile NAME of c, made when new (checked: ERROR_INVALID_ARGUMENT for a bad name). */
+int egress_profile_get(EgressConfig *c, const char *name, EgressProfile **ret, Error *reterr);
+
+/* binding.c: a secret as one request gets it: a header of its own, or a placeholder's replacement. */
+typedef struct EgressInjection {
+        const char *header;          /* its name (matched without case); NULL: replace placeholder in header values */
+        const char *template;        /* with header: "{value}" where the value goes */
+        const char *placeholder;     /* without header */
+        const char *value;
+        size_t value_len;
+} EgressInjection;
+/* The request head (as egress_http_stream_step() gave it, through its empty line) with inj applied into out:
+ * a header binding's header replaces every one of that name the client sent and goes last; a placeholder is
+ * replaced in header values only, never in the request line, a name, or the headers that frame the request or
+ * name its host (Host, Content-Length, Transfer-Encoding, Connection, ...). At most max bytes (-E2BIG). *ret_done:
+ * how many headers were added and placeholders replaced. */
+int egress_head_rewrite(const uint8_t *head, size_t n, const EgressInjection *inj, size_t n_inj, size_t max,
+                        SpaceBuf *out, unsigned *ret_done);

@@ -31,6 +31,9 @@ void egress_config_done(EgressConfig *c) {
         for (size_t i = 0; i < c->n_profiles; i++) {
                 free(c->profiles[i].name);
                 egress_rules_done(&c->profiles[i].rules);
+                for (size_t k = 0; k < c->profiles[i].n_bindings; k++)
+                        egress_binding_done(&c->profiles[i].bindings[k]);
+                free(c->profiles[i].bindings);
         }
         free(c->profiles);
         *c = (EgressConfig) {};
@@ -463,7 +466,7 @@ const EgressProfile *egress_profile_find(const EgressConfig *c, const char *name
         return NULL;
 }
 
-static int profile_get(EgressConfig *c, const char *name, EgressProfile **ret, Error *reterr) {
+int egress_profile_get(EgressConfig *c, const char *name, EgressProfile **ret, Error *reterr) {
         EgressProfile *n;
 
         for (size_t i = 0; i < c->n_profiles; i++)
@@ -499,7 +502,7 @@ static int profile_segment(EgressConfig *c, char *text, EgressProfile **ret_prof
                                  "'%s': expected 'NAME: allow TARGET[, ...][; deny TARGET[, ...]]'", text) ?: -EINVAL;
         *colon = 0;
         name = string_strip(text);
-        r = profile_get(c, name, &p, reterr);
+        r = egress_profile_get(c, name, &p, reterr);
         if (r < 0)
                 return r;
         if (asprintf(&where, "egress profile %s", name) < 0)
@@ -1054,6 +1057,7 @@ void egress_policy_done(EgressPolicy *p) {
         egress_rules_done(&p->own);
         free(p->sources);
         strv_free(p->owners);
+        free(p->bindings);
         *p = (EgressPolicy) {};
 }
 
@@ -1117,8 +1121,18 @@ int egress_policy_build(const EgressConfig *c, char *const *profiles, char *cons
         size_t k = 0;
         for (char *const *a = profiles; a && *a; a++) {
                 const EgressProfile *prof = egress_profile_find(c, *a);
-                if (prof)
-                        p.sources[p.n_sources++] = (EgressSource) { p.owners[k++], &prof->rules };
+                if (!prof)
+                        continue;
+                p.sources[p.n_sources++] = (EgressSource) { p.owners[k++], &prof->rules };
+                for (size_t i = 0; i < prof->n_bindings; i++) {
+                        const EgressBinding **b = reallocarray(p.bindings, p.n_bindings + 1, sizeof *b);
+                        if (!b) {
+                                egress_policy_done(&p);
+                                return -ENOMEM;
+                        }
+                        p.bindings = b;
+                        p.bindings[p.n_bindings++] = &prof->bindings[i];
+                }
         }
         p.sources[p.n_sources++] = (EgressSource) { "sandbox", &p.own };
         *ret = p;

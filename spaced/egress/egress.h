@@ -49,10 +49,23 @@ typedef struct EgressRules {
         size_t n;
 } EgressRules;
 
+/* A secret binding (egress_secret lines, binding.c): the secret named goes to these destinations only, as a
+ * header of its own (header: its name, template: its value with "{value}" where the secret goes) or,
+ * with header NULL, in place of the sandbox's placeholder wherever that appears in a request's header values. */
+typedef struct EgressBinding {
+        char *secret;
+        EgressRules dests;           /* allow rules naming hosts (and ports) */
+        char *header;
+        char *template;
+        char *text;                  /* the line, as shown */
+} EgressBinding;
+
 typedef struct EgressProfile {
         char *name;
         bool is_default;
         EgressRules rules;
+        EgressBinding *bindings;
+        size_t n_bindings;
 } EgressProfile;
 
 /* What the daemon loaded: the base policy every sandbox gets, and the profiles. */
@@ -140,6 +153,19 @@ const EgressProfile *egress_profile_find(const EgressConfig *c, const char *name
 /* The profiles a create gets: those requested (each must exist: ERROR_EGRESS_PROFILE_NOT_FOUND; duplicates
  * dropped) or, with requested NULL, the default ones. *ret is a new list, empty when there are none. */
 int egress_profiles_select(const EgressConfig *c, char *const *requested, char ***ret, Error *reterr);
+/* "PROFILE: SECRET HOST[:PORT][, ...] [header NAME: VALUE]" (egress_secret, space-egress(5)): a binding added
+ * to PROFILE (made when new). ERROR_INVALID_ARGUMENT naming the profile, the secret and what is wrong. */
+int egress_binding_parse(EgressConfig *c, const char *text, Error *reterr);
+void egress_binding_done(EgressBinding *b);
+/* Whether b applies to a connection to host (a normalised name; NULL: none) and port. */
+bool egress_binding_applies(const EgressBinding *b, const char *host, uint16_t port);
+/* The names of the secrets the profiles bind, each once (NULL: none). */
+int egress_profiles_secrets(const EgressConfig *c, char *const *profiles, char ***ret);
+/* The variable a sandbox holds a secret's placeholder in: SPACE_SECRET_ and the name, upper case, with '_'
+ * for '.' and '-'. And whether value is a placeholder's shape ("space-secret-", the name, "-", 16 hex). */
+int egress_placeholder_variable(const char *secret, char **ret);
+bool egress_placeholder_valid(const char *secret, const char *value);
+
 /* Checks per-sandbox allow or deny entries (targets as in a rule). */
 int egress_list_check(char *const *list, EgressAction action, const char *what, Error *reterr);
 
@@ -252,6 +278,8 @@ typedef struct EgressPolicy {
         EgressSource *sources;
         size_t n_sources;
         char **owners;
+        const EgressBinding **bindings; /* its profiles' secret bindings (into the config, as sources are) */
+        size_t n_bindings;
 } EgressPolicy;
 int egress_policy_build(const EgressConfig *c, char *const *profiles, char *const *allow, char *const *deny,
                         EgressPolicy *ret, Error *reterr);
@@ -277,6 +305,8 @@ typedef struct EgressSandboxOps {
         /* its egress: the profiles chosen at create, and its own allow and deny targets (which E2B's network
          * update may replace, telling egress_gateway_policy_changed()) */
         void (*egress)(Sandbox *s, char ***ret_profiles, char ***ret_allow, char ***ret_deny);
+        /* its environment (the user's), where the placeholders of its secrets are */
+        char **(*env)(Sandbox *s);
 } EgressSandboxOps;
 void egress_set_sandbox_ops(const EgressSandboxOps *ops);
 /* A sandbox is gone: drop what the gateway remembers of it (its policy, DNS answers, rates), and write out its

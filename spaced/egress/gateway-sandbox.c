@@ -8,6 +8,7 @@
 #include "core/util.h"
 #include "egress/egress-internal.h"
 #include "macro.h"
+#include "string-util.h"
 
 /* What the gateway keeps of each sandbox between frames (ARCHITECTURE.md, decision 10):
  *  - its policy, built at its first question and kept: profiles are fixed for a sandbox's life, and each
@@ -116,9 +117,35 @@ GatewayPolicy *gateway_policy_unref(GatewayPolicy *p) {
         if (p && --p->refs == 0) {
                 egress_policy_done(&p->policy);
                 egress_settings_unref(p->settings);
+                strv_free(p->placeholders);
                 free(p);
         }
         return NULL;
+}
+
+/* The placeholders the sandbox holds for its bindings' secrets, read from its environment: only values in a
+ * placeholder's shape count, so that no short or common text is taken for one. */
+static int policy_placeholders(GatewayPolicy *p, char **env) {
+        for (size_t i = 0; i < p->policy.n_bindings; i++) {
+                const char *secret = p->policy.bindings[i]->secret;
+                _cleanup_free_ char *var = NULL;
+                bool seen = false;
+                size_t vl;
+
+                for (char **k = p->placeholders; k && *k && !seen; k += 2)
+                        seen = streq(*k, secret);
+                if (seen || egress_placeholder_variable(secret, &var) < 0)
+                        continue;
+                vl = strlen(var);
+                for (char **e = env; e && *e; e++)
+                        if (strncmp(*e, var, vl) == 0 && (*e)[vl] == '=' && egress_placeholder_valid(secret, *e + vl + 1)) {
+                                if (strv_extend(&p->placeholders, secret) < 0 ||
+                                    strv_extend(&p->placeholders, *e + vl + 1) < 0)
+                                        return -ENOMEM;
+                                break;
+                        }
+        }
+        return 0;
 }
 
 int gateway_policy_get(Manager *m, Sandbox *s, GatewayPolicy **ret, Error *reterr) {
@@ -146,6 +173,11 @@ int gateway_policy_get(Manager *m, Sandbox *s, GatewayPolicy **ret, Error *reter
                 }
                 p->refs = 1;
                 p->settings = egress_settings_ref(m->egress);
+                r = policy_placeholders(p, sandbox_ops->env ? sandbox_ops->env(s) : NULL);
+                if (r < 0) {
+                        gateway_policy_unref(p);
+                        return r;
+                }
                 g->policy = p;
         }
         *ret = gateway_policy_ref(g->policy);

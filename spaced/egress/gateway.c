@@ -13,6 +13,7 @@
 #include "core/util.h"
 #include "egress/egress-internal.h"
 #include "macro.h"
+#include "secret/secret.h"
 
 /* The egress gateway (ARCHITECTURE.md, decision 10): every connection a program in a sandbox makes arrives
  * here as a CONNECT on the channel, and every DNS question as a RESOLVE. Nothing the guest says is believed:
@@ -433,6 +434,75 @@ static void on_down(Tunnel *t, const uint8_t *p, size_t n, void *userdata) {
         }
 }
 
+/* A request head with its secrets (egress_secret bindings for this host and port) is at most this: the head
+ * itself is bounded by the sniffer, each value by the secret store. */
+#define HEAD_WITH_SECRETS_MAX (64U * 1024U)
+#define INJECTIONS_MAX 16U
+
+static const char *placeholder_of(const GatewayConn *c, const char *secret) {
+        for (char **k = c->policy->placeholders; k && *k; k += 2)
+                if (streq(*k, secret))
+                        return k[1];
+        return NULL;
+}
+
+/* The secrets bound to where this connection goes, into the request head at p (n bytes), which then goes out
+ * in place of the guest's (ARCHITECTURE.md, "Secrets"). 0: nothing to add, the head goes as it is; 1: passed
+ * with its secrets; -1: refused (the tunnel ended). A value is read from the store for each request, so a new
+ * version is used from the next request on. */
+static int inject_secrets(GatewayConn *c, const uint8_t *p, size_t n) {
+        const EgressPolicy *pol = &c->policy->policy;
+        EgressInjection inj[INJECTIONS_MAX];
+        char *values[INJECTIONS_MAX], names[EGRESS_MESSAGE_MAX] = "";
+        size_t k = 0;
+        SpaceBuf out = {};
+        unsigned done = 0;
+        int r;
+
+        for (size_t i = 0; i < pol->n_bindings && k < INJECTIONS_MAX; i++) {
+                const EgressBinding *b = pol->bindings[i];
+                const char *placeholder = b->header ? NULL : placeholder_of(c, b->secret);
+                Secret *s;
+                size_t len;
+
+                if (!egress_binding_applies(b, conn_host(c), c->port))
+                        continue;
+                /* a placeholder that is not in this request needs no value read */
+                if (!b->header && (!placeholder || !memmem(p, n, placeholder, strlen(placeholder))))
+                        continue;
+                s = secret_find(c->manager, b->secret);
+                if (!s || secret_value_read(c->manager, s, &values[k], &len) < 0) {
+                        audit(c, "secret", conn_host(c), EGRESS_REASON_ALLOWED,
+                              s ? "a bound secret has no value: the request went without it"
+                                : "a bound secret does not exist any more: the request went without it", NULL);
+                        continue;
+                }
+                inj[k] = (EgressInjection) { .header = b->header, .template = b->template,
+                                             .placeholder = placeholder, .value = values[k], .value_len = len };
+                (void) snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s", k ? ", " : "", b->secret);
+                k++;
+        }
+        if (k == 0)
+                return 0;
+        r = egress_head_rewrite(p, n, inj, k, HEAD_WITH_SECRETS_MAX, &out, &done);
+        for (size_t i = 0; i < k; i++)
+                secret_value_free(values[i], inj[i].value_len);
+        if (r >= 0)
+                r = tunnel_pass_replace(c->tunnel, n, out.data, out.len);
+        explicit_bzero(out.data, out.len);
+        space_buf_done(&out);
+        if (r < 0) {
+                deny(c, EGRESS_REASON_BAD_REQUEST, "refused request %u on the connection: with its secrets (%s) its "
+                     "head is over %u KiB", c->hs.requests, names, HEAD_WITH_SECRETS_MAX / 1024);
+                return -1;
+        }
+        char msg[EGRESS_MESSAGE_MAX + 64];
+        (void) snprintf(msg, sizeof msg, "request %u: secret%s %s added (%u header%s or placeholder%s)",
+                        c->hs.requests, k == 1 ? "" : "s", names, done, done == 1 ? "" : "s", done == 1 ? "" : "s");
+        audit(c, "secret", conn_host(c), EGRESS_REASON_ALLOWED, msg, NULL);
+        return 1;
+}
+
 /* Lets the guest's bytes through as far as they are requests whose heads were checked, or their bodies.
  * 1: the tunnel ended. */
 static int gate(GatewayConn *c) {
@@ -468,6 +538,12 @@ static int gate(GatewayConn *c) {
                         refusal = request_refusal(c, &sn, msg, sizeof msg);
                         if (refusal != EGRESS_REASON_ALLOWED) {
                                 deny(c, refusal, "%s", msg);
+                                return 1;
+                        }
+                        switch (inject_secrets(c, p, used)) {
+                        case 1:
+                                continue;
+                        case -1:
                                 return 1;
                         }
                         break;

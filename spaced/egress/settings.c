@@ -55,6 +55,8 @@ EgressLimits egress_settings_limits(const EgressSettings *s) {
 static int policy_key(EgressSettings *s, const char *key, const char *value, Error *reterr) {
         if (streq(key, "egress_profile"))
                 return egress_profile_parse(&s->policy, value, reterr) ?: 1;
+        if (streq(key, "egress_secret"))
+                return egress_binding_parse(&s->policy, value, reterr) ?: 1;
         if (streq(key, "egress_base"))
                 return egress_rules_parse(&s->policy.base, value, "egress_base", reterr) ?: 1;
         if (streq(key, "egress_default")) {
@@ -123,7 +125,8 @@ int egress_settings_register(EgressSettings *s, Config *c) {
                 .parse = settings_key,
                 .owner = s,
                 .syntax = "'egress_profile = NAME: allow TARGET[, ...][; deny ...]', 'egress_default = NAME[, ...]', "
-                          "'egress_base = allow|deny TARGET[, ...]' (space-egress(5))",
+                          "'egress_base = allow|deny TARGET[, ...]', 'egress_secret = PROFILE: SECRET HOST[:PORT][, ...] "
+                          "[header NAME: VALUE]' (space-egress(5))",
         });
 }
 

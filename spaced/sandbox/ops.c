@@ -158,6 +158,10 @@ static void sandbox_egress(Sandbox *s, char ***ret_profiles, char ***ret_allow, 
         *ret_deny = s->egress_deny;
 }
 
+static char **sandbox_env(Sandbox *s) {
+        return s->env;
+}
+
 static const EgressSandboxOps egress_sandbox = {
         .find = sandbox_find_by_id,
         .manager = sandbox_manager,
@@ -165,6 +169,7 @@ static const EgressSandboxOps egress_sandbox = {
         .data_dir = sandbox_data_dir,
         .agent = sandbox_agent,
         .egress = sandbox_egress,
+        .env = sandbox_env,
 };
 
 static const char *sandbox_run_dir(Sandbox *s) {

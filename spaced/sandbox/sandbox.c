@@ -20,6 +20,7 @@
 #include "channel/channel.h"
 #include "core/store.h"
 #include "egress/egress.h"
+#include "secret/secret.h"
 
 #define RESTORE_TIMEOUT_MS (60 * 1000)
 
@@ -847,6 +848,52 @@ static int egress_choice(Manager *m, const SandboxSpec *spec, EgressChoice *ret,
         return 0;
 }
 
+/* The placeholders of the secrets its profiles bind (space-egress(5), "Secrets"): SPACE_SECRET_NAME=space-secret-
+ * NAME-<16 hex>, random for each sandbox, in its environment; the gateway puts the value in their place on the
+ * way to the destinations a binding names. Each secret must exist now (it may still be removed later: then
+ * the placeholder goes out as it is). A placeholder the caller gave in that shape is kept; forks and restores
+ * keep their source's. *ret: spec's env with them, NULL when none are needed. */
+static int secret_env(Manager *m, const SandboxSpec *spec, char *const *profiles, char ***ret, Error *reterr) {
+        _cleanup_strv_free_ char **names = NULL, **env = NULL;
+        int r;
+
+        *ret = NULL;
+        if (spec->source)
+                return 0;
+        r = egress_profiles_secrets(&m->egress->policy, profiles, &names);
+        if (r < 0 || !names)
+                return r;
+        env = sandbox_strv_copy(spec->env);
+        if (!env)
+                return -ENOMEM;
+        for (char **n = names; *n; n++) {
+                _cleanup_free_ char *var = NULL, *kv = NULL;
+                char hex[17];
+                const char *have = NULL;
+                size_t vl;
+
+                if (!secret_find(m, *n))
+                        return error_set(reterr, ERROR_SECRET_NOT_FOUND,
+                                         "an egress profile of this sandbox binds the secret '%s', which does not "
+                                         "exist: set it first with 'spacectl secret set %s'", *n, *n) ?: -ENOENT;
+                if (egress_placeholder_variable(*n, &var) < 0)
+                        return -ENOMEM;
+                vl = strlen(var);
+                for (char **e = env; *e && !have; e++)
+                        if (strncmp(*e, var, vl) == 0 && (*e)[vl] == '=')
+                                have = *e + vl + 1;
+                if (have && egress_placeholder_valid(*n, have))
+                        continue;
+                r = random_hex(hex, 16);
+                if (r < 0)
+                        return r;
+                if (asprintf(&kv, "%s=space-secret-%s-%s", var, *n, hex) < 0 || strv_set_kv(&env, kv) < 0)
+                        return -ENOMEM;
+        }
+        *ret = TAKE_PTR(env);
+        return 0;
+}
+
 /* What every new sandbox gets whichever way it was made (a create, or a pool handout whose member nobody has
  * seen): the user's labels, its time to live and idle policy, a fresh envd access token and traffic token,
  * and its egress. Takes egress's lists. */
@@ -892,8 +939,12 @@ static int create_identity(Sandbox *s, const SandboxSpec *spec, EgressChoice *eg
         return 0;
 }
 
-int sandbox_create(Manager *m, const SandboxSpec *spec, Operation **ret_op, Sandbox **ret_sandbox, Error *reterr) {
+int sandbox_create(Manager *m, const SandboxSpec *spec_in, Operation **ret_op, Sandbox **ret_sandbox,
+                   Error *reterr) {
         _cleanup_(egress_choice_done) EgressChoice egress = {};
+        _cleanup_strv_free_ char **env = NULL;
+        SandboxSpec spec_env = *spec_in;
+        const SandboxSpec *spec = &spec_env;
         CreatePlan p = {};
         Sandbox *s;
         CreateJob *j;
@@ -905,6 +956,11 @@ int sandbox_create(Manager *m, const SandboxSpec *spec, Operation **ret_op, Sand
         r = egress_choice(m, spec, &egress, reterr);
         if (r < 0)
                 return r;
+        r = secret_env(m, spec, egress.profiles, &env, reterr);
+        if (r < 0)
+                return r;
+        if (env)
+                spec_env.env = env;
         if (create_poolable(spec, &p)) {
                 r = pool_take(m, p.template, spec->name, spec->env, ret_op, ret_sandbox, reterr);
                 if (r < 0)
