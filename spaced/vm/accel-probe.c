@@ -107,6 +107,7 @@ int vm_accel_probe(const VmAccelProbe *p, char **ret_outcome) {
         _cleanup_free_ char *mem = NULL;
         _cleanup_close_ int fd = -1;
         VmConfig c;
+        pid_t old;
         int r;
 
         if (!p || !p->wait_hello || !ret_outcome)
@@ -119,6 +120,10 @@ int vm_accel_probe(const VmAccelProbe *p, char **ret_outcome) {
                 return asprintf(ret_outcome, "cannot make the probe's run dir %s: %s", p->run_dir,
                                 strerror(-r)) < 0 ? -ENOMEM : r;
         }
+        /* A probe's QEMU that a daemon killed mid-probe left behind (it runs in a session of its own) would spin
+         * on a hanging KVM until killed: its successor's probe kills it. */
+        if (vm_read_pidfile(p->run_dir, &old) >= 0)
+                (void) vm_kill(old, p->run_dir, 0);
         /* The jail binds the memory file, so it must exist; QEMU sizes it. */
         fd = open(mem, O_RDWR | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY, 0600);
         if (fd < 0) {
