@@ -8,8 +8,7 @@
 # and this machine's own /dev/kvm (kvm-pvm). A device that fails its checks is not probed; kvm-pvm is: a confined
 # QEMU under -accel kvm boots the guest to the agent's hello, which never comes here, and the outcome is cached
 # per user (here in a cache dir of the test's own: these checks doctor it). A sandbox then runs under TCG.
-# Not here: a device that passes KVM's API check but refuses KVM_CREATE_VM needs a character device whose ioctls
-# a test answers (CUSE), which this machine's kernel does not have (no /dev/cuse, no modules).
+# A KVM that speaks the API but refuses KVM_CREATE_VM is a FUSE file whose ioctls kvm-double.py answers.
 . "$(dirname "$0")/lib.sh"
 
 space_env_setup
@@ -68,6 +67,25 @@ REAL_SPACED=$SPACED_BIN
 SPACED_BIN=$TEST_TMP/spaced-nodac
 accel_case "a device the daemon may not open" "Permission denied: add the user to the kvm group"
 SPACED_BIN=$REAL_SPACED
+
+# a KVM that speaks the API but refuses to create a VM (another hypervisor holds VT-x): a FUSE file whose ioctls
+# kvm-double.py answers (a character device would need CUSE, which this kernel lacks)
+if [ -c /dev/fuse ] && [ "$(id -u)" = 0 ]; then
+        python3 "$(dirname "$0")/kvm-double.py" "$TEST_TMP/fuse" >"$TEST_TMP/kvm-double.out" 2>"$TEST_TMP/kvm-double.log" &
+        track_pid $!
+        wait_for 10 grep -q ready "$TEST_TMP/kvm-double.out" || bail_out "kvm-double.py did not mount: $(cat "$TEST_TMP/kvm-double.log")"
+        export SPACE_KVM_DEVICE=$TEST_TMP/fuse/kvm
+        accel_case "a KVM that refuses to create a VM" "KVM cannot create a VM: Device or resource busy \(another hypervisor"
+        check_eq "... after it answered KVM's API version" "0xae00 0xae01" \
+                "$(sed -n 's/^kvm-double: ioctl //p' "$TEST_TMP/kvm-double.log" | head -n 2 | tr '\n' ' ' | sed 's/ $//')"
+        kill -TERM "${EXTRA_PIDS[-1]}"
+        wait "${EXTRA_PIDS[-1]}" 2>/dev/null
+else
+        for c in "a KVM that refuses to create a VM: tcg, with the reason" "... and one warning in the log" \
+                "... and info says what the probe found" "... after it answered KVM's API version"; do
+                skip "$c" "needs /dev/fuse and root for the FUSE double"
+        done
+fi
 check_eq "a device that fails its checks is not probed: nothing cached" "" "$(cache_files)"
 
 # ---- this machine's kvm-pvm: the device checks object only to kvm-pvm, so the probe VM runs, and fails
