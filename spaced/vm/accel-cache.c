@@ -127,9 +127,9 @@ int vm_accel_cache_parse(const char *text, const char *key, int64_t now, VmAccel
 
         if (!text || !key || !ret)
                 return -EINVAL;
-        if (strlen(text) > ACCEL_CACHE_MAX || strncmp(text, ACCEL_CACHE_MAGIC "\n", strlen(ACCEL_CACHE_MAGIC) + 1) != 0)
+        if (strlen(text) > ACCEL_CACHE_MAX || strncmp(text, ACCEL_CACHE_MAGIC "\n", strlen(ACCEL_CACHE_MAGIC "\n")) != 0)
                 return -EBADMSG;
-        buf = strdup(text + strlen(ACCEL_CACHE_MAGIC) + 1);
+        buf = strdup(text + strlen(ACCEL_CACHE_MAGIC "\n"));
         if (!buf)
                 return -ENOMEM;
         p = buf;
@@ -137,7 +137,8 @@ int vm_accel_cache_parse(const char *text, const char *key, int64_t now, VmAccel
             !(out = take_line(&p, "outcome")) || *p)
                 return -EBADMSG;
         if (!printable(k, ACCEL_CACHE_MAX / 2) || !printable(out, ACCEL_CACHE_OUTCOME_MAX) ||
-            parse_time(t, &when) < 0 || when > now + ACCEL_CACHE_FUTURE_SLACK_S || !(streq(res, "ok") || streq(res, "fail")))
+            parse_time(t, &when) < 0 || when > now + ACCEL_CACHE_FUTURE_SLACK_S ||
+            !(streq(res, "ok") || streq(res, "fail")))
                 return -EBADMSG;
         /* Well formed, but about another host or guest, or a failure too old to trust. */
         if (!streq(k, key) || (streq(res, "fail") && now - when > ACCEL_CACHE_FAILURE_TTL_S))

@@ -163,8 +163,8 @@ int vm_build_argv(const VmConfig *c, char ***ret_argv) {
 
         if (!c || !ret_argv)
                 return -EINVAL;
-        if (!path_ok(c->run_dir) || !path_ok(c->kernel) || (c->disk && !path_ok(c->disk)) || !path_ok(c->mem_path) ||
-            (c->initrd && !path_ok(c->initrd)))
+        if (!path_ok(c->run_dir) || !path_ok(c->kernel) || (c->disk && !path_ok(c->disk)) ||
+            !path_ok(c->mem_path) || (c->initrd && !path_ok(c->initrd)))
                 return -EINVAL;
         if (c->disk && (!c->disk_format || !(streq(c->disk_format, "qcow2") || streq(c->disk_format, "raw"))))
                 return -EINVAL;
