@@ -164,5 +164,8 @@ start_daemon
 create_sandbox SB --name t41
 check_rc "with the fallback, a sandbox runs" 0 sc exec "$SB" -- true
 check_eq "... under TCG" tcg "$(json "$(sc inspect "$SB" --json >"$TEST_TMP/i.json"; echo "$TEST_TMP/i.json")" 'd["accel"]')"
+sc info --json >"$TEST_TMP/info.json"
+check_eq "GET /v1/info has accel_probe: here why it did not run" "not run: the KVM device check failed" \
+        "$(json "$TEST_TMP/info.json" 'd["accel_probe"]')"
 
 done_testing
