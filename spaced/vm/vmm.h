@@ -71,7 +71,8 @@ int vm_confine_probe(char **ret_reason);
  * *ret_reason what failed and what to do about it (the kvm group, another hypervisor). */
 const char *vm_kvm_device(void);
 int vm_kvm_check(char **ret_reason);
-/* accel = auto: KVM when vm_kvm_check() passes, else TCG; *ret_reason (may be NULL) says why. */
+/* KVM when vm_kvm_check() passes, else TCG; *ret_reason (may be NULL) says why. The device checks alone, for
+ * tools (tests/tools/vm-smoke): the daemon's accel = auto also runs the probe VM below (spaced/accel-start.c). */
 VmAccel vm_accel_detect(char **ret_reason);
 unsigned vm_host_tsc_khz(void);
 
