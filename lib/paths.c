@@ -95,6 +95,10 @@ int space_config_path(char **ret) {
         return xdg_path("SPACE_CONFIG", "XDG_CONFIG_HOME", ".config", "space/spaced.conf", ret);
 }
 
+int space_cache_dir(char **ret) {
+        return xdg_path("SPACE_CACHE_DIR", "XDG_CACHE_HOME", ".cache", "space", ret);
+}
+
 int space_lib_dir(char **ret) {
         const char *e = env_nonempty("SPACE_LIB_DIR");
         return dup_or_enomem(e ? e : SPACE_PKGLIBDIR, ret);

@@ -14,6 +14,9 @@ int space_runtime_dir(char **ret);
 int space_state_dir(char **ret);
 /* $SPACE_CONFIG, else $XDG_CONFIG_HOME/space/spaced.conf, else $HOME/.config/space/spaced.conf. */
 int space_config_path(char **ret);
+/* $SPACE_CACHE_DIR, else $XDG_CACHE_HOME/space, else $HOME/.cache/space: what may be thrown away and made
+ * again (guest/build-kernel.sh's debs, spaced's accelerator probe), shared by every state dir of the user. */
+int space_cache_dir(char **ret);
 /* $SPACE_LIB_DIR, else the compiled-in SPACE_PKGLIBDIR ($prefix/lib/space): vmlinux, initramfs.cpio,
  * templates/NAME/{rootfs.ext4,template.conf}. */
 int space_lib_dir(char **ret);

@@ -31,6 +31,7 @@
 #include "template/template.h"
 #include "paths.h"
 #include "reload.h"
+#include "accel-start.h"
 
 static char *arg_socket = NULL, *arg_state_dir = NULL, *arg_runtime_dir = NULL, *arg_lib_dir = NULL,
             *arg_config = NULL, *arg_accel = NULL, *arg_listen = NULL;
@@ -476,29 +477,11 @@ static void write_pid_file(const char *runtime_dir, char **ret_path) {
  * accel = kvm with a KVM that cannot run guests is refused here, with the reason, rather than at every
  * create as "QEMU exited at start". */
 static int detect_host(Manager *m) {
-        char *reason = NULL;
+        int r;
 
-        switch (accel_setting) {
-        case ACCEL_KVM:
-                if (vm_kvm_check(&reason) < 0) {
-                        log_error("accel = kvm, but KVM cannot run sandboxes here: %s; set accel = auto (or tcg) in "
-                                  "spaced.conf to use TCG, software emulation", reason ?: "out of memory");
-                        free(reason);
-                        return -ENODEV;
-                }
-                m->accel = VM_ACCEL_KVM;
-                reason = strdup("accel = kvm, and KVM is usable");
-                break;
-        case ACCEL_TCG:
-                m->accel = VM_ACCEL_TCG;
-                reason = strdup("accel = tcg");
-                break;
-        default:
-                m->accel = vm_accel_detect(&reason);
-                if (m->accel == VM_ACCEL_TCG)
-                        log_warning("using TCG (software emulation): %s", reason ?: "KVM is not usable");
-        }
-        m->accel_reason = reason;
+        r = accel_decide(m, accel_setting);
+        if (r < 0)
+                return r;
         m->tsc_khz = vm_host_tsc_khz();
         if (vm_host_fingerprint(m->accel, m->config.qemu_binary, &m->host_fingerprint) < 0)
                 m->host_fingerprint = NULL; /* out of memory: snapshots then record no host */
@@ -725,9 +708,10 @@ int main(int argc, char **argv) {
                 return 1;
         write_pid_file(m.runtime_dir, &pid_path);
 
+        /* confinement first: the accelerator's probe VM is confined as sandboxes are */
+        detect_confinement(&m);
         if (detect_host(&m) < 0)
                 return 1;
-        detect_confinement(&m);
         pthread_mutex_init(&m.completions_lock, NULL);
         pthread_mutex_init(&m.base_lock, NULL);
         if (open_store(&m) < 0)

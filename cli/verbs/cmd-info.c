@@ -65,6 +65,8 @@ int cmd_info(int argc, char *argv[]) {
                         printf("Accelerator:  %s (%s)\n", json_str(j, "accel") ?: "?", json_str(j, "accel_reason"));
                 else
                         printf("Accelerator:  %s\n", json_str(j, "accel") ?: "?");
+                if (json_str(j, "accel_probe"))
+                        printf("KVM probe:    %s\n", json_str(j, "accel_probe"));
                 if (json_str(j, "host"))
                         printf("Host:         %s\n", json_str(j, "host"));
                 print_confinement(j);

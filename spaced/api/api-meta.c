@@ -80,6 +80,10 @@ void api_get_info(Request *r, const RouteArgs *a) {
                 cJSON_AddStringToObject(o, "accel_reason", m->accel_reason);
         else
                 cJSON_AddNullToObject(o, "accel_reason");
+        if (m->accel_probe)
+                cJSON_AddStringToObject(o, "accel_probe", m->accel_probe);
+        else
+                cJSON_AddNullToObject(o, "accel_probe");
         if (m->host_fingerprint)
                 cJSON_AddStringToObject(o, "host", m->host_fingerprint);
         else

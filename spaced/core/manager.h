@@ -62,6 +62,8 @@ struct Manager {
         unsigned tsc_khz;
         char *host_fingerprint;     /* vm_host_fingerprint() at start: what snapshots made now record */
         char *accel_reason;         /* why accel is what it is (the setting, or what vm_kvm_check() found) */
+        char *accel_probe;          /* what the probe VM under KVM found, and whether from the cache, or why it
+                                     * did not run (spaced/accel-start.c) */
         unsigned host_cpus;
         DiskBackend disk_backend;   /* of $state, for new base snapshots */
         uint64_t memory_limit_mib;

@@ -319,13 +319,14 @@ int vm_jail_new(const VmConfig *c, const char *binary, VmJail **ret, Error *rete
         /* The disk, and for qcow2 its backing chain, which QEMU opens read-only by the names in the headers.
          * A disk in disk_dir comes with it: the daemon links the layers of later checkpoints there, and
          * takes the link away once one is frozen, so that only the top is ever writable in here. */
-        if (c->disk_dir && ((r = jail_add(j, c->disk_dir, JAIL_RW, false)) < 0 || !path_under(c->disk, c->disk_dir))) {
+        if (c->disk && c->disk_dir &&
+            ((r = jail_add(j, c->disk_dir, JAIL_RW, false)) < 0 || !path_under(c->disk, c->disk_dir))) {
                 r = r < 0 ? r : -EINVAL;
                 goto fail;
         }
-        if (!c->disk_dir && (r = jail_add(j, c->disk, JAIL_RW, false)) < 0)
+        if (c->disk && !c->disk_dir && (r = jail_add(j, c->disk, JAIL_RW, false)) < 0)
                 goto fail;
-        if (streq(c->disk_format, "qcow2")) {
+        if (c->disk && streq(c->disk_format, "qcow2")) {
                 _cleanup_free_ char *cur = strdup(c->disk);
                 if (!cur) {
                         r = -ENOMEM;

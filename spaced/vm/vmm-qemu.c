@@ -163,10 +163,10 @@ int vm_build_argv(const VmConfig *c, char ***ret_argv) {
 
         if (!c || !ret_argv)
                 return -EINVAL;
-        if (!path_ok(c->run_dir) || !path_ok(c->kernel) || !path_ok(c->disk) || !path_ok(c->mem_path) ||
-            (c->initrd && !path_ok(c->initrd)))
+        if (!path_ok(c->run_dir) || !path_ok(c->kernel) || (c->disk && !path_ok(c->disk)) ||
+            !path_ok(c->mem_path) || (c->initrd && !path_ok(c->initrd)))
                 return -EINVAL;
-        if (!c->disk_format || !(streq(c->disk_format, "qcow2") || streq(c->disk_format, "raw")))
+        if (c->disk && (!c->disk_format || !(streq(c->disk_format, "qcow2") || streq(c->disk_format, "raw"))))
                 return -EINVAL;
         if (c->vcpus < 1 || c->vcpus > 64 || c->memory_mib < 16 || c->memory_mib > 1024 * 1024)
                 return -EINVAL;
@@ -175,7 +175,7 @@ int vm_build_argv(const VmConfig *c, char ***ret_argv) {
 
         run = qemu_opt_escape(c->run_dir);
         mem = qemu_opt_escape(c->mem_path);
-        disk = qemu_opt_escape(c->disk);
+        disk = c->disk ? qemu_opt_escape(c->disk) : strdup("");
         if (!run || !mem || !disk)
                 return -ENOMEM;
 
@@ -227,7 +227,7 @@ int vm_build_argv(const VmConfig *c, char ***ret_argv) {
         if (c->accel == VM_ACCEL_TCG && tsc_khz > 0 && asprintf(&tsc, " tsc_early_khz=%u tsc=reliable", tsc_khz) < 0)
                 return strv_free(s.v), -ENOMEM;
         strv_add(&s, "-append");
-        strv_addf(&s, "console=hvc0 quiet%s panic=-1 space.root=/dev/vda%s%s", tsc ?: "",
+        strv_addf(&s, "console=hvc0 quiet%s panic=-1%s%s%s", tsc ?: "", c->disk ? " space.root=/dev/vda" : "",
                   c->kernel_args && c->kernel_args[0] ? " " : "", c->kernel_args ?: "");
 
         strv_add(&s, "-device");
@@ -240,11 +240,13 @@ int vm_build_argv(const VmConfig *c, char ***ret_argv) {
         strv_addf(&s, "ringbuf,id=con0,size=%u", VM_CONSOLE_RING_SIZE);
         strv_add(&s, "-device");
         strv_add(&s, "virtconsole,chardev=con0");
-        strv_add(&s, "-drive");
-        strv_addf(&s, "file=%s,if=none,id=d0,format=%s,cache=none,aio=threads,discard=unmap", disk,
-                  c->disk_format);
-        strv_add(&s, "-device");
-        strv_add(&s, "virtio-blk-device,drive=d0");
+        if (c->disk) {
+                strv_add(&s, "-drive");
+                strv_addf(&s, "file=%s,if=none,id=d0,format=%s,cache=none,aio=threads,discard=unmap", disk,
+                          c->disk_format);
+                strv_add(&s, "-device");
+                strv_add(&s, "virtio-blk-device,drive=d0");
+        }
         /* -chardev + -mon rather than "-qmp unix:PATH,...": the same thing, with ",," escaping that works. */
         strv_add(&s, "-chardev");
         strv_addf(&s, "socket,id=qmp0,path=%s/qmp.sock,server=on,wait=off", run);

@@ -41,7 +41,8 @@ typedef struct VmConfig {
         const char *run_dir;      /* must exist, mode 0700 */
         const char *kernel;       /* PVH vmlinux */
         const char *initrd;
-        const char *disk;         /* root disk image (qcow2 overlay or raw), attached as virtio-blk "vda" */
+        const char *disk;         /* root disk image (qcow2 overlay or raw), attached as virtio-blk "vda"; NULL:
+                                   * none, and the agent stays in the initramfs (the accelerator's probe) */
         const char *disk_format;  /* "qcow2" or "raw" */
         const char *disk_dir;     /* the sandbox's own directory the disk is in, bound writable when confined,
                                    * so a layer linked there later reaches QEMU; NULL: the disk alone is bound */
@@ -70,9 +71,62 @@ int vm_confine_probe(char **ret_reason);
  * *ret_reason what failed and what to do about it (the kvm group, another hypervisor). */
 const char *vm_kvm_device(void);
 int vm_kvm_check(char **ret_reason);
-/* accel = auto: KVM when vm_kvm_check() passes, else TCG; *ret_reason (may be NULL) says why. */
+/* KVM when vm_kvm_check() passes, else TCG; *ret_reason (may be NULL) says why. The device checks alone, for
+ * tools (tests/tools/vm-smoke): the daemon's accel = auto also runs the probe VM below (spaced/accel-start.c). */
 VmAccel vm_accel_detect(char **ret_reason);
 unsigned vm_host_tsc_khz(void);
+
+/* accel-probe.c. The accelerator's probe: QEMU with -accel kvm and a sandbox's machine and CPU, confined as a
+ * sandbox's QEMU is, boots the guest kernel and initramfs (no root disk: the agent says hello from the
+ * initramfs) until the agent's first word on its channel, and is killed by its pid then or at timeout_ms.
+ * KVM boots this guest to the hello in well under a second; TCG, emulating every instruction, takes about
+ * 3.5 s on the development machine. VM_ACCEL_PROBE_TIMEOUT_MS is past both: a loaded host keeps a margin of
+ * several times KVM's boot, and a KVM that is slower than emulation is not worth using. What it costs is paid
+ * once per cache key (accel-cache.c), and only on hosts where KVM hangs (kvm-pvm spins in the kernel). */
+#define VM_ACCEL_PROBE_TIMEOUT_MS 5000
+/* How the probe hears the agent's first word on its channel: channel/'s agent_wait_hello(), which vm/, below
+ * channel/, cannot name. 0 on the hello; -ETIMEDOUT when timeout_ms passed without it. */
+typedef int (*VmHelloWait)(const char *agent_socket, int timeout_ms, Error *reterr);
+typedef struct VmAccelProbe {
+        const char *qemu_binary;  /* NULL: "qemu-system-x86_64" from PATH */
+        const char *run_dir;      /* made (0700) if missing, removed after */
+        const char *kernel;
+        const char *initrd;
+        VmConfine confine;
+        int timeout_ms;           /* for the hello, from the moment QEMU has opened KVM */
+        VmHelloWait wait_hello;
+} VmAccelProbe;
+/* The probe VM's command line, as vm_accel_probe() starts it. */
+int vm_accel_probe_argv(const VmAccelProbe *p, char ***ret_argv);
+/* Runs the probe: 0 when the agent said hello, else -errno (-ETIMEDOUT: no hello in time). Either way
+ * *ret_outcome says what happened, for the log and /v1/info ("the agent said hello in 310 ms", "no agent hello
+ * within 5 s", "QEMU exited before the agent said hello: <its last words>"). */
+int vm_accel_probe(const VmAccelProbe *p, char **ret_outcome);
+
+/* accel-cache.c. The probe's outcome kept per user ($SPACE_CACHE_DIR, else $XDG_CACHE_HOME/space, else
+ * ~/.cache/space: lib/paths.h's space_cache_dir()), one file per key, so that a daemon's start pays for the
+ * probe only when something it depends on changed. */
+typedef struct VmAccelCache {
+        char *key;        /* vm_accel_cache_key(): what the outcome depends on */
+        int64_t time;     /* when the probe ran, unix seconds */
+        bool ok;          /* the agent said hello */
+        char *outcome;    /* vm_accel_probe()'s words */
+} VmAccelCache;
+void vm_accel_cache_done(VmAccelCache *c);
+/* The host's fingerprint under KVM (vm_host_fingerprint(VM_ACCEL_KVM, ...): QEMU's build, the host kernel,
+ * microcode and CPUID), and the digests of the guest kernel and initramfs. */
+int vm_accel_cache_key(const char *fingerprint, const char *kernel_digest, const char *initrd_digest, char **ret);
+/* cache_dir/accel-probe-<the first 16 hex digits of the key's sha256>. */
+int vm_accel_cache_path(const char *cache_dir, const char *key, char **ret);
+int vm_accel_cache_format(const VmAccelCache *c, char **ret);
+/* Reads a cache file's text: 0 and *ret when it is well formed, holds key and is still good (a failure is
+ * trusted for a day, a success until the key changes); -ESTALE when it is well formed but is not (another key,
+ * an old failure); -EBADMSG for anything else (garbage is ignored, never trusted). now: unix seconds. */
+int vm_accel_cache_parse(const char *text, const char *key, int64_t now, VmAccelCache *ret);
+/* The same from path: also -EBADMSG when it is not a regular file of our own or is too large; -ENOENT. */
+int vm_accel_cache_load(const char *path, const char *key, int64_t now, VmAccelCache *ret);
+/* Writes c to path atomically (a new file renamed over it), making its directory (0700) when missing. */
+int vm_accel_cache_save(const char *path, const VmAccelCache *c);
 
 /* host-fingerprint.c: what a snapshot made here depends on besides its files (accel, the QEMU build, and under
  * KVM the host kernel, microcode and the CPUID KVM offers), as one line of key=value fields. Runs QEMU

@@ -615,6 +615,26 @@ def migstream_corpus():
     write(t, "truncated", all_zero[:len(all_zero) // 2])
     write(t, "block-section", prologue() + section(0x01, 1) + name("block") + struct.pack(">II", 0, 1))
 
+def accel_cache_corpus():
+    """fuzz-accel-cache: the accelerator probe's cache file (spaced/vm/accel-cache.c)."""
+    t = "fuzz-accel-cache"
+    key = ("accel=kvm qemu=7.2.22 kernel=6.1 microcode=0x1 cpuid=0123456789abcdef guest-kernel=sha256:aa "
+           "initramfs=sha256:bb")
+
+    def cache(result="fail", outcome="no agent hello within 5 s", when="1799999000", k=key):
+        return f"space-accel-probe 1\nkey {k}\ntime {when}\nresult {result}\noutcome {outcome}\n".encode()
+
+    write(t, "failure", cache())
+    write(t, "success", cache("ok", "the agent said hello in 310 ms", "1700000000"))
+    write(t, "old-failure", cache(when="1700000000"))
+    write(t, "other-key", cache(k=key.replace("cpuid=0123456789abcdef", "cpuid=0000000000000000")))
+    write(t, "future", cache(when="1900000000"))
+    write(t, "exited", cache(outcome="QEMU exited before the agent said hello: qemu-system-x86_64: failed to "
+                                     "initialize kvm: Permission denied"))
+    write(t, "garbage", b"garbage\n")
+    write(t, "cut", cache()[:-1])
+
+
 def main():
     if os.path.isdir(OUT):
         shutil.rmtree(OUT)
@@ -633,6 +653,7 @@ def main():
     proxy_request_corpus()
     proxy_answer_corpus()
     migstream_corpus()
+    accel_cache_corpus()
     for d in sorted(os.listdir(OUT)):
         print(f"{d}: {len(os.listdir(os.path.join(OUT, d)))} inputs")
 

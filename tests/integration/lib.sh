@@ -413,8 +413,9 @@ _space_cleanup() {
         pids+=("${EXTRA_PIDS[@]}")
         _kill_pids "${pids[@]}"
         pids=("${SEEN_PIDS[@]}")
-        # a base snapshot being built when the test ended has a QEMU of its own
-        for f in "$SPACE_RUNTIME_DIR"/sandboxes/*/qemu.pid "$SPACE_RUNTIME_DIR"/base-*/qemu.pid; do
+        # a base snapshot being built when the test ended has a QEMU of its own, and so has the accelerator's probe
+        for f in "$SPACE_RUNTIME_DIR"/sandboxes/*/qemu.pid "$SPACE_RUNTIME_DIR"/base-*/qemu.pid \
+                "$SPACE_RUNTIME_DIR"/accel-probe/qemu.pid; do
                 [ -r "$f" ] && read -r pid <"$f" && pids+=("$pid")
         done
         _kill_pids "${pids[@]}"
