@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "egress/egress.h"
+#include "egress/egress-internal.h"
 #include "macro.h"
 #include "tap.h"
 
@@ -78,6 +79,78 @@ static void check_allowed(const char *host, const char *addr, unsigned port, cha
            rule, d.message);
 }
 
+/* egress_secret lines and the head rewrite (binding.c), exactly. */
+static void test_bindings(void) {
+        static const char head[] = "GET /v1/x HTTP/1.1\r\nHost: api.test\r\nauthorization: Bearer forged\r\n"
+                                   "X-Key: a space-secret-k-0123456789abcdef b\r\n"
+                                   "X-Space-Secret-K-0123456789abcdef: n\r\n\r\n";
+        EgressInjection inj[] = {
+                { .header = "Authorization", .template = "Bearer {value}", .value = "V1", .value_len = 2 },
+                { .placeholder = "space-secret-k-0123456789abcdef", .value = "P", .value_len = 1 },
+        };
+        EgressConfig c = {};
+        SpaceBuf out = {};
+        unsigned done = 0;
+        Error e = {};
+        const EgressBinding *b;
+
+        ok(egress_binding_parse(&c, "api: tok api.test:443, b.test header Authorization: Bearer {value}, x", &e) == 0 &&
+           c.n_profiles == 1 && c.profiles[0].n_bindings == 1, "a header binding parses (a comma in its value too)");
+        b = &c.profiles[0].bindings[0];
+        ok(streq(b->secret, "tok") && b->dests.n == 2 && streq(b->header, "Authorization") &&
+           streq(b->template, "Bearer {value}, x"), "... its secret, two destinations, header and value");
+        ok(egress_binding_applies(b, "api.test", 443) && !egress_binding_applies(b, "api.test", 80) &&
+           egress_binding_applies(b, "b.test", 8080) && !egress_binding_applies(b, "b.test", 25) &&
+           !egress_binding_applies(b, "c.test", 443) && !egress_binding_applies(b, NULL, 443),
+           "it applies to its hosts and ports only (no port: every one but SMTP's)");
+        ok(egress_binding_parse(&c, "api: ph api.test", &e) == 0 && c.profiles[0].n_bindings == 2 &&
+           !c.profiles[0].bindings[1].header, "a placeholder binding parses");
+        ok(egress_binding_parse(&c, "api: tok 10.0.0.1", &e) < 0 && e.message && strstr(e.message, "is an address"),
+           "an address as destination is refused: %s", e.message ?: "");
+        error_done(&e);
+        ok(egress_binding_parse(&c, "api: tok a.test header Host: {value}", &e) < 0, "a binding may not set Host");
+        error_done(&e);
+        ok(egress_binding_parse(&c, "api: tok a.test header content-LENGTH: {value}", &e) < 0,
+           "nor a framing header, whatever its case");
+        error_done(&e);
+        ok(egress_binding_parse(&c, "api: tok a.test header X: none", &e) < 0, "a header value without {value}");
+        error_done(&e);
+        ok(egress_binding_parse(&c, "api: tok", &e) < 0, "no destination");
+        error_done(&e);
+        ok(egress_binding_parse(&c, "api: -x a.test", &e) < 0, "a bad secret name");
+        error_done(&e);
+        ok(egress_binding_parse(&c, "API: tok a.test", &e) < 0, "a bad profile name");
+        error_done(&e);
+        ok(egress_binding_parse(&c, "api tok a.test", &e) < 0, "no profile");
+        error_done(&e);
+        egress_config_done(&c);
+
+        ok(egress_head_rewrite((const uint8_t *) head, strlen(head), inj, 2, 4096, &out, &done) == 0 && done == 2,
+           "the head is rewritten: one header added, one placeholder replaced (done=%u)", done);
+        ok(out.len == strlen("GET /v1/x HTTP/1.1\r\nHost: api.test\r\nX-Key: a P b\r\n"
+                             "X-Space-Secret-K-0123456789abcdef: n\r\nAuthorization: Bearer V1\r\n\r\n") &&
+           memcmp(out.data, "GET /v1/x HTTP/1.1\r\nHost: api.test\r\nX-Key: a P b\r\n"
+                            "X-Space-Secret-K-0123456789abcdef: n\r\nAuthorization: Bearer V1\r\n\r\n", out.len) == 0,
+           "... the forged header gone, the value in the placeholder's place, names as they were");
+        space_buf_done(&out);
+        out = (SpaceBuf) {};
+        ok(egress_head_rewrite((const uint8_t *) head, strlen(head), inj, 2, 64, &out, &done) == -E2BIG,
+           "over the bound: -E2BIG");
+        space_buf_done(&out);
+        out = (SpaceBuf) {};
+        ok(egress_head_rewrite((const uint8_t *) "GET / HTTP/1.1\r\n", 16, inj, 2, 4096, &out, &done) == -EINVAL,
+           "not a whole head: -EINVAL");
+        space_buf_done(&out);
+
+        char *var = NULL;
+        ok(egress_placeholder_variable("openai-key.v2", &var) == 0 && streq(var, "SPACE_SECRET_OPENAI_KEY_V2"),
+           "the placeholder's variable: %s", var ?: "-");
+        free(var);
+        ok(egress_placeholder_valid("k", "space-secret-k-0123456789abcdef") &&
+           !egress_placeholder_valid("k", "space-secret-k-0123") && !egress_placeholder_valid("k", "x") &&
+           !egress_placeholder_valid("k", "space-secret-kk-0123456789abcdef"), "placeholders have one shape");
+}
+
 int main(void) {
         Error e = {};
         char *none[] = { NULL };
@@ -91,6 +164,7 @@ int main(void) {
         int r;
 
         plan(0);
+        test_bindings();
 
         /* ---- literals: inet_aton's forms normalise, so no spelling slips past */
         check_literal("127.0.0.1", "127.0.0.1");
