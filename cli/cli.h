@@ -129,6 +129,10 @@ int cli_usage_status(void);
 int cli_usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 int cli_list_show(const char *path, const char *key, const char *what, bool json, const char *quiet_field,
                   int (*print_table)(const cJSON *list));
+/* The rest of every "rm X..." of a resource removed by DELETE (key rm, secret rm): takes no option but -h,
+ * DELETEs collection/ARG for each argument, prints each one removed; goes on past a failure unless the daemon
+ * is unreachable. `what` names an argument in messages ("key id"). Returns the exit status. */
+int cli_delete_each(int argc, char *argv[], const char *verb, const char *what, const char *collection);
 void cli_print_help(const Verb *v, FILE *f);
 void cli_print_usage(const Verb *v, FILE *f);
 

@@ -203,6 +203,37 @@ bool json_num(const cJSON *o, const char *key, double *ret) {
         return true;
 }
 
+int cli_delete_each(int argc, char *argv[], const char *verb, const char *what, const char *collection) {
+        bool failed = false;
+        int r;
+
+        r = cli_parse_options(argc, argv, NULL, 0, 0);
+        if (r >= 0)
+                return r;
+        if (optind >= argc)
+                return cli_usage_error("%s needs at least one %s", verb, what);
+        for (int i = optind; i < argc; i++) {
+                _cleanup_free_ char *esc = NULL, *path = NULL;
+                SpaceHttpReply reply = {};
+
+                if (!*argv[i] || space_http_escape(argv[i], &esc) < 0 || asprintf(&path, "%s/%s", collection, esc) < 0) {
+                        log_error("'%s' is not a %s", argv[i], what);
+                        failed = true;
+                        continue;
+                }
+                if (cli_call("DELETE", path, NULL, &reply) < 0) {
+                        failed = true;
+                        if (!cli_http())
+                                break;
+                        continue;
+                }
+                space_http_reply_done(&reply);
+                printf("%s\n", argv[i]);
+                fflush(stdout);
+        }
+        return failed ? EXIT_FAIL : 0;
+}
+
 /* The rest of every list verb: GET path, check that the reply's `key` is an array, print the whole reply
  * (json), the `quiet_field` of each element (quiet_field set), or the verb's table. Returns the exit status. */
 int cli_list_show(const char *path, const char *key, const char *what, bool json, const char *quiet_field,

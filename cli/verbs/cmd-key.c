@@ -105,35 +105,7 @@ static int key_ls(int argc, char *argv[]) {
 }
 
 static int key_rm(int argc, char *argv[]) {
-        bool failed = false;
-        int r;
-        r = cli_parse_options(argc, argv, NULL, 0, 0);
-        if (r >= 0)
-                return r;
-        if (optind >= argc)
-                return cli_usage_error("key rm needs at least one ID");
-
-        for (int i = optind; i < argc; i++) {
-                _cleanup_free_ char *esc = NULL, *path = NULL;
-                SpaceHttpReply reply = {};
-
-                if (!*argv[i] || space_http_escape(argv[i], &esc) < 0 ||
-                    asprintf(&path, "/v1/keys/%s", esc) < 0) {
-                        log_error("'%s' is not a key id", argv[i]);
-                        failed = true;
-                        continue;
-                }
-                if (cli_call("DELETE", path, NULL, &reply) < 0) {
-                        failed = true;
-                        if (!cli_http())
-                                break;
-                        continue;
-                }
-                space_http_reply_done(&reply);
-                printf("%s\n", argv[i]);
-                fflush(stdout);
-        }
-        return failed ? EXIT_FAIL : 0;
+        return cli_delete_each(argc, argv, "key rm", "key id", "/v1/keys");
 }
 
 static const SubVerb key_verbs[] = {

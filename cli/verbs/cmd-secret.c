@@ -214,34 +214,7 @@ static int secret_ls(int argc, char *argv[]) {
 }
 
 static int secret_rm(int argc, char *argv[]) {
-        bool failed = false;
-        int r;
-
-        r = cli_parse_options(argc, argv, NULL, 0, 0);
-        if (r >= 0)
-                return r;
-        if (optind >= argc)
-                return cli_usage_error("secret rm needs at least one NAME");
-        for (int i = optind; i < argc; i++) {
-                _cleanup_free_ char *esc = NULL, *path = NULL;
-                SpaceHttpReply reply = {};
-
-                if (!*argv[i] || space_http_escape(argv[i], &esc) < 0 || asprintf(&path, "/v1/secrets/%s", esc) < 0) {
-                        log_error("'%s' is not a secret name", argv[i]);
-                        failed = true;
-                        continue;
-                }
-                if (cli_call("DELETE", path, NULL, &reply) < 0) {
-                        failed = true;
-                        if (!cli_http())
-                                break;
-                        continue;
-                }
-                space_http_reply_done(&reply);
-                printf("%s\n", argv[i]);
-                fflush(stdout);
-        }
-        return failed ? EXIT_FAIL : 0;
+        return cli_delete_each(argc, argv, "secret rm", "secret name", "/v1/secrets");
 }
 
 static const SubVerb secret_verbs[] = {

@@ -87,32 +87,20 @@ void api_put_secret(Request *r, const RouteArgs *a) {
                 goto out;
         }
         if (secret_set(m, a->arg[0], v->valuestring, strlen(v->valuestring), metadata, SECRET_UPSERT, &s, &created,
-                       &err) < 0) {
-                if (err.code == ERROR_INTERNAL || err.code == ERROR_NO_SPACE)
-                        log_error("cannot set secret %.64s: %s", a->arg[0], err.message ?: "out of memory");
+                       &err) < 0)
                 http_respond_error(r, err.code ?: ERROR_INTERNAL, "%s", err.message ?: "out of memory");
-                goto out;
-        }
-        log_info("secret %s %s (version %lld)", s->rec.name, created ? "created" : "set",
-                 (long long) s->rec.version);
-        http_respond_json(r, created ? 201 : 200, secret_to_json(s));
+        else
+                http_respond_json(r, created ? 201 : 200, secret_to_json(s));
 out:
         secret_body_free(o);
 }
 
 void api_delete_secret(Request *r, const RouteArgs *a) {
         _cleanup_(error_done) Error err = {};
-        _cleanup_free_ char *name = NULL;
         Secret *s = secret_from_route(r, a);
 
-        if (!s)
-                return;
-        name = strdup(s->rec.name);
-        if (secret_remove(http_manager(r->http), s, &err) < 0) {
-                log_error("cannot remove secret %s: %s", name ?: "?", err.message ?: "out of memory");
+        if (s && secret_remove(http_manager(r->http), s, &err) < 0)
                 http_respond_error(r, err.code ?: ERROR_INTERNAL, "%s", err.message ?: "out of memory");
-                return;
-        }
-        log_info("secret %s removed", name ?: "?");
-        http_respond_empty(r, 204);
+        else if (s)
+                http_respond_empty(r, 204);
 }

@@ -73,15 +73,10 @@ static void set_secret(Request *r, const char *ref, bool create) {
                 goto out;
         }
         if (secret_set(m, ref, v->valuestring, strlen(v->valuestring), metadata,
-                       create ? SECRET_CREATE : SECRET_UPDATE, &s, NULL, &err) < 0) {
-                if (err.code == ERROR_INTERNAL || err.code == ERROR_NO_SPACE)
-                        log_error("cannot set secret %.64s: %s", ref, err.message ?: "out of memory");
+                       create ? SECRET_CREATE : SECRET_UPDATE, &s, NULL, &err) < 0)
                 http_respond_error(r, err.code ?: ERROR_INTERNAL, "%s", err.message ?: "out of memory");
-                goto out;
-        }
-        log_info("secret %s %s for E2B (version %lld)", s->rec.name, create ? "created" : "set",
-                 (long long) s->rec.version);
-        http_respond_json(r, create ? 201 : 200, secret_json(s));
+        else
+                http_respond_json(r, create ? 201 : 200, secret_json(s));
 out:
         secret_body_free(o);
 }
@@ -104,19 +99,12 @@ void e2b_get_secret(Request *r, const RouteArgs *a) {
 
 void e2b_delete_secret(Request *r, const RouteArgs *a) {
         _cleanup_(error_done) Error err = {};
-        _cleanup_free_ char *name = NULL;
         Secret *s = secret_from_route(r, a);
 
-        if (!s)
-                return;
-        name = strdup(s->rec.name);
-        if (secret_remove(http_manager(r->http), s, &err) < 0) {
-                log_error("cannot remove secret %s: %s", name ?: "?", err.message ?: "out of memory");
+        if (s && secret_remove(http_manager(r->http), s, &err) < 0)
                 http_respond_error(r, err.code ?: ERROR_INTERNAL, "%s", err.message ?: "out of memory");
-                return;
-        }
-        log_info("secret %s removed for E2B", name ?: "?");
-        http_respond_empty(r, 204);
+        else if (s)
+                http_respond_empty(r, 204);
 }
 
 /* GET /secrets?limit=&nextToken=: oldest first; the token is the id of the last one a page showed, so a page

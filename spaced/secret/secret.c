@@ -271,8 +271,12 @@ int secret_set(Manager *m, const char *ref, const char *value, size_t len, const
                 r = secret_new_version(m, s, value, len, metadata_json, reterr);
         else
                 r = secret_create(m, ref, value, len, metadata_json, &s, reterr);
+        if (r == -ENOMEM || (r < 0 && reterr && IN_SET(reterr->code, ERROR_INTERNAL, ERROR_NO_SPACE)))
+                log_error("cannot set secret %.64s: %s", ref, reterr && reterr->message ? reterr->message : strerror(-r));
         if (r < 0)
                 return r;
+        log_info("secret %s %s (version %lld)", s->rec.name, s->rec.version == 1 ? "created" : "set",
+                 (long long) s->rec.version);
         if (ret_created)
                 *ret_created = s->rec.version == 1;
         if (ret)
@@ -287,8 +291,11 @@ int secret_remove(Manager *m, Secret *s, Error *reterr) {
         if (!path)
                 return -ENOMEM;
         r = store_delete_secret(m->store, s->rec.id);
-        if (r < 0)
+        if (r < 0) {
+                log_error_errno(r, "cannot remove secret %s from the store", s->rec.name);
                 return error_set(reterr, error_code_from_errno(r), "cannot remove the secret: %s", strerror(-r)) ?: r;
+        }
+        log_info("secret %s removed", s->rec.name);
         if (unlink(path) < 0 && errno != ENOENT)
                 log_warning_errno(-errno, "secret %s: cannot remove its value file %s", s->rec.name, path);
         else

@@ -52,7 +52,8 @@ typedef enum SecretSetMode {
 
 /* Sets ref's value (checked with secret_value_problem()); metadata_json: a checked object (see
  * secret_metadata_check()), or NULL to keep what it had ({} for a new one). *ret_created tells a create from
- * a new version. The value reaches its file (fsynced) before the row says so. */
+ * a new version. The value reaches its file (fsynced) before the row says so. Logs what it did (the name and
+ * version, never the value). */
 int secret_set(Manager *m, const char *ref, const char *value, size_t len, const char *metadata_json,
                SecretSetMode mode, Secret **ret, bool *ret_created, Error *reterr);
 /* Removes s: its row, then its file. */
