@@ -36,6 +36,7 @@ struct Tunnel {
 
         SpaceBuf up;              /* guest bytes the socket has not taken yet */
         size_t up_injected;       /* bytes in up the gate put there (tunnel_pass_replace), credited already */
+        bool regate_when_sent;    /* the gate waits for those to be sent (tunnel_gate_when_sent) */
         SpaceCredit up_window;    /* what the guest may still send */
         bool up_eof;              /* the guest sent EOF */
         bool up_shut;             /* and we passed it on (shutdown SHUT_WR) */
@@ -251,6 +252,11 @@ static int on_tunnel_io(sd_event_source *s, int fd, uint32_t revents, void *user
 
         if ((revents & EPOLLOUT) && flush_up(t))
                 return 0;
+        if (t->regate_when_sent && t->up_injected == 0) {
+                t->regate_when_sent = false;
+                tunnel_regate(t); /* it may end the tunnel: nothing of t after this */
+                return 0;
+        }
         if ((revents & (EPOLLIN | EPOLLHUP | EPOLLERR)) && pump_down(t))
                 return 0;
         if ((revents & EPOLLERR) && !want_read(t)) {
@@ -418,6 +424,14 @@ int tunnel_pass_replace(Tunnel *t, size_t n, const void *data, size_t len) {
         if (n > 0)
                 send_credit(t, n);
         return 0;
+}
+
+size_t tunnel_injected(Tunnel *t) {
+        return t->up_injected;
+}
+
+void tunnel_gate_when_sent(Tunnel *t) {
+        t->regate_when_sent = true;
 }
 
 void tunnel_regate(Tunnel *t) {

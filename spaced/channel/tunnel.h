@@ -59,6 +59,11 @@ void tunnel_pass(Tunnel *t, size_t n);
 /* Lets go data in place of the next n unchecked bytes (the gateway's request head with a secret added): the
  * guest gets its credit for those n at once. -EINVAL when there are not n unchecked bytes or no gate. */
 int tunnel_pass_replace(Tunnel *t, size_t n, const void *data, size_t len);
+/* The gate's own bytes not sent yet; and to hold the stream until they are: the gate runs again then. Each
+ * head's credit comes back at once (tunnel_pass_replace), so without this a guest sending small requests
+ * fast could have the host hold a secret-sized header for each. */
+size_t tunnel_injected(Tunnel *t);
+void tunnel_gate_when_sent(Tunnel *t);
 /* Runs the gate again (something it waited for happened) and sends what it lets go. */
 void tunnel_regate(Tunnel *t);
 /* Calls watch with the server's bytes as they are read, before they go to the guest (may be NULL: no more).
