@@ -74,6 +74,8 @@ void agent_freeze_on_frame(AgentConn *a, const SpaceFrameHeader *h, const uint8_
         if (!a->freeze_done || (h->type != SPACE_F_PONG && h->type != SPACE_F_ERROR))
                 return; /* nobody asked, or not an answer */
         r = agent_freeze_answer(h, payload, msg, sizeof msg);
+        if (r > 0)
+                agent_health_set_frozen(a, true);
         freeze_finish(a, r, r < 0 ? msg : NULL);
 }
 

@@ -48,3 +48,6 @@ int agent_freeze_answer(const SpaceFrameHeader *h, const uint8_t *payload, char 
 void agent_freeze_on_frame(AgentConn *a, const SpaceFrameHeader *h, const uint8_t *payload);
 /* The channel goes away: a freeze waiting for its answer ends with -ECONNRESET. */
 void agent_freeze_cancel(AgentConn *a);
+/* Whether the workload may be frozen, across the sandbox's connections: a reconnect then asks the sandbox for
+ * the INIT that thaws it (ChannelSandboxOps.reconnected). */
+void agent_health_set_frozen(AgentConn *a, bool frozen);

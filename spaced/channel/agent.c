@@ -48,6 +48,7 @@ struct AgentHealth {
         unsigned n_faults;
         uint64_t warned_at;
         unsigned suppressed;
+        bool frozen;                 /* the agent froze the workload, and no INIT has been answered since */
 };
 
 
@@ -531,8 +532,17 @@ static int on_reconnect(sd_event_source *src, uint64_t usec, void *userdata) {
                              (double) h->delay / 1e6) >= 0)
                         health_warn(h, channel_sandbox->id(s), msg);
                 schedule_reconnect(h);
-        }
+        } else if (h->frozen && channel_sandbox->reconnected)
+                /* its thaw may have gone with the old channel */
+                channel_sandbox->reconnected(s);
         return 0;
+}
+
+void agent_health_set_frozen(AgentConn *a, bool frozen) {
+        AgentHealth *h = health_get(a->sandbox);
+
+        if (h)
+                h->frozen = frozen;
 }
 
 uint64_t agent_health_next_delay(Sandbox *s) {
@@ -741,8 +751,10 @@ static void dispatch(AgentConn *a, const SpaceFrameHeader *h, const uint8_t *pay
                 _cleanup_(error_done) Error e = {};
 
                 a->awaiting_identity = false;
-                if (h->type == SPACE_F_OK)
+                if (h->type == SPACE_F_OK) {
+                        agent_health_set_frozen(a, false); /* an INIT taken thaws */
                         return;
+                }
                 refused_identity(payload, h->length, -EPROTO, &e);
                 log_error("sandbox %s: %s", channel_sandbox->id(a->sandbox), e.message);
                 channel_sandbox->mark_failed(a->sandbox, e.message);

@@ -50,6 +50,7 @@ typedef struct ChannelSandboxOps {
         void (*mark_failed)(Sandbox *s, const char *reason);  /* as sandbox_mark_failed() */
         void (*qemu_exited)(Sandbox *s);                      /* its channel went with its QEMU */
         void (*touch)(Sandbox *s);                            /* it is being used now (last_active) */
+        void (*reconnected)(Sandbox *s);                      /* its channel is back, its workload maybe frozen */
 } ChannelSandboxOps;
 void channel_set_sandbox_ops(const ChannelSandboxOps *ops);
 /* The channel's files read a sandbox through these. */
