@@ -72,6 +72,10 @@ if [ -f "$config" ]; then
         grep -q '^CONFIG_PVH=y' "$config" || die "$pkg is not built with CONFIG_PVH=y: it cannot boot as a PVH vmlinux"
         grep -q '^CONFIG_EXT4_FS=y' "$config" ||
                 die "$pkg does not build ext4 in; add ext4 and its dependencies to GUEST_MODULES"
+        # cgroup v2 and its freezer (core since 5.2) come with CONFIG_CGROUPS; CONFIG_CGROUP_FREEZER is v1's
+        grep -q '^CONFIG_CGROUPS=y' "$config" ||
+                echo "warning: $pkg has no CONFIG_CGROUPS=y: the agent cannot freeze the workload around snapshots," \
+                        "so forks may share their parent's random state for a moment" >&2
 fi
 
 # The bzImage payload is an LZ4 (cloud) or XZ (generic) stream; find its magic and decompress from there.

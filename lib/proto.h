@@ -35,6 +35,13 @@
  *                  Every key is optional. service=SHELL-LINE[, service_user, service_cwd]: a command the agent
  *                  starts once (sh -c, as that user, in that directory, with the env) and starts again whenever
  *                  it exits; a later INIT naming the same command changes nothing, another one is ERROR(EBUSY).
+ *                  Every INIT the agent takes (no ERROR) thaws the workload, once its clock and seed are set.
+ *   host -> guest  PING(s, "freeze") (version 4): the workload (every process the agent started) stops, for a
+ *                  snapshot others restore from -> PONG(s, "frozen") once it stands still, or ERROR(s, kv: errno,
+ *                  message) after at most 2 s (then it runs on). It stays frozen until the next INIT; EXEC and
+ *                  RELEASE, and the frames of their streams after them, wait for that INIT. It rides on PING so
+ *                  that an older agent echoes it (PONG(s, "freeze"): it froze nothing) where an unknown frame
+ *                  type would be a malformed frame to it, which drops what it read with it.
  *   host -> guest  EXEC(s, kv: argv..., env..., cwd, user, stdin=0|1, pty=0|1, rows, cols, hold=0|1)
  *                  -> STARTED(s, kv: pid) | ERROR(s, kv: errno, message, stage=chdir|exec|setup|user, code)
  *                  (errno=2, stage=exec: no such command). With hold=1 the child is forked and waits before
@@ -118,12 +125,15 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define SPACE_PROTO_VERSION 3 /* 2: FILE; 3: CONNECT, RESOLVE, PORT */
+#define SPACE_PROTO_VERSION 4 /* 2: FILE; 3: CONNECT, RESOLVE, PORT; 4: PING "freeze" */
 #define SPACE_FRAME_HEADER_SIZE 12
 #define SPACE_FRAME_PAYLOAD_MAX (64U * 1024U)
 #define SPACE_FRAME_MAX (SPACE_FRAME_HEADER_SIZE + SPACE_FRAME_PAYLOAD_MAX)
 #define SPACE_STREAM_WINDOW (256U * 1024U)
 #define SPACE_PING_PAYLOAD_MAX 64U
+/* PING's payload that asks for the workload to be frozen, and PONG's that says it is (see above). */
+#define SPACE_PING_FREEZE "freeze"
+#define SPACE_PONG_FROZEN "frozen"
 #define SPACE_STREAM_GUEST_BIT 0x80000000U
 /* Hard caps the host enforces on what the guest may make it hold. */
 #define SPACE_KV_RECORDS_MAX 4096U

@@ -157,6 +157,19 @@ size_t net_poll_fill(const Channel *c, struct pollfd *fds, size_t max);
 void net_poll_handle(Channel *c, const struct pollfd *fds, size_t n);
 int net_poll_timeout(void);
 
+/* freeze.c: the workload's cgroup, which the host has frozen around a snapshot others restore from, and INIT
+ * thaws once the identity is in place. work_setup at boot mounts cgroup2 if need be and makes the group;
+ * work_join puts the calling process in it (the EXEC and service child, before its exec); work_freeze waits at
+ * most timeout_ms for every process in it to stop (-ETIMEDOUT, and thawed again; -EOPNOTSUPP without the
+ * group). While it is frozen the agent keeps EXEC and RELEASE (channel.c), since their child would stop before
+ * its exec, and does not restart the service. */
+void work_setup(void);
+void work_join(void);
+int work_freeze(int timeout_ms);
+void work_thaw(void);
+bool work_frozen(void);
+#define AGENT_FREEZE_TIMEOUT_MS 2000
+
 /* init.c: INIT and the default environment for EXEC */
 void init_handle(Channel *c, uint32_t id, const uint8_t *p, size_t n);
 /* Default environment records ("K=V"), NULL-terminated. */

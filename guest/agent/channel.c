@@ -75,11 +75,89 @@ void channel_send_hello(Channel *c) {
         space_buf_done(&kv);
 }
 
+/* Frames kept while the workload is frozen (freeze.c): EXEC and RELEASE, whose child would stop before its
+ * exec while the agent waits for that exec, and every later frame of their streams, so that none overtakes
+ * them. Replayed in order at the thaw. Bounded: the host sends a stream's stdin only within its window. */
+#define DEFERRED_STREAMS_MAX 16U
+#define DEFERRED_BYTES_MAX (8U * 1024U * 1024U)
+
+static SpaceBuf deferred;
+static uint32_t deferred_ids[DEFERRED_STREAMS_MAX];
+static size_t n_deferred_ids;
+
+static bool deferred_stream(uint32_t stream) {
+        for (size_t i = 0; i < n_deferred_ids; i++)
+                if (deferred_ids[i] == stream)
+                        return true;
+        return false;
+}
+
+/* Whether the frame was kept (or refused) for after the thaw. */
+static bool defer(Channel *c, const SpaceFrameHeader *h, const uint8_t *p) {
+        bool known = deferred_stream(h->stream);
+
+        if (!work_frozen() || h->type == SPACE_F_PING || h->type == SPACE_F_INIT ||
+            (!known && h->type != SPACE_F_EXEC && h->type != SPACE_F_RELEASE))
+                return false;
+        if ((!known && n_deferred_ids >= DEFERRED_STREAMS_MAX) ||
+            deferred.len + SPACE_FRAME_HEADER_SIZE + h->length > DEFERRED_BYTES_MAX ||
+            space_frame_append(&deferred, h->type, h->fd, h->stream, p, h->length) < 0) {
+                if (h->type == SPACE_F_EXEC)
+                        channel_send_error(c, h->stream, EBUSY, "the sandbox is being saved; too many commands wait");
+                else
+                        log_warn("stream %u: %s frame dropped while the workload is frozen", h->stream,
+                                 space_frame_type_to_string(h->type));
+                return true;
+        }
+        if (!known)
+                deferred_ids[n_deferred_ids++] = h->stream;
+        return true;
+}
+
+static void dispatch(Channel *c, const SpaceFrameHeader *h, const uint8_t *p);
+
+static void replay_deferred(Channel *c) {
+        SpaceBuf b = deferred;
+        size_t off = 0;
+
+        if (work_frozen() || b.len == 0)
+                return;
+        deferred = (SpaceBuf) {};
+        n_deferred_ids = 0;
+        while (off + SPACE_FRAME_HEADER_SIZE <= b.len) {
+                SpaceFrameHeader h;
+
+                if (space_frame_header_unpack(b.data + off, &h) < 0)
+                        break; /* we wrote it: cannot happen */
+                dispatch(c, &h, b.data + off + SPACE_FRAME_HEADER_SIZE);
+                off += SPACE_FRAME_HEADER_SIZE + h.length;
+        }
+        space_buf_done(&b);
+}
+
+/* PING "freeze" (lib/proto.h): the answer is PONG "frozen" once the workload stands still. */
+static void freeze_answer(Channel *c, uint32_t stream) {
+        int r = work_freeze(AGENT_FREEZE_TIMEOUT_MS);
+
+        if (r < 0) {
+                channel_send_error(c, stream, -r, r == -ETIMEDOUT ? "the workload did not freeze in time" :
+                                                  r == -EOPNOTSUPP ? "no cgroup for the workload" : NULL);
+                return;
+        }
+        (void) channel_send(c, SPACE_F_PONG, 0, stream, SPACE_PONG_FROZEN, strlen(SPACE_PONG_FROZEN));
+}
+
 static void dispatch(Channel *c, const SpaceFrameHeader *h, const uint8_t *p) {
         Stream *s;
 
+        if (defer(c, h, p))
+                return;
         switch (h->type) {
         case SPACE_F_PING:
+                if (h->length == strlen(SPACE_PING_FREEZE) && memcmp(p, SPACE_PING_FREEZE, h->length) == 0) {
+                        freeze_answer(c, h->stream);
+                        return;
+                }
                 (void) channel_send(c, SPACE_F_PONG, 0, h->stream, p,
                                     h->length < SPACE_PING_PAYLOAD_MAX ? h->length : SPACE_PING_PAYLOAD_MAX);
                 return;
@@ -201,6 +279,7 @@ static bool channel_read(Channel *c) {
                         if (r == 0)
                                 break;
                         dispatch(c, &h, p);
+                        replay_deferred(c); /* after the INIT that thawed */
                 }
         }
         return true;

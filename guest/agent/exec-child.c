@@ -94,6 +94,8 @@ static int child_chdir(const char *cwd, bool cwd_fallback) {
 _Noreturn void exec_child(const ExecSpec *spec, const ExecFds *fds, char **envp) {
         int fd_max, r;
 
+        /* First: everything this child becomes, and all it starts, is the workload the host freezes. */
+        work_join();
         if (fds->hold_w >= 0)
                 (void) close(fds->hold_w); /* RELEASE's end, the agent's */
 

@@ -209,6 +209,9 @@ void init_handle(Channel *c, uint32_t id, const uint8_t *p, size_t n) {
                 channel_send_error(c, id, err, msg);
                 return;
         }
+        /* The clock and the seed are in place: the workload, frozen if this guest was saved for others to
+         * restore (freeze.c), may run now, and not an instruction before. */
+        work_thaw();
         /* After the defaults it runs with; the payload (and so the strings) lives until we return. */
         r = service_configure(service_cmd, service_user, service_cwd);
         if (r < 0) {

@@ -63,6 +63,7 @@ int main(int argc, char *argv[]) {
                 boot_read_cmdline(&bc);
                 (void) boot_switch_root(&bc);
                 boot_late_mounts();
+                work_setup();
         }
         net_init();
         net_resolv_conf();

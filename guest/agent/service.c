@@ -168,14 +168,15 @@ bool service_reaped(pid_t pid, int status) {
 int service_poll_timeout(void) {
         uint64_t now;
 
-        if (service.restart_at_ms == 0)
-                return -1;
+        if (service.restart_at_ms == 0 || work_frozen())
+                return -1; /* frozen: the INIT that thaws wakes the loop */
         now = mono_ms();
         return now >= service.restart_at_ms ? 0 : (int) MIN(service.restart_at_ms - now, (uint64_t) INT32_MAX);
 }
 
 void service_tick(void) {
-        if (service.restart_at_ms == 0 || mono_ms() < service.restart_at_ms)
+        /* a child started now would stop before its exec, and the agent with it: after the thaw */
+        if (service.restart_at_ms == 0 || mono_ms() < service.restart_at_ms || work_frozen())
                 return;
         service.restart_at_ms = 0;
         if (service_spawn() < 0)

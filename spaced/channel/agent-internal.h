@@ -33,6 +33,21 @@ struct AgentConn {
         bool tunnels_throttled;      /* a tunnel stopped reading its socket because out was full */
         bool awaiting_identity;      /* agent_reidentify_send()'s OK or ERROR is still to come */
         bool warming_up;             /* agent_warm_up_send()'s command has not ended yet */
+        AgentFreezeDone freeze_done; /* agent_freeze()'s: its answer is still to come */
+        void *freeze_userdata;
+        sd_event_source *freeze_timer;
 };
 
 void tunnels_kick(AgentConn *a);
+
+/* agent-freeze.c. The stream of the freeze's PING (one of the daemon's own, below AGENT_FIRST_STREAM). */
+#define AGENT_FREEZE_STREAM 7U
+/* The answer to PING "freeze", PONG or ERROR: 1 frozen, 0 froze nothing (an older agent echoes the PING),
+ * -errno with the guest's message, bounded, in msg. */
+int agent_freeze_answer(const SpaceFrameHeader *h, const uint8_t *payload, char *msg, size_t msg_size);
+void agent_freeze_on_frame(AgentConn *a, const SpaceFrameHeader *h, const uint8_t *payload);
+/* The channel goes away: a freeze waiting for its answer ends with -ECONNRESET. */
+void agent_freeze_cancel(AgentConn *a);
+/* Whether the workload may be frozen, across the sandbox's connections: a reconnect then asks the sandbox for
+ * the INIT that thaws it (ChannelSandboxOps.reconnected). */
+void agent_health_set_frozen(AgentConn *a, bool frozen);

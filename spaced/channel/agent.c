@@ -48,6 +48,7 @@ struct AgentHealth {
         unsigned n_faults;
         uint64_t warned_at;
         unsigned suppressed;
+        bool frozen;                 /* the agent froze the workload, and no INIT has been answered since */
 };
 
 
@@ -164,7 +165,7 @@ int agent_wait_hello(const char *socket_path, int timeout_ms, int *ret_fd, Error
 
 /* Streams below AGENT_FIRST_STREAM are the daemon's own and never a process's: 1 and 2 the handshake's PING and
  * INIT, 3 a handout's INIT, 4 agent_run_blocking()'s command, 5 the warm-up after a create, 6 the INIT that
- * starts a base snapshot's service. */
+ * starts a base snapshot's service, 7 the workload's freeze (AGENT_FREEZE_STREAM). */
 #define AGENT_FIRST_STREAM 16U
 #define REIDENTIFY_STREAM 3
 #define RUN_BLOCKING_STREAM 4
@@ -386,6 +387,30 @@ int agent_start_service_blocking(int fd, const char *cmd, const char *user, cons
         return r;
 }
 
+int agent_freeze_blocking(int fd, int timeout_ms, Error *reterr) {
+        uint64_t deadline = now_usec_monotonic() + (uint64_t) timeout_ms * 1000;
+        _cleanup_free_ SpaceFrameReader *rd = calloc(1, sizeof *rd);
+        _cleanup_free_ uint8_t *pending = malloc(65536);
+        size_t pending_len = 0;
+        SpaceFrameHeader h = {};
+        const uint8_t *payload = NULL;
+        char msg[256] = "";
+        int r;
+
+        if (!rd || !pending)
+                return -ENOMEM;
+        r = send_frame_blocking(fd, SPACE_F_PING, AGENT_FREEZE_STREAM, SPACE_PING_FREEZE, strlen(SPACE_PING_FREEZE));
+        if (r >= 0)
+                r = wait_frame(fd, rd, SPACE_F_PONG, AGENT_FREEZE_STREAM, deadline, &h, &payload, pending, &pending_len);
+        if (r >= 0 || r == -EPROTO)
+                r = agent_freeze_answer(&h, payload, msg, sizeof msg);
+        else
+                (void) snprintf(msg, sizeof msg, "%s", strerror(-r));
+        if (r < 0)
+                (void) error_set(reterr, ERROR_INTERNAL, "the guest agent did not freeze the workload: %s", msg);
+        return r;
+}
+
 int agent_reidentify_send(int fd, const char *sandbox_id, const char *hostname, char **env, Error *reterr) {
         _cleanup_(space_buf_done) SpaceBuf kv = {};
         int r;
@@ -507,8 +532,17 @@ static int on_reconnect(sd_event_source *src, uint64_t usec, void *userdata) {
                              (double) h->delay / 1e6) >= 0)
                         health_warn(h, channel_sandbox->id(s), msg);
                 schedule_reconnect(h);
-        }
+        } else if (h->frozen && channel_sandbox->reconnected)
+                /* its thaw may have gone with the old channel */
+                channel_sandbox->reconnected(s);
         return 0;
+}
+
+void agent_health_set_frozen(AgentConn *a, bool frozen) {
+        AgentHealth *h = health_get(a->sandbox);
+
+        if (h)
+                h->frozen = frozen;
 }
 
 uint64_t agent_health_next_delay(Sandbox *s) {
@@ -708,13 +742,19 @@ static void dispatch(AgentConn *a, const SpaceFrameHeader *h, const uint8_t *pay
                 }
                 return; /* anything else on a stream we do not know (any more): dropped */
         }
+        if (h->stream == AGENT_FREEZE_STREAM) {
+                agent_freeze_on_frame(a, h, payload);
+                return;
+        }
         if (a->awaiting_identity && h->stream == REIDENTIFY_STREAM &&
             (h->type == SPACE_F_OK || h->type == SPACE_F_ERROR)) {
                 _cleanup_(error_done) Error e = {};
 
                 a->awaiting_identity = false;
-                if (h->type == SPACE_F_OK)
+                if (h->type == SPACE_F_OK) {
+                        agent_health_set_frozen(a, false); /* an INIT taken thaws */
                         return;
+                }
                 refused_identity(payload, h->length, -EPROTO, &e);
                 log_error("sandbox %s: %s", channel_sandbox->id(a->sandbox), e.message);
                 channel_sandbox->mark_failed(a->sandbox, e.message);
@@ -880,6 +920,7 @@ AgentConn *agent_free(AgentConn *a) {
                 return NULL;
         if (a->sandbox && channel_sandbox->channel(a->sandbox)->agent == a)
                 channel_sandbox->channel(a->sandbox)->agent = NULL;
+        agent_freeze_cancel(a);
         /* The sandbox is removed, suspended or restored: its processes wait for a channel to come back (and
          * end with sandbox_gone if the sandbox does not, see process.c's sweep). */
         release_all(a, ERROR_NONE, NULL);

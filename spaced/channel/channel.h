@@ -50,6 +50,7 @@ typedef struct ChannelSandboxOps {
         void (*mark_failed)(Sandbox *s, const char *reason);  /* as sandbox_mark_failed() */
         void (*qemu_exited)(Sandbox *s);                      /* its channel went with its QEMU */
         void (*touch)(Sandbox *s);                            /* it is being used now (last_active) */
+        void (*reconnected)(Sandbox *s);                      /* its channel is back, its workload maybe frozen */
 } ChannelSandboxOps;
 void channel_set_sandbox_ops(const ChannelSandboxOps *ops);
 /* The channel's files read a sandbox through these. */
@@ -102,6 +103,16 @@ int agent_run_blocking(int fd, char **argv, char **env, const char *cwd, const c
  * keep it running (lib/proto.h, INIT service=). */
 int agent_start_service_blocking(int fd, const char *cmd, const char *user, const char *cwd, char **env,
                                  int timeout_ms, Error *reterr);
+/* The workload's freeze (lib/proto.h, PING "freeze"), before a save that others restore from; the next INIT
+ * thaws it. agent_freeze asks on the attached channel and calls done once, in the event loop: r is 1 when the
+ * workload stands still, 0 when the agent froze nothing (an older one), -ETIMEDOUT after timeout_usec,
+ * -ECONNRESET when the channel went, or the guest's -errno with its message. -EBUSY when a freeze is already
+ * waiting. agent_freeze_blocking does the same on a handshaken fd the event loop does not watch; reterr gets
+ * the reason of a negative answer. */
+typedef void (*AgentFreezeDone)(int r, const char *message, void *userdata);
+int agent_freeze(AgentConn *a, uint64_t timeout_usec, AgentFreezeDone done, void *userdata);
+int agent_freeze_blocking(int fd, int timeout_ms, Error *reterr);
+#define AGENT_FREEZE_TIMEOUT_USEC (5ULL * 1000000) /* the agent gives up after 2 s: this is for the trip */
 /* Waits for the first HELLO after a cold boot; ret_fd (may be NULL) gets the channel, for agent_run_blocking(). */
 int agent_wait_hello(const char *socket_path, int timeout_ms, int *ret_fd, Error *reterr);
 int agent_attach(Sandbox *s, int fd);        /* takes over fd in the event loop */

@@ -230,6 +230,20 @@ static void base_warm_and_sync(const BaseRequest *req, int agent_fd) {
                 log_debug("template %s: sync before the base snapshot failed", req->template_name);
 }
 
+/* Every sandbox of the template restores this guest: its workload (the service, what the warm-up left) stands
+ * still in the snapshot, and runs again only once a sandbox's INIT has given it its clock and seed. A freeze
+ * that fails leaves a base that works, whose sandboxes may run their service a moment with the base's random
+ * state and clock: said, not fatal. */
+void base_freeze(const BaseRequest *req, int agent_fd) {
+        _cleanup_(error_done) Error e = {};
+        int r;
+
+        r = agent_freeze_blocking(agent_fd, (int) (AGENT_FREEZE_TIMEOUT_USEC / 1000), &e);
+        if (r <= 0)
+                log_warning("template %s: a guest is saved with its workload running: %s",
+                            req->template_name, r == 0 ? "the agent cannot freeze it" : e.message ?: strerror(-r));
+}
+
 /* The template's service (space-template(5), start and ready): started by the agent, which keeps it running,
  * then waited for until its ready command exits 0, so that the snapshot holds it ready (a code interpreter with
  * its kernels warm) and every sandbox restored from it has it at once. */
@@ -345,6 +359,7 @@ static int base_build(const BaseRequest *req, const BaseSnapshot *b, const char 
         if (r < 0)
                 goto fail;
         base_warm_and_sync(req, agent_fd);
+        base_freeze(req, agent_fd);
         agent_fd = safe_close(agent_fd);
         r = base_save(b, q, reterr);
         if (r < 0)

@@ -238,6 +238,7 @@ typedef struct CheckpointJob {
         char fork_op[OPERATION_ID_LEN + 1];
         char *fork_name;        /* the forks' name prefix, NULL: none (fork_start) */
         bool was_paused;        /* the sandbox stood still already: it stays so after the save */
+        bool resynced;          /* the worker had the guest thawed and its clock set right after cont */
         /* results */
         int r;
         Error error;
@@ -245,6 +246,7 @@ typedef struct CheckpointJob {
         bool has_mem;         /* the split made mem_path */
         uint64_t pause_usec;
         uint64_t disk_usec;   /* of the pause: stop and the disk's snapshot */
+        uint64_t freeze_usec; /* the workload's freeze before the stop (quiesce.c) */
         uint64_t size_bytes;
         OperationProgress progress; /* the operation's, while it runs */
 } CheckpointJob;
@@ -339,6 +341,31 @@ static uint64_t file_bytes(const char *path, bool allocated) {
         return allocated ? (uint64_t) st.st_blocks * 512 : (uint64_t) st.st_size;
 }
 
+typedef struct CheckpointResumed {
+        char sandbox_id[SANDBOX_ID_LEN + 1];
+} CheckpointResumed;
+
+/* The guest runs again: its clock, and the thaw of its workload with it, come now rather than after the split,
+ * which takes a while and which the guest need not wait for. */
+static void checkpoint_resumed(Manager *m, void *userdata) {
+        CheckpointResumed *c = userdata;
+        Sandbox *s = sandbox_find_by_id(m, c->sandbox_id);
+
+        if (s && s->state == SANDBOX_RUNNING)
+                sandbox_clock_resync(m, s);
+        free(c);
+}
+
+static void checkpoint_post_resumed(CheckpointJob *j) {
+        CheckpointResumed *c = calloc(1, sizeof *c);
+
+        if (!c)
+                return; /* checkpoint_done does it then */
+        memcpy(c->sandbox_id, j->sandbox_id, sizeof c->sandbox_id);
+        j->resynced = true;
+        completion_post_foreign(j->manager, checkpoint_resumed, c);
+}
+
 static void *checkpoint_worker(void *userdata) {
         CheckpointJob *j = userdata;
         _cleanup_free_ char *qmp_path = NULL;
@@ -381,8 +408,8 @@ static void *checkpoint_worker(void *userdata) {
         crash_point("checkpoint-saved");
 out:
         if (stopped) {
-                if (!j->was_paused)
-                        (void) vm_cont(q, 5000, NULL);
+                if (!j->was_paused && vm_cont(q, 5000, NULL) >= 0)
+                        checkpoint_post_resumed(j);
                 j->pause_usec = now_usec_monotonic() - t_stop;
         }
         qmp_close(q);
@@ -424,8 +451,9 @@ static void checkpoint_done(Manager *m, void *userdata) {
                         c = i;
         if (s) {
                 s->busy = false;
-                if (s->state == SANDBOX_RUNNING)
-                        sandbox_clock_resync(m, s); /* it stood still for the save */
+                /* it stood still for the save, and its workload was frozen: unless done after cont already */
+                if (s->state == SANDBOX_RUNNING && !j->resynced)
+                        sandbox_clock_resync(m, s);
         }
         if (j->r >= 0 && c) {
                 c->disk = TAKE_PTR(j->frozen_layer);
@@ -436,8 +464,9 @@ static void checkpoint_done(Manager *m, void *userdata) {
                 c->ready = true;
                 if (checkpoint_save(m, c) < 0)
                         log_warning("cannot record checkpoint %s", c->id);
-                log_info("sandbox %s: checkpoint %s taken, paused %.1f ms (stop and disk %.1f ms), %llu bytes",
-                         j->sandbox_id, c->id, (double) c->pause_usec / 1000.0, (double) j->disk_usec / 1000.0,
+                log_info("sandbox %s: checkpoint %s taken, paused %.1f ms (stop and disk %.1f ms; workload frozen "
+                         "%.1f ms before), %llu bytes", j->sandbox_id, c->id, (double) c->pause_usec / 1000.0,
+                         (double) j->disk_usec / 1000.0, (double) j->freeze_usec / 1000.0,
                          (unsigned long long) c->size_bytes);
         } else if (c) {
                 for (Checkpoint **i = &m->checkpoints; *i; i = &(*i)->next)
@@ -536,14 +565,11 @@ static int checkpoint_prepare(Manager *m, Sandbox *s, const char *name, Checkpoi
         return 0;
 }
 
-static int checkpoint_launch(Manager *m, Sandbox *s, Checkpoint *c, CheckpointJob *j, Operation *op) {
+static void checkpoint_quiesced(Manager *m, void *userdata, uint64_t freeze_usec) {
+        CheckpointJob *j = userdata;
         int r;
 
-        memcpy(j->op_id, op->id, sizeof j->op_id);
-        op->progress = &j->progress;
-        c->next = m->checkpoints;
-        m->checkpoints = c;
-        s->busy = true;
+        j->freeze_usec = freeze_usec;
         r = worker_start(m, checkpoint_worker, j);
         if (r < 0) {
                 j->r = r;
@@ -551,7 +577,20 @@ static int checkpoint_launch(Manager *m, Sandbox *s, Checkpoint *c, CheckpointJo
                 m->workers_running++;
                 checkpoint_done(m, j);
         }
-        return r;
+}
+
+static void checkpoint_launch(Manager *m, Sandbox *s, Checkpoint *c, CheckpointJob *j, Operation *op) {
+        memcpy(j->op_id, op->id, sizeof j->op_id);
+        op->progress = &j->progress;
+        c->next = m->checkpoints;
+        m->checkpoints = c;
+        s->busy = true;
+        /* the worker starts once the workload stands still (or could not be frozen); a paused sandbox's
+         * was frozen with the pause */
+        if (j->was_paused)
+                checkpoint_quiesced(m, j, 0);
+        else
+                sandbox_quiesce(m, s, checkpoint_quiesced, j);
 }
 
 int checkpoint_create_start(Manager *m, Sandbox *s, const char *name, Operation **ret_op, Checkpoint **ret_cp,
@@ -573,7 +612,7 @@ int checkpoint_create_start(Manager *m, Sandbox *s, const char *name, Operation 
         memcpy(op->checkpoint_id, c->id, sizeof op->checkpoint_id);
         *ret_cp = c;
         *ret_op = op;
-        (void) checkpoint_launch(m, s, c, j, op);
+        checkpoint_launch(m, s, c, j, op);
         return 0;
 }
 
@@ -785,7 +824,7 @@ int fork_start(Manager *m, Sandbox *from_sandbox, Checkpoint *from_checkpoint, u
                 if (name_prefix && !(j->fork_name = strdup(name_prefix)))
                         log_warning("fork %s: out of memory: the forks go without names", op->id);
                 /* the checkpoint's own operation is the fork's */
-                (void) checkpoint_launch(m, from_sandbox, c, j, op);
+                checkpoint_launch(m, from_sandbox, c, j, op);
                 /* ids are known only once the checkpoint is done; the operation lists them then */
         }
         *ret_op = op;

@@ -229,6 +229,8 @@ static void lifecycle_done(Manager *m, void *userdata) {
         case LIFECYCLE_PAUSE:
                 if (j->r >= 0)
                         s->state = SANDBOX_PAUSED;
+                else
+                        sandbox_clock_resync(m, s); /* the INIT that thaws what the pause froze */
                 break;
         case LIFECYCLE_RESUME:
                 if (j->r >= 0) {
@@ -278,6 +280,22 @@ static void lifecycle_done(Manager *m, void *userdata) {
         job_free(j);
 }
 
+static void lifecycle_quiesced(Manager *m, void *userdata, uint64_t freeze_usec) {
+        LifecycleJob *j = userdata;
+        int r;
+
+        if (freeze_usec > 0)
+                log_debug("sandbox %s: workload frozen %.1f ms before the %s", j->id, (double) freeze_usec / 1000.0,
+                          kind_names[j->kind]);
+        r = worker_start(m, lifecycle_worker, j);
+        if (r < 0) {
+                j->r = r;
+                (void) error_set(&j->error, ERROR_INTERNAL, "cannot start a worker thread");
+                m->workers_running++;
+                lifecycle_done(m, j);
+        }
+}
+
 int sandbox_lifecycle_start(Manager *m, Sandbox *s, LifecycleKind kind, Operation **ret_op, Error *reterr) {
         static const SandboxState required[] = {
                 [LIFECYCLE_PAUSE] = SANDBOX_RUNNING,
@@ -287,6 +305,7 @@ int sandbox_lifecycle_start(Manager *m, Sandbox *s, LifecycleKind kind, Operatio
         };
         LifecycleJob *j;
         Operation *op;
+        bool freeze;
         int r;
 
         if (s->busy)
@@ -362,12 +381,20 @@ int sandbox_lifecycle_start(Manager *m, Sandbox *s, LifecycleKind kind, Operatio
         memcpy(j->op_id, op->id, sizeof j->op_id);
         if (kind == LIFECYCLE_SUSPEND)
                 op->progress = &j->progress;
+        /* A suspend's save is what a wake restores; a pause is what a checkpoint of a paused sandbox saves:
+         * either way the workload stands still first, and the wake's or resume's INIT thaws it. */
+        freeze = (kind == LIFECYCLE_SUSPEND || kind == LIFECYCLE_PAUSE) && s->state == SANDBOX_RUNNING;
         s->busy = true;
         if (kind == LIFECYCLE_SUSPEND)
                 s->state = SANDBOX_SUSPENDING;
         else if (kind == LIFECYCLE_WAKE)
                 s->state = SANDBOX_WAKING;
         (void) sandbox_save(s); /* the journal entry reconcile reads after a crash */
+        if (freeze) {
+                *ret_op = op;
+                sandbox_quiesce(m, s, lifecycle_quiesced, j);
+                return 0;
+        }
         r = worker_start(m, lifecycle_worker, j);
         if (r < 0) {
                 s->busy = false;
@@ -405,7 +432,8 @@ int sandbox_reconcile_lifecycle(Sandbox *s) {
                         (void) unlink(state);
                         (void) vm_cont_at(s->run_dir, NULL);
                         s->state = SANDBOX_RUNNING;
-                        (void) agent_connect(s);
+                        if (agent_connect(s) >= 0)
+                                sandbox_clock_resync(s->manager, s); /* and the thaw of what the suspend froze */
                 } else {
                         s->state = SANDBOX_STOPPED;
                         free(s->error);

@@ -212,6 +212,14 @@ static void sandbox_qemu_exited(Sandbox *s) {
         (void) sandbox_save(s);
 }
 
+/* Its channel came back while QEMU ran on, after a freeze whose thaw (an INIT answered) it did not see: the
+ * workload may still be frozen, and the INIT of a clock resync thaws it (and costs a running guest nothing). A
+ * lifecycle operation in flight sends its own when it is done. */
+static void sandbox_reconnected(Sandbox *s) {
+        if (s->state == SANDBOX_RUNNING && !s->busy)
+                sandbox_clock_resync(s->manager, s);
+}
+
 static const ChannelSandboxOps channel_sandbox_ops = {
         .find = sandbox_find_by_id,
         .manager = sandbox_manager,
@@ -227,6 +235,7 @@ static const ChannelSandboxOps channel_sandbox_ops = {
         .mark_failed = sandbox_mark_failed,
         .qemu_exited = sandbox_qemu_exited,
         .touch = sandbox_touch,
+        .reconnected = sandbox_reconnected,
 };
 
 void sandbox_register_ops(void) {

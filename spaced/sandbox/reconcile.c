@@ -57,8 +57,12 @@ int manager_reconcile(Manager *m) {
                                 r = agent_connect(s);
                                 if (r < 0)
                                         log_warning_errno(r, "sandbox %s: cannot reconnect to its agent", s->id);
-                                else
+                                else {
                                         log_info("sandbox %s adopted (pid %d)", s->id, (int) s->qemu_pid);
+                                        /* A daemon killed inside a checkpoint or a suspend left it stopped
+                                         * for a while, its workload frozen: the clock, and the thaw. */
+                                        sandbox_clock_resync(m, s);
+                                }
                         } else {
                                 log_warning("sandbox %s: QEMU (pid %d) is gone; marking it stopped", s->id,
                                             (int) s->qemu_pid);

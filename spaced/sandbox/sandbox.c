@@ -396,6 +396,8 @@ static int create_attempt(CreateJob *j, const BaseSnapshot *b, bool *ret_restore
                  * root, 29-44 with "sh -c true" like this, 15-18 with a direct exec after it, as the ones
                  * after: 13-18). */
                 base_warm_up(j->agent_fd, j->init_env, j->warm_cwd, j->warm_user);
+                /* the handout's INIT, sent before its cont, thaws it */
+                base_freeze(&j->base, j->agent_fd);
                 r = vm_stop(q, 10000, &j->error);
         }
 finish:

@@ -142,6 +142,13 @@ void sandbox_mark_failed(Sandbox *s, const char *reason);
 /* After the sandbox's vCPUs stood still while it lived on (a resume, a checkpoint taken in place, a suspend
  * that gave up), the guest's clock is behind by that long: it gets the time again (and a fresh RNG seed). */
 void sandbox_clock_resync(Manager *m, Sandbox *s);
+/* quiesce.c: freezes s's workload before a save that others restore from (a fork, a checkpoint, a suspend, a
+ * pause that a checkpoint may follow); the next INIT (sandbox_clock_resync(), a restore's or a wake's
+ * handshake) thaws it. Only for a guest whose vCPUs run (a paused one cannot answer: it was frozen when it was
+ * paused). then(m, job, how long the freeze took) runs once in the event loop, at once when s has no channel,
+ * and after a failed freeze too (logged: the save goes on). */
+typedef void (*SandboxQuiesced)(Manager *m, void *job, uint64_t freeze_usec);
+void sandbox_quiesce(Manager *m, Sandbox *s, SandboxQuiesced then, void *job);
 uint64_t manager_memory_in_use(Manager *m);
 /* What a create makes: a sandbox from its template's base snapshot or, with source, from a checkpoint (a
  * restore or one child of a fork). vcpu, memory_mib, disk_mib 0: the template's default. */
@@ -316,6 +323,8 @@ void base_snapshot_discard(Manager *m, const BaseSnapshot *b);
 /* Runs a first command on a fresh guest (env, cwd and user as its sandbox's execs), so that the next ones do
  * not pay for what only a first one reads and, under TCG, translates; errors are only logged. */
 void base_warm_up(int agent_fd, char **env, const char *cwd, const char *user);
+/* Freezes the workload of the guest on agent_fd before a save that sandboxes restore (quiesce.c's reasons). */
+void base_freeze(const BaseRequest *req, int agent_fd);
 /* A base snapshot's directory is named <template12>-k<kernel12>-i<initramfs12>-m<MiB>-c<vcpu>-<accel>[-btrfs]
  * (the short digests of what it was made from; older daemons put the template's name first). */
 typedef struct BaseName {

@@ -56,6 +56,9 @@ def frames_corpus():
     write(t, "kv-edge", b"\x07" + frame(STARTED, 9, 0, b"pid=1\0=x\0novalue\0k=\0unterminated"))
     write(t, "kv-many", b"\x05" + frame(EXEC, 9, 0, b"a=b\0" * 1000))
     write(t, "guest-stream", b"\x04" + frame(DATA, 0x80000001, 1, b"x") + frame(CLOSE, 0x80000001))
+    # the answers to PING "freeze" (version 4): frozen, an older agent's echo, a refusal with a made-up errno
+    write(t, "freeze-answers", b"\x06" + frame(PONG, 7, 0, b"frozen") + frame(PONG, 7, 0, b"freeze") +
+          frame(ERROR, 7, 0, kv("errno=999999", "message=" + "x" * 300)) + frame(PONG, 7, 0, b""))
 
 
 ENTRY = ("type=file", "mode=420", "size=5", "mtime=86400", "uid=0", "gid=0")

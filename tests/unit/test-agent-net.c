@@ -415,6 +415,20 @@ static void test_exec_env(const char *proxy_url) {
         }
 }
 
+/* PING "freeze" outside a VM: no cgroup of ours, so ERROR, and the workload runs on; any other PING is echoed. */
+static void test_freeze(void) {
+        Frame f;
+        bool got;
+
+        send_frame(SPACE_F_PING, 0, 40, "freeze", 6);
+        got = next(&f);
+        ok(got && f.h.type == SPACE_F_ERROR && f.h.stream == 40 && atoi(kv(&f, "errno")) == EOPNOTSUPP,
+           "PING \"freeze\" without the workload's cgroup is ERROR(EOPNOTSUPP): %s", got ? kv(&f, "message") : "");
+        send_frame(SPACE_F_PING, 0, 41, "frozen", 6);
+        ok(next(&f) && f.h.type == SPACE_F_PONG && f.h.stream == 41 && f.h.length == 6 && memcmp(f.p, "frozen", 6) == 0,
+           "any other PING is echoed");
+}
+
 int main(void) {
         char proxy_spec[64], dns_spec[64], tr_spec[64], log_dir[] = "/tmp/test-agent-net-XXXXXX";
         uint16_t proxy, dns;
@@ -450,11 +464,12 @@ int main(void) {
         close(sv[1]);
         chan = sv[0];
 
-        ok(next(&f) && f.h.type == SPACE_F_HELLO && streq(kv(&f, "version"), "3"), "HELLO version=3");
+        ok(next(&f) && f.h.type == SPACE_F_HELLO && streq(kv(&f, "version"), "4"), "HELLO version=4");
         test_port();
         test_proxy(proxy);
         test_dns(dns);
         test_exec_env(proxy_spec);
+        test_freeze();
 
         kill(pid, SIGTERM);
         (void) waitpid(pid, NULL, 0);

@@ -231,6 +231,73 @@ static void test_warm_up(void) {
         safe_close(sv[1]);
 }
 
+/* ---- the workload's freeze before a save: every answer a guest can give, and none ---- */
+
+static int freeze_r = 1000;
+static char freeze_msg[512];
+
+static void freeze_cb(int r, const char *message, void *userdata) {
+        freeze_r = r;
+        snprintf(freeze_msg, sizeof freeze_msg, "%s", message ?: "");
+        (*(unsigned *) userdata)++;
+}
+
+/* Asks for a freeze, answers it with type and payload (no answer when type is 0), and returns what the
+ * callback got. */
+static int freeze_answered(Sandbox *s, int guest, SpaceFrameReader *rd, uint8_t type, const void *p, size_t n,
+                           unsigned *calls) {
+        freeze_r = 1000;
+        ASSERT(agent_freeze(s->channel.agent, 200000, freeze_cb, calls) >= 0);
+        ASSERT(expect_frame(guest, rd, SPACE_F_PING) == AGENT_FREEZE_STREAM);
+        if (type != 0)
+                send_frame(guest, type, 0, AGENT_FREEZE_STREAM, p, n);
+        loop_for(type != 0 ? 50000 : 300000);
+        return freeze_r;
+}
+
+static void test_freeze(void) {
+        _cleanup_free_ SpaceFrameReader *rd = calloc(1, sizeof *rd);
+        Sandbox *s = sandbox_make("00000000000000000000000000000009");
+        char error[400] = "errno=999999\0message=";
+        unsigned calls = 0;
+        size_t n;
+        int sv[2], r;
+
+        ASSERT(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) >= 0);
+        ASSERT(agent_attach(s, sv[0]) >= 0);
+        r = freeze_answered(s, sv[1], rd, SPACE_F_PONG, "frozen", 6, &calls);
+        ok(r == 1 && calls == 1, "freeze: PONG \"frozen\" is a frozen workload (%d)", r);
+        r = freeze_answered(s, sv[1], rd, SPACE_F_PONG, "freeze", 6, &calls);
+        ok(r == 0 && calls == 2, "freeze: the echo of an older agent is a workload that runs on (%d)", r);
+        n = strlen("errno=999999") + 1 + strlen("message=");
+        memset(error + n, 'x', 300);
+        n += 301;
+        r = freeze_answered(s, sv[1], rd, SPACE_F_ERROR, error, n, &calls);
+        ok(r == -EIO && calls == 3 && strlen(freeze_msg) == 200,
+           "freeze: an ERROR with an errno out of range is EIO, its message cut at 200 bytes (%d, %zu)", r,
+           strlen(freeze_msg));
+        r = freeze_answered(s, sv[1], rd, 0, NULL, 0, &calls);
+        ok(r == -ETIMEDOUT && calls == 4, "freeze: a guest that never answers costs the timeout (%d)", r);
+        send_frame(sv[1], SPACE_F_PONG, 0, AGENT_FREEZE_STREAM, "frozen", 6);
+        loop_for(50000);
+        ok(calls == 4 && s->channel.agent, "freeze: an answer nobody asked for is dropped");
+        ASSERT(agent_freeze(s->channel.agent, 200000, freeze_cb, &calls) >= 0);
+        ok(agent_freeze(s->channel.agent, 200000, freeze_cb, &calls) == -EBUSY, "freeze: one at a time");
+        s->channel.agent = agent_free(s->channel.agent);
+        ok(freeze_r == -ECONNRESET && calls == 5, "freeze: a channel that goes ends the wait (%d)", freeze_r);
+        safe_close(sv[1]);
+
+        ASSERT(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) >= 0);
+        send_frame(sv[1], SPACE_F_PONG, 0, AGENT_FREEZE_STREAM, "frozen", 6);
+        r = agent_freeze_blocking(sv[0], 1000, NULL);
+        ok(r == 1 && expect_frame(sv[1], rd, SPACE_F_PING) == AGENT_FREEZE_STREAM,
+           "freeze on a worker's fd: PING \"freeze\" out, PONG \"frozen\" in (%d)", r);
+        r = agent_freeze_blocking(sv[0], 100, NULL);
+        ok(r == -ETIMEDOUT, "freeze on a worker's fd: bounded too (%d)", r);
+        safe_close(sv[0]);
+        safe_close(sv[1]);
+}
+
 /* ---- the fake QEMU: agent.sock, accepted by hand ---- */
 
 static int listener = -1;
@@ -693,6 +760,7 @@ int main(void) {
         test_error_events();
         test_reidentify();
         test_warm_up();
+        test_freeze();
         listener_open();
         test_garbage_backoff_failed();
         test_flood_responsive();
