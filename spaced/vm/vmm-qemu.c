@@ -250,6 +250,18 @@ int vm_build_argv(const VmConfig *c, char ***ret_argv) {
         strv_addf(&s, "socket,id=qmp0,path=%s/qmp.sock,server=on,wait=off", run);
         strv_add(&s, "-mon");
         strv_add(&s, "chardev=qmp0,mode=control");
+        /* A second monitor that the daemon's event loop holds for QEMU's events alone (vm-events-watch.c), so
+         * that a guest panic or a KVM internal error is seen while the first one serves blocking commands on
+         * workers. Monitors are no device: a snapshot saved without this one restores with it. */
+        strv_add(&s, "-chardev");
+        strv_addf(&s, "socket,id=qmp1,path=%s/" VM_EVENTS_SOCKET ",server=on,wait=off", run);
+        strv_add(&s, "-mon");
+        strv_add(&s, "chardev=qmp1,mode=control");
+        /* A guest that resets (a panic under panic=-1 and -no-reboot) or powers off stays in QEMU, stopped,
+         * instead of QEMU exiting: its console still holds why, for the reason its sandbox fails with. The
+         * daemon then kills it. Run state, not device state: snapshots made without it restore with it. */
+        if (c->hold_at_shutdown)
+                strv_add(&s, "-no-shutdown");
         strv_add(&s, "-sandbox");
         strv_add(&s, "on,obsolete=deny,elevateprivileges=deny,spawn=deny,resourcecontrol=deny");
         if (c->incoming) {
@@ -645,7 +657,7 @@ static int wait_qmp_socket(const char *run_dir, const char *qmp_path, pid_t qemu
 /* Two QEMUs on one run dir would fight over its sockets, and stale files from a previous one would make us talk
  * to nothing or read a wrong pid. */
 static int run_dir_prepare(const char *run_dir, Error *reterr) {
-        static const char *const stale[] = { "qmp.sock", "agent.sock", "qemu.pid" };
+        static const char *const stale[] = { "qmp.sock", VM_EVENTS_SOCKET, "agent.sock", "qemu.pid" };
         pid_t old;
 
         if (vm_read_pidfile(run_dir, &old) >= 0 && vm_pid_alive(old, run_dir)) {
