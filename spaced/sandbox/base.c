@@ -499,6 +499,7 @@ VmConfig base_restore_config(const BaseSnapshot *b, const BaseRequest *req, cons
                 .tsc_khz = req->tsc_khz,
                 .tcg_cache_mib = req->tcg_cache_mib,
                 .incoming = true,
+                .hold_at_shutdown = true,   /* run state, not device state: bases made without it restore */
                 .confine = req->confine,
         };
 }

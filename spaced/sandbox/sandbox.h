@@ -92,6 +92,7 @@ struct Sandbox {
         bool has_pool_fd;
         int pool_fd;         /* pooled: the handshaken agent channel, watched only after handout */
         ChannelSandbox channel;             /* what the channel keeps of it (channel/channel.h), its AgentConn too */
+        VmEvents *vm_events;                /* its QEMU's run state, watched (run-state.c); NULL: not watched */
         struct Forward *forwards;           /* its port forwards (sandbox/forward.h): they go with it */
         Sandbox *next;
         };
@@ -211,6 +212,13 @@ int store_load_sandboxes(Store *s, Manager *m);
 /* ops.c: hands the subsystems below what they ask of sandboxes (disks and templates in use, ...); call once at
  * start, before anything runs. */
 void sandbox_register_ops(void);
+
+/* run-state.c: watches s's QEMU for the states it stops the VM in by itself (a guest panic, a KVM internal
+ * error, a guest reset or power-off), which fail the sandbox with their reason. Called wherever its QEMU was just
+ * started or adopted (create, handout, wake, restore, resume, a checkpoint's end, reconcile); again replaces the
+ * watch. A QEMU without the events monitor (an older daemon's) is left unwatched, quietly. */
+void sandbox_watch_vm(Sandbox *s);
+void sandbox_unwatch_vm(Sandbox *s);
 
 /* reconcile.c: at start, brings sandboxes and operations in line with what runs (ARCHITECTURE.md, "What
  * survives a daemon crash"). */
