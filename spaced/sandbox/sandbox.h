@@ -324,12 +324,14 @@ void base_snapshot_discard(Manager *m, const BaseSnapshot *b);
 /* Runs a first command on a fresh guest (env, cwd and user as its sandbox's execs), so that the next ones do
  * not pay for what only a first one reads and, under TCG, translates; errors are only logged. */
 void base_warm_up(int agent_fd, char **env, const char *cwd, const char *user);
-/* A base snapshot's directory is named <template12>-k<kernel12>-i<initramfs12>-m<MiB>-c<vcpu>-<accel>[-btrfs]
- * (the short digests of what it was made from; older daemons put the template's name first). */
+/* A base snapshot's directory is named <template12>-k<kernel12>-i<initramfs12>-m<MiB>-c<vcpu>-<accel>[-btrfs]-pvpanic
+ * (the short digests of what it was made from, and its device set; older daemons put the template's name first
+ * and had no pvpanic). */
 typedef struct BaseName {
         char template_digest[13];
         char kernel_digest[13];
         char initramfs_digest[13];
+        bool devices_current;    /* saved with today's device set: a base without is stale */
 } BaseName;
 /* -EINVAL when name is not a base snapshot's directory name. */
 int base_name_parse(const char *name, BaseName *ret);

@@ -245,6 +245,13 @@ int vm_build_argv(const VmConfig *c, char ***ret_argv) {
                   c->disk_format);
         strv_add(&s, "-device");
         strv_add(&s, "virtio-blk-device,drive=d0");
+        /* A panicking kernel says so (the guest's pvpanic_mmio, ACPI QEMU0001): QEMU then stops the VM in
+         * guest-panicked, which vm_events_watch() reports, even when root in the guest set kernel.panic=0 and
+         * the kernel would spin instead of resetting. QEMU 7.2's pvpanic has no device state and microvm's
+         * ACPI tables are a resizable block, so snapshots made before it was added restore with it (their
+         * guests never bound it: their panics still show as a reset, held by -no-shutdown). */
+        strv_add(&s, "-device");
+        strv_add(&s, "pvpanic");
         /* -chardev + -mon rather than "-qmp unix:PATH,...": the same thing, with ",," escaping that works. */
         strv_add(&s, "-chardev");
         strv_addf(&s, "socket,id=qmp0,path=%s/qmp.sock,server=on,wait=off", run);
