@@ -17,7 +17,9 @@
  * The guest console (hvc0) goes to a 128 KiB ring buffer inside QEMU, not to a file, so a guest writing to it
  * without end costs nothing on the host; read it with vm_console_read().
  *
- * The command line always adds -no-reboot: a guest that reboots or panics ends QEMU rather than cold-booting.
+ * The command line always adds -no-reboot: a guest that reboots or panics ends QEMU rather than cold-booting;
+ * with hold_at_shutdown (a sandbox's VM) -no-shutdown too, so that QEMU stops it instead and its console can still
+ * be read (vm_events_watch()). It always has a pvpanic device.
  */
 
 #include <stdbool.h>
