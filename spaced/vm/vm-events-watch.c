@@ -29,14 +29,17 @@
  * stays under VM_EVENTS_LINE_MAX, while QEMU's ring (128 KiB) is drained in at most CONSOLE_READS_MAX. */
 #define CONSOLE_CHUNK 4096U
 #define CONSOLE_READS_MAX 40U
+/* A watcher's buffer starts this small and doubles up to VM_EVENTS_LINE_MAX: every running VM has one, and
+ * events are a few hundred bytes; only the console's answers are larger. */
+#define BUF_INITIAL 4096U
 /* What is kept of the console: its tail, where the panic is. */
 #define CONSOLE_KEEP (16U * 1024U)
 
 struct VmEvents {
         sd_event_source *io;
         int fd;
-        char *buf;              /* bytes of the line being read; VM_EVENTS_LINE_MAX */
-        size_t len;
+        char *buf;              /* bytes of the line being read */
+        size_t len, cap;        /* cap: BUF_INITIAL doubling to VM_EVENTS_LINE_MAX */
         bool greeted;
         VmRunFailure failure;   /* found: the console is being read, then the owner told */
         char *shutdown_reason;  /* the guest's last SHUTDOWN's */
@@ -210,7 +213,18 @@ static int on_io(sd_event_source *s, int fd, uint32_t revents, void *userdata) {
 
         (void) s;
         (void) revents;
-        n = recv(fd, w->buf + w->len, VM_EVENTS_LINE_MAX - w->len, MSG_DONTWAIT);
+        if (w->len == w->cap) {
+                size_t cap = MIN(w->cap * 2, (size_t) VM_EVENTS_LINE_MAX);
+                char *b = realloc(w->buf, cap);
+                if (!b) {
+                        watch_end(w, VM_RUN_OK, "out of memory for QEMU's event monitor; its run state is no longer "
+                                                "watched");
+                        return 0;
+                }
+                w->buf = b;
+                w->cap = cap;
+        }
+        n = recv(fd, w->buf + w->len, w->cap - w->len, MSG_DONTWAIT);
         if (n < 0 && (errno == EAGAIN || errno == EINTR))
                 return 0;
         if (n <= 0) {
@@ -252,7 +266,8 @@ int vm_events_watch(sd_event *e, const char *run_dir, VmEventsFn fn, void *userd
         w->fd = -1;
         w->fn = fn;
         w->userdata = userdata;
-        w->buf = malloc(VM_EVENTS_LINE_MAX);
+        w->cap = BUF_INITIAL;
+        w->buf = malloc(w->cap);
         if (!w->buf) {
                 vm_events_free(w);
                 return -ENOMEM;
