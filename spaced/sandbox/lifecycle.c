@@ -229,6 +229,8 @@ static void lifecycle_done(Manager *m, void *userdata) {
         case LIFECYCLE_PAUSE:
                 if (j->r >= 0)
                         s->state = SANDBOX_PAUSED;
+                /* a failure while it was busy is found again by a new watch's first query-status */
+                sandbox_watch_vm(s);
                 break;
         case LIFECYCLE_RESUME:
                 if (j->r >= 0) {
