@@ -6,6 +6,7 @@
  * show. Without this a VM stopped in internal-error would look running for ever. */
 
 #include <errno.h>
+#include <string.h>
 
 #include "core/log.h"
 #include "macro.h"
