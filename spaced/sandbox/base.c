@@ -24,6 +24,10 @@
  * last, so a half-built one is never used. */
 
 #define BASE_BOOT_TIMEOUT_MS (180 * 1000)
+/* The devices of the command line the base was saved with, beyond those every base had (vm_build_argv()): a
+ * base is named by its inputs, so one saved with another device set is another base, built anew when needed,
+ * never one a restore fails on. Bases named without it had no pvpanic: their guests never bound it. */
+#define BASE_DEVICES_SUFFIX "-pvpanic"
 /* How long a template's service may take to be ready, and how often its ready command is run meanwhile. Under
  * KVM the code interpreter's kernels are warm in seconds; under TCG on two busy cores they took 180 s on one
  * machine and more than 300 s on a slower one, and a base that gives up is a template no one can use there. */
@@ -153,7 +157,7 @@ static int base_snapshot_paths(const BaseRequest *req, BaseSnapshot *b, char ks[
                 return -EINVAL;
         /* Named by the template's digest (not a tag, which moves): base_name_parse() reads this name back. A
          * btrfs store's base has a raw disk, which a qcow2 store's sandboxes could not use, and vice versa. */
-        if (asprintf(&dir, "%s/base/%s-k%s-i%s-m%llu-c%u-%s%s", req->state_dir, ts, ks, is,
+        if (asprintf(&dir, "%s/base/%s-k%s-i%s-m%llu-c%u-%s%s" BASE_DEVICES_SUFFIX, req->state_dir, ts, ks, is,
                      (unsigned long long) req->memory_mib, req->vcpu, req->accel == VM_ACCEL_KVM ? "kvm" : "tcg",
                      req->disk_backend == DISK_BACKEND_BTRFS ? "-btrfs" : "") < 0)
                 return -ENOMEM;
@@ -514,6 +518,7 @@ VmConfig base_restore_config(const BaseSnapshot *b, const BaseRequest *req, cons
                 .tsc_khz = req->tsc_khz,
                 .tcg_cache_mib = req->tcg_cache_mib,
                 .incoming = true,
+                .hold_at_shutdown = true,   /* run state, not device state: bases made without it restore */
                 .confine = req->confine,
         };
 }
@@ -559,6 +564,8 @@ int base_name_parse(const char *name, BaseName *ret) {
                 if (!short_digest_at(k - 12, b.template_digest) || !short_digest_at(k + 2, b.kernel_digest) ||
                     !short_digest_at(k + 16, b.initramfs_digest))
                         continue;
+                b.devices_current = n >= strlen(BASE_DEVICES_SUFFIX) &&
+                                    streq(name + n - strlen(BASE_DEVICES_SUFFIX), BASE_DEVICES_SUFFIX);
                 *ret = b;
                 return 0;
         }

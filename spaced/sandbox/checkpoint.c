@@ -454,6 +454,9 @@ static void checkpoint_done(Manager *m, void *userdata) {
                 /* it stood still for the save, and its workload was frozen: unless done after cont already */
                 if (s->state == SANDBOX_RUNNING && !j->resynced)
                         sandbox_clock_resync(m, s);
+                /* a failure while it was busy is found again by a new watch's first query-status */
+                if (s->state == SANDBOX_RUNNING || s->state == SANDBOX_PAUSED)
+                        sandbox_watch_vm(s);
         }
         if (j->r >= 0 && c) {
                 c->disk = TAKE_PTR(j->frozen_layer);
@@ -884,6 +887,7 @@ static void restore_done(Manager *m, void *userdata) {
                         s->error = NULL;
                         if (agent_attach(s, TAKE_FD(j->agent_fd)) < 0)
                                 log_warning("sandbox %s: cannot watch the agent after restore", s->id);
+                        sandbox_watch_vm(s);
                 } else {
                         s->qemu_pid = 0;
                         s->state = SANDBOX_STOPPED;
@@ -1030,6 +1034,7 @@ int sandbox_restore_start(Manager *m, Sandbox *s, Checkpoint *c, Operation **ret
         memcpy(j->op_id, op->id, sizeof j->op_id);
         s->busy = true;
         s->channel.agent = agent_free(s->channel.agent);
+        sandbox_unwatch_vm(s);   /* its QEMU is replaced: the new one is watched at the end */
         /* journaled as stopped: a daemon that dies mid-restore leaves a sandbox to restore again or remove */
         s->state = SANDBOX_STOPPED;
         free(s->error);

@@ -231,12 +231,16 @@ static void lifecycle_done(Manager *m, void *userdata) {
                         s->state = SANDBOX_PAUSED;
                 else
                         sandbox_clock_resync(m, s); /* the INIT that thaws what the pause froze */
+                /* a failure while it was busy is found again by a new watch's first query-status */
+                sandbox_watch_vm(s);
                 break;
         case LIFECYCLE_RESUME:
                 if (j->r >= 0) {
                         s->state = SANDBOX_RUNNING;
                         sandbox_clock_resync(m, s);
                 }
+                /* a failure while it was busy is found again by a new watch's first query-status */
+                sandbox_watch_vm(s);
                 break;
         case LIFECYCLE_SUSPEND:
                 if (j->r >= 0) {
@@ -245,10 +249,12 @@ static void lifecycle_done(Manager *m, void *userdata) {
                         s->host = m->host_fingerprint ? strdup(m->host_fingerprint) : NULL;
                         s->qemu_pid = 0;
                         s->channel.agent = agent_free(s->channel.agent);
+                        sandbox_unwatch_vm(s);
                         (void) rm_rf(s->run_dir);
                 } else if (s->qemu_pid > 0 && vm_pid_alive(s->qemu_pid, s->run_dir)) {
                         s->state = SANDBOX_RUNNING; /* do_suspend let it go on */
                         sandbox_clock_resync(m, s);
+                        sandbox_watch_vm(s);
                 } else {
                         s->state = SANDBOX_STOPPED;
                         free(s->error);
@@ -265,6 +271,7 @@ static void lifecycle_done(Manager *m, void *userdata) {
                         sandbox_set_confined(s, TAKE_PTR(j->unconfined));
                         if (agent_attach(s, TAKE_FD(j->agent_fd)) < 0)
                                 log_warning("sandbox %s: cannot watch the agent after wake", s->id);
+                        sandbox_watch_vm(s);
                         remove_suspend_files(s->data_dir);
                 } else
                         s->state = SANDBOX_SUSPENDED; /* the state file is still there: try again */

@@ -101,7 +101,7 @@ static uint64_t bases_remove(Manager *m, const char *only, unsigned *ret_count) 
                         bool known = false;
                         for (Template *t = m->templates; t && !known; t = t->next)
                                 known = strncmp(t->digest + 7, shortd, 12) == 0;
-                        stale = !known || (kd && strncmp(bn.kernel_digest, kd + 7, 12) != 0) ||
+                        stale = !known || !bn.devices_current || (kd && strncmp(bn.kernel_digest, kd + 7, 12) != 0) ||
                                 (id && strncmp(bn.initramfs_digest, id + 7, 12) != 0);
                         if (!stale)
                                 continue;

@@ -230,6 +230,7 @@ static void handout_done(Manager *m, void *userdata) {
                 s->last_active = s->created_at;
                 if (agent_attach_reidentified(s, TAKE_FD(j->fd)) < 0)
                         log_warning("sandbox %s: cannot watch the agent after handout", s->id);
+                sandbox_watch_vm(s);
                 (void) sandbox_save(s);
                 if (op)
                         operation_finish(op, ERROR_NONE, NULL);

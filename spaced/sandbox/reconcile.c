@@ -89,6 +89,11 @@ int manager_reconcile(Manager *m) {
                         break;
                 }
         }
+        for (s = m->sandboxes; s; s = s->next)
+                /* after a restart too: a VM that failed while no daemon ran is found by the first query-status */
+                if ((s->state == SANDBOX_RUNNING || s->state == SANDBOX_PAUSED) && s->qemu_pid > 0 &&
+                    vm_pid_alive(s->qemu_pid, s->run_dir))
+                        sandbox_watch_vm(s);
         for (s = m->sandboxes; s; s = s->next) {
                 int r = sandbox_ensure_tokens(s);
                 if (r < 0)

@@ -60,6 +60,7 @@ Sandbox *sandbox_free(Sandbox *s) {
                 return NULL;
         forwards_free(s);   /* before the channel: their tunnels end on it */
         agent_free(s->channel.agent);
+        vm_events_free(s->vm_events);
         agent_health_free(s->channel.agent_health);
         if (s->has_pool_fd)
                 safe_close(s->pool_fd);
@@ -468,12 +469,16 @@ static void create_done(Manager *m, void *userdata) {
                 if (agent_attach(s, TAKE_FD(j->agent_fd)) < 0) {
                         j->r = -EIO;
                         (void) error_set(&j->error, ERROR_INTERNAL, "cannot watch the agent channel");
-                } else if (j->base.accel == VM_ACCEL_TCG)
-                        /* The first command in a new QEMU pays for translating the fork and exec paths (~100 ms
-                         * here, raw QEMU too): one runs now, while the user's is still on its way. The agent
-                         * reads its channel in order and the translation is shared, so a command that comes
-                         * meanwhile only waits for what is left of it. */
-                        (void) agent_warm_up_send(s->channel.agent, j->init_env, j->base.warm_cwd, j->base.warm_user);
+                } else {
+                        sandbox_watch_vm(s);
+                        if (j->base.accel == VM_ACCEL_TCG)
+                                /* The first command in a new QEMU pays for translating the fork and exec paths
+                                 * (~100 ms here, raw QEMU too): one runs now, while the user's is still on its
+                                 * way. The agent reads its channel in order and the translation is shared, so a
+                                 * command that comes meanwhile only waits for what is left of it. */
+                                (void) agent_warm_up_send(s->channel.agent, j->init_env, j->base.warm_cwd,
+                                                          j->base.warm_user);
+                }
         }
         if (j->r < 0 || !s || (s->state != SANDBOX_RUNNING && s->state != SANDBOX_POOLED)) {
                 const char *msg = j->error.message ? j->error.message : strerror(-j->r);

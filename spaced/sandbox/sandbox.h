@@ -92,6 +92,7 @@ struct Sandbox {
         bool has_pool_fd;
         int pool_fd;         /* pooled: the handshaken agent channel, watched only after handout */
         ChannelSandbox channel;             /* what the channel keeps of it (channel/channel.h), its AgentConn too */
+        VmEvents *vm_events;                /* its QEMU's run state, watched (run-state.c); NULL: not watched */
         struct Forward *forwards;           /* its port forwards (sandbox/forward.h): they go with it */
         Sandbox *next;
         };
@@ -219,6 +220,13 @@ int store_load_sandboxes(Store *s, Manager *m);
  * start, before anything runs. */
 void sandbox_register_ops(void);
 
+/* run-state.c: watches s's QEMU for the states it stops the VM in by itself (a guest panic, a KVM internal
+ * error, a guest reset or power-off), which fail the sandbox with their reason. Called wherever its QEMU was just
+ * started or adopted (create, handout, wake, restore, resume, a checkpoint's end, reconcile); again replaces the
+ * watch. A QEMU without the events monitor (an older daemon's) is left unwatched, quietly. */
+void sandbox_watch_vm(Sandbox *s);
+void sandbox_unwatch_vm(Sandbox *s);
+
 /* reconcile.c: at start, brings sandboxes and operations in line with what runs (ARCHITECTURE.md, "What
  * survives a daemon crash"). */
 int manager_reconcile(Manager *m);
@@ -325,12 +333,14 @@ void base_snapshot_discard(Manager *m, const BaseSnapshot *b);
 void base_warm_up(int agent_fd, char **env, const char *cwd, const char *user);
 /* Freezes the workload of the guest on agent_fd before a save that sandboxes restore (quiesce.c's reasons). */
 void base_freeze(const BaseRequest *req, int agent_fd);
-/* A base snapshot's directory is named <template12>-k<kernel12>-i<initramfs12>-m<MiB>-c<vcpu>-<accel>[-btrfs]
- * (the short digests of what it was made from; older daemons put the template's name first). */
+/* A base snapshot's directory is named <template12>-k<kernel12>-i<initramfs12>-m<MiB>-c<vcpu>-<accel>[-btrfs]-pvpanic
+ * (the short digests of what it was made from, and its device set; older daemons put the template's name first
+ * and had no pvpanic). */
 typedef struct BaseName {
         char template_digest[13];
         char kernel_digest[13];
         char initramfs_digest[13];
+        bool devices_current;    /* saved with today's device set: a base without is stale */
 } BaseName;
 /* -EINVAL when name is not a base snapshot's directory name. */
 int base_name_parse(const char *name, BaseName *ret);

@@ -156,6 +156,52 @@ static bool path_ok(const char *p) {
         return p && p[0] == '/' && !strchr(p, '\n');
 }
 
+/* The devices and monitors: a restore's must be the saved VM's (but the monitors and -no-shutdown, which are
+ * not device state). */
+static void add_devices(Strv *v, const VmConfig *c, const char *run, const char *disk) {
+        strv_add(v, "-device");
+        strv_add(v, "virtio-serial-device");
+        strv_add(v, "-chardev");
+        strv_addf(v, "socket,path=%s/agent.sock,server=on,wait=off,id=agent0", run);
+        strv_add(v, "-device");
+        strv_add(v, "virtserialport,chardev=agent0,name=agent");
+        strv_add(v, "-chardev");
+        strv_addf(v, "ringbuf,id=con0,size=%u", VM_CONSOLE_RING_SIZE);
+        strv_add(v, "-device");
+        strv_add(v, "virtconsole,chardev=con0");
+        if (c->disk) {
+                strv_add(v, "-drive");
+                strv_addf(v, "file=%s,if=none,id=d0,format=%s,cache=none,aio=threads,discard=unmap", disk,
+                          c->disk_format);
+                strv_add(v, "-device");
+                strv_add(v, "virtio-blk-device,drive=d0");
+        }
+        /* A panicking kernel says so (the guest's pvpanic_mmio, ACPI QEMU0001): QEMU then stops the VM in
+         * guest-panicked, which vm_events_watch() reports, even when root in the guest set kernel.panic=0 and
+         * the kernel would spin instead of resetting. QEMU 7.2's pvpanic has no device state and microvm's
+         * ACPI tables are a resizable block, so snapshots made before it was added restore with it (their
+         * guests never bound it: their panics still show as a reset, held by -no-shutdown). */
+        strv_add(v, "-device");
+        strv_add(v, "pvpanic");
+        /* -chardev + -mon rather than "-qmp unix:PATH,...": the same thing, with ",," escaping that works. */
+        strv_add(v, "-chardev");
+        strv_addf(v, "socket,id=qmp0,path=%s/qmp.sock,server=on,wait=off", run);
+        strv_add(v, "-mon");
+        strv_add(v, "chardev=qmp0,mode=control");
+        /* A second monitor that the daemon's event loop holds for QEMU's events alone (vm-events-watch.c), so
+         * that a guest panic or a KVM internal error is seen while the first one serves blocking commands on
+         * workers. Monitors are no device: a snapshot saved without this one restores with it. */
+        strv_add(v, "-chardev");
+        strv_addf(v, "socket,id=qmp1,path=%s/" VM_EVENTS_SOCKET ",server=on,wait=off", run);
+        strv_add(v, "-mon");
+        strv_add(v, "chardev=qmp1,mode=control");
+        /* A guest that resets (a panic under panic=-1 and -no-reboot) or powers off stays in QEMU, stopped,
+         * instead of QEMU exiting: its console still holds why, for the reason its sandbox fails with. The
+         * daemon then kills it. Run state, not device state: snapshots made without it restore with it. */
+        if (c->hold_at_shutdown)
+                strv_add(v, "-no-shutdown");
+}
+
 int vm_build_argv(const VmConfig *c, char ***ret_argv) {
         _cleanup_free_ char *run = NULL, *mem = NULL, *disk = NULL;
         Strv s = {};
@@ -230,28 +276,7 @@ int vm_build_argv(const VmConfig *c, char ***ret_argv) {
         strv_addf(&s, "console=hvc0 quiet%s panic=-1%s%s%s", tsc ?: "", c->disk ? " space.root=/dev/vda" : "",
                   c->kernel_args && c->kernel_args[0] ? " " : "", c->kernel_args ?: "");
 
-        strv_add(&s, "-device");
-        strv_add(&s, "virtio-serial-device");
-        strv_add(&s, "-chardev");
-        strv_addf(&s, "socket,path=%s/agent.sock,server=on,wait=off,id=agent0", run);
-        strv_add(&s, "-device");
-        strv_add(&s, "virtserialport,chardev=agent0,name=agent");
-        strv_add(&s, "-chardev");
-        strv_addf(&s, "ringbuf,id=con0,size=%u", VM_CONSOLE_RING_SIZE);
-        strv_add(&s, "-device");
-        strv_add(&s, "virtconsole,chardev=con0");
-        if (c->disk) {
-                strv_add(&s, "-drive");
-                strv_addf(&s, "file=%s,if=none,id=d0,format=%s,cache=none,aio=threads,discard=unmap", disk,
-                          c->disk_format);
-                strv_add(&s, "-device");
-                strv_add(&s, "virtio-blk-device,drive=d0");
-        }
-        /* -chardev + -mon rather than "-qmp unix:PATH,...": the same thing, with ",," escaping that works. */
-        strv_add(&s, "-chardev");
-        strv_addf(&s, "socket,id=qmp0,path=%s/qmp.sock,server=on,wait=off", run);
-        strv_add(&s, "-mon");
-        strv_add(&s, "chardev=qmp0,mode=control");
+        add_devices(&s, c, run, disk);
         strv_add(&s, "-sandbox");
         strv_add(&s, "on,obsolete=deny,elevateprivileges=deny,spawn=deny,resourcecontrol=deny");
         if (c->incoming) {
@@ -647,7 +672,7 @@ static int wait_qmp_socket(const char *run_dir, const char *qmp_path, pid_t qemu
 /* Two QEMUs on one run dir would fight over its sockets, and stale files from a previous one would make us talk
  * to nothing or read a wrong pid. */
 static int run_dir_prepare(const char *run_dir, Error *reterr) {
-        static const char *const stale[] = { "qmp.sock", "agent.sock", "qemu.pid" };
+        static const char *const stale[] = { "qmp.sock", VM_EVENTS_SOCKET, "agent.sock", "qemu.pid" };
         pid_t old;
 
         if (vm_read_pidfile(run_dir, &old) >= 0 && vm_pid_alive(old, run_dir)) {

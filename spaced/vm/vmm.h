@@ -9,6 +9,7 @@
  *
  * A VM's runtime files live in one directory (VmConfig.run_dir):
  *   qmp.sock    QMP monitor (QEMU is the server)
+ *   events.sock a second QMP monitor, for the daemon's event loop to watch the VM's run state (vm-events*.c)
  *   agent.sock  virtio-serial port "agent" (QEMU is the server, so the daemon can reconnect at any time)
  *   qemu.pid    QEMU's pid, written by vm_spawn()'s helper (QEMU's -pidfile would hold 1, its pid in its own pid
  *               namespace when confined)
@@ -16,12 +17,16 @@
  * The guest console (hvc0) goes to a 128 KiB ring buffer inside QEMU, not to a file, so a guest writing to it
  * without end costs nothing on the host; read it with vm_console_read().
  *
- * The command line always adds -no-reboot: a guest that reboots or panics ends QEMU rather than cold-booting.
+ * The command line always adds -no-reboot: a guest that reboots or panics ends QEMU rather than cold-booting;
+ * with hold_at_shutdown (a sandbox's VM) -no-shutdown too, so that QEMU stops it instead and its console can still
+ * be read (vm_events_watch()). It always has a pvpanic device.
  */
 
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
+
+#include <systemd/sd-event.h>
 
 #include "core/error.h"
 #include "core/host.h"   /* VmAccel, VmConfine */
@@ -55,6 +60,9 @@ typedef struct VmConfig {
         unsigned tcg_cache_mib;   /* for TCG: the translation cache's size; 0 = VM_TCG_CACHE_MIB_DEFAULT */
         const char *kernel_args;  /* extra kernel command line, may be NULL */
         bool incoming;            /* start with -incoming defer; vm_restore_state() then feeds the state */
+        bool hold_at_shutdown;    /* -no-shutdown: a guest that resets or powers off leaves QEMU stopped in state
+                                   * "shutdown", its console readable, for vm_events_watch() to report (a
+                                   * sandbox's VM); false: QEMU exits then (a base snapshot's build) */
         VmConfine confine;
 } VmConfig;
 
@@ -207,3 +215,59 @@ int vm_kill(pid_t pid, const char *run_dir, int timeout_ms); /* SIGTERM, then SI
 int vm_qmp_simple(const char *run_dir, const char *cmd, Error *reterr);
 /* Resumes the VM in run_dir when its CPUs are stopped (a restore leaves them so). */
 void vm_cont_if_stopped(const char *run_dir);
+
+/* ---- the VM's run state (vm-events.c, vm-events-watch.c) ----
+ * QEMU stops a VM on its own when KVM cannot emulate an instruction (status internal-error), when pvpanic says
+ * the guest's kernel panicked (guest-panicked), and, with hold_at_shutdown, when the guest resets or powers off
+ * (shutdown; a panic under panic=-1 and -no-reboot is a reset). The daemon learns of it on the second monitor,
+ * VM_EVENTS_SOCKET in the run dir. Unlike the rest of vm/, the watcher runs in the event loop and never blocks;
+ * QEMU is as untrusted as the guest, so what it sends is bounded (VM_EVENTS_LINE_MAX) and parsed with care. */
+#define VM_EVENTS_SOCKET "events.sock"
+#define VM_EVENTS_LINE_MAX (64U * 1024U)
+
+typedef enum VmRunFailure {
+        VM_RUN_OK,                /* running, or stopped by the daemon (pause, checkpoint, save) */
+        VM_RUN_INTERNAL_ERROR,    /* internal-error: KVM could not emulate an instruction */
+        VM_RUN_GUEST_PANICKED,    /* guest-panicked: pvpanic said so */
+        VM_RUN_GUEST_SHUTDOWN,    /* shutdown: the guest reset or powered off (hold_at_shutdown kept QEMU) */
+} VmRunFailure;
+/* What a query-status "status" says of the VM: only the states QEMU enters by itself fail it. */
+VmRunFailure vm_run_status_failure(const char *status);
+
+/* One line from a QMP monitor, as the watcher needs it. */
+typedef enum VmQmpKind {
+        VM_QMP_OTHER,             /* well-formed, and nothing to act on: an unknown event, RESUME, ... */
+        VM_QMP_GREETING,
+        VM_QMP_RETURN,            /* a command's answer */
+        VM_QMP_ERROR,             /* a command's error */
+        VM_QMP_STOP,              /* the VM's CPUs stopped, by the daemon or by QEMU: query-status says which */
+        VM_QMP_GUEST_PANICKED,
+        VM_QMP_SHUTDOWN,
+} VmQmpKind;
+typedef struct VmQmpMsg {
+        VmQmpKind kind;
+        char id[32];              /* RETURN, ERROR: the id the command was sent with ("" when none or not ours) */
+        char *text;               /* RETURN: a query-status answer's status or a string answer (ringbuf-read);
+                                   * SHUTDOWN: its reason ("guest-reset", ...); NULL otherwise */
+        bool guest;               /* SHUTDOWN: the guest asked for it (not a QMP quit or a signal) */
+} VmQmpMsg;
+/* Parses one line (without its newline). -EBADMSG when it is not a JSON object of QMP's shape; ret untouched
+ * then. */
+int vm_qmp_msg_parse(const char *line, VmQmpMsg *ret);
+void vm_qmp_msg_done(VmQmpMsg *m);
+/* The sandbox's error for failure f: console (may be NULL) is what the guest's console held, whose last
+ * "Kernel panic" line is quoted (scrubbed, bounded); a reset or power-off whose console shows a panic is a
+ * panic. shutdown_reason: the SHUTDOWN event's reason, NULL if none came. */
+int vm_run_failure_reason(VmRunFailure f, const char *shutdown_reason, const char *console, char **ret);
+
+/* The watcher of one VM's run state. fn runs at most once a watcher: with a failure and its reason (the VM is
+ * stopped, QEMU still holds it), or with VM_RUN_OK when the watch ended: reason NULL when QEMU closed the
+ * monitor (it exited), else why it was given up (QEMU broke the protocol). The watcher does nothing after it:
+ * fn may free it. */
+typedef struct VmEvents VmEvents;
+typedef void (*VmEventsFn)(VmEvents *w, VmRunFailure f, const char *reason, void *userdata);
+/* Connects to run_dir's VM_EVENTS_SOCKET without blocking and watches it on e: the greeting, capabilities,
+ * then one query-status (what happened before it was watched: a restart of the daemon), then events.
+ * -ENOENT or -ECONNREFUSED: no monitor there (a VM started by an older daemon, or gone). */
+int vm_events_watch(sd_event *e, const char *run_dir, VmEventsFn fn, void *userdata, VmEvents **ret);
+VmEvents *vm_events_free(VmEvents *w);

@@ -638,6 +638,34 @@ def accel_cache_corpus():
     write(t, "cut", cache()[:-1])
 
 
+def vm_events_corpus():
+    """fuzz-vm-events: what QEMU sends on the run-state monitor, as QEMU 7.2 sends it."""
+    t = "fuzz-vm-events"
+    ts = '"timestamp": {"seconds": 1765100000, "microseconds": 123456}, '
+    greeting = ('{"QMP": {"version": {"qemu": {"micro": 22, "minor": 2, "major": 7}, "package": '
+                '"Debian 1:7.2+dfsg-7+deb12u18"}, "capabilities": ["oob"]}}')
+    caps = '{"return": {}, "id": "caps"}'
+    def status(s):
+        return '{"return": {"status": "%s", "singlestep": false, "running": %s}, "id": "status"}' % (
+            s, "true" if s == "running" else "false")
+    def console(text):
+        return json.dumps({"return": text, "id": "console"})
+    stop = '{' + ts + '"event": "STOP"}'
+    start = [greeting, caps, status("running")]
+    def session(name, lines):
+        write(t, name, ("\n".join(start + lines) + "\n").encode())
+    session("pause", [stop, status("paused"), '{' + ts + '"event": "RESUME"}'])
+    session("internal-error", [stop, status("internal-error"), console("[ 3.1] guest text\r\n"), console("")])
+    session("pvpanic", ['{' + ts + '"event": "GUEST_PANICKED", "data": {"action": "pause"}}',
+                        console("[ 2.0] Kernel panic - not syncing: Fatal exception\r\n"), console("")])
+    session("reset", ['{' + ts + '"event": "SHUTDOWN", "data": {"guest": true, "reason": "guest-reset"}}', stop,
+                      status("shutdown"), console("Kernel panic - not syncing: sysrq triggered crash\r\n"),
+                      console("")])
+    session("refused", [stop, '{"error": {"class": "GenericError", "desc": "no"}, "id": "status"}'])
+    write(t, "bad-json", (greeting + "\n{\"event\": \"STOP\", oops}\n").encode())
+    write(t, "cr-lines", ("\r\n".join(start) + "\r\n").encode())
+
+
 def main():
     if os.path.isdir(OUT):
         shutil.rmtree(OUT)
@@ -657,6 +685,7 @@ def main():
     proxy_answer_corpus()
     migstream_corpus()
     accel_cache_corpus()
+    vm_events_corpus()
     for d in sorted(os.listdir(OUT)):
         print(f"{d}: {len(os.listdir(os.path.join(OUT, d)))} inputs")
 

@@ -591,7 +591,11 @@ int main(void) {
 
                 ok(base_name_parse("0123456789ab-kaaaaaaaaaaaa-ibbbbbbbbbbbb-m256-c1-tcg", &bn) == 0 &&
                    streq(bn.template_digest, "0123456789ab") && streq(bn.kernel_digest, "aaaaaaaaaaaa") &&
-                   streq(bn.initramfs_digest, "bbbbbbbbbbbb"), "a base name gives its three short digests");
+                   streq(bn.initramfs_digest, "bbbbbbbbbbbb") && !bn.devices_current,
+                   "a base name gives its three short digests; one without a device suffix is of old devices");
+                ok(base_name_parse("0123456789ab-kaaaaaaaaaaaa-ibbbbbbbbbbbb-m256-c1-tcg-btrfs-pvpanic", &bn) == 0 &&
+                   streq(bn.template_digest, "0123456789ab") && bn.devices_current,
+                   "a base of today's device set (pvpanic) says so");
                 ok(base_name_parse("my-kind-0123456789ab-kaaaaaaaaaaaa-ibbbbbbbbbbbb-m256-c1-kvm-btrfs", &bn) == 0 &&
                    streq(bn.template_digest, "0123456789ab"), "an older name with the template's name first too");
                 ok(base_name_parse("0123456789ab-kaaaaaaaaaaaa-ibbbbbbbbbb", &bn) == -EINVAL,

@@ -94,7 +94,7 @@ int main(void) {
                 .kernel_args = "space.mode=agent",
         };
 
-        plan(26);
+        plan(28);
 
         ok(vm_build_argv(&c, &base) == 0, "base argv builds");
         ok(vm_build_argv(&c, &base2) == 0 && strv_equal(base, base2), "same config gives the same argv");
@@ -137,6 +137,18 @@ int main(void) {
         ok(strv_has(base, "socket,id=qmp0,path=/run/user/1000/space/sb-1/qmp.sock,server=on,wait=off") &&
                    !strv_has(base, "-pidfile"),
            "QMP socket in the run dir, no -pidfile (1 in QEMU's pid namespace: vm_spawn writes qemu.pid)");
+        ok(strv_has(base, "socket,id=qmp1,path=/run/user/1000/space/sb-1/events.sock,server=on,wait=off") &&
+                   strv_has(base, "chardev=qmp1,mode=control") && strv_has(restore, "chardev=qmp1,mode=control"),
+           "a second QMP monitor for the run state's events, base and restore alike");
+        {
+                _cleanup_strv_free_ char **held = NULL;
+                VmConfig h = r;
+                h.hold_at_shutdown = true;
+                ok(!strv_has(base, "-no-shutdown") && !strv_has(restore, "-no-shutdown") &&
+                           vm_build_argv(&h, &held) == 0 && strv_has(held, "-no-shutdown") &&
+                           strv_len(held) == strv_len(restore) + 1,
+                   "hold_at_shutdown adds -no-shutdown and nothing else");
+        }
         ok(strv_has(base, "file=/var/lib/space/disks/sb-1.qcow2,if=none,id=d0,format=qcow2,cache=none,aio=threads,"
                           "discard=unmap"),
            "root disk drive");
