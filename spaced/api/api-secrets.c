@@ -24,12 +24,12 @@ static void add_time(cJSON *o, const char *key, int64_t t) {
 }
 
 static cJSON *secret_to_json(const Secret *s) {
-        cJSON *o = cJSON_CreateObject(), *md = cJSON_Parse(s->rec.metadata);
+        cJSON *o = cJSON_CreateObject();
 
         cJSON_AddStringToObject(o, "id", s->rec.id);
         cJSON_AddStringToObject(o, "name", s->rec.name);
         cJSON_AddNumberToObject(o, "version", (double) s->rec.version);
-        cJSON_AddItemToObject(o, "metadata", cJSON_IsObject(md) ? md : (cJSON_Delete(md), cJSON_CreateObject()));
+        cJSON_AddItemToObject(o, "metadata", secret_metadata_json(s));
         add_time(o, "created_at", s->rec.created_at);
         add_time(o, "updated_at", s->rec.updated_at);
         add_time(o, "last_used_at", s->rec.last_used_at);

@@ -22,12 +22,12 @@ static void add_time(cJSON *o, const char *key, int64_t t) {
 
 /* E2B's `Secret` */
 static cJSON *secret_json(const Secret *s) {
-        cJSON *o = cJSON_CreateObject(), *md = cJSON_Parse(s->rec.metadata);
+        cJSON *o = cJSON_CreateObject();
 
         cJSON_AddStringToObject(o, "secretID", s->rec.id);
         cJSON_AddStringToObject(o, "name", s->rec.name);
         cJSON_AddNumberToObject(o, "currentVersion", (double) s->rec.version);
-        cJSON_AddItemToObject(o, "metadata", cJSON_IsObject(md) ? md : (cJSON_Delete(md), cJSON_CreateObject()));
+        cJSON_AddItemToObject(o, "metadata", secret_metadata_json(s));
         add_time(o, "createdAt", s->rec.created_at);
         add_time(o, "updatedAt", s->rec.updated_at);
         return o;

@@ -88,6 +88,15 @@ int secret_metadata_check(const cJSON *metadata, char **ret_json, Error *reterr)
         return 0;
 }
 
+cJSON *secret_metadata_json(const Secret *s) {
+        cJSON *md = cJSON_Parse(s->rec.metadata);
+
+        if (cJSON_IsObject(md))
+                return md;
+        cJSON_Delete(md);
+        return cJSON_CreateObject();
+}
+
 Secret *secret_find(Manager *m, const char *ref) {
         if (!ref)
                 return NULL;

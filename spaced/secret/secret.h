@@ -40,6 +40,9 @@ const char *secret_value_problem(const char *value, size_t len);
 struct cJSON;
 int secret_metadata_check(const struct cJSON *metadata, char **ret_json, Error *reterr);
 
+/* s's metadata as a JSON object (a new one; {} when its text is not one). */
+struct cJSON *secret_metadata_json(const Secret *s);
+
 /* By id, then by exact name; NULL when there is none. */
 Secret *secret_find(Manager *m, const char *ref);
 size_t secrets_count(Manager *m);
