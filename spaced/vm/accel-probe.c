@@ -58,7 +58,8 @@ int vm_accel_probe_argv(const VmAccelProbe *p, char ***ret_argv) {
 
 /* What the probe leaves in its run dir, and the dir itself: nothing of it is worth keeping but the outcome. */
 static void probe_cleanup(const char *run_dir) {
-        static const char *const files[] = { PROBE_MEM_FILE, "agent.sock", "qmp.sock", "qemu.pid", "qemu.log" };
+        static const char *const files[] = { PROBE_MEM_FILE, "agent.sock", "qmp.sock", VM_EVENTS_SOCKET, "qemu.pid",
+                                             "qemu.log" };
 
         for (size_t i = 0; i < ELEMENTSOF(files); i++) {
                 _cleanup_free_ char *f = NULL;
