@@ -29,10 +29,10 @@
  * never one a restore fails on. Bases named without it had no pvpanic: their guests never bound it. */
 #define BASE_DEVICES_SUFFIX "-pvpanic"
 /* How long a template's service may take to be ready, and how often its ready command is run meanwhile. Under
- * KVM the code interpreter's kernels are warm in seconds; under TCG on two busy cores they took 180 s on one
- * machine and more than 300 s on a slower one, and a base that gives up is a template no one can use there. */
+ * KVM the code interpreter's kernels are warm in seconds; under TCG they took 180 s to more than 600 s on two
+ * cores, depending on what else ran, and a base that gives up is a template no one can use there. */
 #define BASE_SERVICE_READY_TIMEOUT_KVM_S 300
-#define BASE_SERVICE_READY_TIMEOUT_TCG_S 900
+#define BASE_SERVICE_READY_TIMEOUT_TCG_S 1800
 #define BASE_SERVICE_READY_INTERVAL_MS 250
 
 void base_request_done(BaseRequest *r) {
