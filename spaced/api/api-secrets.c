@@ -12,17 +12,6 @@
 /* GET/PUT/DELETE /v1/secrets: secrets (secret/secret.h). A value goes in with PUT and never comes out: no
  * answer, error or log line holds it. */
 
-static void add_time(cJSON *o, const char *key, int64_t t) {
-        char when[32];
-
-        if (!t) {
-                cJSON_AddNullToObject(o, key);
-                return;
-        }
-        format_rfc3339(t, when);
-        cJSON_AddStringToObject(o, key, when);
-}
-
 static cJSON *secret_to_json(const Secret *s) {
         cJSON *o = cJSON_CreateObject();
 
@@ -30,9 +19,12 @@ static cJSON *secret_to_json(const Secret *s) {
         cJSON_AddStringToObject(o, "name", s->rec.name);
         cJSON_AddNumberToObject(o, "version", (double) s->rec.version);
         cJSON_AddItemToObject(o, "metadata", secret_metadata_json(s));
-        add_time(o, "created_at", s->rec.created_at);
-        add_time(o, "updated_at", s->rec.updated_at);
-        add_time(o, "last_used_at", s->rec.last_used_at);
+        api_add_time(o, "created_at", s->rec.created_at);
+        api_add_time(o, "updated_at", s->rec.updated_at);
+        if (s->rec.last_used_at)
+                api_add_time(o, "last_used_at", s->rec.last_used_at);
+        else
+                cJSON_AddNullToObject(o, "last_used_at");
         cJSON_AddBoolToObject(o, "value_missing", s->value_missing);
         return o;
 }

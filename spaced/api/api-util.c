@@ -162,6 +162,13 @@ int parse_wait(Request *r, unsigned *ret) {
         return 0;
 }
 
+void api_add_time(cJSON *o, const char *key, int64_t t) {
+        char when[32];
+
+        format_rfc3339(t, when);
+        cJSON_AddStringToObject(o, key, when);
+}
+
 static cJSON *parse_body(Request *r, const char *const *allowed, bool quote) {
         const char *end = NULL;
         cJSON *o, *i;

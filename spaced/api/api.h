@@ -103,6 +103,8 @@ ssize_t api_stream_result(ssize_t n);
 int parse_wait(Request *r, unsigned *ret);
 /* Parses the body as a JSON object with only the allowed fields; responds 400 and returns NULL otherwise. */
 cJSON *parse_body_object(Request *r, const char *const *allowed);
+/* t (unix seconds) at key as an RFC 3339 string. */
+void api_add_time(cJSON *o, const char *key, int64_t t);
 /* The same for a body that holds a secret's value: no error quotes the body, and the request's copy is wiped.
  * Free with secret_body_free(), which wipes "value" too. */
 cJSON *parse_secret_body(Request *r, const char *const *allowed);

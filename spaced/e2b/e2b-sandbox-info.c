@@ -45,13 +45,6 @@ const char *e2b_state(const Sandbox *s) {
         }
 }
 
-static void add_time(cJSON *o, const char *key, int64_t t) {
-        char when[32];
-
-        format_rfc3339(t, when);
-        cJSON_AddStringToObject(o, key, when);
-}
-
 /* The e2b_domain in force (with TLS on and none configured, the TLS listener's), on every listener: the SDKs'
  * getHost() then names the TLS listener, never E2B's own domain. */
 static void add_domain(Manager *m, cJSON *o) {
@@ -88,8 +81,8 @@ cJSON *e2b_listed_json(Manager *m, Sandbox *s, bool detail) {
         cJSON_AddStringToObject(o, "templateID", s->template_name);
         cJSON_AddStringToObject(o, "alias", s->template_name);
         cJSON_AddStringToObject(o, "clientID", E2B_CLIENT_ID);
-        add_time(o, "startedAt", s->created_at);
-        add_time(o, "endAt", s->expires_at > 0 ? s->expires_at : END_AT_NEVER);
+        api_add_time(o, "startedAt", s->created_at);
+        api_add_time(o, "endAt", s->expires_at > 0 ? s->expires_at : END_AT_NEVER);
         cJSON_AddNumberToObject(o, "cpuCount", s->vcpu);
         cJSON_AddNumberToObject(o, "memoryMB", (double) s->memory_mib);
         cJSON_AddNumberToObject(o, "diskSizeMB", (double) s->disk_mib);

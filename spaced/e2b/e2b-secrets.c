@@ -13,13 +13,6 @@
 /* E2B's /secrets (the SDKs' Secret.create, update, getInfo, list, destroy; space-e2b(7)) on the daemon's
  * secrets (secret/secret.h): the same store spacectl secret and /v1/secrets use. Values are write-only. */
 
-static void add_time(cJSON *o, const char *key, int64_t t) {
-        char when[32];
-
-        format_rfc3339(t, when);
-        cJSON_AddStringToObject(o, key, when);
-}
-
 /* E2B's `Secret` */
 static cJSON *secret_json(const Secret *s) {
         cJSON *o = cJSON_CreateObject();
@@ -28,8 +21,8 @@ static cJSON *secret_json(const Secret *s) {
         cJSON_AddStringToObject(o, "name", s->rec.name);
         cJSON_AddNumberToObject(o, "currentVersion", (double) s->rec.version);
         cJSON_AddItemToObject(o, "metadata", secret_metadata_json(s));
-        add_time(o, "createdAt", s->rec.created_at);
-        add_time(o, "updatedAt", s->rec.updated_at);
+        api_add_time(o, "createdAt", s->rec.created_at);
+        api_add_time(o, "updatedAt", s->rec.updated_at);
         return o;
 }
 

@@ -26,13 +26,6 @@ static void build_id_of(const Template *t, char buf[static 37]) {
         snprintf(buf, 37, "%.8s-%.4s-%.4s-%.4s-%.12s", h, h + 8, h + 12, h + 16, h + 20);
 }
 
-static void add_time(cJSON *o, const char *key, int64_t t) {
-        char when[32];
-
-        format_rfc3339(t, when);
-        cJSON_AddStringToObject(o, key, when);
-}
-
 /* Tags without ":latest", as E2B names them, and with it: both find the template. */
 static void add_names(cJSON *o, const Template *t) {
         cJSON *aliases = cJSON_AddArrayToObject(o, "aliases"), *names = cJSON_AddArrayToObject(o, "names");
@@ -77,8 +70,8 @@ static cJSON *template_json(Manager *m, const Template *t) {
         cJSON_AddNullToObject(o, "createdBy");
         cJSON_AddNullToObject(o, "lastSpawnedAt");
         cJSON_AddNumberToObject(o, "spawnCount", spawn_count(m, t));
-        add_time(o, "createdAt", t->created_at);
-        add_time(o, "updatedAt", t->created_at);
+        api_add_time(o, "createdAt", t->created_at);
+        api_add_time(o, "updatedAt", t->created_at);
         add_names(o, t);
         return o;
 }
@@ -120,8 +113,8 @@ static void get_template(Request *r, const RouteArgs *a) {
         cJSON_AddNumberToObject(b, "memoryMB", (double) t->memory_mib);
         cJSON_AddNumberToObject(b, "diskSizeMB", (double) t->disk_mib);
         cJSON_AddStringToObject(b, "envdVersion", E2B_ENVD_VERSION);
-        add_time(b, "createdAt", t->created_at);
-        add_time(b, "updatedAt", t->created_at);
+        api_add_time(b, "createdAt", t->created_at);
+        api_add_time(b, "updatedAt", t->created_at);
         cJSON_AddItemToArray(builds, b);
         http_respond_json(r, 200, o);
 }
