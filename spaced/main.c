@@ -15,7 +15,7 @@
 #include <unistd.h>
 
 #include "e2b/e2b.h"
-#include "http/tls.h"
+#include "core/tls.h"
 #include "egress/egress.h"
 #include "api/api.h"
 #include "http/http.h"
@@ -600,16 +600,25 @@ static void detect_disk_backend(Manager *m) {
                  m->disk_backend == DISK_BACKEND_BTRFS ? "btrfs subvolumes and reflinks" : "qcow2 overlays");
 }
 
-/* The TLS listener's CA and certificate (http/tls.h), before anything starts: a refusal (a planted symlink, a key
+/* The TLS listener's CA and certificate (core/tls.h), before anything starts: a refusal (a planted symlink, a key
  * others may read) stops the daemon with its reason. Without e2b_domain the name is space.localhost:PORT. */
 static int setup_tls(Manager *m, int tls_fd, TlsFiles *ret, char **ret_domain) {
         _cleanup_(error_done) Error e = {};
         _cleanup_free_ char *domain = NULL;
         struct sockaddr_storage sa;
         socklen_t len = sizeof sa;
+        bool made = false;
         unsigned port;
         int r;
 
+        /* the CA, whether or not there is a listener: the egress gateway signs with it, and guests trust it */
+        r = tls_ca_load(m->state_dir, &m->tls_ca, &made, &e);
+        if (r < 0)
+                return log_error_errno(r, "cannot set up the local CA in %s/tls: %s; refusing to start", m->state_dir,
+                                       e.message ?: strerror(-r));
+        if (made)
+                log_info("made a local CA in %s/tls; clients trust it through 'eval \"$(spacectl e2b env)\"', "
+                         "sandboxes always", m->state_dir);
         if (tls_fd < 0)
                 return 0;
         if (getsockname(tls_fd, (struct sockaddr *) &sa, &len) < 0)
@@ -622,9 +631,6 @@ static int setup_tls(Manager *m, int tls_fd, TlsFiles *ret, char **ret_domain) {
         if (r < 0)
                 return log_error_errno(r, "cannot set up TLS for e2b_tls_listen: %s; refusing to start (or set "
                                        "'e2b_tls_listen = off')", e.message ?: strerror(-r));
-        if (ret->ca_made)
-                log_info("made a local CA in %s; clients trust it through 'eval \"$(spacectl e2b env)\"'",
-                         ret->ca_file);
         if (ret->cert_made)
                 log_info("made a TLS certificate for %s and its subdomains, signed by %s",
                          m->config.e2b_domain ?: domain, ret->ca_file);

@@ -23,6 +23,7 @@ typedef struct Store Store;
 typedef struct Completion Completion;
 typedef struct Checkpoint Checkpoint;
 typedef struct FileXfer FileXfer;
+typedef struct TlsCa TlsCa;
 typedef struct Template Template;
 typedef struct PoolConfig PoolConfig;
 typedef struct EgressSettings EgressSettings;
@@ -50,6 +51,7 @@ struct Manager {
          * < 0 with reterr naming what was wrong, the configuration in use unchanged. */
         int (*reload)(Manager *m, Error *reterr);
         EgressSettings *egress;     /* egress's own keys of the configuration (egress/egress.h) */
+        TlsCa *tls_ca;              /* the local CA (core/tls.h), loaded at start */
         char *state_dir;
         char *runtime_dir;
         char *lib_dir;

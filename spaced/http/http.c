@@ -15,7 +15,7 @@
 
 #include "http/http.h"
 #include "http/router.h"
-#include "http/tls.h"
+#include "core/tls.h"
 #include "sandbox/sandbox.h"
 #include "core/log.h"
 #include "macro.h"

@@ -131,7 +131,7 @@ const char *http_api_url(Http *h);
 /* The TCP API's port, 0 without one: the port no sandbox may reach (the egress gateway's self_port). */
 uint16_t http_api_port(Http *h);
 /* The TLS listener (e2b_tls_listen): the same router, API keys and Host checks as TCP, over TLS with the
- * certificates of files (taken, http/tls.h). domain: the e2b_domain to serve while the configuration names
+ * certificates of files (taken, core/tls.h). domain: the e2b_domain to serve while the configuration names
  * none ("space.localhost:PORT"), or NULL. */
 typedef struct TlsFiles TlsFiles;
 int http_add_tls_listener(Http *h, int fd, const char *domain, TlsFiles *files);

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* The TLS listener's certificates (spaced/http/tls.c): the CA made once and kept, the server's certificate kept
- * for the same domain and remade for another, the bundle, modes, and what is planted in the directory refused. */
+/* The daemon's certificates (spaced/core/tls.c): the CA made once and kept, the server's certificate kept for the
+ * same domain and remade for another, the bundle, modes, what is planted in the directory refused, and the
+ * certificates issued for intercepted hosts. */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE 1
 #endif
@@ -12,8 +13,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <gnutls/x509.h>
+
 #include "../../lib/macro.h"
-#include "http/tls.h"
+#include "core/tls.h"
 #include "tap.h"
 
 static char *slurp(const char *path) {
@@ -35,6 +38,46 @@ static unsigned mode_of(const char *path) {
         struct stat st;
 
         return lstat(path, &st) < 0 ? 0 : (unsigned) (st.st_mode & 07777);
+}
+
+/* The CA as loaded for the gateway is the listener's, and what it issues for a host is signed by it, names that
+ * host alone and is a server's. */
+static void test_issue(const char *dir, const char *ca_pem) {
+        gnutls_certificate_credentials_t cred = NULL;
+        gnutls_x509_crt_t *chain = NULL, ca_crt = NULL;
+        unsigned n_chain = 0, status = 1;
+        TlsCa *ca = NULL;
+        bool made = true;
+        Error e = {};
+        gnutls_datum_t d;
+        int r;
+
+        r = tls_ca_load(dir, &ca, &made, &e);
+        ok(r == 0 && !made && ca_pem && strcmp(tls_ca_pem(ca), ca_pem) == 0 && strlen(tls_ca_fingerprint(ca)) == 16,
+           "the CA loaded for the gateway is the one made before (fingerprint %s)", r == 0 ? tls_ca_fingerprint(ca) : "-");
+        r = r == 0 ? tls_ca_issue(ca, "api.example.test", &cred, &e) : r;
+        ok(r == 0, "a certificate is issued for a host (%s)", e.message ?: "no message");
+        if (r == 0 && gnutls_certificate_get_x509_crt(cred, 0, &chain, &n_chain) >= 0 && n_chain == 1 &&
+            gnutls_x509_crt_init(&ca_crt) >= 0) {
+                d = (gnutls_datum_t) { (unsigned char *) ca_pem, (unsigned) strlen(ca_pem) };
+                ASSERT(gnutls_x509_crt_import(ca_crt, &d, GNUTLS_X509_FMT_PEM) >= 0);
+                ok(gnutls_x509_crt_verify(chain[0], &ca_crt, 1, 0, &status) >= 0 && status == 0,
+                   "it is signed by the CA");
+                ok(gnutls_x509_crt_check_hostname(chain[0], "api.example.test") &&
+                           !gnutls_x509_crt_check_hostname(chain[0], "x.api.example.test") &&
+                           !gnutls_x509_crt_check_hostname(chain[0], "example.test"),
+                   "it names that host alone");
+                ok(gnutls_x509_crt_get_ca_status(chain[0], NULL) == 0, "it is no CA");
+                gnutls_x509_crt_deinit(ca_crt);
+        } else
+                ok(false, "its certificate can be read back");
+        for (unsigned i = 0; i < n_chain; i++)
+                gnutls_x509_crt_deinit(chain[i]);
+        gnutls_free(chain);
+        if (cred)
+                gnutls_certificate_free_credentials(cred);
+        tls_ca_free(ca);
+        error_done(&e);
 }
 
 int main(void) {
@@ -122,6 +165,8 @@ int main(void) {
         r = tls_setup(dir, "other.localhost:7443", host_bundle, &t, &e);
         ok(r == 0 && !t.ca_made && t.cert_made, "the server key gone: a new certificate, the CA kept");
         tls_files_done(&t);
+
+        test_issue(dir, ca2);
 
         snprintf(path, sizeof path, "%s/tls", dir);
         ASSERT(chmod(path, 0755) == 0);

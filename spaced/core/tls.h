@@ -1,10 +1,12 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #pragma once
 
-/* The TLS listener's certificates (spaced/http/tls.c): a local CA made once in $state/tls and kept, and a server
- * certificate for DOMAIN and *.DOMAIN signed by it, remade when the domain changes or it nears its end. Like
- * lib/: never logs, returns -errno and fills reterr; the caller logs once. */
+/* The daemon's local CA and the certificates it signs (ARCHITECTURE.md, "Secrets" and "The E2B facade"): a CA made
+ * once in $state/tls and kept; the TLS listener's certificate for DOMAIN and *.DOMAIN, remade when the domain
+ * changes or it nears its end; and, in memory, one for each host whose HTTPS the egress gateway intercepts.
+ * Like lib/: never logs, returns -errno and fills reterr; the caller logs once. */
 
+#include <gnutls/gnutls.h>
 #include <stdbool.h>
 
 #include "core/error.h"
@@ -33,3 +35,17 @@ int tls_setup(const char *state_dir, const char *domain, const char *host_bundle
 void tls_files_done(TlsFiles *t);
 /* The name of domain without its ":PORT", lowercased, into buf; -EINVAL when it is not a host name. */
 int tls_domain_name(const char *domain, char *buf, size_t size);
+
+/* The CA itself, for what is signed while the daemon runs. Loaded (made when there is none, or it nears its end)
+ * from state_dir/tls, with the same checks as tls_setup(); *ret_made: this call made it. */
+typedef struct TlsCa TlsCa;
+int tls_ca_load(const char *state_dir, TlsCa **ret, bool *ret_made, Error *reterr);
+TlsCa *tls_ca_free(TlsCa *ca);   /* NULL */
+/* Its certificate (PEM), what a guest is given to trust. */
+const char *tls_ca_pem(const TlsCa *ca);
+/* The first 16 hex digits of its certificate's SHA-256: names what was made with it (a sandbox base). */
+const char *tls_ca_fingerprint(const TlsCa *ca);
+/* Server credentials for host (a DNS name) signed by ca, valid TLS_HOST_CERT_DAYS, with a new key each: what the
+ * egress gateway shows a guest whose HTTPS it intercepts. */
+#define TLS_HOST_CERT_DAYS 7
+int tls_ca_issue(TlsCa *ca, const char *host, gnutls_certificate_credentials_t *ret, Error *reterr);

@@ -12,7 +12,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "http/tls.h"
+#include "core/tls.h"
 #include "macro.h"
 
 /* The files of $state/tls. The directory and every file in it are opened relative to the directory's fd with
@@ -226,8 +226,9 @@ out:
         return r;
 }
 
-/* Key (ECDSA P-256) and a certificate for it: the CA's own (issuer NULL) or a server's for name and *.name. */
-static int pair_make(const Pair *issuer, const char *name, Pair *ret, Error *reterr) {
+/* Key (ECDSA P-256) and a certificate for it: the CA's own (issuer NULL) or a server's for name and, with
+ * wildcard, *.name, valid for days. */
+static int pair_make(const Pair *issuer, const char *name, bool wildcard, unsigned days, Pair *ret, Error *reterr) {
         _cleanup_free_ char *dn = NULL, *wild = NULL;
         unsigned char serial[16], id[64];
         size_t n = sizeof id;
@@ -252,8 +253,7 @@ static int pair_make(const Pair *issuer, const char *name, Pair *ret, Error *ret
         if ((g = gnutls_x509_crt_set_version(p.crt, 3)) < 0 ||
             (g = gnutls_x509_crt_set_serial(p.crt, serial, sizeof serial)) < 0 ||
             (g = gnutls_x509_crt_set_activation_time(p.crt, now - 3600)) < 0 ||
-            (g = gnutls_x509_crt_set_expiration_time(p.crt, now + 24 * 3600 * (issuer ? TLS_CERT_DAYS : TLS_CA_DAYS))) <
-                    0 ||
+            (g = gnutls_x509_crt_set_expiration_time(p.crt, now + 24 * 3600 * (time_t) days)) < 0 ||
             (g = gnutls_x509_crt_set_dn(p.crt, dn, &err)) < 0 || (g = gnutls_x509_crt_set_key(p.crt, p.key)) < 0 ||
             (g = gnutls_x509_crt_get_key_id(p.crt, 0, id, &n)) < 0 ||
             (g = gnutls_x509_crt_set_subject_key_id(p.crt, id, n)) < 0)
@@ -266,6 +266,7 @@ static int pair_make(const Pair *issuer, const char *name, Pair *ret, Error *ret
         } else {
                 n = sizeof id;
                 if (asprintf(&wild, "*.%s", name) < 0) {
+                        wild = NULL;
                         pair_done(&p);
                         return -ENOMEM;
                 }
@@ -274,8 +275,9 @@ static int pair_make(const Pair *issuer, const char *name, Pair *ret, Error *ret
                     (g = gnutls_x509_crt_set_key_purpose_oid(p.crt, GNUTLS_KP_TLS_WWW_SERVER, 0)) < 0 ||
                     (g = gnutls_x509_crt_set_subject_alt_name(p.crt, GNUTLS_SAN_DNSNAME, name, (unsigned) strlen(name),
                                                               GNUTLS_FSAN_APPEND)) < 0 ||
-                    (g = gnutls_x509_crt_set_subject_alt_name(p.crt, GNUTLS_SAN_DNSNAME, wild, (unsigned) strlen(wild),
-                                                              GNUTLS_FSAN_APPEND)) < 0 ||
+                    (wildcard && (g = gnutls_x509_crt_set_subject_alt_name(p.crt, GNUTLS_SAN_DNSNAME, wild,
+                                                                           (unsigned) strlen(wild),
+                                                                           GNUTLS_FSAN_APPEND)) < 0) ||
                     (g = gnutls_x509_crt_get_key_id(issuer->crt, 0, id, &n)) < 0 ||
                     (g = gnutls_x509_crt_set_authority_key_id(p.crt, id, n)) < 0 ||
                     (g = gnutls_x509_crt_sign2(p.crt, issuer->crt, issuer->key, GNUTLS_DIG_SHA256, 0)) < 0)
@@ -349,6 +351,33 @@ static int write_bundle(int dfd, const char *dir, const char *host_bundle, const
         return write_at(dfd, dir, TLS_BUNDLE, all, strlen(all), 0644, reterr);
 }
 
+/* The CA: kept across restarts; made when there is none (or its key is gone) or it nears its end. */
+static int ca_get(int dfd, const char *dir, Pair *ret, bool *ret_made, char **ret_pem, Error *reterr) {
+        Pair ca = {};
+        int r;
+
+        *ret_made = false;
+        r = pair_load(dfd, dir, TLS_CA_KEY, TLS_CA_CERT, &ca, reterr);
+        if (r >= 0 && expires_soon(ca.crt)) {
+                pair_done(&ca);
+                r = -ENOENT;
+        }
+        if (r == -ENOENT) {
+                r = pair_make(NULL, NULL, false, TLS_CA_DAYS, &ca, reterr);
+                if (r >= 0)
+                        r = pair_save(dfd, dir, &ca, TLS_CA_KEY, TLS_CA_CERT, NULL, NULL, reterr);
+                *ret_made = r >= 0;
+        }
+        if (r >= 0)
+                r = read_at(dfd, dir, TLS_CA_CERT, false, ret_pem, reterr);
+        if (r < 0) {
+                pair_done(&ca);
+                return r;
+        }
+        *ret = ca;
+        return 0;
+}
+
 int tls_setup(const char *state_dir, const char *domain, const char *host_bundle, TlsFiles *ret, Error *reterr) {
         _cleanup_(tls_files_done) TlsFiles t = {};
         _cleanup_free_ char *ca_pem = NULL;
@@ -368,20 +397,7 @@ int tls_setup(const char *state_dir, const char *domain, const char *host_bundle
         if (dfd < 0)
                 return dfd;
 
-        /* the CA: kept across restarts; made when there is none (or its key is gone) or it nears its end */
-        r = pair_load(dfd, t.dir, TLS_CA_KEY, TLS_CA_CERT, &ca, reterr);
-        if (r >= 0 && expires_soon(ca.crt)) {
-                pair_done(&ca);
-                r = -ENOENT;
-        }
-        if (r == -ENOENT) {
-                r = pair_make(NULL, NULL, &ca, reterr);
-                if (r >= 0)
-                        r = pair_save(dfd, t.dir, &ca, TLS_CA_KEY, TLS_CA_CERT, NULL, NULL, reterr);
-                t.ca_made = r >= 0;
-        }
-        if (r >= 0)
-                r = read_at(dfd, t.dir, TLS_CA_CERT, false, &ca_pem, reterr);
+        r = ca_get(dfd, t.dir, &ca, &t.ca_made, &ca_pem, reterr);
         if (r < 0)
                 goto out;
 
@@ -399,7 +415,7 @@ int tls_setup(const char *state_dir, const char *domain, const char *host_bundle
                         r = read_at(dfd, t.dir, TLS_CERT, false, &t.cert_pem, reterr);
         } else if (r == -ENOENT) {
                 error_done(reterr);
-                r = pair_make(&ca, name, &srv, reterr);
+                r = pair_make(&ca, name, true, TLS_CERT_DAYS, &srv, reterr);
                 if (r >= 0)
                         r = pair_save(dfd, t.dir, &srv, TLS_KEY, TLS_CERT, &t.key_pem, &t.cert_pem, reterr);
                 t.cert_made = r >= 0;
@@ -414,4 +430,77 @@ out:
         pair_done(&ca);
         pair_done(&srv);
         return r;
+}
+
+struct TlsCa {
+        Pair pair;
+        char *pem;
+        char fingerprint[17];
+};
+
+int tls_ca_load(const char *state_dir, TlsCa **ret, bool *ret_made, Error *reterr) {
+        _cleanup_free_ char *dir = NULL;
+        _cleanup_close_ int dfd = -1;
+        unsigned char sha[32];
+        size_t n = sizeof sha;
+        TlsCa *ca;
+        int r;
+
+        if (asprintf(&dir, "%s/tls", state_dir) < 0)
+                return -ENOMEM;
+        dfd = open_dir(dir, reterr);
+        if (dfd < 0)
+                return dfd;
+        ca = calloc(1, sizeof *ca);
+        if (!ca)
+                return -ENOMEM;
+        r = ca_get(dfd, dir, &ca->pair, ret_made, &ca->pem, reterr);
+        if (r >= 0 && gnutls_x509_crt_get_fingerprint(ca->pair.crt, GNUTLS_DIG_SHA256, sha, &n) < 0)
+                r = error_set(reterr, ERROR_INTERNAL, "cannot read the local CA's fingerprint") ?: -EIO;
+        if (r < 0) {
+                tls_ca_free(ca);
+                return r;
+        }
+        for (size_t i = 0; i < 8; i++)
+                (void) snprintf(ca->fingerprint + 2 * i, 3, "%02x", sha[i]);
+        *ret = ca;
+        return 0;
+}
+
+TlsCa *tls_ca_free(TlsCa *ca) {
+        if (ca) {
+                pair_done(&ca->pair);
+                free(ca->pem);
+                free(ca);
+        }
+        return NULL;
+}
+
+const char *tls_ca_pem(const TlsCa *ca) {
+        return ca->pem;
+}
+
+const char *tls_ca_fingerprint(const TlsCa *ca) {
+        return ca->fingerprint;
+}
+
+int tls_ca_issue(TlsCa *ca, const char *host, gnutls_certificate_credentials_t *ret, Error *reterr) {
+        gnutls_certificate_credentials_t cred = NULL;
+        Pair p = {};
+        int r, g;
+
+        r = pair_make(&ca->pair, host, false, TLS_HOST_CERT_DAYS, &p, reterr);
+        if (r < 0)
+                return r;
+        g = gnutls_certificate_allocate_credentials(&cred);
+        if (g >= 0)
+                g = gnutls_certificate_set_x509_key(cred, &p.crt, 1, p.key);
+        pair_done(&p);
+        if (g < 0) {
+                if (cred)
+                        gnutls_certificate_free_credentials(cred);
+                return gnutls_failed(reterr, "cannot make credentials for an intercepted host", g);
+        }
+        *ret = cred;
+        return 0;
 }
