@@ -372,6 +372,25 @@ int tunnel_attach(Tunnel *t, int fd, const char *addr_text) {
         return 0;
 }
 
+int tunnel_swap_socket(Tunnel *t, int fd, int *ret_old) {
+        int r;
+
+        if (t->fd < 0 || t->released || t->st.down > 0 || t->st.up > 0 || t->down_eof)
+                return -EBUSY;
+        t->io = sd_event_source_disable_unref(t->io);
+        *ret_old = t->fd;
+        t->fd = fd;
+        r = start_io(t);
+        if (r < 0) {
+                t->fd = *ret_old;
+                *ret_old = -1;
+                (void) start_io(t);
+                return r;
+        }
+        update_events(t);
+        return 0;
+}
+
 void tunnel_release(Tunnel *t) {
         if ((t->released && !t->gate) || t->fd < 0)
                 return;

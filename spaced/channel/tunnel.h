@@ -44,6 +44,10 @@ void tunnel_set_peek_waiter(Tunnel *t, void (*wake)(Tunnel *t, void *userdata));
  * socket reads goes to the guest (a server may speak first), but the guest's bytes stay held until
  * tunnel_release(), so the gateway can still read the SNI or Host a client sends only after OK. */
 int tunnel_attach(Tunnel *t, int fd, const char *addr_text);
+/* Puts fd (connected, non-blocking; taken) in place of the socket attached, whose fd goes to *ret_old: the egress
+ * gateway's TLS interception (egress/intercept.c) stands between the guest and the server from here on. Only
+ * before release and before any byte went either way (-EBUSY); on failure fd stays the caller's. */
+int tunnel_swap_socket(Tunnel *t, int fd, int *ret_old);
 /* The guest's bytes, held ones first, now go to the socket (all of them, also after tunnel_release_gated). */
 void tunnel_release(Tunnel *t);
 /* Released, but guest bytes go to the socket only as far as gate lets them: gate runs now and whenever bytes

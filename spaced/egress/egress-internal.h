@@ -162,3 +162,39 @@ typedef struct EgressInjection {
  * how many headers were added and placeholders replaced. */
 int egress_head_rewrite(const uint8_t *head, size_t n, const EgressInjection *inj, size_t n_inj, size_t max,
                         SpaceBuf *out, unsigned *ret_done);
+
+/* intercept.c: HTTPS to a host a secret is bound to, terminated and re-encrypted (ARCHITECTURE.md, "Secrets").
+ * A request head with its secrets is at most this: the head itself is bounded by the sniffer, each value by the
+ * secret store. */
+#define EGRESS_INTERCEPT_HEAD_MAX (64U * 1024U)
+
+typedef struct EgressIntercept EgressIntercept;
+
+/* How an intercepted connection ended: reason ALLOWED and an empty why for a normal end, else why. Bytes and
+ * requests are the plaintext's. */
+typedef struct EgressInterceptEnd {
+        uint64_t up, down;
+        unsigned requests;
+        EgressReason reason;
+        char why[EGRESS_MESSAGE_MAX];
+} EgressInterceptEnd;
+
+typedef struct EgressInterceptOps {
+        /* A request head from the guest (through its empty line, as the sniffer read it into sn), the
+         * request-th on the connection, on the loop: 0 it goes as it is; 1 *out goes in its place; -1 the
+         * connection ends (the callee said why). */
+        int (*head)(void *userdata, const uint8_t *p, size_t n, const EgressSniff *sn, unsigned request,
+                    SpaceBuf *out);
+        /* The threads are done and have closed both sides; the interception is freed right after. */
+        void (*ended)(void *userdata, const EgressInterceptEnd *e);
+} EgressInterceptOps;
+
+/* Stands between the guest and the server in two steps: new makes it, and *ret_tunnel_fd, the socket the tunnel
+ * is to carry the guest's bytes to from now on (tunnel_swap_socket()); go takes the server's socket (connected
+ * to host; stays the caller's on failure, when the interception is still to be abandoned) and starts. ops are
+ * called on the loop, the last one ended. trust_file: egress_tls_ca, trusted for servers besides the host's
+ * store (NULL: none). -errno with reterr. */
+int egress_intercept_new(Manager *m, const char *host, const char *trust_file, const EgressInterceptOps *ops,
+                         void *userdata, EgressIntercept **ret, int *ret_tunnel_fd, Error *reterr);
+int egress_intercept_go(EgressIntercept *x, int server_fd);
+void egress_intercept_abandon(EgressIntercept *x);

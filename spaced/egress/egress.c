@@ -892,6 +892,7 @@ static const struct {
         [EGRESS_REASON_BUSY] = { "busy", SPACE_CODE_BUSY },
         [EGRESS_REASON_RATE_LIMITED] = { "rate_limited", SPACE_CODE_BUSY },
         [EGRESS_REASON_INTERNAL] = { "internal", SPACE_CODE_UNREACHABLE },
+        [EGRESS_REASON_UPSTREAM_CERTIFICATE] = { "upstream_certificate", SPACE_CODE_DENIED },
         [EGRESS_REASON_CLOSED] = { "closed", SPACE_CODE_DENIED },
         [EGRESS_REASON_ABORTED] = { "aborted", SPACE_CODE_DENIED },
 };

@@ -102,6 +102,7 @@ typedef struct EgressSettings {
         EgressConfig policy;
         char **defaults;
         char *hosts_file;
+        char *tls_ca_file;           /* egress_tls_ca: servers of intercepted HTTPS may also be signed by these */
         bool hosts_only;
         EgressLimits limits;
 } EgressSettings;
@@ -246,6 +247,7 @@ typedef enum EgressReason {
         EGRESS_REASON_BUSY,           /* over the sandbox's share in flight */
         EGRESS_REASON_RATE_LIMITED,
         EGRESS_REASON_INTERNAL,
+        EGRESS_REASON_UPSTREAM_CERTIFICATE, /* an intercepted host's certificate is not one the host trusts */
         /* how an allowed connection ended */
         EGRESS_REASON_CLOSED,
         EGRESS_REASON_ABORTED,

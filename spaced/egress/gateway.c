@@ -72,6 +72,9 @@ typedef struct GatewayConn {
         uint8_t status[13];
         size_t n_status;
         sd_event_source *defer;
+        /* TLS to a host a secret is bound to: terminated, and its requests checked and given their secrets on
+         * the interception's threads (intercept.c) */
+        bool tls, intercepted;
 } GatewayConn;
 
 /* The names each sandbox's DNS stub was answered, so that a connection captured to one of those addresses
@@ -361,16 +364,18 @@ static void deny_decided(GatewayConn *c, const EgressDecision *d) {
 }
 
 static int on_gate(Tunnel *t, void *userdata);
+static bool intercept(GatewayConn *c);
 
 static void open_up(GatewayConn *c) {
         c->state = GW_OPEN;
         c->timer = sd_event_source_disable_unref(c->timer);
         audit(c, "allow", conn_host(c), EGRESS_REASON_ALLOWED, NULL, NULL);
         /* Plain HTTP: a server takes request after request on one connection, each naming its own Host, so
-         * each is checked as it comes, not only the first (ARCHITECTURE.md, decision 10). */
+         * each is checked as it comes, not only the first (ARCHITECTURE.md, decision 10). TLS to a host a
+         * secret is bound to: the same, past the TLS the gateway ends. */
         if (c->http)
                 tunnel_release_gated(c->tunnel, on_gate);
-        else
+        else if (!c->tls || !intercept(c))
                 tunnel_release(c->tunnel);
 }
 
@@ -436,7 +441,7 @@ static void on_down(Tunnel *t, const uint8_t *p, size_t n, void *userdata) {
 
 /* A request head with its secrets (egress_secret bindings for this host and port) is at most this: the head
  * itself is bounded by the sniffer, each value by the secret store. */
-#define HEAD_WITH_SECRETS_MAX (64U * 1024U)
+#define HEAD_WITH_SECRETS_MAX EGRESS_INTERCEPT_HEAD_MAX
 #define INJECTIONS_MAX 16U
 
 static const char *placeholder_of(const GatewayConn *c, const char *secret) {
@@ -446,16 +451,15 @@ static const char *placeholder_of(const GatewayConn *c, const char *secret) {
         return NULL;
 }
 
-/* The secrets bound to where this connection goes, into the request head at p (n bytes), which then goes out
- * in place of the guest's (ARCHITECTURE.md, "Secrets"). 0: nothing to add, the head goes as it is; 1: passed
+/* The secrets bound to where this connection goes, into the request head at p (n bytes), the request-th on the
+ * connection, into out (ARCHITECTURE.md, "Secrets"). 0: nothing to add, the head goes as it is; 1: out holds it
  * with its secrets; -1: refused (the tunnel ended). A value is read from the store for each request, so a new
  * version is used from the next request on. */
-static int inject_secrets(GatewayConn *c, const uint8_t *p, size_t n) {
+static int head_with_secrets(GatewayConn *c, const uint8_t *p, size_t n, unsigned request, SpaceBuf *out) {
         const EgressPolicy *pol = &c->policy->policy;
         EgressInjection inj[INJECTIONS_MAX];
         char *values[INJECTIONS_MAX], names[EGRESS_MESSAGE_MAX] = "";
         size_t k = 0;
-        SpaceBuf out = {};
         unsigned done = 0;
         int r;
 
@@ -484,23 +488,121 @@ static int inject_secrets(GatewayConn *c, const uint8_t *p, size_t n) {
         }
         if (k == 0)
                 return 0;
-        r = egress_head_rewrite(p, n, inj, k, HEAD_WITH_SECRETS_MAX, &out, &done);
+        r = egress_head_rewrite(p, n, inj, k, HEAD_WITH_SECRETS_MAX, out, &done);
         for (size_t i = 0; i < k; i++)
                 secret_value_free(values[i], inj[i].value_len);
-        if (r >= 0)
-                r = tunnel_pass_replace(c->tunnel, n, out.data, out.len);
-        explicit_bzero(out.data, out.len);
-        space_buf_done(&out);
         if (r < 0) {
+                if (out->data)
+                        explicit_bzero(out->data, out->len);
+                space_buf_done(out);
                 deny(c, EGRESS_REASON_BAD_REQUEST, "refused request %u on the connection: with its secrets (%s) its "
-                     "head is over %u KiB", c->hs.requests, names, HEAD_WITH_SECRETS_MAX / 1024);
+                     "head is over %u KiB", request, names, HEAD_WITH_SECRETS_MAX / 1024);
                 return -1;
         }
         char msg[EGRESS_MESSAGE_MAX + 64];
-        (void) snprintf(msg, sizeof msg, "request %u: secret%s %s added (%u header%s or placeholder%s)",
-                        c->hs.requests, k == 1 ? "" : "s", names, done, done == 1 ? "" : "s", done == 1 ? "" : "s");
+        (void) snprintf(msg, sizeof msg, "request %u%s: secret%s %s added (%u header%s or placeholder%s)", request,
+                        c->intercepted ? " (HTTPS)" : "", k == 1 ? "" : "s", names, done, done == 1 ? "" : "s",
+                        done == 1 ? "" : "s");
         audit(c, "secret", conn_host(c), EGRESS_REASON_ALLOWED, msg, NULL);
         return 1;
+}
+
+/* A plain HTTP request's head with its secrets goes out in place of the guest's: 0 nothing to add, 1 passed,
+ * -1 refused (the tunnel ended). */
+static int inject_secrets(GatewayConn *c, const uint8_t *p, size_t n) {
+        SpaceBuf out = {};
+        int r;
+
+        r = head_with_secrets(c, p, n, c->hs.requests, &out);
+        if (r <= 0)
+                return r;
+        r = tunnel_pass_replace(c->tunnel, n, out.data, out.len);
+        if (out.data)
+                explicit_bzero(out.data, out.len);
+        space_buf_done(&out);
+        if (r < 0) {
+                deny(c, EGRESS_REASON_INTERNAL, "refused request %u on the connection: %s", c->hs.requests,
+                     strerror(-r));
+                return -1;
+        }
+        return 1;
+}
+
+/* An intercepted request's head, from the interception's thread: the checks gate() makes, then its secrets. */
+static int on_intercept_head(void *userdata, const uint8_t *p, size_t n, const EgressSniff *sn, unsigned request,
+                             SpaceBuf *out) {
+        GatewayConn *c = userdata;
+        char msg[EGRESS_MESSAGE_MAX + 2 * EGRESS_HOST_MAX];
+        EgressReason refusal;
+
+        if (!c->tunnel || c->state != GW_OPEN)
+                return -1;
+        refusal = request_refusal(c, sn, msg, sizeof msg);
+        if (refusal != EGRESS_REASON_ALLOWED) {
+                deny(c, refusal, "%s", msg);
+                return -1;
+        }
+        return head_with_secrets(c, p, n, request, out);
+}
+
+static void on_intercept_ended(void *userdata, const EgressInterceptEnd *e) {
+        GatewayConn *c = userdata;
+
+        /* a normal end, and one the gateway refused itself, are the tunnel's "end" and the refusal's line */
+        if (e->reason != EGRESS_REASON_ALLOWED && e->why[0]) {
+                if (c->tunnel && c->state == GW_OPEN)
+                        deny(c, e->reason, "%s", e->why);
+                else
+                        audit(c, "deny", conn_host(c), e->reason, e->why, NULL);
+        }
+        conn_unref(c);
+}
+
+static const EgressInterceptOps intercept_ops = {
+        .head = on_intercept_head,
+        .ended = on_intercept_ended,
+};
+
+/* Whether a secret is bound to where this TLS connection goes: then it is intercepted (true), or refused when it
+ * cannot be (true: the tunnel ended). false: it goes through untouched, as every other TLS connection does. */
+static bool intercept(GatewayConn *c) {
+        const EgressPolicy *pol = &c->policy->policy;
+        _cleanup_(error_done) Error e = {};
+        EgressIntercept *x = NULL;
+        int fd = -1, server_fd = -1, r;
+        bool bound = false;
+
+        for (size_t i = 0; i < pol->n_bindings && !bound; i++)
+                bound = egress_binding_applies(pol->bindings[i], conn_host(c), c->port);
+        if (!bound)
+                return false;
+        r = egress_intercept_new(c->manager, conn_host(c), c->policy->settings->tls_ca_file, &intercept_ops, c, &x,
+                                 &fd, &e);
+        if (r < 0) {
+                deny(c, EGRESS_REASON_INTERNAL, "cannot intercept the connection to %s, which a secret is bound to: %s",
+                     conn_host(c), e.message ?: strerror(-r));
+                return true;
+        }
+        r = tunnel_swap_socket(c->tunnel, fd, &server_fd);
+        if (r < 0) {
+                safe_close(fd);
+                egress_intercept_abandon(x);
+                deny(c, EGRESS_REASON_BAD_FIRST_BYTES, "the server %s spoke first on a TLS connection a secret is "
+                     "bound to: refused", conn_host(c));
+                return true;
+        }
+        r = egress_intercept_go(x, server_fd);
+        if (r < 0) {
+                egress_intercept_abandon(x);
+                safe_close(server_fd);
+                deny(c, EGRESS_REASON_INTERNAL, "cannot intercept the connection to %s: %s", conn_host(c),
+                     strerror(-r));
+                return true;
+        }
+        c->intercepted = true;
+        conn_ref(c);   /* the interception's, until it ended */
+        tunnel_release(c->tunnel);
+        return true;
 }
 
 /* Lets the guest's bytes through as far as they are requests whose heads were checked, or their bodies.
@@ -622,6 +724,7 @@ static void judge(GatewayConn *c, const EgressSniff *sn) {
         if (sn->kind == EGRESS_SNIFF_BAD)
                 return deny(c, EGRESS_REASON_BAD_FIRST_BYTES, "refused %s", sn->why);
         c->http = sn->kind == EGRESS_SNIFF_HTTP;
+        c->tls = sn->kind == EGRESS_SNIFF_TLS;
         if (sn->has_name) {
                 if (c->has_target_name) {
                         if (!streq(sn->name, c->target_name))

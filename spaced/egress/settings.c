@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "egress/egress.h"
 #include "macro.h"
@@ -16,6 +17,7 @@ void egress_settings_done(EgressSettings *s) {
         egress_config_done(&s->policy);
         strv_free(s->defaults);
         free(s->hosts_file);
+        free(s->tls_ca_file);
         *s = (EgressSettings) {};
 }
 
@@ -69,6 +71,14 @@ static int policy_key(EgressSettings *s, const char *key, const char *value, Err
                         if (strv_extend(&s->defaults, n) < 0)
                                 return -ENOMEM;
                 return 1;
+        }
+        if (streq(key, "egress_tls_ca")) {
+                if (value[0] != '/' || access(value, R_OK) < 0)
+                        return error_set(reterr, ERROR_INVALID_ARGUMENT, "egress_tls_ca must be the absolute path of "
+                                         "a readable PEM file of CA certificates, got '%s'", value) ?: -EINVAL;
+                free(s->tls_ca_file);
+                s->tls_ca_file = strdup(value);
+                return s->tls_ca_file ? 1 : -ENOMEM;
         }
         if (streq(key, "egress_hosts_file")) {
                 if (value[0] != '/')
