@@ -147,6 +147,30 @@ check_eq "... and never reaches a server" "" "$(last_headers /forged-host)"
 run sc egress log --json "$SB"
 check_contains "... the audit log says host_mismatch" "host_mismatch" "$(cat "$OUT")"
 
+# ---- what a hostile guest tries on an intercepted connection
+gx python3 -c '
+import socket, ssl
+s = ssl.create_default_context().wrap_socket(socket.create_connection(("api.test", 8443), timeout=30),
+                                             server_hostname="api.test")
+s.sendall(b"GET /smuggle HTTP/1.1\r\nHost: api.test:8443\r\nContent-Length: 5\r\nContent-Length: 6\r\n\r\nhello")
+try:
+    print(repr(s.recv(100)))
+except (ssl.SSLError, OSError) as e:
+    print("closed", e)'
+check_eq "a request whose framing two servers would read apart (two Content-Lengths) gets no answer" "" \
+        "$(grep -F "ok" "$OUT")"
+check_eq "... and never reaches the server" "" "$(last_headers /smuggle)"
+gx sh -c 'curl -sS --max-time 30 -H "X-Big: $(head -c 20000 /dev/zero | tr "\0" a)" https://api.test:8443/big'
+check "a request head over 16 KiB is refused" test "$RC" -ne 0
+check_eq "... and never reaches the server" "" "$(last_headers /big)"
+gx curl -sS --max-time 30 --cacert /tmp/upca.pem https://api.test:8443/distrust
+check "a guest that trusts only the server's own CA cannot be fooled: its TLS to an intercepted host fails" \
+        test "$RC" -ne 0
+check_eq "... and nothing reaches the server" "" "$(last_headers /distrust)"
+run sc egress log --json "$SB"
+check_contains "the audit log says why each was refused" "Content-Length that is not one number" "$(cat "$OUT")" || diag_file "$OUT" 5
+check_contains "... and that the guest's own handshake failed" "handshake failed" "$(cat "$OUT")"
+
 # ---- the value is nowhere: first in the guest's memory, before any command here names it; a marker the guest
 # keeps in RAM shows that the search finds what is there
 MARK="mark-$(head -c 12 /dev/urandom | od -An -tx1 | tr -d ' \n')"
