@@ -23,6 +23,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "core/tls.h"
@@ -31,6 +32,8 @@
 #include "macro.h"
 
 #define HANDSHAKE_TIMEOUT_MS 10000U
+/* after the guest's end, how long the server may take to finish its answer */
+#define DRAIN_TIMEOUT_SEC 30
 /* what the guest-side thread holds of plaintext: a request head (the sniffer's bound) and a record after it */
 #define PLAIN_MAX (EGRESS_SNIFF_MAX + 16U * 1024U)
 #define REPLY_MAX (EGRESS_INTERCEPT_HEAD_MAX + 16U)
@@ -90,7 +93,7 @@ struct EgressIntercept {
         gnutls_session_t guest, server;
         pthread_mutex_t lock;
         pthread_cond_t cond;
-        bool down_started, status_known, switched, over;
+        bool status_known, switched, over, down_done;
         uint64_t down_bytes;
         uint8_t status[13];
         size_t n_status;
@@ -231,7 +234,8 @@ static void set_why(EgressIntercept *x, EgressReason reason, const char *fmt, ..
         va_list ap;
 
         pthread_mutex_lock(&x->lock);
-        if (!x->end.why[0]) {
+        /* once one side ended, the other's errors are the shutdown's */
+        if (!x->end.why[0] && !x->over) {
                 x->end.reason = reason;
                 va_start(ap, fmt);
                 (void) vsnprintf(x->end.why, sizeof x->end.why, fmt, ap);
@@ -310,6 +314,10 @@ static void *down_thread(void *userdata) {
                 if (send_all(x->guest, buf, (size_t) k) < 0)
                         break;
         }
+        pthread_mutex_lock(&x->lock);
+        x->down_done = true;
+        pthread_cond_broadcast(&x->cond);
+        pthread_mutex_unlock(&x->lock);
         stop_both(x);
         return NULL;
 }
@@ -491,8 +499,19 @@ static void intercept_run(EgressIntercept *x) {
                                "daemon's CA?): %s", gnutls_strerror(g));
         if (pthread_create(&down, NULL, down_thread, x) != 0)
                 return set_why(x, EGRESS_REASON_INTERNAL, "cannot start a thread: %m");
-        if (pump_up(x))
+        /* The guest is done sending: the server is told, and has a while to finish its answer. */
+        if (pump_up(x)) {
+                struct timespec until;
+
                 (void) gnutls_bye(x->server, GNUTLS_SHUT_WR);
+                (void) shutdown(x->server_fd, SHUT_WR);
+                (void) clock_gettime(CLOCK_REALTIME, &until);
+                until.tv_sec += DRAIN_TIMEOUT_SEC;
+                pthread_mutex_lock(&x->lock);
+                while (!x->down_done && pthread_cond_timedwait(&x->cond, &x->lock, &until) == 0)
+                        ;
+                pthread_mutex_unlock(&x->lock);
+        }
         stop_both(x);
         (void) pthread_join(down, NULL);
         x->end.down = x->down_bytes;
