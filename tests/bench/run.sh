@@ -16,12 +16,16 @@
 # gateway to tests/integration/egress-servers.py on the host, next to the same client on the host and in the guest.
 # bench_mcp.py (BENCH_ONLY=mcp): `spacectl mcp`'s tools/call exec true round trip on stdio next to `spacectl exec SB
 # true` on the same sandbox; BENCH_MCP_CALLS (>= 30), BENCH_MCP_TEMPLATE (default minimal).
+# bench_secret.py (BENCH_ONLY=secret): HTTPS from a sandbox to a host a secret is bound to, which the gateway
+# intercepts (space-egress(5), "SECRETS"), next to the same request to a name with no binding on the same server
+# and to the same client on the host: connect to first byte and MB/s; it checks first that the bound name is
+# intercepted (the daemon's CA, the value arrives) and the other is not.
 #
 # Knobs: BENCH_CREATES (>= 20, default 20), BENCH_EXECS (>= 50, default 50), BENCH_PINGS (default 200),
 #        BENCH_RAW_RESTORE_CMD (see tests/bench/bench.py), BENCH_STREAM_MIB (default 64), BENCH_STREAM_RUNS
 #        (>= 3), BENCH_SESSIONS (>= 50), BENCH_PAUSES (default 30), BENCH_SUSPENDS (default 5),
-#        BENCH_FORKS (default 3), BENCH_ONLY=core|api|lifecycle|storage|templates|build|cp|cli|e2b|ci|scale|egress|mcp (one
-#        part alone; storage: checkpoint pause and fork on qcow2 and on a loop-mounted btrfs, side by side),
+#        BENCH_FORKS (default 3), BENCH_ONLY=core|api|lifecycle|storage|templates|build|cp|cli|e2b|ci|scale|egress|mcp|
+#        secret (one part alone; storage: checkpoint pause and fork on qcow2 and on a loop-mounted btrfs, side by side),
 #        BENCH_STORAGE=0 (no storage part), SPACE_TEST_ACCEL, TOP_BUILDDIR; templates: BENCH_IMPORT_MIB (default
 #        64,512,1024), BENCH_IMPORT_RUNS (default 3), BENCH_TEMPLATE_CREATES (default 10); build (template recipes,
 #        tests/bench/bench_build.py): BENCH_BUILD_RUNS (default 2), BENCH_BUILD_RAW (default 1); cp: BENCH_CP_MIB
@@ -37,7 +41,12 @@
 #        egress (tests/bench/bench_egress.py): BENCH_EGRESS_CONNECTS (>= 50, default 200), BENCH_EGRESS_MIB (default
 #        64), BENCH_EGRESS_RUNS (>= 3), BENCH_EGRESS_VIA (default proxy,transparent), BENCH_EGRESS_TEMPLATE
 #        (default seed, built when missing), BENCH_EGRESS_ADDR (default 127.0.0.2) and BENCH_EGRESS_NAME (default
-#        allowed.test), which the profile bench-egress below allows; BENCH_EGRESS_DENIED (default 127.0.0.3).
+#        allowed.test), which the profile bench-egress below allows; BENCH_EGRESS_DENIED (default 127.0.0.3);
+#        secret (tests/bench/bench_secret.py): BENCH_SECRET_CONNECTS (>= 30, default 100, to each name),
+#        BENCH_SECRET_MIB (default 32), BENCH_SECRET_RUNS (>= 3), BENCH_SECRET_TEMPLATE (default seed, imported
+#        from the tests' seed cache or built when missing), BENCH_SECRET_ADDR (default 127.0.0.5) and
+#        BENCH_SECRET_PORT (default 8443), where its server listens and which the profile bench-secret below allows
+#        with bound.test and unbound.test.
 # Numbers from a --enable-sanitizers build are slower than a release build: configure without it for figures
 # worth quoting.
 
@@ -52,6 +61,32 @@ printf '%s\t%s\n' "${BENCH_EGRESS_ADDR:-127.0.0.2}" "$BENCH_EGRESS_NAME" "${BENC
         denied.test >"$TEST_TMP/egress-bench.hosts"
 egress_conf=("egress_profile = bench-egress: allow ${BENCH_EGRESS_ADDR:-127.0.0.2}, $BENCH_EGRESS_NAME"
         "egress_hosts_file = $TEST_TMP/egress-bench.hosts")
+# The secret part's (bench_secret.py): a test CA that egress_tls_ca names and a certificate from it for
+# bound.test and unbound.test (openssl), both names in the hosts file above at one address, a profile that
+# allows them, and the secret bench-secret-token bound to bound.test alone. Only when the part runs.
+if [ -z "${BENCH_ONLY:-}" ] || [ "$BENCH_ONLY" = secret ]; then
+        export BENCH_SECRET_PKI=$TEST_TMP/secret-pki
+        saddr=${BENCH_SECRET_ADDR:-127.0.0.5}
+        sport=${BENCH_SECRET_PORT:-8443}
+        if mkdir -p "$BENCH_SECRET_PKI" && (
+                cd "$BENCH_SECRET_PKI" &&
+                        openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout upca.key \
+                                -out upca.pem -days 2 -subj "/CN=space bench upstream CA" &&
+                        openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout srv.key -out srv.csr \
+                                -subj /CN=bound.test &&
+                        openssl x509 -req -in srv.csr -CA upca.pem -CAkey upca.key -CAcreateserial -out srv.pem \
+                                -days 2 -extfile <(echo subjectAltName=DNS:bound.test,DNS:unbound.test)
+        ) >"$TEST_TMP/secret-pki.log" 2>&1; then
+                printf '%s\t%s %s\n' "$saddr" bound.test unbound.test >>"$TEST_TMP/egress-bench.hosts"
+                sbound=bound.test:$sport
+                egress_conf+=("egress_tls_ca = $BENCH_SECRET_PKI/upca.pem"
+                        "egress_profile = bench-secret: allow $sbound, unbound.test:$sport, $saddr:$sport"
+                        "egress_secret = bench-secret: bench-secret-token $sbound header Authorization: Bearer {value}")
+        else
+                echo "bench: cannot make the secret part's test PKI with openssl:" \
+                        "$(tail -n 3 "$TEST_TMP/secret-pki.log")" >&2
+        fi
+fi
 # The scale part's memory_limit_mib (bench_scale.py): the daemon's default is 80% of RAM in guest memory.
 scale_limit_mib=${BENCH_SCALE_MEMORY_LIMIT_MIB:-$(awk '/^MemTotal:/ { t = int($2 / 1024); r = t - 2048;
         d = int(t * 8 / 10); print (r > d ? r : d) }' /proc/meminfo)}
@@ -195,6 +230,17 @@ if [ -z "${BENCH_ONLY:-}" ] || [ "$BENCH_ONLY" = egress ]; then
         daemon_answers || spacectl version >/dev/null 2>&1
         SEEN_PIDS+=("$(daemon_pid)")
         python3 "$TESTS_DIR/../bench/bench_egress.py" || rc=1
+fi
+if [ -z "${BENCH_ONLY:-}" ] || [ "$BENCH_ONLY" = secret ]; then
+        # HTTPS to a bound host, intercepted, next to an unbound one (bench_secret.py), with the PKI, profile and
+        # binding of the config above. Its HTTPS server's PID goes to extra.pids. The seed template from the
+        # tests' cache when the daemon has none (seed_template builds it when the cache has none either).
+        daemon_answers || spacectl version >/dev/null 2>&1
+        SEEN_PIDS+=("$(daemon_pid)")
+        if [ "${BENCH_SECRET_TEMPLATE:-seed}" = seed ] && ! spacectl template inspect seed >/dev/null 2>&1; then
+                seed_template
+        fi
+        python3 "$TESTS_DIR/../bench/bench_secret.py" || rc=1
 fi
 # QEMUs the baseline left running (bench.py kills them itself; this is the safety net).
 for pid in $(cat "$TEST_TMP/extra.pids" 2>/dev/null); do track_pid "$pid"; done
