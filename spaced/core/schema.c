@@ -336,6 +336,15 @@ static int migrate_v12(sqlite3 *db, Error *reterr) {
                     reterr);
 }
 
+/* A sandbox's own secret bindings (E2B's network.rules as egress_binding_parse_own() lines), kept with its
+ * allow and deny lists and by its checkpoints for their forks. '[]' for older rows: none, as they had. */
+static int migrate_v13(sqlite3 *db, Error *reterr) {
+        return exec(db,
+                    "ALTER TABLE sandboxes ADD COLUMN egress_bindings TEXT NOT NULL DEFAULT '[]';"
+                    "ALTER TABLE checkpoints ADD COLUMN egress_bindings TEXT NOT NULL DEFAULT '[]';",
+                    reterr);
+}
+
 typedef struct Migration {
         int version; /* the user_version it leaves behind */
         const char *name;
@@ -354,6 +363,7 @@ static const Migration migrations[] = {
         { 10, "whether a sandbox's QEMU is confined", migrate_v10 },
         { 11, "the host a checkpoint or a suspended sandbox was made under", migrate_v11 },
         { 12, "secrets", migrate_v12 },
+        { 13, "sandboxes' own secret bindings", migrate_v13 },
 };
 
 static int read_version(sqlite3 *db, int *ret, Error *reterr) {

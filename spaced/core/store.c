@@ -143,8 +143,9 @@ int store_put_sandbox_record(Store *s, const SandboxRecord *sb) {
                        "INSERT INTO sandboxes (id, name, template, template_digest, state, vcpu,"
                        " memory_mib, disk_mib, env, created_at, qemu_pid, run_dir, data_dir, error,"
                        " idle_timeout, expires_at, on_expiry, last_active, metadata, access_token, auto_resume, ttl,"
-                       " egress_profiles, egress_allow, egress_deny, traffic_token, confined, unconfined_reason, host)"
-                       " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"
+                       " egress_profiles, egress_allow, egress_deny, traffic_token, confined, unconfined_reason, host,"
+                       " egress_bindings)"
+                       " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"
                        " ON CONFLICT(id) DO UPDATE SET name=excluded.name, template=excluded.template,"
                        " template_digest=excluded.template_digest, state=excluded.state, vcpu=excluded.vcpu,"
                        " memory_mib=excluded.memory_mib, disk_mib=excluded.disk_mib, env=excluded.env,"
@@ -157,7 +158,7 @@ int store_put_sandbox_record(Store *s, const SandboxRecord *sb) {
                        " egress_profiles=excluded.egress_profiles, egress_allow=excluded.egress_allow,"
                        " egress_deny=excluded.egress_deny, traffic_token=excluded.traffic_token,"
                        " confined=excluded.confined, unconfined_reason=excluded.unconfined_reason,"
-                       " host=excluded.host",
+                       " host=excluded.host, egress_bindings=excluded.egress_bindings",
                        &st);
         if (rc < 0)
                 return rc;
@@ -193,6 +194,7 @@ int store_put_sandbox_record(Store *s, const SandboxRecord *sb) {
                 sqlite3_bind_int(st, 27, sb->confined > 0);
         sqlite_bind_text(st, 28, sb->unconfined_reason);
         sqlite_bind_text(st, 29, sb->host);
+        sqlite_bind_text(st, 30, sb->egress_bindings ?: "[]");
         rc = sqlite3_step(st);
         return rc == SQLITE_DONE ? 0 : sqlite_to_errno(rc);
 }
@@ -217,7 +219,7 @@ int store_load_sandbox_records(Store *s, store_sandbox_fn fn, void *userdata) {
                                 "SELECT id, name, template, template_digest, state, vcpu, memory_mib, disk_mib, env,"
                                 " created_at, qemu_pid, run_dir, data_dir, error, idle_timeout, expires_at, on_expiry,"
                                 " last_active, metadata, access_token, auto_resume, ttl, egress_profiles, egress_allow,"
-                                " egress_deny, traffic_token, confined, unconfined_reason, host FROM sandboxes"
+                                " egress_deny, traffic_token, confined, unconfined_reason, host, egress_bindings FROM sandboxes"
                                 " ORDER BY created_at",
                                 -1, &st, NULL);
         if (rc != SQLITE_OK)
@@ -254,6 +256,7 @@ int store_load_sandbox_records(Store *s, store_sandbox_fn fn, void *userdata) {
                         .confined = sqlite3_column_type(st, 26) == SQLITE_NULL ? -1 : sqlite3_column_int(st, 26) != 0,
                         .unconfined_reason = TEXT(27),
                         .host = TEXT(28),
+                        .egress_bindings = TEXT(29),
                 };
 #undef TEXT
                 int r2 = fn(userdata, &r);

@@ -89,9 +89,17 @@ typedef struct E2bNewSandbox {
         bool auto_pause, auto_resume;
         char **egress_allow;          /* allow_internet_access and network.allowOut/denyOut, as egress lists */
         char **egress_deny;
+        char **egress_bindings;       /* network.rules, as the sandbox's own secret bindings */
 } E2bNewSandbox;
 
 void e2b_new_sandbox_done(E2bNewSandbox *n);
+
+/* ---- e2b-network.c: network.rules ({HOST: [{transform: {headers: {NAME: VALUE}}}, ...]}) as a sandbox's own
+ * bindings ("HOST header NAME: VALUE", egress_binding_parse_own()), one per host and header, a later header of
+ * a host's replacing an earlier one of that name, as E2B's do; and back, for the sandbox's info. NULL rules:
+ * none (*ret NULL). ERROR_INVALID_ARGUMENT naming the field. */
+int e2b_rules_to_bindings(const cJSON *rules, char ***ret, Error *reterr);
+cJSON *e2b_rules_from_bindings(char *const *bindings);
 /* 0 with *ret, < 0 when answered (400), or -ENOMEM. */
 int e2b_new_sandbox_parse(Request *r, E2bNewSandbox *ret);
 

@@ -100,6 +100,9 @@ cJSON *e2b_listed_json(Manager *m, Sandbox *s, bool detail) {
                 l = cJSON_AddObjectToObject(o, "network");
                 cJSON_AddItemToObject(l, "allowOut", json_array_from_strv(s->egress_allow));
                 cJSON_AddItemToObject(l, "denyOut", json_array_from_strv(s->egress_deny));
+                /* its request transforms, as given: they hold secrets' references, never their values */
+                if (s->egress_bindings && s->egress_bindings[0])
+                        cJSON_AddItemToObject(l, "rules", e2b_rules_from_bindings(s->egress_bindings));
                 /* never null: the Python SDK would parse it */
                 l = cJSON_AddObjectToObject(o, "lifecycle");
                 cJSON_AddStringToObject(l, "onTimeout", s->on_expiry == EXPIRY_SUSPEND ? "pause" : "kill");

@@ -219,7 +219,8 @@ static bool json_none(const cJSON *v) {
 }
 
 /* The newer network options of a create: dnsServers is taken as the network update takes it (the gateway
- * resolves what the lists allow itself); a proxy, TLS ports or per-host rules are refused. */
+ * resolves what the lists allow itself); a proxy or TLS ports are refused (network.rules are secret bindings:
+ * network_lists()). */
 static int check_network_extras(Request *r, cJSON *net) {
         if (!json_empty(cJSON_GetObjectItemCaseSensitive(net, "egressProxy")))
                 return http_respond_error(r, ERROR_INVALID_ARGUMENT,
@@ -229,10 +230,6 @@ static int check_network_extras(Request *r, cJSON *net) {
                 return http_respond_error(r, ERROR_INVALID_ARGUMENT,
                                           "network.httpsPorts is not supported by space: its gateway does not "
                                           "terminate TLS; leave it out") ?: -EOPNOTSUPP;
-        if (!json_none(cJSON_GetObjectItemCaseSensitive(net, "rules")))
-                return http_respond_error(r, ERROR_INVALID_ARGUMENT,
-                                          "network.rules is not supported by space: its gateway does not rewrite "
-                                          "requests; use allowOut and denyOut") ?: -EOPNOTSUPP;
         return 0;
 }
 
@@ -345,6 +342,11 @@ static int network_lists(Request *r, cJSON *body, bool internet, E2bNewSandbox *
              (q = get_strv_field(r, net, "denyOut", EGRESS_RULES_MAX, &deny_out)) < 0))
                 return q;
         q = egress_lists_from_e2b(allow_out, deny_out, internet, &n->egress_allow, &n->egress_deny, &e);
+        /* network.rules: the sandbox's own secret bindings; whether their secrets exist is the create's to say */
+        if (q >= 0 && net && cJSON_IsObject(net))
+                q = e2b_rules_to_bindings(cJSON_GetObjectItemCaseSensitive(net, "rules"), &n->egress_bindings, &e);
+        if (q == -ENOMEM && !e.message)
+                return http_respond_error(r, ERROR_INTERNAL, "out of memory") ?: q;
         if (q < 0)
                 return http_respond_error(r, ERROR_INVALID_ARGUMENT, "%s", e.message ?: "bad network options") ?: q;
         return 0;
@@ -371,6 +373,7 @@ void e2b_new_sandbox_done(E2bNewSandbox *n) {
         strv_free(n->env);
         strv_free(n->egress_allow);
         strv_free(n->egress_deny);
+        strv_free(n->egress_bindings);
         *n = (E2bNewSandbox) {};
 }
 
@@ -476,6 +479,7 @@ static void post_sandboxes(Request *r, const RouteArgs *a) {
                 .egress_profiles = egress,
                 .egress_allow = n.egress_allow,
                 .egress_deny = n.egress_deny,
+                .egress_bindings = n.egress_bindings,
                 .template_ref = source ? source->template_name : tmpl,
                 .env = source ? merged : n.env,
                 .metadata = n.metadata,

@@ -25,16 +25,64 @@ static bool token_char(char c) {
 }
 
 void egress_binding_done(EgressBinding *b) {
-        free(b->secret);
+        strv_free(b->secrets);
         egress_rules_done(&b->dests);
         free(b->header);
         free(b->template);
+        strv_free(b->refs);
         free(b->text);
         *b = (EgressBinding) {};
 }
 
-/* "NAME: TEMPLATE" of a header binding into b. */
-static int parse_header(EgressBinding *b, const char *spec, const char *where, Error *reterr) {
+static bool secret_name_valid(const char *s, size_t n) {
+        if (n == 0 || n > 64 || !isalnum((unsigned char) s[0]))
+                return false;
+        for (size_t i = 0; i < n; i++)
+                if (!isalnum((unsigned char) s[i]) && !strchr("._-", s[i]))
+                        return false;
+        return true;
+}
+
+/* b uses secret, written ref in its template (once each). */
+static int add_secret(EgressBinding *b, const char *secret, size_t n, const char *ref, size_t ref_len) {
+        _cleanup_free_ char *name = strndup(secret, n), *r = strndup(ref, ref_len);
+
+        if (!name || !r)
+                return -ENOMEM;
+        for (char **k = b->secrets; k && *k; k++)
+                if (streq(*k, name))
+                        return 0;
+        if (strv_extend(&b->secrets, name) < 0 || strv_extend(&b->refs, r) < 0)
+                return -ENOMEM;
+        return 0;
+}
+
+/* The secrets a sandbox's own binding names in its value: each ${e2b.secrets.NAME}. Another ${e2b. reference
+ * would go out as it is, so it is refused rather than sent to a destination that expects a credential. */
+static int parse_refs(EgressBinding *b, const char *where, Error *reterr) {
+        for (const char *t = strstr(b->template, "${"); t; t = strstr(t + 2, "${")) {
+                const char *name = t + strlen(EGRESS_SECRET_REF_PREFIX), *end;
+                int r;
+
+                if (strncmp(t, "${e2b.", 6) != 0)
+                        continue;
+                if (strncmp(t, EGRESS_SECRET_REF_PREFIX, strlen(EGRESS_SECRET_REF_PREFIX)) != 0)
+                        return error_set(reterr, ERROR_INVALID_ARGUMENT, "%s: '%.40s' is not resolved by space: only "
+                                         EGRESS_SECRET_REF_PREFIX "NAME} is", where, t) ?: -EINVAL;
+                end = strchr(name, '}');
+                if (!end || !secret_name_valid(name, (size_t) (end - name)))
+                        return error_set(reterr, ERROR_INVALID_ARGUMENT, "%s: '%.80s' does not name a secret "
+                                         "(letters, digits, '.', '_', '-', at most 64)", where, t) ?: -EINVAL;
+                r = add_secret(b, name, (size_t) (end - name), t, (size_t) (end + 1 - t));
+                if (r < 0)
+                        return r;
+        }
+        return 0;
+}
+
+/* "NAME: TEMPLATE" of a header binding into b: an egress_secret line's with {value} for its secret, a
+ * sandbox's own (own) with the secrets it names, or none. */
+static int parse_header(EgressBinding *b, const char *spec, bool own, const char *where, Error *reterr) {
         const char *colon = strchr(spec, ':'), *t;
         size_t n;
 
@@ -58,11 +106,16 @@ static int parse_header(EgressBinding *b, const char *spec, const char *where, E
                 if ((unsigned char) *c < 0x20 && *c != '\t')
                         return error_set(reterr, ERROR_INVALID_ARGUMENT, "%s: the header's value holds a control "
                                          "character", where) ?: -EINVAL;
-        if (!strstr(t, "{value}"))
+        if (strlen(t) > EGRESS_TEMPLATE_MAX)
+                return error_set(reterr, ERROR_INVALID_ARGUMENT, "%s: the header's value is over %u bytes", where,
+                                 EGRESS_TEMPLATE_MAX) ?: -EINVAL;
+        if (!own && !strstr(t, "{value}"))
                 return error_set(reterr, ERROR_INVALID_ARGUMENT, "%s: the header's value '%s' has no {value} for the "
                                  "secret to go", where, t) ?: -EINVAL;
         b->template = strdup(t);
-        return b->template ? 0 : -ENOMEM;
+        if (!b->template)
+                return -ENOMEM;
+        return own ? parse_refs(b, where, reterr) : 0;
 }
 
 /* The destinations: exact host names (the gateway must know a name to say where a secret may go, and to make
@@ -83,6 +136,15 @@ static int parse_dests(EgressBinding *b, char *list, const char *where, Error *r
                 return error_set(reterr, ERROR_INVALID_ARGUMENT, "%s: no destination: name the hosts it goes to",
                                  where) ?: -EINVAL;
         return 0;
+}
+
+/* "header" ends the destinations: what follows it is the header, commas and all. */
+static char *find_header(char *rest) {
+        char *header = strstr(rest, "header ");
+
+        while (header && header != rest && !isspace((unsigned char) header[-1]))
+                header = strstr(header + 1, "header ");
+        return header;
 }
 
 int egress_binding_parse(EgressConfig *c, const char *text, Error *reterr) {
@@ -110,20 +172,15 @@ int egress_binding_parse(EgressConfig *c, const char *text, Error *reterr) {
                 *rest++ = 0;
         if (asprintf(&where, "egress profile %s, secret %s", p->name, secret) < 0)
                 return -ENOMEM;
-        if (!*secret || strlen(secret) > 64 || strspn(secret, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
-                                                                 "0123456789._-") != strlen(secret) ||
-            !isalnum((unsigned char) secret[0]))
+        if (!secret_name_valid(secret, strlen(secret)))
                 return error_set(reterr, ERROR_INVALID_ARGUMENT, "%s: not a secret name", where) ?: -EINVAL;
-        b.secret = strdup(secret);
-        if (!b.secret)
-                return -ENOMEM;
-        /* "header" ends the destinations: what follows it is the header, commas and all */
-        header = strstr(rest, "header ");
-        while (header && header != rest && !isspace((unsigned char) header[-1]))
-                header = strstr(header + 1, "header ");
+        r = add_secret(&b, secret, strlen(secret), "{value}", strlen("{value}"));
+        if (r < 0)
+                return r;
+        header = find_header(rest);
         if (header) {
                 *header = 0;
-                r = parse_header(&b, header + strlen("header "), where, reterr);
+                r = parse_header(&b, header + strlen("header "), false, where, reterr);
                 if (r < 0)
                         return r;
         }
@@ -141,6 +198,61 @@ int egress_binding_parse(EgressConfig *c, const char *text, Error *reterr) {
         p->bindings = n;
         n[p->n_bindings++] = b;
         b = (EgressBinding) {};
+        return 0;
+}
+
+int egress_binding_parse_own(const char *text, EgressBinding *ret, Error *reterr) {
+        _cleanup_free_ char *copy = strdup(text ?: "");
+        _cleanup_(egress_binding_done) EgressBinding b = {};
+        char *header;
+        int r;
+
+        if (!copy)
+                return -ENOMEM;
+        header = find_header(copy);
+        if (!header)
+                return error_set(reterr, ERROR_INVALID_ARGUMENT, "sandbox binding '%.200s': expected "
+                                 "'HOST[, ...] header NAME: VALUE'", text) ?: -EINVAL;
+        *header = 0;
+        r = parse_header(&b, header + strlen("header "), true, "sandbox binding", reterr);
+        if (r >= 0)
+                r = parse_dests(&b, copy, "sandbox binding", reterr);
+        if (r < 0)
+                return r;
+        b.text = strdup(text);
+        if (!b.text)
+                return -ENOMEM;
+        *ret = b;
+        b = (EgressBinding) {};
+        return 0;
+}
+
+int egress_policy_add_bindings(EgressPolicy *p, char *const *lines, Error *reterr) {
+        const EgressBinding **all;
+        size_t n = 0;
+        int r;
+
+        while (lines && lines[n])
+                n++;
+        if (n == 0)
+                return 0;
+        if (n > EGRESS_OWN_BINDINGS_MAX || p->own_bindings)
+                return -E2BIG;
+        /* made whole before any pointer into it is taken */
+        p->own_bindings = calloc(n, sizeof *p->own_bindings);
+        all = reallocarray(p->bindings, p->n_bindings + n, sizeof *all);
+        if (all)
+                p->bindings = all;
+        if (!p->own_bindings || !all)
+                return -ENOMEM;
+        for (size_t i = 0; i < n; i++) {
+                r = egress_binding_parse_own(lines[i], &p->own_bindings[i], reterr);
+                if (r < 0)
+                        return r;
+                p->n_own_bindings++;
+        }
+        for (size_t i = 0; i < n; i++)
+                p->bindings[p->n_bindings++] = &p->own_bindings[i];
         return 0;
 }
 
@@ -166,11 +278,12 @@ int egress_profiles_secrets(const EgressConfig *c, char *const *profiles, char *
                 const EgressProfile *p = egress_profile_find(c, *a);
 
                 for (size_t i = 0; p && i < p->n_bindings; i++) {
+                        const char *secret = p->bindings[i].secrets[0];
                         bool seen = false;
 
                         for (char **n = names; n && *n && !seen; n++)
-                                seen = streq(*n, p->bindings[i].secret);
-                        if (!seen && strv_extend(&names, p->bindings[i].secret) < 0) {
+                                seen = streq(*n, secret);
+                        if (!seen && strv_extend(&names, secret) < 0) {
                                 strv_free(names);
                                 return -ENOMEM;
                         }
@@ -230,16 +343,17 @@ static int append_replaced(SpaceBuf *out, const char *line, size_t n, const Egre
         /* the name as it is: a placeholder is replaced in values only */
         r = append(out, line, i, max);
         while (r >= 0 && i < n) {
-                const EgressInjection *hit = NULL;
+                const EgressValue *hit = NULL;
 
                 for (size_t k = 0; k < n_inj && !hit; k++) {
-                        size_t pl = inj[k].placeholder ? strlen(inj[k].placeholder) : 0;
-                        if (pl > 0 && !inj[k].header && n - i >= pl && memcmp(line + i, inj[k].placeholder, pl) == 0)
-                                hit = &inj[k];
+                        const char *ph = !inj[k].header && inj[k].n_values == 1 ? inj[k].values[0].ref : NULL;
+                        size_t pl = ph ? strlen(ph) : 0;
+                        if (pl > 0 && n - i >= pl && memcmp(line + i, ph, pl) == 0)
+                                hit = &inj[k].values[0];
                 }
                 if (hit) {
                         r = append(out, hit->value, hit->value_len, max);
-                        i += strlen(hit->placeholder);
+                        i += strlen(hit->ref);
                         (*ret_done)++;
                 } else
                         r = append(out, line + i++, 1, max);
@@ -248,7 +362,8 @@ static int append_replaced(SpaceBuf *out, const char *line, size_t n, const Egre
 }
 
 
-/* One header of a header binding: NAME: TEMPLATE with {value} replaced. */
+/* One header of a header binding: NAME: TEMPLATE with each secret's reference replaced by its value. The
+ * template is read once, left to right, so a value is never searched for references. */
 static int append_header(SpaceBuf *out, const EgressInjection *inj, size_t max) {
         const char *t = inj->template;
         int r = append(out, inj->header, strlen(inj->header), max);
@@ -256,9 +371,14 @@ static int append_header(SpaceBuf *out, const EgressInjection *inj, size_t max) 
         if (r >= 0)
                 r = append(out, ": ", 2, max);
         while (r >= 0 && *t) {
-                if (strncmp(t, "{value}", 7) == 0) {
-                        r = append(out, inj->value, inj->value_len, max);
-                        t += 7;
+                const EgressValue *hit = NULL;
+
+                for (size_t k = 0; k < inj->n_values && !hit; k++)
+                        if (inj->values[k].ref[0] && strncmp(t, inj->values[k].ref, strlen(inj->values[k].ref)) == 0)
+                                hit = &inj->values[k];
+                if (hit) {
+                        r = append(out, hit->value, hit->value_len, max);
+                        t += strlen(hit->ref);
                 } else
                         r = append(out, t++, 1, max);
         }

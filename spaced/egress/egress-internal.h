@@ -147,13 +147,18 @@ void gateway_sandbox_forget(const char *sandbox_id);
 /* egress.c: the profile NAME of c, made when new (checked: ERROR_INVALID_ARGUMENT for a bad name). */
 int egress_profile_get(EgressConfig *c, const char *name, EgressProfile **ret, Error *reterr);
 
-/* binding.c: a secret as one request gets it: a header of its own, or a placeholder's replacement. */
-typedef struct EgressInjection {
-        const char *header;          /* its name (matched without case); NULL: replace placeholder in header values */
-        const char *template;        /* with header: "{value}" where the value goes */
-        const char *placeholder;     /* without header */
+/* binding.c: a secret's value and what stands for it (a placeholder, "{value}", "${e2b.secrets.NAME}"). */
+typedef struct EgressValue {
+        const char *ref;
         const char *value;
         size_t value_len;
+} EgressValue;
+/* The secrets of a binding as one request gets them: a header of its own, or a placeholder's replacement. */
+typedef struct EgressInjection {
+        const char *header;          /* its name (matched without case); NULL: replace a placeholder in header values */
+        const char *template;        /* with header: its value, where each values[i].ref goes as values[i].value */
+        const EgressValue *values;   /* without header: one, whose ref is the placeholder */
+        size_t n_values;
 } EgressInjection;
 /* The request head (as egress_http_stream_step() gave it, through its empty line) with inj applied into out:
  * a header binding's header replaces every one of that name the client sent and goes last; a placeholder is

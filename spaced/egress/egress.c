@@ -1059,6 +1059,9 @@ void egress_policy_done(EgressPolicy *p) {
         free(p->sources);
         strv_free(p->owners);
         free(p->bindings);
+        for (size_t i = 0; i < p->n_own_bindings; i++)
+                egress_binding_done(&p->own_bindings[i]);
+        free(p->own_bindings);
         *p = (EgressPolicy) {};
 }
 

@@ -49,16 +49,23 @@ typedef struct EgressRules {
         size_t n;
 } EgressRules;
 
-/* A secret binding (egress_secret lines, binding.c): the secret named goes to these destinations only, as a
- * header of its own (header: its name, template: its value with "{value}" where the secret goes) or,
- * with header NULL, in place of the sandbox's placeholder wherever that appears in a request's header values. */
+/* A secret binding: which secrets go to which destinations only, and how. An egress_secret line (binding.c)
+ * binds one secret, as a header of its own (header: its name, template: its value with "{value}" where the
+ * secret goes) or, with header NULL, in place of the sandbox's placeholder wherever that appears in a request's
+ * header values. A sandbox's own binding (E2B's network.rules) is always a header, whose value may name any
+ * number of secrets as ${e2b.secrets.NAME}, with literal text around them. */
 typedef struct EgressBinding {
-        char *secret;
+        char **secrets;              /* the secrets it uses, each once: an egress_secret line's one */
         EgressRules dests;           /* allow rules naming hosts (and ports) */
         char *header;
         char *template;
+        char **refs;                 /* with header: what stands for secrets[i] in template */
         char *text;                  /* the line, as shown */
 } EgressBinding;
+
+#define EGRESS_SECRET_REF_PREFIX "${e2b.secrets."
+#define EGRESS_TEMPLATE_MAX 4096U    /* a header binding's value, before its secrets go in */
+#define EGRESS_OWN_BINDINGS_MAX 64U  /* per sandbox */
 
 typedef struct EgressProfile {
         char *name;
@@ -158,6 +165,9 @@ int egress_profiles_select(const EgressConfig *c, char *const *requested, char *
  * to PROFILE (made when new). ERROR_INVALID_ARGUMENT naming the profile, the secret and what is wrong. */
 int egress_binding_parse(EgressConfig *c, const char *text, Error *reterr);
 void egress_binding_done(EgressBinding *b);
+/* A sandbox's own binding, "HOST[, HOST...] header NAME: VALUE" with ${e2b.secrets.NAME} in VALUE for each
+ * secret it uses, into *ret. ERROR_INVALID_ARGUMENT saying what is wrong. */
+int egress_binding_parse_own(const char *text, EgressBinding *ret, Error *reterr);
 /* Whether b applies to a connection to host (a normalised name; NULL: none) and port. */
 bool egress_binding_applies(const EgressBinding *b, const char *host, uint16_t port);
 /* The names of the secrets the profiles bind, each once (NULL: none). */
@@ -280,12 +290,18 @@ typedef struct EgressPolicy {
         EgressSource *sources;
         size_t n_sources;
         char **owners;
-        const EgressBinding **bindings; /* its profiles' secret bindings (into the config, as sources are) */
+        const EgressBinding **bindings; /* its profiles' secret bindings (into the config, as sources are), then
+                                         * its own (into own_bindings) */
         size_t n_bindings;
+        EgressBinding *own_bindings;
+        size_t n_own_bindings;
 } EgressPolicy;
 int egress_policy_build(const EgressConfig *c, char *const *profiles, char *const *allow, char *const *deny,
                         EgressPolicy *ret, Error *reterr);
 void egress_policy_done(EgressPolicy *p);
+/* Adds the sandbox's own bindings (egress_binding_parse_own() lines) to a policy built without them. They
+ * open nothing: a request reaches a bound host only if the policy's rules allow it. */
+int egress_policy_add_bindings(EgressPolicy *p, char *const *lines, Error *reterr);
 /* Whether some allow rule of p names host (normalised) and no deny rule does; *ret_port is a port such a rule
  * allows (for DNS, which has none), *ret_why says why not. The gateway resolves only such names, so a lookup
  * cannot carry data out, and `egress test` asks the same before it resolves. */
@@ -309,6 +325,8 @@ typedef struct EgressSandboxOps {
         void (*egress)(Sandbox *s, char ***ret_profiles, char ***ret_allow, char ***ret_deny);
         /* its environment (the user's), where the placeholders of its secrets are */
         char **(*env)(Sandbox *s);
+        /* its own bindings (E2B's network.rules, egress_binding_parse_own() lines; NULL: none) */
+        char **(*bindings)(Sandbox *s);
 } EgressSandboxOps;
 void egress_set_sandbox_ops(const EgressSandboxOps *ops);
 /* A sandbox is gone: drop what the gateway remembers of it (its policy, DNS answers, rates), and write out its

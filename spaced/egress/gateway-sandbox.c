@@ -127,11 +127,13 @@ GatewayPolicy *gateway_policy_unref(GatewayPolicy *p) {
  * placeholder's shape count, so that no short or common text is taken for one. */
 static int policy_placeholders(GatewayPolicy *p, char **env) {
         for (size_t i = 0; i < p->policy.n_bindings; i++) {
-                const char *secret = p->policy.bindings[i]->secret;
+                const char *secret = p->policy.bindings[i]->secrets[0];
                 _cleanup_free_ char *var = NULL;
                 bool seen = false;
                 size_t vl;
 
+                if (p->policy.bindings[i]->header)
+                        continue;
                 for (char **k = p->placeholders; k && *k && !seen; k += 2)
                         seen = streq(*k, secret);
                 if (seen || egress_placeholder_variable(secret, &var) < 0)
@@ -168,6 +170,13 @@ int gateway_policy_get(Manager *m, Sandbox *s, GatewayPolicy **ret, Error *reter
                 r = egress_policy_build(&m->egress->policy, profiles, allow, deny,
                                         &p->policy, reterr);
                 if (r < 0) {
+                        free(p);
+                        return r;
+                }
+                r = egress_policy_add_bindings(&p->policy, sandbox_ops->bindings ? sandbox_ops->bindings(s) : NULL,
+                                               reterr);
+                if (r < 0) {
+                        egress_policy_done(&p->policy);
                         free(p);
                         return r;
                 }

@@ -443,12 +443,41 @@ static void on_down(Tunnel *t, const uint8_t *p, size_t n, void *userdata) {
  * itself is bounded by the sniffer, each value by the secret store. */
 #define HEAD_WITH_SECRETS_MAX EGRESS_INTERCEPT_HEAD_MAX
 #define INJECTIONS_MAX 16U
+#define VALUES_MAX 32U
 
 static const char *placeholder_of(const GatewayConn *c, const char *secret) {
         for (char **k = c->policy->placeholders; k && *k; k += 2)
                 if (streq(*k, secret))
                         return k[1];
         return NULL;
+}
+
+/* The values of b's secrets, read now, appended to vals and values from *n on. -1: one is missing or no room,
+ * and the binding is left out (what was read of it is freed). */
+static int read_values(GatewayConn *c, const EgressBinding *b, const char *placeholder, EgressValue *vals,
+                       char **values, size_t *n) {
+        size_t first = *n;
+
+        for (char **name = b->secrets; name && *name; name++) {
+                Secret *s = secret_find(c->manager, *name);
+                size_t len;
+
+                if (*n >= VALUES_MAX || !s || secret_value_read(c->manager, s, &values[*n], &len) < 0) {
+                        audit(c, "secret", conn_host(c), EGRESS_REASON_ALLOWED,
+                              *n >= VALUES_MAX ? "too many secrets for one request: the request went without some"
+                              : s ? "a bound secret has no value: the request went without it"
+                                  : "a bound secret does not exist any more: the request went without it", NULL);
+                        while (*n > first) {
+                                (*n)--;
+                                secret_value_free(values[*n], vals[*n].value_len);
+                        }
+                        return -1;
+                }
+                vals[*n] = (EgressValue) { .ref = b->header ? b->refs[name - b->secrets] : placeholder,
+                                           .value = values[*n], .value_len = len };
+                (*n)++;
+        }
+        return 0;
 }
 
 /* The secrets bound to where this connection goes, into the request head at p (n bytes), the request-th on the
@@ -458,39 +487,35 @@ static const char *placeholder_of(const GatewayConn *c, const char *secret) {
 static int head_with_secrets(GatewayConn *c, const uint8_t *p, size_t n, unsigned request, SpaceBuf *out) {
         const EgressPolicy *pol = &c->policy->policy;
         EgressInjection inj[INJECTIONS_MAX];
-        char *values[INJECTIONS_MAX], names[EGRESS_MESSAGE_MAX] = "";
-        size_t k = 0;
+        EgressValue vals[VALUES_MAX];
+        char *values[VALUES_MAX], names[EGRESS_MESSAGE_MAX] = "";
+        size_t k = 0, nv = 0;
         unsigned done = 0;
         int r;
 
         for (size_t i = 0; i < pol->n_bindings && k < INJECTIONS_MAX; i++) {
                 const EgressBinding *b = pol->bindings[i];
-                const char *placeholder = b->header ? NULL : placeholder_of(c, b->secret);
-                Secret *s;
-                size_t len;
+                const char *placeholder = b->header ? NULL : placeholder_of(c, b->secrets[0]);
+                size_t first = nv;
 
                 if (!egress_binding_applies(b, conn_host(c), c->port))
                         continue;
                 /* a placeholder that is not in this request needs no value read */
                 if (!b->header && (!placeholder || !memmem(p, n, placeholder, strlen(placeholder))))
                         continue;
-                s = secret_find(c->manager, b->secret);
-                if (!s || secret_value_read(c->manager, s, &values[k], &len) < 0) {
-                        audit(c, "secret", conn_host(c), EGRESS_REASON_ALLOWED,
-                              s ? "a bound secret has no value: the request went without it"
-                                : "a bound secret does not exist any more: the request went without it", NULL);
+                if (read_values(c, b, placeholder, vals, values, &nv) < 0)
                         continue;
-                }
-                inj[k] = (EgressInjection) { .header = b->header, .template = b->template,
-                                             .placeholder = placeholder, .value = values[k], .value_len = len };
-                (void) snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s", k ? ", " : "", b->secret);
-                k++;
+                inj[k++] = (EgressInjection) { .header = b->header, .template = b->template, .values = &vals[first],
+                                               .n_values = nv - first };
+                for (char **name = b->secrets; name && *name; name++)
+                        (void) snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s",
+                                        names[0] ? ", " : "", *name);
         }
         if (k == 0)
                 return 0;
         r = egress_head_rewrite(p, n, inj, k, HEAD_WITH_SECRETS_MAX, out, &done);
-        for (size_t i = 0; i < k; i++)
-                secret_value_free(values[i], inj[i].value_len);
+        for (size_t i = 0; i < nv; i++)
+                secret_value_free(values[i], vals[i].value_len);
         if (r < 0) {
                 if (out->data)
                         explicit_bzero(out->data, out->len);
@@ -501,8 +526,8 @@ static int head_with_secrets(GatewayConn *c, const uint8_t *p, size_t n, unsigne
         }
         char msg[EGRESS_MESSAGE_MAX + 64];
         (void) snprintf(msg, sizeof msg, "request %u%s: secret%s %s added (%u header%s or placeholder%s)", request,
-                        c->intercepted ? " (HTTPS)" : "", k == 1 ? "" : "s", names, done, done == 1 ? "" : "s",
-                        done == 1 ? "" : "s");
+                        c->intercepted ? " (HTTPS)" : "", nv == 1 ? "" : "s", names[0] ? names : "(none: fixed headers)",
+                        done, done == 1 ? "" : "s", done == 1 ? "" : "s");
         audit(c, "secret", conn_host(c), EGRESS_REASON_ALLOWED, msg, NULL);
         return 1;
 }

@@ -44,6 +44,7 @@ Checkpoint *checkpoint_free(Checkpoint *c) {
         strv_free(c->egress_profiles);
         strv_free(c->egress_allow);
         strv_free(c->egress_deny);
+        strv_free(c->egress_bindings);
         free(c->disk);
         free(c->state_path);
         free(c->mem_path);
@@ -83,18 +84,18 @@ static int checkpoint_save(Manager *m, const Checkpoint *c) {
         sqlite3_stmt *st = NULL;
         char *env_json = strv_to_json_text(c->env);
         _cleanup_free_ char *profiles = strv_to_json_text(c->egress_profiles), *allow = strv_to_json_text(c->egress_allow),
-                            *deny = strv_to_json_text(c->egress_deny);
+                            *deny = strv_to_json_text(c->egress_deny), *bindings = strv_to_json_text(c->egress_bindings);
         int rc;
 
-        if (!env_json || !profiles || !allow || !deny) {
+        if (!env_json || !profiles || !allow || !deny || !bindings) {
                 free(env_json);
                 return -ENOMEM;
         }
         rc = sqlite3_prepare_v2(db,
                                 "INSERT OR REPLACE INTO checkpoints (id, name, sandbox_id, template, template_digest,"
                                 " vcpu, memory_mib, disk_mib, env, disk, state_path, created_at, pause_usec,"
-                                " size_bytes, egress_profiles, egress_allow, egress_deny, mem_path, host)"
-                                " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                                " size_bytes, egress_profiles, egress_allow, egress_deny, mem_path, host, egress_bindings)"
+                                " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
                                 -1, &st, NULL);
         if (rc == SQLITE_OK) {
                 sqlite3_bind_text(st, 1, c->id, -1, SQLITE_STATIC);
@@ -119,6 +120,7 @@ static int checkpoint_save(Manager *m, const Checkpoint *c) {
                         sqlite3_bind_text(st, 18, c->mem_path, -1, SQLITE_STATIC);
                 if (c->host)
                         sqlite3_bind_text(st, 19, c->host, -1, SQLITE_STATIC);
+                sqlite3_bind_text(st, 20, bindings, -1, SQLITE_STATIC);
                 rc = sqlite3_step(st);
         }
         sqlite3_finalize(st);
@@ -151,7 +153,7 @@ int checkpoints_load(Manager *m) {
         rc = sqlite3_prepare_v2(db,
                                 "SELECT id, name, sandbox_id, template, template_digest, vcpu, memory_mib, disk_mib,"
                                 " env, disk, state_path, created_at, pause_usec, size_bytes, egress_profiles,"
-                                " egress_allow, egress_deny, mem_path, host FROM checkpoints"
+                                " egress_allow, egress_deny, mem_path, host, egress_bindings FROM checkpoints"
                                 " ORDER BY created_at DESC",
                                 -1, &st, NULL);
         if (rc != SQLITE_OK)
@@ -185,9 +187,10 @@ int checkpoints_load(Manager *m) {
                 c->egress_deny = strv_from_json_text((const char *) sqlite3_column_text(st, 16));
                 c->mem_path = col(st, 17);
                 c->host = col(st, 18);
+                c->egress_bindings = strv_from_json_text((const char *) sqlite3_column_text(st, 19) ?: "[]");
                 c->ready = true;
                 if (!c->template_name || !c->disk || !c->state_path || !c->egress_profiles || !c->egress_allow ||
-                    !c->egress_deny) {
+                    !c->egress_deny || !c->egress_bindings) {
                         checkpoint_free(c);
                         continue;
                 }
@@ -540,7 +543,8 @@ static int checkpoint_prepare(Manager *m, Sandbox *s, const char *name, Checkpoi
         c->egress_profiles = sandbox_strv_copy(s->egress_profiles);
         c->egress_allow = sandbox_strv_copy(s->egress_allow);
         c->egress_deny = sandbox_strv_copy(s->egress_deny);
-        if (!c->egress_profiles || !c->egress_allow || !c->egress_deny)
+        c->egress_bindings = sandbox_strv_copy(s->egress_bindings);
+        if (!c->egress_profiles || !c->egress_allow || !c->egress_deny || !c->egress_bindings)
                 r = -ENOMEM;
         if (asprintf(&dir, "%s/checkpoints", m->state_dir) < 0 ||
             asprintf(&c->state_path, "%s/%s.state", dir, c->id) < 0 || asprintf(&j->mem_path, "%s/%s.mem", dir, c->id) < 0)

@@ -162,6 +162,10 @@ static char **sandbox_env(Sandbox *s) {
         return s->env;
 }
 
+static char **sandbox_bindings(Sandbox *s) {
+        return s->egress_bindings;
+}
+
 static const EgressSandboxOps egress_sandbox = {
         .find = sandbox_find_by_id,
         .manager = sandbox_manager,
@@ -169,6 +173,7 @@ static const EgressSandboxOps egress_sandbox = {
         .data_dir = sandbox_data_dir,
         .agent = sandbox_agent,
         .egress = sandbox_egress,
+        .bindings = sandbox_bindings,
         .env = sandbox_env,
 };
 

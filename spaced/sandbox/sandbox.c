@@ -78,6 +78,7 @@ Sandbox *sandbox_free(Sandbox *s) {
         strv_free(s->egress_profiles);
         strv_free(s->egress_allow);
         strv_free(s->egress_deny);
+        strv_free(s->egress_bindings);
         free(s->unconfined_reason);
         free(s->host);
         free(s);
@@ -104,23 +105,53 @@ void sandbox_set_timeout(Sandbox *s, int64_t ttl) {
         (void) sandbox_save(s);
 }
 
-int sandbox_set_egress_lists(Sandbox *s, char *const *allow, char *const *deny, Error *reterr) {
-        _cleanup_strv_free_ char **a = NULL, **d = NULL;
+int sandbox_check_bindings(Manager *m, char *const *bindings, Error *reterr) {
+        size_t n = 0;
+        int r;
+
+        for (char *const *l = bindings; l && *l; l++, n++) {
+                _cleanup_(egress_binding_done) EgressBinding b = {};
+
+                if (n >= EGRESS_OWN_BINDINGS_MAX)
+                        return error_set(reterr, ERROR_INVALID_ARGUMENT, "more than %u secret bindings (request "
+                                         "transforms) for one sandbox", EGRESS_OWN_BINDINGS_MAX) ?: -E2BIG;
+                r = egress_binding_parse_own(*l, &b, reterr);
+                if (r < 0)
+                        return r;
+                /* as for a profile's binding: it may still be removed later, and then goes out without it */
+                for (char **name = b.secrets; name && *name; name++)
+                        if (!secret_find(m, *name))
+                                return error_set(reterr, ERROR_SECRET_NOT_FOUND, "the secret '%s' does not exist: a "
+                                                 "header for %s names it; create it first (E2B's Secret.create, "
+                                                 "'spacectl secret set %s')", *name, b.dests.rules[0].host, *name)
+                                               ?: -ENOENT;
+        }
+        return 0;
+}
+
+int sandbox_set_egress_lists(Sandbox *s, char *const *allow, char *const *deny, char *const *bindings,
+                             Error *reterr) {
+        _cleanup_strv_free_ char **a = NULL, **d = NULL, **b = NULL;
         int r;
 
         r = egress_list_check(allow, EGRESS_ALLOW, "egress_allow", reterr);
         if (r >= 0)
                 r = egress_list_check(deny, EGRESS_DENY, "egress_deny", reterr);
+        if (r >= 0)
+                r = sandbox_check_bindings(s->manager, bindings, reterr);
         if (r < 0)
                 return r;
         a = sandbox_strv_copy(allow);
         d = sandbox_strv_copy(deny);
-        if (!a || !d)
+        b = sandbox_strv_copy(bindings);
+        if (!a || !d || !b)
                 return -ENOMEM;
         strv_free(s->egress_allow);
         strv_free(s->egress_deny);
+        strv_free(s->egress_bindings);
         s->egress_allow = TAKE_PTR(a);
         s->egress_deny = TAKE_PTR(d);
+        s->egress_bindings = TAKE_PTR(b);
         /* the gateway builds its policy again at the sandbox's next question; what is open keeps its own */
         egress_gateway_policy_changed(s->id);
         r = sandbox_save(s);
@@ -819,13 +850,14 @@ char **sandbox_strv_copy(char *const *l) {
 /* The egress a create gives: a fork's or restore's is its checkpoint's; else the profiles asked for (each
  * must exist) or the default ones, and the sandbox's own lists, checked. */
 typedef struct EgressChoice {
-        char **profiles, **allow, **deny;
+        char **profiles, **allow, **deny, **bindings;
 } EgressChoice;
 
 static void egress_choice_done(EgressChoice *c) {
         strv_free(c->profiles);
         strv_free(c->allow);
         strv_free(c->deny);
+        strv_free(c->bindings);
         *c = (EgressChoice) {};
 }
 
@@ -837,18 +869,22 @@ static int egress_choice(Manager *m, const SandboxSpec *spec, EgressChoice *ret,
                 ret->profiles = sandbox_strv_copy(spec->source->egress_profiles);
                 ret->allow = sandbox_strv_copy(spec->source->egress_allow);
                 ret->deny = sandbox_strv_copy(spec->source->egress_deny);
+                ret->bindings = sandbox_strv_copy(spec->source->egress_bindings);
         } else {
                 r = egress_list_check(spec->egress_allow, EGRESS_ALLOW, "egress_allow", reterr);
                 if (r >= 0)
                         r = egress_list_check(spec->egress_deny, EGRESS_DENY, "egress_deny", reterr);
+                if (r >= 0)
+                        r = sandbox_check_bindings(m, spec->egress_bindings, reterr);
                 if (r >= 0)
                         r = egress_profiles_select(&m->egress->policy, spec->egress_profiles, &ret->profiles, reterr);
                 if (r < 0)
                         return r;
                 ret->allow = sandbox_strv_copy(spec->egress_allow);
                 ret->deny = sandbox_strv_copy(spec->egress_deny);
+                ret->bindings = sandbox_strv_copy(spec->egress_bindings);
         }
-        if (!ret->profiles || !ret->allow || !ret->deny) {
+        if (!ret->profiles || !ret->allow || !ret->deny || !ret->bindings) {
                 egress_choice_done(ret);
                 return -ENOMEM;
         }
@@ -911,9 +947,11 @@ static int create_identity(Sandbox *s, const SandboxSpec *spec, EgressChoice *eg
         strv_free(s->egress_profiles);
         strv_free(s->egress_allow);
         strv_free(s->egress_deny);
+        strv_free(s->egress_bindings);
         s->egress_profiles = TAKE_PTR(egress->profiles);
         s->egress_allow = TAKE_PTR(egress->allow);
         s->egress_deny = TAKE_PTR(egress->deny);
+        s->egress_bindings = TAKE_PTR(egress->bindings);
         /* a pool member's policy was its pool's until now */
         egress_gateway_policy_changed(s->id);
 

@@ -83,6 +83,9 @@ struct Sandbox {
         char **egress_profiles;
         char **egress_allow;
         char **egress_deny;
+        /* its own secret bindings (E2B's network.rules; egress_binding_parse_own() lines), replaced with its
+         * lists; never NULL once made or loaded */
+        char **egress_bindings;
         /* Its QEMU as last started (create, wake, restore): in its namespaces or not, and why not. */
         SandboxConfined confined;
         char *unconfined_reason;
@@ -119,6 +122,7 @@ struct Checkpoint {
         char **egress_profiles;   /* its sandbox's, for the sandboxes made from it */
         char **egress_allow;
         char **egress_deny;
+        char **egress_bindings;
         char *host;          /* the host fingerprint it was made under (NULL: not recorded) */
         bool ready;
         Checkpoint *next;
@@ -180,6 +184,7 @@ typedef struct SandboxSpec {
         char **egress_profiles;
         char **egress_allow;
         char **egress_deny;
+        char **egress_bindings;    /* its own secret bindings: each secret must exist (ERROR_SECRET_NOT_FOUND) */
 } SandboxSpec;
 /* Journals the sandbox and its create operation and starts the worker; a create of the template's default
  * shape is served from its warm pool when that has a member. */
@@ -194,7 +199,11 @@ void sandbox_set_timeout(Sandbox *s, int64_t ttl);
 /* Its own egress allow and deny lists, replaced while it runs (E2B's network update; its profiles stay fixed for
  * life): checked first (ERROR_INVALID_ARGUMENT names the entry, and nothing changes), then saved, and the
  * gateway decides its next connection by them. */
-int sandbox_set_egress_lists(Sandbox *s, char *const *allow, char *const *deny, Error *reterr);
+int sandbox_set_egress_lists(Sandbox *s, char *const *allow, char *const *deny, char *const *bindings,
+                             Error *reterr);
+/* Whether bindings may be a sandbox's own: each parses (ERROR_INVALID_ARGUMENT) and names secrets that exist
+ * (ERROR_SECRET_NOT_FOUND naming the first that does not). */
+int sandbox_check_bindings(Manager *m, char *const *bindings, Error *reterr);
 /* Its time to live stops (a paused sandbox does not time out); the ttl is kept. */
 void sandbox_stop_timeout(Sandbox *s);
 /* A stopped time to live runs again, the whole ttl from now; nothing when it runs or there is none. */

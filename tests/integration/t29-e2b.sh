@@ -18,9 +18,13 @@ JS_VERSION=${SPACE_E2B_JS:-2.20.1}
 MODE=${SPACE_E2B_MODE:-url}
 space_env_setup
 # a name the sandboxes' egress can be allowed to, on an address of its own, where the network update tests
-# (test_fork_network.py, fork-network.test.mjs) serve HTTP themselves
-export SPACE_E2B_NET_HOST=net.e2b.test SPACE_E2B_NET_ADDR=127.0.29.2
-echo "$SPACE_E2B_NET_ADDR $SPACE_E2B_NET_HOST" >"$TEST_TMP/egress.hosts"
+# (test_fork_network.py, fork-network.test.mjs) serve HTTP themselves; for network.rules (test_secrets.py,
+# secrets.test.mjs) another name of that address, which no rule binds, and a name of an address of its own that
+# a rule binds and allowOut does not name
+export SPACE_E2B_NET_HOST=net.e2b.test SPACE_E2B_NET_ADDR=127.0.29.2 SPACE_E2B_NET_OTHER_HOST=other.e2b.test \
+        SPACE_E2B_NET_CLOSED_HOST=closed.e2b.test SPACE_E2B_NET_CLOSED_ADDR=127.0.29.4
+printf '%s %s %s\n%s %s\n' "$SPACE_E2B_NET_ADDR" "$SPACE_E2B_NET_HOST" "$SPACE_E2B_NET_OTHER_HOST" \
+        "$SPACE_E2B_NET_CLOSED_ADDR" "$SPACE_E2B_NET_CLOSED_HOST" >"$TEST_TMP/egress.hosts"
 NET_CONFIG="egress_hosts_file = $TEST_TMP/egress.hosts"
 if [ "$MODE" = domain ]; then
         # the TLS listener and its default domain, space.localhost:PORT (*.localhost is loopback)

@@ -84,9 +84,11 @@ static void test_bindings(void) {
         static const char head[] = "GET /v1/x HTTP/1.1\r\nHost: api.test\r\nauthorization: Bearer forged\r\n"
                                    "X-Key: a space-secret-k-0123456789abcdef b\r\n"
                                    "X-Space-Secret-K-0123456789abcdef: n\r\n\r\n";
+        static const EgressValue v1 = { .ref = "{value}", .value = "V1", .value_len = 2 },
+                                 ph = { .ref = "space-secret-k-0123456789abcdef", .value = "P", .value_len = 1 };
         EgressInjection inj[] = {
-                { .header = "Authorization", .template = "Bearer {value}", .value = "V1", .value_len = 2 },
-                { .placeholder = "space-secret-k-0123456789abcdef", .value = "P", .value_len = 1 },
+                { .header = "Authorization", .template = "Bearer {value}", .values = &v1, .n_values = 1 },
+                { .values = &ph, .n_values = 1 },
         };
         EgressConfig c = {};
         SpaceBuf out = {};
@@ -97,7 +99,7 @@ static void test_bindings(void) {
         ok(egress_binding_parse(&c, "api: tok api.test:443, b.test header Authorization: Bearer {value}, x", &e) == 0 &&
            c.n_profiles == 1 && c.profiles[0].n_bindings == 1, "a header binding parses (a comma in its value too)");
         b = &c.profiles[0].bindings[0];
-        ok(streq(b->secret, "tok") && b->dests.n == 2 && streq(b->header, "Authorization") &&
+        ok(b->secrets[0] && !b->secrets[1] && streq(b->secrets[0], "tok") && streq(b->refs[0], "{value}") && b->dests.n == 2 && streq(b->header, "Authorization") &&
            streq(b->template, "Bearer {value}, x"), "... its secret, two destinations, header and value");
         ok(egress_binding_applies(b, "api.test", 443) && !egress_binding_applies(b, "api.test", 80) &&
            egress_binding_applies(b, "b.test", 8080) && !egress_binding_applies(b, "b.test", 25) &&
@@ -151,6 +153,70 @@ static void test_bindings(void) {
            !egress_placeholder_valid("k", "space-secret-kk-0123456789abcdef"), "placeholders have one shape");
 }
 
+/* A sandbox's own bindings (E2B's network.rules): a header whose value names secrets as ${e2b.secrets.NAME},
+ * with text around them, or none; and the policy they join, which they never widen. */
+static void test_own_bindings(void) {
+        static const char head[] = "POST /x HTTP/1.1\r\nHost: api.test\r\nX-Auth: forged\r\nContent-Length: 0\r\n\r\n";
+        static const char want[] = "POST /x HTTP/1.1\r\nHost: api.test\r\nContent-Length: 0\r\n"
+                                   "X-Auth: id=A1 key=${e2b.secrets.b}, {value} B2\r\n\r\n";
+        EgressBinding b = {};
+        Error e = {};
+        SpaceBuf out = {};
+        unsigned done = 0;
+
+        ok(egress_binding_parse_own("api.test, b.test:8443 header X-Auth: id=${e2b.secrets.a} key=${e2b.secrets.b}, "
+                                    "{value} ${e2b.secrets.b2}", &b, &e) == 0,
+           "an own binding parses: %s", e.message ?: "");
+        ok(b.secrets && streq(b.secrets[0], "a") && streq(b.secrets[1], "b") && streq(b.secrets[2], "b2") &&
+           !b.secrets[3] && streq(b.refs[1], "${e2b.secrets.b}") && streq(b.header, "X-Auth") && b.dests.n == 2,
+           "... three secrets, each with its reference, the header and two destinations");
+        ok(egress_binding_applies(&b, "api.test", 80) && egress_binding_applies(&b, "b.test", 8443) &&
+           !egress_binding_applies(&b, "b.test", 443), "... which it applies to");
+        /* b's value is a's reference: it goes in as text, never read again; {value} is text here */
+        EgressValue v[] = {
+                { .ref = b.refs[0], .value = "A1", .value_len = 2 },
+                { .ref = b.refs[1], .value = "${e2b.secrets.b}", .value_len = 16 },
+                { .ref = b.refs[2], .value = "B2", .value_len = 2 },
+        };
+        EgressInjection inj = { .header = b.header, .template = b.template, .values = v, .n_values = 3 };
+        ok(egress_head_rewrite((const uint8_t *) head, strlen(head), &inj, 1, 4096, &out, &done) == 0 && done == 1 &&
+           out.len == strlen(want) && memcmp(out.data, want, out.len) == 0,
+           "the header replaces the client's, each reference replaced once, the text around kept");
+        space_buf_done(&out);
+        egress_binding_done(&b);
+
+        ok(egress_binding_parse_own("api.test header X-Fixed: literal", &b, &e) == 0 && !b.secrets,
+           "a header naming no secret is a fixed header");
+        egress_binding_done(&b);
+        ok(egress_binding_parse_own("api.test header X: ${e2b.identity.tokens.aws}", &b, &e) < 0 && e.message &&
+           strstr(e.message, "only ${e2b.secrets.NAME}"), "another ${e2b. reference is refused: %s", e.message ?: "");
+        error_done(&e);
+        ok(egress_binding_parse_own("api.test header X: ${e2b.secrets.a b}", &b, &e) < 0 && e.message &&
+           strstr(e.message, "does not name a secret"), "a bad secret name: %s", e.message ?: "");
+        error_done(&e);
+        ok(egress_binding_parse_own("api.test header X: ${e2b.secrets.a", &b, &e) < 0, "an unclosed reference");
+        error_done(&e);
+        ok(egress_binding_parse_own("api.test header Host: x", &b, &e) < 0, "Host is not set");
+        error_done(&e);
+        ok(egress_binding_parse_own("10.0.0.1 header X: y", &b, &e) < 0, "an address is no destination");
+        error_done(&e);
+        ok(egress_binding_parse_own("api.test", &b, &e) < 0, "no header");
+        error_done(&e);
+
+        /* the policy: the binding is there, the host it names stays closed */
+        EgressConfig c = {};
+        EgressPolicy p = {};
+        char *lines[] = { "api.test header X: ${e2b.secrets.a}", NULL };
+        const char *why = NULL;
+        ok(egress_policy_build(&c, NULL, NULL, NULL, &p, &e) == 0 && egress_policy_add_bindings(&p, lines, &e) == 0 &&
+           p.n_bindings == 1 && p.bindings[0] == &p.own_bindings[0] && streq(p.bindings[0]->secrets[0], "a"),
+           "own bindings join the policy");
+        ok(!egress_name_permitted(&p, "api.test", NULL, &why), "... and open nothing: %s", why ?: "");
+        egress_policy_done(&p);
+        egress_config_done(&c);
+        error_done(&e);
+}
+
 int main(void) {
         Error e = {};
         char *none[] = { NULL };
@@ -165,6 +231,7 @@ int main(void) {
 
         plan(0);
         test_bindings();
+        test_own_bindings();
 
         /* ---- literals: inet_aton's forms normalise, so no spelling slips past */
         check_literal("127.0.0.1", "127.0.0.1");

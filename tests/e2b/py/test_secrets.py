@@ -1,15 +1,28 @@
 # SPDX-License-Identifier: Apache-2.0
 """E2B's Secret API (e2b 2.43 and later; issue 22) on the daemon's secrets: create, get_info by name and id,
 update as a new version (metadata replaced or kept), list in pages, exists, destroy. Values are write-only: no
-answer holds one. Bad values and names get errors that say why. The pinned SDKs have no Secret: t29 leaves
-this file to t45."""
+answer holds one. Bad values and names get errors that say why. And network.rules on Sandbox.create and
+update_network, whose header transforms carry Secret.fill placeholders: the gateway puts the value in on the
+way to the rule's host only (plain HTTP here, to a server of the test's on a loopback address that the daemon's
+egress_hosts_file names: t29 sets SPACE_E2B_NET_*). The pinned SDKs have no Secret: t29 leaves this file to
+t45."""
+import http.server
+import os
+import threading
 import uuid
 
 import pytest
-from e2b import Secret
+from e2b import Sandbox, Secret
 from e2b.exceptions import SecretException, SecretNotFoundException
 
-from test_sandboxes import api
+from conftest import TEMPLATE
+from test_sandboxes import api, sh
+
+NET_HOST = os.environ.get("SPACE_E2B_NET_HOST")          # bound by the rules
+NET_ADDR = os.environ.get("SPACE_E2B_NET_ADDR")
+OTHER_HOST = os.environ.get("SPACE_E2B_NET_OTHER_HOST")  # the same address, no rule
+CLOSED_HOST = os.environ.get("SPACE_E2B_NET_CLOSED_HOST")  # a rule, but allowOut does not name it
+CLOSED_ADDR = os.environ.get("SPACE_E2B_NET_CLOSED_ADDR")
 
 
 def test_create_get_update_destroy():
@@ -74,3 +87,128 @@ def test_bad_input():
     status, _ = api("GET", "/secrets?nextToken=sec-ffffffffffffffff")
     assert status == 400
     assert Secret.fill("openai") == "${e2b.secrets.openai}"
+
+
+# ---- network.rules
+
+
+class Recorder(http.server.BaseHTTPRequestHandler):
+    seen = []  # (Host, {lowercase name: value}) of every request, in order
+
+    def do_GET(self):
+        Recorder.seen.append((self.headers.get("Host", ""), {k.lower(): v for k, v in self.headers.items()}))
+        body = b"recorded\n"
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture(scope="module")
+def recorder():
+    if not (NET_HOST and NET_ADDR and OTHER_HOST and CLOSED_HOST and CLOSED_ADDR):
+        pytest.skip("no SPACE_E2B_NET_* names: the daemon maps no name to a test server (t29 does)")
+    servers = [http.server.ThreadingHTTPServer((NET_ADDR, 0), Recorder)]
+    port = servers[0].server_address[1]
+    servers.append(http.server.ThreadingHTTPServer((CLOSED_ADDR, port), Recorder))
+    for srv in servers:
+        threading.Thread(target=srv.serve_forever, daemon=True).start()
+    yield port
+    for srv in servers:
+        srv.shutdown()
+        srv.server_close()
+
+
+def get(s, host, port, *headers):
+    """A request from the guest, through its proxy as a program would send it; the last request the recorder
+    saw (or None when none came)."""
+    before = len(Recorder.seen)
+    args = " ".join(f"-H '{h}'" for h in headers)
+    out = sh(s, f"curl -sS --max-time 20 {args} http://{host}:{port}/ 2>&1 || echo CURL-FAILED")
+    return out, (Recorder.seen[-1] if len(Recorder.seen) > before else None)
+
+
+@pytest.fixture
+def secret():
+    name = f"r-{uuid.uuid4().hex[:10]}"
+    value = f"sk-rule-{uuid.uuid4().hex}"
+    Secret.create(name, value)
+    yield name, value
+    Secret.destroy(name)
+
+
+def test_network_rules_put_the_secret_in(recorder, secret):
+    name, value = secret
+    ph = Secret.fill(name)
+    allow = [NET_HOST, OTHER_HOST, NET_ADDR]  # a name never opens a loopback address alone (space-egress(5))
+    s = Sandbox.create(TEMPLATE, timeout=300, network={
+        "allow_out": allow,
+        "rules": {
+            NET_HOST: [{"transform": {"headers": {"Authorization": f"Bearer {ph}", "X-Pair": f"k={ph};v=2"}}}],
+            CLOSED_HOST: [{"transform": {"headers": {"X-Closed": ph}}}],
+        },
+    })
+    try:
+        out, req = get(s, NET_HOST, recorder, "Authorization: forged")
+        assert "recorded" in out and req, out
+        assert req[1]["authorization"] == f"Bearer {value}", "the rule's header replaces the guest's"
+        assert req[1]["x-pair"] == f"k={value};v=2", "text around the reference is kept"
+
+        # the placeholder sent anywhere else leaves as it is
+        out, req = get(s, OTHER_HOST, recorder, f"X-Key: {ph}")
+        assert req and req[1]["x-key"] == ph and "authorization" not in req[1], req
+        # a rule for a host that allowOut does not name opens nothing
+        out, req = get(s, CLOSED_HOST, recorder)
+        assert "no allow rule names it (no_rule)" in out and req is None, out
+
+        # the value is nowhere in the guest: its processes' environments, a command's output
+        out = sh(s, "env; for p in /proc/[0-9]*; do tr '\\0' '\\n' <$p/environ 2>/dev/null; done; "
+                    "grep -rs sk-rule- /etc /home /tmp /root | head -5; echo done")
+        assert out.endswith("done\n") and value not in out, "the value is in the guest"
+        # the info shows the rules with their references, never the value
+        status, info = api("GET", f"/sandboxes/{s.sandbox_id}")
+        assert status == 200 and value not in str(info)
+        assert info["network"]["rules"][NET_HOST][0]["transform"]["headers"]["Authorization"] == f"Bearer {ph}"
+
+        # a rotation is seen by the next request
+        Secret.update(name, value + "-2")
+        _, req = get(s, NET_HOST, recorder)
+        assert req and req[1]["authorization"] == f"Bearer {value}-2", req
+
+        # update_network replaces the rules (what it leaves out is gone)
+        s.update_network({"allow_out": allow, "rules": {NET_HOST: [{"transform": {"headers": {"X-New": ph}}}]}})
+        _, req = get(s, NET_HOST, recorder, "Authorization: mine")
+        assert req and req[1]["x-new"] == f"{value}-2" and req[1]["authorization"] == "mine", req
+        s.update_network({"allow_out": allow})
+        _, req = get(s, NET_HOST, recorder)
+        assert req and "x-new" not in req[1], req
+    finally:
+        s.kill()
+
+
+def test_network_rules_unknown_secret_is_refused():
+    missing = f"nope-{uuid.uuid4().hex[:8]}"
+    with pytest.raises(Exception, match=missing):
+        Sandbox.create(TEMPLATE, timeout=60, network={
+            "rules": {"api.example.com": [{"transform": {"headers": {"Authorization": Secret.fill(missing)}}}]}})
+    status, err = api("POST", "/sandboxes", {"templateID": TEMPLATE, "network": {
+        "rules": {"api.example.com": [{"transform": {"headers": {"X": Secret.fill(missing)}}}]}}})
+    assert (status, err["code"]) == (404, 404) and missing in err["message"], err
+
+
+@pytest.mark.parametrize("rules, what", [
+    ({"*.example.com": [{}]}, 'network.rules["*.example.com"]: wildcards'),
+    ({"10.0.0.1": [{}]}, 'network.rules["10.0.0.1"]: not a host name'),
+    ({"a.example.com": {}}, 'network.rules["a.example.com"] must be an array'),
+    ({"a.example.com": [{"transform": {"headers": {"X": 1}}}]},
+     'network.rules["a.example.com"][0].transform.headers["X"] must be a string'),
+    ({"a.example.com": [{"transform": {"headers": {"Host": "x"}}}]}, 'headers["Host"]'),
+    ({"a.example.com": [{"transform": {"body": "x"}}]}, "unknown field 'body'"),
+    ({"a.example.com": [{"transform": {"headers": {"X": "${e2b.identity.tokens.aws}"}}}]}, "only ${e2b.secrets.NAME}"),
+])
+def test_network_rules_malformed(rules, what):
+    status, err = api("POST", "/sandboxes", {"templateID": TEMPLATE, "network": {"rules": rules}})
+    assert (status, err["code"]) == (400, 400) and what in err["message"], err
