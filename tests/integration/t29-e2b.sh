@@ -26,11 +26,24 @@ export SPACE_E2B_NET_HOST=net.e2b.test SPACE_E2B_NET_ADDR=127.0.29.2 SPACE_E2B_N
 printf '%s %s %s\n%s %s\n' "$SPACE_E2B_NET_ADDR" "$SPACE_E2B_NET_HOST" "$SPACE_E2B_NET_OTHER_HOST" \
         "$SPACE_E2B_NET_CLOSED_ADDR" "$SPACE_E2B_NET_CLOSED_HOST" >"$TEST_TMP/egress.hosts"
 NET_CONFIG="egress_hosts_file = $TEST_TMP/egress.hosts"
+# HTTPS for network.rules (test_secrets.py): the test's servers have a certificate for both names of
+# SPACE_E2B_NET_ADDR from a CA of their own, which the daemon trusts for intercepted servers (egress_tls_ca)
+export SPACE_E2B_TLS_DIR=$TEST_TMP/pki
+mkdir -p "$SPACE_E2B_TLS_DIR"
+openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout "$SPACE_E2B_TLS_DIR/ca.key" \
+        -out "$SPACE_E2B_TLS_DIR/ca.pem" -days 2 -subj "/CN=space e2b test CA" 2>/dev/null &&
+        openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout "$SPACE_E2B_TLS_DIR/srv.key" \
+                -out "$SPACE_E2B_TLS_DIR/srv.csr" -subj "/CN=$SPACE_E2B_NET_HOST" 2>/dev/null &&
+        openssl x509 -req -in "$SPACE_E2B_TLS_DIR/srv.csr" -CA "$SPACE_E2B_TLS_DIR/ca.pem" \
+                -CAkey "$SPACE_E2B_TLS_DIR/ca.key" -CAcreateserial -out "$SPACE_E2B_TLS_DIR/srv.pem" -days 2 \
+                -extfile <(printf 'subjectAltName=DNS:%s,DNS:%s\n' "$SPACE_E2B_NET_HOST" "$SPACE_E2B_NET_OTHER_HOST") \
+                2>/dev/null || bail_out "cannot make the test servers' certificates"
+TLS_CA_CONFIG="egress_tls_ca = $SPACE_E2B_TLS_DIR/ca.pem"
 if [ "$MODE" = domain ]; then
         # the TLS listener and its default domain, space.localhost:PORT (*.localhost is loopback)
         TLS_PORT=$(free_port) || bail_out "cannot pick a free TCP port"
         DOMAIN=space.localhost:$TLS_PORT
-        tcp_config "e2b_tls_listen = 127.0.0.1:$TLS_PORT" "$NET_CONFIG"
+        tcp_config "e2b_tls_listen = 127.0.0.1:$TLS_PORT" "$NET_CONFIG" "$TLS_CA_CONFIG"
         # GnuTLS allocates and frees a buffer per record, and ASan's quarantine (256 MiB) holds what is freed:
         # without a smaller one the daemon's peak memory grows with what crossed TLS, which the 50 MiB round
         # trip's bound would take for a body held in memory
@@ -38,7 +51,7 @@ if [ "$MODE" = domain ]; then
 else
         # e2b_domain: create answers it, and PORT-ID.sbx.test host names reach envd (checked at the end)
         DOMAIN=sbx.test
-        tcp_config "e2b_domain = sbx.test" "$NET_CONFIG"
+        tcp_config "e2b_domain = sbx.test" "$NET_CONFIG" "$TLS_CA_CONFIG"
 fi
 DOMAIN_NAME=${DOMAIN%%:*}
 start_daemon_tcp

@@ -3,11 +3,12 @@
 update as a new version (metadata replaced or kept), list in pages, exists, destroy. Values are write-only: no
 answer holds one. Bad values and names get errors that say why. And network.rules on Sandbox.create and
 update_network, whose header transforms carry Secret.fill placeholders: the gateway puts the value in on the
-way to the rule's host only (plain HTTP here, to a server of the test's on a loopback address that the daemon's
-egress_hosts_file names: t29 sets SPACE_E2B_NET_*). The pinned SDKs have no Secret: t29 leaves this file to
-t45."""
+way to the rule's host only (plain HTTP and HTTPS, to servers of the test's on a loopback address that the
+daemon's egress_hosts_file names: t29 sets SPACE_E2B_NET_*, and SPACE_E2B_TLS_DIR with the HTTPS server's pair
+and the CA the daemon's egress_tls_ca trusts). The pinned SDKs have no Secret: t29 leaves this file to t45."""
 import http.server
 import os
+import ssl
 import threading
 import uuid
 
@@ -23,6 +24,7 @@ NET_ADDR = os.environ.get("SPACE_E2B_NET_ADDR")
 OTHER_HOST = os.environ.get("SPACE_E2B_NET_OTHER_HOST")  # the same address, no rule
 CLOSED_HOST = os.environ.get("SPACE_E2B_NET_CLOSED_HOST")  # a rule, but allowOut does not name it
 CLOSED_ADDR = os.environ.get("SPACE_E2B_NET_CLOSED_ADDR")
+TLS_DIR = os.environ.get("SPACE_E2B_TLS_DIR")
 
 
 def test_create_get_update_destroy():
@@ -185,6 +187,54 @@ def test_network_rules_put_the_secret_in(recorder, secret):
         s.update_network({"allow_out": allow})
         _, req = get(s, NET_HOST, recorder)
         assert req and "x-new" not in req[1], req
+    finally:
+        s.kill()
+
+
+@pytest.fixture(scope="module")
+def tls_recorder():
+    if not (NET_HOST and NET_ADDR and OTHER_HOST and TLS_DIR):
+        pytest.skip("no SPACE_E2B_NET_* names or SPACE_E2B_TLS_DIR: no HTTPS test server (t29 makes one)")
+    srv = http.server.ThreadingHTTPServer((NET_ADDR, 0), Recorder)
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ctx.load_cert_chain(os.path.join(TLS_DIR, "srv.pem"), os.path.join(TLS_DIR, "srv.key"))
+    srv.socket = ctx.wrap_socket(srv.socket, server_side=True)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    yield srv.server_address[1]
+    srv.shutdown()
+    srv.server_close()
+
+
+def test_network_rules_over_https(tls_recorder, secret):
+    """As E2B's proxy does, the rule's header goes into HTTPS requests: the gateway ends the guest's TLS with the
+    daemon's CA, which the sandbox trusts, after checking the server's certificate; a host no rule names is
+    left alone (the guest sees the server's own certificate there)."""
+    name, value = secret
+    ph = Secret.fill(name)
+    s = Sandbox.create(TEMPLATE, timeout=300, network={
+        "allow_out": [NET_HOST, OTHER_HOST, NET_ADDR],
+        "rules": {NET_HOST: [{"transform": {"headers": {"Authorization": f"Bearer {ph}"}}}]},
+    })
+    try:
+        before = len(Recorder.seen)
+        out = sh(s, f"curl -sS --max-time 20 -H 'Authorization: forged' https://{NET_HOST}:{tls_recorder}/ "
+                    f"https://{NET_HOST}:{tls_recorder}/again 2>&1 || echo CURL-FAILED")
+        assert out.count("recorded") == 2, out
+        got = [h for _, h in Recorder.seen[before:]]
+        assert [h["authorization"] for h in got] == [f"Bearer {value}"] * 2, "each request gets the value"
+        issuer = sh(s, "python3 -c 'import socket, ssl; c = ssl.create_default_context(); "
+                       f"t = c.wrap_socket(socket.create_connection((\"{NET_HOST}\", {tls_recorder})), "
+                       f"server_hostname=\"{NET_HOST}\"); print(dict(x[0] for x in t.getpeercert()[\"issuer\"])[\"commonName\"])'")
+        assert issuer.strip() == "space local CA", issuer
+
+        # the other name of the same server: not intercepted, so only its own CA verifies it
+        s.files.write("/tmp/upstream-ca.pem", open(os.path.join(TLS_DIR, "ca.pem")).read())
+        before = len(Recorder.seen)
+        out = sh(s, f"curl -sS --max-time 20 --cacert /tmp/upstream-ca.pem -H 'X-Key: {ph}' "
+                    f"https://{OTHER_HOST}:{tls_recorder}/ 2>&1 || echo CURL-FAILED")
+        assert "recorded" in out, out
+        h = Recorder.seen[-1][1]
+        assert len(Recorder.seen) == before + 1 and h["x-key"] == ph and "authorization" not in h, h
     finally:
         s.kill()
 
