@@ -35,6 +35,11 @@
  *                  Every key is optional. service=SHELL-LINE[, service_user, service_cwd]: a command the agent
  *                  starts once (sh -c, as that user, in that directory, with the env) and starts again whenever
  *                  it exits; a later INIT naming the same command changes nothing, another one is ERROR(EBUSY).
+ *                  ca=PEM (version 5): the daemon's CA certificate, which the guest trusts from then on
+ *                  (/etc/space/ca.pem, the system bundle, SSL_CERT_FILE and the like for what the agent starts;
+ *                  guest/agent/ca.c): written before the thaw unless that PEM is in place already; a failure
+ *                  is ERROR(s, kv: errno, message "ca: ..."), sent with the rest of the INIT done. An INIT
+ *                  without it changes none of that; an older agent ignores it. A certificate, never a key.
  *                  Every INIT the agent takes (no ERROR) thaws the workload, once its clock and seed are set.
  *   host -> guest  PING(s, "freeze") (version 4): the workload (every process the agent started) stops, for a
  *                  snapshot others restore from -> PONG(s, "frozen") once it stands still, or ERROR(s, kv: errno,
@@ -125,7 +130,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define SPACE_PROTO_VERSION 4 /* 2: FILE; 3: CONNECT, RESOLVE, PORT; 4: PING "freeze" */
+#define SPACE_PROTO_VERSION 5 /* 2: FILE; 3: CONNECT, RESOLVE, PORT; 4: PING "freeze"; 5: INIT ca */
 #define SPACE_FRAME_HEADER_SIZE 12
 #define SPACE_FRAME_PAYLOAD_MAX (64U * 1024U)
 #define SPACE_FRAME_MAX (SPACE_FRAME_HEADER_SIZE + SPACE_FRAME_PAYLOAD_MAX)

@@ -170,6 +170,16 @@ void work_thaw(void);
 bool work_frozen(void);
 #define AGENT_FREEZE_TIMEOUT_MS 2000
 
+/* ca.c: the daemon's CA that INIT's ca= names, in the guest's trust (see there). ca_install writes it unless it
+ * is in place already (msg says why not); ca_env is the SSL_CERT_FILE=... records for the processes we start
+ * once it is, beneath INIT's env and the request's (NULL-terminated), NULL before. */
+#define AGENT_CA_FILE "/etc/space/ca.pem"
+#define AGENT_CA_BUNDLE "/etc/ssl/certs/ca-certificates.crt"
+#define AGENT_CA_LOCAL_DIR "/usr/local/share/ca-certificates"
+#define AGENT_CA_LOCAL_NAME "space-local-ca.crt"
+int ca_install(const char *pem, char *msg, size_t msg_size);
+const char *const *ca_env(void);
+
 /* init.c: INIT and the default environment for EXEC */
 void init_handle(Channel *c, uint32_t id, const uint8_t *p, size_t n);
 /* Default environment records ("K=V"), NULL-terminated. */

@@ -218,16 +218,20 @@ void exec_env_done(ExecEnv *e) {
         e->envp = NULL;
 }
 
-/* The proxy's variables, INIT's defaults, then the user's, then the request's: each overrides what came
- * before. Then PATH and HOME
+/* The proxy's variables, the CA's, INIT's defaults, then the user's, then the request's: each overrides what
+ * came before. Then PATH and HOME
  * if still unset, and TERM for a pty. */
 int exec_env_build(ExecEnv *e, const ExecSpec *s) {
-        const char *const *proxy = net_proxy_env();
+        const char *const *proxy = net_proxy_env(), *const *ca = ca_env();
         char **defaults = init_default_env();
 
-        /* First of all: the way out of the sandbox (net.c), unless INIT or the request says otherwise. */
+        /* First of all: the way out of the sandbox (net.c) and whom to trust on it (ca.c), unless INIT or the
+         * request says otherwise. */
         for (size_t i = 0; proxy && proxy[i]; i++)
                 if (env_put(&e->envp, &e->n, proxy[i]) < 0)
+                        return -ENOMEM;
+        for (size_t i = 0; ca && ca[i]; i++)
+                if (env_put(&e->envp, &e->n, ca[i]) < 0)
                         return -ENOMEM;
         for (size_t i = 0; defaults && defaults[i]; i++)
                 if (env_put(&e->envp, &e->n, defaults[i]) < 0)

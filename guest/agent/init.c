@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 
 /* INIT: the identity a sandbox gets after every boot, restore or fork (ARCHITECTURE.md, decision 4): hostname,
- * clock, RNG reseed, sandbox id, and the default environment for later EXECs; after a create, also the size
- * the root filesystem must grow to (disk.c); for a template's base snapshot, the service to keep running
- * (service.c). */
+ * clock, RNG reseed, sandbox id, and the default environment for later EXECs; the daemon's CA to trust
+ * (ca.c); after a create, also the size the root filesystem must grow to (disk.c); for a template's base
+ * snapshot, the service to keep running (service.c). */
 
 #include <errno.h>
 #include <fcntl.h>
@@ -132,9 +132,10 @@ void init_handle(Channel *c, uint32_t id, const uint8_t *p, size_t n) {
         char **env = NULL;
         size_t off = 0, klen, n_env = 0;
         const char *k, *v, *what = NULL;
-        const char *service_cmd = NULL, *service_user = NULL, *service_cwd = NULL, *new_id = NULL;
+        const char *service_cmd = NULL, *service_user = NULL, *service_cwd = NULL, *new_id = NULL, *ca = NULL;
+        char ca_msg[256] = "";
         uint64_t disk_bytes = 0;
-        int r, err = 0;
+        int r, err = 0, ca_r = 0;
 
         /* Outside a VM (a test run on a host) the machine is not ours: validate, but change nothing. */
         bool own = getpid() == 1;
@@ -161,6 +162,8 @@ void init_handle(Channel *c, uint32_t id, const uint8_t *p, size_t n) {
                         service_user = v;
                 else if (KEY("service_cwd"))
                         service_cwd = v;
+                else if (KEY("ca"))
+                        ca = v;
                 else if (KEY("env")) {
                         const char *eq = strchr(v, '=');
                         char **l;
@@ -209,6 +212,10 @@ void init_handle(Channel *c, uint32_t id, const uint8_t *p, size_t n) {
                 channel_send_error(c, id, err, msg);
                 return;
         }
+        /* Before the workload runs: a new CA (a snapshot made with an older one) is in place when it does. A
+         * failure is told last, with the identity in place. */
+        if (ca)
+                ca_r = ca_install(ca, ca_msg, sizeof ca_msg);
         /* The clock and the seed are in place: the workload, frozen if this guest was saved for others to
          * restore (freeze.c), may run now, and not an instruction before. */
         work_thaw();
@@ -227,6 +234,11 @@ void init_handle(Channel *c, uint32_t id, const uint8_t *p, size_t n) {
                         channel_send_error(c, id, -r, msg);
                         return;
                 }
+        }
+        if (ca_r < 0) {
+                log_warn("%s", ca_msg);
+                channel_send_error(c, id, -ca_r, ca_msg);
+                return;
         }
         (void) channel_send(c, SPACE_F_OK, 0, id, NULL, 0);
 }

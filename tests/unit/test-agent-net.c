@@ -3,7 +3,8 @@
 /* The guest agent's tunnels, outside a VM: the real guest/space-agent serves a socketpair (SPACE_AGENT_PORT=
  * fd:3) and listens where $SPACE_AGENT_PROXY_LISTEN and $SPACE_AGENT_DNS_LISTEN say, and this test plays the
  * host: PORT to a listener of its own, CONNECT through the proxy (allowed, denied, a plain request rewritten,
- * a malformed head), RESOLVE from the DNS stub, and the proxy variables in what EXEC starts. */
+ * a malformed head), RESOLVE from the DNS stub, and the proxy variables in what EXEC starts; and INIT's CA (ca.c)
+ * under $SPACE_AGENT_CA_ROOT. */
 
 #define _GNU_SOURCE 1
 #include <arpa/inet.h>
@@ -429,6 +430,88 @@ static void test_freeze(void) {
            "any other PING is echoed");
 }
 
+#define PEM(b64) "-----BEGIN CERTIFICATE-----\n" b64 "\n-----END CERTIFICATE-----\n"
+#define SYSTEM_CA PEM("c3lzdGVt")
+
+static char ca_root[128];   /* $SPACE_AGENT_CA_ROOT: the guest's / for ca.c outside a VM */
+
+static char *slurp(const char *rel) {
+        char path[256], *buf = calloc(1, 65536);
+        FILE *f;
+
+        snprintf(path, sizeof path, "%s%s", ca_root, rel);
+        if (!buf || !(f = fopen(path, "re"))) {
+                free(buf);
+                return NULL;
+        }
+        (void) fread(buf, 1, 65535, f);
+        fclose(f);
+        return buf;
+}
+
+/* The env of `env` run by EXEC on stream, into out. */
+static void exec_env(uint32_t stream, char *out, size_t size) {
+        SpaceBuf b = {};
+        size_t len = 1;
+        Frame f;
+
+        out[0] = '\n';
+        (void) space_kv_add(&b, "argv", "/usr/bin/env");
+        send_frame(SPACE_F_EXEC, 0, stream, b.data, b.len);
+        space_buf_done(&b);
+        while (next(&f) && f.h.type != SPACE_F_EXIT)
+                if (f.h.type == SPACE_F_DATA && f.h.fd == 1 && len + f.h.length < size) {
+                        memcpy(out + len, f.p, f.h.length);
+                        len += f.h.length;
+                }
+        out[len] = 0;
+}
+
+/* INIT ca=: the CA alone in /etc/space/ca.pem and beside the system's CAs in their bundle, the variables in what
+ * EXEC starts (INIT's env wins), a new CA in place of the old, anything but one certificate refused. */
+static void test_ca(void) {
+        char out[8192];
+        _cleanup_free_ char *file = NULL, *bundle = NULL, *local = NULL;
+        Frame f;
+
+        exec_env(50, out, sizeof out);
+        ok(!strstr(out, "\nSSL_CERT_FILE="), "before any INIT ca=, no SSL_CERT_FILE");
+        send_kv(SPACE_F_INIT, 51, "ca", PEM("b25l"), NULL, NULL);
+        ok(next(&f) && f.h.type == SPACE_F_OK && f.h.stream == 51, "INIT ca=PEM: OK");
+        file = slurp("/etc/space/ca.pem");
+        bundle = slurp("/etc/ssl/certs/ca-certificates.crt");
+        local = slurp("/usr/local/share/ca-certificates/space-local-ca.crt");
+        ok(file && streq(file, PEM("b25l")), "the CA alone in /etc/space/ca.pem");
+        ok(bundle && streq(bundle, SYSTEM_CA PEM("b25l")), "the system bundle keeps its CAs and ends with ours");
+        ok(local && streq(local, PEM("b25l")), "... and update-ca-certificates's directory has it");
+        exec_env(52, out, sizeof out);
+        ok(strstr(out, "\nSSL_CERT_FILE=/etc/ssl/certs/ca-certificates.crt\n") &&
+                   strstr(out, "\nREQUESTS_CA_BUNDLE=/etc/ssl/certs/ca-certificates.crt\n") &&
+                   strstr(out, "\nNODE_EXTRA_CA_CERTS=/etc/space/ca.pem\n"),
+           "EXEC'd processes get SSL_CERT_FILE, REQUESTS_CA_BUNDLE and NODE_EXTRA_CA_CERTS");
+
+        send_kv(SPACE_F_INIT, 53, "ca", PEM("dHdv"), "env", "SSL_CERT_FILE=/x");
+        ok(next(&f) && f.h.type == SPACE_F_OK, "INIT with another CA: OK");
+        file = mfree(file);
+        bundle = mfree(bundle);
+        file = slurp("/etc/space/ca.pem");
+        bundle = slurp("/etc/ssl/certs/ca-certificates.crt");
+        ok(file && streq(file, PEM("dHdv")) && bundle && streq(bundle, SYSTEM_CA PEM("dHdv")),
+           "the new CA replaces the old one in both files");
+        exec_env(54, out, sizeof out);
+        ok(strstr(out, "\nSSL_CERT_FILE=/x\n") && strstr(out, "\nNODE_EXTRA_CA_CERTS=/etc/space/ca.pem\n"),
+           "INIT's own SSL_CERT_FILE wins over ours");
+
+        send_kv(SPACE_F_INIT, 55, "ca", PEM("dHdv") "-----BEGIN PRIVATE KEY-----\nQUJD\n-----END PRIVATE KEY-----\n",
+                NULL, NULL);
+        ok(next(&f) && f.h.type == SPACE_F_ERROR && atoi(kv(&f, "errno")) == EINVAL, "a PEM with a key: ERROR");
+        send_kv(SPACE_F_INIT, 56, "ca", "not a certificate", NULL, NULL);
+        ok(next(&f) && f.h.type == SPACE_F_ERROR, "... and anything but a certificate");
+        bundle = mfree(bundle);
+        bundle = slurp("/etc/ssl/certs/ca-certificates.crt");
+        ok(bundle && streq(bundle, SYSTEM_CA PEM("dHdv")), "... which change nothing");
+}
+
 int main(void) {
         char proxy_spec[64], dns_spec[64], tr_spec[64], log_dir[] = "/tmp/test-agent-net-XXXXXX";
         uint16_t proxy, dns;
@@ -443,6 +526,18 @@ int main(void) {
         if (!mkdtemp(log_dir))
                 abort();
         snprintf(refused_log, sizeof refused_log, "%s/egress-refused.log", log_dir);
+        snprintf(ca_root, sizeof ca_root, "%s/root", log_dir);
+        {
+                char cmd[512];
+                FILE *sys;
+
+                snprintf(cmd, sizeof cmd, "mkdir -p %s/etc/ssl/certs %s/usr/local/share/ca-certificates", ca_root, ca_root);
+                if (system(cmd) != 0)
+                        abort();
+                snprintf(cmd, sizeof cmd, "%s/etc/ssl/certs/ca-certificates.crt", ca_root);
+                if (!(sys = fopen(cmd, "we")) || fputs(SYSTEM_CA, sys) < 0 || fclose(sys) != 0)
+                        abort();
+        }
         proxy = free_port(SOCK_STREAM);
         dns = free_port(SOCK_DGRAM);
         snprintf(proxy_spec, sizeof proxy_spec, "127.0.0.1:%u", proxy);
@@ -458,22 +553,27 @@ int main(void) {
                 setenv("SPACE_AGENT_DNS_LISTEN", dns_spec, 1);
                 setenv("SPACE_AGENT_TRANSPARENT_LISTEN", tr_spec, 1);
                 setenv("SPACE_AGENT_REFUSED_LOG", refused_log, 1);
+                setenv("SPACE_AGENT_CA_ROOT", ca_root, 1);
                 execl(AGENT_BINARY, "space-agent", NULL);
                 _exit(127);
         }
         close(sv[1]);
         chan = sv[0];
 
-        ok(next(&f) && f.h.type == SPACE_F_HELLO && streq(kv(&f, "version"), "4"), "HELLO version=4");
+        ok(next(&f) && f.h.type == SPACE_F_HELLO && streq(kv(&f, "version"), "5"), "HELLO version=5");
         test_port();
         test_proxy(proxy);
         test_dns(dns);
         test_exec_env(proxy_spec);
         test_freeze();
+        test_ca();
 
         kill(pid, SIGTERM);
         (void) waitpid(pid, NULL, 0);
-        (void) unlink(refused_log);
-        (void) rmdir(log_dir);
+        {
+                char cmd[256];
+                snprintf(cmd, sizeof cmd, "rm -rf %s", log_dir);
+                (void) system(cmd);
+        }
         return done();
 }

@@ -19,6 +19,7 @@
 #include "../../lib/json-util.h"
 #include "../../lib/macro.h"
 #include "../../lib/string-util.h"
+#include "../../lib/trust-bundle.h"
 #include "tap.h"
 
 #define PAYLOAD_SIZE (1024 * 1024)
@@ -229,6 +230,38 @@ static void test_escape_control(void) {
         }
 }
 
+#define PEM(b64) "-----BEGIN CERTIFICATE-----\n" b64 "\n-----END CERTIFICATE-----\n"
+
+/* The guest's trust bundle edit (lib/trust-bundle.c): the old CA out, the new one in once, the rest kept. */
+static void test_trust_bundle(void) {
+        _cleanup_free_ char *out = NULL;
+        size_t n;
+        int r;
+
+        ok(trust_pem_valid(PEM("QUJD")), "a certificate is a PEM to trust");
+        ok(!trust_pem_valid(PEM("QUJD") PEM("REVG")), "two are not");
+        ok(!trust_pem_valid(PEM("QUJD") "-----BEGIN PRIVATE KEY-----\nQUJD\n-----END PRIVATE KEY-----\n") &&
+                   !trust_pem_valid("-----BEGIN PRIVATE KEY-----\nQUJD\n-----END PRIVATE KEY-----\n"),
+           "nor one with a key, nor a key");
+        ok(!trust_pem_valid("") && !trust_pem_valid(NULL) && !trust_pem_valid("-----BEGIN CERTIFICATE-----\nQUJD"),
+           "nor nothing, nor a cut-off one");
+
+        r = trust_bundle_edit("", 0, NULL, PEM("bmV3"), &out, &n);
+        ok(r == 1 && streq(out, PEM("bmV3")) && n == strlen(out), "no bundle: ours alone");
+        out = mfree(out);
+        r = trust_bundle_edit(PEM("c3lz") "# x", strlen(PEM("c3lz") "# x"), NULL, PEM("bmV3"), &out, &n);
+        ok(r == 1 && streq(out, PEM("c3lz") "# x\n" PEM("bmV3")), "ours at the end, on a line of its own");
+        out = mfree(out);
+        r = trust_bundle_edit(PEM("c3lz") PEM("bmV3"), strlen(PEM("c3lz") PEM("bmV3")), PEM("bmV3"), PEM("bmV3"), &out, &n);
+        ok(r == 0 && !out, "ours in place already: unchanged");
+        r = trust_bundle_edit(PEM("b2xk") PEM("c3lz") PEM("b2xk"), strlen(PEM("b2xk") PEM("c3lz") PEM("b2xk")), PEM("b2xk"),
+                              PEM("bmV3"), &out, &n);
+        ok(r == 1 && streq(out, PEM("c3lz") PEM("bmV3")), "every copy of the old one out, the new one in");
+        out = mfree(out);
+        r = trust_bundle_edit(PEM("c3lz"), strlen(PEM("c3lz")), PEM("b2xk"), PEM("bmV3"), &out, &n);
+        ok(r == 1 && streq(out, PEM("c3lz") PEM("bmV3")), "an old one that is not there changes nothing else");
+}
+
 int main(void) {
         (void) signal(SIGPIPE, SIG_IGN);
         plan(0);
@@ -237,5 +270,6 @@ int main(void) {
         test_hex();
         test_memeq();
         test_escape_control();
+        test_trust_bundle();
         return done();
 }
