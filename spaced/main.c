@@ -16,6 +16,7 @@
 
 #include "e2b/e2b.h"
 #include "core/tls.h"
+#include "channel/channel.h"
 #include "egress/egress.h"
 #include "api/api.h"
 #include "http/http.h"
@@ -619,6 +620,11 @@ static int setup_tls(Manager *m, int tls_fd, TlsFiles *ret, char **ret_domain) {
         if (made)
                 log_info("made a local CA in %s/tls; clients trust it through 'eval \"$(spacectl e2b env)\"', "
                          "sandboxes always", m->state_dir);
+        /* sandboxes do through their base's INIT and each identity INIT, which carry its certificate */
+        r = agent_set_guest_ca(tls_ca_pem(m->tls_ca));
+        if (r < 0)
+                return log_error_errno(r, "the local CA in %s/tls cannot be given to guests: %s; refusing to start",
+                                       m->state_dir, strerror(-r));
         if (tls_fd < 0)
                 return 0;
         if (getsockname(tls_fd, (struct sockaddr *) &sa, &len) < 0)

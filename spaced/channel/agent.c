@@ -19,6 +19,7 @@
 #include "io-util.h"
 #include "macro.h"
 #include "string-util.h"
+#include "trust-bundle.h"
 #include "channel/process.h"
 #include "core/util.h"
 
@@ -164,12 +165,28 @@ int agent_wait_hello(const char *socket_path, int timeout_ms, int *ret_fd, Error
 }
 
 /* Streams below AGENT_FIRST_STREAM are the daemon's own and never a process's: 1 and 2 the handshake's PING and
- * INIT, 3 a handout's INIT, 4 agent_run_blocking()'s command, 5 the warm-up after a create, 6 the INIT that
- * starts a base snapshot's service, 7 the workload's freeze (AGENT_FREEZE_STREAM). */
+ * INIT, 3 a handout's INIT, 4 agent_run_blocking()'s command, 5 the warm-up after a create, 6 a base snapshot's
+ * INIT (its CA and service), 7 the workload's freeze (AGENT_FREEZE_STREAM). */
 #define AGENT_FIRST_STREAM 16U
 #define REIDENTIFY_STREAM 3
 #define RUN_BLOCKING_STREAM 4
 #define SERVICE_STREAM 6
+
+/* Set before any worker restores a VM, read-only after. */
+static char *guest_ca;
+
+int agent_set_guest_ca(const char *pem) {
+        char *copy;
+
+        if (!trust_pem_valid(pem))
+                return -EINVAL;
+        copy = strdup(pem);
+        if (!copy)
+                return -ENOMEM;
+        free(guest_ca);
+        guest_ca = copy;
+        return 0;
+}
 
 static int identity_frame(const char *sandbox_id, const char *hostname, char **env, uint64_t disk_bytes,
                           SpaceBuf *kv) {
@@ -195,6 +212,9 @@ static int identity_frame(const char *sandbox_id, const char *hostname, char **e
                 r = space_kv_add(kv, "env", *e);
         if (r >= 0 && disk_bytes > 0)
                 r = space_kv_addf(kv, "disk_bytes", "%llu", (unsigned long long) disk_bytes);
+        /* the same PEM the guest has from its base costs it a comparison; another one it puts in place */
+        if (r >= 0 && guest_ca)
+                r = space_kv_add(kv, "ca", guest_ca);
         if (r < 0)
                 return r;
         return kv->len > SPACE_FRAME_PAYLOAD_MAX ? -E2BIG : 0;
@@ -348,8 +368,8 @@ int agent_run_blocking(int fd, char **argv, char **env, const char *cwd, const c
         return r;
 }
 
-int agent_start_service_blocking(int fd, const char *cmd, const char *user, const char *cwd, char **env,
-                                 int timeout_ms, Error *reterr) {
+int agent_base_init_blocking(int fd, const char *ca_pem, const char *cmd, const char *user, const char *cwd,
+                             char **env, int timeout_ms, Error *reterr) {
         uint64_t deadline = now_usec_monotonic() + (uint64_t) timeout_ms * 1000;
         _cleanup_free_ SpaceFrameReader *rd = calloc(1, sizeof *rd);
         _cleanup_free_ uint8_t *pending = malloc(65536);
@@ -361,14 +381,16 @@ int agent_start_service_blocking(int fd, const char *cmd, const char *user, cons
 
         if (!rd || !pending)
                 return -ENOMEM;
-        /* An INIT with only the defaults and the service: the base snapshot's guest has no identity yet */
+        /* An INIT with only the defaults, the CA and the service: the base snapshot's guest has no identity yet */
         for (char **e = env; r >= 0 && e && *e; e++)
                 r = space_kv_add(&kv, "env", *e);
-        if (r >= 0)
+        if (r >= 0 && ca_pem)
+                r = space_kv_add(&kv, "ca", ca_pem);
+        if (r >= 0 && cmd)
                 r = space_kv_add(&kv, "service", cmd);
-        if (r >= 0 && user)
+        if (r >= 0 && cmd && user)
                 r = space_kv_add(&kv, "service_user", user);
-        if (r >= 0 && cwd)
+        if (r >= 0 && cmd && cwd)
                 r = space_kv_add(&kv, "service_cwd", cwd);
         if (r >= 0 && kv.len > SPACE_FRAME_PAYLOAD_MAX)
                 r = -E2BIG;
@@ -380,10 +402,10 @@ int agent_start_service_blocking(int fd, const char *cmd, const char *user, cons
                 const char *msg = NULL;
                 if (space_kv_get(payload, h.length, "message", &msg) <= 0)
                         msg = "no reason given";
-                (void) error_set(reterr, ERROR_INTERNAL, "the guest agent did not start the template's service: %.200s",
-                                 msg);
+                (void) error_set(reterr, ERROR_INTERNAL, "the guest agent refused the base's INIT (%s): %.200s",
+                                 cmd ? "the template's service" : "the CA", msg);
         } else if (r < 0)
-                (void) error_set(reterr, ERROR_INTERNAL, "cannot start the template's service: %s", strerror(-r));
+                (void) error_set(reterr, ERROR_INTERNAL, "cannot send the base's guest its INIT: %s", strerror(-r));
         return r;
 }
 

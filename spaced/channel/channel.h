@@ -99,10 +99,15 @@ int agent_warm_up_send(AgentConn *a, char **env, const char *cwd, const char *us
  * small); env, cwd and user as an exec's (each may be NULL). Returns its exit status (128 + the signal that
  * killed it), or -errno. */
 int agent_run_blocking(int fd, char **argv, char **env, const char *cwd, const char *user, int timeout_ms);
-/* Has the agent on fd (as above) start the template's service, cmd (a shell line) as user in cwd with env, and
- * keep it running (lib/proto.h, INIT service=). */
-int agent_start_service_blocking(int fd, const char *cmd, const char *user, const char *cwd, char **env,
-                                 int timeout_ms, Error *reterr);
+/* The one INIT of a template's base snapshot's guest on fd (as above), which has no identity yet: env, the CA
+ * to trust (ca_pem; NULL: none) and the template's service, cmd (a shell line; NULL: none), which the agent
+ * starts as user in cwd with env and keeps running (lib/proto.h, INIT ca= and service=). */
+int agent_base_init_blocking(int fd, const char *ca_pem, const char *cmd, const char *user, const char *cwd,
+                             char **env, int timeout_ms, Error *reterr);
+/* The daemon's CA certificate (PEM) that every identity INIT carries (lib/proto.h, ca=), so that a copy of an
+ * older snapshot trusts today's CA: set once at start, before a sandbox is restored; -EINVAL for anything but
+ * one certificate (a key never goes to a guest). */
+int agent_set_guest_ca(const char *pem);
 /* The workload's freeze (lib/proto.h, PING "freeze"), before a save that others restore from; the next INIT
  * thaws it. agent_freeze asks on the attached channel and calls done once, in the event loop: r is 1 when the
  * workload stands still, 0 when the agent froze nothing (an older one), -ETIMEDOUT after timeout_usec,

@@ -12,6 +12,7 @@
 #include "macro.h"
 #include "string-util.h"
 #include "paths.h"
+#include "core/tls.h"
 #include "core/util.h"
 #include "sandbox/sandbox.h"
 #include "channel/channel.h"
@@ -49,6 +50,8 @@ void base_request_done(BaseRequest *r) {
         free(r->warm_user);
         free(r->service);
         free(r->service_ready);
+        free(r->ca_pem);
+        free(r->ca_fingerprint);
         memset(r, 0, sizeof *r);
 }
 
@@ -74,10 +77,13 @@ int base_request_init(Manager *m, const Template *t, unsigned vcpu, uint64_t mem
                 .warm_user = t->user && space_user_spec_parse(t->user, NULL) >= 0 ? strdup(t->user) : NULL,
                 .service = t->start ? strdup(t->start) : NULL,
                 .service_ready = t->ready ? strdup(t->ready) : NULL,
+                .ca_pem = m->tls_ca ? strdup(tls_ca_pem(m->tls_ca)) : NULL,
+                .ca_fingerprint = m->tls_ca ? strdup(tls_ca_fingerprint(m->tls_ca)) : NULL,
         };
         if (!ret->lib_dir || !ret->state_dir || !ret->runtime_dir || !ret->template_name || !ret->rootfs ||
             !ret->template_digest || !ret->host_fingerprint || (m->config.qemu_binary && !ret->qemu_binary) ||
-            (t->workdir && !ret->warm_cwd) || (t->start && !ret->service) || (t->ready && !ret->service_ready)) {
+            (t->workdir && !ret->warm_cwd) || (t->start && !ret->service) || (t->ready && !ret->service_ready) ||
+            (m->tls_ca && (!ret->ca_pem || !ret->ca_fingerprint))) {
                 base_request_done(ret);
                 return -ENOMEM;
         }
@@ -136,7 +142,8 @@ void base_warm_up(int agent_fd, char **env, const char *cwd, const char *user) {
  * the kernel, the initramfs and the template, which also name the build's run dir. */
 static int base_snapshot_paths(const BaseRequest *req, BaseSnapshot *b, char ks[13], char is[13], char ts[13],
                                char **ret_ready, Error *reterr) {
-        _cleanup_free_ char *kernel = NULL, *initrd = NULL, *kd = NULL, *id = NULL, *dir = NULL, *ready = NULL;
+        _cleanup_free_ char *kernel = NULL, *initrd = NULL, *kd = NULL, *id = NULL, *dir = NULL, *ready = NULL,
+                            *ca = NULL;
         int r;
 
         r = guest_kernel_path(req->lib_dir, &kernel, &initrd);
@@ -156,10 +163,13 @@ static int base_snapshot_paths(const BaseRequest *req, BaseSnapshot *b, char ks[
         if (short_digest(kd, ks) < 0 || short_digest(id, is) < 0 || short_digest(req->template_digest, ts) < 0)
                 return -EINVAL;
         /* Named by the template's digest (not a tag, which moves): base_name_parse() reads this name back. A
-         * btrfs store's base has a raw disk, which a qcow2 store's sandboxes could not use, and vice versa. */
-        if (asprintf(&dir, "%s/base/%s-k%s-i%s-m%llu-c%u-%s%s" BASE_DEVICES_SUFFIX, req->state_dir, ts, ks, is,
+         * btrfs store's base has a raw disk, which a qcow2 store's sandboxes could not use, and vice versa. Its
+         * guest trusts the CA named, which the gateway's certificates must be signed by. */
+        if (req->ca_fingerprint && asprintf(&ca, "-ca%s", req->ca_fingerprint) < 0)
+                return -ENOMEM;
+        if (asprintf(&dir, "%s/base/%s-k%s-i%s-m%llu-c%u-%s%s%s" BASE_DEVICES_SUFFIX, req->state_dir, ts, ks, is,
                      (unsigned long long) req->memory_mib, req->vcpu, req->accel == VM_ACCEL_KVM ? "kvm" : "tcg",
-                     req->disk_backend == DISK_BACKEND_BTRFS ? "-btrfs" : "") < 0)
+                     req->disk_backend == DISK_BACKEND_BTRFS ? "-btrfs" : "", ca ?: "") < 0)
                 return -ENOMEM;
         if (asprintf(&ready, "%s/ready", dir) < 0 || asprintf(&b->mem_path, "%s/base.mem", dir) < 0 ||
             asprintf(&b->state_path, "%s/base.state", dir) < 0 ||
@@ -248,19 +258,20 @@ void base_freeze(const BaseRequest *req, int agent_fd) {
                             req->template_name, r == 0 ? "the agent cannot freeze it" : e.message ?: strerror(-r));
 }
 
-/* The template's service (space-template(5), start and ready): started by the agent, which keeps it running,
- * then waited for until its ready command exits 0, so that the snapshot holds it ready (a code interpreter with
- * its kernels warm) and every sandbox restored from it has it at once. */
+/* The base's one INIT: the daemon's CA, which every sandbox restored from it then trusts without a write of
+ * its own, and the template's service (space-template(5), start and ready), started by the agent, which keeps
+ * it running, then waited for until its ready command exits 0, so that the snapshot holds it ready (a code
+ * interpreter with its kernels warm) and every sandbox restored from it has it at once. */
 static int base_start_service(const BaseRequest *req, int agent_fd, Error *reterr) {
         char *ready_argv[] = { (char *) "sh", (char *) "-c", req->service_ready, NULL };
         int limit_s = req->accel == VM_ACCEL_KVM ? BASE_SERVICE_READY_TIMEOUT_KVM_S : BASE_SERVICE_READY_TIMEOUT_TCG_S;
         uint64_t deadline = now_usec_monotonic() + (uint64_t) limit_s * USEC_PER_SEC;
         int r, status = -1, last_exit = -1;
 
-        if (!req->service)
+        if (!req->service && !req->ca_pem)
                 return 0;
-        r = agent_start_service_blocking(agent_fd, req->service, req->warm_user, req->warm_cwd, req->warm_env,
-                                         30000, reterr);
+        r = agent_base_init_blocking(agent_fd, req->ca_pem, req->service, req->warm_user, req->warm_cwd,
+                                     req->warm_env, 30000, reterr);
         if (r < 0 || !req->service_ready)
                 return r;
         for (;;) {
@@ -550,6 +561,20 @@ static bool short_digest_at(const char *s, char d[static 13]) {
         return string_is_hex(d, 12);
 }
 
+/* The CA fingerprint of the "-ca<16 hex>" field in s, the name past its digests (the other fields' letters are
+ * never "ca"), into fp; "" when there is none. */
+static void base_name_ca(const char *s, char fp[static 17]) {
+        fp[0] = 0;
+        for (const char *c = strstr(s, "-ca"); c; c = strstr(c + 3, "-ca"))
+                if (strlen(c + 3) >= 16 && (c[19] == 0 || c[19] == '-')) {
+                        memcpy(fp, c + 3, 16);
+                        fp[16] = 0;
+                        if (string_is_hex(fp, 16))
+                                return;
+                        fp[0] = 0;
+                }
+}
+
 int base_name_parse(const char *name, BaseName *ret) {
         size_t n = strlen(name);
 
@@ -566,6 +591,7 @@ int base_name_parse(const char *name, BaseName *ret) {
                         continue;
                 b.devices_current = n >= strlen(BASE_DEVICES_SUFFIX) &&
                                     streq(name + n - strlen(BASE_DEVICES_SUFFIX), BASE_DEVICES_SUFFIX);
+                base_name_ca(k + 28, b.ca_fingerprint);
                 *ret = b;
                 return 0;
         }

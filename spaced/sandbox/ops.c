@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "core/log.h"
+#include "core/tls.h"
 #include "core/util.h"
 #include "disk/disk.h"
 #include "egress/egress.h"
@@ -102,7 +103,8 @@ static uint64_t bases_remove(Manager *m, const char *only, unsigned *ret_count) 
                         for (Template *t = m->templates; t && !known; t = t->next)
                                 known = strncmp(t->digest + 7, shortd, 12) == 0;
                         stale = !known || !bn.devices_current || (kd && strncmp(bn.kernel_digest, kd + 7, 12) != 0) ||
-                                (id && strncmp(bn.initramfs_digest, id + 7, 12) != 0);
+                                (id && strncmp(bn.initramfs_digest, id + 7, 12) != 0) ||
+                                (m->tls_ca && !streq(bn.ca_fingerprint, tls_ca_fingerprint(m->tls_ca)));
                         if (!stale)
                                 continue;
                 }

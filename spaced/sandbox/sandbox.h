@@ -329,6 +329,10 @@ typedef struct BaseRequest {
         /* the template's service (start) and the command that says it is ready, run before the save */
         char *service;
         char *service_ready;
+        /* the daemon's CA (core/tls.h), put in the guest's trust before the save, and its fingerprint, which
+         * names the base: a new CA gets a new base (NULL: none, in tests) */
+        char *ca_pem;
+        char *ca_fingerprint;
 } BaseRequest;
 void base_request_done(BaseRequest *r);
 int base_request_init(Manager *m, const Template *t, unsigned vcpu, uint64_t memory_mib, BaseRequest *ret);
@@ -342,13 +346,15 @@ void base_snapshot_discard(Manager *m, const BaseSnapshot *b);
 void base_warm_up(int agent_fd, char **env, const char *cwd, const char *user);
 /* Freezes the workload of the guest on agent_fd before a save that sandboxes restore (quiesce.c's reasons). */
 void base_freeze(const BaseRequest *req, int agent_fd);
-/* A base snapshot's directory is named <template12>-k<kernel12>-i<initramfs12>-m<MiB>-c<vcpu>-<accel>[-btrfs]-pvpanic
- * (the short digests of what it was made from, and its device set; older daemons put the template's name first
- * and had no pvpanic). */
+/* A base snapshot's directory is named
+ * <template12>-k<kernel12>-i<initramfs12>-m<MiB>-c<vcpu>-<accel>[-btrfs]-ca<CA16>-pvpanic (the short digests of
+ * what it was made from, the fingerprint of the CA its guest trusts, and its device set; older daemons put the
+ * template's name first, and had no pvpanic or no CA). */
 typedef struct BaseName {
         char template_digest[13];
         char kernel_digest[13];
         char initramfs_digest[13];
+        char ca_fingerprint[17]; /* "" in a name without: a base made before guests trusted a CA is stale */
         bool devices_current;    /* saved with today's device set: a base without is stale */
 } BaseName;
 /* -EINVAL when name is not a base snapshot's directory name. */

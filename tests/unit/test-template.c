@@ -596,6 +596,15 @@ int main(void) {
                 ok(base_name_parse("0123456789ab-kaaaaaaaaaaaa-ibbbbbbbbbbbb-m256-c1-tcg-btrfs-pvpanic", &bn) == 0 &&
                    streq(bn.template_digest, "0123456789ab") && bn.devices_current,
                    "a base of today's device set (pvpanic) says so");
+                ok(base_name_parse("0123456789ab-kaaaaaaaaaaaa-ibbbbbbbbbbbb-m256-c1-tcg-btrfs-pvpanic", &bn) == 0 &&
+                   streq(bn.ca_fingerprint, ""), "... one without a CA says none (made before guests trusted one)");
+                ok(base_name_parse("0123456789ab-kaaaaaaaaaaaa-ibbbbbbbbbbbb-m256-c1-tcg-ca0011223344556677-pvpanic",
+                                   &bn) == 0 && streq(bn.ca_fingerprint, "0011223344556677") && bn.devices_current &&
+                   streq(bn.initramfs_digest, "bbbbbbbbbbbb"), "a base of today names its CA's fingerprint");
+                ok(base_name_parse("0123456789ab-kaaaaaaaaaaaa-ibbbbbbbbbbbb-m256-c1-kvm-btrfs-ca0011223344556677-pvpanic",
+                                   &bn) == 0 && streq(bn.ca_fingerprint, "0011223344556677"), "... on btrfs too");
+                ok(base_name_parse("0123456789ab-kaaaaaaaaaaaa-ibbbbbbbbbbbb-m256-c1-tcg-ca00112233-pvpanic", &bn) == 0 &&
+                   streq(bn.ca_fingerprint, ""), "... a cut-off fingerprint is none");
                 ok(base_name_parse("my-kind-0123456789ab-kaaaaaaaaaaaa-ibbbbbbbbbbbb-m256-c1-kvm-btrfs", &bn) == 0 &&
                    streq(bn.template_digest, "0123456789ab"), "an older name with the template's name first too");
                 ok(base_name_parse("0123456789ab-kaaaaaaaaaaaa-ibbbbbbbbbb", &bn) == -EINVAL,
