@@ -189,7 +189,7 @@ int agent_set_guest_ca(const char *pem) {
 }
 
 static int identity_frame(const char *sandbox_id, const char *hostname, char **env, uint64_t disk_bytes,
-                          SpaceBuf *kv) {
+                          bool with_ca, SpaceBuf *kv) {
         uint8_t seed[32];
         char seed_hex[65];
         struct timespec ts;
@@ -212,8 +212,8 @@ static int identity_frame(const char *sandbox_id, const char *hostname, char **e
                 r = space_kv_add(kv, "env", *e);
         if (r >= 0 && disk_bytes > 0)
                 r = space_kv_addf(kv, "disk_bytes", "%llu", (unsigned long long) disk_bytes);
-        /* the same PEM the guest has from its base costs it a comparison; another one it puts in place */
-        if (r >= 0 && guest_ca)
+        /* the same PEM the guest has costs it a comparison; another one it puts in place */
+        if (r >= 0 && with_ca && guest_ca)
                 r = space_kv_add(kv, "ca", guest_ca);
         if (r < 0)
                 return r;
@@ -233,7 +233,7 @@ static void refused_identity(const uint8_t *payload, size_t n, int r, Error *ret
 }
 
 int agent_handshake_send(const char *socket_path, const char *sandbox_id, const char *hostname, char **env,
-                         uint64_t disk_bytes, int timeout_ms, int *ret_fd, Error *reterr) {
+                         uint64_t disk_bytes, bool with_ca, int timeout_ms, int *ret_fd, Error *reterr) {
         uint64_t deadline = now_usec_monotonic() + (uint64_t) timeout_ms * 1000;
         _cleanup_(space_buf_done) SpaceBuf kv = {};
         _cleanup_close_ int fd = -1;
@@ -247,7 +247,7 @@ int agent_handshake_send(const char *socket_path, const char *sandbox_id, const 
         }
         /* INIT right behind the PING: the agent answers them in order, so the guest that has just woken takes
          * both in one round trip. */
-        r = identity_frame(sandbox_id, hostname, env, disk_bytes, &kv);
+        r = identity_frame(sandbox_id, hostname, env, disk_bytes, with_ca, &kv);
         if (r < 0) {
                 (void) error_set(reterr, ERROR_INTERNAL, "cannot make the sandbox's identity: %s", strerror(-r));
                 return r;
@@ -437,7 +437,7 @@ int agent_reidentify_send(int fd, const char *sandbox_id, const char *hostname, 
         _cleanup_(space_buf_done) SpaceBuf kv = {};
         int r;
 
-        r = identity_frame(sandbox_id, hostname, env, 0, &kv);
+        r = identity_frame(sandbox_id, hostname, env, 0, true, &kv);
         if (r >= 0)
                 r = send_frame_blocking(fd, SPACE_F_INIT, REIDENTIFY_STREAM, kv.data, kv.len);
         if (r < 0)
@@ -451,7 +451,7 @@ int agent_reidentify(AgentConn *a, const char *sandbox_id, const char *hostname,
         _cleanup_(space_buf_done) SpaceBuf kv = {};
         int r;
 
-        r = identity_frame(sandbox_id, hostname, env, 0, &kv);
+        r = identity_frame(sandbox_id, hostname, env, 0, true, &kv);
         if (r >= 0)
                 r = agent_send(a, SPACE_F_INIT, 0, REIDENTIFY_STREAM, kv.data, kv.len);
         if (r >= 0)

@@ -77,11 +77,12 @@ static inline void channel_waiter_wake(const ChannelWaiter *w) {
 
 /* agent.c: the host side of the channel. */
 /* The blocking handshake of workers restoring a VM, in two halves: _send connects, pings and sends INIT (with
- * disk_bytes when not 0: the guest grows its root filesystem to that) while the restored VM still stands,
- * before cont, so that its identity (clock, RNG seed) is the first thing its agent reads when it runs
- * (ARCHITECTURE.md, decision 4); _finish waits, after cont, for the answers on the fd _send returned. */
+ * disk_bytes when not 0: the guest grows its root filesystem to that; with the daemon's CA when with_ca, for a
+ * guest saved elsewhere than in a base named by it) while the restored VM still stands, before cont, so that
+ * its identity (clock, RNG seed) is the first thing its agent reads when it runs (ARCHITECTURE.md, decision 4);
+ * _finish waits, after cont, for the answers on the fd _send returned. */
 int agent_handshake_send(const char *socket_path, const char *sandbox_id, const char *hostname, char **env,
-                         uint64_t disk_bytes, int timeout_ms, int *ret_fd, Error *reterr);
+                         uint64_t disk_bytes, bool with_ca, int timeout_ms, int *ret_fd, Error *reterr);
 int agent_handshake_finish(int fd, int timeout_ms, Error *reterr);
 /* INIT again on a handshaken fd that the event loop does not watch yet (a warm-pool handout), without waiting
  * for the answer: agent_attach_reidentified() takes the fd and the answer. The agent reads its channel in order,
@@ -104,9 +105,9 @@ int agent_run_blocking(int fd, char **argv, char **env, const char *cwd, const c
  * starts as user in cwd with env and keeps running (lib/proto.h, INIT ca= and service=). */
 int agent_base_init_blocking(int fd, const char *ca_pem, const char *cmd, const char *user, const char *cwd,
                              char **env, int timeout_ms, Error *reterr);
-/* The daemon's CA certificate (PEM) that every identity INIT carries (lib/proto.h, ca=), so that a copy of an
- * older snapshot trusts today's CA: set once at start, before a sandbox is restored; -EINVAL for anything but
- * one certificate (a key never goes to a guest). */
+/* The daemon's CA certificate (PEM) that identity INITs carry (lib/proto.h, ca=; all but a create's from its
+ * base, which has it), so that a copy of an older snapshot trusts today's CA: set once at start, before a
+ * sandbox is restored; -EINVAL for anything but one certificate (a key never goes to a guest). */
 int agent_set_guest_ca(const char *pem);
 /* The workload's freeze (lib/proto.h, PING "freeze"), before a save that others restore from; the next INIT
  * thaws it. agent_freeze asks on the attached channel and calls done once, in the event loop: r is 1 when the

@@ -964,8 +964,8 @@ static void *restore_worker(void *userdata) {
                 r = vm_restore_state(q, fd, RESTORE_TIMEOUT_MS, &j->error);
         /* the identity waits in the channel before the guest runs: its clock and seed come first */
         if (r >= 0)
-                r = agent_handshake_send(agent_path, j->sandbox_id, hostname, j->init_env, 0, RESTORE_TIMEOUT_MS,
-                                         &j->agent_fd, &j->error);
+                r = agent_handshake_send(agent_path, j->sandbox_id, hostname, j->init_env, 0, true,
+                                         RESTORE_TIMEOUT_MS, &j->agent_fd, &j->error);
         if (r >= 0)
                 r = vm_cont(q, 10000, &j->error);
         if (r >= 0)

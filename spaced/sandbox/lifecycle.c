@@ -160,8 +160,8 @@ static int do_wake(LifecycleJob *j) {
         /* Same identity as before, but the clock has to jump to now: sent before the guest runs, so that it
          * comes first. */
         if (r >= 0)
-                r = agent_handshake_send(agent_path, j->id, hostname, j->init_env, 0, WAKE_TIMEOUT_MS, &j->agent_fd,
-                                         &j->error);
+                r = agent_handshake_send(agent_path, j->id, hostname, j->init_env, 0, true, WAKE_TIMEOUT_MS,
+                                         &j->agent_fd, &j->error);
         if (r >= 0)
                 r = vm_cont(q, 10000, &j->error);
         if (r >= 0)

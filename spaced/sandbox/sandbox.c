@@ -407,9 +407,10 @@ static int create_attempt(CreateJob *j, const BaseSnapshot *b, bool *ret_restore
                 if (r < 0)
                         goto finish;
         }
-        /* the identity waits in the channel before the guest runs: its clock and seed come first */
-        r = agent_handshake_send(agent_path, j->id, hostname, j->init_env, j->grow_bytes, RESTORE_TIMEOUT_MS,
-                                 &j->agent_fd, &j->error);
+        /* the identity waits in the channel before the guest runs: its clock and seed come first. A base is
+         * named by the CA its guest trusts already; a checkpoint's guest may have been saved with another. */
+        r = agent_handshake_send(agent_path, j->id, hostname, j->init_env, j->grow_bytes, j->source_state != NULL,
+                                 RESTORE_TIMEOUT_MS, &j->agent_fd, &j->error);
         if (r >= 0)
                 r = vm_cont(q, 10000, &j->error);
         if (r < 0)
