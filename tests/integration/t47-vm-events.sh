@@ -90,8 +90,8 @@ create_sandbox SUSP --name t47-suspended
 [ -n "$SUSP" ] || { last_diag; bail_out "create under the old QEMU failed"; }
 check_rc "suspend another" 0 sc suspend "$SUSP"
 stop_daemon
-# and an older daemon named its base without the device set
-for d in "$SPACE_STATE_DIR"/base/*-pvpanic; do mv "$d" "${d%-pvpanic}"; done
+# and an older daemon named its base without the device set (nor the CA its guest trusts)
+for d in "$SPACE_STATE_DIR"/base/*-pvpanic; do mv "$d" "${d%-ca*-pvpanic}"; done
 
 write_config
 start_daemon
@@ -106,7 +106,7 @@ case $(qemu_args_of "$SB") in
 *) fail "a create runs with pvpanic, events monitor and -no-shutdown" "$(qemu_args_of "$SB")" ;;
 esac
 check_eq "... from a base of its own, the old one kept for what stands on it" 2 \
-        "$(ls -d "$SPACE_STATE_DIR"/base/*-tcg "$SPACE_STATE_DIR"/base/*-tcg-pvpanic 2>/dev/null | wc -l)"
+        "$(ls -d "$SPACE_STATE_DIR"/base/*-tcg "$SPACE_STATE_DIR"/base/*-tcg-ca*-pvpanic 2>/dev/null | wc -l)"
 create_sandbox NB --name t47-neighbour
 [ -n "$NB" ] || { last_diag; bail_out "create failed"; }
 check_rc "wake the sandbox suspended under the old QEMU" 0 sc wake "$SUSP"
