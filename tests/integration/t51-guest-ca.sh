@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
-# Every sandbox trusts the daemon's local CA (issue 22: the egress gateway will show its certificates for the
+# Every sandbox trusts the daemon's local CA (issue 22: the egress gateway shows its certificates for the
 # hosts whose secrets it adds; ARCHITECTURE.md, "Secrets"). In a seed sandbox: /etc/space/ca.pem is
 # $state/tls/ca.pem; the system bundle holds it beside Debian's CAs; SSL_CERT_FILE, REQUESTS_CA_BUNDLE and
 # NODE_EXTRA_CA_CERTS are set for exec'd processes (as root and as the template's user) and for one E2B's envd

@@ -70,7 +70,6 @@ check_match "a sandbox with the api profile" "$ID_RE" "$SB" || bail_out "no sand
 gx() { run timeout -k 5 120 "$SPACECTL_BIN" exec -u root "$SB" -- "$@"; }
 # the upstream CA, for the one check that a host with no binding shows its own certificate
 run sc exec -i "$SB" -- sh -c "cat >/tmp/upca.pem" <"$pki/upca.pem"
-run sc exec -i -u root "$SB" -- sh -c "cat >>/etc/ssl/certs/ca-certificates.crt" <"$SPACE_STATE_DIR/tls/ca.pem" # TEMP: until guests trust it
 
 # ---- a header binding over HTTPS
 gx curl -fsS --max-time 30 https://api.test:8443/plain
