@@ -6,7 +6,7 @@
 # NODE_EXTRA_CA_CERTS are set for exec'd processes (as root and as the template's user) and for one E2B's envd
 # starts, and a user's own SSL_CERT_FILE at create wins; python's default context lists "space local CA"; curl
 # and python reach an HTTPS server whose certificate the CA signed (through the egress gateway, which passes
-# that TLS through); node honours NODE_EXTRA_CA_CERTS if the template has node; a fork, a checkpoint's restore
+# that TLS through); a fork, a checkpoint's restore
 # and a warm pool's member have it all too; no line of ca.key is anywhere under the guest's /. Then $state/tls
 # is removed and the daemon started again: a new sandbox trusts the new CA and no longer the old one (from a
 # base named by the new CA's fingerprint), the sandbox that ran on gets the new CA with the INIT the new daemon
