@@ -235,6 +235,17 @@ def test_network_rules_over_https(tls_recorder, secret):
         assert "recorded" in out, out
         h = Recorder.seen[-1][1]
         assert len(Recorder.seen) == before + 1 and h["x-key"] == ph and "authorization" not in h, h
+
+        # a fork keeps the rules (they are the sandbox's, stored with its checkpoint)
+        forks = s.fork(timeout=120)
+        try:
+            before = len(Recorder.seen)
+            out = sh(forks[0], f"curl -sS --max-time 20 https://{NET_HOST}:{tls_recorder}/fork 2>&1 || echo CURL-FAILED")
+            assert "recorded" in out and len(Recorder.seen) == before + 1, out
+            assert Recorder.seen[-1][1]["authorization"] == f"Bearer {value}", "the fork's request gets the value"
+        finally:
+            for f in forks:
+                f.kill()
     finally:
         s.kill()
 
