@@ -4,6 +4,7 @@
 /* The gateway's own pieces (egress/), behind the door egress/egress.h: what it reads from a connection's first
  * bytes (sniff.c), how it resolves names (resolve.c) and its audit log (audit.c). */
 
+#include <gnutls/gnutls.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -203,3 +204,12 @@ int egress_intercept_new(Manager *m, const char *host, const char *trust_file, c
                          void *userdata, EgressIntercept **ret, int *ret_tunnel_fd, Error *reterr);
 int egress_intercept_go(EgressIntercept *x, int server_fd);
 void egress_intercept_abandon(EgressIntercept *x);
+
+/* intercept-creds.c: the certificate shown for an intercepted host (from the daemon's CA, cached per host for days
+ * and shared by its connections), and the trust servers are verified against (the host's store and trust_file,
+ * egress_tls_ca, read again when the file changed). Loop only; the credentials are only read by the threads. */
+typedef struct InterceptCert InterceptCert;
+int intercept_cert_get(Manager *m, const char *host, InterceptCert **ret, Error *reterr);
+void intercept_cert_unref(InterceptCert *c);
+gnutls_certificate_credentials_t intercept_cert_credentials(const InterceptCert *c);
+int intercept_trust_get(const char *trust_file, gnutls_certificate_credentials_t *ret, Error *reterr);

@@ -14,15 +14,12 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <gnutls/gnutls.h>
-#include <gnutls/x509.h>
-#include <poll.h>
 #include <stdarg.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -37,8 +34,6 @@
 /* what the guest-side thread holds of plaintext: a request head (the sniffer's bound) and a record after it */
 #define PLAIN_MAX (EGRESS_SNIFF_MAX + 16U * 1024U)
 #define REPLY_MAX (EGRESS_INTERCEPT_HEAD_MAX + 16U)
-#define HOST_CERTS_MAX 256U
-#define TRUSTS_MAX 16U
 #define INTERCEPTS_MAX 256U
 
 /* Thread to loop: a head to check, or the end. Loop to thread: a verdict. */
@@ -62,30 +57,12 @@ typedef struct EndMsg {
         EgressInterceptEnd end;
 } EndMsg;
 
-/* A host's credentials, shared by its connections: the loop counts the references. */
-typedef struct HostCert {
-        char host[EGRESS_HOST_MAX + 1];
-        gnutls_certificate_credentials_t cred;
-        uint64_t expires_usec;
-        unsigned refs;
-        struct HostCert *next;
-} HostCert;
-
-/* The trust for servers: the host's store and one egress_tls_ca file, as it was when read. Kept while the
- * daemon runs (a few, one for each version of the file a reload saw): a thread may still use an older one. */
-typedef struct Trust {
-        char *file;
-        struct stat st;
-        gnutls_certificate_credentials_t cred;
-        struct Trust *next;
-} Trust;
-
 struct EgressIntercept {
         Manager *manager;
         const EgressInterceptOps *ops;
         void *userdata;
         char host[EGRESS_HOST_MAX + 1];
-        HostCert *cert;
+        InterceptCert *cert;
         gnutls_certificate_credentials_t trust;
         int guest_fd, server_fd;         /* the threads' */
         int ctl_thread, ctl_loop;
@@ -100,116 +77,13 @@ struct EgressIntercept {
         EgressInterceptEnd end;          /* the threads' account, sent to the loop at the end */
 };
 
-static struct {
-        HostCert *certs;
-        unsigned n_certs;
-        Trust *trusts;
-        unsigned n_trusts;
-        unsigned n_intercepts;
-} ic;
+static unsigned n_intercepts;
 
 static int fd_blocking(int fd, bool blocking) {
         int flags = fcntl(fd, F_GETFL);
 
         if (flags < 0 || fcntl(fd, F_SETFL, blocking ? flags & ~O_NONBLOCK : flags | O_NONBLOCK) < 0)
                 return -errno;
-        return 0;
-}
-
-static void host_cert_unref(HostCert *h) {
-        if (h && --h->refs == 0) {
-                gnutls_certificate_free_credentials(h->cred);
-                free(h);
-        }
-}
-
-/* The credentials for host: the cached ones while they have a day left, else new ones. */
-static int host_cert_get(Manager *m, const char *host, HostCert **ret, Error *reterr) {
-        uint64_t now = now_usec_monotonic();
-        HostCert *h, **p;
-        int r;
-
-        for (p = &ic.certs; (h = *p); p = &h->next)
-                if (streq(h->host, host)) {
-                        *p = h->next;   /* unlinked: to the front, or gone when old */
-                        ic.n_certs--;
-                        if (h->expires_usec > now)
-                                break;
-                        host_cert_unref(h);
-                        h = NULL;
-                        break;
-                }
-        if (!h) {
-                h = calloc(1, sizeof *h);
-                if (!h)
-                        return -ENOMEM;
-                r = tls_ca_issue(m->tls_ca, host, &h->cred, reterr);
-                if (r < 0) {
-                        free(h);
-                        return r;
-                }
-                strcpy(h->host, host);
-                h->refs = 1;
-                h->expires_usec = now + (TLS_HOST_CERT_DAYS - 1) * 86400ULL * 1000000ULL;
-        }
-        h->next = ic.certs;
-        ic.certs = h;
-        if (++ic.n_certs > HOST_CERTS_MAX) {
-                HostCert *last = ic.certs;
-
-                while (last->next && last->next->next)
-                        last = last->next;
-                host_cert_unref(last->next);
-                last->next = NULL;
-                ic.n_certs--;
-        }
-        h->refs++;
-        *ret = h;
-        return 0;
-}
-
-static int trust_get(const char *file, gnutls_certificate_credentials_t *ret, Error *reterr) {
-        struct stat st = {};
-        Trust *t;
-        int g;
-
-        if (file && stat(file, &st) < 0)
-                return error_set(reterr, ERROR_IO_ERROR, "egress_tls_ca %s cannot be read: %m", file) ?: -errno;
-        for (t = ic.trusts; t; t = t->next)
-                if ((!file && !t->file) ||
-                    (file && t->file && streq(file, t->file) && st.st_ino == t->st.st_ino &&
-                     st.st_size == t->st.st_size && st.st_mtim.tv_sec == t->st.st_mtim.tv_sec &&
-                     st.st_mtim.tv_nsec == t->st.st_mtim.tv_nsec)) {
-                        *ret = t->cred;
-                        return 0;
-                }
-        t = calloc(1, sizeof *t);
-        if (!t || (file && !(t->file = strdup(file)))) {
-                free(t);
-                return -ENOMEM;
-        }
-        t->st = st;
-        g = gnutls_certificate_allocate_credentials(&t->cred);
-        if (g >= 0)
-                g = gnutls_certificate_set_x509_system_trust(t->cred);
-        if (g >= 0 && file) {
-                g = gnutls_certificate_set_x509_trust_file(t->cred, file, GNUTLS_X509_FMT_PEM);
-                if (g == 0)
-                        g = GNUTLS_E_NO_CERTIFICATE_FOUND;
-        }
-        if (g < 0) {
-                if (t->cred)
-                        gnutls_certificate_free_credentials(t->cred);
-                free(t->file);
-                free(t);
-                return error_set(reterr, ERROR_INTERNAL, "cannot load the trust for servers%s%s: %s",
-                                 file ? " with egress_tls_ca " : "", file ?: "", gnutls_strerror(g)) ?: -EIO;
-        }
-        /* kept: threads may hold any of them; a reload that changes the file adds one */
-        t->next = ic.trusts;
-        ic.trusts = t;
-        ic.n_trusts++;
-        *ret = t->cred;
         return 0;
 }
 
@@ -455,7 +329,7 @@ static void answer_refusal(EgressIntercept *x) {
         uint8_t buf[4096];
         int n, h;
 
-        if (session_new(&x->guest, GNUTLS_SERVER, x->cert->cred, x->guest_fd) < 0 || handshake(x->guest) < 0)
+        if (session_new(&x->guest, GNUTLS_SERVER, intercept_cert_credentials(x->cert), x->guest_fd) < 0 || handshake(x->guest) < 0)
                 return;
         (void) gnutls_record_recv(x->guest, buf, sizeof buf);   /* its request (head), then the answer */
         n = snprintf(body, sizeof body, "space egress: refused: %s (space-egress(5), \"Secrets\")\n", x->end.why);
@@ -491,7 +365,7 @@ static void intercept_run(EgressIntercept *x) {
         }
         if (g < 0)
                 return set_why(x, EGRESS_REASON_UNREACHABLE, "TLS with %s failed: %s", x->host, gnutls_strerror(g));
-        g = session_new(&x->guest, GNUTLS_SERVER, x->cert->cred, x->guest_fd);
+        g = session_new(&x->guest, GNUTLS_SERVER, intercept_cert_credentials(x->cert), x->guest_fd);
         if (g >= 0)
                 g = handshake(x->guest);
         if (g < 0)
@@ -543,10 +417,10 @@ static void intercept_free(EgressIntercept *x) {
         safe_close(x->ctl_thread);
         safe_close(x->guest_fd);
         safe_close(x->server_fd);
-        host_cert_unref(x->cert);
+        intercept_cert_unref(x->cert);
         pthread_mutex_destroy(&x->lock);
         pthread_cond_destroy(&x->cond);
-        ic.n_intercepts--;
+        n_intercepts--;
         free(x);
 }
 
@@ -607,7 +481,7 @@ int egress_intercept_new(Manager *m, const char *host, const char *trust_file, c
         EgressIntercept *x;
         int sv[2], ctl[2], r;
 
-        if (ic.n_intercepts >= INTERCEPTS_MAX)
+        if (n_intercepts >= INTERCEPTS_MAX)
                 return error_set(reterr, ERROR_RESOURCE_EXHAUSTED, "%u intercepted connections are open already", INTERCEPTS_MAX) ?:
                                -EBUSY;
         if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0)
@@ -626,11 +500,11 @@ int egress_intercept_new(Manager *m, const char *host, const char *trust_file, c
                                  .ctl_loop = ctl[0], .ctl_thread = ctl[1] };
         pthread_mutex_init(&x->lock, NULL);
         pthread_cond_init(&x->cond, NULL);
-        ic.n_intercepts++;
+        n_intercepts++;
         (void) snprintf(x->host, sizeof x->host, "%s", host);
-        r = host_cert_get(m, host, &x->cert, reterr);
+        r = intercept_cert_get(m, host, &x->cert, reterr);
         if (r >= 0)
-                r = trust_get(trust_file, &x->trust, reterr);
+                r = intercept_trust_get(trust_file, &x->trust, reterr);
         if (r >= 0)
                 r = fd_blocking(pair_a, false);
         if (r < 0) {
