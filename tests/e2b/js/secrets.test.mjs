@@ -1,12 +1,16 @@
 // SPDX-License-Identifier: Apache-2.0
 // E2B's Secret API (issue 22) from the JS SDK: create, getInfo, update as a new version, list in pages,
 // exists, destroy; values never come back. And network.rules whose header transforms carry Secret.fill
-// placeholders, on plain HTTP to a server of the test's on a loopback address the daemon's egress_hosts_file
-// names (t29 sets SPACE_E2B_NET_*). The pinned SDK has no Secret: t29 leaves this file to t45.
+// placeholders, on plain HTTP and HTTPS to servers of the test's on a loopback address the daemon's
+// egress_hosts_file names (t29 sets SPACE_E2B_NET_*, and SPACE_E2B_TLS_DIR with the HTTPS server's pair, whose
+// CA the daemon's egress_tls_ca trusts). The pinned SDK has no Secret: t29 leaves this file to t45.
 import test from 'node:test'
 import assert from 'node:assert/strict'
 import { randomUUID } from 'node:crypto'
+import fs from 'node:fs'
 import http from 'node:http'
+import https from 'node:https'
+import path from 'node:path'
 import { Sandbox, Secret } from 'e2b'
 import { TEMPLATE } from './helpers.mjs'
 
@@ -108,6 +112,36 @@ test('network.rules: the secret goes in on the way to its host only', { skip: no
     for (const srv of servers) srv.close()
   }
 })
+
+const TLS_DIR = process.env.SPACE_E2B_TLS_DIR
+test('network.rules over HTTPS: the gateway ends TLS to the ruled host and adds the header',
+  { skip: (noNet || !TLS_DIR) && 'no SPACE_E2B_NET_* or SPACE_E2B_TLS_DIR (t29 sets them)' }, async () => {
+    const seen = []
+    const srv = https.createServer({ cert: fs.readFileSync(path.join(TLS_DIR, 'srv.pem')),
+      key: fs.readFileSync(path.join(TLS_DIR, 'srv.key')) }, (req, res) => { seen.push(req.headers); res.end('recorded\n') })
+    await new Promise((resolve) => srv.listen(0, NET_ADDR, resolve))
+    const port = srv.address().port
+    const name = `jt-${randomUUID().slice(0, 10)}`
+    const value = `sk-jstls-${randomUUID()}`
+    await Secret.create(name, value)
+    let s
+    try {
+      s = await Sandbox.create(TEMPLATE, { timeoutMs: 300_000, network: {
+        allowOut: [NET_HOST, OTHER_HOST, NET_ADDR],
+        rules: { [NET_HOST]: [{ transform: { headers: { Authorization: `Bearer ${Secret.fill(name)}` } } }] },
+      } })
+      const out = (await s.commands.run(`curl -sS --max-time 20 https://${NET_HOST}:${port}/ 2>&1 || echo CURL-FAILED`)).stdout
+      assert.match(out, /recorded/, 'the sandbox trusts the certificate the gateway shows')
+      assert.equal(seen.at(-1).authorization, `Bearer ${value}`)
+      const other = (await s.commands.run(`curl -sS --max-time 20 https://${OTHER_HOST}:${port}/ 2>&1 || echo CURL-FAILED`)).stdout
+      assert.match(other, /CURL-FAILED/, 'a name with no rule is not intercepted: the server\'s own CA is not the sandbox\'s')
+      assert.equal(seen.length, 1)
+    } finally {
+      if (s) await s.kill()
+      await Secret.destroy(name)
+      srv.close()
+    }
+  })
 
 test('network.rules: an unknown secret is refused, naming it', async () => {
   const missing = `nope-${randomUUID().slice(0, 8)}`
