@@ -75,6 +75,14 @@ void egress_http_stream_switched(EgressHttpStream *s, bool switched);
 /* The status code of a response's first bytes: 1 with *ret_status; 0: not enough bytes; -EBADMSG: no status
  * line. */
 int egress_http_status(const uint8_t *p, size_t n, unsigned *ret_status);
+/* The server's first answer on a connection that asked for an upgrade, fed as its bytes come (the plain gate's
+ * watch and the interception's way back both keep one): 0 no verdict yet; 1 known, *ret_switched whether it is
+ * 101 (bytes that are no status line are not). */
+typedef struct EgressHttpFirstAnswer {
+        uint8_t bytes[13];
+        size_t n;
+} EgressHttpFirstAnswer;
+int egress_http_first_answer(EgressHttpFirstAnswer *a, const uint8_t *p, size_t n, bool *ret_switched);
 
 /* The hosts file alone (tests, and the `hosts` mode): 1 and the addresses, 0 when it has no such name. */
 int egress_hosts_lookup(const char *path, const char *name, EgressAddr *addrs, size_t max, size_t *ret_n);

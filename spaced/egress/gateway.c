@@ -69,8 +69,7 @@ typedef struct GatewayConn {
         bool http;
         EgressHttpStream hs;
         bool watching, switched;
-        uint8_t status[13];
-        size_t n_status;
+        EgressHttpFirstAnswer first;
         sd_event_source *defer;
         /* TLS to a host a secret is bound to: terminated, and its requests checked and given their secrets on
          * the interception's threads (intercept.c) */
@@ -421,16 +420,9 @@ static int on_switch(sd_event_source *s, void *userdata) {
  * Acted on from the loop (on_switch): a watch may not end the tunnel, and a refusal may. */
 static void on_down(Tunnel *t, const uint8_t *p, size_t n, void *userdata) {
         GatewayConn *c = userdata;
-        size_t take = MIN(n, sizeof c->status - c->n_status);
-        unsigned status = 0;
-        int r;
 
-        memcpy(c->status + c->n_status, p, take);
-        c->n_status += take;
-        r = egress_http_status(c->status, c->n_status, &status);
-        if (r == 0)
+        if (egress_http_first_answer(&c->first, p, n, &c->switched) == 0)
                 return;
-        c->switched = r > 0 && status == 101;
         tunnel_watch_down(t, NULL);
         if (sd_event_add_defer(c->manager->event, &c->defer, on_switch, c) < 0 ||
             sd_event_source_set_enabled(c->defer, SD_EVENT_ONESHOT) < 0) {

@@ -209,3 +209,17 @@ int egress_http_status(const uint8_t *p, size_t n, unsigned *ret_status) {
         *ret_status = (unsigned) (p[9] - '0') * 100 + (unsigned) (p[10] - '0') * 10 + (unsigned) (p[11] - '0');
         return 1;
 }
+
+int egress_http_first_answer(EgressHttpFirstAnswer *a, const uint8_t *p, size_t n, bool *ret_switched) {
+        size_t take = MIN(n, sizeof a->bytes - a->n);
+        unsigned status = 0;
+        int r;
+
+        memcpy(a->bytes + a->n, p, take);
+        a->n += take;
+        r = egress_http_status(a->bytes, a->n, &status);
+        if (r == 0)
+                return 0;
+        *ret_switched = r > 0 && status == 101;
+        return 1;
+}

@@ -72,8 +72,7 @@ struct EgressIntercept {
         pthread_cond_t cond;
         bool status_known, switched, over, down_done;
         uint64_t down_bytes;
-        uint8_t status[13];
-        size_t n_status;
+        EgressHttpFirstAnswer first;
         EgressInterceptEnd end;          /* the threads' account, sent to the loop at the end */
 };
 
@@ -169,19 +168,9 @@ static void *down_thread(void *userdata) {
                         break;
                 }
                 pthread_mutex_lock(&x->lock);
-                if (!x->status_known) {
-                        size_t take = MIN((size_t) k, sizeof x->status - x->n_status);
-                        unsigned status = 0;
-                        int r;
-
-                        memcpy(x->status + x->n_status, buf, take);
-                        x->n_status += take;
-                        r = egress_http_status(x->status, x->n_status, &status);
-                        if (r != 0) {
-                                x->status_known = true;
-                                x->switched = r > 0 && status == 101;
-                                pthread_cond_broadcast(&x->cond);
-                        }
+                if (!x->status_known && egress_http_first_answer(&x->first, buf, (size_t) k, &x->switched) > 0) {
+                        x->status_known = true;
+                        pthread_cond_broadcast(&x->cond);
                 }
                 x->down_bytes += (uint64_t) k;
                 pthread_mutex_unlock(&x->lock);

@@ -221,6 +221,20 @@ static void test_stream(void) {
            "a status line without a reason: 200");
         ok(egress_http_status((const uint8_t *) "HTTP/1.", 7, &status) == 0, "half a status line: more");
         ok(egress_http_status((const uint8_t *) "SSH-2.0", 7, &status) == -EBADMSG, "no status line: refused");
+
+        EgressHttpFirstAnswer a = {};
+        bool switched = false;
+        ok(egress_http_first_answer(&a, (const uint8_t *) "HTTP/1.1 1", 10, &switched) == 0 &&
+                   egress_http_first_answer(&a, (const uint8_t *) "01 Switching Protocols\r\n", 24, &switched) == 1 &&
+                   switched, "a first answer in two pieces: 101, switched");
+        a = (EgressHttpFirstAnswer) {};
+        switched = true;
+        ok(egress_http_first_answer(&a, (const uint8_t *) "HTTP/1.1 200 OK\r\n", 17, &switched) == 1 && !switched,
+           "a first answer of 200: not switched");
+        a = (EgressHttpFirstAnswer) {};
+        switched = true;
+        ok(egress_http_first_answer(&a, (const uint8_t *) "SSH", 3, &switched) == 1 && !switched,
+           "bytes that are no status line: not switched");
 }
 
 int main(void) {
