@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -430,15 +431,12 @@ static int on_ctl(sd_event_source *s, int fd, uint32_t revents, void *userdata) 
 
                 r = x->ops->head(x->userdata, h->head, (size_t) k - sizeof *h, &h->sn, h->request, &out);
                 if (r > 0) {
-                        _cleanup_free_ uint8_t *reply = malloc(out.len + 1);
+                        /* the verdict and the head as one message, without another copy of the secrets */
+                        uint8_t verdict = REPLY_REPLACE;
+                        struct iovec iov[2] = { { &verdict, 1 }, { out.data, out.len } };
+                        struct msghdr mh = { .msg_iov = iov, .msg_iovlen = 2 };
 
-                        if (reply) {
-                                reply[0] = REPLY_REPLACE;
-                                memcpy(reply + 1, out.data, out.len);
-                                if (send(fd, reply, out.len + 1, MSG_DONTWAIT | MSG_NOSIGNAL) < 0)
-                                        r = -1;
-                                explicit_bzero(reply, out.len + 1);
-                        } else
+                        if (sendmsg(fd, &mh, MSG_DONTWAIT | MSG_NOSIGNAL) < 0)
                                 r = -1;
                 } else if (r == 0 && send(fd, (uint8_t[]) { REPLY_PASS }, 1, MSG_DONTWAIT | MSG_NOSIGNAL) < 0)
                         r = -1;
