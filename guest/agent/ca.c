@@ -17,6 +17,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "../../lib/io-util.h"
 #include "../../lib/macro.h"
 #include "../../lib/trust-bundle.h"
 #include "agent.h"
@@ -67,7 +68,7 @@ static int read_small(const char *path, size_t max, char **ret, size_t *ret_n) {
 static int write_replace(const char *path, const char *data, size_t n) {
         char tmp[PATH_MAX];
         _cleanup_close_ int fd = -1;
-        int r = 0;
+        int r;
 
         if ((size_t) snprintf(tmp, sizeof tmp, "%s.space-new", path) >= sizeof tmp)
                 return -ENAMETOOLONG;
@@ -75,13 +76,7 @@ static int write_replace(const char *path, const char *data, size_t n) {
         fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0644);
         if (fd < 0)
                 return -errno;
-        for (size_t k = 0; k < n && r == 0;) {
-                ssize_t w = write(fd, data + k, n - k);
-                if (w < 0 && errno != EINTR)
-                        r = -errno;
-                else if (w > 0)
-                        k += (size_t) w;
-        }
+        r = loop_write(fd, data, n);
         if (r == 0 && fchmod(fd, 0644) < 0)
                 r = -errno;
         if (r == 0 && rename(tmp, path) < 0)
