@@ -8,7 +8,7 @@ import assert from 'node:assert/strict'
 import http from 'node:http'
 import { createRequire } from 'node:module'
 import { Sandbox } from 'e2b'
-import { TEMPLATE } from './helpers.mjs'
+import { TEMPLATE, e2bApi } from './helpers.mjs'
 
 const SDK = createRequire(import.meta.url)('e2b/package.json').version
 const noFork = typeof Sandbox.prototype.fork !== 'function' && `SDK ${SDK} has no Sandbox.fork`
@@ -18,14 +18,6 @@ const NET_ADDR = process.env.SPACE_E2B_NET_ADDR
 
 async function sh(sbx, cmd) {
   return (await sbx.commands.run(cmd)).stdout
-}
-
-async function api(method, path, body) {
-  const base = process.env.E2B_API_URL || process.env.SPACE_TEST_API_URL
-  const res = await fetch(base + path, { method, body: body === undefined ? undefined : JSON.stringify(body),
-    headers: { 'X-API-KEY': process.env.E2B_API_KEY, 'Content-Type': 'application/json' } })
-  const text = await res.text()
-  return { status: res.status, body: text ? JSON.parse(text) : null }
 }
 
 test('two forks diverge while the parent goes on', { skip: noFork }, async () => {
@@ -56,7 +48,7 @@ test('two forks diverge while the parent goes on', { skip: noFork }, async () =>
     // the JS SDK sends any count: the server refuses what is out of range
     for (const count of [0, 21])
       await assert.rejects(parent.fork({ count }), /count must be a whole number from 1 to 20/)
-    const r = await api('POST', `/sandboxes/${parent.sandboxId}/fork`, { count: 'many' })
+    const r = await e2bApi('POST', `/sandboxes/${parent.sandboxId}/fork`, { count: 'many' })
     assert.deepEqual([r.status, r.body.code], [400, 400])
     assert.match(r.body.message, /count must be a whole number/)
   } finally {

@@ -12,7 +12,7 @@ import http from 'node:http'
 import https from 'node:https'
 import path from 'node:path'
 import { Sandbox, Secret } from 'e2b'
-import { TEMPLATE } from './helpers.mjs'
+import { TEMPLATE, e2bApi } from './helpers.mjs'
 
 const NET_HOST = process.env.SPACE_E2B_NET_HOST
 const NET_ADDR = process.env.SPACE_E2B_NET_ADDR
@@ -21,14 +21,6 @@ const CLOSED_HOST = process.env.SPACE_E2B_NET_CLOSED_HOST
 const CLOSED_ADDR = process.env.SPACE_E2B_NET_CLOSED_ADDR
 const noNet = !(NET_HOST && NET_ADDR && OTHER_HOST && CLOSED_HOST && CLOSED_ADDR) &&
   'no SPACE_E2B_NET_* names: the daemon maps no name to a test server (t29 does)'
-
-async function api(method, path, body) {
-  const base = process.env.E2B_API_URL || process.env.SPACE_TEST_API_URL
-  const res = await fetch(base + path, { method, body: body === undefined ? undefined : JSON.stringify(body),
-    headers: { 'X-API-KEY': process.env.E2B_API_KEY, 'Content-Type': 'application/json' } })
-  const text = await res.text()
-  return { status: res.status, body: text ? JSON.parse(text) : null }
-}
 
 test('secrets: create, versions, pages, destroy', async () => {
   const name = `js-${randomUUID().slice(0, 12)}`
@@ -96,7 +88,7 @@ test('network.rules: the secret goes in on the way to its host only', { skip: no
     assert.equal(req, null)
     const guest = (await s.commands.run("env; for p in /proc/[0-9]*; do tr '\\0' '\\n' <$p/environ 2>/dev/null; done; echo done")).stdout
     assert.ok(guest.endsWith('done\n') && !guest.includes(value), 'the value is in the guest')
-    const info = await api('GET', `/sandboxes/${s.sandboxId}`)
+    const info = await e2bApi('GET', `/sandboxes/${s.sandboxId}`)
     assert.equal(info.body.network.rules[NET_HOST][0].transform.headers.Authorization, `Bearer ${ph}`)
     assert.ok(!JSON.stringify(info.body).includes(value))
     await Secret.update(name, `${value}-2`)
@@ -148,11 +140,11 @@ test('network.rules: an unknown secret is refused, naming it', async () => {
   await assert.rejects(Sandbox.create(TEMPLATE, { timeoutMs: 60_000, network: {
     rules: { 'api.example.com': [{ transform: { headers: { Authorization: Secret.fill(missing) } } }] } } }),
   new RegExp(missing))
-  const { status, body } = await api('POST', '/sandboxes', { templateID: TEMPLATE, network: {
+  const { status, body } = await e2bApi('POST', '/sandboxes', { templateID: TEMPLATE, network: {
     rules: { 'api.example.com': [{ transform: { headers: { 'X-Key': `k=${Secret.fill(missing)}` } } }] } } })
   assert.equal(status, 404)
   assert.match(body.message, new RegExp(missing))
-  const bad = await api('POST', '/sandboxes', { templateID: TEMPLATE, network: { rules: { '*.example.com': [{}] } } })
+  const bad = await e2bApi('POST', '/sandboxes', { templateID: TEMPLATE, network: { rules: { '*.example.com': [{}] } } })
   assert.equal(bad.status, 400)
   assert.match(bad.body.message, /network\.rules\["\*\.example\.com"\]: wildcards/)
 })
