@@ -633,7 +633,7 @@ static int setup_tls(Manager *m, int tls_fd, TlsFiles *ret, char **ret_domain) {
                                               : ((struct sockaddr_in *) &sa)->sin_port);
         if (!m->config.e2b_domain && asprintf(&domain, E2B_DOMAIN_DEFAULT_NAME ":%u", port) < 0)
                 return log_error_errno(-ENOMEM, "out of memory");
-        r = tls_setup(m->state_dir, m->config.e2b_domain ?: domain, TLS_HOST_BUNDLE, ret, &e);
+        r = tls_setup(m->tls_ca, made, m->state_dir, m->config.e2b_domain ?: domain, TLS_HOST_BUNDLE, ret, &e);
         if (r < 0)
                 return log_error_errno(r, "cannot set up TLS for e2b_tls_listen: %s; refusing to start (or set "
                                        "'e2b_tls_listen = off')", e.message ?: strerror(-r));

@@ -378,11 +378,17 @@ static int ca_get(int dfd, const char *dir, Pair *ret, bool *ret_made, char **re
         return 0;
 }
 
-int tls_setup(const char *state_dir, const char *domain, const char *host_bundle, TlsFiles *ret, Error *reterr) {
-        _cleanup_(tls_files_done) TlsFiles t = {};
-        _cleanup_free_ char *ca_pem = NULL;
+struct TlsCa {
+        Pair pair;
+        char *pem;
+        char fingerprint[17];
+};
+
+int tls_setup(TlsCa *ca, bool ca_made, const char *state_dir, const char *domain, const char *host_bundle,
+              TlsFiles *ret, Error *reterr) {
+        _cleanup_(tls_files_done) TlsFiles t = { .ca_made = ca_made };
         _cleanup_close_ int dfd = -1;
-        Pair ca = {}, srv = {};
+        Pair srv = {};
         char name[256];
         int r;
 
@@ -397,15 +403,11 @@ int tls_setup(const char *state_dir, const char *domain, const char *host_bundle
         if (dfd < 0)
                 return dfd;
 
-        r = ca_get(dfd, t.dir, &ca, &t.ca_made, &ca_pem, reterr);
-        if (r < 0)
-                goto out;
-
         /* the server's: remade for a new CA, a new domain or near its end */
         r = t.ca_made ? -ENOENT : pair_load(dfd, t.dir, TLS_KEY, TLS_CERT, &srv, reterr);
         if (r == -EBADMSG)
                 r = -ENOENT; /* ours to remake: it is only ever written by us */
-        if (r >= 0 && !server_fits(&srv, &ca, name)) {
+        if (r >= 0 && !server_fits(&srv, &ca->pair, name)) {
                 pair_done(&srv);
                 r = -ENOENT;
         }
@@ -415,28 +417,20 @@ int tls_setup(const char *state_dir, const char *domain, const char *host_bundle
                         r = read_at(dfd, t.dir, TLS_CERT, false, &t.cert_pem, reterr);
         } else if (r == -ENOENT) {
                 error_done(reterr);
-                r = pair_make(&ca, name, true, TLS_CERT_DAYS, &srv, reterr);
+                r = pair_make(&ca->pair, name, true, TLS_CERT_DAYS, &srv, reterr);
                 if (r >= 0)
                         r = pair_save(dfd, t.dir, &srv, TLS_KEY, TLS_CERT, &t.key_pem, &t.cert_pem, reterr);
                 t.cert_made = r >= 0;
         }
         if (r >= 0)
-                r = write_bundle(dfd, t.dir, host_bundle, ca_pem, reterr);
+                r = write_bundle(dfd, t.dir, host_bundle, ca->pem, reterr);
         if (r >= 0) {
                 *ret = t;
                 t = (TlsFiles) {};
         }
-out:
-        pair_done(&ca);
         pair_done(&srv);
         return r;
 }
-
-struct TlsCa {
-        Pair pair;
-        char *pem;
-        char fingerprint[17];
-};
 
 int tls_ca_load(const char *state_dir, TlsCa **ret, bool *ret_made, Error *reterr) {
         _cleanup_free_ char *dir = NULL;

@@ -27,19 +27,23 @@ typedef struct TlsFiles {
 #define TLS_RENEW_BEFORE_SEC (30LL * 24 * 3600)
 #define TLS_HOST_BUNDLE "/etc/ssl/certs/ca-certificates.crt"
 
-/* Makes or loads everything in state_dir/tls for domain (a host name, its ":PORT" ignored). host_bundle: the
- * host's CA bundle to copy into ca-bundle.pem (missing: ours alone). Files are written to a temporary name and
+/* The CA, for everything signed while the daemon runs. Loaded (made when there is none, or it nears its end)
+ * from state_dir/tls once at start; *ret_made: this call made it. Files are written to a temporary name and
  * renamed; a key is never readable by others; a symlink, another owner's file or a key readable by others is
  * refused (-ELOOP, -EPERM), never followed or replaced. */
-int tls_setup(const char *state_dir, const char *domain, const char *host_bundle, TlsFiles *ret, Error *reterr);
+typedef struct TlsCa TlsCa;
+int tls_ca_load(const char *state_dir, TlsCa **ret, bool *ret_made, Error *reterr);
+
+/* Makes or loads the TLS listener's files in state_dir/tls for domain (a host name, its ":PORT" ignored), its
+ * certificate signed by ca (loaded by tls_ca_load(); ca_made: that load made it, so the certificate is remade).
+ * host_bundle: the host's CA bundle to copy into ca-bundle.pem (missing: ours alone). Same file rules as the
+ * CA's. */
+int tls_setup(TlsCa *ca, bool ca_made, const char *state_dir, const char *domain, const char *host_bundle,
+              TlsFiles *ret, Error *reterr);
 void tls_files_done(TlsFiles *t);
 /* The name of domain without its ":PORT", lowercased, into buf; -EINVAL when it is not a host name. */
 int tls_domain_name(const char *domain, char *buf, size_t size);
 
-/* The CA itself, for what is signed while the daemon runs. Loaded (made when there is none, or it nears its end)
- * from state_dir/tls, with the same checks as tls_setup(); *ret_made: this call made it. */
-typedef struct TlsCa TlsCa;
-int tls_ca_load(const char *state_dir, TlsCa **ret, bool *ret_made, Error *reterr);
 TlsCa *tls_ca_free(TlsCa *ca);   /* NULL */
 /* Its certificate (PEM), what a guest is given to trust. */
 const char *tls_ca_pem(const TlsCa *ca);

@@ -40,6 +40,19 @@ static unsigned mode_of(const char *path) {
         return lstat(path, &st) < 0 ? 0 : (unsigned) (st.st_mode & 07777);
 }
 
+/* A start: the CA loaded, then the listener's files made or loaded with it. */
+static int setup(const char *dir, const char *domain, const char *host_bundle, TlsFiles *ret, Error *reterr) {
+        TlsCa *ca = NULL;
+        bool made = false;
+        int r;
+
+        r = tls_ca_load(dir, &ca, &made, reterr);
+        if (r >= 0)
+                r = tls_setup(ca, made, dir, domain, host_bundle, ret, reterr);
+        tls_ca_free(ca);
+        return r;
+}
+
 /* The CA as loaded for the gateway is the listener's, and what it issues for a host is signed by it, names that
  * host alone and is a server's. */
 static void test_issue(const char *dir, const char *ca_pem) {
@@ -103,7 +116,7 @@ int main(void) {
                    tls_domain_name(".x", name, sizeof name) < 0,
            "an empty or malformed domain is no name");
 
-        r = tls_setup(dir, "space.localhost:7443", host_bundle, &t, &e);
+        r = setup(dir, "space.localhost:7443", host_bundle, &t, &e);
         ok(r == 0 && t.ca_made && t.cert_made, "first start: a CA and a certificate are made (%s)",
            e.message ?: "ok");
         ok(t.key_pem && strstr(t.key_pem, "PRIVATE KEY") && t.cert_pem && strstr(t.cert_pem, "CERTIFICATE"),
@@ -121,18 +134,18 @@ int main(void) {
            "the bundle holds the host's CAs and ours");
         tls_files_done(&t);
 
-        r = tls_setup(dir, "space.localhost:7443", host_bundle, &t, &e);
+        r = setup(dir, "space.localhost:7443", host_bundle, &t, &e);
         ca2 = slurp(t.ca_file);
         ok(r == 0 && !t.ca_made && !t.cert_made, "second start: nothing is made");
         ok(ca2 && ca1 && strcmp(ca1, ca2) == 0 && t.cert_pem && strcmp(t.cert_pem, cert1) == 0,
            "... the same CA and certificate");
         tls_files_done(&t);
 
-        r = tls_setup(dir, "space.localhost:9443", host_bundle, &t, &e);
+        r = setup(dir, "space.localhost:9443", host_bundle, &t, &e);
         ok(r == 0 && !t.cert_made, "another port of the same name: the certificate stays (names have no ports)");
         tls_files_done(&t);
 
-        r = tls_setup(dir, "other.localhost:7443", host_bundle, &t, &e);
+        r = setup(dir, "other.localhost:7443", host_bundle, &t, &e);
         free(ca2);
         ca2 = slurp(t.ca_file);
         cert2 = strdup(t.cert_pem ?: "");
@@ -144,7 +157,7 @@ int main(void) {
         snprintf(path, sizeof path, "%s/tls/server.key", dir);
         ASSERT(unlink(path) == 0);
         ASSERT(symlink(host_bundle, path) == 0);
-        r = tls_setup(dir, "other.localhost:7443", host_bundle, &t, &e);
+        r = setup(dir, "other.localhost:7443", host_bundle, &t, &e);
         ok(r == -ELOOP && e.message && strstr(e.message, "symlink"), "a symlink at server.key: refused (%s)",
            e.message ?: "no message");
         cert3 = slurp(host_bundle);
@@ -155,14 +168,14 @@ int main(void) {
 
         snprintf(path, sizeof path, "%s/tls/ca.key", dir);
         ASSERT(chmod(path, 0644) == 0);
-        r = tls_setup(dir, "other.localhost:7443", host_bundle, &t, &e);
+        r = setup(dir, "other.localhost:7443", host_bundle, &t, &e);
         ok(r == -EPERM && e.message && strstr(e.message, "0600"), "a CA key others may read: refused (%s)",
            e.message ?: "no message");
         error_done(&e);
         tls_files_done(&t);
         ASSERT(chmod(path, 0600) == 0);
 
-        r = tls_setup(dir, "other.localhost:7443", host_bundle, &t, &e);
+        r = setup(dir, "other.localhost:7443", host_bundle, &t, &e);
         ok(r == 0 && !t.ca_made && t.cert_made, "the server key gone: a new certificate, the CA kept");
         tls_files_done(&t);
 
@@ -170,7 +183,7 @@ int main(void) {
 
         snprintf(path, sizeof path, "%s/tls", dir);
         ASSERT(chmod(path, 0755) == 0);
-        r = tls_setup(dir, "other.localhost:7443", host_bundle, &t, &e);
+        r = setup(dir, "other.localhost:7443", host_bundle, &t, &e);
         ok(r == -EPERM, "a tls directory others may enter: refused (%s)", e.message ?: "no message");
         error_done(&e);
         tls_files_done(&t);
