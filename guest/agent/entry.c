@@ -42,7 +42,13 @@ static int meta_add(SpaceBuf *b, const char *path) {
         ssize_t n;
         int r = 0;
 
-        n = listxattr(path, names, sizeof names);
+        /* the size first: most files have no attributes, and a listxattr() into a buffer makes the kernel
+         * allocate one that large for every call */
+        n = listxattr(path, NULL, 0);
+        if (n > 0)
+                n = listxattr(path, names, (size_t) n < sizeof names ? (size_t) n : sizeof names);
+        if (n < 0 && errno == ERANGE) /* it grew in between */
+                n = listxattr(path, names, sizeof names);
         if (n <= 0)
                 return 0; /* none, or a file system without them (/proc): no metadata, as envd says */
         for (const char *name = names; name < names + n && r >= 0; name += strlen(name) + 1) {
