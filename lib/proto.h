@@ -84,6 +84,13 @@
  *                                                                     EOF(s, fd 1) | ERROR
  *                  write   mode, mtime, uid, gid, parents=0|1        -> OK(ready); then the host sends
  *                          DATA(s, fd 0, bytes)... EOF(s, fd 0)      -> OK(entry) | ERROR
+ *                          meta_key=KEY, meta_value=VALUE (version 6; pairs, in that order): the file's metadata,
+ *                          set as user.e2b.KEY attributes on the temporary file before its rename, so the file
+ *                          appears with exactly these (a replaced file's go with it; none: it has none). Keys
+ *                          1..SPACE_FILE_META_KEY_MAX bytes, all of it within SPACE_FILE_META_BYTES_MAX (E2B's
+ *                          envd's limits; the host checks its clients' against envd's rules first), else EINVAL.
+ *                          An older agent ignores them and its answer's entry has none: what the client is told
+ *                          is what the file has, as envd's answer on a file system without attributes.
  *                  Any op may carry user=NAME|UID (as EXEC's, no :GROUP needed): the agent resolves it in the
  *                  guest's /etc/passwd ("unknown user ..." ERROR otherwise) and acts with that user's
  *                  filesystem identity and groups (setfsuid/setfsgid), so permissions are the user's and what it
@@ -99,8 +106,16 @@
  *                  host (or the host going away) drops it. The stream is forgotten after its last OK or ERROR.
  *   entry: kv records type=file|dir|symlink|other, mode (permission bits, decimal), size, mtime (unix
  *          seconds), mtime_nsec (0..999999999; optional, an older agent leaves it out), uid, gid, target
- *          (symlinks). In a list, each entry starts with rel=NAME[/NAME...], the
+ *          (symlinks: the link's text). In a list, each entry starts with rel=NAME[/NAME...], the
  *          path below the listed directory; a DATA frame carries whole entries only.
+ *          Version 6 adds, for a symlink: resolved=PATH (realpath as the request's user: absolute, every link
+ *          on the way followed; "" when that fails: dangling, a loop, no right), and target_type= and
+ *          target_mode= of what it leads to when that can be seen; and for any entry meta_key=KEY,
+ *          meta_value=VALUE pairs: its user.e2b.* attributes (a symlink's: its target's, as envd reads them),
+ *          only those whose key and value are UTF-8 without NUL, keys 1..SPACE_FILE_META_KEY_MAX bytes, the
+ *          first of them (in listxattr order) within SPACE_FILE_META_BYTES_MAX; the rest is left out. Other
+ *          attributes never leave the guest. The host refuses an entry beyond those bounds as malformed.
+ *          guest/agent/entry.c writes every entry (FILE answers and watch events alike).
  *
  * Tunnels (version 3) carry TCP connections over the channel, both ways (ARCHITECTURE.md, decision 10). Bytes
  * from the host to the guest are always DATA(s, fd 0), bytes from the guest to the host DATA(s, fd 1), each
@@ -130,7 +145,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define SPACE_PROTO_VERSION 5 /* 2: FILE; 3: CONNECT, RESOLVE, PORT; 4: PING "freeze"; 5: INIT ca */
+#define SPACE_PROTO_VERSION 6 /* 2: FILE; 3: CONNECT, RESOLVE, PORT; 4: PING "freeze"; 5: INIT ca;
+                               * 6: FILE metadata, resolved symlink target */
 #define SPACE_FRAME_HEADER_SIZE 12
 #define SPACE_FRAME_PAYLOAD_MAX (64U * 1024U)
 #define SPACE_FRAME_MAX (SPACE_FRAME_HEADER_SIZE + SPACE_FRAME_PAYLOAD_MAX)
@@ -149,6 +165,10 @@
 #define SPACE_FILE_LIST_MAX 100000U          /* entries one list returns, else code=too_many_entries */
 #define SPACE_FILE_LIST_BYTES_MAX (16U * 1024U * 1024U) /* encoded entries one list returns */
 #define SPACE_FILE_LIST_DEPTH_MAX 64U
+/* A file's metadata (version 6): user.e2b.KEY extended attributes, bounded as E2B's envd bounds them. */
+#define SPACE_FILE_META_PREFIX "user.e2b."
+#define SPACE_FILE_META_KEY_MAX 246U         /* bytes of a key: the VFS's 255 for a name, less the prefix */
+#define SPACE_FILE_META_BYTES_MAX 4096U      /* of all of a file's: prefix + key + value, summed */
 #define SPACE_FILE_XFERS_MAX 64U             /* file operations in flight per channel */
 /* Tunnels (CONNECT, PORT) and RESOLVE */
 #define SPACE_TUNNELS_MAX 256U               /* open tunnels per channel */

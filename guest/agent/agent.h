@@ -112,7 +112,15 @@ size_t streams_poll_fill(const Channel *c, struct pollfd *fds, size_t max, Strea
 void streams_poll_handle(Channel *c, const struct pollfd *fds, size_t n, Stream **owners);
 size_t streams_count(void);
 
+/* entry.c: appends the entry records of path, whose lstat (or stat) is st, to b (lib/proto.h, "entry"): rel= first when
+ * rel is given (a list's), then its stat, a symlink's target, resolved target and what it leads to, and its
+ * user.e2b.* metadata, bounded. Reads as the identity the agent has now (a request's user). guest/agent/entry.c;
+ * the one encoding of an entry, for FILE answers and watch events alike. */
+struct stat;
+int entry_add(SpaceBuf *b, const char *rel, const char *path, const struct stat *st);
+
 /* files.c: FILE streams (stat, list, mkdir, remove, move, symlink, attrs, read, write) */
+
 void files_handle(Channel *c, uint32_t id, const uint8_t *p, size_t n);
 /* A frame on a stream: true when the stream is a file transfer's (and the frame was handled). */
 bool files_frame(Channel *c, const SpaceFrameHeader *h, const uint8_t *p);

@@ -31,6 +31,7 @@
 #include <string.h>
 #include <sys/fsuid.h>
 #include <sys/stat.h>
+#include <sys/xattr.h>
 #include <unistd.h>
 
 #include "../../lib/macro.h"
@@ -61,6 +62,7 @@ typedef struct FileXfer {
         bool as_user;             /* write: the rename at EOF is done as the request's user too */
         SpaceUser user;
         bool names;               /* write: the final entry names its owner and group */
+        SpaceBuf meta;            /* write: meta_key=/meta_value= records, set as user.e2b.* on the file */
         struct FileXfer *next;
 } FileXfer;
 
@@ -81,6 +83,8 @@ typedef struct FileReq {
         bool chown_if_writable;   /* ... only where that user could have made it (chown_if=writable) */
         SpaceUser owner;          /* chown, resolved */
         bool names;               /* entries name their owner and group (owner=, group=) */
+        const uint8_t *raw;       /* the request's records, for what repeats (meta_key=, meta_value=) */
+        size_t raw_len;
 } FileReq;
 
 static FileXfer *xfers;
@@ -106,6 +110,7 @@ static void xfer_free(FileXfer *x) {
         free(x->tmp_path);
         free(x->path);
         space_buf_done(&x->out);
+        space_buf_done(&x->meta);
         free(x);
 }
 
@@ -199,6 +204,8 @@ static int parse_req(const uint8_t *p, size_t n, FileReq *ret) {
         }
         if (r < 0)
                 return r;
+        q.raw = p;
+        q.raw_len = n;
         *ret = q;
         return 0;
 }
@@ -290,44 +297,6 @@ static int names_add(SpaceBuf *b, uid_t uid, gid_t gid) {
         return r;
 }
 
-/* ---- entries ---- */
-
-static const char *type_of(mode_t m) {
-        return S_ISREG(m) ? "file" : S_ISDIR(m) ? "dir" : S_ISLNK(m) ? "symlink" : "other";
-}
-
-/* Appends an entry's records; the symlink target is read relative to dirfd (AT_FDCWD for absolute paths). */
-static int entry_add(SpaceBuf *b, const char *rel, int dirfd, const char *name, const struct stat *st) {
-        int r = 0;
-
-        if (rel)
-                r = space_kv_add(b, "rel", rel);
-        if (r >= 0)
-                r = space_kv_add(b, "type", type_of(st->st_mode));
-        if (r >= 0)
-                r = space_kv_addf(b, "mode", "%u", (unsigned) (st->st_mode & 07777));
-        if (r >= 0)
-                r = space_kv_addf(b, "size", "%" PRIu64, (uint64_t) st->st_size);
-        if (r >= 0)
-                r = space_kv_addf(b, "mtime", "%" PRId64, (int64_t) st->st_mtim.tv_sec);
-        if (r >= 0)
-                r = space_kv_addf(b, "mtime_nsec", "%ld", (long) st->st_mtim.tv_nsec);
-        if (r >= 0)
-                r = space_kv_addf(b, "uid", "%u", (unsigned) st->st_uid);
-        if (r >= 0)
-                r = space_kv_addf(b, "gid", "%u", (unsigned) st->st_gid);
-        if (r >= 0 && S_ISLNK(st->st_mode)) {
-                char target[SPACE_FILE_PATH_MAX + 1];
-                ssize_t l = readlinkat(dirfd, name, target, sizeof target - 1);
-
-                if (l >= 0) {
-                        target[l] = 0;
-                        r = space_kv_add(b, "target", target);
-                }
-        }
-        return r;
-}
-
 static void send_ok(Channel *c, uint32_t id, const SpaceBuf *kv) {
         (void) channel_send(c, SPACE_F_OK, 0, id, kv ? kv->data : NULL, kv ? kv->len : 0);
 }
@@ -348,7 +317,7 @@ static void reply_entry(Channel *c, uint32_t id, const char *path, bool follow, 
                 send_err(c, id, errno, "stat", path);
                 return;
         }
-        if (entry_add(&kv, NULL, AT_FDCWD, path, &st) < 0 || (names && names_add(&kv, st.st_uid, st.st_gid) < 0)) {
+        if (entry_add(&kv, NULL, path, &st) < 0 || (names && names_add(&kv, st.st_uid, st.st_gid) < 0)) {
                 send_err(c, id, ENOMEM, "stat", path);
                 return;
         }
@@ -613,7 +582,9 @@ typedef struct ListWalk {
         unsigned count;
         uint32_t uids[LIST_IDS_MAX], gids[LIST_IDS_MAX];
         size_t n_uids, n_gids;
+        const char *root;         /* the listed directory */
         char rel[SPACE_FILE_PATH_MAX + 1];
+        char full[2 * SPACE_FILE_PATH_MAX + 2]; /* root/rel, for what entry_add() reads by path */
 } ListWalk;
 
 static void id_note(uint32_t *ids, size_t *n, uint32_t id) {
@@ -692,7 +663,8 @@ static int list_dir(ListWalk *w, int dirfd, unsigned depth) {
                         r = -E2BIG;
                         break;
                 }
-                r = entry_add(w->out, w->rel, dirfd, names[i], &st);
+                (void) snprintf(w->full, sizeof w->full, "%s%s%s", w->root, streq(w->root, "/") ? "" : "/", w->rel);
+                r = entry_add(w->out, w->rel, w->full, &st);
                 id_note(w->uids, &w->n_uids, st.st_uid);
                 id_note(w->gids, &w->n_gids, st.st_gid);
                 if (r >= 0 && w->out->len > SPACE_FILE_LIST_BYTES_MAX)
@@ -734,6 +706,7 @@ static void op_list(Channel *c, uint32_t id, const FileReq *q) {
                 return;
         }
         w->out = &x->out;
+        w->root = q->path;
         r = list_dir(w, fd, (unsigned) q->depth);
         if (r == -E2BIG) {
                 char msg[160];
@@ -780,7 +753,7 @@ static void op_read(Channel *c, uint32_t id, const FileReq *q) {
                 return;
         }
         x = xfer_new(id, XFER_READ);
-        if (!x || entry_add(&kv, NULL, fd, "", &st) < 0) {
+        if (!x || entry_add(&kv, NULL, q->path, &st) < 0) {
                 if (x)
                         xfer_free(x);
                 channel_send_error(c, id, ENOMEM, NULL);
@@ -788,6 +761,61 @@ static void op_read(Channel *c, uint32_t id, const FileReq *q) {
         }
         x->fd = TAKE_FD(fd);
         send_ok(c, id, &kv);
+}
+
+/* The meta_key=/meta_value= pairs of a write, checked as the host checked them (envd's rules: lib/proto.h), into
+ * out: -EINVAL for a key without its value, an empty or long key, or more than the budget. */
+static int write_meta_collect(const FileReq *q, SpaceBuf *out) {
+        size_t off = 0, klen, total = 0;
+        const char *k, *v, *key = NULL;
+        int r;
+
+        while ((r = space_kv_next(q->raw, q->raw_len, &off, &k, &klen, &v)) > 0) {
+                bool is_key = klen == 8 && memcmp(k, "meta_key", 8) == 0,
+                     is_value = klen == 10 && memcmp(k, "meta_value", 10) == 0;
+
+                if (key && !is_value)
+                        return -EINVAL;
+                if (is_key) {
+                        if (!*v || strlen(v) > SPACE_FILE_META_KEY_MAX)
+                                return -EINVAL;
+                        key = v;
+                } else if (is_value) {
+                        if (!key)
+                                return -EINVAL;
+                        total += strlen(SPACE_FILE_META_PREFIX) + strlen(key) + strlen(v);
+                        if (total > SPACE_FILE_META_BYTES_MAX)
+                                return -EINVAL;
+                        if (space_kv_add(out, "meta_key", key) < 0 || space_kv_add(out, "meta_value", v) < 0)
+                                return -ENOMEM;
+                        key = NULL;
+                }
+        }
+        return r < 0 || key ? -EINVAL : 0;
+}
+
+/* Sets the write's metadata on its temporary file, before the rename: the file appears with it, and a file it
+ * replaces takes its old metadata away with it, as envd's upload replaces the whole set. A file system without
+ * user attributes keeps none (envd goes on too). */
+static int write_meta_set(FileXfer *x) {
+        size_t off = 0, klen;
+        const char *k, *key = NULL, *v;
+
+        while (space_kv_next(x->meta.data, x->meta.len, &off, &k, &klen, &v) > 0) {
+                char name[sizeof SPACE_FILE_META_PREFIX + SPACE_FILE_META_KEY_MAX];
+
+                if (klen == 8) {
+                        key = v;
+                        continue;
+                }
+                (void) snprintf(name, sizeof name, "%s%s", SPACE_FILE_META_PREFIX, key);
+                if (fsetxattr(x->fd, name, v, strlen(v), 0) < 0) {
+                        if (errno == ENOTSUP || errno == EOPNOTSUPP)
+                                return 0;
+                        return -errno;
+                }
+        }
+        return 0;
 }
 
 static void op_write(Channel *c, uint32_t id, const FileReq *q) {
@@ -862,6 +890,12 @@ static void op_write(Channel *c, uint32_t id, const FileReq *q) {
         }
         x->mtime = q->mtime;
         x->mtime_set = q->mtime_set;
+        r = write_meta_collect(q, &x->meta);
+        if (r < 0) {
+                xfer_free(x);
+                channel_send_error(c, id, -r, r == -ENOMEM ? NULL : "invalid metadata (meta_key=, meta_value=)");
+                return;
+        }
 
         fd = mkostemp(tmp, O_CLOEXEC);
         if (fd < 0) {
@@ -908,6 +942,8 @@ static void write_finish(Channel *c, FileXfer *x) {
         /* the rename into place needs the user's rights on the directory, as the temporary file did */
         if (x->as_user)
                 r = identity_enter(&x->user, &saved);
+        if (r >= 0)
+                r = write_meta_set(x);
         if (r >= 0 && x->owner_set)
                 r = RET_NERRNO(fchown(x->fd, x->uid, x->gid));
         if (r >= 0)

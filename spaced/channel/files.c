@@ -7,6 +7,7 @@
 #include "channel/files.h"
 #include "core/log.h"
 #include "macro.h"
+#include "utf8.h"
 #include "core/util.h"
 #include "channel/channel.h"
 
@@ -177,13 +178,70 @@ static bool rel_valid(const char *rel) {
         }
 }
 
-/* Reads one entry's records from p at *offset: up to the next "rel" record (list) or the end. */
-static int parse_entry(const uint8_t *p, size_t n, size_t *offset, bool list, FileEntry *ret) {
+static int parse_type(const char *v, bool link_ok, FileEntryType *ret) {
+        if (streq(v, "file"))
+                *ret = FILE_ENTRY_FILE;
+        else if (streq(v, "dir"))
+                *ret = FILE_ENTRY_DIR;
+        else if (link_ok && streq(v, "symlink"))
+                *ret = FILE_ENTRY_SYMLINK;
+        else if (streq(v, "other"))
+                *ret = FILE_ENTRY_OTHER;
+        else
+                return -EBADMSG;
+        return 0;
+}
+
+/* One metadata pair (meta_key= then meta_value=) within envd's bounds, counted into *total. */
+static int check_meta(const char *key, const char *value, size_t *total) {
+        size_t kl = strlen(key), vl = strlen(value);
+
+        if (kl == 0 || kl > SPACE_FILE_META_KEY_MAX || !utf8_valid(key, kl) || !utf8_valid(value, vl))
+                return -EBADMSG;
+        *total += strlen(SPACE_FILE_META_PREFIX) + kl + vl;
+        return *total > SPACE_FILE_META_BYTES_MAX ? -EBADMSG : 0;
+}
+
+/* The records of a symlink's resolution and of metadata: 1 when k was one of them, 0 when not. */
+static int parse_entry_extra(const char *k, size_t klen, const char *v, FileEntry *e, const char **meta_key,
+                             size_t *meta_total) {
+        uint64_t u;
+
+#define KEY(s) (klen == sizeof(s) - 1 && memcmp(k, s, klen) == 0)
+        if (*meta_key) {
+                /* a key's value comes right after it */
+                if (!KEY("meta_value") || check_meta(*meta_key, v, meta_total) < 0)
+                        return -EBADMSG;
+                *meta_key = NULL;
+                e->n_meta++;
+        } else if (KEY("meta_key"))
+                *meta_key = v;
+        else if (KEY("meta_value"))
+                return -EBADMSG;
+        else if (KEY("resolved")) {
+                if (strlen(v) > SPACE_FILE_PATH_MAX || (v[0] && v[0] != '/'))
+                        return -EBADMSG;
+                e->resolved = v;
+        } else if (KEY("target_type")) {
+                if (parse_type(v, false, &e->target_type) < 0) /* stat() followed every link */
+                        return -EBADMSG;
+                e->has_target_type = true;
+        } else if (KEY("target_mode")) {
+                if (parse_u64(v, 07777, &u) < 0)
+                        return -EBADMSG;
+                e->target_mode = (unsigned) u;
+        } else
+                return 0;
+#undef KEY
+        return 1;
+}
+
+int file_entry_parse(const uint8_t *p, size_t n, size_t *offset, bool list, FileEntry *ret) {
         FileEntry e = {};
         bool have_type = false, have_mode = false, have_size = false, have_mtime = false, have_uid = false,
              have_gid = false;
-        size_t off = *offset, klen;
-        const char *k, *v;
+        size_t off = *offset, klen, meta_total = 0;
+        const char *k, *v, *meta_key = NULL;
         uint64_t u;
         int r;
 
@@ -196,7 +254,7 @@ static int parse_entry(const uint8_t *p, size_t n, size_t *offset, bool list, Fi
                 if (r == 0)
                         break;
 #define KEY(s) (klen == sizeof(s) - 1 && memcmp(k, s, klen) == 0)
-                if (KEY("rel")) {
+                if (KEY("rel") && !meta_key) {
                         if (!list)
                                 continue;
                         if (!first) {
@@ -208,16 +266,11 @@ static int parse_entry(const uint8_t *p, size_t n, size_t *offset, bool list, Fi
                         e.rel = v;
                 } else if (list && first)
                         return -EBADMSG; /* a list entry starts with its name */
-                else if (KEY("type")) {
-                        if (streq(v, "file"))
-                                e.type = FILE_ENTRY_FILE;
-                        else if (streq(v, "dir"))
-                                e.type = FILE_ENTRY_DIR;
-                        else if (streq(v, "symlink"))
-                                e.type = FILE_ENTRY_SYMLINK;
-                        else if (streq(v, "other"))
-                                e.type = FILE_ENTRY_OTHER;
-                        else
+                else if ((r = parse_entry_extra(k, klen, v, &e, &meta_key, &meta_total)) != 0) {
+                        if (r < 0)
+                                return r;
+                } else if (KEY("type")) {
+                        if (parse_type(v, true, &e.type) < 0)
                                 return -EBADMSG;
                         have_type = true;
                 } else if (KEY("mode")) {
@@ -254,19 +307,54 @@ static int parse_entry(const uint8_t *p, size_t n, size_t *offset, bool list, Fi
                 }
 #undef KEY
         }
-        if (!have_type || !have_mode || !have_size || !have_mtime || !have_uid || !have_gid || (list && !e.rel))
+        if (meta_key || !have_type || !have_mode || !have_size || !have_mtime || !have_uid || !have_gid ||
+            (list && !e.rel))
                 return -EBADMSG;
-        if (e.type != FILE_ENTRY_SYMLINK)
-                e.target = NULL;
+        if (e.type != FILE_ENTRY_SYMLINK) {
+                e.target = e.resolved = NULL;
+                e.has_target_type = false;
+        }
+        e.records = p + *offset;
+        e.records_len = off - *offset;
         *offset = off;
         *ret = e;
         return 0;
 }
 
+int file_entry_meta_next(const FileEntry *e, size_t *offset, const char **ret_key, const char **ret_value) {
+        const char *k, *v, *key = NULL;
+        size_t klen;
+
+        /* file_entry_parse() checked the pairs: a meta_value= follows each meta_key= */
+        while (space_kv_next(e->records, e->records_len, offset, &k, &klen, &v) > 0) {
+                if (klen == 8 && memcmp(k, "meta_key", 8) == 0)
+                        key = v;
+                else if (key && klen == 10 && memcmp(k, "meta_value", 10) == 0) {
+                        *ret_key = key;
+                        *ret_value = v;
+                        return 1;
+                }
+        }
+        return 0;
+}
+
+cJSON *file_entry_meta_json(const FileEntry *e) {
+        cJSON *o = cJSON_CreateObject();
+        const char *k, *v;
+        size_t off = 0;
+
+        while (o && file_entry_meta_next(e, &off, &k, &v) > 0)
+                if (!cJSON_AddStringToObject(o, k, v)) {
+                        cJSON_Delete(o);
+                        return NULL;
+                }
+        return o;
+}
+
 int file_xfer_reply_entry(FileXfer *x, FileEntry *ret) {
         size_t off = 0;
 
-        return parse_entry(x->reply.data, x->reply.len, &off, false, ret);
+        return file_entry_parse(x->reply.data, x->reply.len, &off, false, ret);
 }
 
 /* Bytes that are not UTF-8 become U+FFFD: JSON strings must be UTF-8, names on a disk need not be. */
@@ -328,6 +416,16 @@ cJSON *file_entry_to_json(const char *path, const FileEntry *e) {
         cJSON_AddNumberToObject(o, "gid", e->gid);
         if (e->target)
                 add_string(o, "target", e->target);
+        if (e->resolved)
+                add_string(o, "resolved", e->resolved);
+        if (e->has_target_type) {
+                cJSON_AddStringToObject(o, "target_type", types[e->target_type]);
+                cJSON_AddNumberToObject(o, "target_mode", e->target_mode);
+        }
+        if (e->n_meta > 0 && !cJSON_AddItemToObject(o, "metadata", file_entry_meta_json(e))) {
+                cJSON_Delete(o);
+                return NULL;
+        }
         return o;
 }
 
@@ -423,7 +521,7 @@ static int list_take(FileXfer *x, const uint8_t *p, size_t n) {
                 cJSON *o;
                 int r;
 
-                r = parse_entry(p, n, &off, true, &e);
+                r = file_entry_parse(p, n, &off, true, &e);
                 if (r < 0)
                         return r;
                 if (++x->entries > SPACE_FILE_LIST_MAX)

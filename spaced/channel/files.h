@@ -43,7 +43,17 @@ typedef struct FileEntry {
         int64_t mtime;
         uint32_t mtime_nsec; /* 0 from an agent that does not send it */
         uint32_t uid, gid;
-        const char *target;  /* symlinks, else NULL */
+        const char *target;  /* symlinks, else NULL: the link's text */
+        /* symlinks, from an agent of version 6 (else NULL and false): realpath's answer in the guest ("" when it
+         * failed: dangling, a loop), and the type and mode of what the link leads to, when the guest saw it */
+        const char *resolved;
+        bool has_target_type;
+        FileEntryType target_type;
+        unsigned target_mode;
+        /* the entry's records as they came, for its metadata (file_entry_meta_next); n_meta pairs, checked */
+        const uint8_t *records;
+        size_t records_len;
+        unsigned n_meta;
 } FileEntry;
 
 struct FileXfer {
@@ -92,6 +102,15 @@ void file_xfer_lost(FileXfer *x, const char *message);
 /* The answer of a finished operation as an entry (stat, mkdir, move, symlink, attrs, write): 0, or -EBADMSG
  * when the guest sent something malformed. */
 int file_xfer_reply_entry(FileXfer *x, FileEntry *ret);
+/* Parses one entry's records from p at *offset (lib/proto.h, "entry"; list: it starts with rel=) and moves
+ * *offset past it: 0, or -EBADMSG for anything out of its bounds (a hostile guest). For what else carries
+ * entries (a watch's events). */
+int file_entry_parse(const uint8_t *p, size_t n, size_t *offset, bool list, FileEntry *ret);
+/* The metadata pairs of a parsed entry, one per call from *offset (start at 0): 1 with key and value, 0 at
+ * the end. */
+int file_entry_meta_next(const FileEntry *e, size_t *offset, const char **ret_key, const char **ret_value);
+/* Its metadata as a JSON object of strings ({} when it has none); NULL when out of memory. */
+cJSON *file_entry_meta_json(const FileEntry *e);
 /* A JSON object for an entry at path. */
 cJSON *file_entry_to_json(const char *path, const FileEntry *e);
 

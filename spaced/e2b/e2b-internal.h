@@ -11,9 +11,10 @@
 #include "api/api.h"
 #include "sandbox/sandbox.h"
 
-/* The envd version we report: the SDKs gate features on it (stdin, closeStdin, octet-stream uploads, the
- * default user), and with 0.6.1 they use all of those, each of which we serve. */
-#define E2B_ENVD_VERSION "0.6.1"
+/* The envd version we report: the SDKs gate features on it (recursive watch 0.1.4, stdin 0.3.0, the default
+ * user 0.4.0, closeStdin 0.5.2, octet-stream uploads 0.5.7, file metadata 0.6.2), and with 0.6.2 they use all of
+ * those, each of which we serve. Not 0.6.3 before watch events carry their entry (includeEntry). */
+#define E2B_ENVD_VERSION "0.6.2"
 #define E2B_ENVD_PORT 49983
 #define E2B_CLIENT_ID "space"
 /* Connect envelopes: 1 byte of flags, 4 of big-endian length, then the message. */

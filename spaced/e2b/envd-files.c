@@ -1,4 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
+#include <ctype.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <microhttpd.h>
@@ -291,6 +292,7 @@ typedef struct Upload {
         bool z_pending;               /* the last inflate filled z_out: more may come without input */
         bool z_end;
         uint64_t inflated, inflate_max;
+        SpaceBuf meta;                /* X-Metadata-*: meta_key=/meta_value= records for every part's write */
         ErrorCode error;              /* the first failure, answered after the body */
         char *error_message;
         cJSON *results;
@@ -323,6 +325,7 @@ static void upload_free(Upload *u) {
                 free(u->parts[i].path), free(u->parts[i].filename);
         free(u->parts);
         space_buf_done(&u->queue);
+        space_buf_done(&u->meta);
         free(u->query_path);
         free(u->error_message);
         cJSON_Delete(u->results);
@@ -463,6 +466,10 @@ static int part_start(Upload *u, size_t i) {
                 upload_fail(u, ERROR_INTERNAL, "out of memory");
                 return -ENOMEM;
         }
+        if (space_buf_append(&kv, u->meta.data, u->meta.len) < 0) {
+                upload_fail(u, ERROR_INTERNAL, "out of memory");
+                return -ENOMEM;
+        }
         if (file_xfer_start(s, "write", path, &kv, &w, &u->x, &err) < 0) {
                 if (err.code != ERROR_NONE)
                         upload_fail(u, err.code, "%s", error_message(&err));
@@ -477,10 +484,14 @@ static int part_start(Upload *u, size_t i) {
 static int part_done(Upload *u) {
         const char *path = u->parts[u->current].path, *name = strrchr(path, '/');
         cJSON *o = cJSON_CreateObject();
+        FileEntry e;
 
-        /* exactly name, type and path: the Python SDK makes a WriteInfo(**item) of it */
+        /* name, type and path (older Python SDKs make a WriteInfo(**item) of it), and the metadata the file
+         * has now, read back as envd does, when it has some (which such an SDK never asked for) */
         if (!o || !cJSON_AddStringToObject(o, "name", name ? name + 1 : path) ||
             !cJSON_AddStringToObject(o, "type", "file") || !cJSON_AddStringToObject(o, "path", path) ||
+            (file_xfer_reply_entry(u->x, &e) >= 0 && e.n_meta > 0 &&
+             !cJSON_AddItemToObject(o, "metadata", file_entry_meta_json(&e))) ||
             !cJSON_AddItemToArray(u->results, o)) {
                 cJSON_Delete(o);
                 upload_fail(u, ERROR_INTERNAL, "out of memory");
@@ -701,6 +712,74 @@ void envd_post_files(Request *r, const RouteArgs *a) {
         upload_finish(r, u);
 }
 
+/* X-Metadata-KEY: VALUE headers (envd 0.6.2), read as envd reads them: the key is what follows the prefix,
+ * lowercased; an empty one is ignored; the first of a repeated key counts. Checked by envd's rules (its
+ * filesystem.ValidateMetadata): printable US-ASCII keys and values, keys of at most SPACE_FILE_META_KEY_MAX
+ * bytes, SPACE_FILE_META_BYTES_MAX in all with the user.e2b. prefix counted per key. */
+typedef struct MetaHeaders {
+        SpaceBuf *kv;
+        size_t total;
+        char error[200];
+} MetaHeaders;
+
+static const char *non_printable(const char *s) {
+        for (; *s; s++)
+                if ((unsigned char) *s < 0x20 || (unsigned char) *s > 0x7e)
+                        return s;
+        return NULL;
+}
+
+static bool meta_has(const SpaceBuf *kv, const char *key) {
+        size_t off = 0, klen;
+        const char *k, *v;
+
+        while (space_kv_next(kv->data, kv->len, &off, &k, &klen, &v) > 0)
+                if (klen == 8 && memcmp(k, "meta_key", 8) == 0 && streq(v, key))
+                        return true;
+        return false;
+}
+
+static enum MHD_Result on_meta_header(void *cls, enum MHD_ValueKind kind, const char *name, const char *value) {
+        static const char prefix[] = "x-metadata-";
+        MetaHeaders *m = cls;
+        char key[SPACE_FILE_META_KEY_MAX + 1];
+        const char *bad;
+        size_t n;
+
+        if (!name || strncasecmp(name, prefix, sizeof prefix - 1) != 0 || !name[sizeof prefix - 1])
+                return MHD_YES;
+        name += sizeof prefix - 1;
+        value = value ?: "";
+        n = strlen(name);
+        if (n > SPACE_FILE_META_KEY_MAX) {
+                snprintf(m->error, sizeof m->error, "invalid metadata: metadata key \"%.32s...\" exceeds %u bytes",
+                         name, SPACE_FILE_META_KEY_MAX);
+                return MHD_NO;
+        }
+        for (size_t i = 0; i <= n; i++)
+                key[i] = (char) tolower((unsigned char) name[i]);
+        bad = non_printable(key);
+        if (bad || (bad = non_printable(value))) {
+                snprintf(m->error, sizeof m->error,
+                         "invalid metadata: metadata %s \"%.32s\" contains non-printable-ASCII byte 0x%02x",
+                         non_printable(key) ? "key" : "value for key", key, (unsigned char) *bad);
+                return MHD_NO;
+        }
+        if (meta_has(m->kv, key))
+                return MHD_YES;
+        m->total += strlen(SPACE_FILE_META_PREFIX) + n + strlen(value);
+        if (m->total > SPACE_FILE_META_BYTES_MAX) {
+                snprintf(m->error, sizeof m->error, "invalid metadata: total metadata size exceeds %u bytes",
+                         SPACE_FILE_META_BYTES_MAX);
+                return MHD_NO;
+        }
+        if (space_kv_add(m->kv, "meta_key", key) < 0 || space_kv_add(m->kv, "meta_value", value) < 0) {
+                snprintf(m->error, sizeof m->error, "out of memory");
+                return MHD_NO;
+        }
+        return MHD_YES;
+}
+
 /* From the headers: what kind of body, for which sandbox and user; the body then streams to upload_write. */
 void envd_post_files_begin(Request *r, const RouteArgs *a) {
         const char *ct = http_header(r, MHD_HTTP_HEADER_CONTENT_TYPE), *ce = http_header(r, "Content-Encoding"), *p;
@@ -754,6 +833,13 @@ void envd_post_files_begin(Request *r, const RouteArgs *a) {
                 return (void) http_respond_error(r, ERROR_INVALID_ARGUMENT,
                                                  "cannot read the multipart/form-data body (no boundary?)");
         }
+        /* refused after the body, which is dropped as it comes: a client still sending it (fetch) would not
+         * read an answer that came before */
+        MetaHeaders meta = { .kv = &u->meta };
+        (void) MHD_get_connection_values(r->connection, MHD_HEADER_KIND, on_meta_header, &meta);
+        if (meta.error[0])
+                upload_fail(u, streq(meta.error, "out of memory") ? ERROR_INTERNAL : ERROR_INVALID_ARGUMENT, "%s",
+                            meta.error);
         r->upload = (HttpUpload) { .write = upload_write, .detach = upload_detach, .userdata = u };
         http_set_streaming(r);
 }

@@ -258,43 +258,82 @@ int envd_symlink_target(const char *path, const char *target, char **ret) {
         return 0;
 }
 
-cJSON *envd_entry_info(const char *path, const FileEntry *e, const char *owner, const char *group) {
+/* envd's FileType of an entry: a symlink is that of what it leads to (Go's os.Stat of the resolved target;
+ * unspecified when dangling). An agent before version 6 says nothing of it: such a link is a file, as before. */
+static const char *entry_type(const FileEntry *e) {
+        FileEntryType t = e->type;
+
+        if (t == FILE_ENTRY_SYMLINK)
+                t = e->has_target_type ? e->target_type : e->resolved ? FILE_ENTRY_OTHER : FILE_ENTRY_FILE;
+        /* envd's proto has files and directories only (the SDKs drop other types): a device, a FIFO is
+         * unspecified */
+        return t == FILE_ENTRY_DIR ? "FILE_TYPE_DIRECTORY" : t == FILE_ENTRY_OTHER ? "FILE_TYPE_UNSPECIFIED"
+                                                                                     : "FILE_TYPE_FILE";
+}
+
+/* symlinkTarget as envd gives it: Go's filepath.EvalSymlinks of the link, which the guest did (realpath, as the
+ * user), or on failure (dangling, a loop) the link's own path. An agent before version 6 gives the text only:
+ * then it is made absolute from the link's directory, without following links on the way. */
+static int add_symlink_target(cJSON *o, const char *path, const FileEntry *e) {
+        _cleanup_free_ char *abs = NULL;
+
+        if (e->resolved) {
+                cJSON_AddStringToObject(o, "symlinkTarget", e->resolved[0] ? e->resolved : path);
+                return 0;
+        }
+        if (envd_symlink_target(path, e->target, &abs) == -ENOMEM)
+                return -ENOMEM;
+        cJSON_AddStringToObject(o, "symlinkTarget", abs ?: e->target);
+        return 0;
+}
+
+/* metadata: taken (NULL or {}: left out, as protojson leaves an empty map out). */
+static cJSON *entry_info(const char *path, const FileEntry *e, const char *owner, const char *group,
+                         cJSON *metadata) {
         cJSON *o = cJSON_CreateObject();
         const char *name = strrchr(path, '/');
         char perms[16], when[48], num[16];
+        unsigned mode = e->mode;
 
-        if (!o)
+        if (!o) {
+                cJSON_Delete(metadata);
                 return NULL;
+        }
+        /* a symlink's mode is its target's (0 when dangling), its permissions string the link's own */
+        if (e->type == FILE_ENTRY_SYMLINK && (e->has_target_type || e->resolved))
+                mode = e->has_target_type ? e->target_mode : 0;
         name = name && name[1] ? name + 1 : path;
         permissions_string(e, perms);
         timestamp_string(e->mtime, e->mtime_nsec, when);
         cJSON_AddStringToObject(o, "name", name);
-        /* envd's proto has files and directories only (the SDKs drop other types): a symlink is listed as a
-         * file with its target, anything else (a device, a FIFO) as unspecified */
-        cJSON_AddStringToObject(o, "type", e->type == FILE_ENTRY_DIR    ? "FILE_TYPE_DIRECTORY"
-                                           : e->type == FILE_ENTRY_OTHER ? "FILE_TYPE_UNSPECIFIED"
-                                                                         : "FILE_TYPE_FILE");
+        cJSON_AddStringToObject(o, "type", entry_type(e));
         cJSON_AddStringToObject(o, "path", path);
         cJSON_AddNumberToObject(o, "size", (double) e->size);
-        cJSON_AddNumberToObject(o, "mode", e->mode & 0777);
+        cJSON_AddNumberToObject(o, "mode", mode & 0777);
         cJSON_AddStringToObject(o, "permissions", perms);
         snprintf(num, sizeof num, "%u", e->uid);
         cJSON_AddStringToObject(o, "owner", owner ?: num);
         snprintf(num, sizeof num, "%u", e->gid);
         cJSON_AddStringToObject(o, "group", group ?: num);
         cJSON_AddStringToObject(o, "modifiedTime", when);
-        if (e->target) {
-                _cleanup_free_ char *abs = NULL;
-
-                /* envd gives the target as an absolute path (Go's EvalSymlinks), not the link's text: a relative
-                 * one is taken from the link's directory */
-                if (envd_symlink_target(path, e->target, &abs) == -ENOMEM) {
-                        cJSON_Delete(o);
-                        return NULL;
-                }
-                cJSON_AddStringToObject(o, "symlinkTarget", abs ?: e->target);
+        if ((e->target && add_symlink_target(o, path, e) < 0)) {
+                cJSON_Delete(metadata);
+                cJSON_Delete(o);
+                return NULL;
         }
+        if (cJSON_GetArraySize(metadata) > 0)
+                cJSON_AddItemToObject(o, "metadata", metadata);
+        else
+                cJSON_Delete(metadata);
         return o;
+}
+
+cJSON *envd_entry_info(const char *path, const FileEntry *e, const char *owner, const char *group) {
+        cJSON *metadata = NULL;
+
+        if (e->n_meta > 0 && !(metadata = file_entry_meta_json(e)))
+                return NULL;
+        return entry_info(path, e, owner, group, metadata);
 }
 
 /* A name the guest sent for an owner or group: the shape of a user name, else not used. */
@@ -351,7 +390,10 @@ int envd_list_entry_infos(FileXfer *x, const SpaceBuf *json, cJSON **ret_array) 
         cJSON_ArrayForEach(it, list) {
                 cJSON *path = cJSON_GetObjectItemCaseSensitive(it, "path"),
                       *type = cJSON_GetObjectItemCaseSensitive(it, "type"),
-                      *target = cJSON_GetObjectItemCaseSensitive(it, "target");
+                      *target = cJSON_GetObjectItemCaseSensitive(it, "target"),
+                      *resolved = cJSON_GetObjectItemCaseSensitive(it, "resolved"),
+                      *target_type = cJSON_GetObjectItemCaseSensitive(it, "target_type"),
+                      *metadata = cJSON_DetachItemFromObjectCaseSensitive(it, "metadata");
                 FileEntry e = {};
                 cJSON *mtime = cJSON_GetObjectItemCaseSensitive(it, "mtime");
                 uint64_t mode, uid, gid, nsec;
@@ -359,8 +401,10 @@ int envd_list_entry_infos(FileXfer *x, const SpaceBuf *json, cJSON **ret_array) 
 
                 if (!cJSON_IsString(path) || !cJSON_IsString(type) || json_u64(it, "mode", 07777, &mode) < 0 ||
                     json_u64(it, "size", 9.0e15, &e.size) < 0 || json_u64(it, "uid", UINT32_MAX, &uid) < 0 ||
-                    json_u64(it, "gid", UINT32_MAX, &gid) < 0)
+                    json_u64(it, "gid", UINT32_MAX, &gid) < 0) {
+                        cJSON_Delete(metadata);
                         continue;
+                }
                 if (cJSON_IsNumber(mtime)) /* it may be before 1970 */
                         e.mtime = (int64_t) mtime->valuedouble;
                 if (json_u64(it, "mtime_nsec", 999999999, &nsec) >= 0)
@@ -373,8 +417,16 @@ int envd_list_entry_infos(FileXfer *x, const SpaceBuf *json, cJSON **ret_array) 
                 e.uid = (uint32_t) uid;
                 e.gid = (uint32_t) gid;
                 e.target = cJSON_IsString(target) ? target->valuestring : NULL;
-                info = envd_entry_info(path->valuestring, &e, list_name(x, "uname", e.uid),
-                                       list_name(x, "gname", e.gid));
+                e.resolved = cJSON_IsString(resolved) ? resolved->valuestring : NULL;
+                if (cJSON_IsString(target_type) && json_u64(it, "target_mode", 07777, &mode) >= 0) {
+                        e.has_target_type = true;
+                        e.target_type = streq(target_type->valuestring, "dir")    ? FILE_ENTRY_DIR
+                                        : streq(target_type->valuestring, "file") ? FILE_ENTRY_FILE
+                                                                                  : FILE_ENTRY_OTHER;
+                        e.target_mode = (unsigned) mode;
+                }
+                info = entry_info(path->valuestring, &e, list_name(x, "uname", e.uid), list_name(x, "gname", e.gid),
+                                  cJSON_IsObject(metadata) ? metadata : (cJSON_Delete(metadata), NULL));
                 if (!info || !cJSON_AddItemToArray(out, info)) {
                         cJSON_Delete(info);
                         cJSON_Delete(doc);

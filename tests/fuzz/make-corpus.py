@@ -75,6 +75,19 @@ def file_corpus():
     write(t, "stat", file_input("stat", [frame(OK, s, 0, kv(*ENTRY))]))
     write(t, "stat-symlink", file_input("stat", [frame(OK, s, 0, kv("type=symlink", "mode=511", "size=3", "mtime=1",
                                                                      "uid=0", "gid=0", b"target=/\xff\xfeetc"))]))
+    write(t, "stat-meta", file_input("stat", [frame(OK, s, 0, kv(*ENTRY, "meta_key=owner", "meta_value=alice",
+                                                                  "meta_key=k=2", "meta_value="))]))
+    write(t, "stat-meta-bad", file_input("stat", [frame(OK, s, 0, kv(*ENTRY, "meta_key=a", "mode=420",
+                                                                      b"meta_key=\xff", "meta_value=b"))]))
+    write(t, "stat-resolved", file_input("stat", [frame(OK, s, 0, kv("type=symlink", "mode=511", "size=3", "mtime=1",
+                                                                      "uid=0", "gid=0", "target=a/b", "resolved=/r/b",
+                                                                      "target_type=dir", "target_mode=493"))]))
+    write(t, "list-meta", file_input("list", [frame(OK, s, 0, kv("count=2")),
+                                              frame(DATA, s, 1, kv("rel=a", *ENTRY, "meta_key=x", "meta_value=1",
+                                                                   "rel=l", "type=symlink", "mode=511", "size=1",
+                                                                   "mtime=1", "uid=0", "gid=0", "target=a",
+                                                                   "resolved=")),
+                                              frame(EOF, s, 1)]))
     write(t, "stat-bad", file_input("stat", [frame(OK, s, 0, kv("type=fifo", "mode=8192", "size=-5", "mtime=1x",
                                                                  "uid=4294967296"))]))
     write(t, "error", file_input("stat", [frame(ERROR, s, 0, kv("errno=2", "message=a\nb\x1b[31mc"))]))

@@ -137,6 +137,9 @@ ureq POST "$F/symlink" "${JSON[@]}" -d '{"path": "/root/link", "target": "/x"}'
 check_status "symlink over an existing path" 409 exists
 ureq GET "$F/stat?path=/root/link&follow=1"
 check_eq "stat follow=1 describes the target" "dir" "$(json "$OUT" 'd["type"]')"
+ureq GET "$F/stat?path=/root/link"
+check_eq "stat of a symlink: its text, where it leads (resolved) and what that is" "symlink ../etc /etc dir" \
+        "$(json "$OUT" '"%s %s %s %s" % (d["type"], d["target"], d["resolved"], d["target_type"])')"
 ureq POST "$F/attrs" "${JSON[@]}" -d '{"path": "/root/link", "mtime": 1000000000, "uid": 1000, "gid": 1000}'
 check_status "attrs on a symlink" 200
 check_eq "  ... change the link, not its target" "1000000000 1000 0" \

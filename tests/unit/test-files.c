@@ -247,6 +247,119 @@ static void test_list(void) {
         drop(x);
 }
 
+/* Version 6's records: a symlink's resolution and a file's user.e2b.* metadata, within envd's bounds. */
+static void test_meta(void) {
+        _cleanup_free_ char *long_key = NULL, *big_value = NULL, *at_budget = NULL;
+        FileXfer *x;
+        FileEntry e;
+        cJSON *o, *m;
+        const char *k, *v;
+        size_t off = 0;
+
+        x = xfer("stat", "/f");
+        send_kv(x, SPACE_F_OK, 0, (const char *[]) { ENTRY, "meta_key=owner", "meta_value=alice",
+                                                     "meta_key=k=2", "meta_value=", NULL });
+        ok(x->state == FILE_XFER_DONE && file_xfer_reply_entry(x, &e) == 0 && e.n_meta == 2, "meta: two pairs");
+        ok(file_entry_meta_next(&e, &off, &k, &v) == 1 && streq(k, "owner") && streq(v, "alice") &&
+           file_entry_meta_next(&e, &off, &k, &v) == 1 && streq(k, "k=2") && streq(v, "") &&
+           file_entry_meta_next(&e, &off, &k, &v) == 0, "  ... read back in order, a key may hold '='");
+        o = file_entry_to_json(x->path, &e);
+        m = cJSON_GetObjectItem(o, "metadata");
+        ok(cJSON_GetArraySize(m) == 2 && streq(cJSON_GetObjectItem(m, "owner")->valuestring, "alice"),
+           "  ... and as JSON");
+        cJSON_Delete(o);
+        drop(x);
+
+        x = xfer("stat", "/f");
+        send_kv(x, SPACE_F_OK, 0, (const char *[]) { ENTRY, NULL });
+        o = file_xfer_reply_entry(x, &e) == 0 ? file_entry_to_json(x->path, &e) : NULL;
+        ok(o && e.n_meta == 0 && !cJSON_GetObjectItem(o, "metadata"), "meta: none, no metadata in JSON");
+        cJSON_Delete(o);
+        drop(x);
+
+        /* the longest key, and a set exactly at the budget, are taken; one byte more is not */
+        long_key = malloc(9 + SPACE_FILE_META_KEY_MAX + 2);
+        memcpy(long_key, "meta_key=", 9);
+        memset(long_key + 9, 'k', SPACE_FILE_META_KEY_MAX);
+        long_key[9 + SPACE_FILE_META_KEY_MAX] = 0;
+        at_budget = malloc(11 + SPACE_FILE_META_BYTES_MAX);
+        memcpy(at_budget, "meta_value=", 11);
+        memset(at_budget + 11, 'v', SPACE_FILE_META_BYTES_MAX - 9 - SPACE_FILE_META_KEY_MAX);
+        at_budget[11 + SPACE_FILE_META_BYTES_MAX - 9 - SPACE_FILE_META_KEY_MAX] = 0;
+        x = xfer("stat", "/f");
+        send_kv(x, SPACE_F_OK, 0, (const char *[]) { ENTRY, long_key, at_budget, NULL });
+        ok(x->state == FILE_XFER_DONE, "meta: a %u-byte key and a set of %u bytes are taken", SPACE_FILE_META_KEY_MAX,
+           SPACE_FILE_META_BYTES_MAX);
+        drop(x);
+        big_value = strdup(at_budget);
+        big_value = realloc(big_value, strlen(at_budget) + 2);
+        strcat(big_value, "v");
+        x = xfer("stat", "/f");
+        send_kv(x, SPACE_F_OK, 0, (const char *[]) { ENTRY, long_key, big_value, NULL });
+        ok(failed_with(x, "protocol_error"), "meta: one byte over the budget fails the transfer");
+        drop(x);
+        strcat(long_key, "k");
+        x = xfer("stat", "/f");
+        send_kv(x, SPACE_F_OK, 0, (const char *[]) { ENTRY, long_key, "meta_value=", NULL });
+        ok(failed_with(x, "protocol_error"), "meta: a %u-byte key fails it", SPACE_FILE_META_KEY_MAX + 1);
+        drop(x);
+
+        static const char *const bad[][10] = {
+                { ENTRY, "meta_key=a", NULL },                                  /* a key without its value */
+                { ENTRY, "meta_value=b", NULL },                                /* a value without its key */
+                { ENTRY, "meta_key=a", "mode=420", "meta_value=b", NULL },      /* not right after it */
+                { ENTRY, "meta_key=", "meta_value=b", NULL },                   /* an empty key */
+                { ENTRY, "meta_key=\xff", "meta_value=b", NULL },               /* not UTF-8 */
+                { ENTRY, "meta_key=a", "meta_value=\xc0\x80", NULL },           /* an overlong NUL */
+                { "type=symlink", "mode=511", "size=1", "mtime=1", "uid=0", "gid=0", "resolved=relative", NULL },
+                { "type=symlink", "mode=511", "size=1", "mtime=1", "uid=0", "gid=0", "target_type=symlink", NULL },
+                { "type=symlink", "mode=511", "size=1", "mtime=1", "uid=0", "gid=0", "target_mode=4096", NULL },
+        };
+        for (size_t i = 0; i < ELEMENTSOF(bad); i++) {
+                x = xfer("stat", "/x");
+                send_kv(x, SPACE_F_OK, 0, bad[i]);
+                ok(failed_with(x, "protocol_error"), "meta: malformed records (#%zu) fail the transfer", i);
+                drop(x);
+        }
+
+        /* a flood: a budget lets at most 4096 / 10 pairs through; a guest that sends more is refused */
+        {
+                _cleanup_(space_buf_done) SpaceBuf b = {};
+                unsigned n;
+
+                kv(&b, (const char *[]) { ENTRY, NULL });
+                for (n = 0; n < 1000; n++) {
+                        char rec[32];
+
+                        snprintf(rec, sizeof rec, "meta_key=%u", n);
+                        space_buf_append(&b, rec, strlen(rec) + 1);
+                        space_buf_append(&b, "meta_value=", 12);
+                }
+                x = xfer("stat", "/f");
+                frame(x, SPACE_F_OK, 0, b.data, b.len > SPACE_FRAME_PAYLOAD_MAX ? SPACE_FRAME_PAYLOAD_MAX : b.len);
+                ok(failed_with(x, "protocol_error"), "meta: 1000 pairs (one frame, past the budget) fail the transfer");
+                drop(x);
+        }
+
+        x = xfer("stat", "/l");
+        send_kv(x, SPACE_F_OK, 0, (const char *[]) { "type=symlink", "mode=511", "size=3", "mtime=1", "uid=0", "gid=0",
+                                                     "target=a/b", "resolved=/real/b", "target_type=dir",
+                                                     "target_mode=493", NULL });
+        ok(file_xfer_reply_entry(x, &e) == 0 && streq(e.resolved, "/real/b") && e.has_target_type &&
+           e.target_type == FILE_ENTRY_DIR && e.target_mode == 0755, "symlink: its resolution is taken");
+        o = file_entry_to_json(x->path, &e);
+        ok(streq(cJSON_GetObjectItem(o, "resolved")->valuestring, "/real/b") &&
+           streq(cJSON_GetObjectItem(o, "target_type")->valuestring, "dir") &&
+           cJSON_GetObjectItem(o, "target_mode")->valuedouble == 0755, "  ... and shown as JSON");
+        cJSON_Delete(o);
+        drop(x);
+        x = xfer("stat", "/f");
+        send_kv(x, SPACE_F_OK, 0, (const char *[]) { ENTRY, "resolved=/x", "target_type=dir", "target_mode=1", NULL });
+        ok(file_xfer_reply_entry(x, &e) == 0 && !e.resolved && !e.has_target_type,
+           "  ... and ignored for what is no symlink");
+        drop(x);
+}
+
 static void test_write(void) {
         uint8_t le[4];
         FileXfer *x;
@@ -334,6 +447,7 @@ int main(void) {
         test_errors();
         test_read();
         test_list();
+        test_meta();
         test_write();
         test_fuzz();
         return done();

@@ -67,6 +67,40 @@ test('list filters, order and pages; snapshot names; symlinks; pause modes', asy
   }
 })
 
+test('file metadata (envd 0.6.2); symlinks resolved as envd resolves them', async () => {
+  const s = await Sandbox.create(TEMPLATE, { timeoutMs: 300_000 })
+  try {
+    const path = '/home/user/meta/m.txt'
+    const w = await s.files.write(path, 'one', { metadata: { Owner: 'alice', 'k-2': 'v=2' } })
+    assert.deepEqual(w.metadata, { owner: 'alice', 'k-2': 'v=2' })
+    assert.deepEqual((await s.files.getInfo(path)).metadata, { owner: 'alice', 'k-2': 'v=2' })
+    assert.deepEqual((await s.files.list('/home/user/meta')).map((e) => [e.name, e.metadata]),
+      [['m.txt', { owner: 'alice', 'k-2': 'v=2' }]])
+    // a write replaces the whole set; one without metadata leaves none
+    await s.files.write(path, 'two', { metadata: { x: '1' } })
+    assert.deepEqual((await s.files.getInfo(path)).metadata, { x: '1' })
+    await s.files.write(path, 'three')
+    assert.equal((await s.files.getInfo(path)).metadata, undefined)
+    // refused as envd refuses it, with its reason
+    await assert.rejects(s.files.write('/home/user/meta/big', 'x', { metadata: Object.fromEntries(
+      Array.from({ length: 40 }, (_, i) => [`k${i}`, 'v'.repeat(100)])) }), /total metadata size/)
+    await assert.rejects(s.files.getInfo('/home/user/meta/big'))
+
+    // symlinks: the target resolved through every link (a linked directory, a chain), its type what it
+    // leads to; a dangling one's target is itself
+    await sh(s, 'mkdir -p /home/user/ch/d && echo x >/home/user/ch/d/f.txt && cd /home/user/ch && ln -s d dl && ln -s dl/f.txt via && ln -s via chain && ln -s nowhere dangling')
+    const chain = await s.files.getInfo('/home/user/ch/chain')
+    assert.equal(chain.symlinkTarget, '/home/user/ch/d/f.txt')
+    assert.equal(chain.type, 'file')
+    assert.equal((await s.files.getInfo('/home/user/ch/dl')).type, 'dir')
+    assert.equal((await s.files.getInfo('/home/user/ch/dangling')).symlinkTarget, '/home/user/ch/dangling')
+    const listed = Object.fromEntries((await s.files.list('/home/user/ch')).map((e) => [e.name, e.symlinkTarget]))
+    assert.equal(listed.via, '/home/user/ch/d/f.txt')
+  } finally {
+    await s.kill()
+  }
+})
+
 test('create with lifecycle keepMemory', async () => {
   const s = await Sandbox.create(TEMPLATE, { timeoutMs: 120_000, lifecycle: { onTimeout: { action: 'pause', keepMemory: true } } })
   try {

@@ -8,7 +8,7 @@ import uuid
 from datetime import datetime, timedelta, timezone
 
 import pytest
-from e2b import Sandbox, SandboxException, SandboxState
+from e2b import FileType, InvalidArgumentException, Sandbox, SandboxException, SandboxState
 from e2b.sandbox.sandbox_api import SandboxQuery
 
 from conftest import TEMPLATE
@@ -99,6 +99,91 @@ def test_symlink_target_is_absolute(pair):
     listed = {e.name: e.symlink_target for e in a.files.list("/home/user/ln")}
     assert listed["rel"] == listed["abs"] == "/home/user/ln/real.txt"
     assert listed["real.txt"] is None
+
+
+def test_symlink_resolved_through_links(pair):
+    """envd's symlink_target is Go's EvalSymlinks of the link: every link on the way followed (a relative one
+    from its directory, one through a linked directory, a chain); its type is what it leads to; a dangling
+    link's target is the link itself, with no type."""
+    _, a, _ = pair
+    sh(a, "mkdir -p /home/user/ch/d && echo x >/home/user/ch/d/f.txt && cd /home/user/ch && "
+          "ln -s d dl && ln -s dl/f.txt via && ln -s via chain && ln -s ../ch/chain up && "
+          "ln -s nowhere dangling && ln -s loop1 loop2 && ln -s loop2 loop1")
+    for name in ("via", "chain", "up"):
+        info = a.files.get_info("/home/user/ch/" + name)
+        assert info.symlink_target == "/home/user/ch/d/f.txt", name
+        assert info.type == FileType.FILE, name
+    dl = a.files.get_info("/home/user/ch/dl")
+    assert dl.symlink_target == "/home/user/ch/d" and dl.type == FileType.DIR
+    for name in ("dangling", "loop1"):
+        info = a.files.get_info("/home/user/ch/" + name)
+        assert info.symlink_target == "/home/user/ch/" + name and info.type is None, name
+    listed = {e.name: e for e in a.files.list("/home/user/ch")}
+    assert listed["chain"].symlink_target == "/home/user/ch/d/f.txt"
+    assert listed["dl"].type == FileType.DIR
+    # a dangling link has no type, and the SDK's list leaves entries without one out (with envd too)
+    assert "dangling" not in listed and "loop1" not in listed
+
+
+def test_file_metadata(pair):
+    """write's metadata is kept as user.e2b.* attributes and comes back from get_info and list; a write
+    replaces the whole set (none: none), as envd's upload does."""
+    _, a, _ = pair
+    path = "/home/user/meta/m.txt"
+    info = a.files.write(path, "one", metadata={"Owner": "alice", "k-2": "v=2 x"})
+    assert info.metadata == {"owner": "alice", "k-2": "v=2 x"}
+    assert a.files.get_info(path).metadata == {"owner": "alice", "k-2": "v=2 x"}
+    assert sh(a, "python3 -c 'import os; print(os.getxattr(\"%s\", \"user.e2b.owner\").decode())'" % path) == "alice\n"
+    listed = {e.name: e.metadata for e in a.files.list("/home/user/meta")}
+    assert listed == {"m.txt": {"owner": "alice", "k-2": "v=2 x"}}
+    # a second write replaces the set, and one without metadata leaves none
+    assert a.files.write(path, "two", metadata={"x": "1"}).metadata == {"x": "1"}
+    assert a.files.get_info(path).metadata == {"x": "1"}
+    assert a.files.write(path, "three").metadata is None
+    assert a.files.get_info(path).metadata is None
+    # octet-stream and several files alike
+    a.files.write_files([{"path": "/home/user/meta/b1", "data": b"1"}, {"path": "/home/user/meta/b2", "data": b"2"}],
+                        metadata={"batch": "yes"})
+    assert a.files.get_info("/home/user/meta/b2").metadata == {"batch": "yes"}
+    assert a.files.write(path, b"s", use_octet_stream=True, metadata={"o": "s"}).metadata == {"o": "s"}
+
+
+def test_file_metadata_refused_as_envd_refuses(pair):
+    _, a, _ = pair
+    with pytest.raises(InvalidArgumentException, match="exceeds 246 bytes"):
+        a.files.write("/home/user/meta/long", "x", metadata={"k" * 247: "v"})
+    with pytest.raises(InvalidArgumentException, match="total metadata size"):
+        a.files.write("/home/user/meta/big", "x", metadata={"k%d" % i: "v" * 100 for i in range(40)})
+    for path in ("/home/user/meta/long", "/home/user/meta/big"):
+        with pytest.raises(Exception):
+            a.files.get_info(path)
+
+
+def test_file_metadata_set_in_the_guest_is_bounded(pair):
+    """An attacker's first try: a guest process sets as many user.e2b.* attributes as the file system takes, and
+    the longest value it can; stat and list answer, with at most envd's budget of it, and other attributes
+    never leave the guest."""
+    _, a, _ = pair
+    sh(a, "mkdir -p /home/user/flood && cd /home/user/flood && touch many big && python3 -c '\n"
+          "import os\n"
+          "os.setxattr(\"many\", \"user.other\", b\"secret\")\n"
+          "for i in range(10000):\n"
+          "    try: os.setxattr(\"many\", \"user.e2b.k%05d\" % i, b\"v\" * 20)\n"
+          "    except OSError: break\n"
+          "n = 65536\n"
+          "while n > 0:\n"
+          "    try: os.setxattr(\"big\", \"user.e2b.big\", b\"B\" * n); break\n"
+          "    except OSError: n //= 2\n"
+          "os.setxattr(\"big\", \"user.e2b.bad\", b\"\\xff\\xfe\")\n'")
+    def budget(meta):
+        return sum(len("user.e2b.") + len(k) + len(v) for k, v in (meta or {}).items())
+    many = a.files.get_info("/home/user/flood/many")
+    assert many.metadata and "other" not in many.metadata and budget(many.metadata) <= 4096
+    big = a.files.get_info("/home/user/flood/big")
+    assert "bad" not in (big.metadata or {}) and budget(big.metadata) <= 4096
+    listed = {e.name: e.metadata for e in a.files.list("/home/user/flood")}
+    assert listed["many"] == many.metadata and listed["big"] == big.metadata
+    assert sh(a, "echo alive") == "alive\n"
 
 
 def test_pause_modes(pair):
