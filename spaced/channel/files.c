@@ -343,8 +343,10 @@ cJSON *file_entry_meta_json(const FileEntry *e) {
         const char *k, *v;
         size_t off = 0;
 
+        /* a key a hostile guest repeats: its first value, as an upload's first header wins (n is bounded by
+         * SPACE_FILE_META_BYTES_MAX, so the lookups stay cheap) */
         while (o && file_entry_meta_next(e, &off, &k, &v) > 0)
-                if (!cJSON_AddStringToObject(o, k, v)) {
+                if (!cJSON_GetObjectItemCaseSensitive(o, k) && !cJSON_AddStringToObject(o, k, v)) {
                         cJSON_Delete(o);
                         return NULL;
                 }

@@ -341,6 +341,18 @@ static void test_meta(void) {
                 drop(x);
         }
 
+        /* a key repeated: the JSON has it once, with its first value */
+        x = xfer("stat", "/f");
+        send_kv(x, SPACE_F_OK, 0, (const char *[]) { ENTRY, "meta_key=k", "meta_value=first", "meta_key=k",
+                                                     "meta_value=second", NULL });
+        ok(file_xfer_reply_entry(x, &e) == 0, "meta: a key the guest repeats is taken");
+        o = file_entry_to_json(x->path, &e);
+        ok(o && cJSON_GetArraySize(cJSON_GetObjectItem(o, "metadata")) == 1 &&
+                   streq(cJSON_GetObjectItem(cJSON_GetObjectItem(o, "metadata"), "k")->valuestring, "first"),
+           "  ... and shown once, with its first value");
+        cJSON_Delete(o);
+        drop(x);
+
         x = xfer("stat", "/l");
         send_kv(x, SPACE_F_OK, 0, (const char *[]) { "type=symlink", "mode=511", "size=3", "mtime=1", "uid=0", "gid=0",
                                                      "target=a/b", "resolved=/real/b", "target_type=dir",
