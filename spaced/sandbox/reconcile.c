@@ -77,6 +77,8 @@ int manager_reconcile(Manager *m) {
                 case SANDBOX_SUSPENDING:
                 case SANDBOX_SUSPENDED:
                 case SANDBOX_WAKING:
+                case SANDBOX_STOPPING:
+                case SANDBOX_STARTING:
                         (void) sandbox_reconcile_lifecycle(s);
                         break;
                 default:
