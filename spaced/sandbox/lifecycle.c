@@ -379,7 +379,8 @@ static void lifecycle_done(Manager *m, void *userdata) {
                         s->state = SANDBOX_STOPPED;
                         free(s->error);
                         s->error = strdup("QEMU exited while the sandbox was being suspended; its disk is kept, "
-                                          "its memory is lost; remove it with 'spacectl rm'");
+                                          "its memory is lost; 'spacectl start' boots it again from its disk, 'spacectl rm' "
+                                          "removes it");
                 }
                 break;
         case LIFECYCLE_WAKE:
@@ -630,7 +631,8 @@ int sandbox_reconcile_lifecycle(Sandbox *s) {
                         s->state = SANDBOX_STOPPED;
                         free(s->error);
                         s->error = strdup("QEMU exited while the sandbox was being suspended; its disk is kept, "
-                                          "its memory is lost; remove it with 'spacectl rm'");
+                                          "its memory is lost; 'spacectl start' boots it again from its disk, 'spacectl rm' "
+                                          "removes it");
                 }
                 break;
         case SANDBOX_WAKING:
@@ -647,8 +649,8 @@ int sandbox_reconcile_lifecycle(Sandbox *s) {
                 else {
                         s->state = SANDBOX_STOPPED;
                         free(s->error);
-                        s->error = strdup("QEMU exited while spaced was not running; remove the sandbox with "
-                                          "'spacectl rm'");
+                        s->error = strdup("QEMU exited while spaced was not running; its disk is kept: 'spacectl "
+                                          "start' boots it again, 'spacectl rm' removes it");
                 }
                 break;
         case SANDBOX_STOPPING:
@@ -677,7 +679,8 @@ int sandbox_reconcile_lifecycle(Sandbox *s) {
                 if (!complete) {
                         s->state = SANDBOX_STOPPED;
                         free(s->error);
-                        s->error = strdup("the suspended state is missing; remove the sandbox with 'spacectl rm'");
+                        s->error = strdup("the suspended state is missing; 'spacectl start' boots the sandbox "
+                                          "again from its disk, 'spacectl rm' removes it");
                 }
                 break;
         default:
