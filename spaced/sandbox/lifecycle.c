@@ -43,6 +43,7 @@ typedef struct LifecycleJob {
         char *unconfined;     /* wake, start: vm_start()'s, why the new QEMU runs unconfined (NULL: it does not) */
         int agent_fd;
         OperationProgress progress; /* suspend: the operation's, while it runs */
+        uint64_t boot_usec;   /* start: how long the cold boot took, to the identity's answer */
 } LifecycleJob;
 
 static const char *const kind_names[] = {
@@ -202,6 +203,7 @@ static int do_start(LifecycleJob *j) {
         _cleanup_free_ char *disk = NULL, *qemu_disk = NULL, *qemu_dir = NULL, *agent_path = NULL,
                             *hostname = NULL;
         _cleanup_close_ int hello_fd = -1;
+        uint64_t t0 = now_usec_monotonic();
         BaseSnapshot b = {};
         int r;
 
@@ -237,6 +239,7 @@ static int do_start(LifecycleJob *j) {
                 (void) vm_kill(j->new_pid, j->run_dir, 5000);
                 j->new_pid = 0;
         }
+        j->boot_usec = now_usec_monotonic() - t0;
 out:
         base_snapshot_done(&b);
         return r;
@@ -310,6 +313,7 @@ static void start_done(Manager *m, Sandbox *s, LifecycleJob *j) {
                 s->state = SANDBOX_STOPPED;
                 return;
         }
+        log_info("sandbox %s: booted from its disk in %.1f ms", s->id, (double) j->boot_usec / 1000.0);
         s->state = SANDBOX_RUNNING;
         free(s->error);
         s->error = NULL;

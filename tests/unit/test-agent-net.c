@@ -560,7 +560,7 @@ int main(void) {
         close(sv[1]);
         chan = sv[0];
 
-        ok(next(&f) && f.h.type == SPACE_F_HELLO && streq(kv(&f, "version"), "5"), "HELLO version=5");
+        ok(next(&f) && f.h.type == SPACE_F_HELLO && streq(kv(&f, "version"), "6"), "HELLO version=6");
         test_port();
         test_proxy(proxy);
         test_dns(dns);

@@ -68,9 +68,11 @@ test('list filters, order and pages; snapshot names; symlinks; pause modes', asy
     assert.doesNotMatch(await sh(booted, PROCS), /sleep 1000/)
     // a full one is space's suspend; connect with onResume 'reboot' drops that memory and boots the disk
     await booted.commands.run('sleep 1001', { background: true })
+    await booted.files.write('/home/user/fs-kept.txt', 'written before a full pause')
+    await sh(booted, 'sync')
     assert.equal(await booted.pause({ keepMemory: true }), true)
     const rebooted = await Sandbox.connect(a.sandboxId, { onResume: 'reboot' })
-    assert.equal(await rebooted.files.read('/home/user/fs-kept.txt'), 'kept by the disk')
+    assert.equal(await rebooted.files.read('/home/user/fs-kept.txt'), 'written before a full pause')
     assert.doesNotMatch(await sh(rebooted, PROCS), /sleep 1001/)
     const back = await Sandbox.connect(a.sandboxId, { onResume: 'restore' })
     assert.equal(await sh(back, 'echo back'), 'back\n')

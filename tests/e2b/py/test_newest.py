@@ -129,9 +129,11 @@ def test_pause_modes(pair):
     assert a.files.read("/home/user/fs-kept.txt") == "kept by the disk"
     assert "sleep 1000" not in sh(a, PROCS)
     # a full one is space's suspend, also when it must find the guest healthy; connect with on_resume "reboot"
-    # drops that memory and boots the disk: the process started before it is gone, the file written is kept
+    # drops that memory and boots the disk: the process started before it is gone, the file synced is kept (what
+    # only the saved memory held is not: E2B's "crash-recovery semantics")
     a.commands.run("sleep 1001", background=True)
     a.files.write("/home/user/fs-kept.txt", "written before a full pause")
+    sh(a, "sync")
     a.pause(mode="full", strict=True)
     assert a.get_info().state.value == "paused"
     a.connect(on_resume="reboot")
