@@ -210,7 +210,8 @@ static int do_start(LifecycleJob *j) {
         remove_suspend_files(j->data_dir);
         r = sandbox_disk_get(j->data_dir, &disk);
         if (r < 0) {
-                (void) error_set(&j->error, error_code_from_errno(r), "the sandbox's disk is missing: %s", strerror(-r));
+                (void) error_set(&j->error, error_code_from_errno(r), "the sandbox's disk is missing: %s",
+                                 strerror(-r));
                 return r;
         }
         if (asprintf(&agent_path, "%s/agent.sock", j->run_dir) < 0 || asprintf(&hostname, "sb-%.12s", j->id) < 0)
@@ -383,8 +384,8 @@ static void lifecycle_done(Manager *m, void *userdata) {
                         s->state = SANDBOX_STOPPED;
                         free(s->error);
                         s->error = strdup("QEMU exited while the sandbox was being suspended; its disk is kept, "
-                                          "its memory is lost; 'spacectl start' boots it again from its disk, 'spacectl rm' "
-                                          "removes it");
+                                          "its memory is lost; 'spacectl start' boots it again from its disk, "
+                                          "'spacectl rm' removes it");
                 }
                 break;
         case LIFECYCLE_WAKE:
@@ -635,8 +636,8 @@ int sandbox_reconcile_lifecycle(Sandbox *s) {
                         s->state = SANDBOX_STOPPED;
                         free(s->error);
                         s->error = strdup("QEMU exited while the sandbox was being suspended; its disk is kept, "
-                                          "its memory is lost; 'spacectl start' boots it again from its disk, 'spacectl rm' "
-                                          "removes it");
+                                          "its memory is lost; 'spacectl start' boots it again from its disk, "
+                                          "'spacectl rm' removes it");
                 }
                 break;
         case SANDBOX_WAKING:

@@ -36,7 +36,8 @@ int store_put_sandbox(Store *s, const Sandbox *sb) {
                 .error = sb->error,
                 .idle_timeout = sb->idle_timeout,
                 .expires_at = sb->expires_at,
-                .on_expiry = sb->on_expiry == EXPIRY_SUSPEND ? "suspend" : sb->on_expiry == EXPIRY_STOP ? "stop" : "remove",
+                .on_expiry = sb->on_expiry == EXPIRY_SUSPEND ? "suspend"
+                           : sb->on_expiry == EXPIRY_STOP ? "stop" : "remove",
                 .last_active = sb->last_active,
                 .metadata = sb->metadata,
                 .access_token = sb->access_token,
