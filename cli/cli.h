@@ -413,6 +413,8 @@ int cmd_pause(int argc, char *argv[]);
 int cmd_resume(int argc, char *argv[]);
 int cmd_suspend(int argc, char *argv[]);
 int cmd_wake(int argc, char *argv[]);
+int cmd_stop(int argc, char *argv[]);
+int cmd_start(int argc, char *argv[]);
 int cmd_checkpoint(int argc, char *argv[]);
 int cmd_restore(int argc, char *argv[]);
 int cmd_fork(int argc, char *argv[]);
@@ -425,5 +427,5 @@ extern const CliHelp cmd_cp_help, cmd_egress_help, cmd_port_help, cmd_daemon_hel
 extern const CliHelp cmd_create_help, cmd_exec_help, cmd_run_help, cmd_ls_help, cmd_inspect_help, cmd_rm_help,
         cmd_template_help, cmd_version_help, cmd_attach_help, cmd_ps_help, cmd_kill_help, cmd_logs_help,
         cmd_op_help, cmd_info_help, cmd_key_help, cmd_pause_help, cmd_resume_help, cmd_suspend_help,
-        cmd_wake_help, cmd_checkpoint_help, cmd_restore_help, cmd_fork_help,
+        cmd_wake_help, cmd_stop_help, cmd_start_help, cmd_checkpoint_help, cmd_restore_help, cmd_fork_help,
         cmd_pool_help, cmd_secret_help;

@@ -37,7 +37,7 @@ _spacectl_egress_profiles() {
 
 _spacectl() {
     local cur=${COMP_WORDS[COMP_CWORD]} prev=${COMP_WORDS[COMP_CWORD-1]}
-    local verbs="create exec run ls inspect rm pause resume suspend wake checkpoint restore fork pool attach ps kill logs op info daemon key secret e2b mcp template version help cp egress port"
+    local verbs="create exec run ls inspect rm pause resume suspend wake stop start checkpoint restore fork pool attach ps kill logs op info daemon key secret e2b mcp template version help cp egress port"
     local create_opts="--name --vcpu --memory --disk --env --idle-timeout --ttl --on-timeout --egress --help"
     local exec_opts="--interactive --tty --env --workdir --user --timeout --help"
     local signals="TERM INT HUP KILL QUIT USR1 USR2 STOP CONT WINCH"
@@ -83,7 +83,7 @@ _spacectl() {
             COMPREPLY=($(compgen -W "$(_spacectl_sandboxes)" -- "$cur"))
             return ;;
         --on-timeout)
-            COMPREPLY=($(compgen -W "remove suspend" -- "$cur"))
+            COMPREPLY=($(compgen -W "remove suspend stop" -- "$cur"))
             return ;;
         --egress)
             COMPREPLY=($(compgen -W "$(_spacectl_egress_profiles)" -- "$cur"))
@@ -249,10 +249,10 @@ _spacectl() {
             else
                 COMPREPLY=($(compgen -W "$(_spacectl_sandboxes)" -- "$cur"))
             fi ;;
-        pause|resume|suspend|wake)
+        pause|resume|suspend|wake|stop|start)
             if [[ $cur == -* ]]; then
                 local opts="--async --help"
-                [[ $verb == suspend || $verb == wake ]] && opts="--async --quiet --help"
+                [[ $verb == suspend || $verb == wake || $verb == stop || $verb == start ]] && opts="--async --quiet --help"
                 COMPREPLY=($(compgen -W "$opts" -- "$cur"))
             else
                 COMPREPLY=($(compgen -W "$(_spacectl_sandboxes)" -- "$cur"))

@@ -113,7 +113,7 @@ function __spacectl_after_dashdash
     contains -- -- (commandline -opc)
 end
 
-set -l verbs create exec run ls inspect rm pause resume suspend wake checkpoint restore fork pool attach ps kill logs op info daemon key secret e2b mcp template version help cp egress port
+set -l verbs create exec run ls inspect rm pause resume suspend wake stop start checkpoint restore fork pool attach ps kill logs op info daemon key secret e2b mcp template version help cp egress port
 
 complete -c spacectl -f
 complete -c spacectl -n "not __fish_seen_subcommand_from $verbs" -s h -l help -d 'Show help'
@@ -128,6 +128,8 @@ complete -c spacectl -n "not __fish_seen_subcommand_from $verbs" -a pause -d 'St
 complete -c spacectl -n "not __fish_seen_subcommand_from $verbs" -a resume -d 'Let paused sandboxes run again'
 complete -c spacectl -n "not __fish_seen_subcommand_from $verbs" -a suspend -d 'Write sandboxes to disk, free their memory'
 complete -c spacectl -n "not __fish_seen_subcommand_from $verbs" -a wake -d 'Bring suspended sandboxes back'
+complete -c spacectl -n "not __fish_seen_subcommand_from $verbs" -a stop -d 'Shut running sandboxes down, keeping their files'
+complete -c spacectl -n "not __fish_seen_subcommand_from $verbs" -a start -d 'Boot stopped sandboxes again from their disks'
 complete -c spacectl -n "not __fish_seen_subcommand_from $verbs" -a checkpoint -d 'Take, list and remove checkpoints'
 complete -c spacectl -n "not __fish_seen_subcommand_from $verbs" -a restore -d 'Put a sandbox back to a checkpoint'
 complete -c spacectl -n "not __fish_seen_subcommand_from $verbs" -a fork -d 'Make N sandboxes from a sandbox or checkpoint'
@@ -160,7 +162,7 @@ for v in create run
     complete -c spacectl -n "__fish_seen_subcommand_from $v; and not __spacectl_after_dashdash" -l disk -x -d 'Writable disk in MiB'
     complete -c spacectl -n "__fish_seen_subcommand_from $v; and not __spacectl_after_dashdash" -l idle-timeout -x -d 'Suspend after this long unused (0: never)'
     complete -c spacectl -n "__fish_seen_subcommand_from $v; and not __spacectl_after_dashdash" -l ttl -x -d 'Time to live'
-    complete -c spacectl -n "__fish_seen_subcommand_from $v; and not __spacectl_after_dashdash" -l on-timeout -x -a 'remove suspend' -d 'What the time to live does'
+    complete -c spacectl -n "__fish_seen_subcommand_from $v; and not __spacectl_after_dashdash" -l on-timeout -x -a 'remove suspend stop' -d 'What the time to live does'
     complete -c spacectl -n "__fish_seen_subcommand_from $v; and not __spacectl_after_dashdash" -l egress -x -a '(__spacectl_egress_profiles)' -d 'Egress profile (repeatable)'
     complete -c spacectl -n "__fish_seen_subcommand_from $v; and __spacectl_no_positional" -a '(__spacectl_templates)' -d 'Template'
 end
@@ -277,12 +279,12 @@ complete -c spacectl -n "__spacectl_verb_is rm" -s f -l force -d 'Remove running
 complete -c spacectl -n "__spacectl_verb_is rm" -l async -d 'Print the operation ids and return at once'
 complete -c spacectl -n "__spacectl_verb_is rm" -a '(__spacectl_sandboxes)' -d 'Sandbox'
 
-# pause, resume, suspend, wake: SANDBOX...
-for v in pause resume suspend wake
+# pause, resume, suspend, wake, stop, start: SANDBOX...
+for v in pause resume suspend wake stop start
     complete -c spacectl -n "__spacectl_verb_is $v" -l async -d 'Print the operation ids and return at once'
     complete -c spacectl -n "__spacectl_verb_is $v" -a '(__spacectl_sandboxes)' -d 'Sandbox'
 end
-complete -c spacectl -n "__spacectl_verb_is suspend wake" -s q -l quiet -d 'No progress on the terminal'
+complete -c spacectl -n "__spacectl_verb_is suspend wake stop start" -s q -l quiet -d 'No progress on the terminal'
 
 # checkpoint SANDBOX | ls | rm
 complete -c spacectl -n "__spacectl_verb_is checkpoint; and __spacectl_no_positional" -a ls -d 'List checkpoints'

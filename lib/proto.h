@@ -47,6 +47,11 @@
  *                  RELEASE, and the frames of their streams after them, wait for that INIT. It rides on PING so
  *                  that an older agent echoes it (PONG(s, "freeze"): it froze nothing) where an unknown frame
  *                  type would be a malformed frame to it, which drops what it read with it.
+ *   host -> guest  PING(s, "stop") (version 6): the host is about to shut the VM down and boot it again later
+ *                  from its disk alone (a stop): the workload is frozen as for "freeze" (so that nothing writes
+ *                  after the sync), then every filesystem is synced -> PONG(s, "synced") once sync() returned,
+ *                  frozen or not (a freeze that failed only lets the workload write on until QEMU goes). An
+ *                  older agent echoes "stop": it synced nothing.
  *   host -> guest  EXEC(s, kv: argv..., env..., cwd, user, stdin=0|1, pty=0|1, rows, cols, hold=0|1)
  *                  -> STARTED(s, kv: pid) | ERROR(s, kv: errno, message, stage=chdir|exec|setup|user, code)
  *                  (errno=2, stage=exec: no such command). With hold=1 the child is forked and waits before
@@ -146,7 +151,7 @@
 #include <stdint.h>
 
 #define SPACE_PROTO_VERSION 6 /* 2: FILE; 3: CONNECT, RESOLVE, PORT; 4: PING "freeze"; 5: INIT ca;
-                               * 6: FILE metadata, resolved symlink target */
+                               * 6: FILE metadata, resolved symlink target; PING "stop" */
 #define SPACE_FRAME_HEADER_SIZE 12
 #define SPACE_FRAME_PAYLOAD_MAX (64U * 1024U)
 #define SPACE_FRAME_MAX (SPACE_FRAME_HEADER_SIZE + SPACE_FRAME_PAYLOAD_MAX)
@@ -155,6 +160,9 @@
 /* PING's payload that asks for the workload to be frozen, and PONG's that says it is (see above). */
 #define SPACE_PING_FREEZE "freeze"
 #define SPACE_PONG_FROZEN "frozen"
+/* PING's payload before the host shuts the VM down for good (a stop), and PONG's that says it is done. */
+#define SPACE_PING_STOP "stop"
+#define SPACE_PONG_SYNCED "synced"
 #define SPACE_STREAM_GUEST_BIT 0x80000000U
 /* Hard caps the host enforces on what the guest may make it hold. */
 #define SPACE_KV_RECORDS_MAX 4096U

@@ -24,9 +24,10 @@ const CliHelp cmd_create_help = {
         "      --idle-timeout T  suspend the sandbox after T without use (0: never; default: spaced.conf's\n"
         "                        idle_timeout, 6 h)\n"
         "      --timeout T, --ttl T\n"
-        "                        time to live: remove (or, with --on-timeout suspend, suspend) the sandbox\n"
+        "                        time to live: remove (or, with --on-timeout suspend or stop, suspend or\n"
+        "                        stop) the sandbox\n"
         "                        T after it was created (default: none)\n"
-        "      --on-timeout remove|suspend\n"
+        "      --on-timeout remove|suspend|stop\n"
         "                        what --timeout does (default remove)\n"
         "      --egress PROFILE  an egress profile for the sandbox, fixed for its life (repeatable; default:\n"
         "                        the daemon's default profiles; see space-egress(5), spacectl egress ls)\n"
@@ -87,8 +88,8 @@ int create_parse_ttl(const char *arg, void *userdata) {
 int create_parse_on_timeout(const char *arg, void *userdata) {
         CreateOptions *o = userdata;
 
-        if (!streq(arg, "remove") && !streq(arg, "suspend")) {
-                (void) cli_usage_error("--on-timeout: '%s' is neither remove nor suspend", arg);
+        if (!streq(arg, "remove") && !streq(arg, "suspend") && !streq(arg, "stop")) {
+                (void) cli_usage_error("--on-timeout: '%s' is none of remove, suspend and stop", arg);
                 return -EINVAL;
         }
         o->on_timeout = arg;

@@ -28,6 +28,8 @@ static const Verb verbs[] = {
         { "resume",   cmd_resume,   VERB_DAEMON,                       &cmd_resume_help   },
         { "suspend",  cmd_suspend,  VERB_DAEMON,                       &cmd_suspend_help  },
         { "wake",     cmd_wake,     VERB_DAEMON,                       &cmd_wake_help     },
+        { "stop",     cmd_stop,     VERB_DAEMON,                       &cmd_stop_help     },
+        { "start",    cmd_start,    VERB_DAEMON,                       &cmd_start_help    },
         { "checkpoint", cmd_checkpoint, VERB_DAEMON,                   &cmd_checkpoint_help },
         { "restore",  cmd_restore,  VERB_DAEMON,                       &cmd_restore_help  },
         { "fork",     cmd_fork,     VERB_DAEMON,                       &cmd_fork_help     },

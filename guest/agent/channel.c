@@ -147,6 +147,18 @@ static void freeze_answer(Channel *c, uint32_t stream) {
         (void) channel_send(c, SPACE_F_PONG, 0, stream, SPACE_PONG_FROZEN, strlen(SPACE_PONG_FROZEN));
 }
 
+/* PING "stop" (lib/proto.h): the VM is shut down after the answer and boots again from its disk alone, so what
+ * the page cache holds must be on the disk first; frozen first, so that nothing the workload writes after the
+ * sync is lost without a trace. The host shuts it down whatever the answer: a failed freeze only says so. */
+static void stop_answer(Channel *c, uint32_t stream) {
+        int r = work_freeze(AGENT_FREEZE_TIMEOUT_MS);
+
+        if (r < 0)
+                log_warn("stop: the workload was not frozen (%s): syncing anyway", strerror(-r));
+        sync();
+        (void) channel_send(c, SPACE_F_PONG, 0, stream, SPACE_PONG_SYNCED, strlen(SPACE_PONG_SYNCED));
+}
+
 static void dispatch(Channel *c, const SpaceFrameHeader *h, const uint8_t *p) {
         Stream *s;
 
@@ -156,6 +168,10 @@ static void dispatch(Channel *c, const SpaceFrameHeader *h, const uint8_t *p) {
         case SPACE_F_PING:
                 if (h->length == strlen(SPACE_PING_FREEZE) && memcmp(p, SPACE_PING_FREEZE, h->length) == 0) {
                         freeze_answer(c, h->stream);
+                        return;
+                }
+                if (h->length == strlen(SPACE_PING_STOP) && memcmp(p, SPACE_PING_STOP, h->length) == 0) {
+                        stop_answer(c, h->stream);
                         return;
                 }
                 (void) channel_send(c, SPACE_F_PONG, 0, h->stream, p,

@@ -13,7 +13,7 @@
 
 #define WAKE_ON_DEMAND_WAIT_SEC 120
 
-/* POST /v1/sandboxes/{id}/pause|resume|suspend|wake[?wait=SECONDS]: operations, like create. */
+/* POST /v1/sandboxes/{id}/pause|resume|suspend|wake|stop|start[?wait=SECONDS]: operations, like create. */
 
 static void post_lifecycle(Request *r, const RouteArgs *a, LifecycleKind kind) {
         Error e = {};
@@ -47,6 +47,14 @@ void api_post_suspend(Request *r, const RouteArgs *a) {
 
 void api_post_wake(Request *r, const RouteArgs *a) {
         post_lifecycle(r, a, LIFECYCLE_WAKE);
+}
+
+void api_post_stop(Request *r, const RouteArgs *a) {
+        post_lifecycle(r, a, LIFECYCLE_STOP);
+}
+
+void api_post_start(Request *r, const RouteArgs *a) {
+        post_lifecycle(r, a, LIFECYCLE_START);
 }
 
 /* The wake a use of s waits for (ARCHITECTURE.md, decision 6): 1 when s can be used now, 0 with *ret_op the

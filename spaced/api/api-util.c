@@ -57,12 +57,18 @@ cJSON *sandbox_to_json(Sandbox *s) {
                 cJSON_AddStringToObject(o, "expires_at", when);
         } else
                 cJSON_AddNullToObject(o, "expires_at");
-        cJSON_AddStringToObject(o, "on_timeout", s->on_expiry == EXPIRY_SUSPEND ? "suspend" : "remove");
+        cJSON_AddStringToObject(o, "on_timeout", s->on_expiry == EXPIRY_SUSPEND ? "suspend" :
+                                                 s->on_expiry == EXPIRY_STOP ? "stop" : "remove");
         sandbox_egress_to_json(s->egress_profiles, s->egress_allow, s->egress_deny, o);
         if (s->error)
                 cJSON_AddStringToObject(o, "error", s->error);
         else
                 cJSON_AddNullToObject(o, "error");
+        /* a stopped sandbox was stopped by its user (spacectl stop) or its QEMU died (error says how) */
+        if (s->state == SANDBOX_STOPPED)
+                cJSON_AddStringToObject(o, "stopped_by", s->error ? "failure" : "user");
+        else
+                cJSON_AddNullToObject(o, "stopped_by");
         return o;
 }
 

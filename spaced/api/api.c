@@ -49,6 +49,8 @@ const Route api_routes[] = {
         { "POST", "/v1/sandboxes/{id}/resume", api_post_resume },
         { "POST", "/v1/sandboxes/{id}/suspend", api_post_suspend },
         { "POST", "/v1/sandboxes/{id}/wake", api_post_wake },
+        { "POST", "/v1/sandboxes/{id}/stop", api_post_stop },
+        { "POST", "/v1/sandboxes/{id}/start", api_post_start },
         { "POST", "/v1/sandboxes/{id}/checkpoints", api_post_checkpoints },
         { "POST", "/v1/sandboxes/{id}/restore", api_post_restore },
         { "POST", "/v1/sandboxes/{id}/fork", api_post_sandbox_fork },
@@ -238,11 +240,14 @@ static void post_sandboxes(Request *r, const RouteArgs *a) {
         }
         v = cJSON_GetObjectItemCaseSensitive(o, "on_timeout");
         if (v && !cJSON_IsNull(v)) {
-                if (!cJSON_IsString(v) || (!streq(v->valuestring, "remove") && !streq(v->valuestring, "suspend"))) {
-                        http_respond_error(r, ERROR_INVALID_ARGUMENT, "on_timeout must be \"remove\" or \"suspend\"");
+                if (!cJSON_IsString(v) || (!streq(v->valuestring, "remove") && !streq(v->valuestring, "suspend") &&
+                                           !streq(v->valuestring, "stop"))) {
+                        http_respond_error(r, ERROR_INVALID_ARGUMENT,
+                                           "on_timeout must be \"remove\", \"suspend\" or \"stop\"");
                         goto out;
                 }
-                on_expiry = streq(v->valuestring, "suspend") ? EXPIRY_SUSPEND : EXPIRY_REMOVE;
+                on_expiry = streq(v->valuestring, "suspend") ? EXPIRY_SUSPEND
+                          : streq(v->valuestring, "stop") ? EXPIRY_STOP : EXPIRY_REMOVE;
         }
 
         SandboxSpec spec = {

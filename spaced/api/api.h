@@ -39,6 +39,8 @@ void api_post_pause(Request *r, const RouteArgs *a);
 void api_post_resume(Request *r, const RouteArgs *a);
 void api_post_suspend(Request *r, const RouteArgs *a);
 void api_post_wake(Request *r, const RouteArgs *a);
+void api_post_stop(Request *r, const RouteArgs *a);
+void api_post_start(Request *r, const RouteArgs *a);
 /* What a handler does with a sandbox once it can be used; a holds the route's arguments. */
 typedef void (*ApiAwake)(Request *r, Sandbox *s, const RouteArgs *a);
 /* A use of s: k(r, s, a) runs now when s is not suspended or waking up; else r is parked on a wake on demand

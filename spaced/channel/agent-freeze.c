@@ -29,7 +29,8 @@ static int on_freeze_timeout(sd_event_source *src, uint64_t usec, void *userdata
         return 0;
 }
 
-int agent_freeze(AgentConn *a, uint64_t timeout_usec, AgentFreezeDone done, void *userdata) {
+static int freeze_ask(AgentConn *a, const char *payload, uint64_t timeout_usec, AgentFreezeDone done,
+                      void *userdata) {
         int r;
 
         if (!a || a->fd < 0)
@@ -40,14 +41,32 @@ int agent_freeze(AgentConn *a, uint64_t timeout_usec, AgentFreezeDone done, void
                                        CLOCK_MONOTONIC, timeout_usec, 1000, on_freeze_timeout, a);
         if (r < 0)
                 return r;
-        r = agent_send(a, SPACE_F_PING, 0, AGENT_FREEZE_STREAM, SPACE_PING_FREEZE, strlen(SPACE_PING_FREEZE));
+        r = agent_send(a, SPACE_F_PING, 0, AGENT_FREEZE_STREAM, payload, strlen(payload));
         if (r < 0) {
                 a->freeze_timer = sd_event_source_disable_unref(a->freeze_timer);
                 return r;
         }
         a->freeze_done = done;
         a->freeze_userdata = userdata;
+        a->freeze_for_stop = streq(payload, SPACE_PING_STOP);
         return 0;
+}
+
+int agent_freeze(AgentConn *a, uint64_t timeout_usec, AgentFreezeDone done, void *userdata) {
+        return freeze_ask(a, SPACE_PING_FREEZE, timeout_usec, done, userdata);
+}
+
+/* A stop rides on the freeze's stream and timer: the two never overlap, since both come from a lifecycle
+ * operation or a save, one at a time on a sandbox. */
+int agent_stop_sync(AgentConn *a, uint64_t timeout_usec, AgentFreezeDone done, void *userdata) {
+        return freeze_ask(a, SPACE_PING_STOP, timeout_usec, done, userdata);
+}
+
+int agent_stop_answer(const SpaceFrameHeader *h, const uint8_t *payload, char *msg, size_t msg_size) {
+        if (h->type == SPACE_F_PONG)
+                /* an older agent echoes "stop": it synced nothing */
+                return h->length == strlen(SPACE_PONG_SYNCED) && memcmp(payload, SPACE_PONG_SYNCED, h->length) == 0;
+        return agent_freeze_answer(h, payload, msg, msg_size);
 }
 
 int agent_freeze_answer(const SpaceFrameHeader *h, const uint8_t *payload, char *msg, size_t msg_size) {
@@ -73,7 +92,8 @@ void agent_freeze_on_frame(AgentConn *a, const SpaceFrameHeader *h, const uint8_
 
         if (!a->freeze_done || (h->type != SPACE_F_PONG && h->type != SPACE_F_ERROR))
                 return; /* nobody asked, or not an answer */
-        r = agent_freeze_answer(h, payload, msg, sizeof msg);
+        r = a->freeze_for_stop ? agent_stop_answer(h, payload, msg, sizeof msg)
+                               : agent_freeze_answer(h, payload, msg, sizeof msg);
         if (r > 0)
                 agent_health_set_frozen(a, true);
         freeze_finish(a, r, r < 0 ? msg : NULL);

@@ -36,6 +36,7 @@ struct AgentConn {
         AgentFreezeDone freeze_done; /* agent_freeze()'s: its answer is still to come */
         void *freeze_userdata;
         sd_event_source *freeze_timer;
+        bool freeze_for_stop;        /* the PING was "stop": PONG "synced" is its answer */
 };
 
 void tunnels_kick(AgentConn *a);
@@ -45,6 +46,8 @@ void tunnels_kick(AgentConn *a);
 /* The answer to PING "freeze", PONG or ERROR: 1 frozen, 0 froze nothing (an older agent echoes the PING),
  * -errno with the guest's message, bounded, in msg. */
 int agent_freeze_answer(const SpaceFrameHeader *h, const uint8_t *payload, char *msg, size_t msg_size);
+/* The same for PING "stop": 1 synced, 0 synced nothing (an older agent echoes it). */
+int agent_stop_answer(const SpaceFrameHeader *h, const uint8_t *payload, char *msg, size_t msg_size);
 void agent_freeze_on_frame(AgentConn *a, const SpaceFrameHeader *h, const uint8_t *payload);
 /* The channel goes away: a freeze waiting for its answer ends with -ECONNRESET. */
 void agent_freeze_cancel(AgentConn *a);

@@ -118,6 +118,11 @@ int agent_set_guest_ca(const char *pem);
 typedef void (*AgentFreezeDone)(int r, const char *message, void *userdata);
 int agent_freeze(AgentConn *a, uint64_t timeout_usec, AgentFreezeDone done, void *userdata);
 int agent_freeze_blocking(int fd, int timeout_ms, Error *reterr);
+/* The last word before a stop (lib/proto.h, PING "stop"): the workload is frozen and the guest's filesystems
+ * synced, so that its disk holds what it wrote when QEMU is shut down. done as agent_freeze()'s: r 1 when
+ * synced, 0 when the agent synced nothing (an older one), -ETIMEDOUT, -ECONNRESET. */
+int agent_stop_sync(AgentConn *a, uint64_t timeout_usec, AgentFreezeDone done, void *userdata);
+#define AGENT_STOP_SYNC_TIMEOUT_USEC (30ULL * 1000000) /* a sync of a guest's dirty pages, under TCG too */
 #define AGENT_FREEZE_TIMEOUT_USEC (5ULL * 1000000) /* the agent gives up after 2 s: this is for the trip */
 /* Waits for the first HELLO after a cold boot; ret_fd (may be NULL) gets the channel, for agent_run_blocking(). */
 int agent_wait_hello(const char *socket_path, int timeout_ms, int *ret_fd, Error *reterr);

@@ -32,7 +32,7 @@ typedef struct SandboxRecord {
         const char *error;
         int64_t idle_timeout;
         int64_t expires_at;
-        const char *on_expiry;          /* "suspend" or "remove" */
+        const char *on_expiry;          /* "suspend", "stop" or "remove" */
         int64_t last_active;
         const char *metadata;
         const char *access_token;

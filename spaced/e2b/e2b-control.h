@@ -12,11 +12,12 @@
 #define E2B_TIMEOUT_DEFAULT 15
 /* A parked create, connect, pause, kill or snapshot answers within this (the SDKs give up after 60 s). */
 #define E2B_WAIT_SEC 120
-/* Why a filesystem-only pause, reboot or snapshot (E2B's `memory: false`) is refused: space has no cold boot
- * of a sandbox from its disk, and dropping the processes alone would still restore its memory. */
-#define E2B_NO_FS_PAUSE                                                                                       \
-        "is not supported by space: its pause is a suspend, which keeps memory and processes, and it cannot "  \
-        "boot a sandbox again from its disk alone"
+/* Why a filesystem-only snapshot (E2B's `memory: false` on a snapshot) is refused: a snapshot is a checkpoint,
+ * which holds memory, and a create from a checkpoint restores that memory; a create that cold-boots a
+ * checkpoint's disk alone is not there (a filesystem-only pause is: a stop, and its connect a start). */
+#define E2B_NO_FS_SNAPSHOT                                                                                    \
+        "is not supported by space: its snapshots are checkpoints, which hold memory, and a sandbox made from " \
+        "one restores that memory (no create cold-boots a disk alone)"
 #define E2B_LIST_LIMIT_DEFAULT 100
 #define E2B_LIST_LIMIT_MAX 100
 
@@ -72,6 +73,7 @@ typedef struct E2bWait {
         char arg[256];       /* the route's {sandboxID}: looked up again after each wait (it may be gone) */
         bool deprecated_resume;
         bool require_healthy;  /* pause: requireHealthyGuest */
+        bool no_memory;        /* pause: memory=false (a stop); connect: memory=false (a cold boot, not a wake) */
         char snapshot_name[SANDBOX_NAME_MAX + 1]; /* "" for none */
         char fork_op[OPERATION_ID_LEN + 1];       /* fork: its operation, once started ("" before) */
         unsigned count;                           /* fork: how many were asked for */

@@ -87,6 +87,7 @@ typedef struct E2bNewSandbox {
         char *metadata;               /* JSON text of an object of strings, or NULL */
         char **env;                   /* envVars as NAME=VALUE, or NULL */
         bool auto_pause, auto_resume;
+        bool auto_pause_memory;  /* false: the timeout stops it (mode 'filesystem') */
         char **egress_allow;          /* allow_internet_access and network.allowOut/denyOut, as egress lists */
         char **egress_deny;
         char **egress_bindings;       /* network.rules, as the sandbox's own secret bindings */

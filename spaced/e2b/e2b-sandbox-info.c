@@ -39,7 +39,13 @@ const char *e2b_state(const Sandbox *s) {
         case SANDBOX_SUSPENDING:
         case SANDBOX_SUSPENDED:
         case SANDBOX_WAKING:
+        case SANDBOX_STOPPING:
+        case SANDBOX_STARTING:
                 return "paused";
+        case SANDBOX_STOPPED:
+                /* paused with memory=false, or at its timeout in mode 'filesystem' (E2B's paused); one whose
+                 * QEMU died is not */
+                return s->error ? NULL : "paused";
         default:
                 return NULL;
         }
@@ -105,7 +111,7 @@ cJSON *e2b_listed_json(Manager *m, Sandbox *s, bool detail) {
                         cJSON_AddItemToObject(l, "rules", e2b_rules_from_bindings(s->egress_bindings));
                 /* never null: the Python SDK would parse it */
                 l = cJSON_AddObjectToObject(o, "lifecycle");
-                cJSON_AddStringToObject(l, "onTimeout", s->on_expiry == EXPIRY_SUSPEND ? "pause" : "kill");
+                cJSON_AddStringToObject(l, "onTimeout", s->on_expiry == EXPIRY_REMOVE ? "kill" : "pause");
                 cJSON_AddBoolToObject(l, "autoResume", s->auto_resume);
         }
         return o;

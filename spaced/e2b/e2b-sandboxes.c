@@ -353,17 +353,22 @@ static int network_lists(Request *r, cJSON *body, bool internet, E2bNewSandbox *
 }
 
 /* autoPauseMemory (the SDKs' lifecycle onTimeout {action: "pause", mode}): a pause at the timeout that keeps
- * memory is what autoPause does already; one that keeps only the filesystem is refused (E2B_NO_FS_PAUSE). */
-static int check_auto_pause_memory(Request *r, cJSON *body) {
-        bool memory = true;
-        int q = get_bool_field(r, body, "autoPauseMemory", &memory);
+ * memory is what autoPause does already; false (mode 'filesystem') stops the sandbox there instead, which
+ * auto-resume cannot wake (the SDKs refuse the two together too). */
+static int auto_pause_memory(Request *r, cJSON *body, bool *ret_memory) {
+        cJSON *ar = cJSON_GetObjectItemCaseSensitive(body, "autoResume");
+        cJSON *en = cJSON_IsObject(ar) ? cJSON_GetObjectItemCaseSensitive(ar, "enabled") : NULL;
+        int q;
 
+        *ret_memory = true;
+        q = get_bool_field(r, body, "autoPauseMemory", ret_memory);
         if (q < 0)
                 return q;
-        if (!memory)
+        if (!*ret_memory && cJSON_IsTrue(en))
                 return http_respond_error(r, ERROR_INVALID_ARGUMENT, "autoPauseMemory=false (lifecycle onTimeout "
-                                          "mode 'filesystem') %s; leave it out or pause with memory", E2B_NO_FS_PAUSE)
-                               ?: -EOPNOTSUPP;
+                                          "mode 'filesystem') cannot be combined with autoResume: a sandbox paused "
+                                          "without memory is booted again by a connect, not by its use")
+                               ?: -EINVAL;
         return 0;
 }
 
@@ -401,7 +406,7 @@ int e2b_new_sandbox_parse(Request *r, E2bNewSandbox *ret) {
             (q = env_vars_field(r, n.body, &n.env)) < 0 ||
             (q = get_bool_field(r, n.body, "autoPause", &n.auto_pause)) < 0 ||
             (q = get_bool_field(r, n.body, "secure", &flag)) < 0 || (q = check_unsupported(r, n.body)) < 0 ||
-            (q = check_auto_pause_memory(r, n.body)) < 0)
+            (q = auto_pause_memory(r, n.body, &n.auto_pause_memory)) < 0)
                 return q;
         /* true is the SDKs' default (the sandbox's profiles decide); false denies everything the allowOut list
          * does not name */
@@ -487,7 +492,7 @@ static void post_sandboxes(Request *r, const RouteArgs *a) {
                 /* until it runs, a create nobody waits for any more is bounded by the same time to live */
                 .ttl = n.timeout,
                 .ttl_grace = E2B_WAIT_SEC,
-                .on_expiry = n.auto_pause ? EXPIRY_SUSPEND : EXPIRY_REMOVE,
+                .on_expiry = !n.auto_pause ? EXPIRY_REMOVE : n.auto_pause_memory ? EXPIRY_SUSPEND : EXPIRY_STOP,
                 .auto_resume = n.auto_resume,
                 /* E2B's timeout is a sandbox's whole lifetime policy: one killed at its timeout is bounded by it
                  * and must not be suspended before while idle (E2B would call it running, envd would answer
@@ -552,11 +557,19 @@ static int ensure_running(Request *r, Sandbox *s, E2bWait *w) {
                 return e2b_wait_busy(r, s, connect_continue);
         if (s->state == SANDBOX_RUNNING)
                 return 1;
-        if (s->state == SANDBOX_PAUSED)
+        /* memory=false: a cold boot from the disk, whatever memory was kept (a suspend's is dropped: once the
+         * disk boots, the two no longer match); a sandbox paused with memory=false is booted either way */
+        if (s->state == SANDBOX_PAUSED && !w->no_memory)
                 kind = LIFECYCLE_RESUME;
-        else if (s->state == SANDBOX_SUSPENDED)
+        else if (s->state == SANDBOX_SUSPENDED && !w->no_memory)
                 kind = LIFECYCLE_WAKE;
-        else {
+        else if (s->state == SANDBOX_SUSPENDED || (s->state == SANDBOX_STOPPED && !s->error))
+                kind = LIFECYCLE_START;
+        else if (s->state == SANDBOX_PAUSED) {
+                http_respond_error(r, ERROR_INVALID_STATE, "sandbox %s is paused in place (spacectl pause): connect "
+                                   "without memory=false resumes it", s->id);
+                return -EINVAL;
+        } else {
                 http_respond_error(r, ERROR_SANDBOX_NOT_RUNNING, "sandbox %s is %s%s%s; kill it", s->id,
                                    sandbox_state_to_string(s->state), s->error ? ": " : "", s->error ?: "");
                 return -EINVAL;
@@ -566,7 +579,8 @@ static int ensure_running(Request *r, Sandbox *s, E2bWait *w) {
                 respond_operation_error(r, &e, q);
                 return q;
         }
-        log_info("sandbox %s: %s for an E2B connect", s->id, kind == LIFECYCLE_WAKE ? "waking" : "resuming");
+        log_info("sandbox %s: %s for an E2B connect", s->id,
+                 kind == LIFECYCLE_WAKE ? "waking" : kind == LIFECYCLE_START ? "starting (a cold boot)" : "resuming");
         w->resumed = true;
         return e2b_wait_op(r, op, true, connect_continue);
 }
@@ -599,10 +613,10 @@ static void connect_continue(Request *r, void *userdata) {
                 connect_step(r, w);
 }
 
-/* A connect's {timeout, memory}: memory=false, the newer SDKs' on_resume "reboot", is refused (E2B_NO_FS_PAUSE);
- * true is what a connect does. The older resume takes {timeout, autoPause} (autoPause ignored, fixed at
- * create). */
-static int parse_connect_body(Request *r, bool deprecated_resume, int64_t *timeout) {
+/* A connect's {timeout, memory}: memory=false, the newer SDKs' on_resume "reboot", boots a paused sandbox from
+ * its disk (a start) instead of waking its memory; a no-op for one that runs or was paused without memory. The
+ * older resume takes {timeout, autoPause} (autoPause ignored, fixed at create). */
+static int parse_connect_body(Request *r, bool deprecated_resume, int64_t *timeout, bool *ret_no_memory) {
         const char *const fields[] = { "timeout", deprecated_resume ? "autoPause" : "memory", NULL };
         _cleanup_(cjson_freep) cJSON *o = e2b_body_object(r, fields);
         bool memory = true;
@@ -613,24 +627,23 @@ static int parse_connect_body(Request *r, bool deprecated_resume, int64_t *timeo
         if ((q = e2b_seconds_field(r, o, "timeout", E2B_TIMEOUT_MAX, timeout)) < 0 ||
             (!deprecated_resume && (q = get_bool_field(r, o, "memory", &memory)) < 0))
                 return q;
-        if (!memory)
-                return http_respond_error(r, ERROR_INVALID_ARGUMENT, "memory=false (connect with on_resume "
-                                          "'reboot') %s; connect without it to resume the sandbox as it was",
-                                          E2B_NO_FS_PAUSE) ?: -EOPNOTSUPP;
+        *ret_no_memory = !memory;
         return 0;
 }
 
 static void connect_sandbox(Request *r, const RouteArgs *a, bool deprecated_resume) {
         int64_t timeout = 300;
+        bool no_memory = false;
         E2bWait *w;
 
         /* newer SDKs leave the timeout out when the caller gave none: E2B's default then */
-        if (parse_connect_body(r, deprecated_resume, &timeout) < 0)
+        if (parse_connect_body(r, deprecated_resume, &timeout, &no_memory) < 0)
                 return;
         w = e2b_wait_new(r, a->arg[0]);
         if (!w)
                 return;
         w->timeout = timeout;
+        w->no_memory = no_memory;
         w->deprecated_resume = deprecated_resume;
         connect_step(r, w);
 }
@@ -697,7 +710,8 @@ static void post_timeout(Request *r, const RouteArgs *a) {
             e2b_find_sandbox(r, a->arg[0], &s) < 0)
                 return;
         /* a paused sandbox keeps no clock (E2B's do not time out while paused): connect sets one */
-        if (s->state == SANDBOX_SUSPENDED || s->state == SANDBOX_SUSPENDING) {
+        if (s->state == SANDBOX_SUSPENDED || s->state == SANDBOX_SUSPENDING || s->state == SANDBOX_STOPPED ||
+            s->state == SANDBOX_STOPPING) {
                 http_respond_error(r, ERROR_SANDBOX_NOT_RUNNING,
                                    "sandbox %s is paused: connect to it (which resumes it) with the new timeout",
                                    s->id);
@@ -734,17 +748,20 @@ static void pause_step(Request *r, E2bWait *w) {
                 (void) e2b_wait_busy(r, s, pause_continue);
                 return;
         }
-        if (s->state == SANDBOX_SUSPENDED) {
+        if (s->state == SANDBOX_SUSPENDED || (s->state == SANDBOX_STOPPED && !s->error)) {
                 http_respond_error(r, ERROR_INVALID_STATE, "sandbox %s is already paused", s->id);
                 return;
         }
-        /* strict: a guest whose agent is not attached is not paused (E2B's requireHealthyGuest) */
-        if (w->require_healthy && s->state == SANDBOX_RUNNING && !s->channel.agent) {
+        /* strict: a guest whose agent is not attached is not paused (E2B's requireHealthyGuest); a pause without
+         * memory always wants it, to sync the guest's filesystems */
+        if ((w->require_healthy || w->no_memory) && s->state == SANDBOX_RUNNING && !s->channel.agent) {
                 http_respond_error(r, ERROR_CHANNEL_LOST, "sandbox %s: its guest agent does not answer; the sandbox "
                                    "keeps running", s->id);
                 return;
         }
-        q = sandbox_lifecycle_start(http_manager(r->http), s, LIFECYCLE_SUSPEND, &op, &e);
+        /* memory=false (mode 'filesystem'): a stop, which drops the processes and keeps the disk */
+        q = sandbox_lifecycle_start(http_manager(r->http), s, w->no_memory ? LIFECYCLE_STOP : LIFECYCLE_SUSPEND,
+                                    &op, &e);
         if (q < 0) {
                 respond_operation_error(r, &e, q);
                 return;
@@ -766,9 +783,9 @@ static void pause_continue(Request *r, void *userdata) {
         pause_step(r, w);
 }
 
-/* The pause's {memory, requireHealthyGuest}: memory=false, a filesystem-only pause, is refused
- * (E2B_NO_FS_PAUSE); true is what space's pause does. */
-static int parse_pause_body(Request *r, bool *ret_require_healthy) {
+/* The pause's {memory, requireHealthyGuest}: memory=false, a filesystem-only pause, is a stop; true (the
+ * default) is a suspend. */
+static int parse_pause_body(Request *r, bool *ret_require_healthy, bool *ret_no_memory) {
         static const char *const fields[] = { "memory", "requireHealthyGuest", NULL };
         _cleanup_(cjson_freep) cJSON *o = e2b_body_object(r, fields);
         bool memory = true;
@@ -780,23 +797,22 @@ static int parse_pause_body(Request *r, bool *ret_require_healthy) {
         if ((q = get_bool_field(r, o, "memory", &memory)) < 0 ||
             (q = get_bool_field(r, o, "requireHealthyGuest", ret_require_healthy)) < 0)
                 return q;
-        if (!memory)
-                return http_respond_error(r, ERROR_INVALID_ARGUMENT, "memory=false (a pause with mode "
-                                          "'filesystem') %s; pause with memory (the default)", E2B_NO_FS_PAUSE)
-                               ?: -EOPNOTSUPP;
+        *ret_no_memory = !memory;
         return 0;
 }
 
-/* E2B's pause keeps the sandbox's memory and frees its machine: space's suspend. 409 when it is paused. */
+/* E2B's pause keeps the sandbox's memory and frees its machine: space's suspend; without memory, its stop. 409
+ * when it is paused. */
 static void post_pause(Request *r, const RouteArgs *a) {
-        bool require_healthy;
+        bool require_healthy, no_memory;
         E2bWait *w;
 
-        if (parse_pause_body(r, &require_healthy) < 0)
+        if (parse_pause_body(r, &require_healthy, &no_memory) < 0)
                 return;
         w = e2b_wait_new(r, a->arg[0]);
         if (!w)
                 return;
         w->require_healthy = require_healthy;
+        w->no_memory = no_memory;
         pause_step(r, w);
 }

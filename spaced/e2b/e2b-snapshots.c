@@ -34,7 +34,7 @@ static cJSON *snapshot_json(const Checkpoint *c) {
 }
 
 /* The snapshot's {name, memory}: memory=false, the newer SDKs' mode "filesystem", is refused: a space
- * checkpoint always holds memory (E2B_NO_FS_PAUSE). */
+ * checkpoint always holds memory (E2B_NO_FS_SNAPSHOT). */
 static int parse_name(Request *r, const char **ret) {
         static const char *const fields[] = { "name", "memory", NULL };
         cJSON *o = e2b_body_object(r, fields), *v;
@@ -52,7 +52,7 @@ static int parse_name(Request *r, const char **ret) {
         if (!memory) {
                 cJSON_Delete(o);
                 return http_respond_error(r, ERROR_INVALID_ARGUMENT, "memory=false (a snapshot with mode "
-                                          "'filesystem') %s; take it with memory (the default)", E2B_NO_FS_PAUSE)
+                                          "'filesystem') %s; take it with memory (the default)", E2B_NO_FS_SNAPSHOT)
                                ?: -EOPNOTSUPP;
         }
         v = cJSON_GetObjectItemCaseSensitive(o, "name");

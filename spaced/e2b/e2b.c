@@ -148,7 +148,8 @@ int e2b_envd_sandbox(Request *r, Sandbox **ret) {
         if (s->state != SANDBOX_RUNNING)
                 return http_respond_error(r, ERROR_SANDBOX_UNAVAILABLE,
                                           "sandbox %s is %s, not running%s", s->id, sandbox_state_to_string(s->state),
-                                          s->state == SANDBOX_SUSPENDED ? ": connect to it to resume it" : "")
+                                          s->state == SANDBOX_SUSPENDED || (s->state == SANDBOX_STOPPED && !s->error)
+                                                  ? ": connect to it to resume it" : "")
                                ?: -EBUSY;
         /* resumed by use (its time to live suspended it), it gets that time to live again, from now */
         if (s->auto_resume && s->on_expiry == EXPIRY_SUSPEND)

@@ -534,6 +534,42 @@ VmConfig base_restore_config(const BaseSnapshot *b, const BaseRequest *req, cons
         };
 }
 
+/* A stopped sandbox boots again from its own disk (ARCHITECTURE.md, "Stop and start"): the command line of a
+ * restore of this base (so that its RAM and devices are what a later suspend, checkpoint or wake expects),
+ * booted instead of restored, up to the agent's hello; then the base's INIT (the CA, the template's service,
+ * waited for until ready), as the base's own build has it. Its RAM maps the base's file privately, as a
+ * restore's does: a cold boot reads nothing of it that it did not write first. */
+int base_cold_boot(const BaseSnapshot *b, const BaseRequest *req, const char *run_dir, const char *disk,
+                   const char *disk_dir, pid_t *ret_pid, char **ret_unconfined, int *ret_agent_fd, Error *reterr) {
+        _cleanup_free_ char *agent_sock = NULL;
+        _cleanup_close_ int fd = -1;
+        VmConfig c = base_restore_config(b, req, run_dir, disk, disk_dir);
+        Qmp *q = NULL;
+        int r;
+
+        if (asprintf(&agent_sock, "%s/agent.sock", run_dir) < 0)
+                return -ENOMEM;
+        c.incoming = false;
+        r = vm_start(&c, 10000, ret_pid, &q, ret_unconfined, reterr);
+        if (r < 0)
+                return r;
+        crash_point("start-booting");
+        r = agent_wait_hello(agent_sock, BASE_BOOT_TIMEOUT_MS, &fd, reterr);
+        if (r < 0) {
+                _cleanup_free_ char *console = NULL, *msg = reterr ? TAKE_PTR(reterr->message) : NULL;
+                (void) vm_console_read(q, 2000, &console, NULL);
+                (void) error_set(reterr, ERROR_INTERNAL, "%s; guest console: %s", msg ?: "no hello",
+                                 console && *console ? console : "(empty)");
+        }
+        qmp_close(q);
+        if (r >= 0)
+                r = base_start_service(req, fd, reterr);
+        if (r < 0)
+                return r;
+        *ret_agent_fd = TAKE_FD(fd);
+        return 0;
+}
+
 void base_cleanup_stale(const char *runtime_dir) {
         _cleanup_closedir_ DIR *d = opendir(runtime_dir);
         struct dirent *de;

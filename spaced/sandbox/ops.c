@@ -215,7 +215,8 @@ static void sandbox_qemu_exited(Sandbox *s) {
                 return;
         s->state = SANDBOX_STOPPED;
         free(s->error);
-        s->error = strdup("QEMU exited; remove the sandbox with 'spacectl rm'");
+        s->error = strdup("QEMU exited; its disk is kept: 'spacectl start' boots it again, 'spacectl rm' "
+                                  "removes it");
         (void) sandbox_save(s);
 }
 

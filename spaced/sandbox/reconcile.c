@@ -68,8 +68,8 @@ int manager_reconcile(Manager *m) {
                                             (int) s->qemu_pid);
                                 s->state = SANDBOX_STOPPED;
                                 free(s->error);
-                                s->error = strdup("QEMU exited while spaced was not running; remove the sandbox "
-                                                  "with 'spacectl rm'");
+                                s->error = strdup("QEMU exited while spaced was not running; its disk is kept: "
+                                                  "'spacectl start' boots it again, 'spacectl rm' removes it");
                                 (void) sandbox_save(s);
                         }
                         break;
@@ -77,6 +77,8 @@ int manager_reconcile(Manager *m) {
                 case SANDBOX_SUSPENDING:
                 case SANDBOX_SUSPENDED:
                 case SANDBOX_WAKING:
+                case SANDBOX_STOPPING:
+                case SANDBOX_STARTING:
                         (void) sandbox_reconcile_lifecycle(s);
                         break;
                 default:

@@ -36,7 +36,8 @@ int store_put_sandbox(Store *s, const Sandbox *sb) {
                 .error = sb->error,
                 .idle_timeout = sb->idle_timeout,
                 .expires_at = sb->expires_at,
-                .on_expiry = sb->on_expiry == EXPIRY_SUSPEND ? "suspend" : "remove",
+                .on_expiry = sb->on_expiry == EXPIRY_SUSPEND ? "suspend"
+                           : sb->on_expiry == EXPIRY_STOP ? "stop" : "remove",
                 .last_active = sb->last_active,
                 .metadata = sb->metadata,
                 .access_token = sb->access_token,
@@ -84,7 +85,8 @@ static int sandbox_from_record(void *userdata, const SandboxRecord *r) {
         sb->error = strdup_or_null(r->error);
         sb->idle_timeout = r->idle_timeout;
         sb->expires_at = r->expires_at;
-        sb->on_expiry = streq_ptr(r->on_expiry, "suspend") ? EXPIRY_SUSPEND : EXPIRY_REMOVE;
+        sb->on_expiry = streq_ptr(r->on_expiry, "suspend") ? EXPIRY_SUSPEND
+                      : streq_ptr(r->on_expiry, "stop") ? EXPIRY_STOP : EXPIRY_REMOVE;
         sb->last_active = r->last_active;
         if (!streq_ptr(r->metadata, "{}"))
                 sb->metadata = strdup_or_null(r->metadata);

@@ -35,11 +35,14 @@ static const char *const sandbox_states[_SANDBOX_STATE_MAX] = {
         [SANDBOX_SUSPENDED] = "suspended",
         [SANDBOX_WAKING] = "waking",
         [SANDBOX_POOLED] = "pooled",
+        [SANDBOX_STOPPING] = "stopping",
+        [SANDBOX_STARTING] = "starting",
 };
 
 bool sandbox_state_holds_memory(SandboxState s) {
         return s == SANDBOX_CREATING || s == SANDBOX_RUNNING || s == SANDBOX_DELETING || s == SANDBOX_PAUSED ||
-               s == SANDBOX_SUSPENDING || s == SANDBOX_WAKING || s == SANDBOX_POOLED;
+               s == SANDBOX_SUSPENDING || s == SANDBOX_WAKING || s == SANDBOX_POOLED || s == SANDBOX_STOPPING ||
+               s == SANDBOX_STARTING;
 }
 
 const char *sandbox_state_to_string(SandboxState s) {

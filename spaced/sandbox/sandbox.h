@@ -18,6 +18,7 @@
 enum {
         EXPIRY_REMOVE,
         EXPIRY_SUSPEND,
+        EXPIRY_STOP,     /* stopped at its time to live: processes dropped, disk kept (E2B's mode 'filesystem') */
 };
 
 #define IDLE_TIMEOUT_DEFAULT (6 * 3600)
@@ -33,13 +34,16 @@ typedef enum SandboxState {
         SANDBOX_CREATING,
         SANDBOX_RUNNING,
         SANDBOX_DELETING,
-        SANDBOX_STOPPED,
+        SANDBOX_STOPPED,     /* no QEMU, the disk kept: stopped by the user (error NULL) or its QEMU died (error
+                              * says how); 'start' boots it again from its disk */
         SANDBOX_ERROR,
         SANDBOX_PAUSED,      /* QEMU stopped, RAM resident */
         SANDBOX_SUSPENDING,  /* journaled: memory being written to the store */
         SANDBOX_SUSPENDED,   /* no QEMU; memory and device state in data_dir/suspend.state */
         SANDBOX_WAKING,      /* journaled: QEMU restoring from suspend.state */
         SANDBOX_POOLED,      /* restored and paused in a warm pool, not handed out yet: hidden from users */
+        SANDBOX_STOPPING,    /* journaled: guest synced, QEMU being shut down (a stop) */
+        SANDBOX_STARTING,    /* journaled: QEMU cold-booting the sandbox's own disk (a start) */
         _SANDBOX_STATE_MAX,
 } SandboxState;
 
@@ -285,12 +289,15 @@ int pool_take(Manager *m, const Template *t, const char *name, char **env, Opera
  * all of them would not do). Returns 0 when it fits, -ENOSPC with what stays in use otherwise. */
 int pool_evict_for(Manager *m, uint64_t need_mib, uint64_t *ret_in_use);
 
-/* lifecycle.c: pause, resume, suspend, wake. */
+/* lifecycle.c: pause, resume, suspend, wake, stop and start. */
 typedef enum LifecycleKind {
         LIFECYCLE_PAUSE,
         LIFECYCLE_RESUME,
         LIFECYCLE_SUSPEND,
         LIFECYCLE_WAKE,
+        LIFECYCLE_STOP,   /* a running sandbox: its guest synced, QEMU shut down, its disk kept (stopped) */
+        LIFECYCLE_START,  /* a stopped sandbox (or a suspended one, whose memory it drops): cold-booted from its
+                           * own disk, with the same id, env, egress and ports; its processes are gone */
 } LifecycleKind;
 int sandbox_lifecycle_start(Manager *m, Sandbox *s, LifecycleKind kind, Operation **ret_op, Error *reterr);
 int sandbox_reconcile_lifecycle(Sandbox *s);
@@ -365,6 +372,10 @@ void base_cleanup_stale(const char *runtime_dir);
 /* disk and disk_dir as disk_qemu_path() gives them. */
 VmConfig base_restore_config(const BaseSnapshot *b, const BaseRequest *req, const char *run_dir, const char *disk,
                              const char *disk_dir);
+/* A sandbox's cold boot from its own disk, with b's command line (a start): its QEMU up, the agent's hello and
+ * the base's INIT (CA, service ready) on *ret_agent_fd; QEMU is left running on failure (*ret_pid says which). */
+int base_cold_boot(const BaseSnapshot *b, const BaseRequest *req, const char *run_dir, const char *disk,
+                   const char *disk_dir, pid_t *ret_pid, char **ret_unconfined, int *ret_agent_fd, Error *reterr);
 /* The guest files and their digests. */
 int guest_kernel_path(const char *lib_dir, char **ret_kernel, char **ret_initrd);
 

@@ -5,7 +5,8 @@
 # sandbox has it running and ready from its first instant, started once (in the base), not again by a
 # restore. It runs as the template's user, in its workdir, with its environment. Killed, it is started again;
 # one that exits at once is retried without taking the agent down. Kept across suspend and wake, in a fork,
-# and a sandbox's own (killing it in one sandbox leaves another's). A changed start line is a new base.
+# and a sandbox's own (killing it in one sandbox leaves another's). A changed start line is a new base. A stop
+# ends it with the other processes, and a start (a cold boot) starts it again.
 . "$(dirname "$0")/lib.sh"
 
 space_env_setup
@@ -76,6 +77,15 @@ if [[ $F1 =~ ^[0-9]+$ && $F2 =~ ^[0-9]+$ ]] && [ "$F2" != "$F1" ]; then pass "a 
 else fail "a fork has the service running" "beats '$F1' then '$F2'" \
         "fork: $(in_sb "$FORK" 'cat /tmp/svc-beat /tmp/svc-starts /var/log/space-service.log; ps -o pid,ppid,stat,args | grep -v "\["' | tr '\n' ' ')" \
         "parent: $(in_sb "$SB" 'cat /tmp/svc-beat; ps -o pid,ppid,stat,args | grep -v "\["' | tr '\n' ' ')"; fi
+
+# stop and start: the service went with the processes, and the cold boot starts it again (as the base's INIT)
+check_rc "stop the other sandbox" 0 sc stop "$SB2"
+check_rc "... and start it from its disk" 0 sc start "$SB2"
+S1=$(in_sb "$SB2" 'cat /tmp/svc-beat'); sleep 2; S2=$(in_sb "$SB2" 'cat /tmp/svc-beat')
+if [[ $S1 =~ ^[0-9]+$ && $S2 =~ ^[0-9]+$ ]] && [ "$S2" != "$S1" ]; then pass "after a start the service runs again"
+else fail "after a start the service runs again" "beats '$S1' then '$S2'" \
+        "$(in_sb "$SB2" 'cat /tmp/svc-starts /var/log/space-service.log; ps -o pid,ppid,stat,args | grep -v "\["' | tr '\n' ' ')"; fi
+check_eq "... as its user, in its workdir, with its env" "hello 0 /tmp" "$(in_sb "$SB2" 'cat /tmp/svc-env')"
 
 # a service that exits at once: retried with a growing delay; the agent goes on serving
 cat >"$REC/template.conf" <<'CONF'

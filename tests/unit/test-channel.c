@@ -298,6 +298,45 @@ static void test_freeze(void) {
         safe_close(sv[1]);
 }
 
+/* The stop's PING "stop": answered as a freeze, but only PONG "synced" is a synced guest. */
+static int stop_answered(Sandbox *s, int guest, SpaceFrameReader *rd, uint8_t type, const void *p, size_t n,
+                         unsigned *calls) {
+        freeze_r = 1000;
+        ASSERT(agent_stop_sync(s->channel.agent, 200000, freeze_cb, calls) >= 0);
+        ASSERT(expect_frame(guest, rd, SPACE_F_PING) == AGENT_FREEZE_STREAM);
+        if (type != 0)
+                send_frame(guest, type, 0, AGENT_FREEZE_STREAM, p, n);
+        loop_for(type != 0 ? 50000 : 300000);
+        return freeze_r;
+}
+
+static void test_stop_sync(void) {
+        _cleanup_free_ SpaceFrameReader *rd = calloc(1, sizeof *rd);
+        Sandbox *s = sandbox_make("0000000000000000000000000000000b");
+        unsigned calls = 0;
+        int sv[2], r;
+
+        ASSERT(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) >= 0);
+        ASSERT(agent_attach(s, sv[0]) >= 0);
+        r = stop_answered(s, sv[1], rd, SPACE_F_PONG, "synced", 6, &calls);
+        ok(r == 1 && calls == 1, "stop: PONG \"synced\" is a synced guest (%d)", r);
+        r = stop_answered(s, sv[1], rd, SPACE_F_PONG, "stop", 4, &calls);
+        ok(r == 0 && calls == 2, "stop: the echo of an older agent synced nothing (%d)", r);
+        r = stop_answered(s, sv[1], rd, SPACE_F_PONG, "frozen", 6, &calls);
+        ok(r == 0 && calls == 3, "stop: a freeze's answer is not a sync's (%d)", r);
+        r = stop_answered(s, sv[1], rd, SPACE_F_PONG, "syncedX", 7, &calls);
+        ok(r == 0 && calls == 4, "stop: nor is a longer word that starts like it (%d)", r);
+        r = stop_answered(s, sv[1], rd, SPACE_F_ERROR, "errno=5\0message=no", 18, &calls);
+        ok(r == -EIO && calls == 5, "stop: an ERROR is the guest's error (%d)", r);
+        r = stop_answered(s, sv[1], rd, 0, NULL, 0, &calls);
+        ok(r == -ETIMEDOUT && calls == 6, "stop: a guest that never answers costs the timeout (%d)", r);
+        /* and the next freeze is a freeze again, not a stop */
+        r = freeze_answered(s, sv[1], rd, SPACE_F_PONG, "frozen", 6, &calls);
+        ok(r == 1 && calls == 7, "stop: a freeze after it takes \"frozen\" again (%d)", r);
+        s->channel.agent = agent_free(s->channel.agent);
+        safe_close(sv[1]);
+}
+
 /* ---- the fake QEMU: agent.sock, accepted by hand ---- */
 
 static int listener = -1;
@@ -761,6 +800,7 @@ int main(void) {
         test_reidentify();
         test_warm_up();
         test_freeze();
+        test_stop_sync();
         listener_open();
         test_garbage_backoff_failed();
         test_flood_responsive();

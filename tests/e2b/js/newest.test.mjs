@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // What the newest SDK sends besides fork and network updates (issue 26), each served or refused with an error
 // that says why: the list's filters, order and pages, the snapshots' name filter, symlinks as envd reports
-// them, and the pause modes (lifecycle keepMemory, pause keepMemory, connect onResume). The pinned SDK has none
-// of these calls: t29 leaves this file to t45.
+// them, and the pause modes (lifecycle keepMemory, pause keepMemory, connect onResume): without memory, a stop
+// and a cold boot from the disk. The pinned SDK has none of these calls: t29 leaves this file to t45.
 import test from 'node:test'
 import assert from 'node:assert/strict'
 import { randomUUID } from 'node:crypto'
@@ -12,6 +12,9 @@ import { TEMPLATE } from './helpers.mjs'
 async function sh(sbx, cmd) {
   return (await sbx.commands.run(cmd)).stdout
 }
+
+// The guest's command lines, one a line, as /proc has them (busybox's and procps' ps differ).
+const PROCS = "for f in /proc/[0-9]*/cmdline; do tr '\\0' ' ' <$f; echo; done"
 
 async function all(paginator) {
   const out = []
@@ -54,11 +57,23 @@ test('list filters, order and pages; snapshot names; symlinks; pause modes', asy
     const listed = Object.fromEntries((await a.files.list('/home/user/ln')).map((e) => [e.name, e.symlinkTarget]))
     assert.equal(listed.rel, '/home/user/ln/real.txt')
 
-    // a filesystem-only pause is refused, saying why, and the sandbox runs on; a full one is space's pause
-    await assert.rejects(a.pause({ keepMemory: false }), /memory=false/)
-    assert.equal(await sh(a, 'echo on'), 'on\n')
-    assert.equal(await a.pause({ keepMemory: true }), true)
-    await assert.rejects(Sandbox.connect(a.sandboxId, { onResume: 'reboot' }), /reboot/)
+    // a filesystem-only pause is a stop: the files stay, the processes go, and connect boots it from its disk
+    await a.files.write('/home/user/fs-kept.txt', 'kept by the disk')
+    await a.commands.run('sleep 1000', { background: true })
+    assert.match(await sh(a, PROCS), /sleep 1000/)
+    assert.equal(await a.pause({ keepMemory: false }), true)
+    assert.equal((await a.getInfo()).state, 'paused')
+    const booted = await Sandbox.connect(a.sandboxId)
+    assert.equal(await booted.files.read('/home/user/fs-kept.txt'), 'kept by the disk')
+    assert.doesNotMatch(await sh(booted, PROCS), /sleep 1000/)
+    // a full one is space's suspend; connect with onResume 'reboot' drops that memory and boots the disk
+    await booted.commands.run('sleep 1001', { background: true })
+    await booted.files.write('/home/user/fs-kept.txt', 'written before a full pause')
+    await sh(booted, 'sync')
+    assert.equal(await booted.pause({ keepMemory: true }), true)
+    const rebooted = await Sandbox.connect(a.sandboxId, { onResume: 'reboot' })
+    assert.equal(await rebooted.files.read('/home/user/fs-kept.txt'), 'written before a full pause')
+    assert.doesNotMatch(await sh(rebooted, PROCS), /sleep 1001/)
     const back = await Sandbox.connect(a.sandboxId, { onResume: 'restore' })
     assert.equal(await sh(back, 'echo back'), 'back\n')
   } finally {
@@ -109,6 +124,18 @@ test('create with lifecycle keepMemory', async () => {
   } finally {
     await s.kill()
   }
-  await assert.rejects(Sandbox.create(TEMPLATE, { timeoutMs: 120_000, lifecycle: { onTimeout: { action: 'pause', keepMemory: false } } }),
-    /autoPauseMemory/)
+  // keepMemory false: the timeout pauses it without memory (a stop); connect boots it from its disk
+  const f = await Sandbox.create(TEMPLATE, { timeoutMs: 8_000, lifecycle: { onTimeout: { action: 'pause', keepMemory: false } } })
+  try {
+    await f.files.write('/home/user/at-timeout.txt', 'kept')
+    await f.commands.run('sleep 1000', { background: true })
+    const deadline = Date.now() + 90_000
+    while ((await f.getInfo()).state !== 'paused' && Date.now() < deadline) await new Promise((r) => setTimeout(r, 500))
+    assert.equal((await f.getInfo()).state, 'paused')
+    const again = await Sandbox.connect(f.sandboxId, { timeoutMs: 120_000 })
+    assert.equal(await again.files.read('/home/user/at-timeout.txt'), 'kept')
+    assert.doesNotMatch(await sh(again, PROCS), /sleep 1000/)
+  } finally {
+    await f.kill()
+  }
 })

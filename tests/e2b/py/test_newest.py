@@ -1,7 +1,8 @@
 # SPDX-License-Identifier: Apache-2.0
 """What the newest SDKs send besides fork and network updates (issue 26), each served or refused with an error
 that says why: the list's filters, order and pages, the snapshots' name filter, symlinks as envd reports them,
-and the pause modes (lifecycle mode, pause mode, connect on_resume). The pinned SDKs have none of these calls:
+and the pause modes (lifecycle mode, pause mode, connect on_resume): without memory, a stop and a cold boot
+from the disk. The pinned SDKs have none of these calls:
 t29 leaves this file to t45."""
 import time
 import uuid
@@ -186,20 +187,50 @@ def test_file_metadata_set_in_the_guest_is_bounded(pair):
     assert sh(a, "echo alive") == "alive\n"
 
 
+# The guest's command lines, one a line, as /proc has them (busybox's and procps' ps differ).
+PROCS = "for f in /proc/[0-9]*/cmdline; do tr '\\0' ' ' <$f; echo; done"
+
+
+def wait_state(sbx, want, seconds=90):
+    deadline = time.time() + seconds
+    while time.time() < deadline:
+        if sbx.get_info().state.value == want:
+            return True
+        time.sleep(0.5)
+    return False
+
+
 def test_pause_modes(pair):
     _, a, _ = pair
-    # a filesystem-only pause is refused, saying why; the sandbox goes on running
-    with pytest.raises(SandboxException, match="memory=false"):
-        a.pause(mode="filesystem")
+    # a filesystem-only pause is a stop: the files stay, the processes go, and connect boots it from its disk
+    a.files.write("/home/user/fs-kept.txt", "kept by the disk")
+    a.commands.run("sleep 1000", background=True)
+    assert "sleep 1000" in sh(a, PROCS)
+    a.pause(mode="filesystem")
+    assert a.get_info().state.value == "paused"
+    assert a.sandbox_id in [s.sandbox_id for s in all_items(Sandbox.list(query=SandboxQuery(state=[SandboxState.PAUSED])))]
+    a.connect()
     assert a.get_info().state.value == "running"
-    assert sh(a, "echo on") == "on\n"
-    # a full one is space's pause, also when it must find the guest healthy
+    assert a.files.read("/home/user/fs-kept.txt") == "kept by the disk"
+    assert "sleep 1000" not in sh(a, PROCS)
+    # a full one is space's suspend, also when it must find the guest healthy; connect with on_resume "reboot"
+    # drops that memory and boots the disk: the process started before it is gone, the file synced is kept (what
+    # only the saved memory held is not: E2B's "crash-recovery semantics")
+    a.commands.run("sleep 1001", background=True)
+    a.files.write("/home/user/fs-kept.txt", "written before a full pause")
+    sh(a, "sync")
     a.pause(mode="full", strict=True)
     assert a.get_info().state.value == "paused"
-    with pytest.raises(SandboxException, match="reboot"):
-        a.connect(on_resume="reboot")
+    a.connect(on_resume="reboot")
+    assert a.files.read("/home/user/fs-kept.txt") == "written before a full pause"
+    assert "sleep 1001" not in sh(a, PROCS)
+    # on a running sandbox it is a no-op, as E2B's
+    a.commands.run("sleep 1002", background=True)
+    a.connect(on_resume="reboot")
+    assert "sleep 1002" in sh(a, PROCS)
     a.connect(on_resume="restore")
     assert sh(a, "echo back") == "back\n"
+    # a filesystem-only snapshot is refused, saying why
     with pytest.raises(SandboxException, match="memory=false"):
         a.create_snapshot(mode="filesystem")
 
@@ -212,5 +243,15 @@ def test_create_lifecycle_mode():
         assert sh(s, "echo up") == "up\n"
     finally:
         s.kill()
-    with pytest.raises(SandboxException, match="autoPauseMemory"):
-        Sandbox.create(TEMPLATE, timeout=120, lifecycle={"on_timeout": {"action": "pause", "mode": "filesystem"}})
+    # mode 'filesystem': the timeout pauses it without memory (a stop); connect boots it from its disk
+    s = Sandbox.create(TEMPLATE, timeout=8, lifecycle={"on_timeout": {"action": "pause", "mode": "filesystem"}})
+    try:
+        assert s.get_info().lifecycle["on_timeout"] == "pause"
+        s.files.write("/home/user/at-timeout.txt", "kept")
+        s.commands.run("sleep 1000", background=True)
+        assert wait_state(s, "paused"), s.get_info().state
+        s.connect(timeout=120)
+        assert s.files.read("/home/user/at-timeout.txt") == "kept"
+        assert "sleep 1000" not in sh(s, PROCS)
+    finally:
+        s.kill()
