@@ -345,7 +345,7 @@ static int migrate_v13(sqlite3 *db, Error *reterr) {
                     reterr);
 }
 
-/* Volumes (volume/volume.h): a row per volume, its files in $state/volumes/<id>/. token: the bearer its content
+/* Volumes (volume/volume.h): a row per volume, its files in $state/volume-data/<id>/. token: the bearer its content
  * API takes (E2B's VolumeAndToken), for that volume alone. */
 static int migrate_v14(sqlite3 *db, Error *reterr) {
         return exec(db,

@@ -9,7 +9,7 @@
 #include "core/store.h"
 
 /* The volumes table (schema.c, migration 14): what is known of each volume. Its files are under
- * $state/volumes/<id> (volume/volume.c). */
+ * $state/volume-data/<id> (volume/volume.c). */
 
 void volume_record_done(VolumeRecord *r) {
         free(r->id);

@@ -279,12 +279,8 @@ static int check_unsupported(Request *r, cJSON *o) {
                                    "sandbox; leave it out and pass credentials with envVars");
                 return -EOPNOTSUPP;
         }
-        if (!json_empty(cJSON_GetObjectItemCaseSensitive(o, "volumeMounts"))) {
-                http_respond_error(r, ERROR_INVALID_ARGUMENT,
-                                   "volumeMounts are not supported by space yet: a sandbox has only its own disk; "
-                                   "leave them out and copy files in with files.write");
+        if (api_volume_mounts_check(r, cJSON_GetObjectItemCaseSensitive(o, "volumeMounts")) < 0)
                 return -EOPNOTSUPP;
-        }
         return 0;
 }
 

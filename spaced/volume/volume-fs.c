@@ -22,7 +22,9 @@
 #define VOLUME_RESOLVE (RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV)
 
 int volume_open_in(int root, const char *rel, int flags, int *ret_fd) {
-        struct open_how how = { .flags = (uint64_t) (flags | O_CLOEXEC | O_NOCTTY), .resolve = VOLUME_RESOLVE };
+        /* openat2() refuses O_NOCTTY with O_PATH (EINVAL), where it means nothing anyway */
+        struct open_how how = { .flags = (uint64_t) (flags | O_CLOEXEC | (flags & O_PATH ? 0 : O_NOCTTY)),
+                                .resolve = VOLUME_RESOLVE };
         long fd = -1;
 
         /* EAGAIN: a rename raced the resolution (RESOLVE_IN_ROOT refuses to guess); a few tries */

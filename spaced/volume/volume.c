@@ -14,11 +14,11 @@
 #include "core/util.h"
 #include "volume/volume.h"
 
-/* Volumes: the rows in the store and their directories under $state/volumes (volume.h). A volume's directory
+/* Volumes: the rows in the store and their directories under $state/volume-data (volume.h). A volume's directory
  * is made before its row and removed after it, so that at start a directory no row names is a leftover, never
  * a volume a user was told exists. */
 
-#define VOLUME_DIR "volumes"
+#define VOLUME_DIR "volume-data" /* not "volumes": the disk store's sandbox disks are there */
 
 Volume *volume_find(Manager *m, const char *ref) {
         if (!ref)
@@ -259,7 +259,7 @@ int volume_mount_check(Manager *m, const char *ref, const char *path, Error *ret
                          "the volume API meanwhile", v->rec.name) ?: -EOPNOTSUPP;
 }
 
-/* Directories under $state/volumes that no row names: a create that crashed before its row, a remove after. */
+/* Directories under $state/volume-data that no row names: a create that crashed before its row, a remove after. */
 static void remove_leftovers(Manager *m, int dirfd) {
         _cleanup_closedir_ DIR *d = NULL;
         struct dirent *de;
@@ -277,7 +277,7 @@ static void remove_leftovers(Manager *m, int dirfd) {
                 for (v = m->volumes; v && !streq(v->rec.id, de->d_name); v = v->next)
                         ;
                 if (!v && volume_remove_tree_at(dirfd, de->d_name, 0, NULL) == 0)
-                        log_info("removed volumes/%s: a volume that no row names (a create or remove interrupted)",
+                        log_info("removed volume-data/%s: a volume that no row names (a create or remove interrupted)",
                                  de->d_name);
         }
 }
