@@ -106,8 +106,7 @@ void api_delete_volume(Request *r, const RouteArgs *a) {
                 http_respond_empty(r, 204);
 }
 
-/* A whole number from a query value, -1 when absent; answers and returns -EINVAL when it is not one. */
-static int query_int(Request *r, const char *key, int base, int64_t max, int64_t *ret) {
+int api_query_int(Request *r, const char *key, int base, int64_t max, int64_t *ret) {
         const char *v = http_query(r, key);
         char *end;
         long long n;
@@ -202,7 +201,7 @@ void api_get_volume_file(Request *r, const RouteArgs *a) {
         Volume *v = volume_from_route(r, a);
         int64_t offset, length;
 
-        if (!v || query_int(r, "offset", 10, INT64_MAX, &offset) < 0 || query_int(r, "length", 10, INT64_MAX, &length) < 0)
+        if (!v || api_query_int(r, "offset", 10, INT64_MAX, &offset) < 0 || api_query_int(r, "length", 10, INT64_MAX, &length) < 0)
                 return;
         (void) api_volume_respond_file(r, v, http_query(r, "path"), offset < 0 ? 0 : (uint64_t) offset,
                                        length < 0 ? UINT64_MAX : (uint64_t) length);
@@ -217,8 +216,8 @@ void api_put_volume_file(Request *r, const RouteArgs *a) {
         Volume *v = volume_from_route(r, a);
         int64_t offset;
 
-        if (!v || query_int(r, "offset", 10, INT64_MAX, &offset) < 0 || query_int(r, "mode", 8, 07777, &o.mode) < 0 ||
-            query_int(r, "uid", 10, UINT32_MAX - 1, &o.uid) < 0 || query_int(r, "gid", 10, UINT32_MAX - 1, &o.gid) < 0)
+        if (!v || api_query_int(r, "offset", 10, INT64_MAX, &offset) < 0 || api_query_int(r, "mode", 8, 07777, &o.mode) < 0 ||
+            api_query_int(r, "uid", 10, UINT32_MAX - 1, &o.uid) < 0 || api_query_int(r, "gid", 10, UINT32_MAX - 1, &o.gid) < 0)
                 return;
         if (!http_query(r, "path"))
                 return (void) http_respond_error(r, ERROR_INVALID_PATH, "path= is required: the file in the volume");
@@ -273,7 +272,7 @@ void api_get_volume_list(Request *r, const RouteArgs *a) {
         cJSON *o, *list;
         Volume *v = volume_from_route(r, a);
 
-        if (!v || query_int(r, "depth", 10, VOLUME_DEPTH_MAX, &depth) < 0)
+        if (!v || api_query_int(r, "depth", 10, VOLUME_DEPTH_MAX, &depth) < 0)
                 return;
         if (volume_list(http_manager(r->http), v, http_query(r, "path"), depth < 1 ? 1 : (unsigned) depth, &entries, &n,
                         &err) < 0)

@@ -65,6 +65,9 @@ int api_volume_respond_file(Request *r, Volume *v, const char *path, uint64_t of
 /* A create's volume mounts ([{"name", "path"}], E2B's volumeMounts): each checked (the volume exists, the path is
  * sane), then all refused: not served yet (volume_mount_check()). 0 when there are none; < 0 when it answered. */
 int api_volume_mounts_check(Request *r, const cJSON *mounts);
+/* A whole number from 0 to max in query value key (base 8 or 10), -1 when absent; answers and returns -EINVAL
+ * when it is not one. */
+int api_query_int(Request *r, const char *key, int base, int64_t max, int64_t *ret);
 void api_get_volumes(Request *r, const RouteArgs *a);
 void api_post_volumes(Request *r, const RouteArgs *a);
 void api_get_volume(Request *r, const RouteArgs *a);
