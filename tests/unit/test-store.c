@@ -276,7 +276,7 @@ static int sql_create(const char *path, const char *sql) {
 static long long count_tables(const char *path) {
         return sql_int(path, "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name IN ('sandboxes',"
                              " 'operations', 'api_keys', 'processes', 'templates', 'template_tags', 'checkpoints',"
-                             " 'pools', 'forwards', 'secrets')");
+                             " 'pools', 'forwards', 'secrets', 'volumes')");
 }
 
 /* store_open on a database that a migration cannot fix: refused with a message holding want, nothing changed. */
