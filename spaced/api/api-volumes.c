@@ -117,8 +117,8 @@ int api_query_int(Request *r, const char *key, int base, int64_t max, int64_t *r
         errno = 0;
         n = strtoll(v, &end, base);
         if (errno || !*v || *end || v[0] == '-' || v[0] == '+' || v[0] == ' ' || n > max) {
-                http_respond_error(r, ERROR_INVALID_ARGUMENT, "%s=%.20s: expected a whole number from 0 to %lld%s", key, v,
-                                   (long long) max, base == 8 ? " in octal" : "");
+                http_respond_error(r, ERROR_INVALID_ARGUMENT, "%s=%.20s: expected a whole number from 0 to %lld%s", key,
+                                   v, (long long) max, base == 8 ? " in octal" : "");
                 return -EINVAL;
         }
         *ret = n;
@@ -201,7 +201,8 @@ void api_get_volume_file(Request *r, const RouteArgs *a) {
         Volume *v = volume_from_route(r, a);
         int64_t offset, length;
 
-        if (!v || api_query_int(r, "offset", 10, INT64_MAX, &offset) < 0 || api_query_int(r, "length", 10, INT64_MAX, &length) < 0)
+        if (!v || api_query_int(r, "offset", 10, INT64_MAX, &offset) < 0 ||
+            api_query_int(r, "length", 10, INT64_MAX, &length) < 0)
                 return;
         (void) api_volume_respond_file(r, v, http_query(r, "path"), offset < 0 ? 0 : (uint64_t) offset,
                                        length < 0 ? UINT64_MAX : (uint64_t) length);
@@ -217,7 +218,8 @@ void api_put_volume_file(Request *r, const RouteArgs *a) {
         int64_t offset;
 
         if (!v || api_query_int(r, "offset", 10, INT64_MAX, &offset) < 0 || api_query_int(r, "mode", 8, 07777, &o.mode) < 0 ||
-            api_query_int(r, "uid", 10, UINT32_MAX - 1, &o.uid) < 0 || api_query_int(r, "gid", 10, UINT32_MAX - 1, &o.gid) < 0)
+            api_query_int(r, "uid", 10, UINT32_MAX - 1, &o.uid) < 0 ||
+            api_query_int(r, "gid", 10, UINT32_MAX - 1, &o.gid) < 0)
                 return;
         if (!http_query(r, "path"))
                 return (void) http_respond_error(r, ERROR_INVALID_PATH, "path= is required: the file in the volume");
@@ -323,8 +325,9 @@ void api_post_volume_mkdir(Request *r, const RouteArgs *a) {
         if (!v || !(o = parse_body_object(r, fields)))
                 return;
         if (body_meta(r, o, &path, &uid, &gid, &mode) >= 0) {
-                if (volume_mkdir(http_manager(r->http), v, path, cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(o, "parents")),
-                                 uid, gid, mode, &e, &err) < 0)
+                bool parents = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(o, "parents"));
+
+                if (volume_mkdir(http_manager(r->http), v, path, parents, uid, gid, mode, &e, &err) < 0)
                         respond_error_or(r, &err, "cannot make the directory");
                 else
                         respond_entry(r, 201, &e);
@@ -380,7 +383,8 @@ int api_volume_mounts_check(Request *r, const cJSON *mounts) {
         if (!mounts || cJSON_IsNull(mounts) || (cJSON_IsArray(mounts) && cJSON_GetArraySize(mounts) == 0))
                 return 0;
         if (!cJSON_IsArray(mounts) || cJSON_GetArraySize(mounts) > 64) {
-                http_respond_error(r, ERROR_INVALID_ARGUMENT, "volume mounts are a list of {\"name\", \"path\"} (at most 64)");
+                http_respond_error(r, ERROR_INVALID_ARGUMENT,
+                                   "volume mounts are a list of {\"name\", \"path\"} (at most 64)");
                 return -EINVAL;
         }
         cJSON_ArrayForEach(i, mounts) {

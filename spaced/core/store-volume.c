@@ -23,7 +23,8 @@ int store_put_volume(Store *s, const VolumeRecord *r) {
         int rc;
 
         rc = sqlite3_prepare_v2(store_db(s),
-                                "INSERT OR REPLACE INTO volumes (id, name, quota, token, created_at) VALUES (?,?,?,?,?)",
+                                "INSERT OR REPLACE INTO volumes (id, name, quota, token, created_at)"
+                                " VALUES (?,?,?,?,?)",
                                 -1, &st, NULL);
         if (rc != SQLITE_OK)
                 return sqlite_to_errno(rc);

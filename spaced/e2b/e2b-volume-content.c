@@ -78,8 +78,8 @@ static void respond_entry(Request *r, unsigned status, VolumeEntry *e) {
 
 /* uid, gid and mode (decimal, as the SDKs send them) from the query; < 0 when it answered. */
 static int query_meta(Request *r, int64_t *uid, int64_t *gid, int64_t *mode) {
-        if (api_query_int(r, "uid", 10, UINT32_MAX - 1, uid) < 0 || api_query_int(r, "gid", 10, UINT32_MAX - 1, gid) < 0 ||
-            api_query_int(r, "mode", 10, 07777, mode) < 0)
+        if (api_query_int(r, "uid", 10, UINT32_MAX - 1, uid) < 0 ||
+            api_query_int(r, "gid", 10, UINT32_MAX - 1, gid) < 0 || api_query_int(r, "mode", 10, 07777, mode) < 0)
                 return -EINVAL;
         return 0;
 }
@@ -137,8 +137,8 @@ static void patch_path(Request *r, const RouteArgs *a) {
         if ((qu = get_uint_field(r, o, "uid", 0, UINT32_MAX - 1, &u)) >= 0 &&
             (qg = get_uint_field(r, o, "gid", 0, UINT32_MAX - 1, &g)) >= 0 &&
             (qm = get_uint_field(r, o, "mode", 0, 07777, &md)) >= 0) {
-                if (volume_set_metadata(http_manager(r->http), v, p, qu > 0 ? (int64_t) u : -1, qg > 0 ? (int64_t) g : -1,
-                                        qm > 0 ? (int64_t) md : -1, &e, &err) < 0)
+                if (volume_set_metadata(http_manager(r->http), v, p, qu > 0 ? (int64_t) u : -1,
+                                        qg > 0 ? (int64_t) g : -1, qm > 0 ? (int64_t) md : -1, &e, &err) < 0)
                         respond_error_or(r, &err, "cannot set the metadata");
                 else
                         respond_entry(r, 200, &e);

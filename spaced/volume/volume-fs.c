@@ -53,7 +53,8 @@ int volume_fs_error(Error *reterr, int r, const char *what, const char *rel) {
         case -EEXIST:
                 return error_set(reterr, ERROR_EXISTS, "cannot %s /%.512s: it exists", what, p) ?: r;
         case -ENOTEMPTY:
-                return error_set(reterr, ERROR_NOT_EMPTY, "cannot %s /%.512s: the directory is not empty", what, p) ?: r;
+                return error_set(reterr, ERROR_NOT_EMPTY, "cannot %s /%.512s: the directory is not empty", what, p)
+                        ?: r;
         case -EXDEV:
                 return error_set(reterr, ERROR_INVALID_PATH, "cannot %s /%.512s: it leads out of the volume", what, p)
                         ?: r;
@@ -256,7 +257,8 @@ static int list_dir(int dirfd, const char *rel, unsigned depth, Listing *l) {
                         return r;
                 l->n++;
                 if (depth > 1 && l->e[l->n - 1].type == VOLUME_ENTRY_DIRECTORY) {
-                        _cleanup_close_ int child = openat(dirfd, de->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+                        _cleanup_close_ int child =
+                                openat(dirfd, de->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
                         if (child < 0)
                                 return -errno;
                         r = list_dir(child, sub, depth - 1, l);

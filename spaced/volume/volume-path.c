@@ -15,7 +15,8 @@ bool volume_name_valid(const char *name) {
         size_t n = name ? strlen(name) : 0;
 
         if (n == 0 || n > VOLUME_NAME_MAX ||
-            !((name[0] >= 'a' && name[0] <= 'z') || (name[0] >= 'A' && name[0] <= 'Z') || (name[0] >= '0' && name[0] <= '9')))
+            !((name[0] >= 'a' && name[0] <= 'z') || (name[0] >= 'A' && name[0] <= 'Z') ||
+              (name[0] >= '0' && name[0] <= '9')))
                 return false;
         if (strspn(name, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-") != n)
                 return false;

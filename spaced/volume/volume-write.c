@@ -42,7 +42,8 @@ int volume_walk_usage(int dirfd, unsigned depth, uint64_t *ret) {
                 if (S_ISREG(st.st_mode))
                         *ret += (uint64_t) st.st_size;
                 else if (S_ISDIR(st.st_mode)) {
-                        _cleanup_close_ int child = openat(dirfd, de->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+                        _cleanup_close_ int child =
+                                openat(dirfd, de->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
                         if (child < 0)
                                 return -errno;
                         r = volume_walk_usage(child, depth + 1, ret);

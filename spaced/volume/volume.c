@@ -241,8 +241,8 @@ int volume_mount_check(Manager *m, const char *ref, const char *path, Error *ret
         Volume *v = volume_find(m, ref);
 
         if (!v)
-                return error_set(reterr, ERROR_VOLUME_NOT_FOUND, "no volume '%.64s' to mount; 'spacectl volume ls' lists them",
-                                 ref ?: "") ?: -ENOENT;
+                return error_set(reterr, ERROR_VOLUME_NOT_FOUND,
+                                 "no volume '%.64s' to mount; 'spacectl volume ls' lists them", ref ?: "") ?: -ENOENT;
         if (!path || path[0] != '/')
                 return error_set(reterr, ERROR_INVALID_PATH, "the mount path of volume '%s' must be absolute",
                                  v->rec.name) ?: -EINVAL;
@@ -297,7 +297,8 @@ int volumes_load(Manager *m, Error *reterr) {
                 return error_set(reterr, ERROR_INTERNAL, "cannot restrict %s to its owner: %m", dir) ?: -errno;
         r = store_load_volumes(m->store, &recs, &n);
         if (r < 0)
-                return error_set(reterr, ERROR_INTERNAL, "cannot read the volumes from the store: %s", strerror(-r)) ?: r;
+                return error_set(reterr, ERROR_INTERNAL, "cannot read the volumes from the store: %s", strerror(-r))
+                        ?: r;
         for (size_t i = n; i > 0; i--) {
                 Volume *v = calloc(1, sizeof *v);
 
