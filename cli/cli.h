@@ -405,6 +405,7 @@ int cmd_daemon(int argc, char *argv[]);
 void cli_print_config(const cJSON *config, const char *label);
 int cmd_key(int argc, char *argv[]);
 int cmd_secret(int argc, char *argv[]);
+int cmd_volume(int argc, char *argv[]);
 int cmd_e2b(int argc, char *argv[]);
 extern const CliHelp cmd_e2b_help;
 int cmd_mcp(int argc, char *argv[]);
@@ -428,4 +429,4 @@ extern const CliHelp cmd_create_help, cmd_exec_help, cmd_run_help, cmd_ls_help, 
         cmd_template_help, cmd_version_help, cmd_attach_help, cmd_ps_help, cmd_kill_help, cmd_logs_help,
         cmd_op_help, cmd_info_help, cmd_key_help, cmd_pause_help, cmd_resume_help, cmd_suspend_help,
         cmd_wake_help, cmd_stop_help, cmd_start_help, cmd_checkpoint_help, cmd_restore_help, cmd_fork_help,
-        cmd_pool_help, cmd_secret_help;
+        cmd_pool_help, cmd_secret_help, cmd_volume_help;

@@ -31,13 +31,17 @@ _spacectl_secrets() {
     SPACE_NO_AUTOSTART=1 command spacectl secret ls --quiet 2>/dev/null
 }
 
+_spacectl_volumes() {
+    SPACE_NO_AUTOSTART=1 command spacectl volume ls --quiet 2>/dev/null
+}
+
 _spacectl_egress_profiles() {
     SPACE_NO_AUTOSTART=1 command spacectl egress ls --quiet 2>/dev/null
 }
 
 _spacectl() {
     local cur=${COMP_WORDS[COMP_CWORD]} prev=${COMP_WORDS[COMP_CWORD-1]}
-    local verbs="create exec run ls inspect rm pause resume suspend wake stop start checkpoint restore fork pool attach ps kill logs op info daemon key secret e2b mcp template version help cp egress port"
+    local verbs="create exec run ls inspect rm pause resume suspend wake stop start checkpoint restore fork pool attach ps kill logs op info daemon key secret volume e2b mcp template version help cp egress port"
     local create_opts="--name --vcpu --memory --disk --env --idle-timeout --ttl --on-timeout --egress --help"
     local exec_opts="--interactive --tty --env --workdir --user --timeout --help"
     local signals="TERM INT HUP KILL QUIT USR1 USR2 STOP CONT WINCH"
@@ -207,6 +211,18 @@ _spacectl() {
                 esac
             elif [[ $sandbox == rm || ( $sandbox == set && $npos -eq 1 ) ]]; then
                 COMPREPLY=($(compgen -W "$(_spacectl_secrets)" -- "$cur"))
+            fi ;;
+        volume)
+            if [[ $npos -eq 0 && $cur != -* ]]; then
+                COMPREPLY=($(compgen -W "create ls rm" -- "$cur"))
+            elif [[ $cur == -* ]]; then
+                case $sandbox in
+                    create) COMPREPLY=($(compgen -W "--quota --help" -- "$cur")) ;;
+                    ls) COMPREPLY=($(compgen -W "--json --quiet --help" -- "$cur")) ;;
+                    rm) COMPREPLY=($(compgen -W "--help" -- "$cur")) ;;
+                esac
+            elif [[ $sandbox == rm ]]; then
+                COMPREPLY=($(compgen -W "$(_spacectl_volumes)" -- "$cur"))
             fi ;;
         e2b)
             if [[ $npos -eq 0 && $cur != -* ]]; then

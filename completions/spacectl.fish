@@ -98,6 +98,10 @@ function __spacectl_keys
     env SPACE_NO_AUTOSTART=1 spacectl key ls --quiet 2>/dev/null
 end
 
+function __spacectl_volumes
+    env SPACE_NO_AUTOSTART=1 spacectl volume ls --quiet 2>/dev/null
+end
+
 function __spacectl_secrets
     env SPACE_NO_AUTOSTART=1 spacectl secret ls --quiet 2>/dev/null
 end
@@ -113,7 +117,7 @@ function __spacectl_after_dashdash
     contains -- -- (commandline -opc)
 end
 
-set -l verbs create exec run ls inspect rm pause resume suspend wake stop start checkpoint restore fork pool attach ps kill logs op info daemon key secret e2b mcp template version help cp egress port
+set -l verbs create exec run ls inspect rm pause resume suspend wake stop start checkpoint restore fork pool attach ps kill logs op info daemon key secret volume e2b mcp template version help cp egress port
 
 complete -c spacectl -f
 complete -c spacectl -n "not __fish_seen_subcommand_from $verbs" -s h -l help -d 'Show help'
@@ -143,6 +147,7 @@ complete -c spacectl -n "not __fish_seen_subcommand_from $verbs" -a info -d 'Sho
 complete -c spacectl -n "not __fish_seen_subcommand_from $verbs" -a daemon -d 'Make the running daemon re-read its configuration'
 complete -c spacectl -n "not __fish_seen_subcommand_from $verbs" -a key -d 'Create, list and revoke API keys'
 complete -c spacectl -n "not __fish_seen_subcommand_from $verbs" -a secret -d 'Set, list and remove secrets'
+complete -c spacectl -n "not __fish_seen_subcommand_from $verbs" -a volume -d 'Create, list and remove volumes'
 complete -c spacectl -n "not __fish_seen_subcommand_from $verbs" -a e2b -d 'Print the environment for E2B SDKs'
 complete -c spacectl -n "not __fish_seen_subcommand_from $verbs" -a egress -d 'List egress profiles, test destinations'
 complete -c spacectl -n "not __fish_seen_subcommand_from $verbs" -a port -d 'Forward a host port into a sandbox'
@@ -260,6 +265,15 @@ complete -c spacectl -n "__fish_seen_subcommand_from key; and __fish_seen_subcom
 complete -c spacectl -n "__fish_seen_subcommand_from key; and __fish_seen_subcommand_from ls" -l json -d 'Print JSON'
 complete -c spacectl -n "__fish_seen_subcommand_from key; and __fish_seen_subcommand_from ls" -s q -l quiet -d 'Print only ids'
 complete -c spacectl -n "__fish_seen_subcommand_from key; and __fish_seen_subcommand_from rm" -a '(__spacectl_keys)' -d 'Key id'
+
+# volume create|ls|rm
+complete -c spacectl -n "__fish_seen_subcommand_from volume; and not __fish_seen_subcommand_from create ls rm" -a create -d 'Make a volume'
+complete -c spacectl -n "__fish_seen_subcommand_from volume; and not __fish_seen_subcommand_from create ls rm" -a ls -d 'List volumes'
+complete -c spacectl -n "__fish_seen_subcommand_from volume; and not __fish_seen_subcommand_from create ls rm" -a rm -d 'Remove volumes'
+complete -c spacectl -n "__fish_seen_subcommand_from volume; and __fish_seen_subcommand_from create" -l quota -x -d 'The most its files may hold (512M, 10G)'
+complete -c spacectl -n "__fish_seen_subcommand_from volume; and __fish_seen_subcommand_from rm" -a '(__spacectl_volumes)' -d 'Volume'
+complete -c spacectl -n "__fish_seen_subcommand_from volume; and __fish_seen_subcommand_from ls" -l json -d 'Print JSON'
+complete -c spacectl -n "__fish_seen_subcommand_from volume; and __fish_seen_subcommand_from ls" -s q -l quiet -d 'Print only names'
 
 # secret set|ls|rm
 complete -c spacectl -n "__fish_seen_subcommand_from secret; and not __fish_seen_subcommand_from set ls rm" -a set -d 'Create a secret or set a new version'

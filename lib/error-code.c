@@ -43,6 +43,7 @@ static const struct {
         [ERROR_EGRESS_PROFILE_NOT_FOUND] = { "egress_profile_not_found", 404, CONNECT_NOT_FOUND },
         [ERROR_FORWARD_NOT_FOUND] = { "forward_not_found", 404, CONNECT_NOT_FOUND },
         [ERROR_SECRET_NOT_FOUND] = { "secret_not_found", 404, CONNECT_NOT_FOUND },
+        [ERROR_VOLUME_NOT_FOUND] = { "volume_not_found", 404, CONNECT_NOT_FOUND },
         [ERROR_METHOD_NOT_ALLOWED] = { "method_not_allowed", 405, CONNECT_UNIMPLEMENTED },
         [ERROR_AMBIGUOUS_REFERENCE] = { "ambiguous_reference", 409, CONNECT_ALREADY_EXISTS },
         [ERROR_NAME_IN_USE] = { "name_in_use", 409, CONNECT_ALREADY_EXISTS },
@@ -52,6 +53,7 @@ static const struct {
         [ERROR_SANDBOX_GONE] = { "sandbox_gone", 409, CONNECT_ALREADY_EXISTS },
         [ERROR_CHECKPOINT_BUSY] = { "checkpoint_busy", 409, CONNECT_ALREADY_EXISTS },
         [ERROR_TEMPLATE_IN_USE] = { "template_in_use", 409, CONNECT_ALREADY_EXISTS },
+        [ERROR_VOLUME_IN_USE] = { "volume_in_use", 409, CONNECT_FAILED_PRECONDITION },
         [ERROR_HOST_MISMATCH] = { "host_mismatch", 409, CONNECT_ALREADY_EXISTS, CONNECT_FAILED_PRECONDITION },
         [ERROR_PROCESS_NOT_RUNNING] = { "process_not_running", 409, CONNECT_ALREADY_EXISTS },
         [ERROR_STDIN_CLOSED] = { "stdin_closed", 409, CONNECT_ALREADY_EXISTS, CONNECT_FAILED_PRECONDITION },
@@ -85,6 +87,7 @@ static const struct {
         [ERROR_RESOURCE_EXHAUSTED] = { "resource_exhausted", 429, CONNECT_RESOURCE_EXHAUSTED },
         [ERROR_INSUFFICIENT_MEMORY] = { "insufficient_memory", 507, CONNECT_RESOURCE_EXHAUSTED },
         [ERROR_NO_SPACE] = { "no_space", 507, CONNECT_RESOURCE_EXHAUSTED },
+        [ERROR_QUOTA_EXCEEDED] = { "quota_exceeded", 507, CONNECT_RESOURCE_EXHAUSTED },
 };
 
 static const struct {

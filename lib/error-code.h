@@ -43,6 +43,7 @@ typedef enum ErrorCode {
         ERROR_EGRESS_PROFILE_NOT_FOUND,  /* a create or a lookup named an egress profile the daemon does not have */
         ERROR_FORWARD_NOT_FOUND,     /* no port forward with that host port or id */
         ERROR_SECRET_NOT_FOUND,      /* no secret with that name or id */
+        ERROR_VOLUME_NOT_FOUND,      /* no volume with that name or id */
         ERROR_METHOD_NOT_ALLOWED,    /* 405 */
         /* the state does not allow it: 409 */
         ERROR_AMBIGUOUS_REFERENCE,
@@ -53,6 +54,7 @@ typedef enum ErrorCode {
         ERROR_SANDBOX_GONE,
         ERROR_CHECKPOINT_BUSY,
         ERROR_TEMPLATE_IN_USE,
+        ERROR_VOLUME_IN_USE,         /* a volume that sandboxes mount cannot be removed */
         ERROR_HOST_MISMATCH,         /* a checkpoint or suspended state made under another QEMU, accelerator or CPU */
         ERROR_PROCESS_NOT_RUNNING,
         ERROR_STDIN_CLOSED,
@@ -90,6 +92,7 @@ typedef enum ErrorCode {
         /* out of room: 507 */
         ERROR_INSUFFICIENT_MEMORY,
         ERROR_NO_SPACE,
+        ERROR_QUOTA_EXCEEDED,        /* a write would take a volume past its quota */
         _ERROR_CODE_MAX,
 } ErrorCode;
 

@@ -29,6 +29,7 @@
 #include "sandbox/forward.h"
 #include "sandbox/sandbox.h"
 #include "secret/secret.h"
+#include "volume/volume.h"
 #include "template/template.h"
 #include "paths.h"
 #include "reload.h"
@@ -538,7 +539,7 @@ static int open_store(Manager *m) {
         return 0;
 }
 
-/* Checkpoints, templates, warm pools and secrets: the daemon serves without any of them, so failures only
+/* Checkpoints, templates, warm pools, secrets and volumes: the daemon serves without any of them, so failures only
  * warn. */
 static void load_objects(Manager *m) {
         _cleanup_(error_done) Error err = {};
@@ -546,6 +547,9 @@ static void load_objects(Manager *m) {
 
         if (secrets_load(m, &err) < 0)
                 log_warning("cannot load the secrets: %s", err.message ?: "out of memory");
+        error_done(&err);
+        if (volumes_load(m, &err) < 0)
+                log_warning("cannot load the volumes: %s", err.message ?: "out of memory");
 
         r = checkpoints_load(m);
         if (r < 0)
@@ -688,6 +692,7 @@ static void finish(Manager *m, const char *pid_path) {
         if (pid_path)
                 (void) unlink(pid_path);
         secrets_free(m);
+        volumes_free(m);
         store_close(m->store);
 }
 

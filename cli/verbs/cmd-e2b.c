@@ -18,11 +18,12 @@ const CliHelp cmd_e2b_help = {
         "Sub-verbs:\n"
         "  env           mint an API key and print shell 'export' lines for E2B's SDKs: E2B_DOMAIN, E2B_API_KEY,\n"
         "                SSL_CERT_FILE, CURL_CA_BUNDLE and REQUESTS_CA_BUNDLE (the host's CAs and the local CA)\n"
-        "                and NODE_EXTRA_CA_CERTS (the local CA), and 'unset' of E2B_API_URL, E2B_SANDBOX_URL\n"
-        "                and E2B_DEBUG\n"
+        "                and NODE_EXTRA_CA_CERTS (the local CA), and 'unset' of E2B_API_URL, E2B_SANDBOX_URL,\n"
+        "                E2B_VOLUME_API_URL and E2B_DEBUG\n"
         "\n"
         "Options:\n"
-        "      --url     env: E2B_API_URL and E2B_SANDBOX_URL (the plain TCP listener) and E2B_API_KEY instead\n"
+        "      --url     env: E2B_API_URL, E2B_SANDBOX_URL and E2B_VOLUME_API_URL (the plain TCP listener) and\n"
+        "                E2B_API_KEY instead\n"
         "  -h, --help    show this help\n",
 };
 
@@ -117,6 +118,8 @@ static int e2b_env(int argc, char *argv[]) {
         if (url) {
                 print_export("E2B_API_URL", api_url);
                 print_export("E2B_SANDBOX_URL", sandbox_url);
+                /* the volume content API, which the SDKs would look for at api.<domain> */
+                print_export("E2B_VOLUME_API_URL", api_url);
                 print_export("E2B_API_KEY", key);
                 puts("unset E2B_DOMAIN E2B_DEBUG");
         } else {
@@ -128,7 +131,7 @@ static int e2b_env(int argc, char *argv[]) {
                 print_export("CURL_CA_BUNDLE", ca_bundle);
                 print_export("REQUESTS_CA_BUNDLE", ca_bundle);
                 print_export("NODE_EXTRA_CA_CERTS", ca_file);
-                puts("unset E2B_API_URL E2B_SANDBOX_URL E2B_DEBUG");
+                puts("unset E2B_API_URL E2B_SANDBOX_URL E2B_VOLUME_API_URL E2B_DEBUG");
         }
         space_http_reply_done(&reply);
         return fflush(stdout) != 0 ? EXIT_FAIL : 0;

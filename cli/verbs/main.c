@@ -43,6 +43,7 @@ static const Verb verbs[] = {
         { "daemon",   cmd_daemon,   VERB_DAEMON,                       &cmd_daemon_help   },
         { "key",      cmd_key,      VERB_DAEMON,                       &cmd_key_help      },
         { "secret",   cmd_secret,   VERB_DAEMON,                       &cmd_secret_help   },
+        { "volume",   cmd_volume,   VERB_DAEMON,                       &cmd_volume_help   },
         { "e2b",      cmd_e2b,      VERB_DAEMON,                       &cmd_e2b_help      },
         { "mcp",      cmd_mcp,      VERB_DAEMON,                       &cmd_mcp_help      },
         { "template", cmd_template, VERB_DAEMON,                       &cmd_template_help },

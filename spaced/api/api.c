@@ -83,6 +83,18 @@ const Route api_routes[] = {
         { "GET", "/v1/secrets/{secret}", api_get_secret },
         { "PUT", "/v1/secrets/{secret}", api_put_secret },
         { "DELETE", "/v1/secrets/{secret}", api_delete_secret },
+        { "GET", "/v1/volumes", api_get_volumes },
+        { "POST", "/v1/volumes", api_post_volumes },
+        { "GET", "/v1/volumes/{volume}", api_get_volume },
+        { "DELETE", "/v1/volumes/{volume}", api_delete_volume },
+        { "GET", "/v1/volumes/{volume}/files", api_get_volume_file },
+        { "PUT", "/v1/volumes/{volume}/files", api_put_volume_file },
+        { "DELETE", "/v1/volumes/{volume}/files", api_delete_volume_file },
+        { "GET", "/v1/volumes/{volume}/files/stat", api_get_volume_stat },
+        { "GET", "/v1/volumes/{volume}/files/list", api_get_volume_list },
+        { "POST", "/v1/volumes/{volume}/files/mkdir", api_post_volume_mkdir },
+        { "POST", "/v1/volumes/{volume}/files/attrs", api_post_volume_attrs },
+        { "POST", "/v1/volumes/{volume}/files/move", api_post_volume_move },
         { "GET", "/v1/sandboxes/{id}/files", api_get_file },
         { "PUT", "/v1/sandboxes/{id}/files", api_put_file, .begin = api_put_file_begin },
         { "DELETE", "/v1/sandboxes/{id}/files", api_delete_file },
@@ -181,7 +193,7 @@ void start_wait(Request *r, Operation *op, int kind, unsigned wait) {
 static void post_sandboxes(Request *r, const RouteArgs *a) {
         static const char *const fields[] = { "template", "name", "vcpu", "memory_mib", "disk_mib", "env",
                                               "metadata", "timeout", "on_timeout", "idle_timeout", "egress_profiles",
-                                              "egress_allow", "egress_deny", NULL };
+                                              "egress_allow", "egress_deny", "volume_mounts", NULL };
         _cleanup_strv_free_ char **env = NULL, **egress_profiles = NULL, **egress_header = NULL, **egress_allow = NULL,
                                  **egress_deny = NULL;
         _cleanup_free_ char *metadata = NULL;
@@ -238,6 +250,8 @@ static void post_sandboxes(Request *r, const RouteArgs *a) {
                                    "egress profiles came in the body and in X-Space-Egress-Profiles: give one");
                 goto out;
         }
+        if (api_volume_mounts_check(r, cJSON_GetObjectItemCaseSensitive(o, "volume_mounts")) < 0)
+                goto out;
         v = cJSON_GetObjectItemCaseSensitive(o, "on_timeout");
         if (v && !cJSON_IsNull(v)) {
                 if (!cJSON_IsString(v) || (!streq(v->valuestring, "remove") && !streq(v->valuestring, "suspend") &&

@@ -9,6 +9,7 @@
 #include "core/operation.h"
 #include "http/http.h"
 #include "http/router.h"
+#include "volume/volume.h"
 
 #define WAIT_MAX_SEC 3600
 #define MEMORY_MIB_MIN 64
@@ -58,6 +59,29 @@ void api_get_secrets(Request *r, const RouteArgs *a);
 void api_get_secret(Request *r, const RouteArgs *a);
 void api_put_secret(Request *r, const RouteArgs *a);
 void api_delete_secret(Request *r, const RouteArgs *a);
+/* api-volumes.c: volumes (volume/volume.h) and their files; the JSON of both, and a file's bytes as an answer
+ * (streamed from the file), shared with the E2B facade's volume API */
+cJSON *volume_to_json(Manager *m, Volume *v);
+cJSON *volume_entry_to_json(const VolumeEntry *e);
+int api_volume_respond_file(Request *r, Volume *v, const char *path, uint64_t offset, uint64_t length);
+/* A create's volume mounts ([{"name", "path"}], E2B's volumeMounts): each checked (the volume exists, the path is
+ * sane), then all refused: not served yet (volume_mount_check()). 0 when there are none; < 0 when it answered. */
+int api_volume_mounts_check(Request *r, const cJSON *mounts);
+/* A whole number from 0 to max in query value key (base 8 or 10), -1 when absent; answers and returns -EINVAL
+ * when it is not one. */
+int api_query_int(Request *r, const char *key, int base, int64_t max, int64_t *ret);
+void api_get_volumes(Request *r, const RouteArgs *a);
+void api_post_volumes(Request *r, const RouteArgs *a);
+void api_get_volume(Request *r, const RouteArgs *a);
+void api_delete_volume(Request *r, const RouteArgs *a);
+void api_get_volume_file(Request *r, const RouteArgs *a);
+void api_put_volume_file(Request *r, const RouteArgs *a);
+void api_delete_volume_file(Request *r, const RouteArgs *a);
+void api_get_volume_stat(Request *r, const RouteArgs *a);
+void api_get_volume_list(Request *r, const RouteArgs *a);
+void api_post_volume_mkdir(Request *r, const RouteArgs *a);
+void api_post_volume_attrs(Request *r, const RouteArgs *a);
+void api_post_volume_move(Request *r, const RouteArgs *a);
 
 /* api-meta.c; openapi-data.c is generated from spaced/openapi.json */
 extern const char openapi_json[];

@@ -28,6 +28,7 @@ typedef struct Template Template;
 typedef struct PoolConfig PoolConfig;
 typedef struct EgressSettings EgressSettings;
 typedef struct Secret Secret;
+typedef struct Volume Volume;
 typedef struct Operation Operation;
 
 #define SANDBOX_ID_LEN 32
@@ -36,6 +37,7 @@ typedef struct Operation Operation;
 #define OPERATION_ID_LEN 19 /* "op-" + 16 hex */
 #define FORWARD_ID_LEN 19   /* "fw-" + 16 hex */
 #define SECRET_ID_LEN 20    /* "sec-" + 16 hex */
+#define VOLUME_ID_LEN 20    /* "vol-" + 16 hex */
 #define SANDBOX_NAME_MAX 63
 #define SANDBOX_ENV_MAX 256
 
@@ -74,6 +76,7 @@ struct Manager {
         Operation *operations;
         Checkpoint *checkpoints;
         Secret *secrets;            /* secret/secret.h */
+        Volume *volumes;            /* volume/volume.h */
         struct PoolConfig *pools;
         sd_event_source *pool_refill_timer;   /* pool_refill_later() */
 

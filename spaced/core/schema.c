@@ -345,6 +345,19 @@ static int migrate_v13(sqlite3 *db, Error *reterr) {
                     reterr);
 }
 
+/* Volumes (volume/volume.h): a row per volume, its files in $state/volume-data/<id>/. token: the bearer its content
+ * API takes (E2B's VolumeAndToken), for that volume alone. */
+static int migrate_v14(sqlite3 *db, Error *reterr) {
+        return exec(db,
+                    "CREATE TABLE volumes ("
+                    "  id TEXT PRIMARY KEY NOT NULL,"
+                    "  name TEXT UNIQUE NOT NULL,"
+                    "  quota INTEGER NOT NULL,"
+                    "  token TEXT NOT NULL,"
+                    "  created_at INTEGER NOT NULL);",
+                    reterr);
+}
+
 typedef struct Migration {
         int version; /* the user_version it leaves behind */
         const char *name;
@@ -364,6 +377,7 @@ static const Migration migrations[] = {
         { 11, "the host a checkpoint or a suspended sandbox was made under", migrate_v11 },
         { 12, "secrets", migrate_v12 },
         { 13, "sandboxes' own secret bindings", migrate_v13 },
+        { 14, "volumes", migrate_v14 },
 };
 
 static int read_version(sqlite3 *db, int *ret, Error *reterr) {

@@ -85,6 +85,20 @@ int store_touch_secret(Store *s, const char *id, int64_t last_used_at);
 /* Every row, oldest first; rows that make no sense are left out (for a human to look at). */
 int store_load_secrets(Store *s, SecretRecord **ret, size_t *ret_n);
 
+/* Volumes (store-volume.c, volume/volume.h): quota in bytes; token: the volume content API's bearer (hex). */
+typedef struct VolumeRecord {
+        char *id;
+        char *name;
+        uint64_t quota;
+        char *token;
+        int64_t created_at;
+} VolumeRecord;
+void volume_record_done(VolumeRecord *r);
+int store_put_volume(Store *s, const VolumeRecord *r);      /* insert or replace, by id */
+int store_delete_volume(Store *s, const char *id);          /* 0 also when there is none */
+/* Every row, oldest first; rows that make no sense are left out. */
+int store_load_volumes(Store *s, VolumeRecord **ret, size_t *ret_n);
+
 /* Processes (store-process.c). argv is a JSON array; exit_code -1 and signal 0 mean none; exited_at 0 none. */
 typedef struct ProcessRecord {
         char sandbox_id[SANDBOX_ID_LEN + 1];

@@ -33,6 +33,10 @@ void e2b_get_snapshots(Request *r, const RouteArgs *a);
 void e2b_delete_template(Request *r, const RouteArgs *a);
 void e2b_post_fork(Request *r, const RouteArgs *a);       /* e2b-fork.c */
 void e2b_put_network(Request *r, const RouteArgs *a);     /* e2b-network.c */
+void e2b_post_volumes(Request *r, const RouteArgs *a);    /* e2b-volumes.c */
+void e2b_get_volumes(Request *r, const RouteArgs *a);
+void e2b_get_volume(Request *r, const RouteArgs *a);
+void e2b_delete_volume(Request *r, const RouteArgs *a);
 void e2b_post_secrets(Request *r, const RouteArgs *a);    /* e2b-secrets.c */
 void e2b_get_secrets(Request *r, const RouteArgs *a);
 void e2b_get_secret(Request *r, const RouteArgs *a);

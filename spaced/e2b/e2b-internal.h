@@ -50,6 +50,7 @@ extern const Route e2b_template_routes[];    /* e2b-templates.c: template lookup
 extern const Route envd_process_routes[];    /* envd-process.c: process.Process */
 extern const Route envd_filesystem_routes[]; /* envd-filesystem.c: filesystem.Filesystem, /files */
 extern const Route envd_meta_routes[];       /* e2b.c: /health */
+extern const Route e2b_volume_content_routes[]; /* e2b-volume-content.c: /volumecontent, a volume's token */
 
 /* The sandbox's envd access token and its traffic token (its ports', proxy/proxy.c), made (and saved) now for a
  * sandbox that has none yet (a fork, one from before the facade): for answers that give them out. */

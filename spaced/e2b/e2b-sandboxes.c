@@ -45,6 +45,10 @@ const Route e2b_sandbox_routes[] = {
         E2B_ROUTE("POST", "/sandboxes/{sandboxID}/fork", e2b_post_fork),
         E2B_ROUTE("PUT", "/sandboxes/{sandboxID}/network", e2b_put_network),
         E2B_ROUTE("GET", "/snapshots", e2b_get_snapshots),
+        E2B_ROUTE("POST", "/volumes", e2b_post_volumes),
+        E2B_ROUTE("GET", "/volumes", e2b_get_volumes),
+        E2B_ROUTE("GET", "/volumes/{volumeID}", e2b_get_volume),
+        E2B_ROUTE("DELETE", "/volumes/{volumeID}", e2b_delete_volume),
         E2B_ROUTE("POST", "/secrets", e2b_post_secrets),
         E2B_ROUTE("GET", "/secrets", e2b_get_secrets),
         E2B_ROUTE("GET", "/secrets/{secretID}", e2b_get_secret),
@@ -279,12 +283,8 @@ static int check_unsupported(Request *r, cJSON *o) {
                                    "sandbox; leave it out and pass credentials with envVars");
                 return -EOPNOTSUPP;
         }
-        if (!json_empty(cJSON_GetObjectItemCaseSensitive(o, "volumeMounts"))) {
-                http_respond_error(r, ERROR_INVALID_ARGUMENT,
-                                   "volumeMounts are not supported by space yet: a sandbox has only its own disk; "
-                                   "leave them out and copy files in with files.write");
+        if (api_volume_mounts_check(r, cJSON_GetObjectItemCaseSensitive(o, "volumeMounts")) < 0)
                 return -EOPNOTSUPP;
-        }
         return 0;
 }
 

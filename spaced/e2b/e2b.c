@@ -31,7 +31,7 @@ const Route envd_meta_routes[] = {
 
 int e2b_add_routes(void) {
         const Route *tables[] = { e2b_sandbox_routes, e2b_template_routes, envd_process_routes,
-                                  envd_filesystem_routes, envd_meta_routes };
+                                  envd_filesystem_routes, envd_meta_routes, e2b_volume_content_routes };
         int r;
 
         for (size_t i = 0; i < ELEMENTSOF(tables); i++) {

@@ -76,7 +76,7 @@ static bool route_match(const char *pattern, const char *url, RouteArgs *ret) {
         }
 }
 
-#define ROUTE_TABLES_MAX 8
+#define ROUTE_TABLES_MAX 12
 static const Route *route_tables[ROUTE_TABLES_MAX];
 static const Route *host_route;
 

@@ -679,6 +679,19 @@ def vm_events_corpus():
     write(t, "cr-lines", ("\r\n".join(start) + "\r\n").encode())
 
 
+def volume_path_corpus():
+    """fuzz-volume-path: paths in a volume (spaced/volume/volume-path.c), from a client or, later, a guest."""
+    t = "fuzz-volume-path"
+    write(t, "root", b"/")
+    write(t, "plain", b"/docs/a/hello.txt")
+    write(t, "messy", b"//docs/./a//hello.txt/")
+    write(t, "dotdot", b"/a/../../etc/passwd")
+    write(t, "dotnames", b"/..b/c../.../x")
+    write(t, "long-name", b"/" + b"n" * 256)
+    write(t, "long-path", b"/aaaaaaa" * 600)
+    write(t, "name", b"data.v1_x-2")
+
+
 def main():
     if os.path.isdir(OUT):
         shutil.rmtree(OUT)
@@ -699,6 +712,7 @@ def main():
     migstream_corpus()
     accel_cache_corpus()
     vm_events_corpus()
+    volume_path_corpus()
     for d in sorted(os.listdir(OUT)):
         print(f"{d}: {len(os.listdir(os.path.join(OUT, d)))} inputs")
 

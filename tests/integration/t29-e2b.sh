@@ -87,7 +87,7 @@ if [ "$MODE" = domain ]; then
         export SPACE_TEST_API_URL=$API_URL
 else
         KEY=$(mint_key e2b-sdk) || bail_out "cannot mint an API key"
-        export E2B_API_KEY=$KEY E2B_API_URL=$API_URL E2B_SANDBOX_URL=$API_URL
+        export E2B_API_KEY=$KEY E2B_API_URL=$API_URL E2B_SANDBOX_URL=$API_URL E2B_VOLUME_API_URL=$API_URL
         unset E2B_DEBUG E2B_ACCESS_TOKEN E2B_DOMAIN
 fi
 check_match "spacectl's keys have E2B's shape (e2b_ and hex)" '^e2b_[0-9a-f]+$' "$KEY"
@@ -96,18 +96,18 @@ export SPACE_TEST_SOCKET=$SPACE_SOCKET SPACECTL=$SPACECTL_BIN
 
 # What E2B added after these SDK versions (fork, network updates: test_fork_network.py, fork-network.test.mjs;
 # list filters and order, snapshot names, pause modes: test_newest.py, newest.test.mjs; secrets: test_secrets.py,
-# secrets.test.mjs) is left out of the run
+# secrets.test.mjs; volumes: test_volumes.py, volumes.test.mjs) is left out of the run
 # rather than skipped, since a skip here would stand for missing hardware; t45 runs those files with the
 # newest SDKs.
 if [ -z "${SPACE_E2B_PY_ARGS:-}" ] &&
-        ! "$PY_ENV/bin/python" -c 'from e2b import Sandbox, Secret; assert hasattr(Sandbox, "fork") and hasattr(Sandbox, "update_network")' 2>/dev/null; then
-        SPACE_E2B_PY_ARGS="--ignore=test_fork_network.py --ignore=test_newest.py --ignore=test_secrets.py"
-        diag "Python e2b $PY_VERSION has no Sandbox.fork, update_network or Secret: test_fork_network.py, test_newest.py and test_secrets.py are left to t45"
+        ! "$PY_ENV/bin/python" -c 'from e2b import Sandbox, Secret, Volume; assert hasattr(Sandbox, "fork") and hasattr(Sandbox, "update_network")' 2>/dev/null; then
+        SPACE_E2B_PY_ARGS="--ignore=test_fork_network.py --ignore=test_newest.py --ignore=test_secrets.py --ignore=test_volumes.py"
+        diag "Python e2b $PY_VERSION has no Sandbox.fork, update_network, Secret or Volume: test_fork_network.py, test_newest.py, test_secrets.py and test_volumes.py are left to t45"
 fi
 if [ -z "${SPACE_E2B_JS_TESTS:-}" ] && ! (cd "$JS_ENV" && node --input-type=module -e \
-        "import { Sandbox, Secret } from 'e2b'; if (typeof Sandbox.prototype.fork !== 'function' || typeof Sandbox.prototype.updateNetwork !== 'function') process.exit(1)") 2>/dev/null; then
-        SPACE_E2B_JS_TESTS=$(cd "$E2B_DIR/js" && ls ./*.test.mjs | grep -v -e '/fork-network\.test\.mjs$' -e '/newest\.test\.mjs$' -e '/secrets\.test\.mjs$' | tr '\n' ' ')
-        diag "JS e2b $JS_VERSION has no Sandbox.fork, updateNetwork or Secret: fork-network.test.mjs, newest.test.mjs and secrets.test.mjs are left to t45"
+        "import { Sandbox, Secret, Volume } from 'e2b'; if (typeof Sandbox.prototype.fork !== 'function' || typeof Sandbox.prototype.updateNetwork !== 'function') process.exit(1)") 2>/dev/null; then
+        SPACE_E2B_JS_TESTS=$(cd "$E2B_DIR/js" && ls ./*.test.mjs | grep -v -e '/fork-network\.test\.mjs$' -e '/newest\.test\.mjs$' -e '/secrets\.test\.mjs$' -e '/volumes\.test\.mjs$' | tr '\n' ' ')
+        diag "JS e2b $JS_VERSION has no Sandbox.fork, updateNetwork, Secret or Volume: fork-network.test.mjs, newest.test.mjs, secrets.test.mjs and volumes.test.mjs are left to t45"
 fi
 
 # ---- Python

@@ -276,7 +276,7 @@ static int sql_create(const char *path, const char *sql) {
 static long long count_tables(const char *path) {
         return sql_int(path, "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name IN ('sandboxes',"
                              " 'operations', 'api_keys', 'processes', 'templates', 'template_tags', 'checkpoints',"
-                             " 'pools', 'forwards', 'secrets')");
+                             " 'pools', 'forwards', 'secrets', 'volumes')");
 }
 
 /* store_open on a database that a migration cannot fix: refused with a message holding want, nothing changed. */
@@ -340,7 +340,7 @@ int main(void) {
            "schema has the sandboxes and operations tables");
         ok(sql_int(path, "PRAGMA user_version") == SCHEMA_VERSION, "schema version %d is recorded in user_version",
            SCHEMA_VERSION);
-        ok(count_tables(path) == 10, "a new database has all ten tables");
+        ok(count_tables(path) == 11, "a new database has all eleven tables");
 
         /* Sandboxes. */
         ok(store_put_sandbox(s, &sandbox_a) == 0, "put the full sandbox");
@@ -505,7 +505,7 @@ int main(void) {
         ok(r == 0 && s, "latest database: opens (r=%d %s)", r, msg.message ?: "");
         error_done(&msg);
         s = store_close(s);
-        ok(count_tables(newer) == 9, "latest database: no migration ran again");
+        ok(count_tables(newer) == 10, "latest database: no migration ran again");
 
         /* A database from a daemon before numbered migrations (user_version 0, no later columns) is migrated
          * and keeps its rows. */
@@ -555,7 +555,7 @@ int main(void) {
         ok(r == 0 && s, "user_version 1 database: opens (r=%d %s)", r, msg.message ?: "");
         error_done(&msg);
         s = store_close(s);
-        ok(count_tables(old1) == 10 && sql_int(old1, "PRAGMA user_version") == SCHEMA_VERSION &&
+        ok(count_tables(old1) == 11 && sql_int(old1, "PRAGMA user_version") == SCHEMA_VERSION &&
            sql_int(old1, "SELECT count(*) FROM pragma_table_info('sandboxes') WHERE name = 'last_active'") == 1,
            "user_version 1 database: all tables and columns, user_version %d", SCHEMA_VERSION);
 

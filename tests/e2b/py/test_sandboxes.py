@@ -280,7 +280,7 @@ def test_errors_say_what_is_wrong():
         Sandbox.get_info("0" * 32)
     with pytest.raises(NotFoundException):
         Sandbox.connect("0" * 32)
-    with pytest.raises(SandboxException, match="not supported by space"):
+    with pytest.raises(SandboxException, match="no volume 'vol' to mount"):
         Sandbox.create(TEMPLATE, timeout=30, volume_mounts={"/data": "vol"})
     with pytest.raises(SandboxException, match=r"network.allowOut.*wildcard"):
         Sandbox.create(TEMPLATE, timeout=30, network={"allow_out": ["*.example.com"]})

@@ -1,0 +1,26 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#pragma once
+
+/* What volume-fs.c and volume-write.c share: a path resolved to its parent directory and last name. */
+
+#include "volume/volume.h"
+
+/* A path in a volume: dirfd is its parent directory (O_PATH), resolved inside the volume; leaf its last name,
+ * NULL for the volume's root (then dirfd is the root). rel: the normalized path ("" for the root). */
+typedef struct VolumeTarget {
+        int dirfd;
+        char *rel;
+        const char *leaf;
+} VolumeTarget;
+void volume_target_done(VolumeTarget *t);
+
+/* Resolves path in v (volume.h: openat2 RESOLVE_IN_ROOT, no magic links, no other mounts). */
+int volume_resolve(Manager *m, Volume *v, const char *path, VolumeTarget *ret, Error *reterr);
+/* openat2() of rel below root, with the volume's resolve flags. */
+int volume_open_in(int root, const char *rel, int flags, int *ret_fd);
+/* An errno from an operation on path, as an error from the one table (volume.h), naming path. */
+int volume_fs_error(Error *reterr, int r, const char *what, const char *rel);
+/* The entry at leaf in dirfd (the directory itself for NULL), not following a symlink. */
+int volume_entry_at(int dirfd, const char *leaf, const char *rel, VolumeEntry *ret);
+/* Sets the guest-visible owner and mode (-1: leave) on the open file or directory fd. */
+int volume_meta_set(int fd, int64_t uid, int64_t gid, int64_t mode);

@@ -1,0 +1,360 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "macro.h"
+#include "io-util.h"
+#include "core/util.h"
+#include "volume/volume-internal.h"
+
+/* Changing a volume: writes, directories, removals, renames, metadata (volume.h). The usage is counted before
+ * each write, which is refused whole when it would pass the quota; the last component of a path is never
+ * followed when it is a symlink (a write or a removal acts on the link, or is refused). */
+
+#define TREE_DEPTH_MAX 256 /* a walk or a removal: open directories held at once */
+
+int volume_walk_usage(int dirfd, unsigned depth, uint64_t *ret) {
+        _cleanup_closedir_ DIR *d = NULL;
+        struct dirent *de;
+        int fd = dup(dirfd), r;
+
+        if (depth > TREE_DEPTH_MAX)
+                return -ELOOP;
+        if (fd < 0 || !(d = fdopendir(fd))) {
+                r = -errno;
+                safe_close(fd);
+                return r;
+        }
+        rewinddir(d);
+        while ((errno = 0, de = readdir(d))) {
+                struct stat st;
+
+                if (streq(de->d_name, ".") || streq(de->d_name, ".."))
+                        continue;
+                if (fstatat(dirfd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+                        continue;
+                if (S_ISREG(st.st_mode))
+                        *ret += (uint64_t) st.st_size;
+                else if (S_ISDIR(st.st_mode)) {
+                        _cleanup_close_ int child =
+                                openat(dirfd, de->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+                        if (child < 0)
+                                return -errno;
+                        r = volume_walk_usage(child, depth + 1, ret);
+                        if (r < 0)
+                                return r;
+                }
+        }
+        return errno ? -errno : 0;
+}
+
+int volume_remove_tree_at(int dirfd, const char *name, unsigned depth, uint64_t *ret_freed) {
+        struct stat st;
+        int r;
+
+        if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+                return -errno;
+        if (S_ISDIR(st.st_mode)) {
+                _cleanup_closedir_ DIR *d = NULL;
+                struct dirent *de;
+                int fd;
+
+                if (depth >= TREE_DEPTH_MAX)
+                        return -ELOOP;
+                fd = openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+                if (fd < 0)
+                        return -errno;
+                d = fdopendir(fd);
+                if (!d) {
+                        r = -errno;
+                        safe_close(fd);
+                        return r;
+                }
+                while ((errno = 0, de = readdir(d)))
+                        if (!streq(de->d_name, ".") && !streq(de->d_name, "..")) {
+                                r = volume_remove_tree_at(fd, de->d_name, depth + 1, ret_freed);
+                                if (r < 0 && r != -ENOENT)
+                                        return r;
+                        }
+                if (errno)
+                        return -errno;
+                return unlinkat(dirfd, name, AT_REMOVEDIR) < 0 ? -errno : 0;
+        }
+        if (unlinkat(dirfd, name, 0) < 0)
+                return -errno;
+        if (ret_freed && S_ISREG(st.st_mode))
+                *ret_freed += (uint64_t) st.st_size;
+        return 0;
+}
+
+/* Makes the directories of rel that are missing, each resolved inside the volume as any path is. */
+static int mkdir_parents(int root, const char *rel) {
+        _cleanup_close_ int cur = -1;
+        size_t len = strlen(rel);
+        int r;
+
+        r = volume_open_in(root, "", O_PATH | O_DIRECTORY, &cur);
+        if (r < 0)
+                return r;
+        for (size_t i = 0; i < len;) {
+                size_t n = strcspn(rel + i, "/");
+                _cleanup_free_ char *prefix = strndup(rel, i + n), *name = strndup(rel + i, n);
+                int next = -1;
+
+                if (!prefix || !name)
+                        return -ENOMEM;
+                r = volume_open_in(root, prefix, O_PATH | O_DIRECTORY, &next);
+                if (r == -ENOENT) {
+                        if (mkdirat(cur, name, 0700) < 0 && errno != EEXIST)
+                                return -errno;
+                        r = volume_open_in(root, prefix, O_PATH | O_DIRECTORY, &next);
+                }
+                if (r < 0)
+                        return r;
+                safe_close(cur);
+                cur = next;
+                i += n + 1;
+        }
+        return 0;
+}
+
+static int check_quota(Manager *m, Volume *v, uint64_t old_size, uint64_t new_size, const char *rel, Error *reterr) {
+        uint64_t usage;
+        int r = volume_usage(m, v, &usage, reterr);
+
+        if (r < 0)
+                return r;
+        if (new_size > old_size && new_size - old_size > v->rec.quota - (usage < v->rec.quota ? usage : v->rec.quota))
+                return error_set(reterr, ERROR_QUOTA_EXCEEDED,
+                                 "volume '%s' holds %llu of its quota of %llu bytes: writing /%.512s (%llu bytes) "
+                                 "would pass it; nothing was written",
+                                 v->rec.name, (unsigned long long) usage, (unsigned long long) v->rec.quota, rel,
+                                 (unsigned long long) new_size) ?: -ENOSPC;
+        return 0;
+}
+
+static void usage_add(Volume *v, uint64_t old_size, uint64_t new_size) {
+        v->usage = v->usage - (old_size < v->usage ? old_size : v->usage) + new_size;
+}
+
+/* Replaces leaf with a new file holding data: written under a hidden name, then renamed over it, so that a
+ * reader sees the old file or the new one and a failure leaves nothing. */
+static int write_replace(VolumeTarget *t, const void *data, size_t len, const VolumeWriteOptions *o,
+                         const VolumeEntry *old) {
+        char hex[17], tmp[64];
+        _cleanup_close_ int fd = -1;
+        int r;
+
+        r = random_hex(hex, 16);
+        if (r < 0)
+                return r;
+        snprintf(tmp, sizeof tmp, ".space-write-%s", hex);
+        fd = openat(t->dirfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+        if (fd < 0)
+                return -errno;
+        r = loop_write(fd, data, len);
+        if (r >= 0)
+                r = volume_meta_set(fd, o->uid >= 0 ? o->uid : old ? (int64_t) old->uid : -1,
+                                    o->gid >= 0 ? o->gid : old ? (int64_t) old->gid : -1,
+                                    o->mode >= 0 ? o->mode : old ? (int64_t) old->mode : -1);
+        if (r >= 0 && renameat(t->dirfd, tmp, t->dirfd, t->leaf) < 0)
+                r = -errno;
+        if (r < 0)
+                (void) unlinkat(t->dirfd, tmp, 0);
+        return r;
+}
+
+static int write_at(VolumeTarget *t, const void *data, size_t len, const VolumeWriteOptions *o, bool existed) {
+        _cleanup_close_ int fd = -1;
+        const char *p = data;
+        int r = 0;
+
+        fd = openat(t->dirfd, t->leaf, O_WRONLY | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0600);
+        if (fd < 0)
+                return -errno;
+        for (size_t done = 0; done < len && r >= 0;) {
+                ssize_t n = pwrite(fd, p + done, len - done, (off_t) (o->offset + done));
+                if (n < 0)
+                        r = errno == EINTR ? 0 : -errno;
+                else
+                        done += (size_t) n;
+        }
+        if (r >= 0)
+                r = volume_meta_set(fd, o->uid, o->gid, o->mode);
+        if (r < 0 && !existed)
+                (void) unlinkat(t->dirfd, t->leaf, 0);
+        return r;
+}
+
+int volume_write(Manager *m, Volume *v, const char *path, const void *data, size_t len, const VolumeWriteOptions *o,
+                 VolumeEntry *ret, Error *reterr) {
+        _cleanup_(volume_target_done) VolumeTarget t = { .dirfd = -1 };
+        _cleanup_(volume_entry_done) VolumeEntry old = {};
+        uint64_t old_size = 0, new_size;
+        bool existed;
+        int root, r;
+
+        if ((o->mode > 07777) || o->uid > (int64_t) UINT32_MAX - 1 || o->gid > (int64_t) UINT32_MAX - 1 ||
+            o->offset > VOLUME_QUOTA_MAX)
+                return error_set(reterr, ERROR_INVALID_ARGUMENT,
+                                 "mode is 0 to 07777, uid and gid 0 to 4294967294, an offset at most 1P") ?: -EINVAL;
+        if (o->parents) {
+                _cleanup_free_ char *rel = NULL;
+                char *slash;
+
+                r = volume_path_normalize(path, &rel, reterr);
+                if (r < 0)
+                        return r;
+                slash = strrchr(rel, '/');
+                if (slash) {
+                        *slash = '\0';
+                        r = volume_root(m, v, &root, reterr);
+                        if (r < 0)
+                                return r;
+                        r = mkdir_parents(root, rel);
+                        if (r < 0)
+                                return volume_fs_error(reterr, r, "make the directories of", rel);
+                }
+        }
+        r = volume_resolve(m, v, path, &t, reterr);
+        if (r < 0)
+                return r;
+        if (!t.leaf)
+                return volume_fs_error(reterr, -EISDIR, "write", t.rel);
+        r = volume_entry_at(t.dirfd, t.leaf, t.rel, &old);
+        if (r < 0 && r != -ENOENT)
+                return volume_fs_error(reterr, r, "write", t.rel);
+        existed = r >= 0;
+        if (existed && o->exclusive)
+                return volume_fs_error(reterr, -EEXIST, "write", t.rel);
+        if (existed && old.type == VOLUME_ENTRY_DIRECTORY)
+                return volume_fs_error(reterr, -EISDIR, "write", t.rel);
+        if (existed && old.type != VOLUME_ENTRY_FILE)
+                return error_set(reterr, ERROR_INVALID_PATH,
+                                 "cannot write /%.512s: it is a %s, and writes never go through one",
+                                 t.rel, volume_entry_type_to_string(old.type)) ?: -EINVAL;
+        old_size = existed ? old.size : 0;
+        new_size = o->at_offset ? (o->offset + len > old_size ? o->offset + len : old_size) : len;
+        r = check_quota(m, v, old_size, new_size, t.rel, reterr);
+        if (r < 0)
+                return r;
+        r = o->at_offset ? write_at(&t, data, len, o, existed) : write_replace(&t, data, len, o, existed ? &old : NULL);
+        if (r < 0)
+                return volume_fs_error(reterr, r, "write", t.rel);
+        usage_add(v, old_size, new_size);
+        r = volume_entry_at(t.dirfd, t.leaf, t.rel, ret);
+        return r < 0 ? volume_fs_error(reterr, r, "stat", t.rel) : 0;
+}
+
+int volume_mkdir(Manager *m, Volume *v, const char *path, bool parents, int64_t uid, int64_t gid, int64_t mode,
+                 VolumeEntry *ret, Error *reterr) {
+        _cleanup_(volume_target_done) VolumeTarget t = { .dirfd = -1 };
+        _cleanup_close_ int fd = -1;
+        int root, r;
+
+        if (mode > 07777 || uid > (int64_t) UINT32_MAX - 1 || gid > (int64_t) UINT32_MAX - 1)
+                return error_set(reterr, ERROR_INVALID_ARGUMENT, "mode is 0 to 07777, uid and gid 0 to 4294967294")
+                        ?: -EINVAL;
+        if (parents) {
+                _cleanup_free_ char *rel = NULL;
+
+                r = volume_path_normalize(path, &rel, reterr);
+                if (r < 0)
+                        return r;
+                r = volume_root(m, v, &root, reterr);
+                if (r < 0)
+                        return r;
+                r = mkdir_parents(root, rel);
+                if (r < 0)
+                        return volume_fs_error(reterr, r, "make the directory", rel);
+        }
+        r = volume_resolve(m, v, path, &t, reterr);
+        if (r < 0)
+                return r;
+        if (!parents) {
+                if (!t.leaf)
+                        return volume_fs_error(reterr, -EEXIST, "make the directory", t.rel);
+                if (mkdirat(t.dirfd, t.leaf, 0700) < 0)
+                        return volume_fs_error(reterr, -errno, "make the directory", t.rel);
+        }
+        fd = openat(t.dirfd, t.leaf ?: ".", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (fd < 0)
+                return volume_fs_error(reterr, -errno, "make the directory", t.rel);
+        r = volume_meta_set(fd, uid, gid, mode);
+        if (r < 0)
+                return volume_fs_error(reterr, r, "set the metadata of", t.rel);
+        r = volume_entry_at(t.dirfd, t.leaf, t.rel, ret);
+        return r < 0 ? volume_fs_error(reterr, r, "stat", t.rel) : 0;
+}
+
+int volume_remove_path(Manager *m, Volume *v, const char *path, Error *reterr) {
+        _cleanup_(volume_target_done) VolumeTarget t = { .dirfd = -1 };
+        uint64_t usage, freed = 0;
+        int r;
+
+        r = volume_resolve(m, v, path, &t, reterr);
+        if (r < 0)
+                return r;
+        if (!t.leaf)
+                return error_set(reterr, ERROR_INVALID_PATH,
+                                 "cannot remove a volume's root: remove what is in it, or the volume") ?: -EINVAL;
+        r = volume_usage(m, v, &usage, reterr);
+        if (r < 0)
+                return r;
+        r = volume_remove_tree_at(t.dirfd, t.leaf, 0, &freed);
+        usage_add(v, freed, 0);
+        return r < 0 ? volume_fs_error(reterr, r, "remove", t.rel) : 0;
+}
+
+int volume_rename(Manager *m, Volume *v, const char *from, const char *to, Error *reterr) {
+        _cleanup_(volume_target_done) VolumeTarget a = { .dirfd = -1 }, b = { .dirfd = -1 };
+        uint64_t usage;
+        struct stat st;
+        int r;
+
+        r = volume_resolve(m, v, from, &a, reterr);
+        if (r >= 0)
+                r = volume_resolve(m, v, to, &b, reterr);
+        if (r < 0)
+                return r;
+        if (!a.leaf || !b.leaf)
+                return error_set(reterr, ERROR_INVALID_PATH, "cannot rename a volume's root") ?: -EINVAL;
+        r = volume_usage(m, v, &usage, reterr);
+        if (r < 0)
+                return r;
+        if (fstatat(b.dirfd, b.leaf, &st, AT_SYMLINK_NOFOLLOW) < 0)
+                st.st_mode = 0;
+        if (renameat(a.dirfd, a.leaf, b.dirfd, b.leaf) < 0)
+                return volume_fs_error(reterr, -errno, "rename", a.rel);
+        if (S_ISREG(st.st_mode))
+                usage_add(v, (uint64_t) st.st_size, 0);
+        return 0;
+}
+
+int volume_set_metadata(Manager *m, Volume *v, const char *path, int64_t uid, int64_t gid, int64_t mode,
+                        VolumeEntry *ret, Error *reterr) {
+        _cleanup_(volume_target_done) VolumeTarget t = { .dirfd = -1 };
+        _cleanup_close_ int fd = -1;
+        int r;
+
+        if (mode > 07777 || uid > (int64_t) UINT32_MAX - 1 || gid > (int64_t) UINT32_MAX - 1)
+                return error_set(reterr, ERROR_INVALID_ARGUMENT, "mode is 0 to 07777, uid and gid 0 to 4294967294")
+                        ?: -EINVAL;
+        r = volume_resolve(m, v, path, &t, reterr);
+        if (r < 0)
+                return r;
+        fd = openat(t.dirfd, t.leaf ?: ".", O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+        if (fd < 0)
+                return volume_fs_error(reterr, errno == ELOOP ? -ELOOP : -errno, "set the metadata of", t.rel);
+        r = volume_meta_set(fd, uid, gid, mode);
+        if (r < 0)
+                return volume_fs_error(reterr, r, "set the metadata of", t.rel);
+        r = volume_entry_at(t.dirfd, t.leaf, t.rel, ret);
+        return r < 0 ? volume_fs_error(reterr, r, "stat", t.rel) : 0;
+}

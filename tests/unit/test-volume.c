@@ -1,0 +1,268 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+
+/* spaced/volume/ against a real SQLite file and a real state directory: names and paths checked (the shapes an
+ * attacker tries first: '..', an id's shape, over-long names and paths), and resolution inside a volume with
+ * symlinks planted in its directory (absolute, relative and climbing, to a file and to a directory outside, a
+ * magic link through /proc): a read, list, write, mkdir, attrs, rename or remove never reaches outside. The
+ * quota refuses a write whole, usage is kept and counted again after a restart, and a remove takes row and files. */
+
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE /* asprintf */
+#endif
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "../../lib/macro.h"
+#include "core/manager.h"
+#include "core/store.h"
+#include "core/util.h"
+#include "tap.h"
+#include "volume/volume.h"
+
+static bool norm_is(const char *in, const char *want) {
+        _cleanup_free_ char *out = NULL;
+        Error e = {};
+        int r = volume_path_normalize(in, &out, &e);
+
+        error_done(&e);
+        return r == 0 && streq(out, want);
+}
+
+static bool norm_refused(const char *in) {
+        _cleanup_free_ char *out = NULL;
+        Error e = {};
+        int r = volume_path_normalize(in, &out, &e);
+        bool refused = r < 0 && e.code == ERROR_INVALID_PATH && e.message;
+
+        error_done(&e);
+        return refused;
+}
+
+static void test_checks(void) {
+        char big[VOLUME_PATH_MAX + 2], name[VOLUME_COMPONENT_MAX + 3];
+
+        ok(volume_name_valid("data") && volume_name_valid("A.b_c-1") && volume_name_valid("0"), "names: letters, digits, '.', '_', '-'");
+        ok(!volume_name_valid("") && !volume_name_valid(NULL) && !volume_name_valid("../x") && !volume_name_valid("a/b") &&
+           !volume_name_valid("-x") && !volume_name_valid(".x") && !volume_name_valid("a b"),
+           "names: empty, '..', '/', a leading '-' or '.', a space are refused");
+        ok(!volume_name_valid("vol-0123456789abcdef"), "a name in an id's shape is refused");
+        ok(volume_name_valid("vol-0123456789abcdeg"), "... but one that only looks close is fine");
+        memset(big, 'x', 64);
+        big[64] = '\0';
+        ok(!volume_name_valid(big) && (big[63] = '\0', volume_name_valid(big)), "names: 63 bytes at most");
+
+        ok(norm_is("/", "") && norm_is("", "") && norm_is(NULL, "") && norm_is("//./", ""), "the root, however written");
+        ok(norm_is("/a/b", "a/b") && norm_is("a/b/", "a/b") && norm_is("//a//./b/.", "a/b"), "'/', '//' and '.' dropped");
+        ok(norm_is("/a/..b/c..", "a/..b/c..") && norm_is("/.../x", ".../x"), "'..b', 'c..' and '...' are names");
+        ok(norm_refused("..") && norm_refused("/../etc/passwd") && norm_refused("/a/../b") && norm_refused("a/.."),
+           "'..' anywhere is refused");
+        memset(name, 'n', sizeof name - 1);
+        name[sizeof name - 1] = '\0';
+        ok(norm_refused(name), "a name of %d bytes is refused", VOLUME_COMPONENT_MAX + 2);
+        name[VOLUME_COMPONENT_MAX] = '\0';
+        ok(norm_is(name, name), "one of %d is fine", VOLUME_COMPONENT_MAX);
+        for (size_t i = 0; i < sizeof big - 1; i++)
+                big[i] = i % 2 ? '/' : 'a';
+        big[sizeof big - 1] = '\0';
+        ok(norm_refused(big), "a path of %d bytes is refused", VOLUME_PATH_MAX + 1);
+}
+
+static void manager_open(Manager *m, const char *dir) {
+        _cleanup_free_ char *db = NULL;
+        Error e = {};
+
+        ASSERT(asprintf(&db, "%s/space.db", dir) > 0);
+        ASSERT(store_open(db, &m->store, &e) == 0);
+        m->state_dir = (char *) dir;
+        m->volumes = NULL;
+        ASSERT(volumes_load(m, &e) == 0);
+}
+
+static void manager_close(Manager *m) {
+        volumes_free(m);
+        m->store = store_close(m->store);
+}
+
+static int put(Manager *m, Volume *v, const char *path, const char *data, Error *e) {
+        VolumeWriteOptions o = VOLUME_WRITE_OPTIONS_INIT;
+        VolumeEntry en = {};
+        int r;
+
+        error_done(e);
+        r = volume_write(m, v, path, data, strlen(data), &o, &en, e);
+        volume_entry_done(&en);
+        return r;
+}
+
+/* The bytes of path in v, or NULL. */
+static char *get(Manager *m, Volume *v, const char *path, ErrorCode *ret_code) {
+        Error e = {};
+        char *buf = NULL;
+        uint64_t len = 0;
+        int fd = -1;
+
+        *ret_code = ERROR_NONE;
+        if (volume_open_read(m, v, path, 0, 4096, &fd, &len, &e) < 0) {
+                *ret_code = e.code;
+                error_done(&e);
+                return NULL;
+        }
+        buf = calloc(1, len + 1);
+        if (buf && read(fd, buf, len) != (ssize_t) len)
+                buf = mfree(buf);
+        close(fd);
+        return buf;
+}
+
+static char *slurp(const char *path) {
+        _cleanup_fclose_ FILE *f = fopen(path, "re");
+        char buf[256];
+        size_t n;
+
+        if (!f)
+                return NULL;
+        n = fread(buf, 1, sizeof buf - 1, f);
+        buf[n] = '\0';
+        return strdup(buf);
+}
+
+static void test_escapes(Manager *m, Volume *v, const char *dir, const char *vdir) {
+        _cleanup_free_ char *outside = NULL, *outdir = NULL, *l1 = NULL, *l2 = NULL, *l3 = NULL, *l4 = NULL,
+                            *l5 = NULL, *keep = NULL, *made = NULL;
+        VolumeEntry en = {};
+        VolumeEntry *list = NULL;
+        size_t n = 0;
+        ErrorCode code;
+        Error e = {};
+        char *got;
+
+        ASSERT(asprintf(&outside, "%s/outside.txt", dir) > 0 && asprintf(&outdir, "%s/outdir", dir) > 0);
+        ASSERT(write_file_atomic(outside, "keep") == 0 && mkdir(outdir, 0700) == 0);
+        ASSERT(asprintf(&l1, "%s/abs", vdir) > 0 && symlink(outside, l1) == 0);
+        ASSERT(asprintf(&l2, "%s/rel", vdir) > 0 && symlink("../../outside.txt", l2) == 0);
+        ASSERT(asprintf(&l3, "%s/dir", vdir) > 0 && symlink(outdir, l3) == 0);
+        ASSERT(asprintf(&l4, "%s/up", vdir) > 0 && symlink("../../../../../../..", l4) == 0);
+        ASSERT(asprintf(&l5, "%s/proc", vdir) > 0 && symlink("/proc/self/root", l5) == 0);
+
+        got = get(m, v, "/abs", &code);
+        ok(!got && code == ERROR_NOT_FOUND, "read through an absolute link to a file outside: not found inside");
+        free(got);
+        got = get(m, v, "/rel", &code);
+        ok(!got && code == ERROR_NOT_FOUND, "read through a relative link that climbs: not found inside");
+        free(got);
+        got = get(m, v, "/proc/etc/passwd", &code);
+        ok(!got && code != ERROR_NONE, "read through a link to /proc/self/root: refused");
+        free(got);
+        got = get(m, v, "/up/outside.txt", &code);
+        ok(!got && code == ERROR_NOT_FOUND, "a link that climbs to / stops at the volume's root");
+        free(got);
+        ok(volume_list(m, v, "/up", 1, &list, &n, &e) == 0, "list through the climbing link works...");
+        bool only_ours = true;
+        for (size_t i = 0; i < n; i++)
+                only_ours &= streq(list[i].name, "abs") || streq(list[i].name, "rel") || streq(list[i].name, "dir") ||
+                             streq(list[i].name, "up") || streq(list[i].name, "proc") || streq(list[i].name, "f");
+        ok(only_ours && n > 0, "... and lists the volume's own root (%zu entries)", n);
+        volume_entries_free(list, n);
+        error_done(&e);
+        ok(volume_list(m, v, "/dir", 1, &list, &n, &e) < 0 && e.code == ERROR_NOT_FOUND,
+           "list through a link to a directory outside: not found");
+        error_done(&e);
+
+        ok(put(m, v, "/abs", "owned", &e) < 0 && e.code == ERROR_INVALID_PATH, "a write to a planted link is refused");
+        ok(put(m, v, "/dir/new", "owned", &e) < 0 && e.code == ERROR_NOT_FOUND, "a write under a link to a dir outside: not found");
+        ASSERT(asprintf(&made, "%s/new", outdir) > 0);
+        ok(access(made, F_OK) < 0, "... nothing was made outside");
+        error_done(&e);
+        ok(volume_mkdir(m, v, "/dir/made/deep", true, -1, -1, -1, &en, &e) < 0, "mkdir -p under a link to a dir outside: refused");
+        error_done(&e);
+        ok(volume_set_metadata(m, v, "/abs", -1, -1, 0777, &en, &e) < 0 && e.code == ERROR_INVALID_PATH,
+           "attrs on a link: refused");
+        error_done(&e);
+        ok(volume_rename(m, v, "/dir/x", "/stolen", &e) < 0, "rename from under a link outside: refused");
+        error_done(&e);
+        ok(volume_stat(m, v, "/abs", &en, &e) == 0 && en.type == VOLUME_ENTRY_SYMLINK && streq_ptr(en.target, outside),
+           "stat shows the link itself and its target");
+        volume_entry_done(&en);
+        ok(volume_remove_path(m, v, "/dir", &e) == 0 && access(outdir, F_OK) == 0, "remove of the link to a dir: the link only");
+        ok(volume_remove_path(m, v, "/abs", &e) == 0, "remove of the link to a file");
+        keep = slurp(outside);
+        ok(streq_ptr(keep, "keep"), "the file outside is untouched");
+        error_done(&e);
+}
+
+static void test_volumes(void) {
+        char tmpl[] = "/tmp/test-volume.XXXXXX";
+        const char *dir = mkdtemp(tmpl);
+        _cleanup_free_ char *vdir = NULL, *leftover = NULL;
+        VolumeEntry en = {};
+        Manager m = {};
+        Error e = {};
+        Volume *v = NULL, *w = NULL;
+        uint64_t usage = 0;
+        ErrorCode code;
+        char *got;
+        struct stat st;
+
+        ASSERT(dir);
+        manager_open(&m, dir);
+        ok(volume_create(&m, "data", 100, &v, &e) == 0 && v && v->rec.quota == 100, "create with a quota of 100 bytes");
+        ok(volume_create(&m, "data", 0, &w, &e) == -EEXIST && e.code == ERROR_NAME_IN_USE, "the name is taken");
+        error_done(&e);
+        ok(volume_create(&m, "../x", 0, &w, &e) == -EINVAL && e.code == ERROR_INVALID_ARGUMENT, "'../x' is no name");
+        error_done(&e);
+        ok(volume_create(&m, "dflt", 0, &w, &e) == 0 && w->rec.quota == VOLUME_QUOTA_DEFAULT, "quota 0: the default");
+        ok(strlen(v->rec.token) == VOLUME_TOKEN_LEN && volume_find_by_token(&m, v->rec.id, v->rec.token) == v &&
+           !volume_find_by_token(&m, w->rec.id, v->rec.token) && !volume_find_by_token(&m, v->rec.id, "x"),
+           "a token opens its own volume only");
+        ASSERT(asprintf(&vdir, "%s/volume-data/%s", dir, v->rec.id) > 0);
+        ok(stat(vdir, &st) == 0 && (st.st_mode & 0777) == 0700, "its directory is 0700");
+
+        ok(put(&m, v, "/f", "0123456789", &e) == 0, "write 10 bytes");
+        ok(put(&m, v, "/big", "0123456789012345678901234567890123456789012345678901234567890123456789012345678901234567890",
+               &e) < 0 && e.code == ERROR_QUOTA_EXCEEDED, "91 more would pass 100: quota_exceeded");
+        got = get(&m, v, "/big", &code);
+        ok(!got && code == ERROR_NOT_FOUND, "... and nothing is left of it");
+        free(got);
+        ok(volume_usage(&m, v, &usage, &e) == 0 && usage == 10, "usage is 10");
+        got = get(&m, v, "f", &code);
+        ok(streq_ptr(got, "0123456789"), "read it back");
+        free(got);
+        test_escapes(&m, v, dir, vdir);
+
+        /* a restart: the usage is counted again, a directory no row names is removed */
+        ASSERT(asprintf(&leftover, "%s/volume-data/vol-00000000000000aa", dir) > 0 && mkdir(leftover, 0700) == 0);
+        manager_close(&m);
+        manager_open(&m, dir);
+        v = volume_find(&m, "data");
+        ok(v && v->rec.quota == 100 && !v->usage_known, "after a restart the volume is there, its usage not yet counted");
+        ok(v && volume_usage(&m, v, &usage, &e) == 0 && usage == 10, "... the walk counts 10 (links not followed)");
+        ok(access(leftover, F_OK) < 0, "a directory no row names was removed");
+        ok(volume_mount_check(&m, "data", "/mnt/data", &e) == -EOPNOTSUPP && e.code == ERROR_NOT_SUPPORTED,
+           "a valid mount is refused: not served yet");
+        error_done(&e);
+        ok(volume_mount_check(&m, "data", "/", &e) == -EINVAL && volume_mount_check(&m, "data", "/proc/x", &e) == -EINVAL &&
+           volume_mount_check(&m, "data", "rel", &e) == -EINVAL && volume_mount_check(&m, "nope", "/x", &e) == -ENOENT,
+           "mounts at /, under /proc, relative, or of no volume: refused before");
+        error_done(&e);
+        ok(v && volume_remove(&m, v, &e) == 0 && access(vdir, F_OK) < 0 && !volume_find(&m, "data"),
+           "remove takes the row and the files");
+        manager_close(&m);
+        manager_open(&m, dir);
+        ok(!volume_find(&m, "data") && volume_find(&m, "dflt"), "... for good");
+        manager_close(&m);
+        volume_entry_done(&en);
+        (void) rm_rf(dir);
+}
+
+int main(void) {
+        plan(0);
+        test_checks();
+        test_volumes();
+        return done();
+}
