@@ -58,6 +58,7 @@ typedef struct Watch {
         SpaceBuf out;             /* encoded events from out_off on wait for credit */
         size_t out_off;
         SpaceCredit credit;       /* DATA on fd 1 */
+        uint32_t upload_cookie;   /* the rename of an upload's temporary file that is under way */
         struct Watch *next;
 } Watch;
 
@@ -263,6 +264,43 @@ static const char *event_type(uint32_t mask) {
         return NULL;
 }
 
+/* The agent's own uploads (files.c, op_write) go to ".NAME.space-XXXXXX" beside NAME, renamed onto it at the
+ * end; envd writes the file in place. So that a watch sees what envd's would, the temporary file's events
+ * are not reported: its creation is NAME's (when NAME is new), its rename onto NAME a write of NAME. Whether
+ * name is one: *ret_target is NAME then (empty when it was cut short in the temporary name). */
+static bool upload_temp(const char *name, char target[static NAME_MAX + 1]) {
+        static const char suffix[] = ".space-";
+        size_t l = strlen(name), tl;
+
+        if (l < 1 + 1 + sizeof suffix - 1 + 6 || name[0] != '.' ||
+            memcmp(name + l - 6 - (sizeof suffix - 1), suffix, sizeof suffix - 1) != 0)
+                return false;
+        tl = l - 1 - 6 - (sizeof suffix - 1);
+        memcpy(target, name + 1, tl);
+        target[tl] = 0;
+        if (tl >= 200) /* op_write keeps 200 bytes of the name */
+                target[0] = 0;
+        return true;
+}
+
+static int upload_event(Watch *w, const WatchedDir *d, const struct inotify_event *e, const char *target) {
+        _cleanup_free_ char *rel = NULL, *path = NULL;
+        struct stat st;
+
+        if (e->mask & IN_MOVED_FROM) {
+                w->upload_cookie = e->cookie;
+                return 0;
+        }
+        if (!(e->mask & IN_CREATE) || !*target)
+                return 0;
+        rel = rel_join(d->rel, target);
+        if (!rel || asprintf(&path, "%s%s%s", w->root, streq(w->root, "/") ? "" : "/", rel) < 0)
+                return -ENOMEM;
+        if (lstat(path, &st) < 0 && errno == ENOENT)
+                return event_add(w, "create", rel, false);
+        return 0;
+}
+
 /* One inotify event: 0, or < 0 when the watch must end (it is not freed here). */
 static int handle_event(Channel *c, Watch *w, const struct inotify_event *e) {
         _cleanup_free_ char *rel = NULL;
@@ -283,9 +321,19 @@ static int handle_event(Channel *c, Watch *w, const struct inotify_event *e) {
         /* a directory below the root reports its own end in its parent's events already */
         if (self && *d->rel)
                 return 0;
+        if (!self) {
+                char target[NAME_MAX + 1];
+
+                if (upload_temp(e->name, target))
+                        return upload_event(w, d, e, target);
+        }
         type = event_type(e->mask);
         if (!type)
                 return 0;
+        if ((e->mask & IN_MOVED_TO) && e->cookie && e->cookie == w->upload_cookie) {
+                type = "write"; /* an upload's temporary file renamed onto its target */
+                w->upload_cookie = 0;
+        }
         rel = self ? strdup(d->rel) : rel_join(d->rel, e->name);
         if (!rel)
                 return -ENOMEM;

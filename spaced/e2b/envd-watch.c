@@ -148,6 +148,10 @@ static void stream_end(Watcher *w, ConnectCode code, const char *message) {
 }
 
 static void watcher_fail(Watcher *w, ErrorCode code, const char *message) {
+        /* message may be the agent's watch's, which watch_close() frees */
+        _cleanup_free_ char *copy = strdup(message);
+
+        message = copy ?: "the watch failed";
         if (w->error == ERROR_NONE) {
                 w->error = code;
                 w->error_message = strdup(message);
