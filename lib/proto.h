@@ -102,7 +102,8 @@
  *                          recursive, on every directory below it), then DATA(s, fd 1, events)... under credit
  *                          until the host sends CLOSE(s), or ERROR(s, kv: errno, message, code) which ends it:
  *                          code=too_many_watches (more than SPACE_WATCH_DIRS_MAX directories in one watch, or
- *                          than SPACE_WATCH_DIRS_AGENT_MAX in the agent, or SPACE_WATCHES_MAX watches),
+ *                          than SPACE_WATCH_DIRS_AGENT_MAX in the agent, or SPACE_WATCHES_MAX watches, or a
+ *                          directory whose path is too long to watch),
  *                          code=overflow (the kernel's queue overflowed, or SPACE_WATCH_BACKLOG_MAX bytes of
  *                          events waited for credit), code=invalid (a network file system without network=1).
  *                          An event is ev=create|write|remove|rename|chmod, name=REL (the path below the watched

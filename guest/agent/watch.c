@@ -122,6 +122,24 @@ static void dir_forget(Watch *w, int wd) {
         n_dirs_all--;
 }
 
+/* A directory moved away: its watches (and those below it) would go on naming it by its old name. */
+static void dirs_drop_below(Watch *w, const char *rel) {
+        size_t l = strlen(rel);
+
+        for (size_t i = 0; i < w->n_dirs;) {
+                const char *r = w->dirs[i].rel;
+
+                if (strncmp(r, rel, l) != 0 || (r[l] && r[l] != '/')) {
+                        i++;
+                        continue;
+                }
+                (void) inotify_rm_watch(w->fd, w->dirs[i].wd); /* its IN_IGNORED then finds no directory */
+                free(w->dirs[i].rel);
+                w->dirs[i] = w->dirs[--w->n_dirs];
+                n_dirs_all--;
+        }
+}
+
 /* rel joined with name below it ("" is the root). */
 static char *rel_join(const char *rel, const char *name) {
         char *p;
@@ -164,20 +182,23 @@ static int event_add(Watch *w, const char *type, const char *rel, bool with_entr
 static int dir_add(Channel *c, Watch *w, const char *rel, bool report);
 
 /* A recursive watch's new directory: watched, and what it holds already reported as created (it may have
- * filled between its IN_CREATE and our inotify_add_watch). */
+ * filled between its IN_CREATE and our inotify_add_watch). Its subdirectories are gathered first and the
+ * directory closed before they are walked, so that a deep tree does not hold a descriptor per level. */
 static int scan_dir(Channel *c, Watch *w, const char *rel, bool report) {
         _cleanup_free_ char *path = NULL;
-        DIR *d;
+        char **subs = NULL;
+        size_t n = 0;
         struct dirent *de;
+        DIR *d;
         int r = 0;
 
         if (asprintf(&path, "%s%s%s", w->root, *rel && !streq(w->root, "/") ? "/" : "", rel) < 0)
                 return -ENOMEM;
         d = opendir(path);
-        if (!d)
-                return 0; /* gone already, or not readable by the user: nothing to watch */
+        if (!d) /* gone already, or not the user's to read: nothing to watch; out of descriptors: say so */
+                return errno == EMFILE || errno == ENFILE || errno == ENAMETOOLONG ? -errno : 0;
         while (r >= 0 && (de = readdir(d))) {
-                _cleanup_free_ char *sub = NULL;
+                char *sub, **more;
 
                 if (streq(de->d_name, ".") || streq(de->d_name, ".."))
                         continue;
@@ -188,10 +209,31 @@ static int scan_dir(Channel *c, Watch *w, const char *rel, bool report) {
                 }
                 if (report)
                         r = event_add(w, "create", sub, true);
-                if (r >= 0 && de->d_type == DT_DIR)
-                        r = dir_add(c, w, sub, report);
+                if (r < 0 || de->d_type != DT_DIR) {
+                        free(sub);
+                        continue;
+                }
+                if (w->n_dirs + n >= SPACE_WATCH_DIRS_MAX || n_dirs_all + n >= SPACE_WATCH_DIRS_AGENT_MAX) {
+                        free(sub);
+                        r = -EMLINK;
+                        break;
+                }
+                more = realloc(subs, (n + 1) * sizeof *subs);
+                if (!more) {
+                        free(sub);
+                        r = -ENOMEM;
+                        break;
+                }
+                subs = more;
+                subs[n++] = sub;
         }
         closedir(d);
+        for (size_t i = 0; i < n; i++) {
+                if (r >= 0)
+                        r = dir_add(c, w, subs[i], report);
+                free(subs[i]);
+        }
+        free(subs);
         return r;
 }
 
@@ -207,9 +249,12 @@ static int dir_add(Channel *c, Watch *w, const char *rel, bool report) {
                 return -ENOMEM;
         wd = inotify_add_watch(w->fd, path, WATCH_MASK);
         if (wd < 0) {
-                /* the root must be watchable; one below it that vanished or is not the user's is skipped */
-                if (!*rel || errno == ENOSPC)
-                        return errno == ENOSPC ? -EMLINK : -errno;
+                /* the root must be watchable; one below it that vanished or is not the user's is skipped, one
+                 * too deep to name ends the watch rather than go unwatched */
+                if (errno == ENOSPC)
+                        return -EMLINK; /* the kernel's max_user_watches */
+                if (!*rel || errno == ENAMETOOLONG)
+                        return -errno;
                 return 0;
         }
         if (!dir_by_wd(w, wd)) {
@@ -246,8 +291,14 @@ static void fail_for(Channel *c, Watch *w, int r) {
                 (void) snprintf(msg, sizeof msg, "events came faster than they were read (%u KiB of them waited)",
                                 SPACE_WATCH_BACKLOG_MAX / 1024);
                 watch_fail(c, w, ENOBUFS, SPACE_CODE_OVERFLOW, msg);
-        } else
-                watch_fail(c, w, -r, SPACE_CODE_INVALID, strerror(-r));
+        } else if (r == -ENAMETOOLONG)
+                watch_fail(c, w, ENAMETOOLONG, SPACE_CODE_TOO_MANY_WATCHES,
+                           "a directory below is too deep to watch (its path is over 4096 bytes)");
+        else {
+                (void) snprintf(msg, sizeof msg, "watch %.150s: %s", w->root, strerror(-r));
+                channel_send_error(c, w->id, -r, msg); /* the errno says what it was */
+                watch_free(w);
+        }
 }
 
 static const char *event_type(uint32_t mask) {
@@ -340,6 +391,8 @@ static int handle_event(Channel *c, Watch *w, const struct inotify_event *e) {
         r = event_add(w, type, rel, e->mask & (IN_CREATE | IN_MOVED_TO | IN_MODIFY | IN_ATTRIB));
         if (r < 0)
                 return r;
+        if (w->recursive && !self && (e->mask & IN_ISDIR) && (e->mask & IN_MOVED_FROM))
+                dirs_drop_below(w, rel);
         if (w->recursive && !self && (e->mask & IN_ISDIR) && (e->mask & (IN_CREATE | IN_MOVED_TO)))
                 return dir_add(c, w, rel, true);
         return 0;
@@ -434,14 +487,6 @@ static void watch_arm(Channel *c, Watch *w) {
                 return;
         }
         r = dir_add(c, w, "", false);
-        if (r < 0 && r != -EMLINK && r != -ENOMEM) {
-                char msg[256];
-
-                (void) snprintf(msg, sizeof msg, "watch %.180s: %s", w->root, strerror(-r));
-                channel_send_error(c, w->id, -r, msg);
-                watch_free(w);
-                return;
-        }
         if (r < 0) {
                 fail_for(c, w, r);
                 return;
