@@ -254,6 +254,14 @@ static int watch_start(Watcher *w) {
         return 0;
 }
 
+/* The agent's watch ended (its ERROR, or the channel went): the watcher fails with why. */
+static void watch_failed(Watcher *w) {
+        const char *m = w->x->error_message ?: "the watch failed";
+
+        watcher_fail(w, strncmp(m, "unknown user", 12) == 0 ? ERROR_UNAUTHORIZED : w->x->error_code ?: ERROR_IO_ERROR,
+                     m);
+}
+
 /* What the agent sent since: the answer to the arming, events, or the end. */
 static void watch_collect(Watcher *w) {
         FileWatchEvent ev;
@@ -261,21 +269,23 @@ static void watch_collect(Watcher *w) {
 
         if (!w->x || w->x->state == FILE_XFER_SENT)
                 return;
-        if (!w->armed && w->x->state == FILE_XFER_OPEN) {
+        if (!w->armed && w->x->state != FILE_XFER_OPEN) {
+                watch_failed(w); /* refused: the request answers with why */
+                return;
+        }
+        if (!w->armed) {
                 w->armed = true;
                 w->last_asked = now_usec();
                 stream_wake(w); /* the request waiting for the watch answers now */
         }
+        /* a stream's events wait (in the transfer, under credit) until its start is out */
+        if (!w->polled && !w->started)
+                return;
         while (w->x && (k = file_xfer_next_event(w->x, &ev)) != 0) {
-                const char *m;
-
-                if (k > 0) {
+                if (k > 0)
                         add_event(w, &ev);
-                        continue;
-                }
-                m = w->x->error_message ?: "the watch failed";
-                watcher_fail(w, strncmp(m, "unknown user", 12) == 0 ? ERROR_UNAUTHORIZED
-                                                                    : w->x->error_code ?: ERROR_IO_ERROR, m);
+                else
+                        watch_failed(w);
         }
 }
 
@@ -422,6 +432,7 @@ static void watch_started(Request *r, void *userdata) {
         } else {
                 w->started = true;
                 stream_message(w, "{\"start\":{}}");
+                arm(w, 1); /* the events that came meanwhile */
         }
         r->stream.read = stream_read;
         r->stream.release = stream_release;

@@ -101,6 +101,72 @@ def test_symlink_target_is_absolute(pair):
     assert listed["real.txt"] is None
 
 
+def _newer_envd(sbx, version):
+    """The SDK gates includeEntry (0.6.3) and allowNetworkMounts (0.6.4) on the envd version the facade
+    reports, which stays below them until file metadata (0.6.2) is served too: pretend it, so that the real SDK
+    sends what it sends for them."""
+    from packaging.version import Version
+
+    sbx.files._envd_version = Version(version)
+
+
+def test_watch_events_carry_the_entry(pair):
+    _, a, _ = pair
+    from e2b.sandbox.filesystem.watch_handle import FilesystemEventType as T
+
+    def until(h, kind):
+        seen = []
+        for _ in range(100):
+            seen += h.get_new_events()
+            if any(e.type == kind for e in seen):
+                break
+            time.sleep(0.2)
+        return seen
+
+    _newer_envd(a, "0.6.4")
+    sh(a, "mkdir -p /home/user/we")
+    h = a.files.watch_dir("/home/user/we", include_entry=True)
+    try:
+        sh(a, "printf 12345 > /home/user/we/f.txt")
+        seen = until(h, T.WRITE)
+        assert [(e.name, e.type) for e in seen] == [("f.txt", T.CREATE), ("f.txt", T.WRITE)], seen
+        # as envd: create, write and chmod carry the entry, as it is when the agent looks (the create's may
+        # be from before the write)
+        for e in seen:
+            assert e.entry is not None, e
+            assert (e.entry.name, e.entry.path, e.entry.owner) == ("f.txt", "/home/user/we/f.txt", "user"), e
+        assert seen[0].entry.size in (0, 5) and seen[1].entry.size == 5, seen
+        sh(a, "chmod 640 /home/user/we/f.txt")
+        (chmod,) = until(h, T.CHMOD)
+        assert chmod.type == T.CHMOD and chmod.entry.mode == 0o640, chmod
+        sh(a, "rm /home/user/we/f.txt")
+        (remove,) = until(h, T.REMOVE)
+        assert remove.type == T.REMOVE and remove.entry is None, remove  # as envd: none for a remove
+    finally:
+        h.stop()
+    # without include_entry, no entry
+    h = a.files.watch_dir("/home/user/we")
+    try:
+        sh(a, "echo x > /home/user/we/g")
+        seen = []
+        for _ in range(100):
+            seen += h.get_new_events()
+            if seen:
+                break
+            time.sleep(0.2)
+        assert seen and all(e.entry is None for e in seen), seen
+    finally:
+        h.stop()
+
+
+def test_watch_refuses_network_mounts_unless_allowed(pair):
+    _, a, _ = pair
+    _newer_envd(a, "0.6.4")
+    # /proc is no network file system: allowed either way; a FUSE or NFS mount needs allow_network_mounts
+    a.files.watch_dir("/proc", allow_network_mounts=True).stop()
+    a.files.watch_dir("/home/user").stop()
+
+
 def test_pause_modes(pair):
     _, a, _ = pair
     # a filesystem-only pause is refused, saying why; the sandbox goes on running
