@@ -167,6 +167,68 @@ def test_watch_refuses_network_mounts_unless_allowed(pair):
     a.files.watch_dir("/home/user").stop()
 
 
+def test_watch_storm_stays_bounded():
+    # what a hostile guest tries first under a watch that is read (WatchDir's stream, the async SDK's): a
+    # storm of files, as many as the guest's disk has inodes for, up to 100000 (t26 and test-agent-watch have
+    # trees too wide and too deep, and a storm nobody reads). The daemon answers all along and its peak RSS
+    # stays within 64 MiB of where it was; the watch keeps up, or ends with an error that says why (events
+    # waiting for credit, the kernel's queue), never with a crash or a silent stall.
+    import asyncio
+
+    from e2b import AsyncSandbox
+
+    from conftest import space_api
+    from test_files import _daemon_hwm_kib
+
+    async def body(s):
+        free = int((await s.commands.run("df --output=iavail /home/user | tail -1")).stdout)
+        n = min(100000, free - 5000)
+        assert n > 20000, free
+        await s.files.make_dir("/home/user/storm")
+        counts = {"n": 0}
+        ended = []
+        h = await s.files.watch_dir("/home/user/storm", lambda e: counts.__setitem__("n", counts["n"] + 1),
+                                    on_exit=lambda e: e and ended.append(e), timeout=900)
+        before = _daemon_hwm_kib()
+        start = time.monotonic()
+        cmd = await s.commands.run(f"cd /home/user/storm && seq 1 {n} | xargs touch", background=True, timeout=900)
+        waiting = asyncio.ensure_future(cmd.wait())
+        worst = 0.0
+        while not waiting.done():
+            t = time.monotonic()
+            status, _ = await asyncio.to_thread(space_api, "GET", "/v1/version")
+            assert status == 200
+            worst = max(worst, time.monotonic() - t)
+            await asyncio.sleep(1)
+        assert (await waiting).exit_code == 0
+        last, still = -1, 0
+        while not ended and still < 5 and counts["n"] < 2 * n:  # until it ended, caught up, or was still 5 s
+            still = still + 1 if counts["n"] == last else 0
+            last = counts["n"]
+            await asyncio.sleep(1)
+        grown = _daemon_hwm_kib() - before
+        print(f"storm of {n} files: {counts['n']} events in {time.monotonic() - start:.0f} s, ended: {ended}, "
+              f"daemon answered within {worst:.2f} s, its peak RSS grew {grown} KiB")
+        assert worst < 5, worst
+        assert grown < 64 * 1024, grown
+        if ended:
+            msg = str(ended[0])
+            assert "faster than they were read" in msg or "queue overflowed" in msg, msg
+        else:
+            assert counts["n"] >= n, (counts, n)  # every file's create at least (touch adds a chmod)
+        await h.stop()
+        assert (await s.commands.run("rm -rf /home/user/storm", timeout=600)).exit_code == 0
+
+    async def run():
+        s = await AsyncSandbox.create(TEMPLATE, timeout=1200)
+        try:
+            await body(s)
+        finally:
+            await s.kill()
+
+    asyncio.run(run())
+
+
 def test_pause_modes(pair):
     _, a, _ = pair
     # a filesystem-only pause is refused, saying why; the sandbox goes on running
