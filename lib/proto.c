@@ -39,6 +39,7 @@ static const char *const code_names[_SPACE_CODE_MAX] = {
         [SPACE_CODE_DENIED] = "denied",             [SPACE_CODE_UNREACHABLE] = "unreachable",
         [SPACE_CODE_INVALID] = "invalid",           [SPACE_CODE_BUSY] = "busy",
         [SPACE_CODE_TIMEOUT] = "timeout",           [SPACE_CODE_NXDOMAIN] = "nxdomain",
+        [SPACE_CODE_TOO_MANY_WATCHES] = "too_many_watches", [SPACE_CODE_OVERFLOW] = "overflow",
 };
 
 const char *space_code_to_string(SpaceCode c) {

@@ -109,6 +109,20 @@
  *                  DATA on fd 1 and fd 0 run under the same per-(stream, fd) credit as process stdio. A write goes
  *                  to a temporary file in the target's directory, renamed into place at EOF; CLOSE(s) from the
  *                  host (or the host going away) drops it. The stream is forgotten after its last OK or ERROR.
+ *                  watch   recursive=0|1, entry=0|1, network=0|1 (version 6)
+ *                                                                    -> OK() once inotify is armed on path (and,
+ *                          recursive, on every directory below it), then DATA(s, fd 1, events)... under credit
+ *                          until the host sends CLOSE(s), or ERROR(s, kv: errno, message, code) which ends it:
+ *                          code=too_many_watches (more than SPACE_WATCH_DIRS_MAX directories in one watch, or
+ *                          than SPACE_WATCH_DIRS_AGENT_MAX in the agent, or SPACE_WATCHES_MAX watches, or a
+ *                          directory whose path is too long to watch),
+ *                          code=overflow (the kernel's queue overflowed, or SPACE_WATCH_BACKLOG_MAX bytes of
+ *                          events waited for credit), code=invalid (a network file system without network=1).
+ *                          An event is ev=create|write|remove|rename|chmod, name=REL (the path below the watched
+ *                          directory, "." for the directory itself), and with entry=1, for create, write and
+ *                          chmod, the entry records that follow (when its lstat still succeeds). A DATA frame
+ *                          carries whole events only. A new directory in a recursive watch is watched as it
+ *                          appears, and what it already holds is reported as created.
  *   entry: kv records type=file|dir|symlink|other, mode (permission bits, decimal), size, mtime (unix
  *          seconds), mtime_nsec (0..999999999; optional, an older agent leaves it out), uid, gid, target
  *          (symlinks: the link's text). In a list, each entry starts with rel=NAME[/NAME...], the
@@ -151,7 +165,7 @@
 #include <stdint.h>
 
 #define SPACE_PROTO_VERSION 6 /* 2: FILE; 3: CONNECT, RESOLVE, PORT; 4: PING "freeze"; 5: INIT ca;
-                               * 6: FILE metadata, resolved symlink target; PING "stop" */
+                               * 6: FILE metadata, resolved symlink target, watch; PING "stop" */
 #define SPACE_FRAME_HEADER_SIZE 12
 #define SPACE_FRAME_PAYLOAD_MAX (64U * 1024U)
 #define SPACE_FRAME_MAX (SPACE_FRAME_HEADER_SIZE + SPACE_FRAME_PAYLOAD_MAX)
@@ -178,6 +192,11 @@
 #define SPACE_FILE_META_KEY_MAX 246U         /* bytes of a key: the VFS's 255 for a name, less the prefix */
 #define SPACE_FILE_META_BYTES_MAX 4096U      /* of all of a file's: prefix + key + value, summed */
 #define SPACE_FILE_XFERS_MAX 64U             /* file operations in flight per channel */
+/* FILE watch (version 6) */
+#define SPACE_WATCH_DIRS_MAX 4096U           /* directories one watch arms inotify on */
+#define SPACE_WATCH_DIRS_AGENT_MAX 16384U    /* ... all the agent's watches together */
+#define SPACE_WATCHES_MAX 32U                /* watches per agent */
+#define SPACE_WATCH_BACKLOG_MAX (1024U * 1024U) /* encoded events one watch holds that wait for credit */
 /* Tunnels (CONNECT, PORT) and RESOLVE */
 #define SPACE_TUNNELS_MAX 256U               /* open tunnels per channel */
 #define SPACE_RESOLVE_ADDRS_MAX 16U          /* addresses in one RESOLVE answer */
@@ -197,6 +216,8 @@ typedef enum SpaceCode {
         SPACE_CODE_BUSY,
         SPACE_CODE_TIMEOUT,
         SPACE_CODE_NXDOMAIN,
+        SPACE_CODE_TOO_MANY_WATCHES, /* FILE watch */
+        SPACE_CODE_OVERFLOW,
         _SPACE_CODE_MAX,
 } SpaceCode;
 

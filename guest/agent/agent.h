@@ -130,6 +130,32 @@ void files_pump(Channel *c);
 bool files_want_pump(const Channel *c);
 /* The host went away or came back: unfinished transfers are dropped (uploads leave no file). */
 void files_drop_all(void);
+/* files.c, shared with watch.c: acting as a user for the file system (setfsuid/setfsgid and its groups) until
+ * identity_leave(), and names_add()'s owner= and group= when the guest names the ids. */
+typedef struct FsIdentity {
+        bool active;
+        int n_groups;
+        gid_t groups[SPACE_USER_GROUPS_MAX];
+} FsIdentity;
+int identity_enter(const SpaceUser *u, FsIdentity *saved);
+void identity_leave(FsIdentity *saved);
+int names_add(SpaceBuf *b, uid_t uid, gid_t gid);
+
+/* watch.c: FILE op=watch (lib/proto.h), inotify in the guest. watch_is_request: whether a FILE payload asks
+ * for one (op=watch), which watch_handle then serves. */
+bool watch_is_request(const uint8_t *p, size_t n);
+void watch_handle(Channel *c, uint32_t id, const uint8_t *p, size_t n);
+bool watch_owns(uint32_t id);
+/* A frame on a watch's stream (CREDIT, CLOSE): true when it was one (and handled). */
+bool watch_frame(Channel *c, const SpaceFrameHeader *h, const uint8_t *p);
+/* poll plumbing: one inotify fd per watch, at most SPACE_WATCHES_MAX; watch_want_pump as files_want_pump. */
+size_t watch_poll_fill(struct pollfd *fds, size_t max);
+void watch_poll_handle(Channel *c, const struct pollfd *fds, size_t n);
+bool watch_want_pump(const Channel *c);
+void watch_pump(Channel *c);
+/* The host went away or came back: every watch ends. */
+void watch_drop_all(void);
+
 /* service.c: the template's service, started once per guest from an INIT's service= and kept running.
  * service_configure: -EINVAL for a bad command, user or directory, -EBUSY when another command already runs.
  * service_reaped: whether pid was the service's (it is then started again after a delay). */

@@ -187,7 +187,10 @@ static void dispatch(Channel *c, const SpaceFrameHeader *h, const uint8_t *p) {
                 stream_adopt(c, h->stream);
                 return;
         case SPACE_F_FILE:
-                files_handle(c, h->stream, p, h->length);
+                if (watch_is_request(p, h->length))
+                        watch_handle(c, h->stream, p, h->length);
+                else
+                        files_handle(c, h->stream, p, h->length);
                 return;
         case SPACE_F_PORT:
                 net_port(c, h->stream, p, h->length);
@@ -196,7 +199,7 @@ static void dispatch(Channel *c, const SpaceFrameHeader *h, const uint8_t *p) {
                 break;
         }
 
-        if (files_frame(c, h, p) || net_frame(c, h, p))
+        if (files_frame(c, h, p) || watch_frame(c, h, p) || net_frame(c, h, p))
                 return;
         s = stream_find(h->stream);
         if (!s)
@@ -240,6 +243,7 @@ static void host_gone(Channel *c) {
         c->host_connected = false;
         c->reader->have = 0;
         files_drop_all(); /* nobody will finish them */
+        watch_drop_all();
         net_drop_all(c);
         if (c->head_left > 0) {
                 c->out_off += c->head_left;
@@ -252,6 +256,7 @@ static void host_back(Channel *c) {
                 return;
         c->host_connected = true;
         files_drop_all(); /* a new host knows nothing of them */
+        watch_drop_all();
         net_drop_all(c);
         channel_send_hello(c);
 }

@@ -216,14 +216,7 @@ static bool path_ok(const char *p) {
 
 /* ---- whose rights ---- */
 
-/* The agent's own supplementary groups while it acts as a user, to be put back. */
-typedef struct FsIdentity {
-        bool active;
-        int n_groups;
-        gid_t groups[SPACE_USER_GROUPS_MAX];
-} FsIdentity;
-
-static void identity_leave(FsIdentity *saved) {
+void identity_leave(FsIdentity *saved) {
         if (!saved->active)
                 return;
         /* back to fsuid 0 brings back the capabilities (DAC override, chown) that leaving it dropped */
@@ -235,7 +228,7 @@ static void identity_leave(FsIdentity *saved) {
 
 /* Acts as u for the file system until identity_leave(): permission checks are u's and what is created is
  * u's, while the agent keeps its real and effective ids (only it runs: it is single-threaded). */
-static int identity_enter(const SpaceUser *u, FsIdentity *saved) {
+int identity_enter(const SpaceUser *u, FsIdentity *saved) {
         gid_t groups[SPACE_USER_GROUPS_MAX];
         int n;
 
@@ -286,7 +279,7 @@ static bool id_name(bool group, uint32_t id, char *buf) {
 }
 
 /* owner= and group= records for an entry, when the guest has names for its ids. */
-static int names_add(SpaceBuf *b, uid_t uid, gid_t gid) {
+int names_add(SpaceBuf *b, uid_t uid, gid_t gid) {
         char name[SPACE_USER_SPEC_MAX + 1];
         int r = 0;
 

@@ -24,7 +24,7 @@
 
 /* the port, the signalfd, three per process, then the network's listeners and tunnels */
 #define POLL_STREAMS (2 + 3 * SPACE_STREAMS_MAX)
-#define POLL_MAX (POLL_STREAMS + AGENT_NET_POLL_MAX)
+#define POLL_MAX (POLL_STREAMS + AGENT_NET_POLL_MAX + SPACE_WATCHES_MAX)
 
 static int open_port(void) {
         const char *path = getenv("SPACE_AGENT_PORT");
@@ -98,22 +98,23 @@ int main(int argc, char *argv[]) {
         channel_io(&c);
 
         for (;;) {
-                size_t n = 0, ns, nn;
+                size_t n = 0, ns, nn, nw;
                 int timeout = streams_poll_timeout(), nt = net_poll_timeout(), st = service_poll_timeout();
 
                 fds[n++] = (struct pollfd) { .fd = c.epoll_fd, .events = POLLIN };
                 fds[n++] = (struct pollfd) { .fd = sfd, .events = POLLIN };
                 ns = streams_poll_fill(&c, fds + n, POLL_STREAMS - n, owners);
-                nn = net_poll_fill(&c, fds + n + ns, POLL_MAX - n - ns);
+                nn = net_poll_fill(&c, fds + n + ns, POLL_MAX - SPACE_WATCHES_MAX - n - ns);
+                nw = watch_poll_fill(fds + n + ns + nn, POLL_MAX - n - ns - nn);
 
                 /* file reads and lists have no fd to wait on: go round again at once while they can send */
-                if (files_want_pump(&c))
+                if (files_want_pump(&c) || watch_want_pump(&c))
                         timeout = 0;
                 else if (nt >= 0 && (timeout < 0 || nt < timeout))
                         timeout = nt;
                 if (st >= 0 && (timeout < 0 || st < timeout))
                         timeout = st;
-                if (poll(fds, n + ns + nn, timeout) < 0) {
+                if (poll(fds, n + ns + nn + nw, timeout) < 0) {
                         if (errno != EINTR)
                                 log_err("poll: %m");
                         continue;
@@ -127,9 +128,11 @@ int main(int argc, char *argv[]) {
                 /* Output first, then exits (EXIT must follow the last DATA and EOF), then the host. */
                 streams_poll_handle(&c, fds + 2, ns, owners);
                 net_poll_handle(&c, fds + 2 + ns, nn);
+                watch_poll_handle(&c, fds + 2 + ns + nn, nw);
                 streams_reap(&c);
                 service_tick();
                 files_pump(&c);
+                watch_pump(&c);
                 channel_io(&c);
         }
 }

@@ -160,7 +160,7 @@ static int parse_i64(const char *s, int64_t *ret) {
 
 /* A path below the listed directory: 1..SPACE_FILE_NAME_MAX byte names joined by single '/', none of them
  * "." or "..". */
-static bool rel_valid(const char *rel) {
+bool file_rel_valid(const char *rel) {
         size_t n = strlen(rel);
 
         if (n == 0 || n > SPACE_FILE_PATH_MAX)
@@ -254,6 +254,10 @@ int file_entry_parse(const uint8_t *p, size_t n, size_t *offset, bool list, File
                 if (r == 0)
                         break;
 #define KEY(s) (klen == sizeof(s) - 1 && memcmp(k, s, klen) == 0)
+                if (KEY("ev") && !first && !meta_key) {
+                        off = at; /* a watch's next event (files-watch.c) */
+                        break;
+                }
                 if (KEY("rel") && !meta_key) {
                         if (!list)
                                 continue;
@@ -261,7 +265,7 @@ int file_entry_parse(const uint8_t *p, size_t n, size_t *offset, bool list, File
                                 off = at; /* the next entry's */
                                 break;
                         }
-                        if (!rel_valid(v))
+                        if (!file_rel_valid(v))
                                 return -EBADMSG;
                         e.rel = v;
                 } else if (list && first)
@@ -487,11 +491,24 @@ static void on_error(FileXfer *x, const uint8_t *payload, size_t n) {
                 case SPACE_CODE_UNKNOWN_GROUP:
                         code = ERROR_UNKNOWN_GROUP;
                         break;
+                case SPACE_CODE_TOO_MANY_WATCHES: /* a watch's */
+                        code = ERROR_LIMIT_EXCEEDED;
+                        break;
+                case SPACE_CODE_OVERFLOW:
+                        code = ERROR_RESOURCE_EXHAUSTED;
+                        break;
+                case SPACE_CODE_INVALID:
+                        code = streq(x->op, "watch") ? ERROR_INVALID_ARGUMENT : code;
+                        break;
                 default:
                         break;
                 }
         /* The guest's message is shown to the user: printable and short. */
         snprintf(text, sizeof text, "%s", msg && *msg ? msg : strerror(err ? (int) err : EIO));
+        /* an agent older than version 6 knows no watch: say so, not "unknown file operation" */
+        if (streq(x->op, "watch") && err == ENOSYS)
+                snprintf(text, sizeof text, "the sandbox's agent is too old to watch directories (it predates "
+                         "protocol version 6): make the sandbox again from a current template");
         for (char *c = text; *c; c++)
                 if ((unsigned char) *c < 0x20 || (unsigned char) *c == 0x7f)
                         *c = '?';
@@ -511,6 +528,15 @@ static int send_credit(FileXfer *x, uint64_t n) {
                 n -= k;
         }
         return 0;
+}
+
+int file_xfer_return_credit(FileXfer *x) {
+        int r = 0;
+
+        if (x->state == FILE_XFER_OPEN && !x->eof && x->uncredited > 0)
+                r = send_credit(x, x->uncredited);
+        x->uncredited = 0;
+        return r;
 }
 
 /* List entries in one DATA frame, turned into JSON objects after the previous ones. */
@@ -545,10 +571,10 @@ static int list_take(FileXfer *x, const uint8_t *p, size_t n) {
 }
 
 static void on_data(FileXfer *x, const SpaceFrameHeader *h, const uint8_t *payload) {
-        bool list = streq(x->op, "list");
+        bool list = streq(x->op, "list"), watch = streq(x->op, "watch");
         int r;
 
-        if (h->fd != 1 || x->state != FILE_XFER_OPEN || x->eof || (!list && !streq(x->op, "read"))) {
+        if (h->fd != 1 || x->state != FILE_XFER_OPEN || x->eof || (!list && !watch && !streq(x->op, "read"))) {
                 protocol_error(x, "data where none was due");
                 return;
         }
@@ -568,6 +594,22 @@ static void on_data(FileXfer *x, const SpaceFrameHeader *h, const uint8_t *paylo
                         return;
                 }
                 x->uncredited += h->length; /* returned once the client took the JSON */
+        } else if (watch) {
+                /* checked whole here, so that file_xfer_next_event() reads only what is valid */
+                if (!file_watch_events_valid(payload, h->length)) {
+                        protocol_error(x, "a malformed watch event");
+                        return;
+                }
+                /* kept frame by frame (le32 length, payload): a frame's records are within the cap, a
+                 * window of them need not be */
+                uint8_t le[4];
+
+                space_put_le32(le, h->length);
+                if (space_buf_append(&x->out, le, 4) < 0 || space_buf_append(&x->out, payload, h->length) < 0) {
+                        xfer_fail(x, ERROR_INTERNAL, "out of memory", true);
+                        return;
+                }
+                x->uncredited += h->length; /* returned once the events were taken */
         } else if (space_buf_append(&x->out, payload, h->length) < 0) {
                 xfer_fail(x, ERROR_INTERNAL, "out of memory", true);
                 return;
@@ -577,7 +619,7 @@ static void on_data(FileXfer *x, const SpaceFrameHeader *h, const uint8_t *paylo
 }
 
 static void on_ok(FileXfer *x, const uint8_t *payload, size_t n) {
-        bool streams = streq(x->op, "read") || streq(x->op, "list") || streq(x->op, "write");
+        bool streams = streq(x->op, "read") || streq(x->op, "list") || streq(x->op, "write") || streq(x->op, "watch");
         FileXferState next;
 
         if (x->state == FILE_XFER_SENT)
@@ -595,7 +637,8 @@ static void on_ok(FileXfer *x, const uint8_t *payload, size_t n) {
         }
         /* Every answer but remove's, list's and an opened write's describes the entry: check it before it
          * counts. */
-        if (!streq(x->op, "remove") && !streq(x->op, "list") && !(streq(x->op, "write") && next == FILE_XFER_OPEN)) {
+        if (!streq(x->op, "remove") && !streq(x->op, "list") && !streq(x->op, "watch") &&
+            !(streq(x->op, "write") && next == FILE_XFER_OPEN)) {
                 FileEntry e;
 
                 if (file_xfer_reply_entry(x, &e) < 0) {

@@ -77,6 +77,7 @@ struct FileXfer {
         uint64_t credit_left;        /* what the guest may still send */
         uint64_t uncredited;         /* taken from the guest, not yet returned */
         unsigned entries;
+        size_t event_off;            /* watch: where the next event starts in the frame at out_off */
 
         /* write: DATA on fd 0 */
         SpaceCredit send_credit;     /* what we may still send */
@@ -102,9 +103,9 @@ void file_xfer_lost(FileXfer *x, const char *message);
 /* The answer of a finished operation as an entry (stat, mkdir, move, symlink, attrs, write): 0, or -EBADMSG
  * when the guest sent something malformed. */
 int file_xfer_reply_entry(FileXfer *x, FileEntry *ret);
-/* Parses one entry's records from p at *offset (lib/proto.h, "entry"; list: it starts with rel=) and moves
- * *offset past it: 0, or -EBADMSG for anything out of its bounds (a hostile guest). For what else carries
- * entries (a watch's events). */
+/* Parses one entry's records from p at *offset (lib/proto.h, "entry"; list: it starts with rel=) up to the
+ * end, the next entry of a list, or a watch's next event (ev=), and moves *offset past it: 0, or -EBADMSG for
+ * anything out of its bounds (a hostile guest). */
 int file_entry_parse(const uint8_t *p, size_t n, size_t *offset, bool list, FileEntry *ret);
 /* The metadata pairs of a parsed entry, one per call from *offset (start at 0): 1 with key and value, 0 at
  * the end. */
@@ -113,6 +114,42 @@ int file_entry_meta_next(const FileEntry *e, size_t *offset, const char **ret_ke
 cJSON *file_entry_meta_json(const FileEntry *e);
 /* A JSON object for an entry at path. */
 cJSON *file_entry_to_json(const char *path, const FileEntry *e);
+
+/* Shared with files-watch.c: a name below a directory (names of 1..SPACE_FILE_NAME_MAX bytes joined by single
+ * '/', none "." or ".."). */
+bool file_rel_valid(const char *rel);
+/* Returns what the guest sent and was taken as credit (a watch's events, once read). */
+int file_xfer_return_credit(FileXfer *x);
+
+/* files-watch.c: the events of FILE op=watch (lib/proto.h), checked: a known ev= type first, a name=
+ * (file_rel_valid, or "." for the watched directory itself), then, optionally, the entry and its owner= and
+ * group= names (names of a user's shape, else NULL). */
+typedef enum FileWatchEventType {
+        FILE_WATCH_CREATE,
+        FILE_WATCH_WRITE,
+        FILE_WATCH_REMOVE,
+        FILE_WATCH_RENAME,
+        FILE_WATCH_CHMOD,
+        _FILE_WATCH_MAX,
+} FileWatchEventType;
+
+typedef struct FileWatchEvent {
+        FileWatchEventType type;
+        const char *name;    /* points into the payload */
+        bool has_entry;
+        FileEntry entry;
+        const char *owner, *group;
+} FileWatchEvent;
+
+/* One event from p at *offset: 1 and *offset past it, 0 at the end, -EBADMSG when malformed. */
+int file_watch_event_parse(const uint8_t *p, size_t n, size_t *offset, FileWatchEvent *ret);
+/* Whether a DATA frame is nothing but whole, valid events (at least one). */
+bool file_watch_events_valid(const uint8_t *p, size_t n);
+/* The next event a watch's guest sent: 1 with *ret (valid until the next call), 0 when none waits (the
+ * waiter is woken when one comes), CHANNEL_READ_ERROR when the watch failed (x->error_* say why). Credit
+ * goes back to the guest as the events are taken. */
+int file_xfer_next_event(FileXfer *x, FileWatchEvent *ret);
+const char *file_watch_event_type_name(FileWatchEventType t);
 
 /* Upload (PUT): hands body bytes to the guest as credit allows; returns how many it took (fewer than n: the
  * waiter is woken when credit comes back). All of them when the transfer failed: the rest is dropped. */

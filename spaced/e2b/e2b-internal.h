@@ -12,9 +12,9 @@
 #include "sandbox/sandbox.h"
 
 /* The envd version we report: the SDKs gate features on it (recursive watch 0.1.4, stdin 0.3.0, the default
- * user 0.4.0, closeStdin 0.5.2, octet-stream uploads 0.5.7, file metadata 0.6.2), and with 0.6.2 they use all of
- * those, each of which we serve. Not 0.6.3 before watch events carry their entry (includeEntry). */
-#define E2B_ENVD_VERSION "0.6.2"
+ * user 0.4.0, closeStdin 0.5.2, octet-stream uploads 0.5.7, file metadata 0.6.2, watch events with their entry
+ * 0.6.3, watches of network mounts 0.6.4), and with 0.6.4 they use all of those, each of which we serve. */
+#define E2B_ENVD_VERSION "0.6.4"
 #define E2B_ENVD_PORT 49983
 #define E2B_CLIENT_ID "space"
 /* Connect envelopes: 1 byte of flags, 4 of big-endian length, then the message. */

@@ -13,43 +13,30 @@
 
 /*
  * envd's directory watching: WatchDir (a server stream of events) and CreateWatcher / GetWatcherEvents /
- * RemoveWatcher (events collected until asked for). envd uses inotify in the guest; we poll instead: every
- * WATCH_POLL_USEC the directory is listed (one FILE list of the agent, as the user) and compared with the
- * listing before, by name, type, size, mtime and mode. So events come up to a poll late, a rename is a REMOVE
- * and a CREATE, changes that undo themselves between two polls are not seen, and a write is one WRITE however
- * many writes there were. A new file that has data is CREATE then WRITE, as inotify would say.
+ * RemoveWatcher (events collected until asked for). Like envd, the guest watches with inotify (the agent's
+ * FILE op=watch, guest/agent/watch.c): the request is answered (WatchDir's start event, CreateWatcher's id)
+ * only once the agent said the watch is armed, so a change made right after is seen. Events come as the
+ * agent's records, checked by channel/files-watch.c, and are turned into envd's FilesystemEvent here; with
+ * includeEntry the agent adds the entry (create, write and chmod, as envd).
  *
- * Bounds: a listing of at most WATCH_JSON_MAX bytes (a recursive watch of a big tree fails with
- * resource_exhausted), WATCH_EVENTS_MAX events kept for a polled watcher (the rest are dropped),
- * WATCHERS_MAX watchers in the daemon; a polled watcher nobody asks for WATCHER_IDLE_USEC is dropped; a
- * stream holds at most WATCH_OUT_MAX bytes its client has not read, and one that does not keep up with a
- * churning directory ends with resource_exhausted rather than grow.
+ * Bounds: WATCH_EVENTS_MAX events kept for a polled watcher (one nobody reads past that ends with
+ * resource_exhausted), WATCHERS_MAX watchers in the daemon; a polled watcher nobody asks for
+ * WATCHER_IDLE_USEC is dropped; a stream holds at most WATCH_OUT_MAX bytes its client has not read, and one
+ * that does not keep up ends with resource_exhausted rather than grow. The agent has bounds of its own
+ * (lib/proto.h: directories per watch, events waiting for credit), and says which it hit.
  */
 
-#define WATCH_POLL_USEC (200 * USEC_PER_MSEC)
-#define WATCH_JSON_MAX (2U * 1024U * 1024U)
 #define WATCH_EVENTS_MAX 4096U
 #define WATCHERS_MAX 256U
 #define WATCHER_IDLE_USEC (10 * 60 * USEC_PER_SEC)
 #define WATCHER_ID_LEN 32
 #define WATCH_OUT_MAX (1U * 1024U * 1024U)
 
-enum { EV_CREATE, EV_WRITE, EV_REMOVE, EV_RENAME, EV_CHMOD };
-static const char *const event_names[] = { "EVENT_TYPE_CREATE", "EVENT_TYPE_WRITE", "EVENT_TYPE_REMOVE",
-                                           "EVENT_TYPE_RENAME", "EVENT_TYPE_CHMOD" };
-
-typedef struct SnapEntry {
-        char *name; /* below the watched directory */
-        bool dir;
-        uint64_t size;
-        int64_t mtime;
-        unsigned mode;
-} SnapEntry;
-
-typedef struct Snapshot {
-        SnapEntry *e;
-        size_t n;
-} Snapshot;
+static const char *const event_names[_FILE_WATCH_MAX] = {
+        [FILE_WATCH_CREATE] = "EVENT_TYPE_CREATE", [FILE_WATCH_WRITE] = "EVENT_TYPE_WRITE",
+        [FILE_WATCH_REMOVE] = "EVENT_TYPE_REMOVE", [FILE_WATCH_RENAME] = "EVENT_TYPE_RENAME",
+        [FILE_WATCH_CHMOD] = "EVENT_TYPE_CHMOD",
+};
 
 typedef struct Watcher Watcher;
 struct Watcher {
@@ -58,13 +45,11 @@ struct Watcher {
         char id[WATCHER_ID_LEN + 1];
         char user[E2B_USER_MAX + 1];
         char *path;
-        bool recursive;
+        bool recursive, entry, network;
         bool polled;                 /* CreateWatcher's: in the list, read with GetWatcherEvents */
         sd_event_source *timer;
-        FileXfer *x;                 /* the listing in flight */
-        SpaceBuf json;
-        Snapshot snap;
-        bool have_snap;
+        FileXfer *x;                 /* the agent's watch */
+        bool armed;                  /* the agent said so: the request may answer */
         ErrorCode error;             /* it failed: why (the stream ends, GetWatcherEvents says it) */
         char *error_message;
 
@@ -72,7 +57,7 @@ struct Watcher {
         cJSON *events;
         uint64_t last_asked;
 
-        /* streamed, and while a CreateWatcher waits for the first listing: the request */
+        /* streamed, and while a CreateWatcher waits for the watch to be armed: the request */
         Request *r;
         bool responding;             /* the stream's response still reads out */
         bool started;
@@ -96,11 +81,10 @@ static uint64_t now_usec(void) {
         return (uint64_t) ts.tv_sec * USEC_PER_SEC + (uint64_t) ts.tv_nsec / 1000;
 }
 
-static void snapshot_done(Snapshot *s) {
-        for (size_t i = 0; i < s->n; i++)
-                free(s->e[i].name);
-        free(s->e);
-        *s = (Snapshot) {};
+static void watch_close(Watcher *w) {
+        if (w->x)
+                file_xfer_detach(w->x); /* CLOSE: the agent drops its inotify watch */
+        w->x = NULL;
 }
 
 static void watcher_free(Watcher *w) {
@@ -111,11 +95,8 @@ static void watcher_free(Watcher *w) {
                 }
         n_watchers--;
         sd_event_source_disable_unref(w->timer);
-        if (w->x)
-                file_xfer_detach(w->x);
-        space_buf_done(&w->json);
+        watch_close(w);
         space_buf_done(&w->out);
-        snapshot_done(&w->snap);
         cJSON_Delete(w->events);
         free(w->error_message);
         free(w->path);
@@ -127,7 +108,7 @@ static void arm(Watcher *w, uint64_t usec) {
         (void) sd_event_source_set_enabled(w->timer, SD_EVENT_ONESHOT);
 }
 
-/* The listing moved on (from the channel): look at it from the event loop, not from inside the channel. */
+/* The watch moved on (from the channel): look at it from the event loop, not from inside the channel. */
 static void on_xfer_wake(void *userdata) {
         arm(userdata, 1);
 }
@@ -166,132 +147,90 @@ static void stream_end(Watcher *w, ConnectCode code, const char *message) {
         stream_wake(w);
 }
 
-static void add_event(Watcher *w, const char *name, int type) {
-        if (w->polled) {
-                cJSON *o;
-
-                if ((size_t) cJSON_GetArraySize(w->events) >= WATCH_EVENTS_MAX)
-                        return;
-                o = cJSON_CreateObject();
-                if (!o || !cJSON_AddStringToObject(o, "name", name) ||
-                    !cJSON_AddStringToObject(o, "type", event_names[type]) || !cJSON_AddItemToArray(w->events, o))
-                        cJSON_Delete(o);
-                return;
-        }
-        if (w->started && !w->ended) {
-                cJSON *o = cJSON_CreateObject(), *e = cJSON_AddObjectToObject(o, "filesystem");
-                _cleanup_free_ char *text = NULL;
-
-                if (e && cJSON_AddStringToObject(e, "name", name) && cJSON_AddStringToObject(e, "type", event_names[type]))
-                        text = cJSON_PrintUnformatted(o);
-                cJSON_Delete(o);
-                if (text)
-                        stream_message(w, text);
-        }
-}
-
-/* ---- listings */
-
-static int cmp_entries(const void *a, const void *b) {
-        return strcmp(((const SnapEntry *) a)->name, ((const SnapEntry *) b)->name);
-}
-
-/* The listing's JSON (channel/files.c's) as a snapshot sorted by name. */
-static int snapshot_parse(Watcher *w, Snapshot *ret) {
-        size_t plen = strlen(w->path);
-        Snapshot s = {};
-        cJSON *doc, *list, *it;
-        int n;
-
-        doc = cJSON_ParseWithLength((const char *) w->json.data, w->json.len);
-        list = cJSON_GetObjectItemCaseSensitive(doc, "entries");
-        if (!cJSON_IsArray(list)) {
-                cJSON_Delete(doc);
-                return -EBADMSG;
-        }
-        n = cJSON_GetArraySize(list);
-        s.e = calloc((size_t) n + 1, sizeof *s.e);
-        if (!s.e) {
-                cJSON_Delete(doc);
-                return -ENOMEM;
-        }
-        cJSON_ArrayForEach(it, list) {
-                cJSON *path = cJSON_GetObjectItemCaseSensitive(it, "path"),
-                      *type = cJSON_GetObjectItemCaseSensitive(it, "type"),
-                      *size = cJSON_GetObjectItemCaseSensitive(it, "size"),
-                      *mtime = cJSON_GetObjectItemCaseSensitive(it, "mtime"),
-                      *mode = cJSON_GetObjectItemCaseSensitive(it, "mode");
-                const char *rel;
-
-                if (!cJSON_IsString(path) || !cJSON_IsString(type) || !cJSON_IsNumber(size) ||
-                    !cJSON_IsNumber(mtime) || !cJSON_IsNumber(mode) || strncmp(path->valuestring, w->path, plen) != 0)
-                        continue;
-                rel = path->valuestring + plen;
-                if (*rel == '/')
-                        rel++;
-                if (!*rel)
-                        continue;
-                s.e[s.n] = (SnapEntry) { .name = strdup(rel), .dir = streq(type->valuestring, "dir"),
-                                         .size = (uint64_t) size->valuedouble, .mtime = (int64_t) mtime->valuedouble,
-                                         .mode = (unsigned) mode->valueint };
-                if (!s.e[s.n].name) {
-                        snapshot_done(&s);
-                        cJSON_Delete(doc);
-                        return -ENOMEM;
-                }
-                s.n++;
-        }
-        cJSON_Delete(doc);
-        qsort(s.e, s.n, sizeof *s.e, cmp_entries);
-        *ret = s;
-        return 0;
-}
-
-/* Events from the difference of two snapshots, both sorted by name. */
-static void diff(Watcher *w, const Snapshot *old, const Snapshot *new) {
-        size_t i = 0, j = 0;
-
-        while (i < old->n || j < new->n) {
-                int c = i >= old->n ? 1 : j >= new->n ? -1 : strcmp(old->e[i].name, new->e[j].name);
-
-                if (c < 0) {
-                        add_event(w, old->e[i++].name, EV_REMOVE);
-                        continue;
-                }
-                if (c > 0 || old->e[i].dir != new->e[j].dir) {
-                        if (c == 0)
-                                add_event(w, old->e[i++].name, EV_REMOVE);
-                        add_event(w, new->e[j].name, EV_CREATE);
-                        if (!new->e[j].dir && new->e[j].size > 0)
-                                add_event(w, new->e[j].name, EV_WRITE);
-                        j++;
-                        continue;
-                }
-                /* a directory's size and mtime change with its entries, which are events of their own */
-                if (!new->e[j].dir && (old->e[i].size != new->e[j].size || old->e[i].mtime != new->e[j].mtime))
-                        add_event(w, new->e[j].name, EV_WRITE);
-                else if (old->e[i].mode != new->e[j].mode)
-                        add_event(w, new->e[j].name, EV_CHMOD);
-                i++;
-                j++;
-        }
-}
-
 static void watcher_fail(Watcher *w, ErrorCode code, const char *message) {
+        /* message may be the agent's watch's, which watch_close() frees */
+        _cleanup_free_ char *copy = strdup(message);
+
+        message = copy ?: "the watch failed";
         if (w->error == ERROR_NONE) {
                 w->error = code;
                 w->error_message = strdup(message);
         }
+        watch_close(w);
         (void) sd_event_source_set_enabled(w->timer, SD_EVENT_OFF);
-        if (w->polled && w->have_snap)
+        if (w->polled && w->armed)
                 arm(w, w->last_asked + WATCHER_IDLE_USEC + 1); /* to be dropped once nobody asks */
         if (w->started)
                 stream_end(w, error_code_connect(code), message);
         else
-                stream_wake(w); /* the request that waits for the first listing answers */
+                stream_wake(w); /* the request that waits for the watch to be armed answers */
 }
 
-static int poll_start(Watcher *w) {
+/* envd's FilesystemEvent of an agent's event: name below the watched directory, the entry when it came. */
+static cJSON *event_json(Watcher *w, const FileWatchEvent *ev) {
+        cJSON *o = cJSON_CreateObject();
+
+        if (!o || !cJSON_AddStringToObject(o, "name", ev->name) ||
+            !cJSON_AddStringToObject(o, "type", event_names[ev->type])) {
+                cJSON_Delete(o);
+                return NULL;
+        }
+        if (ev->has_entry) {
+                _cleanup_free_ char *path = NULL;
+                cJSON *e;
+
+                if (streq(ev->name, "."))
+                        path = strdup(w->path);
+                else if (asprintf(&path, "%s%s%s", w->path, streq(w->path, "/") ? "" : "/", ev->name) < 0)
+                        path = NULL;
+                e = path ? envd_entry_info(path, &ev->entry, ev->owner, ev->group) : NULL;
+                if (!e || !cJSON_AddItemToObject(o, "entry", e)) {
+                        cJSON_Delete(e);
+                        cJSON_Delete(o);
+                        return NULL;
+                }
+        }
+        return o;
+}
+
+static void add_event(Watcher *w, const FileWatchEvent *ev) {
+        cJSON *o = event_json(w, ev);
+
+        if (!o) {
+                watcher_fail(w, ERROR_INTERNAL, "out of memory");
+                return;
+        }
+        if (w->polled) {
+                if ((size_t) cJSON_GetArraySize(w->events) >= WATCH_EVENTS_MAX) {
+                        cJSON_Delete(o);
+                        watcher_fail(w, ERROR_RESOURCE_EXHAUSTED, "over 4096 events waited to be read: watch "
+                                     "again, and ask for the events more often");
+                        return;
+                }
+                cJSON_AddItemToArray(w->events, o);
+                return;
+        }
+        if (w->started && !w->ended) {
+                cJSON *m = cJSON_CreateObject();
+                _cleanup_free_ char *text = NULL;
+
+                if (m && cJSON_AddItemToObject(m, "filesystem", o))
+                        text = cJSON_PrintUnformatted(m);
+                else
+                        cJSON_Delete(o);
+                cJSON_Delete(m);
+                if (text)
+                        stream_message(w, text);
+                else
+                        watcher_fail(w, ERROR_INTERNAL, "out of memory");
+                return;
+        }
+        cJSON_Delete(o);
+}
+
+/* ---- the agent's watch */
+
+static int watch_start(Watcher *w) {
         _cleanup_(error_done) Error err = {};
         _cleanup_(space_buf_done) SpaceBuf kv = {};
         ChannelWaiter wt = { .wake = on_xfer_wake, .userdata = w };
@@ -301,87 +240,72 @@ static int poll_start(Watcher *w) {
                 watcher_fail(w, ERROR_SANDBOX_UNAVAILABLE, "the sandbox is not running");
                 return -ENOENT;
         }
-        if (space_kv_add(&kv, "op", "list") < 0 || space_kv_add(&kv, "path", w->path) < 0 ||
-            space_kv_add(&kv, "user", w->user) < 0 ||
-            space_kv_addf(&kv, "depth", "%u", w->recursive ? SPACE_FILE_LIST_DEPTH_MAX : 1U) < 0) {
+        if (space_kv_add(&kv, "op", "watch") < 0 || space_kv_add(&kv, "path", w->path) < 0 ||
+            space_kv_add(&kv, "user", w->user) < 0 || space_kv_add(&kv, "recursive", w->recursive ? "1" : "0") < 0 ||
+            space_kv_add(&kv, "entry", w->entry ? "1" : "0") < 0 ||
+            space_kv_add(&kv, "network", w->network ? "1" : "0") < 0) {
                 watcher_fail(w, ERROR_INTERNAL, "out of memory");
                 return -ENOMEM;
         }
-        if (file_xfer_start(s, "list", w->path, &kv, &wt, &w->x, &err) < 0) {
-                /* too many transfers at once is no reason to stop watching: try again next time */
-                if (err.code == ERROR_TOO_MANY_TRANSFERS) {
-                        arm(w, now_usec() + WATCH_POLL_USEC);
-                        return 0;
-                }
+        if (file_xfer_start(s, "watch", w->path, &kv, &wt, &w->x, &err) < 0) {
                 watcher_fail(w, err.code ?: ERROR_INTERNAL, error_message(&err));
                 return -EIO;
         }
-        w->json.len = 0;
         return 0;
 }
 
-/* The listing in flight moved on: 1 when it is complete (w->json), 0 when it still comes, < 0 failed. */
-static int poll_collect(Watcher *w) {
-        char buf[64 * 1024];
+/* The agent's watch ended (its ERROR, or the channel went): the watcher fails with why. */
+static void watch_failed(Watcher *w) {
+        const char *m = w->x->error_message ?: "the watch failed";
 
-        if (w->x->state == FILE_XFER_SENT)
-                return 0;
-        for (;;) {
-                ssize_t n;
-
-                if (w->x->state == FILE_XFER_FAILED) {
-                        const char *m = w->x->error_message ?: "the listing failed";
-
-                        watcher_fail(w, strncmp(m, "unknown user", 12) == 0 ? ERROR_UNAUTHORIZED : w->x->error_code ?: ERROR_IO_ERROR, m);
-                        return -EIO;
-                }
-                n = file_xfer_read(w->x, buf, sizeof buf);
-                if (n == CHANNEL_READ_END)
-                        return 1;
-                if (n == 0)
-                        return 0;
-                if (n < 0)
-                        continue; /* failed: said above */
-                if (w->json.len + (size_t) n > WATCH_JSON_MAX) {
-                        watcher_fail(w, ERROR_LIMIT_EXCEEDED,
-                                     "the watched directory has too many entries to watch (its listing is over 2 MiB)");
-                        return -E2BIG;
-                }
-                if (space_buf_append(&w->json, buf, (size_t) n) < 0) {
-                        watcher_fail(w, ERROR_INTERNAL, "out of memory");
-                        return -ENOMEM;
-                }
-        }
+        watcher_fail(w, strncmp(m, "unknown user", 12) == 0 ? ERROR_UNAUTHORIZED : w->x->error_code ?: ERROR_IO_ERROR,
+                     m);
 }
 
-static void poll_finish(Watcher *w) {
-        Snapshot s;
+/* What the agent sent since: the answer to the arming, events, or the end. */
+static void watch_collect(Watcher *w) {
+        FileWatchEvent ev;
+        int k;
 
-        file_xfer_detach(w->x);
-        w->x = NULL;
-        if (snapshot_parse(w, &s) < 0) {
-                watcher_fail(w, ERROR_PROTOCOL_ERROR, "cannot read the listing");
+        if (!w->x || w->x->state == FILE_XFER_SENT)
+                return;
+        if (!w->armed && w->x->state != FILE_XFER_OPEN) {
+                watch_failed(w); /* refused: the request answers with why */
                 return;
         }
-        if (w->have_snap)
-                diff(w, &w->snap, &s);
-        snapshot_done(&w->snap);
-        w->snap = s;
-        if (!w->have_snap) {
-                w->have_snap = true;
-                stream_wake(w); /* the request waiting for the first listing answers now */
+        if (!w->armed) {
+                w->armed = true;
+                w->last_asked = now_usec();
+                stream_wake(w); /* the request waiting for the watch answers now */
+        }
+        /* a stream's events wait (in the transfer, under credit) until its start is out */
+        if (!w->polled && !w->started)
+                return;
+        while (w->x && (k = file_xfer_next_event(w->x, &ev)) != 0) {
+                if (k > 0)
+                        add_event(w, &ev);
+                else
+                        watch_failed(w);
         }
 }
 
 static int on_timer(sd_event_source *src, uint64_t usec, void *userdata) {
         Watcher *w = userdata;
         uint64_t now = now_usec();
-        int k;
 
         if (w->polled && !w->r && now - w->last_asked > WATCHER_IDLE_USEC) {
                 watcher_free(w);
                 return 0;
         }
+        if (w->error != ERROR_NONE || w->ended)
+                return 0;
+        if (!w->x && !w->armed) {
+                (void) watch_start(w);
+                return 0;
+        }
+        watch_collect(w);
+        if (w->error != ERROR_NONE || w->ended)
+                return 0;
         if (!w->polled && w->started) {
                 if (w->deadline && now >= w->deadline) {
                         stream_end(w, CONNECT_DEADLINE_EXCEEDED, "the watch's time is up");
@@ -390,28 +314,12 @@ static int on_timer(sd_event_source *src, uint64_t usec, void *userdata) {
                 if (w->keepalive_usec && now - w->last_sent >= w->keepalive_usec)
                         stream_message(w, "{\"keepalive\":{}}");
         }
-        if (w->error != ERROR_NONE || w->ended)
-                return 0;
-        if (!w->x) {
-                (void) poll_start(w);
-                return 0;
-        }
-        k = poll_collect(w);
-        if (k < 0)
-                return 0;
-        if (k == 0) {
-                /* woken again when the guest sends; a deadline or keepalive still needs the clock */
-                if (w->started && (w->deadline || w->keepalive_usec))
-                        arm(w, now + USEC_PER_SEC);
-                return 0;
-        }
-        poll_finish(w);
-        if (w->error == ERROR_NONE)
-                arm(w, now + WATCH_POLL_USEC);
+        /* woken again when the guest sends; a deadline, a keepalive and the idle check still need the clock */
+        arm(w, now + USEC_PER_SEC);
         return 0;
 }
 
-static Watcher *watcher_new(Request *r, Sandbox *s, const char *user, const char *path, bool recursive) {
+static Watcher *watcher_new(Request *r, Sandbox *s, const char *user, const char *path, cJSON *msg) {
         Watcher *w;
 
         if (n_watchers >= WATCHERS_MAX) {
@@ -432,13 +340,15 @@ static Watcher *watcher_new(Request *r, Sandbox *s, const char *user, const char
         w->manager = s->manager;
         memcpy(w->sandbox_id, s->id, sizeof w->sandbox_id);
         snprintf(w->user, sizeof w->user, "%s", user);
-        w->recursive = recursive;
+        w->recursive = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(msg, "recursive"));
+        w->entry = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(msg, "includeEntry"));
+        w->network = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(msg, "allowNetworkMounts"));
         w->r = r;
         w->last_asked = now_usec();
         w->next = watchers;
         watchers = w;
         n_watchers++;
-        return w;
+        return w; /* its timer, due at once, starts the agent's watch from the event loop */
 }
 
 /* The request message's path and recursive, and the sandbox and user: the new watcher, NULL when answered
@@ -446,7 +356,7 @@ static Watcher *watcher_new(Request *r, Sandbox *s, const char *user, const char
 static Watcher *watch_request(Request *r, bool streaming) {
         _cleanup_free_ char *path = NULL;
         char user[E2B_USER_MAX + 1];
-        cJSON *o, *p, *rec;
+        cJSON *o, *p, *rec, *inc, *net;
         Watcher *w = NULL;
         Sandbox *s;
 
@@ -455,10 +365,14 @@ static Watcher *watch_request(Request *r, bool streaming) {
                 return NULL;
         p = cJSON_GetObjectItemCaseSensitive(o, "path");
         rec = cJSON_GetObjectItemCaseSensitive(o, "recursive");
-        if ((p && !cJSON_IsString(p)) || (rec && !cJSON_IsBool(rec) && !cJSON_IsNull(rec)))
-                http_respond_error(r, ERROR_INVALID_ARGUMENT, "path must be a string, recursive true or false");
+        inc = cJSON_GetObjectItemCaseSensitive(o, "includeEntry");
+        net = cJSON_GetObjectItemCaseSensitive(o, "allowNetworkMounts");
+        if ((p && !cJSON_IsString(p)) || (rec && !cJSON_IsBool(rec) && !cJSON_IsNull(rec)) ||
+            (inc && !cJSON_IsBool(inc) && !cJSON_IsNull(inc)) || (net && !cJSON_IsBool(net) && !cJSON_IsNull(net)))
+                http_respond_error(r, ERROR_INVALID_ARGUMENT,
+                                   "path must be a string; recursive, includeEntry and allowNetworkMounts true or false");
         else if (envd_fs_target(r, &s, user, p ? p->valuestring : "", &path) > 0)
-                w = watcher_new(r, s, user, path, cJSON_IsTrue(rec));
+                w = watcher_new(r, s, user, path, o);
         cJSON_Delete(o);
         return w;
 }
@@ -503,11 +417,11 @@ static void stream_release(void *userdata) {
                 watcher_free(w);
 }
 
-/* The first listing is in, or the watch failed before it: answers with the stream. */
+/* The agent armed the watch, or it failed before: answers with the stream. */
 static void watch_started(Request *r, void *userdata) {
         Watcher *w = userdata;
 
-        if (!w->have_snap && w->error == ERROR_NONE) {
+        if (!w->armed && w->error == ERROR_NONE) {
                 http_continue(r, watch_started, w);
                 return;
         }
@@ -518,6 +432,7 @@ static void watch_started(Request *r, void *userdata) {
         } else {
                 w->started = true;
                 stream_message(w, "{\"start\":{}}");
+                arm(w, 1); /* the events that came meanwhile */
         }
         r->stream.read = stream_read;
         r->stream.release = stream_release;
@@ -550,16 +465,16 @@ static void create_detach(void *userdata, Request *r) {
 
         w->r = NULL;
         /* one that failed (or never answered) is of no use to anybody */
-        if (w->error != ERROR_NONE || !w->have_snap)
+        if (w->error != ERROR_NONE || !w->armed)
                 watcher_free(w);
 }
 
-/* The first listing is in, or the watch failed before it: answers with the watcher's id. */
+/* The agent armed the watch, or it failed before: answers with the watcher's id. */
 static void watcher_created(Request *r, void *userdata) {
         Watcher *w = userdata;
         cJSON *o;
 
-        if (!w->have_snap && w->error == ERROR_NONE) {
+        if (!w->armed && w->error == ERROR_NONE) {
                 http_continue(r, watcher_created, w);
                 return;
         }
@@ -601,7 +516,7 @@ static Watcher *find_watcher(Request *r, cJSON **ret_msg) {
         id = cJSON_GetObjectItemCaseSensitive(o, "watcherId");
         if (cJSON_IsString(id))
                 for (Watcher *w = watchers; w; w = w->next)
-                        if (w->polled && w->have_snap && streq(w->id, id->valuestring) && streq(w->sandbox_id, s->id))
+                        if (w->polled && w->armed && streq(w->id, id->valuestring) && streq(w->sandbox_id, s->id))
                                 return w;
         http_respond_error(r, ERROR_NOT_FOUND, "no watcher %.64s in this sandbox",
                            cJSON_IsString(id) ? id->valuestring : "(none)");
@@ -616,6 +531,8 @@ void envd_get_watcher_events(Request *r, const RouteArgs *a) {
         if (!w)
                 return;
         w->last_asked = now_usec();
+        if (w->error == ERROR_NONE)
+                watch_collect(w); /* what the channel brought since the timer last looked */
         if (w->error != ERROR_NONE && cJSON_GetArraySize(w->events) == 0)
                 return (void) http_respond_error(r, w->error, "%s", w->error_message ?: "the watch failed");
         o = cJSON_CreateObject();

@@ -69,6 +69,19 @@ def file_input(op, frames, eof_after=0, read_size=3, root=False):
     return bytes([OPS.index(op) | (0x80 if root else 0), (eof_after << 4) | read_size]) + b"".join(frames)
 
 
+def watch_corpus():
+    t = "fuzz-watch-events"
+    s = 7
+    write(t, "events", b"\x01" + frame(DATA, s, 1, kv("ev=create", "name=a", "ev=write", "name=sub/a", *ENTRY,
+                                                     "owner=user", "group=user", "ev=remove", "name=.")) +
+          frame(DATA, s, 1, kv("ev=rename", "name=b", "ev=chmod", "name=b c")) +
+          frame(ERROR, s, 0, kv("errno=75", "message=overflow", "code=overflow")))
+    write(t, "unarmed", b"\x00" + frame(DATA, s, 1, kv("ev=create", "name=a")))
+    write(t, "bad-names", b"\x01" + frame(DATA, s, 1, kv("ev=create", "name=../x")) +
+          frame(DATA, s, 1, kv("ev=create", "name=a/../../etc")))
+    write(t, "too-many", b"\x01" + frame(ERROR, s, 0, kv("errno=31", "message=m", "code=too_many_watches")))
+
+
 def file_corpus():
     t = "fuzz-file-protocol"
     s = 7
@@ -697,6 +710,7 @@ def main():
         shutil.rmtree(OUT)
     frames_corpus()
     file_corpus()
+    watch_corpus()
     plog_corpus()
     json_corpus()
     recipe_corpus()

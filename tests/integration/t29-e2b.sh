@@ -39,15 +39,15 @@ openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout "$S
                 -extfile <(printf 'subjectAltName=DNS:%s,DNS:%s\n' "$SPACE_E2B_NET_HOST" "$SPACE_E2B_NET_OTHER_HOST") \
                 2>/dev/null || bail_out "cannot make the test servers' certificates"
 TLS_CA_CONFIG="egress_tls_ca = $SPACE_E2B_TLS_DIR/ca.pem"
+# ASan's quarantine (256 MiB) holds what is freed: without a smaller one the daemon's peak memory grows with
+# what it allocated and freed (GnuTLS's buffer per record, a watch's events one by one), which the bounds the
+# suites put on it (the 50 MiB round trip, a storm of watch events) would take for memory held
+export ASAN_OPTIONS=${ASAN_OPTIONS:-abort_on_error=0}:quarantine_size_mb=8
 if [ "$MODE" = domain ]; then
         # the TLS listener and its default domain, space.localhost:PORT (*.localhost is loopback)
         TLS_PORT=$(free_port) || bail_out "cannot pick a free TCP port"
         DOMAIN=space.localhost:$TLS_PORT
         tcp_config "e2b_tls_listen = 127.0.0.1:$TLS_PORT" "$NET_CONFIG" "$TLS_CA_CONFIG"
-        # GnuTLS allocates and frees a buffer per record, and ASan's quarantine (256 MiB) holds what is freed:
-        # without a smaller one the daemon's peak memory grows with what crossed TLS, which the 50 MiB round
-        # trip's bound would take for a body held in memory
-        export ASAN_OPTIONS=${ASAN_OPTIONS:-abort_on_error=0}:quarantine_size_mb=8
 else
         # e2b_domain: create answers it, and PORT-ID.sbx.test host names reach envd (checked at the end)
         DOMAIN=sbx.test

@@ -560,7 +560,8 @@ int main(void) {
         close(sv[1]);
         chan = sv[0];
 
-        ok(next(&f) && f.h.type == SPACE_F_HELLO && streq(kv(&f, "version"), "6"), "HELLO version=6");
+        ok(next(&f) && f.h.type == SPACE_F_HELLO && atoi(kv(&f, "version")) == SPACE_PROTO_VERSION, "HELLO version=%d",
+           SPACE_PROTO_VERSION);
         test_port();
         test_proxy(proxy);
         test_dns(dns);

@@ -85,7 +85,7 @@ static void test_stat(void) {
         cJSON_Delete(o);
         drop(x);
 
-        static const char *const bad[][8] = {
+        static const char *const bad[][10] = {
                 { "type=file", "size=5", "mtime=1", "uid=0", "gid=0", NULL },           /* no mode */
                 { "type=fifo", "mode=420", "size=5", "mtime=1", "uid=0", "gid=0", NULL },
                 { "type=file", "mode=8192", "size=5", "mtime=1", "uid=0", "gid=0", NULL },
@@ -410,9 +410,86 @@ static void test_write(void) {
 }
 
 /* Random frames of every type on every operation: only ASan and the state machine's invariants can fail. */
+/* FILE op=watch: the events the agent sends (files-watch.c). */
+static void test_watch(void) {
+        FileWatchEvent ev;
+        FileXfer *x;
+        int k;
+
+        x = xfer("watch", "/home/user/w");
+        send_kv(x, SPACE_F_DATA, 1, (const char *[]) { "ev=create", "name=a", NULL });
+        ok(failed_with(x, "protocol_error"), "watch: events before the watch is armed are refused");
+        drop(x);
+
+        x = xfer("watch", "/home/user/w");
+        send_kv(x, SPACE_F_OK, 0, (const char *[]) { NULL });
+        ok(x->state == FILE_XFER_OPEN && file_xfer_next_event(x, &ev) == 0, "watch: OK arms it, no event yet");
+        send_kv(x, SPACE_F_DATA, 1, (const char *[]) { "ev=create", "name=a", "ev=write", "name=sub/a", ENTRY,
+                                                       "owner=user", "group=bad:name", "ev=remove", "name=.", NULL });
+        send_kv(x, SPACE_F_DATA, 1, (const char *[]) { "ev=rename", "name=b", NULL });
+        k = file_xfer_next_event(x, &ev);
+        ok(k == 1 && ev.type == FILE_WATCH_CREATE && streq(ev.name, "a") && !ev.has_entry, "  ... a create");
+        k = file_xfer_next_event(x, &ev);
+        ok(k == 1 && ev.type == FILE_WATCH_WRITE && streq(ev.name, "sub/a") && ev.has_entry && ev.entry.size == 5 &&
+           streq(ev.owner, "user") && !ev.group, "  ... a write with its entry; a group that is no name is dropped");
+        k = file_xfer_next_event(x, &ev);
+        ok(k == 1 && ev.type == FILE_WATCH_REMOVE && streq(ev.name, "."), "  ... the directory itself is \".\"");
+        k = file_xfer_next_event(x, &ev);
+        ok(k == 1 && ev.type == FILE_WATCH_RENAME && streq(ev.name, "b"), "  ... the next frame's event");
+        ok(file_xfer_next_event(x, &ev) == 0 && x->out.len == 0 && x->uncredited == 0,
+           "  ... then none, the buffer empty and the credit given back");
+        send_kv(x, SPACE_F_ERROR, 0, (const char *[]) { "errno=75", "message=queue overflowed", "code=overflow", NULL });
+        ok(failed_with(x, "resource_exhausted") && file_xfer_next_event(x, &ev) == CHANNEL_READ_ERROR,
+           "  ... code=overflow ends it with resource_exhausted");
+        drop(x);
+
+        x = xfer("watch", "/w");
+        send_kv(x, SPACE_F_ERROR, 0, (const char *[]) { "errno=24", "message=m", "code=too_many_watches", NULL });
+        ok(failed_with(x, "limit_exceeded"), "watch: code=too_many_watches is limit_exceeded");
+        drop(x);
+        x = xfer("watch", "/w");
+        send_kv(x, SPACE_F_ERROR, 0, (const char *[]) { "errno=38", "message=unknown file operation", NULL });
+        ok(failed_with(x, "not_supported") && strstr(x->error_message, "too old"),
+           "watch: an agent before version 6 is refused, saying so");
+        drop(x);
+
+        static const char *const bad[][10] = {
+                { "ev=create", NULL },                               /* no name */
+                { "ev=explode", "name=a", NULL },                    /* unknown type */
+                { "name=a", "ev=create", NULL },                     /* name first */
+                { "ev=create", "name=../etc", NULL },                /* .. */
+                { "ev=create", "name=a/../../etc", NULL },
+                { "ev=create", "name=/etc/passwd", NULL },           /* absolute */
+                { "ev=create", "name=a//b", NULL },
+                { "ev=create", "name=", NULL },
+                { "ev=write", "name=a", "type=file", NULL },         /* a partial entry */
+                { "ev=write", "name=a", "type=pipe", "mode=1", "size=1", "mtime=1", "uid=0", "gid=0", NULL },
+                { "ev=write", "name=a", "type=file", "mode=99999", "size=1", "mtime=1", "uid=0", "gid=0", NULL },
+        };
+        for (size_t i = 0; i < ELEMENTSOF(bad); i++) {
+                x = xfer("watch", "/w");
+                send_kv(x, SPACE_F_OK, 0, (const char *[]) { NULL });
+                send_kv(x, SPACE_F_DATA, 1, bad[i]);
+                ok(failed_with(x, "protocol_error") && file_xfer_next_event(x, &ev) == CHANNEL_READ_ERROR,
+                   "watch: a malformed event fails it (%zu: %s %s)", i, bad[i][0], bad[i][1] ?: "");
+                drop(x);
+        }
+        x = xfer("watch", "/w");
+        send_kv(x, SPACE_F_OK, 0, (const char *[]) { NULL });
+        frame(x, SPACE_F_DATA, 1, "", 0);
+        ok(failed_with(x, "protocol_error"), "watch: an empty DATA frame is refused");
+        drop(x);
+        x = xfer("watch", "/w");
+        send_kv(x, SPACE_F_OK, 0, (const char *[]) { NULL });
+        send_kv(x, SPACE_F_EOF, 1, (const char *[]) { NULL });
+        ok(failed_with(x, "protocol_error"), "watch: an EOF is refused (a watch ends with ERROR or CLOSE)");
+        drop(x);
+}
+
 static void test_fuzz(void) {
-        static const char *const ops[] = { "stat", "list", "read", "write", "remove", "mkdir" };
+        static const char *const ops[] = { "stat", "list", "read", "write", "remove", "mkdir", "watch" };
         static const char *const recs[] = { "rel=a", "rel=a/b", "rel=..", "type=file", "type=dir", "type=symlink",
+                                            "ev=create", "ev=remove", "name=a", "name=.", "name=../x", "owner=u",
                                             "mode=420", "size=1", "mtime=-5", "uid=0", "gid=0", "target=x",
                                             "errno=2", "code=too_many_entries", "count=1", "junk", "=x" };
         uint8_t buf[512];
@@ -443,6 +520,14 @@ static void test_fuzz(void) {
                         if (rand_r(&seed) % 3 == 0)
                                 type = SPACE_F_OK;
                         frame(x, type, fd, buf, n);
+                        if (streq(x->op, "watch")) {
+                                FileWatchEvent ev;
+
+                                while (file_xfer_next_event(x, &ev) == 1)
+                                        if (!file_watch_event_type_name(ev.type) ||
+                                            (!streq(ev.name, ".") && !file_rel_valid(ev.name)))
+                                                bad++;
+                        }
                 }
                 if (x->state == FILE_XFER_FAILED && (!x->error_code || !x->error_message))
                         bad++;
@@ -461,6 +546,7 @@ int main(void) {
         test_list();
         test_meta();
         test_write();
+        test_watch();
         test_fuzz();
         return done();
 }

@@ -110,6 +110,37 @@ test('sbx.files', async (t) => {
     await h.stop()
   })
 
+  // issue 26: inotify in the guest, armed before watchDir returns
+  const waitFor = async (seen, pred, ms = 20_000) => {
+    const end = Date.now() + ms
+    while (Date.now() < end && !pred(seen)) await new Promise((r) => setTimeout(r, 100))
+    return pred(seen)
+  }
+  const has = (seen, name, type) => seen.some((e) => e.name === name && e.type === type)
+
+  await t.test('watchDir sees a write made right after it returns, renames and removes', async () => {
+    await sbx.files.makeDir('/home/user/js/wn')
+    const seen = []
+    const h = await sbx.files.watchDir('/home/user/js/wn', (e) => seen.push(e))
+    await sbx.commands.run('echo one > /home/user/js/wn/a.txt && mv /home/user/js/wn/a.txt /home/user/js/wn/b.txt && rm /home/user/js/wn/b.txt')
+    assert.ok(await waitFor(seen, (s) => has(s, 'b.txt', FilesystemEventType.REMOVE)), JSON.stringify(seen))
+    assert.deepEqual(seen.map((e) => [e.name, e.type]), [
+      ['a.txt', FilesystemEventType.CREATE], ['a.txt', FilesystemEventType.WRITE],
+      ['a.txt', FilesystemEventType.RENAME], ['b.txt', FilesystemEventType.CREATE],
+      ['b.txt', FilesystemEventType.REMOVE]])
+    await h.stop()
+  })
+
+  await t.test('watchDir recursive follows directories made after it', async () => {
+    await sbx.files.makeDir('/home/user/js/wr')
+    const seen = []
+    const h = await sbx.files.watchDir('/home/user/js/wr', (e) => seen.push(e), { recursive: true })
+    await sbx.commands.run('mkdir -p /home/user/js/wr/n/d && echo x > /home/user/js/wr/n/d/f')
+    assert.ok(await waitFor(seen, (s) => has(s, 'n/d/f', FilesystemEventType.CREATE)), JSON.stringify(seen))
+    assert.ok(has(seen, 'n', FilesystemEventType.CREATE) && has(seen, 'n/d', FilesystemEventType.CREATE))
+    await h.stop()
+  })
+
   await t.test('signed URLs', async () => {
     await sbx.files.write('/home/user/js/dl.txt', 'signed')
     const url = await sbx.downloadUrl('/home/user/js/dl.txt')

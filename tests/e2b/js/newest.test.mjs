@@ -116,6 +116,28 @@ test('file metadata (envd 0.6.2); symlinks resolved as envd resolves them', asyn
   }
 })
 
+test('watch events carry the entry when asked (includeEntry)', async () => {
+  const s = await Sandbox.create(TEMPLATE, { timeoutMs: 300_000 })
+  try {
+    await s.files.makeDir('/home/user/we')
+    const seen = []
+    const h = await s.files.watchDir('/home/user/we', (e) => seen.push(e), { includeEntry: true, allowNetworkMounts: true })
+    await sh(s, 'printf 12345 > /home/user/we/f.txt')
+    const end = Date.now() + 20_000
+    while (Date.now() < end && seen.length < 2) await new Promise((r) => setTimeout(r, 100))
+    assert.deepEqual(seen.map((e) => [e.name, e.type]), [['f.txt', 'create'], ['f.txt', 'write']])
+    // as envd: the entry as it is when the agent looks (the create's may be from before the write)
+    for (const e of seen) assert.deepEqual([e.entry?.name, e.entry?.path, e.entry?.owner], ['f.txt', '/home/user/we/f.txt', 'user'])
+    assert.ok([0, 5].includes(seen[0].entry.size) && seen[1].entry.size === 5, JSON.stringify(seen))
+    await sh(s, 'rm /home/user/we/f.txt')
+    while (Date.now() < end + 20_000 && seen.length < 3) await new Promise((r) => setTimeout(r, 100))
+    assert.deepEqual([seen[2]?.name, seen[2]?.type, seen[2]?.entry], ['f.txt', 'remove', undefined])
+    await h.stop()
+  } finally {
+    await s.kill()
+  }
+})
+
 test('create with lifecycle keepMemory', async () => {
   const s = await Sandbox.create(TEMPLATE, { timeoutMs: 120_000, lifecycle: { onTimeout: { action: 'pause', keepMemory: true } } })
   try {

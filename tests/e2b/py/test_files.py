@@ -213,6 +213,112 @@ def test_watch_dir_polled(sbx):
         h.get_new_events()
 
 
+def _events_until(h, done, seconds=20):
+    """get_new_events() until done(events so far) or seconds passed: the events."""
+    seen = []
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        seen += h.get_new_events()
+        if done(seen):
+            break
+        time.sleep(0.2)
+    return seen
+
+
+def _has(seen, name, kind):
+    return any(e.name == name and e.type == kind for e in seen)
+
+
+def test_watch_sees_a_write_right_after_it_returns(sbx):
+    # issue 26: inotify is armed in the guest before watch_dir returns, so the very next write is seen, and a
+    # write in the guest, a rename and a remove are what envd (fsnotify) says they are
+    sbx.files.make_dir("/home/user/wn")
+    h = sbx.files.watch_dir("/home/user/wn")
+    try:
+        sbx.commands.run("echo one > /home/user/wn/a.txt")
+        seen = _events_until(h, lambda s: _has(s, "a.txt", FilesystemEventType.WRITE))
+        assert [(e.name, e.type) for e in seen][:2] == [("a.txt", FilesystemEventType.CREATE),
+                                                         ("a.txt", FilesystemEventType.WRITE)], seen
+        sbx.commands.run("mv /home/user/wn/a.txt /home/user/wn/b.txt && chmod 600 /home/user/wn/b.txt && "
+                         "rm /home/user/wn/b.txt")
+        seen = _events_until(h, lambda s: _has(s, "b.txt", FilesystemEventType.REMOVE))
+        # a rename is RENAME of the old name and CREATE of the new one, as fsnotify's
+        assert [(e.name, e.type) for e in seen] == [("a.txt", FilesystemEventType.RENAME),
+                                                     ("b.txt", FilesystemEventType.CREATE),
+                                                     ("b.txt", FilesystemEventType.CHMOD),
+                                                     ("b.txt", FilesystemEventType.REMOVE)], seen
+        # an upload through /files is CREATE and WRITE of its name (its temporary file is not shown)
+        sbx.files.write("/home/user/wn/up.txt", "uploaded")
+        seen = _events_until(h, lambda s: _has(s, "up.txt", FilesystemEventType.WRITE))
+        assert [(e.name, e.type) for e in seen] == [("up.txt", FilesystemEventType.CREATE),
+                                                     ("up.txt", FilesystemEventType.WRITE)], seen
+    finally:
+        h.stop()
+    # every time, not by luck: ten watches, each with the write at once
+    for i in range(10):
+        h = sbx.files.watch_dir("/home/user/wn")
+        try:
+            sbx.commands.run(f"echo {i} > /home/user/wn/n{i}")
+            assert _has(_events_until(h, lambda s: _has(s, f"n{i}", FilesystemEventType.WRITE), 10),
+                        f"n{i}", FilesystemEventType.WRITE), i
+        finally:
+            h.stop()
+
+
+def test_watch_recursive_follows_new_directories(sbx):
+    sbx.files.make_dir("/home/user/wr/old")
+    h = sbx.files.watch_dir("/home/user/wr", recursive=True)
+    try:
+        # made after the watch, filled at once: the new directories are watched as they appear, and what
+        # they held before that is reported too
+        sbx.commands.run("mkdir -p /home/user/wr/new/deeper && echo x > /home/user/wr/new/deeper/f && "
+                         "echo y > /home/user/wr/old/g")
+        seen = _events_until(h, lambda s: _has(s, "new/deeper/f", FilesystemEventType.CREATE) and
+                             _has(s, "old/g", FilesystemEventType.WRITE))
+        for name, kind in (("new", FilesystemEventType.CREATE), ("new/deeper", FilesystemEventType.CREATE),
+                           ("new/deeper/f", FilesystemEventType.CREATE), ("old/g", FilesystemEventType.CREATE),
+                           ("old/g", FilesystemEventType.WRITE)):
+            assert _has(seen, name, kind), (name, kind, seen)
+        sbx.commands.run("echo z >> /home/user/wr/new/deeper/f && rm -r /home/user/wr/new")
+        seen = _events_until(h, lambda s: _has(s, "new", FilesystemEventType.REMOVE))
+        assert _has(seen, "new/deeper/f", FilesystemEventType.WRITE), seen
+        assert _has(seen, "new/deeper/f", FilesystemEventType.REMOVE), seen
+    finally:
+        h.stop()
+
+
+def test_watch_limits_end_clearly(sbx):
+    # what a hostile guest tries first: a storm of files under a watch nobody reads, and a tree too wide to
+    # watch. The daemon keeps at most 4096 events of a polled watcher, then the watch ends with
+    # resource_exhausted; a recursive watch of more directories than the agent watches ends with
+    # limit_exceeded (or is refused at once when the tree is that big already). The daemon answers on.
+    sbx.files.make_dir("/home/user/storm")
+    h = sbx.files.watch_dir("/home/user/storm")
+    r = sbx.commands.run("cd /home/user/storm && seq 1 20000 | xargs touch && ls | wc -l", timeout=300)
+    assert r.stdout.strip() == "20000"
+    with pytest.raises(SandboxException) as ei:
+        for _ in range(10):
+            h.get_new_events()
+    assert "resource_exhausted" in str(ei.value).lower() or "4096 events" in str(ei.value), ei.value
+    sbx.commands.run("rm -rf /home/user/storm", timeout=300)
+
+    sbx.files.make_dir("/home/user/wide")
+    h = sbx.files.watch_dir("/home/user/wide", recursive=True)
+    # read as they come, so that it is the directories that run out, not the events kept
+    mk = sbx.commands.run("cd /home/user/wide && seq 1 4200 | xargs mkdir", background=True, timeout=300)
+    with pytest.raises(SandboxException) as ei:
+        _events_until(h, lambda s: False, 120)
+    assert mk.wait().exit_code == 0
+    assert "too many directories" in str(ei.value), ei.value
+    with pytest.raises(SandboxException) as ei:
+        sbx.files.watch_dir("/home/user/wide", recursive=True)
+    assert "too many directories" in str(ei.value), ei.value
+    # not recursive, the same directory is one watch and fine
+    sbx.files.watch_dir("/home/user/wide").stop()
+    assert sbx.files.exists("/home/user/wide/4200")
+    sbx.commands.run("rm -rf /home/user/wide", timeout=300)
+
+
 def _daemon_hwm_kib():
     status, v = space_api("GET", "/v1/version")
     with open(f"/proc/{v['pid']}/status") as f:

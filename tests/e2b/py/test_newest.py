@@ -200,6 +200,123 @@ def wait_state(sbx, want, seconds=90):
     return False
 
 
+def test_watch_events_carry_the_entry(pair):
+    _, a, _ = pair
+    from e2b.sandbox.filesystem.watch_handle import FilesystemEventType as T
+
+    def until(h, kind):
+        seen = []
+        for _ in range(100):
+            seen += h.get_new_events()
+            if any(e.type == kind for e in seen):
+                break
+            time.sleep(0.2)
+        return seen
+
+    sh(a, "mkdir -p /home/user/we")
+    h = a.files.watch_dir("/home/user/we", include_entry=True)
+    try:
+        sh(a, "printf 12345 > /home/user/we/f.txt")
+        seen = until(h, T.WRITE)
+        assert [(e.name, e.type) for e in seen] == [("f.txt", T.CREATE), ("f.txt", T.WRITE)], seen
+        # as envd: create, write and chmod carry the entry, as it is when the agent looks (the create's may
+        # be from before the write)
+        for e in seen:
+            assert e.entry is not None, e
+            assert (e.entry.name, e.entry.path, e.entry.owner) == ("f.txt", "/home/user/we/f.txt", "user"), e
+        assert seen[0].entry.size in (0, 5) and seen[1].entry.size == 5, seen
+        sh(a, "chmod 640 /home/user/we/f.txt")
+        (chmod,) = until(h, T.CHMOD)
+        assert chmod.type == T.CHMOD and chmod.entry.mode == 0o640, chmod
+        sh(a, "rm /home/user/we/f.txt")
+        (remove,) = until(h, T.REMOVE)
+        assert remove.type == T.REMOVE and remove.entry is None, remove  # as envd: none for a remove
+    finally:
+        h.stop()
+    # without include_entry, no entry
+    h = a.files.watch_dir("/home/user/we")
+    try:
+        sh(a, "echo x > /home/user/we/g")
+        seen = []
+        for _ in range(100):
+            seen += h.get_new_events()
+            if seen:
+                break
+            time.sleep(0.2)
+        assert seen and all(e.entry is None for e in seen), seen
+    finally:
+        h.stop()
+
+
+def test_watch_refuses_network_mounts_unless_allowed(pair):
+    _, a, _ = pair
+    # /proc is no network file system: allowed either way; a FUSE or NFS mount needs allow_network_mounts
+    a.files.watch_dir("/proc", allow_network_mounts=True).stop()
+    a.files.watch_dir("/home/user").stop()
+
+
+def test_watch_storm_stays_bounded():
+    # what a hostile guest tries first under a watch that is read (WatchDir's stream, the async SDK's): a
+    # storm of files, as many as the guest's disk has inodes for, up to 30000 (test-agent-watch has trees too
+    # wide and too deep, and a storm of 100000 nobody reads). The daemon answers all along and its peak RSS
+    # stays within 64 MiB of where it was; the watch keeps up, or ends with an error that says why (events
+    # waiting for credit, the kernel's queue), never with a crash or a silent stall.
+    import asyncio
+
+    from e2b import AsyncSandbox
+
+    from conftest import space_api
+    from test_files import _daemon_hwm_kib
+
+    async def body(s):
+        free = int((await s.commands.run("df --output=iavail /home/user | tail -1")).stdout)
+        n = min(30000, free - 5000)
+        assert n > 20000, free
+        await s.files.make_dir("/home/user/storm")
+        counts = {"n": 0}
+        ended = []
+        h = await s.files.watch_dir("/home/user/storm", lambda e: counts.__setitem__("n", counts["n"] + 1),
+                                    on_exit=lambda e: e and ended.append(e), timeout=900)
+        before = _daemon_hwm_kib()
+        start = time.monotonic()
+        cmd = await s.commands.run(f"cd /home/user/storm && seq 1 {n} | xargs touch", background=True, timeout=900)
+        waiting = asyncio.ensure_future(cmd.wait())
+        worst = 0.0
+        while not waiting.done():
+            t = time.monotonic()
+            status, _ = await asyncio.to_thread(space_api, "GET", "/v1/version")
+            assert status == 200
+            worst = max(worst, time.monotonic() - t)
+            await asyncio.sleep(1)
+        assert (await waiting).exit_code == 0
+        last, still = -1, 0
+        while not ended and still < 5 and counts["n"] < 2 * n:  # until it ended, caught up, or was still 5 s
+            still = still + 1 if counts["n"] == last else 0
+            last = counts["n"]
+            await asyncio.sleep(1)
+        grown = _daemon_hwm_kib() - before
+        print(f"storm of {n} files: {counts['n']} events in {time.monotonic() - start:.0f} s, ended: {ended}, "
+              f"daemon answered within {worst:.2f} s, its peak RSS grew {grown} KiB")
+        assert worst < 5, worst
+        assert grown < 64 * 1024, grown
+        if ended:
+            msg = str(ended[0])
+            assert "faster than they were read" in msg or "queue overflowed" in msg, msg
+        else:
+            assert counts["n"] >= n, (counts, n)  # every file's create at least (touch adds a chmod)
+        await h.stop()
+        assert (await s.commands.run("rm -rf /home/user/storm", timeout=600)).exit_code == 0
+
+    async def run():
+        s = await AsyncSandbox.create(TEMPLATE, timeout=1200)
+        try:
+            await body(s)
+        finally:
+            await s.kill()
+
+    asyncio.run(run())
+
+
 def test_pause_modes(pair):
     _, a, _ = pair
     # a filesystem-only pause is a stop: the files stay, the processes go, and connect boots it from its disk

@@ -73,7 +73,7 @@ def test_create_base_with_envs_and_metadata():
         assert info.metadata == {"suite": "sandboxes", "k": "v"}
         assert info.state == SandboxState.RUNNING
         assert info.cpu_count >= 1 and info.memory_mb >= 64
-        assert info.envd_version == "0.6.2"
+        assert info.envd_version == "0.6.4"
         assert info.lifecycle == {"on_timeout": "kill", "auto_resume": False}
         now = datetime.datetime.now(datetime.timezone.utc)
         assert info.started_at <= now + datetime.timedelta(seconds=5)
