@@ -269,6 +269,25 @@ static int list_dir(int dirfd, const char *rel, unsigned depth, Listing *l) {
         return errno ? -errno : 0;
 }
 
+/* path in v opened with flags (resolved as volume_open_in() does), and its normalized form for messages. */
+static int open_path(Manager *m, Volume *v, const char *path, int flags, const char *what, char **ret_rel,
+                     int *ret_fd, Error *reterr) {
+        _cleanup_free_ char *rel = NULL;
+        int root, r;
+
+        r = volume_path_normalize(path, &rel, reterr);
+        if (r < 0)
+                return r;
+        r = volume_root(m, v, &root, reterr);
+        if (r < 0)
+                return r;
+        r = volume_open_in(root, rel, flags, ret_fd);
+        if (r < 0)
+                return volume_fs_error(reterr, r, what, rel);
+        *ret_rel = TAKE_PTR(rel);
+        return 0;
+}
+
 static int entry_cmp(const void *a, const void *b) {
         return strcmp(((const VolumeEntry *) a)->path, ((const VolumeEntry *) b)->path);
 }
@@ -278,17 +297,11 @@ int volume_list(Manager *m, Volume *v, const char *path, unsigned depth, VolumeE
         _cleanup_free_ char *rel = NULL;
         _cleanup_close_ int fd = -1;
         Listing l = {};
-        int root, r;
+        int r;
 
-        r = volume_path_normalize(path, &rel, reterr);
+        r = open_path(m, v, path, O_RDONLY | O_DIRECTORY, "list", &rel, &fd, reterr);
         if (r < 0)
                 return r;
-        r = volume_root(m, v, &root, reterr);
-        if (r < 0)
-                return r;
-        r = volume_open_in(root, rel, O_RDONLY | O_DIRECTORY, &fd);
-        if (r < 0)
-                return volume_fs_error(reterr, r, "list", rel);
         r = list_dir(fd, rel, depth < 1 ? 1 : depth > VOLUME_DEPTH_MAX ? VOLUME_DEPTH_MAX : depth, &l);
         if (r < 0) {
                 volume_entries_free(l.e, l.n);
@@ -310,18 +323,12 @@ int volume_open_read(Manager *m, Volume *v, const char *path, uint64_t offset, u
         _cleanup_free_ char *rel = NULL;
         _cleanup_close_ int fd = -1;
         struct stat st;
-        int root, r;
+        int r;
 
-        r = volume_path_normalize(path, &rel, reterr);
-        if (r < 0)
-                return r;
-        r = volume_root(m, v, &root, reterr);
-        if (r < 0)
-                return r;
         /* O_NONBLOCK: a FIFO planted in the volume does not hang the daemon */
-        r = volume_open_in(root, rel, O_RDONLY | O_NONBLOCK, &fd);
+        r = open_path(m, v, path, O_RDONLY | O_NONBLOCK, "read", &rel, &fd, reterr);
         if (r < 0)
-                return volume_fs_error(reterr, r, "read", rel);
+                return r;
         if (fstat(fd, &st) < 0)
                 return volume_fs_error(reterr, -errno, "read", rel);
         if (S_ISDIR(st.st_mode))
