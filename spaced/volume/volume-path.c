@@ -58,3 +58,10 @@ int volume_path_normalize(const char *path, char **ret, Error *reterr) {
         *ret = TAKE_PTR(out);
         return 0;
 }
+
+bool volume_temp_name(const char *name) {
+        size_t n = strlen(VOLUME_TEMP_PREFIX);
+
+        return strncmp(name, VOLUME_TEMP_PREFIX, n) == 0 && strlen(name + n) == 16 &&
+               strspn(name + n, "0123456789abcdef") == 16;
+}
