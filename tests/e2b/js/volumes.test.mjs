@@ -3,9 +3,8 @@
 // operation of the volume content API (list with depth, makeDir, getInfo, exists, updateMetadata, readFile as
 // text, bytes, blob and a stream, writeFile from a string, bytes, a Blob and a stream, remove), which the SDK
 // sends to E2B_VOLUME_API_URL with the volume's token. Files of 3 MiB streamed in and read back. The quota's
-// refusal as the SDK throws it, wrong and
-// other volumes' tokens, and volumeMounts checked, then refused with the reason. The pinned SDK has no
-// Volume: t29 leaves this file to t45.
+// refusal as the SDK throws it, wrong and other volumes' tokens, and volumeMounts checked, then refused with
+// the reason. The pinned SDK has no Volume: t29 leaves this file to t45.
 import test from 'node:test'
 import assert from 'node:assert/strict'
 import { createHash, randomBytes, randomUUID } from 'node:crypto'
