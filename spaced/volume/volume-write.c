@@ -92,7 +92,8 @@ int volume_remove_tree_at(int dirfd, const char *name, unsigned depth, uint64_t 
         }
         if (unlinkat(dirfd, name, 0) < 0)
                 return -errno;
-        if (ret_freed && S_ISREG(st.st_mode))
+        /* an upload's hidden file was never counted (its upload fails at finish) */
+        if (ret_freed && S_ISREG(st.st_mode) && !volume_temp_name(name))
                 *ret_freed += (uint64_t) st.st_size;
         return 0;
 }

@@ -129,6 +129,8 @@ kreq PUT "$F?path=/big-tcp" --data-binary @"$TEST_TMP/big"
 check_status "... and over TCP with a key" 200
 ureq GET "$F?path=/big-tcp"
 check_eq "... read back: the same sha256" "$(sha256sum <"$TEST_TMP/big" | cut -d' ' -f1)" "$(sha256sum <"$OUT" | cut -d' ' -f1)"
+ureq PUT "$F?path=/.space-write-0123456789abcdef" --data-binary x
+check_status "the hidden name of a write in progress is the daemon's: 400" 400 invalid_path
 head -c $((1024 * 1024 + 1)) /dev/zero >"$TEST_TMP/1m1"
 ureq PUT "$F?path=/big&offset=0" --data-binary @"$TEST_TMP/1m1"
 check_status "a write at an offset is still at most 1 MiB: 413" 413 payload_too_large

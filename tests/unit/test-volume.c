@@ -61,6 +61,10 @@ static void test_checks(void) {
         ok(norm_is("/", "") && norm_is("", "") && norm_is(NULL, "") && norm_is("//./", ""), "the root, however written");
         ok(norm_is("/a/b", "a/b") && norm_is("a/b/", "a/b") && norm_is("//a//./b/.", "a/b"), "'/', '//' and '.' dropped");
         ok(norm_is("/a/..b/c..", "a/..b/c..") && norm_is("/.../x", ".../x"), "'..b', 'c..' and '...' are names");
+        ok(norm_refused("/" VOLUME_TEMP_PREFIX "0123456789abcdef") && norm_refused("a/" VOLUME_TEMP_PREFIX "0123456789abcdef/b") &&
+           norm_is("/" VOLUME_TEMP_PREFIX "0123456789abcdeX", VOLUME_TEMP_PREFIX "0123456789abcdeX") &&
+           norm_is(VOLUME_TEMP_PREFIX "0123456789abcdef0", VOLUME_TEMP_PREFIX "0123456789abcdef0"),
+           "an upload's hidden name is the daemon's; names close to it are fine");
         ok(norm_refused("..") && norm_refused("/../etc/passwd") && norm_refused("/a/../b") && norm_refused("a/.."),
            "'..' anywhere is refused");
         memset(name, 'n', sizeof name - 1);
