@@ -2,6 +2,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "macro.h"
 #include "api/api.h"
@@ -58,15 +59,33 @@ static uint64_t content_length(Request *r) {
         return errno == 0 && end != v && *end == 0 ? (uint64_t) n : VOLUME_SIZE_UNKNOWN;
 }
 
+/* Whether a refusal from the headers is read by the client before it sends its body: it waits for a
+ * 100 Continue, or the body is more than we would read and drop anyway. */
+static bool early_answer_read(Request *r, uint64_t size) {
+        const char *expect = http_header(r, "Expect");
+
+        return (expect && strcasecmp(expect, "100-continue") == 0) || size == VOLUME_SIZE_UNKNOWN ||
+               size > HTTP_DRAIN_MAX;
+}
+
 int api_volume_upload_begin(Request *r, Volume *v, const char *path, const VolumeWriteOptions *o) {
         UploadRequest *u = calloc(1, sizeof *u);
+        uint64_t size;
         int q;
 
         if (!u) {
                 http_respond_error(r, ERROR_INTERNAL, "out of memory");
                 return -ENOMEM;
         }
-        q = volume_upload_begin(http_manager(r->http), v, path, o, content_length(r), &u->upload, &u->err);
+        size = content_length(r);
+        q = volume_upload_begin(http_manager(r->http), v, path, o, size, &u->upload, &u->err);
+        if (q < 0 && !early_answer_read(r, size)) {
+                /* the client sends its body whatever we say (no Expect: 100-continue): answered after it, read
+                 * and dropped, since an SDK that is cut off while it sends sees a broken connection, not this */
+                u->failed = true;
+                r->upload = (HttpUpload) { .write = upload_write, .detach = upload_detach, .userdata = u };
+                return q;
+        }
         if (q < 0) {
                 respond_error_or(r, &u->err, "cannot write the file");
                 upload_request_free(u);

@@ -65,7 +65,8 @@ cJSON *volume_to_json(Manager *m, Volume *v);
 cJSON *volume_entry_to_json(const VolumeEntry *e);
 int api_volume_respond_file(Request *r, Volume *v, const char *path, uint64_t offset, uint64_t length);
 /* api-volume-upload.c: a whole file as a request's streamed body. begin (from a route's begin, after its checks)
- * starts the upload into path (refusing a Content-Length over the quota left) and sets r->upload, or answers
+ * starts the upload into path (refusing a Content-Length over the quota left: at once when the client waits
+ * for 100 Continue, else after its body) and sets r->upload, or answers
  * and returns < 0; end (the handler, once the body is in) puts the file in place and answers status with its
  * entry, or the error that stopped it. */
 int api_volume_upload_begin(Request *r, Volume *v, const char *path, const VolumeWriteOptions *o);

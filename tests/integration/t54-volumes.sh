@@ -154,7 +154,8 @@ port, path, auth, mode, watch = int(sys.argv[1]), sys.argv[2], sys.argv[3], sys.
 size = 5 * 1024 * 1024
 s = socket.create_connection(("127.0.0.1", port), timeout=10)
 s.sendall(f"PUT {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nAuthorization: Bearer {auth}\r\n"
-          f"Content-Type: application/octet-stream\r\nContent-Length: {size}\r\n\r\n".encode())
+          f"Content-Type: application/octet-stream\r\nContent-Length: {size}\r\n"
+          f"{'Expect: 100-continue' + chr(13) + chr(10) if mode == 'early' else ''}\r\n".encode())
 def temps():
     return [n for n in os.listdir(watch) if n.startswith(".space-write-")]
 if mode == "early":
@@ -185,7 +186,7 @@ elif mode == "drop":
 PY
 raw() { python3 "$TEST_TMP/rawput.py" "$API_PORT" "$@" >"$OUT" 2>"$ERR"; }
 raw "/v1/volumes/mid3/files?path=/early" "$API_KEY" early "$MD"
-check_eq "a Content-Length over the quota left is refused before the body is sent" "HTTP/1.1 507 Insufficient Storage" "$(cat "$OUT")"
+check_eq "a Content-Length over the quota left is refused before the body is sent (Expect: 100-continue)" "HTTP/1.1 507 Insufficient Storage" "$(cat "$OUT")"
 raw "/v1/volumes/mid/files?path=/gone" "$API_KEY" drop "$SPACE_STATE_DIR/volume-data/$MID"
 check_eq "a client that goes away mid-upload: its temporary file was there, then is gone" "during 1 after 0" "$(tr '\n' ' ' <"$OUT" | sed 's/ $//')"
 ureq GET /v1/volumes/mid
