@@ -9,9 +9,9 @@
 #include "core/log.h"
 #include "volume/volume.h"
 
-/* /v1/volumes: volumes (volume/volume.h) and their files. A file's content goes in as the raw body of a PUT (at
- * most HTTP_BODY_MAX per request; larger files are written in parts with offset=) and comes out as the raw body
- * of a GET, streamed from the file. */
+/* /v1/volumes: volumes (volume/volume.h) and their files. A file's content goes in as the raw body of a PUT,
+ * streamed into the volume when it replaces the file whole (api-volume-upload.c; at most HTTP_BODY_MAX per
+ * request at an offset=), and comes out as the raw body of a GET, streamed from the file. */
 
 cJSON *volume_to_json(Manager *m, Volume *v) {
         cJSON *o = cJSON_CreateObject();
@@ -208,30 +208,61 @@ void api_get_volume_file(Request *r, const RouteArgs *a) {
                                        length < 0 ? UINT64_MAX : (uint64_t) length);
 }
 
+/* The query of a PUT: its volume, path and options; NULL when it answered. */
+static Volume *put_options(Request *r, const RouteArgs *a, VolumeWriteOptions *o) {
+        Volume *v = volume_from_route(r, a);
+        int64_t offset;
+
+        if (!v || api_query_int(r, "offset", 10, INT64_MAX, &offset) < 0 ||
+            api_query_int(r, "mode", 8, 07777, &o->mode) < 0 || api_query_int(r, "uid", 10, UINT32_MAX - 1, &o->uid) < 0 ||
+            api_query_int(r, "gid", 10, UINT32_MAX - 1, &o->gid) < 0)
+                return NULL;
+        if (!http_query(r, "path")) {
+                http_respond_error(r, ERROR_INVALID_PATH, "path= is required: the file in the volume");
+                return NULL;
+        }
+        o->at_offset = offset >= 0;
+        o->offset = offset < 0 ? 0 : (uint64_t) offset;
+        o->exclusive = query_flag(r, "exclusive");
+        o->parents = query_flag(r, "parents");
+        return v;
+}
+
+/* From the headers: a whole file is streamed into the volume (its quota the only bound); a write at an offset
+ * is a part of at most HTTP_BODY_MAX, collected first. */
+void api_put_volume_file_begin(Request *r, const RouteArgs *a) {
+        VolumeWriteOptions o = VOLUME_WRITE_OPTIONS_INIT;
+        const char *cl = http_header(r, "Content-Length");
+        Volume *v;
+
+        if (http_query(r, "offset")) {
+                r->kind = REQUEST_JSON;
+                if (cl && strtoull(cl, NULL, 10) > HTTP_BODY_MAX)
+                        http_respond_error(r, ERROR_PAYLOAD_TOO_LARGE,
+                                           "a write at an offset takes at most %d bytes; a whole file (no offset=) "
+                                           "has no limit but the quota", HTTP_BODY_MAX);
+                return;
+        }
+        v = put_options(r, a, &o);
+        if (v)
+                (void) api_volume_upload_begin(r, v, http_query(r, "path"), &o);
+}
+
 /* PUT /v1/volumes/{volume}/files?path=P[&offset=N][&exclusive=1][&parents=1][&mode=0644][&uid=N][&gid=N]: the
- * body is the content; without offset it replaces the file whole. */
+ * body is the content; without offset it replaces the file whole (streamed: api_put_volume_file_begin()). */
 void api_put_volume_file(Request *r, const RouteArgs *a) {
         _cleanup_(error_done) Error err = {};
         VolumeWriteOptions o = VOLUME_WRITE_OPTIONS_INIT;
         VolumeEntry e = {};
-        Volume *v = volume_from_route(r, a);
-        int64_t offset;
+        Volume *v;
 
-        if (!v || api_query_int(r, "offset", 10, INT64_MAX, &offset) < 0 || api_query_int(r, "mode", 8, 07777, &o.mode) < 0 ||
-            api_query_int(r, "uid", 10, UINT32_MAX - 1, &o.uid) < 0 ||
-            api_query_int(r, "gid", 10, UINT32_MAX - 1, &o.gid) < 0)
+        if (r->kind == REQUEST_UPLOAD)
+                return api_volume_upload_end(r, 200);
+        v = put_options(r, a, &o);
+        if (!v)
                 return;
-        if (!http_query(r, "path"))
-                return (void) http_respond_error(r, ERROR_INVALID_PATH, "path= is required: the file in the volume");
-        o.at_offset = offset >= 0;
-        o.offset = offset < 0 ? 0 : (uint64_t) offset;
-        o.exclusive = query_flag(r, "exclusive");
-        o.parents = query_flag(r, "parents");
         if (volume_write(http_manager(r->http), v, http_query(r, "path"), r->body.data, r->body.len, &o, &e, &err) < 0)
-                {
-                respond_error_or(r, &err, "cannot write the file");
-                return;
-        }
+                return respond_error_or(r, &err, "cannot write the file");
         respond_entry(r, 200, &e);
 }
 

@@ -88,7 +88,7 @@ const Route api_routes[] = {
         { "GET", "/v1/volumes/{volume}", api_get_volume },
         { "DELETE", "/v1/volumes/{volume}", api_delete_volume },
         { "GET", "/v1/volumes/{volume}/files", api_get_volume_file },
-        { "PUT", "/v1/volumes/{volume}/files", api_put_volume_file },
+        { "PUT", "/v1/volumes/{volume}/files", api_put_volume_file, api_put_volume_file_begin },
         { "DELETE", "/v1/volumes/{volume}/files", api_delete_volume_file },
         { "GET", "/v1/volumes/{volume}/files/stat", api_get_volume_stat },
         { "GET", "/v1/volumes/{volume}/files/list", api_get_volume_list },

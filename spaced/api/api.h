@@ -64,6 +64,13 @@ void api_delete_secret(Request *r, const RouteArgs *a);
 cJSON *volume_to_json(Manager *m, Volume *v);
 cJSON *volume_entry_to_json(const VolumeEntry *e);
 int api_volume_respond_file(Request *r, Volume *v, const char *path, uint64_t offset, uint64_t length);
+/* api-volume-upload.c: a whole file as a request's streamed body. begin (from a route's begin, after its checks)
+ * starts the upload into path (refusing a Content-Length over the quota left: at once when the client waits
+ * for 100 Continue, else after its body) and sets r->upload, or answers
+ * and returns < 0; end (the handler, once the body is in) puts the file in place and answers status with its
+ * entry, or the error that stopped it. */
+int api_volume_upload_begin(Request *r, Volume *v, const char *path, const VolumeWriteOptions *o);
+void api_volume_upload_end(Request *r, unsigned status);
 /* A create's volume mounts ([{"name", "path"}], E2B's volumeMounts): each checked (the volume exists, the path is
  * sane), then all refused: not served yet (volume_mount_check()). 0 when there are none; < 0 when it answered. */
 int api_volume_mounts_check(Request *r, const cJSON *mounts);
@@ -76,6 +83,7 @@ void api_get_volume(Request *r, const RouteArgs *a);
 void api_delete_volume(Request *r, const RouteArgs *a);
 void api_get_volume_file(Request *r, const RouteArgs *a);
 void api_put_volume_file(Request *r, const RouteArgs *a);
+void api_put_volume_file_begin(Request *r, const RouteArgs *a);
 void api_delete_volume_file(Request *r, const RouteArgs *a);
 void api_get_volume_stat(Request *r, const RouteArgs *a);
 void api_get_volume_list(Request *r, const RouteArgs *a);

@@ -201,12 +201,11 @@ static void get_file(Request *r, const RouteArgs *a) {
 }
 
 /* PUT /volumecontent/{volumeID}/file?path=P[&uid&gid&mode][&force=BOOL], the body the content: the file made or
- * replaced whole, with its parents (201). force=false refuses to replace one that is there. */
-static void put_file(Request *r, const RouteArgs *a) {
-        _cleanup_(error_done) Error err = {};
+ * replaced whole, with its parents (201), streamed into the volume as it arrives. force=false refuses to
+ * replace one that is there. From the headers (after volume_token_ok()): the checks, then the upload. */
+static void put_file_begin(Request *r, const RouteArgs *a) {
         VolumeWriteOptions o = VOLUME_WRITE_OPTIONS_INIT;
         Volume *v = content_volume(r, a);
-        VolumeEntry e = {};
         const char *p, *force;
 
         if (!v || !(p = query_path(r)) || query_meta(r, &o.uid, &o.gid, &o.mode) < 0)
@@ -214,10 +213,12 @@ static void put_file(Request *r, const RouteArgs *a) {
         force = http_query(r, "force");
         o.exclusive = force && (streq(force, "false") || streq(force, "0"));
         o.parents = true;
-        if (volume_write(http_manager(r->http), v, p, r->body.data, r->body.len, &o, &e, &err) < 0)
-                respond_error_or(r, &err, "cannot write the file");
-        else
-                respond_entry(r, 201, &e);
+        (void) api_volume_upload_begin(r, v, p, &o);
+}
+
+/* Once the body is in. */
+static void put_file(Request *r, const RouteArgs *a) {
+        api_volume_upload_end(r, 201);
 }
 
 #define VOLUME_CONTENT(method, pattern, handler)                                                              \
@@ -231,6 +232,7 @@ const Route e2b_volume_content_routes[] = {
         VOLUME_CONTENT("GET", "/dir", get_dir),
         VOLUME_CONTENT("POST", "/dir", post_dir),
         VOLUME_CONTENT("GET", "/file", get_file),
-        VOLUME_CONTENT("PUT", "/file", put_file),
+        { "PUT", VOLUMECONTENT_PREFIX "{volumeID}/file", put_file, put_file_begin, .auth = ROUTE_AUTH_TOKEN,
+          .token_ok = volume_token_ok, .errors = ERROR_STYLE_NATIVE },
         {},
 };

@@ -154,6 +154,7 @@ static void request_free(Request *r) {
                 return;
         waiter_unlink(&r->waiter);
         sd_event_source_disable_unref(r->deadline_source);
+        sd_event_source_disable_unref(r->peer_check);
         if (r->body_reader)
                 r->body_reader->request = NULL;
         http_stream_detach(r);
@@ -712,6 +713,40 @@ static bool header_sandbox_port(Request *r) {
         return true;
 }
 
+/* A client that closes its connection in the middle of an upload's body is not always seen by MHD: with its
+ * edge-triggered epoll, a FIN that came while body bytes were still queued can be left unnoticed until the
+ * idle timeout (and the unix socket has none), and the upload (a file in a volume) with it. So while such a
+ * body comes, once a second: nothing left to read and the end of the stream means the client is gone (the body
+ * is not whole, or the handler would have run and stopped this); shutting the socket down wakes MHD, which
+ * ends the request. */
+#define PEER_CHECK_USEC (1000 * 1000ULL)
+
+static int on_peer_check(sd_event_source *s, uint64_t usec, void *userdata) {
+        Request *r = userdata;
+        const union MHD_ConnectionInfo *ci = MHD_get_connection_info(r->connection,
+                                                                      MHD_CONNECTION_INFO_CONNECTION_FD);
+        char c;
+
+        if (ci && !r->suspended && recv(ci->connect_fd, &c, 1, MSG_PEEK | MSG_DONTWAIT) == 0) {
+                log_debug("%s %s: the client went away in the middle of the body", r->method, r->url);
+                (void) shutdown(ci->connect_fd, SHUT_RDWR);
+                http_schedule(r->http);
+                return sd_event_source_set_enabled(s, SD_EVENT_OFF);
+        }
+        (void) sd_event_source_set_time(s, usec + PEER_CHECK_USEC);
+        return sd_event_source_set_enabled(s, SD_EVENT_ONESHOT);
+}
+
+static void peer_check_start(Request *r) {
+        uint64_t now;
+
+        if (r->kind != REQUEST_UPLOAD || r->responded || r->peer_check ||
+            sd_event_now(r->http->manager->event, CLOCK_MONOTONIC, &now) < 0)
+                return;
+        (void) sd_event_add_time(r->http->manager->event, &r->peer_check, CLOCK_MONOTONIC, now + PEER_CHECK_USEC,
+                                 100 * 1000, on_peer_check, r);
+}
+
 static void request_begin(Listener *l, Request *r) {
         const Route *rt;
         RouteArgs a;
@@ -747,6 +782,7 @@ static void request_begin(Listener *l, Request *r) {
         http_classify(r);
         if (!r->responded && body_size_ok(r))
                 http_prepare(r);
+        peer_check_start(r);
 }
 
 static enum MHD_Result on_access(void *cls, struct MHD_Connection *connection, const char *url,
@@ -796,6 +832,8 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *connection, c
                 return MHD_YES;
         }
 
+        /* the body is whole */
+        r->peer_check = sd_event_source_disable_unref(r->peer_check);
         if (r->responded || r->suspended)
                 return MHD_YES;
         if (r->body_too_large) {

@@ -112,6 +112,7 @@ struct Request {
         /* REQUEST_UPLOAD: where the body goes; upload_failed: the rest of it is dropped (the handler says why). */
         HttpUpload upload;
         bool upload_failed;
+        sd_event_source *peer_check; /* while an upload's body comes: whether its client went away */
         /* What the request serves or waits for (a process stream, a file transfer): detached when it ends. */
         HttpStream stream;
         struct StreamBody *body_reader; /* the live streaming response, if any */

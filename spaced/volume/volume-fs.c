@@ -236,7 +236,8 @@ static int list_dir(int dirfd, const char *rel, unsigned depth, Listing *l) {
         while ((errno = 0, de = readdir(d))) {
                 _cleanup_free_ char *sub = NULL;
 
-                if (streq(de->d_name, ".") || streq(de->d_name, ".."))
+                /* an upload in progress is not a file yet */
+                if (streq(de->d_name, ".") || streq(de->d_name, "..") || volume_temp_name(de->d_name))
                         continue;
                 if (l->n >= VOLUME_LIST_MAX)
                         return -E2BIG;

@@ -24,3 +24,15 @@ int volume_fs_error(Error *reterr, int r, const char *what, const char *rel);
 int volume_entry_at(int dirfd, const char *leaf, const char *rel, VolumeEntry *ret);
 /* Sets the guest-visible owner and mode (-1: leave) on the open file or directory fd. */
 int volume_meta_set(int fd, int64_t uid, int64_t gid, int64_t mode);
+
+/* What volume_write() and an upload check first (volume.h): the options, parents made, the path resolved, and
+ * what is there (ret_old, when *ret_existed) one that may be replaced. */
+int volume_write_target(Manager *m, Volume *v, const char *path, const VolumeWriteOptions *o, VolumeTarget *ret,
+                        VolumeEntry *ret_old, bool *ret_existed, Error *reterr);
+/* Whether a file of old_size bytes may become new_size: the usage, with the uploads in progress but own_reserved
+ * (the caller's) counted, stays within the quota. ERROR_QUOTA_EXCEEDED, -ENOSPC when not. */
+int volume_check_quota(Manager *m, Volume *v, uint64_t old_size, uint64_t new_size, uint64_t own_reserved,
+                       const char *rel, Error *reterr);
+void volume_usage_add(Volume *v, uint64_t old_size, uint64_t new_size);
+/* The volume is going away: its uploads are told (they fail from then on). */
+void volume_uploads_orphan(Volume *v);

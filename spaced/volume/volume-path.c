@@ -24,6 +24,12 @@ bool volume_name_valid(const char *name) {
         return !(n == VOLUME_ID_LEN && strncmp(name, "vol-", 4) == 0 && string_is_hex(name + 4, 16));
 }
 
+static bool temp_name(const char *name, size_t n) {
+        size_t k = strlen(VOLUME_TEMP_PREFIX);
+
+        return n == k + 16 && strncmp(name, VOLUME_TEMP_PREFIX, k) == 0 && strspn(name + k, "0123456789abcdef") >= 16;
+}
+
 int volume_path_normalize(const char *path, char **ret, Error *reterr) {
         _cleanup_free_ char *out = NULL;
         size_t len = path ? strlen(path) : 0, o = 0;
@@ -48,6 +54,10 @@ int volume_path_normalize(const char *path, char **ret, Error *reterr) {
                 if (n > VOLUME_COMPONENT_MAX)
                         return error_set(reterr, ERROR_INVALID_PATH, "a name in a volume is at most %d bytes",
                                          VOLUME_COMPONENT_MAX) ?: -ENAMETOOLONG;
+                if (temp_name(path + i, n))
+                        return error_set(reterr, ERROR_INVALID_PATH,
+                                         "'%.*s': names '" VOLUME_TEMP_PREFIX "' and 16 hex digits are the daemon's "
+                                         "(a write in progress)", (int) n, path + i) ?: -EINVAL;
                 if (o > 0)
                         out[o++] = '/';
                 memcpy(out + o, path + i, n);
@@ -57,4 +67,8 @@ int volume_path_normalize(const char *path, char **ret, Error *reterr) {
         out[o] = '\0';
         *ret = TAKE_PTR(out);
         return 0;
+}
+
+bool volume_temp_name(const char *name) {
+        return temp_name(name, strlen(name));
 }

@@ -13,13 +13,14 @@
 #include "core/util.h"
 #include "volume/volume-internal.h"
 
-/* Changing a volume: writes, directories, removals, renames, metadata (volume.h). The usage is counted before
- * each write, which is refused whole when it would pass the quota; the last component of a path is never
+/* Changing a volume: writes at an offset (whole files are uploads, volume-upload.c), directories, removals,
+ * renames, metadata (volume.h). The usage is counted before each write, which is refused whole when it would
+ * pass the quota; the last component of a path is never
  * followed when it is a symlink (a write or a removal acts on the link, or is refused). */
 
 #define TREE_DEPTH_MAX 256 /* a walk or a removal: open directories held at once */
 
-int volume_walk_usage(int dirfd, unsigned depth, uint64_t *ret) {
+int volume_walk_usage(int dirfd, unsigned depth, uint64_t *ret, unsigned *ret_stale) {
         _cleanup_closedir_ DIR *d = NULL;
         struct dirent *de;
         int fd = dup(dirfd), r;
@@ -39,14 +40,17 @@ int volume_walk_usage(int dirfd, unsigned depth, uint64_t *ret) {
                         continue;
                 if (fstatat(dirfd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
                         continue;
-                if (S_ISREG(st.st_mode))
+                /* at the first use after a start no upload of ours is in progress: this one's daemon died */
+                if (S_ISREG(st.st_mode) && volume_temp_name(de->d_name) && unlinkat(dirfd, de->d_name, 0) == 0)
+                        (*ret_stale)++;
+                else if (S_ISREG(st.st_mode))
                         *ret += (uint64_t) st.st_size;
                 else if (S_ISDIR(st.st_mode)) {
                         _cleanup_close_ int child =
                                 openat(dirfd, de->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
                         if (child < 0)
                                 return -errno;
-                        r = volume_walk_usage(child, depth + 1, ret);
+                        r = volume_walk_usage(child, depth + 1, ret, ret_stale);
                         if (r < 0)
                                 return r;
                 }
@@ -88,7 +92,8 @@ int volume_remove_tree_at(int dirfd, const char *name, unsigned depth, uint64_t 
         }
         if (unlinkat(dirfd, name, 0) < 0)
                 return -errno;
-        if (ret_freed && S_ISREG(st.st_mode))
+        /* an upload's hidden file was never counted (its upload fails at finish) */
+        if (ret_freed && S_ISREG(st.st_mode) && !volume_temp_name(name))
                 *ret_freed += (uint64_t) st.st_size;
         return 0;
 }
@@ -124,50 +129,26 @@ static int mkdir_parents(int root, const char *rel) {
         return 0;
 }
 
-static int check_quota(Manager *m, Volume *v, uint64_t old_size, uint64_t new_size, const char *rel, Error *reterr) {
-        uint64_t usage;
+int volume_check_quota(Manager *m, Volume *v, uint64_t old_size, uint64_t new_size, uint64_t own_reserved,
+                       const char *rel, Error *reterr) {
+        uint64_t usage, taken;
         int r = volume_usage(m, v, &usage, reterr);
 
         if (r < 0)
                 return r;
-        if (new_size > old_size && new_size - old_size > v->rec.quota - (usage < v->rec.quota ? usage : v->rec.quota))
+        taken = usage + (v->reserved - (own_reserved < v->reserved ? own_reserved : v->reserved));
+        if (new_size > old_size && new_size - old_size > v->rec.quota - (taken < v->rec.quota ? taken : v->rec.quota))
                 return error_set(reterr, ERROR_QUOTA_EXCEEDED,
-                                 "volume '%s' holds %llu of its quota of %llu bytes: writing /%.512s (%llu bytes) "
+                                 "volume '%s' holds %llu of its quota of %llu bytes%s: writing /%.512s (%llu bytes) "
                                  "would pass it; nothing was written",
-                                 v->rec.name, (unsigned long long) usage, (unsigned long long) v->rec.quota, rel,
+                                 v->rec.name, (unsigned long long) usage, (unsigned long long) v->rec.quota,
+                                 taken > usage ? ", with writes in progress more" : "", rel,
                                  (unsigned long long) new_size) ?: -ENOSPC;
         return 0;
 }
 
-static void usage_add(Volume *v, uint64_t old_size, uint64_t new_size) {
+void volume_usage_add(Volume *v, uint64_t old_size, uint64_t new_size) {
         v->usage = v->usage - (old_size < v->usage ? old_size : v->usage) + new_size;
-}
-
-/* Replaces leaf with a new file holding data: written under a hidden name, then renamed over it, so that a
- * reader sees the old file or the new one and a failure leaves nothing. */
-static int write_replace(VolumeTarget *t, const void *data, size_t len, const VolumeWriteOptions *o,
-                         const VolumeEntry *old) {
-        char hex[17], tmp[64];
-        _cleanup_close_ int fd = -1;
-        int r;
-
-        r = random_hex(hex, 16);
-        if (r < 0)
-                return r;
-        snprintf(tmp, sizeof tmp, ".space-write-%s", hex);
-        fd = openat(t->dirfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-        if (fd < 0)
-                return -errno;
-        r = loop_write(fd, data, len);
-        if (r >= 0)
-                r = volume_meta_set(fd, o->uid >= 0 ? o->uid : old ? (int64_t) old->uid : -1,
-                                    o->gid >= 0 ? o->gid : old ? (int64_t) old->gid : -1,
-                                    o->mode >= 0 ? o->mode : old ? (int64_t) old->mode : -1);
-        if (r >= 0 && renameat(t->dirfd, tmp, t->dirfd, t->leaf) < 0)
-                r = -errno;
-        if (r < 0)
-                (void) unlinkat(t->dirfd, tmp, 0);
-        return r;
 }
 
 static int write_at(VolumeTarget *t, const void *data, size_t len, const VolumeWriteOptions *o, bool existed) {
@@ -192,12 +173,8 @@ static int write_at(VolumeTarget *t, const void *data, size_t len, const VolumeW
         return r;
 }
 
-int volume_write(Manager *m, Volume *v, const char *path, const void *data, size_t len, const VolumeWriteOptions *o,
-                 VolumeEntry *ret, Error *reterr) {
-        _cleanup_(volume_target_done) VolumeTarget t = { .dirfd = -1 };
-        _cleanup_(volume_entry_done) VolumeEntry old = {};
-        uint64_t old_size = 0, new_size;
-        bool existed;
+int volume_write_target(Manager *m, Volume *v, const char *path, const VolumeWriteOptions *o, VolumeTarget *ret,
+                        VolumeEntry *ret_old, bool *ret_existed, Error *reterr) {
         int root, r;
 
         if ((o->mode > 07777) || o->uid > (int64_t) UINT32_MAX - 1 || o->gid > (int64_t) UINT32_MAX - 1 ||
@@ -222,32 +199,62 @@ int volume_write(Manager *m, Volume *v, const char *path, const void *data, size
                                 return volume_fs_error(reterr, r, "make the directories of", rel);
                 }
         }
-        r = volume_resolve(m, v, path, &t, reterr);
+        r = volume_resolve(m, v, path, ret, reterr);
         if (r < 0)
                 return r;
-        if (!t.leaf)
-                return volume_fs_error(reterr, -EISDIR, "write", t.rel);
-        r = volume_entry_at(t.dirfd, t.leaf, t.rel, &old);
+        if (!ret->leaf)
+                return volume_fs_error(reterr, -EISDIR, "write", ret->rel);
+        r = volume_entry_at(ret->dirfd, ret->leaf, ret->rel, ret_old);
         if (r < 0 && r != -ENOENT)
-                return volume_fs_error(reterr, r, "write", t.rel);
-        existed = r >= 0;
-        if (existed && o->exclusive)
-                return volume_fs_error(reterr, -EEXIST, "write", t.rel);
-        if (existed && old.type == VOLUME_ENTRY_DIRECTORY)
-                return volume_fs_error(reterr, -EISDIR, "write", t.rel);
-        if (existed && old.type != VOLUME_ENTRY_FILE)
+                return volume_fs_error(reterr, r, "write", ret->rel);
+        *ret_existed = r >= 0;
+        if (*ret_existed && o->exclusive)
+                return volume_fs_error(reterr, -EEXIST, "write", ret->rel);
+        if (*ret_existed && ret_old->type == VOLUME_ENTRY_DIRECTORY)
+                return volume_fs_error(reterr, -EISDIR, "write", ret->rel);
+        if (*ret_existed && ret_old->type != VOLUME_ENTRY_FILE)
                 return error_set(reterr, ERROR_INVALID_PATH,
                                  "cannot write /%.512s: it is a %s, and writes never go through one",
-                                 t.rel, volume_entry_type_to_string(old.type)) ?: -EINVAL;
-        old_size = existed ? old.size : 0;
-        new_size = o->at_offset ? (o->offset + len > old_size ? o->offset + len : old_size) : len;
-        r = check_quota(m, v, old_size, new_size, t.rel, reterr);
+                                 ret->rel, volume_entry_type_to_string(ret_old->type)) ?: -EINVAL;
+        return 0;
+}
+
+/* A whole file: an upload that has all its bytes at once. */
+static int write_whole(Manager *m, Volume *v, const char *path, const void *data, size_t len,
+                       const VolumeWriteOptions *o, VolumeEntry *ret, Error *reterr) {
+        _cleanup_(volume_upload_freep) VolumeUpload *u = NULL;
+        int r;
+
+        r = volume_upload_begin(m, v, path, o, len, &u, reterr);
+        if (r >= 0)
+                r = volume_upload_append(u, data, len, reterr);
+        if (r >= 0)
+                r = volume_upload_finish(m, u, ret, reterr);
+        return r;
+}
+
+int volume_write(Manager *m, Volume *v, const char *path, const void *data, size_t len, const VolumeWriteOptions *o,
+                 VolumeEntry *ret, Error *reterr) {
+        _cleanup_(volume_target_done) VolumeTarget t = { .dirfd = -1 };
+        _cleanup_(volume_entry_done) VolumeEntry old = {};
+        uint64_t old_size, new_size;
+        bool existed = false;
+        int r;
+
+        if (!o->at_offset)
+                return write_whole(m, v, path, data, len, o, ret, reterr);
+        r = volume_write_target(m, v, path, o, &t, &old, &existed, reterr);
         if (r < 0)
                 return r;
-        r = o->at_offset ? write_at(&t, data, len, o, existed) : write_replace(&t, data, len, o, existed ? &old : NULL);
+        old_size = existed ? old.size : 0;
+        new_size = o->offset + len > old_size ? o->offset + len : old_size;
+        r = volume_check_quota(m, v, old_size, new_size, 0, t.rel, reterr);
+        if (r < 0)
+                return r;
+        r = write_at(&t, data, len, o, existed);
         if (r < 0)
                 return volume_fs_error(reterr, r, "write", t.rel);
-        usage_add(v, old_size, new_size);
+        volume_usage_add(v, old_size, new_size);
         r = volume_entry_at(t.dirfd, t.leaf, t.rel, ret);
         return r < 0 ? volume_fs_error(reterr, r, "stat", t.rel) : 0;
 }
@@ -308,7 +315,7 @@ int volume_remove_path(Manager *m, Volume *v, const char *path, Error *reterr) {
         if (r < 0)
                 return r;
         r = volume_remove_tree_at(t.dirfd, t.leaf, 0, &freed);
-        usage_add(v, freed, 0);
+        volume_usage_add(v, freed, 0);
         return r < 0 ? volume_fs_error(reterr, r, "remove", t.rel) : 0;
 }
 
@@ -333,7 +340,7 @@ int volume_rename(Manager *m, Volume *v, const char *from, const char *to, Error
         if (renameat(a.dirfd, a.leaf, b.dirfd, b.leaf) < 0)
                 return volume_fs_error(reterr, -errno, "rename", a.rel);
         if (S_ISREG(st.st_mode))
-                usage_add(v, (uint64_t) st.st_size, 0);
+                volume_usage_add(v, (uint64_t) st.st_size, 0);
         return 0;
 }
 

@@ -12,7 +12,7 @@
 #include "string-util.h"
 #include "core/log.h"
 #include "core/util.h"
-#include "volume/volume.h"
+#include "volume/volume-internal.h"
 
 /* Volumes: the rows in the store and their directories under $state/volume-data (volume.h). A volume's directory
  * is made before its row and removed after it, so that at start a directory no row names is a leftover, never
@@ -65,6 +65,7 @@ static char *volume_dir(Manager *m, const char *id) {
 static void volume_free(Volume *v) {
         if (!v)
                 return;
+        volume_uploads_orphan(v);
         if (v->root_fd >= 0)
                 close(v->root_fd);
         volume_record_done(&v->rec);
@@ -102,18 +103,22 @@ int volume_usage(Manager *m, Volume *v, uint64_t *ret, Error *reterr) {
         if (!v->usage_known) {
                 _cleanup_close_ int fd = -1;
                 uint64_t sum = 0;
+                unsigned stale = 0;
                 int root, r;
 
                 r = volume_root(m, v, &root, reterr);
                 if (r < 0)
                         return r;
                 fd = openat(root, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-                if (fd < 0 || (r = volume_walk_usage(fd, 0, &sum)) < 0) {
+                if (fd < 0 || (r = volume_walk_usage(fd, 0, &sum, &stale)) < 0) {
                         r = fd < 0 ? -errno : r;
                         log_error_errno(r, "volume %s: cannot count its usage", v->rec.name);
                         return error_set(reterr, ERROR_IO_ERROR, "volume '%s': cannot count its usage: %s",
                                          v->rec.name, strerror(-r)) ?: r;
                 }
+                if (stale > 0)
+                        log_info("volume %s: removed %u unfinished write(s) left by an earlier run", v->rec.name,
+                                 stale);
                 v->usage = sum;
                 v->usage_known = true;
         }

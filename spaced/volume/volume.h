@@ -35,12 +35,16 @@
 #define VOLUME_FILE_MODE_DEFAULT 0644
 #define VOLUME_DIR_MODE_DEFAULT 0755
 
+typedef struct VolumeUpload VolumeUpload;
+
 struct Volume {
         Volume *next;
         VolumeRecord rec;     /* id, name, quota, token, created_at */
         int root_fd;          /* its directory (O_PATH), opened on first use; -1 before */
         bool usage_known;     /* the walk has run since start */
         uint64_t usage;       /* bytes: the sizes of its regular files */
+        VolumeUpload *uploads; /* the whole-file writes in progress */
+        uint64_t reserved;    /* what they have grown their files by so far: counted against the quota */
 };
 
 typedef enum VolumeEntryType {
@@ -109,10 +113,33 @@ typedef struct VolumeWriteOptions {
         int64_t uid, gid, mode; /* -1: unchanged (a new file: the defaults) */
 } VolumeWriteOptions;
 #define VOLUME_WRITE_OPTIONS_INIT { .uid = -1, .gid = -1, .mode = -1 }
-/* Writes len bytes: replacing (a new file renamed over the old one: whole or not at all) or at an offset;
- * either refused before anything is written when the volume's quota would be passed. */
+/* Writes len bytes: replacing (an upload of len bytes, below) or at an offset; either refused before anything
+ * is written when the volume's quota would be passed. */
 int volume_write(Manager *m, Volume *v, const char *path, const void *data, size_t len, const VolumeWriteOptions *o,
                  VolumeEntry *ret, Error *reterr);
+
+/* A file replaced whole by bytes that arrive in parts (an HTTP body), the one way a whole file is written:
+ * written to a hidden ".space-write-<16 hex>" file beside it, renamed over it at the end, so that a reader sees
+ * the old file or the new one. begin checks what a write checks (the path, parents made with o->parents,
+ * exclusive, no directory and nothing but a regular file replaced; o->at_offset is refused) and the quota for
+ * size bytes (VOLUME_SIZE_UNKNOWN: checked as they come), then makes the hidden file. append refuses
+ * (ERROR_QUOTA_EXCEEDED, -ENOSPC) the bytes that would take the volume past its quota, counting the uploads in
+ * progress; finish gives the file its owner and mode and puts it in place (ERROR_EXISTS when exclusive and one
+ * came meanwhile). free unlinks the hidden file of an upload that did not finish: a failure or a client that
+ * went away leaves nothing. An upload outlives its volume's removal (it then fails, ERROR_VOLUME_NOT_FOUND). */
+#define VOLUME_SIZE_UNKNOWN UINT64_MAX
+#define VOLUME_TEMP_PREFIX ".space-write-"
+int volume_upload_begin(Manager *m, Volume *v, const char *path, const VolumeWriteOptions *o, uint64_t size,
+                        VolumeUpload **ret, Error *reterr);
+int volume_upload_append(VolumeUpload *u, const void *data, size_t n, Error *reterr);
+int volume_upload_finish(Manager *m, VolumeUpload *u, VolumeEntry *ret, Error *reterr);
+VolumeUpload *volume_upload_free(VolumeUpload *u);
+static inline void volume_upload_freep(VolumeUpload **u) {
+        *u = volume_upload_free(*u);
+}
+/* Whether name is one of those hidden files (listings leave them out, the first walk after a start removes
+ * them: an upload the daemon did not live to finish). */
+bool volume_temp_name(const char *name);
 /* A directory (and its parents with parents); an existing directory is fine with parents, else ERROR_EXISTS. */
 int volume_mkdir(Manager *m, Volume *v, const char *path, bool parents, int64_t uid, int64_t gid, int64_t mode,
                  VolumeEntry *ret, Error *reterr);
@@ -135,4 +162,6 @@ void volumes_free(Manager *m);
 /* Helpers of volume-fs.c and volume.c (not for other subsystems). */
 int volume_root(Manager *m, Volume *v, int *ret_fd, Error *reterr);
 int volume_remove_tree_at(int dirfd, const char *name, unsigned depth, uint64_t *ret_freed);
-int volume_walk_usage(int dirfd, unsigned depth, uint64_t *ret);
+/* Adds the sizes of the regular files under dirfd to *ret; removes the hidden files of unfinished uploads
+ * (counted in *ret_stale). */
+int volume_walk_usage(int dirfd, unsigned depth, uint64_t *ret, unsigned *ret_stale);

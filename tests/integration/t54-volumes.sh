@@ -2,7 +2,8 @@
 # SPDX-License-Identifier: Apache-2.0
 # Volumes (issue 26, stage 1: the host side): spacectl volume create/ls/rm and /v1/volumes with its file routes,
 # over the socket and TCP. Names are checked, a name is taken once, the quota refuses a write whole (nothing
-# left behind), and what an attacker plants in a volume's directory (symlinks to /etc/passwd, to a file or a
+# left behind), whole files are streamed (5 MiB read back; the quota passed mid-stream, a Content-Length over
+# it, a client gone mid-upload and a wrong token leave no temporary file), and what an attacker plants in a volume's directory (symlinks to /etc/passwd, to a file or a
 # directory outside, relative ones that climb) is never followed out by a read, write, list, mkdir or remove;
 # ".." and over-long paths are refused. A restart keeps the volumes, their files and their usage (counted
 # again by a walk). Mounts into sandboxes are checked, then refused with the reason. E2B's /volumes and
@@ -116,9 +117,86 @@ check_eq "usage is 900" 900 "$(json "$OUT" 'd["usage"]')"
 ureq DELETE "$S?path=/a"
 ureq GET /v1/volumes/small
 check_eq "a remove gives it back: usage 0" 0 "$(json "$OUT" 'd["usage"]')"
-head -c $((1024 * 1024 + 1)) /dev/zero >"$TEST_TMP/big"
+
+# ---- whole files are streamed into the volume: no limit but the quota, nothing left by a failure
+head -c $((5 * 1024 * 1024)) /dev/urandom >"$TEST_TMP/big"
 ureq PUT "$F?path=/big" --data-binary @"$TEST_TMP/big"
-check_status "a write over 1 MiB in one request: 413" 413 payload_too_large
+check_status "a 5 MiB file in one PUT (streamed)" 200
+check_eq "... its entry says 5242880 bytes" 5242880 "$(json "$OUT" 'd["size"]')"
+ureq GET "$F?path=/big"
+check_eq "... read back: the same sha256" "$(sha256sum <"$TEST_TMP/big" | cut -d' ' -f1)" "$(sha256sum <"$OUT" | cut -d' ' -f1)"
+kreq PUT "$F?path=/big-tcp" --data-binary @"$TEST_TMP/big"
+check_status "... and over TCP with a key" 200
+ureq GET "$F?path=/big-tcp"
+check_eq "... read back: the same sha256" "$(sha256sum <"$TEST_TMP/big" | cut -d' ' -f1)" "$(sha256sum <"$OUT" | cut -d' ' -f1)"
+ureq PUT "$F?path=/.space-write-0123456789abcdef" --data-binary x
+check_status "the hidden name of a write in progress is the daemon's: 400" 400 invalid_path
+head -c $((1024 * 1024 + 1)) /dev/zero >"$TEST_TMP/1m1"
+ureq PUT "$F?path=/big&offset=0" --data-binary @"$TEST_TMP/1m1"
+check_status "a write at an offset is still at most 1 MiB: 413" 413 payload_too_large
+check_rc "volume create mid" 0 sc volume create mid
+MID=$(cat "$OUT")
+check_rc "volume create mid3 --quota 3M" 0 sc volume create mid3 --quota 3M
+MID3=$(cat "$OUT")
+MD=$SPACE_STATE_DIR/volume-data/$MID3
+ureq PUT "/v1/volumes/mid3/files?path=/small" --data-binary x
+ureq PUT "/v1/volumes/mid3/files?path=/f" -H 'Transfer-Encoding: chunked' --data-binary @"$TEST_TMP/big"
+check_status "5 MiB without a Content-Length into a 3 MiB volume: refused as it passes the quota" 507 quota_exceeded
+check_contains "... saying where it passed it" "passed it at" "$OUT"
+check_eq "... nothing left in the volume's directory (no temporary file)" "small" "$(ls -A "$MD" | tr '\n' ' ' | sed 's/ $//')"
+ureq GET /v1/volumes/mid3
+check_eq "... the usage unchanged: 1" 1 "$(json "$OUT" 'd["usage"]')"
+
+# raw HTTP over TCP, to see what happens before and during a body: early answers, a client that goes away
+cat >"$TEST_TMP/rawput.py" <<'PY'
+import os, socket, sys, time
+port, path, auth, mode, watch = int(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5]
+size = 5 * 1024 * 1024
+s = socket.create_connection(("127.0.0.1", port), timeout=10)
+s.sendall(f"PUT {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nAuthorization: Bearer {auth}\r\n"
+          f"Content-Type: application/octet-stream\r\nContent-Length: {size}\r\n"
+          f"{'Expect: 100-continue' + chr(13) + chr(10) if mode == 'early' else ''}\r\n".encode())
+def temps():
+    return [n for n in os.listdir(watch) if n.startswith(".space-write-")]
+if mode == "early":
+    # no byte of the body is sent: an answer now was decided from the headers
+    print(s.recv(4096).split(b"\r\n")[0].decode())
+elif mode == "nobody":
+    # the body starts: a request refused from its headers must not have made a file, even while it is sent
+    try:
+        s.sendall(b"\0" * (1024 * 1024))
+    except OSError:
+        pass
+    time.sleep(0.5)
+    print(len(temps()), s.recv(4096).split(b"\r\n")[0].decode())
+elif mode == "drop":
+    # half the body, then the client goes away
+    s.sendall(b"\0" * (size // 2))
+    for _ in range(100):
+        if temps():
+            break
+        time.sleep(0.1)
+    print("during", len(temps()))
+    s.close()
+    for _ in range(100):
+        if not temps():
+            break
+        time.sleep(0.1)
+    print("after", len(temps()))
+PY
+raw() { python3 "$TEST_TMP/rawput.py" "$API_PORT" "$@" >"$OUT" 2>"$ERR"; }
+raw "/v1/volumes/mid3/files?path=/early" "$API_KEY" early "$MD"
+check_eq "a Content-Length over the quota left is refused before the body is sent (Expect: 100-continue)" "HTTP/1.1 507 Insufficient Storage" "$(cat "$OUT")"
+raw "/v1/volumes/mid/files?path=/gone" "$API_KEY" drop "$SPACE_STATE_DIR/volume-data/$MID"
+check_eq "a client that goes away mid-upload: its temporary file was there, then is gone" "during 1 after 0" "$(tr '\n' ' ' <"$OUT" | sed 's/ $//')"
+ureq GET /v1/volumes/mid
+check_eq "... the usage is 0" 0 "$(json "$OUT" 'd["usage"]')"
+ureq GET "/v1/volumes/mid/files/stat?path=/gone"
+check_status "... and there is no file" 404 not_found
+raw "/volumecontent/$MID/file?path=/x" "not-the-token" nobody "$SPACE_STATE_DIR/volume-data/$MID"
+check_eq "a big PUT to E2B's volume content API with a wrong token: 401, and no file made while it sends" "0 HTTP/1.1 401 Unauthorized" "$(cat "$OUT")"
+check_eq "... nothing in the volume's directory" "" "$(ls -A "$SPACE_STATE_DIR/volume-data/$MID")"
+check_rc "volume rm mid mid3" 0 sc volume rm mid mid3
 
 # ---- the attacker's tries: links planted in the host directory, '..', huge paths
 V=$SPACE_STATE_DIR/volume-data/$VID

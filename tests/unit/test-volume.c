@@ -10,6 +10,7 @@
 #define _GNU_SOURCE /* asprintf */
 #endif
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -60,6 +61,10 @@ static void test_checks(void) {
         ok(norm_is("/", "") && norm_is("", "") && norm_is(NULL, "") && norm_is("//./", ""), "the root, however written");
         ok(norm_is("/a/b", "a/b") && norm_is("a/b/", "a/b") && norm_is("//a//./b/.", "a/b"), "'/', '//' and '.' dropped");
         ok(norm_is("/a/..b/c..", "a/..b/c..") && norm_is("/.../x", ".../x"), "'..b', 'c..' and '...' are names");
+        ok(norm_refused("/" VOLUME_TEMP_PREFIX "0123456789abcdef") && norm_refused("a/" VOLUME_TEMP_PREFIX "0123456789abcdef/b") &&
+           norm_is("/" VOLUME_TEMP_PREFIX "0123456789abcdeX", VOLUME_TEMP_PREFIX "0123456789abcdeX") &&
+           norm_is(VOLUME_TEMP_PREFIX "0123456789abcdef0", VOLUME_TEMP_PREFIX "0123456789abcdef0"),
+           "an upload's hidden name is the daemon's; names close to it are fine");
         ok(norm_refused("..") && norm_refused("/../etc/passwd") && norm_refused("/a/../b") && norm_refused("a/.."),
            "'..' anywhere is refused");
         memset(name, 'n', sizeof name - 1);
@@ -260,9 +265,157 @@ static void test_volumes(void) {
         (void) rm_rf(dir);
 }
 
+/* How many hidden upload files are in dir. */
+static unsigned temp_files(const char *dir) {
+        _cleanup_closedir_ DIR *d = opendir(dir);
+        struct dirent *de;
+        unsigned n = 0;
+
+        while (d && (de = readdir(d)))
+                n += strncmp(de->d_name, VOLUME_TEMP_PREFIX, strlen(VOLUME_TEMP_PREFIX)) == 0;
+        return n;
+}
+
+static uint64_t usage_of(Manager *m, Volume *v) {
+        uint64_t u = UINT64_MAX;
+        Error e = {};
+
+        (void) volume_usage(m, v, &u, &e);
+        error_done(&e);
+        return u;
+}
+
+/* Whole files in parts (volume_upload_*()): the quota as bytes arrive and across uploads in progress, nothing
+ * left by a failure, an abandoned upload or a removed volume, and a restart's walk removes a dead run's files. */
+static void test_uploads(void) {
+        char tmpl[] = "/tmp/test-volume-upload.XXXXXX";
+        const char *dir = mkdtemp(tmpl);
+        _cleanup_free_ char *vdir = NULL, *stale = NULL, *sub = NULL;
+        VolumeWriteOptions o = VOLUME_WRITE_OPTIONS_INIT;
+        VolumeUpload *u = NULL, *u2 = NULL;
+        VolumeEntry en = {}, *list = NULL;
+        char chunk[100], *got;
+        size_t n = 0;
+        ErrorCode code;
+        Manager m = {};
+        Error e = {};
+        Volume *v = NULL;
+        int r;
+
+        ASSERT(dir);
+        manager_open(&m, dir);
+        ASSERT(volume_create(&m, "up", 1000, &v, &e) == 0);
+        ASSERT(asprintf(&vdir, "%s/volume-data/%s", dir, v->rec.id) > 0);
+        memset(chunk, 'a', sizeof chunk);
+
+        ok(volume_upload_begin(&m, v, "/f", &o, VOLUME_SIZE_UNKNOWN, &u, &e) == 0 && temp_files(vdir) == 1,
+           "begin makes one hidden file beside the target");
+        ok(volume_list(&m, v, "/", 1, &list, &n, &e) == 0 && n == 0, "... which a listing leaves out");
+        volume_entries_free(list, n);
+        r = 0;
+        for (int i = 0; i < 3 && r == 0; i++)
+                r = volume_upload_append(u, chunk, sizeof chunk, &e);
+        ok(r == 0 && access(vdir, F_OK) == 0 && !get(&m, v, "/f", &code) && code == ERROR_NOT_FOUND,
+           "three parts appended; the target is not there yet");
+        ok(volume_upload_finish(&m, u, &en, &e) == 0 && en.size == 300 && temp_files(vdir) == 0 && usage_of(&m, v) == 300,
+           "finish puts 300 bytes in place; usage 300");
+        volume_entry_done(&en);
+        u = volume_upload_free(u);
+
+        ok(volume_upload_begin(&m, v, "/f", &o, 1001, &u, &e) == -ENOSPC && e.code == ERROR_QUOTA_EXCEEDED && !u &&
+           temp_files(vdir) == 0, "a declared size over the quota is refused before a file is made");
+        error_done(&e);
+        ok(volume_upload_begin(&m, v, "/f", &o, 1000, &u, &e) == 0, "... 1000 replacing 300 fits");
+        r = 0;
+        for (int i = 0; i < 10 && r == 0; i++)
+                r = volume_upload_append(u, chunk, sizeof chunk, &e);
+        ok(r == 0 && volume_upload_append(u, chunk, 1, &e) == -ENOSPC && e.code == ERROR_QUOTA_EXCEEDED,
+           "the byte past the quota is refused as it arrives");
+        error_done(&e);
+        u = volume_upload_free(u);
+        got = get(&m, v, "/f", &code);
+        ok(temp_files(vdir) == 0 && usage_of(&m, v) == 300 && got && strlen(got) == 300,
+           "... the hidden file is gone, the old file and the usage unchanged");
+        free(got);
+
+        ok(volume_upload_begin(&m, v, "/g", &o, VOLUME_SIZE_UNKNOWN, &u, &e) == 0 &&
+           volume_upload_begin(&m, v, "/h", &o, VOLUME_SIZE_UNKNOWN, &u2, &e) == 0 && temp_files(vdir) == 2,
+           "two uploads at once");
+        r = 0;
+        for (int i = 0; i < 4 && r == 0; i++)
+                r = volume_upload_append(u, chunk, sizeof chunk, &e);
+        ok(r == 0 && volume_upload_append(u2, chunk, sizeof chunk, &e) == 0 &&
+           volume_upload_append(u2, chunk, sizeof chunk, &e) == 0 &&
+           volume_upload_append(u2, chunk, sizeof chunk, &e) == 0 &&
+           volume_upload_append(u2, chunk, sizeof chunk, &e) == -ENOSPC && e.code == ERROR_QUOTA_EXCEEDED,
+           "together they fill the quota (300 + 400 + 300 of 1000) but cannot pass it");
+        error_done(&e);
+        ok(volume_upload_begin(&m, v, "/x", &o, 1, &u2, &e) < 0 && e.code == ERROR_QUOTA_EXCEEDED,
+           "... nor can a third, while they are in progress");
+        error_done(&e);
+        ok(volume_upload_finish(&m, u, &en, &e) == 0 && usage_of(&m, v) == 700 && v->reserved == 300, "the first finishes");
+        volume_entry_done(&en);
+        u = volume_upload_free(u);
+        u2 = volume_upload_free(u2);
+        ok(temp_files(vdir) == 0 && v->reserved == 0 && !v->uploads && !get(&m, v, "/h", &code),
+           "the second, abandoned, leaves nothing");
+
+        ok(volume_mkdir(&m, v, "/d", false, -1, -1, -1, &en, &e) == 0, "a directory");
+        volume_entry_done(&en);
+        ok(volume_upload_begin(&m, v, "/d", &o, 0, &u, &e) < 0 && e.code == ERROR_IS_A_DIRECTORY, "... is not replaced");
+        error_done(&e);
+        o.at_offset = true;
+        ok(volume_upload_begin(&m, v, "/n", &o, 0, &u, &e) == -EINVAL && e.code == ERROR_INVALID_ARGUMENT,
+           "an upload at an offset is refused");
+        error_done(&e);
+        o.at_offset = false;
+        o.exclusive = true;
+        ok(volume_upload_begin(&m, v, "/f", &o, 0, &u, &e) < 0 && e.code == ERROR_EXISTS, "exclusive: one is there");
+        error_done(&e);
+        ok(volume_upload_begin(&m, v, "/n", &o, 0, &u, &e) == 0 && put(&m, v, "/n", "x", &e) == 0 &&
+           volume_upload_finish(&m, u, &en, &e) < 0 && e.code == ERROR_EXISTS,
+           "exclusive: one put there meanwhile is not replaced");
+        error_done(&e);
+        u = volume_upload_free(u);
+        got = get(&m, v, "/n", &code);
+        ok(streq_ptr(got, "x") && temp_files(vdir) == 0, "... it stays, the upload leaves nothing");
+        free(got);
+        o.exclusive = false;
+        o.parents = true;
+        ok(volume_upload_begin(&m, v, "/p/q/r", &o, 0, &u, &e) == 0 && volume_upload_finish(&m, u, &en, &e) == 0 &&
+           streq(en.path, "/p/q/r"), "parents are made; an empty file");
+        volume_entry_done(&en);
+        u = volume_upload_free(u);
+
+        /* a daemon that died mid-upload: its hidden files are removed by the first walk after the start */
+        ASSERT(asprintf(&sub, "%s/d", vdir) > 0);
+        ASSERT(asprintf(&stale, "%s/d/" VOLUME_TEMP_PREFIX "0123456789abcdef", vdir) > 0);
+        FILE *f = fopen(stale, "we");
+        ASSERT(f);
+        fputs("half of a file", f);
+        fclose(f);
+        manager_close(&m);
+        manager_open(&m, dir);
+        v = volume_find(&m, "up");
+        ok(v && usage_of(&m, v) == 701 && access(stale, F_OK) < 0 && temp_files(sub) == 0,
+           "a restart's walk removes a dead upload's file and does not count it");
+
+        ok(v && volume_upload_begin(&m, v, "/late", &o, VOLUME_SIZE_UNKNOWN, &u, &e) == 0 &&
+           volume_remove(&m, v, &e) == 0, "a volume removed while an upload is in progress");
+        ok(u && volume_upload_append(u, chunk, 1, &e) < 0 && e.code == ERROR_VOLUME_NOT_FOUND, "... the upload fails");
+        error_done(&e);
+        ok(u && volume_upload_finish(&m, u, &en, &e) < 0 && e.code == ERROR_VOLUME_NOT_FOUND && access(vdir, F_OK) < 0,
+           "... and cannot finish; nothing is left");
+        error_done(&e);
+        u = volume_upload_free(u);
+        manager_close(&m);
+        (void) rm_rf(dir);
+}
+
 int main(void) {
         plan(0);
         test_checks();
         test_volumes();
+        test_uploads();
         return done();
 }

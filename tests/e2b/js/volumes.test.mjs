@@ -2,12 +2,12 @@
 // E2B's Volume API (issue 26, stage 1) from the JS SDK: create, list, getInfo, connect, destroy, and every file
 // operation of the volume content API (list with depth, makeDir, getInfo, exists, updateMetadata, readFile as
 // text, bytes, blob and a stream, writeFile from a string, bytes, a Blob and a stream, remove), which the SDK
-// sends to E2B_VOLUME_API_URL with the volume's token. The quota's refusal as the SDK throws it, wrong and
-// other volumes' tokens, and volumeMounts checked, then refused with the reason. The pinned SDK has no
-// Volume: t29 leaves this file to t45.
+// sends to E2B_VOLUME_API_URL with the volume's token. Files of 3 MiB streamed in and read back. The quota's
+// refusal as the SDK throws it, wrong and other volumes' tokens, and volumeMounts checked, then refused with
+// the reason. The pinned SDK has no Volume: t29 leaves this file to t45.
 import test from 'node:test'
 import assert from 'node:assert/strict'
-import { randomUUID } from 'node:crypto'
+import { createHash, randomBytes, randomUUID } from 'node:crypto'
 import { AuthenticationError, Sandbox, Volume, VolumeError, VolumeNotFoundError, VolumePathNotFoundError } from 'e2b'
 import { TEMPLATE, spaceApi } from './helpers.mjs'
 
@@ -73,6 +73,37 @@ test('volumes: every file operation', async () => {
     await assert.rejects(v.remove('/docs'), VolumePathNotFoundError)
     await assert.rejects(v.readFile('/a/../../etc/passwd'), /'\.\.'/)
     assert.deepEqual((await v.list('/')).map((x) => x.path), ['/blob.bin', '/stream.txt'])
+  } finally {
+    await Volume.destroy(v.volumeId)
+  }
+})
+
+test('volumes: files over 1 MiB are streamed in and read back', async () => {
+  const v = await Volume.create(freshName())
+  try {
+    const data = randomBytes(3 * 1024 * 1024)
+    const e = await v.writeFile('/big/3m.bin', data)
+    assert.deepEqual([e.path, e.size], ['/big/3m.bin', data.length])
+    const got = Buffer.from(await v.readFile('/big/3m.bin', { format: 'bytes' }))
+    assert.equal(createHash('sha256').update(got).digest('hex'), createHash('sha256').update(data).digest('hex'))
+    await v.writeFile('/big/3m-blob.bin', new Blob([data]))
+    assert.ok(Buffer.from(await v.readFile('/big/3m-blob.bin', { format: 'bytes' })).equals(data))
+    assert.equal((await spaceApi('GET', `/v1/volumes/${v.volumeId}`)).body.usage, 2 * data.length)
+  } finally {
+    await Volume.destroy(v.volumeId)
+  }
+})
+
+test('volumes: the quota refuses a large write whole', async () => {
+  const name = freshName()
+  const { status, body } = await spaceApi('POST', '/v1/volumes', { name, quota: 2 * 1024 * 1024 })
+  assert.equal(status, 201)
+  const v = await Volume.connect(body.id)
+  try {
+    await assert.rejects(v.writeFile('/big', randomBytes(3 * 1024 * 1024)), (err) =>
+      err instanceof VolumeError && /507/.test(err.message) && /quota of 2097152 bytes/.test(err.message))
+    assert.equal(await v.exists('/big'), false)
+    assert.equal((await spaceApi('GET', `/v1/volumes/${name}`)).body.usage, 0)
   } finally {
     await Volume.destroy(v.volumeId)
   }

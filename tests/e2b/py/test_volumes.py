@@ -3,10 +3,12 @@
 connect, destroy on the control plane, and every file operation of the volume content API (list with depth,
 make_dir, get_info, exists, update_metadata, read_file as text, bytes and a stream, write_file from str, bytes
 and a file object, remove), which the SDK sends to E2B_VOLUME_API_URL with the volume's token. The quota's
-refusal as the SDK raises it (and nothing left behind), a wrong token and another volume's token, the token on
+refusal as the SDK raises it (and nothing left behind), files of 3 MiB streamed in and read back, a wrong token and another volume's token, the token on
 a route it does not open, and volume_mounts: checked, then refused with the reason. The pinned SDKs have no
 Volume: t29 leaves this file to t45."""
+import hashlib
 import io
+import os
 import uuid
 
 import pytest
@@ -93,6 +95,32 @@ def test_file_operations(vol):
     with pytest.raises(VolumeException, match="'..'"):
         vol.read_file("/../../etc/passwd")
     assert [x.path for x in vol.list("/")] == ["/big.bin"]
+
+
+def test_large_files_are_streamed(vol):
+    """Over the 1 MiB of a JSON body: the content is streamed into the volume, bounded by its quota only."""
+    data = os.urandom(3 * 1024 * 1024)
+    e = vol.write_file("/big/3m.bin", data)
+    assert (e.path, e.size) == ("/big/3m.bin", len(data))
+    got = vol.read_file("/big/3m.bin", format="bytes")
+    assert hashlib.sha256(got).hexdigest() == hashlib.sha256(data).hexdigest()
+    vol.write_file("/big/3m-obj.bin", io.BytesIO(data))
+    assert vol.read_file("/big/3m-obj.bin", format="bytes") == data
+    assert space_api("GET", f"/v1/volumes/{vol.volume_id}")[1]["usage"] == 2 * len(data)
+
+
+def test_quota_refuses_a_large_write_whole():
+    name = fresh_name()
+    status, body = space_api("POST", "/v1/volumes", {"name": name, "quota": 2 * 1024 * 1024})
+    assert status == 201
+    v = Volume.connect(body["id"])
+    try:
+        with pytest.raises(VolumeException, match=r"507.*quota of 2097152 bytes"):
+            v.write_file("/big", os.urandom(3 * 1024 * 1024))
+        assert not v.exists("/big") and v.list("/") == []
+        assert space_api("GET", f"/v1/volumes/{name}")[1]["usage"] == 0
+    finally:
+        Volume.destroy(v.volume_id)
 
 
 def test_quota_refuses_a_write_whole():
