@@ -283,8 +283,6 @@ static int check_unsupported(Request *r, cJSON *o) {
                                    "sandbox; leave it out and pass credentials with envVars");
                 return -EOPNOTSUPP;
         }
-        if (api_volume_mounts_check(r, cJSON_GetObjectItemCaseSensitive(o, "volumeMounts")) < 0)
-                return -EOPNOTSUPP;
         return 0;
 }
 
@@ -457,6 +455,9 @@ static void post_sandboxes(Request *r, const RouteArgs *a) {
         int q;
 
         if (e2b_new_sandbox_parse(r, &n) < 0)
+                return;
+        /* after the parse, which reads the body alone: this one looks the volumes up */
+        if (api_volume_mounts_check(r, cJSON_GetObjectItemCaseSensitive(n.body, "volumeMounts")) < 0)
                 return;
         tmpl = n.template_ref;
         if (streq(tmpl, "base"))
