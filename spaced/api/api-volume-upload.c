@@ -105,6 +105,5 @@ void api_volume_upload_end(Request *r, unsigned status) {
                 return respond_error_or(r, &u->err, "cannot write the file");
         if (volume_upload_finish(http_manager(r->http), u->upload, &e, &u->err) < 0)
                 return respond_error_or(r, &u->err, "cannot write the file");
-        http_respond_json(r, status, volume_entry_to_json(&e));
-        volume_entry_done(&e);
+        api_respond_volume_entry(r, status, &e);
 }

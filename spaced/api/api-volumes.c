@@ -191,7 +191,7 @@ int api_volume_respond_file(Request *r, Volume *v, const char *path, uint64_t of
         return q;
 }
 
-static void respond_entry(Request *r, unsigned status, VolumeEntry *e) {
+void api_respond_volume_entry(Request *r, unsigned status, VolumeEntry *e) {
         http_respond_json(r, status, volume_entry_to_json(e));
         volume_entry_done(e);
 }
@@ -263,7 +263,7 @@ void api_put_volume_file(Request *r, const RouteArgs *a) {
                 return;
         if (volume_write(http_manager(r->http), v, http_query(r, "path"), r->body.data, r->body.len, &o, &e, &err) < 0)
                 return respond_error_or(r, &err, "cannot write the file");
-        respond_entry(r, 200, &e);
+        api_respond_volume_entry(r, 200, &e);
 }
 
 void api_delete_volume_file(Request *r, const RouteArgs *a) {
@@ -294,7 +294,7 @@ void api_get_volume_stat(Request *r, const RouteArgs *a) {
                 respond_error_or(r, &err, "cannot stat");
                 return;
         }
-        respond_entry(r, 200, &e);
+        api_respond_volume_entry(r, 200, &e);
 }
 
 void api_get_volume_list(Request *r, const RouteArgs *a) {
@@ -361,7 +361,7 @@ void api_post_volume_mkdir(Request *r, const RouteArgs *a) {
                 if (volume_mkdir(http_manager(r->http), v, path, parents, uid, gid, mode, &e, &err) < 0)
                         respond_error_or(r, &err, "cannot make the directory");
                 else
-                        respond_entry(r, 201, &e);
+                        api_respond_volume_entry(r, 201, &e);
         }
         cJSON_Delete(o);
 }
@@ -382,7 +382,7 @@ void api_post_volume_attrs(Request *r, const RouteArgs *a) {
                 if (volume_set_metadata(http_manager(r->http), v, path, uid, gid, mode, &e, &err) < 0)
                         respond_error_or(r, &err, "cannot set the metadata");
                 else
-                        respond_entry(r, 200, &e);
+                        api_respond_volume_entry(r, 200, &e);
         }
         cJSON_Delete(o);
 }

@@ -63,6 +63,8 @@ void api_delete_secret(Request *r, const RouteArgs *a);
  * (streamed from the file), shared with the E2B facade's volume API */
 cJSON *volume_to_json(Manager *m, Volume *v);
 cJSON *volume_entry_to_json(const VolumeEntry *e);
+/* Answers status with the entry as JSON, and is done with the entry. */
+void api_respond_volume_entry(Request *r, unsigned status, VolumeEntry *e);
 int api_volume_respond_file(Request *r, Volume *v, const char *path, uint64_t offset, uint64_t length);
 /* api-volume-upload.c: a whole file as a request's streamed body. begin (from a route's begin, after its checks)
  * starts the upload into path (refusing a Content-Length over the quota left: at once when the client waits

@@ -71,11 +71,6 @@ static Volume *content_volume(Request *r, const RouteArgs *a) {
         return v;
 }
 
-static void respond_entry(Request *r, unsigned status, VolumeEntry *e) {
-        http_respond_json(r, status, volume_entry_to_json(e));
-        volume_entry_done(e);
-}
-
 /* uid, gid and mode (decimal, as the SDKs send them) from the query; < 0 when it answered. */
 static int query_meta(Request *r, int64_t *uid, int64_t *gid, int64_t *mode) {
         if (api_query_int(r, "uid", 10, UINT32_MAX - 1, uid) < 0 ||
@@ -104,7 +99,7 @@ static void get_path(Request *r, const RouteArgs *a) {
         if (volume_stat(http_manager(r->http), v, p, &e, &err) < 0)
                 respond_error_or(r, &err, "cannot stat");
         else
-                respond_entry(r, 200, &e);
+                api_respond_volume_entry(r, 200, &e);
 }
 
 /* DELETE /volumecontent/{volumeID}/path?path=P: a file, a link, or a directory with all in it (204). */
@@ -141,7 +136,7 @@ static void patch_path(Request *r, const RouteArgs *a) {
                                         qg > 0 ? (int64_t) g : -1, qm > 0 ? (int64_t) md : -1, &e, &err) < 0)
                         respond_error_or(r, &err, "cannot set the metadata");
                 else
-                        respond_entry(r, 200, &e);
+                        api_respond_volume_entry(r, 200, &e);
         }
         cJSON_Delete(o);
 }
@@ -188,7 +183,7 @@ static void post_dir(Request *r, const RouteArgs *a) {
         if (volume_mkdir(http_manager(r->http), v, p, query_true(r, "force"), uid, gid, mode, &e, &err) < 0)
                 respond_error_or(r, &err, "cannot make the directory");
         else
-                respond_entry(r, 201, &e);
+                api_respond_volume_entry(r, 201, &e);
 }
 
 /* GET /volumecontent/{volumeID}/file?path=P: the bytes. */
