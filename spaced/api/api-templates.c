@@ -309,6 +309,7 @@ void api_post_template_import_begin(Request *r, const RouteArgs *a) {
         _cleanup_(error_done) Error msg = {};
         const char *ct = http_header(r, "Content-Type"), *v;
         ImportUpload *u;
+        uint64_t declared;
         int q;
 
         if (!is_archive_type(ct)) {
@@ -320,19 +321,12 @@ void api_post_template_import_begin(Request *r, const RouteArgs *a) {
                                            "?config=JSON); a host path (\"source\") is accepted on the unix socket only");
                 return;
         }
-        v = http_header(r, "Content-Length");
-        if (v) {
-                char *end;
-                unsigned long long n;
-
-                errno = 0;
-                n = strtoull(v, &end, 10);
-                if (errno == 0 && end != v && *end == 0 && n > limits.max_disk_bytes)
-                        return (void) http_respond_error(r, ERROR_LIMIT_EXCEEDED,
-                                                         "an archive of %llu bytes is over the import limit of %llu "
-                                                         "bytes (import_max_disk_bytes in spaced.conf)",
-                                                         n, (unsigned long long) limits.max_disk_bytes);
-        }
+        if (http_content_length(r, &declared) >= 0 && declared > limits.max_disk_bytes)
+                return (void) http_respond_error(r, ERROR_LIMIT_EXCEEDED,
+                                                 "an archive of %llu bytes is over the import limit of %llu bytes "
+                                                 "(import_max_disk_bytes in spaced.conf)",
+                                                 (unsigned long long) declared,
+                                                 (unsigned long long) limits.max_disk_bytes);
         u = calloc(1, sizeof *u);
         if (!u)
                 return (void) http_respond_error(r, ERROR_INTERNAL, "out of memory");

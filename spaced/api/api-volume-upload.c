@@ -48,15 +48,9 @@ static size_t upload_write(void *userdata, Request *r, const char *data, size_t 
 
 /* The declared size of the body, VOLUME_SIZE_UNKNOWN without one (chunked). */
 static uint64_t content_length(Request *r) {
-        const char *v = http_header(r, "Content-Length");
-        unsigned long long n;
-        char *end;
+        uint64_t n;
 
-        if (!v)
-                return VOLUME_SIZE_UNKNOWN;
-        errno = 0;
-        n = strtoull(v, &end, 10);
-        return errno == 0 && end != v && *end == 0 ? (uint64_t) n : VOLUME_SIZE_UNKNOWN;
+        return http_content_length(r, &n) >= 0 ? n : VOLUME_SIZE_UNKNOWN;
 }
 
 /* Whether a refusal from the headers is read by the client before it sends its body: it waits for a

@@ -456,6 +456,21 @@ const char *http_header(Request *r, const char *key) {
         return MHD_lookup_connection_value(r->connection, MHD_HEADER_KIND, key);
 }
 
+int http_content_length(Request *r, uint64_t *ret) {
+        const char *v = http_header(r, "Content-Length");
+        unsigned long long n;
+        char *end;
+
+        if (!v)
+                return -ENODATA;
+        errno = 0;
+        n = strtoull(v, &end, 10);
+        if (errno != 0 || end == v || *end != 0)
+                return -ENODATA;
+        *ret = n;
+        return 0;
+}
+
 /* The unix socket is the user's own; still, only the same uid (or root) may talk to it. */
 static bool peer_allowed(Request *r) {
         const union MHD_ConnectionInfo *ci = MHD_get_connection_info(r->connection,

@@ -183,6 +183,9 @@ void http_upgrade_close(Request *r);
 void http_stream_detach(Request *r);
 const char *http_query(Request *r, const char *key);
 const char *http_header(Request *r, const char *key);
+/* The body's declared size (Content-Length, decimal): 0, or -ENODATA when there is none or it is not a number
+ * (a chunked body). For refusing a body by its size before it is read. */
+int http_content_length(Request *r, uint64_t *ret);
 
 /* Parks r on the waiter list until it is woken or the deadline passes; then k(r, userdata) runs, as after
  * http_continue(). On error (< 0) nothing is armed and k never runs. */
