@@ -24,6 +24,7 @@ static const char *const frame_type_names[_SPACE_F_MAX] = {
         [SPACE_F_RESIZE] = "RESIZE", [SPACE_F_EXIT] = "EXIT",       [SPACE_F_CLOSE] = "CLOSE",
         [SPACE_F_RELEASE] = "RELEASE", [SPACE_F_ADOPT] = "ADOPT",   [SPACE_F_FILE] = "FILE",
         [SPACE_F_CONNECT] = "CONNECT", [SPACE_F_RESOLVE] = "RESOLVE", [SPACE_F_PORT] = "PORT",
+        [SPACE_F_VOLUME] = "VOLUME",
 };
 
 const char *space_frame_type_to_string(uint8_t type) {
@@ -353,4 +354,36 @@ void space_credit_give_clamp(SpaceCredit *c, uint32_t n) {
                 c->available = SPACE_STREAM_WINDOW;
         else
                 c->available += n;
+}
+
+int space_volume_payload_split(const uint8_t *p, size_t n, const uint8_t **ret_kv, size_t *ret_kv_len,
+                               const uint8_t **ret_data, size_t *ret_data_len) {
+        uint32_t kv_len;
+
+        if (n < 4)
+                return -EBADMSG;
+        kv_len = space_get_le32(p);
+        if (kv_len > n - 4)
+                return -EBADMSG;
+        *ret_kv = p + 4;
+        *ret_kv_len = kv_len;
+        *ret_data = p + 4 + kv_len;
+        *ret_data_len = n - 4 - kv_len;
+        return 0;
+}
+
+int space_volume_payload_build(SpaceBuf *b, const SpaceBuf *kv, const void *data, size_t data_len) {
+        uint8_t len[4];
+        size_t kv_len = kv ? kv->len : 0;
+        int r;
+
+        if (b->len + 4 + kv_len + data_len > SPACE_FRAME_PAYLOAD_MAX)
+                return -EMSGSIZE;
+        space_put_le32(len, (uint32_t) kv_len);
+        r = space_buf_append(b, len, sizeof len);
+        if (r >= 0 && kv_len)
+                r = space_buf_append(b, kv->data, kv_len);
+        if (r >= 0 && data_len)
+                r = space_buf_append(b, data, data_len);
+        return r;
 }

@@ -136,6 +136,47 @@
  *          attributes never leave the guest. The host refuses an entry beyond those bounds as malformed.
  *          guest/agent/entry.c writes every entry (FILE answers and watch events alike).
  *
+ * Volume mounts (version 7; ARCHITECTURE.md, "Volumes"): a volume is mounted in the guest as a FUSE file system
+ * that the agent serves (guest/agent/volume*.c) by asking the host, path by path. The host keeps no state per
+ * file or per node: the agent maps the kernel's node ids to paths in guest memory, so a snapshot, a restore or a
+ * fork keeps the mount as it is, and a restarted host answers the next request as the old one would have.
+ *   host -> guest  INIT(s, kv: ..., mount_volume=ID, mount_path=PATH, ...) (pairs, in that order): the agent
+ *                  mounts volume ID at PATH (absolute; made with its parents, root's 0755, if missing) before it
+ *                  answers, so that the workload the INIT thaws sees it. A mount of ID at PATH that is there
+ *                  already is kept as it is (a fork's or a restore's INIT names the mounts the guest has); one
+ *                  that fails is ERROR(s, kv: errno, message "mount PATH: ...") with the rest of the INIT done.
+ *                  An older agent ignores the records: the host sends them only to an agent of version >= 7.
+ *   guest -> host  VOLUME(s | GUEST_BIT, payload) -> VOLUME(s, payload) | ERROR(s, kv: errno, message)
+ *                  payload: le32 n, then n bytes of kv records, then raw bytes (a write's, a read's answer).
+ *                  The request's records: volume=ID (one the host mounted in this guest, else EACCES),
+ *                  op=NAME, path=REL (the path in the volume: "" for its root, else names joined by '/', none
+ *                  empty, "." or "..", each at most SPACE_FILE_NAME_MAX bytes, all at most SPACE_FILE_PATH_MAX),
+ *                  and the op's:
+ *                    lookup, getattr                                  -> attr
+ *                    setattr  [mode] [uid] [gid] [size] [atime, atime_nsec | atime=now] [mtime... likewise]
+ *                                                                     -> attr
+ *                    readdir  cookie (0 at the start)                 -> (name, type, ino)... then cookie=NEXT
+ *                             (0 at the end); as many as fit in a frame, "." and ".." left out
+ *                    read     offset, size (<= SPACE_VOLUME_IO_MAX)   -> no records, the bytes (fewer at EOF)
+ *                    write    offset, the bytes (<= SPACE_VOLUME_IO_MAX) -> written=N, then attr
+ *                    create   mode, uid, gid, exclusive=0|1           -> attr (an existing file is opened as
+ *                             is without exclusive)
+ *                    mkdir    mode, uid, gid                          -> attr
+ *                    symlink  target, uid, gid                        -> attr
+ *                    readlink                                         -> target=TEXT
+ *                    unlink, rmdir                                    -> no records
+ *                    rename   to=REL, noreplace=0|1                   -> no records
+ *                    statfs                                           -> bsize, blocks, bfree, files, ffree
+ *                    fsync                                            -> no records
+ *                  attr: type=file|dir|symlink|other, mode (permission bits, octal 07777 at most, decimal),
+ *                  size, uid, gid, ino, nlink, atime, atime_nsec, mtime, mtime_nsec, ctime, ctime_nsec. The mode,
+ *                  uid and gid are the ones set through the volume (VOLUME_XATTR_* on the host), not the host
+ *                  file's. errno is the guest's to return to its caller (ENOSPC when the volume's quota would be
+ *                  passed, ENOENT, EEXIST, ENOTEMPTY, EISDIR, ENOTDIR, EINVAL, EACCES, EIO).
+ *                  At most SPACE_VOLUME_OPS_MAX requests are in flight per channel (the agent stops reading
+ *                  /dev/fuse until an answer comes); the host answers more with ERROR(errno=EBUSY). When the host
+ *                  reconnects, the agent sends the requests it has no answer to again, on new streams.
+ *
  * Tunnels (version 3) carry TCP connections over the channel, both ways (ARCHITECTURE.md, decision 10). Bytes
  * from the host to the guest are always DATA(s, fd 0), bytes from the guest to the host DATA(s, fd 1), each
  * direction under the usual credit (the receiver returns CREDIT(s, same fd) as it passes bytes on), starting at
@@ -164,8 +205,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define SPACE_PROTO_VERSION 6 /* 2: FILE; 3: CONNECT, RESOLVE, PORT; 4: PING "freeze"; 5: INIT ca;
-                               * 6: FILE metadata, resolved symlink target, watch; PING "stop" */
+#define SPACE_PROTO_VERSION 7 /* 2: FILE; 3: CONNECT, RESOLVE, PORT; 4: PING "freeze"; 5: INIT ca;
+                               * 6: FILE metadata, resolved symlink target, watch; PING "stop";
+                               * 7: INIT mount_volume/mount_path, VOLUME */
 #define SPACE_FRAME_HEADER_SIZE 12
 #define SPACE_FRAME_PAYLOAD_MAX (64U * 1024U)
 #define SPACE_FRAME_MAX (SPACE_FRAME_HEADER_SIZE + SPACE_FRAME_PAYLOAD_MAX)
@@ -197,6 +239,10 @@
 #define SPACE_WATCH_DIRS_AGENT_MAX 16384U    /* ... all the agent's watches together */
 #define SPACE_WATCHES_MAX 32U                /* watches per agent */
 #define SPACE_WATCH_BACKLOG_MAX (1024U * 1024U) /* encoded events one watch holds that wait for credit */
+/* Volume mounts (version 7) */
+#define SPACE_VOLUME_IO_MAX (32U * 1024U)    /* bytes one read or write moves (the mount's max_read, max_write) */
+#define SPACE_VOLUME_OPS_MAX 64U             /* VOLUME requests in flight per channel */
+#define SPACE_VOLUME_MOUNTS_MAX 16U          /* volumes mounted in one guest */
 /* Tunnels (CONNECT, PORT) and RESOLVE */
 #define SPACE_TUNNELS_MAX 256U               /* open tunnels per channel */
 #define SPACE_RESOLVE_ADDRS_MAX 16U          /* addresses in one RESOLVE answer */
@@ -243,6 +289,7 @@ enum space_frame_type {
         SPACE_F_CONNECT = 19,
         SPACE_F_RESOLVE = 20,
         SPACE_F_PORT = 21,
+        SPACE_F_VOLUME = 22,
         _SPACE_F_MAX,
 };
 
@@ -302,6 +349,12 @@ int space_kv_next(const uint8_t *p, size_t n, size_t *offset, const char **ret_k
 
 /* Finds the first record with this key; returns 1 and *ret_value, 0 if absent, -EBADMSG as above. */
 int space_kv_get(const uint8_t *p, size_t n, const char *key, const char **ret_value);
+
+/* VOLUME payloads (version 7): le32 n, n bytes of kv records, then raw bytes. split points into p (-EBADMSG when n
+ * says more than there is); build appends one to b (-EMSGSIZE past SPACE_FRAME_PAYLOAD_MAX; kv may be NULL). */
+int space_volume_payload_split(const uint8_t *p, size_t n, const uint8_t **ret_kv, size_t *ret_kv_len,
+                               const uint8_t **ret_data, size_t *ret_data_len);
+int space_volume_payload_build(SpaceBuf *b, const SpaceBuf *kv, const void *data, size_t data_len);
 
 /* Little-endian helpers for the fixed payloads (CREDIT, SIGNAL, RESIZE). */
 static inline void space_put_le32(uint8_t *p, uint32_t v) {

@@ -155,6 +155,14 @@ int volume_set_metadata(Manager *m, Volume *v, const char *path, int64_t uid, in
  * saying why. Returns -EOPNOTSUPP after a valid request, -EINVAL/-ENOENT before. */
 int volume_mount_check(Manager *m, const char *ref, const char *path, Error *reterr);
 
+/* A guest's VOLUME request on v (lib/proto.h, "Volume mounts"; volume/volume-guest.c): kv and data as
+ * space_volume_payload_split() gave them, volume= already matched to v by the caller. Returns 0 with the answer's
+ * whole VOLUME payload appended to ret, or -errno, the guest's errno to send in ERROR, with msg saying why. Every
+ * path goes through volume_path_normalize() and the volume's openat2() resolution; writes count against the
+ * quota (-ENOSPC). Bounded: one answer fits in a frame; a read moves at most SPACE_VOLUME_IO_MAX bytes. */
+int volume_guest_request(Manager *m, Volume *v, const uint8_t *kv, size_t kv_len, const uint8_t *data,
+                         size_t data_len, SpaceBuf *ret, char *msg, size_t msg_size);
+
 /* At start: the rows, the directory; directories no row names (a create or remove interrupted) removed. */
 int volumes_load(Manager *m, Error *reterr);
 void volumes_free(Manager *m);
