@@ -18,6 +18,7 @@
 #include "core/error.h"
 #include "core/manager.h"
 #include "core/store.h"
+#include "proto.h"
 
 #define VOLUME_NAME_MAX 63
 #define VOLUMES_MAX 1024
