@@ -89,7 +89,8 @@ uint64_t volume_quota_default(Manager *m);
 /* A new volume: name checked (ERROR_INVALID_ARGUMENT, ERROR_NAME_IN_USE), quota 0 for the default, else 1 to
  * VOLUME_QUOTA_MAX. Its directory is made before its row. Logs what it did. */
 int volume_create(Manager *m, const char *name, uint64_t quota, Volume **ret, Error *reterr);
-/* Removes v: its row, then its files. ERROR_VOLUME_IN_USE (naming the sandboxes) while sandboxes mount it. */
+/* Removes v: its row, then its files. ERROR_VOLUME_IN_USE (naming the sandboxes) while sandboxes mount it
+ * (volume_set_users()). */
 int volume_remove(Manager *m, Volume *v, Error *reterr);
 /* Its usage, walking its files the first time after start. */
 int volume_usage(Manager *m, Volume *v, uint64_t *ret, Error *reterr);
@@ -151,10 +152,15 @@ int volume_rename(Manager *m, Volume *v, const char *from, const char *to, Error
 int volume_set_metadata(Manager *m, Volume *v, const char *path, int64_t uid, int64_t gid, int64_t mode,
                         VolumeEntry *ret, Error *reterr);
 
-/* Mounts into sandboxes (stage 2): checks a mount of volume ref at path (the volume exists, the path is
- * absolute, normalized, not / and not under /proc, /sys or /dev) and then refuses it with ERROR_NOT_SUPPORTED
- * saying why. Returns -EOPNOTSUPP after a valid request, -EINVAL/-ENOENT before. */
-int volume_mount_check(Manager *m, const char *ref, const char *path, Error *reterr);
+/* Mounts into sandboxes: checks a mount of volume ref at path: the volume exists (ERROR_VOLUME_NOT_FOUND), the
+ * path is absolute, clean, not / and not under /proc, /sys or /dev (ERROR_INVALID_PATH). *ret_path: it made
+ * clean ("/a/b"). */
+int volume_mount_check(Manager *m, const char *ref, const char *path, Volume **ret, char **ret_path,
+                       Error *reterr);
+/* Who mounts a volume, told by the sandboxes above (sandbox/ops.c): the ids of those that have volume_id mounted
+ * (NULL-terminated; NULL or empty: none). volume_remove() refuses while there are any. */
+typedef int (*VolumeUsersFn)(Manager *m, const char *volume_id, char ***ret_ids);
+void volume_set_users(VolumeUsersFn fn);
 
 /* A guest's VOLUME request on v (lib/proto.h, "Volume mounts"; volume/volume-guest.c): kv and data as
  * space_volume_payload_split() gave them, volume= already matched to v by the caller. Returns 0 with the answer's
