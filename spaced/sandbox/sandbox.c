@@ -1006,10 +1006,10 @@ int sandbox_create(Manager *m, const SandboxSpec *spec_in, Operation **ret_op, S
         CreateJob *j;
         int r;
 
-        r = create_plan(m, spec, &p, reterr);
+        r = sandbox_mounts_choose(m, spec, &mounts, reterr);
         if (r < 0)
                 return r;
-        r = sandbox_mounts_choose(m, spec, &mounts, reterr);
+        r = create_plan(m, spec, &p, reterr);
         if (r < 0)
                 return r;
         r = egress_choice(m, spec, &egress, reterr);

@@ -3,8 +3,8 @@
 
 /* Volumes (ARCHITECTURE.md, "Volumes"): named storage that outlives sandboxes. This door keeps them: a row in
  * the store per volume (id, name, quota, its content token, created_at) and its files under
- * $state/volume-data/<id>/ (0700), and it is the only way to their files: every path a client (or, in stage 2, a
- * guest) names is resolved inside the volume's directory by openat2(RESOLVE_IN_ROOT), so that no "..", no
+ * $state/volume-data/<id>/ (0700), and it is the only way to their files: every path a client or a guest that
+ * mounts the volume names is resolved inside the volume's directory by openat2(RESOLVE_IN_ROOT), so that no "..", no
  * symlink stored in the volume and no mount point leads out of it. The daemon is the only writer, so it keeps
  * each volume's usage (a walk when the volume is first used after start, then every write and remove) and
  * refuses with ERROR_QUOTA_EXCEEDED a write that would take it past its quota, before anything is written. */
