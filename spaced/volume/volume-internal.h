@@ -3,6 +3,8 @@
 
 /* What volume-fs.c and volume-write.c share: a path resolved to its parent directory and last name. */
 
+#include <sys/stat.h>
+
 #include "volume/volume.h"
 
 /* A path in a volume: dirfd is its parent directory (O_PATH), resolved inside the volume; leaf its last name,
@@ -22,6 +24,8 @@ int volume_open_in(int root, const char *rel, int flags, int *ret_fd);
 int volume_fs_error(Error *reterr, int r, const char *what, const char *rel);
 /* The entry at leaf in dirfd (the directory itself for NULL), not following a symlink. */
 int volume_entry_at(int dirfd, const char *leaf, const char *rel, VolumeEntry *ret);
+/* ... and the lstat it came from (the inode number and link count a guest's attr carries). */
+int volume_entry_stat_at(int dirfd, const char *leaf, const char *rel, VolumeEntry *ret, struct stat *ret_st);
 /* Sets the guest-visible owner and mode (-1: leave) on the open file or directory fd. */
 int volume_meta_set(int fd, int64_t uid, int64_t gid, int64_t mode);
 
@@ -34,5 +38,11 @@ int volume_write_target(Manager *m, Volume *v, const char *path, const VolumeWri
 int volume_check_quota(Manager *m, Volume *v, uint64_t old_size, uint64_t new_size, uint64_t own_reserved,
                        const char *rel, Error *reterr);
 void volume_usage_add(Volume *v, uint64_t old_size, uint64_t new_size);
+/* volume_rename() with renameat2()'s flags (RENAME_NOREPLACE: ERROR_EXISTS, -EEXIST when to exists). */
+int volume_rename_flags(Manager *m, Volume *v, const char *from, const char *to, unsigned flags, Error *reterr);
+/* The regular file open for writing at fd (rel names it in messages) cut or grown to size, within the quota
+ * (ERROR_QUOTA_EXCEEDED, -ENOSPC, and nothing changed, when growing it would pass it). */
+int volume_truncate_fd(Manager *m, Volume *v, int fd, uint64_t size, const char *rel, Error *reterr);
 /* The volume is going away: its uploads are told (they fail from then on). */
 void volume_uploads_orphan(Volume *v);
+
