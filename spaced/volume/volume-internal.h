@@ -46,3 +46,59 @@ int volume_truncate_fd(Manager *m, Volume *v, int fd, uint64_t size, const char 
 /* The volume is going away: its uploads are told (they fail from then on). */
 void volume_uploads_orphan(Volume *v);
 
+/* A guest's VOLUME request (volume-guest.c parses and answers it, volume-guest-ops.c does its op). */
+typedef enum GuestKey {
+        GUEST_KEY_OP,
+        GUEST_KEY_PATH,
+        GUEST_KEY_TO,
+        GUEST_KEY_TARGET,
+        GUEST_KEY_MODE,
+        GUEST_KEY_UID,
+        GUEST_KEY_GID,
+        GUEST_KEY_SIZE,
+        GUEST_KEY_OFFSET,
+        GUEST_KEY_COOKIE,
+        GUEST_KEY_EXCLUSIVE,
+        GUEST_KEY_NOREPLACE,
+        GUEST_KEY_ATIME,
+        GUEST_KEY_ATIME_NSEC,
+        GUEST_KEY_MTIME,
+        GUEST_KEY_MTIME_NSEC,
+        _GUEST_KEY_MAX,
+} GuestKey;
+
+typedef struct GuestRequest {
+        Manager *m;
+        Volume *v;
+        const char *op;
+        const char *rec[_GUEST_KEY_MAX]; /* each known record's value (pointing into the request), or NULL */
+        const uint8_t *data;             /* a write's bytes */
+        size_t data_len;
+        SpaceBuf kv;                     /* the answer's records */
+        const void *out;                 /* ... and its bytes (a read's) */
+        size_t out_len;
+        void *out_buf;                   /* what out points into, freed with the request */
+        Error error;                     /* why it failed: the message the guest gets */
+} GuestRequest;
+void guest_request_done(GuestRequest *q);
+
+typedef struct GuestOp {
+        const char *name;
+        int (*run)(GuestRequest *q);
+} GuestOp;
+const GuestOp *guest_op_find(const char *name);
+
+/* -EINVAL, with the message in q->error. */
+int guest_invalid(GuestRequest *q, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Record k as a decimal number of 0 to max: -1 when absent and not required; -EINVAL otherwise. */
+int guest_number(GuestRequest *q, GuestKey k, uint64_t max, bool required, int64_t *ret);
+/* Record k as 0 or 1 (absent: false). */
+int guest_flag(GuestRequest *q, GuestKey k, bool *ret);
+/* setattr's time of records k (seconds or "now") and k_nsec: UTIME_OMIT when absent, UTIME_NOW for "now". */
+int guest_time(GuestRequest *q, GuestKey k, GuestKey k_nsec, struct timespec *ret);
+/* Record k as a path in the volume, refused (-EINVAL) unless it is normal as it is (lib/proto.h). */
+int guest_path(GuestRequest *q, GuestKey k, char **ret);
+/* path= resolved in the volume. */
+int guest_resolve(GuestRequest *q, VolumeTarget *ret);
+/* The attr records (lib/proto.h) of what t names, not following a symlink, appended to q->kv. */
+int guest_answer_attr(GuestRequest *q, const VolumeTarget *t);
