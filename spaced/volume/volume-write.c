@@ -320,9 +320,13 @@ int volume_remove_path(Manager *m, Volume *v, const char *path, Error *reterr) {
 }
 
 int volume_rename(Manager *m, Volume *v, const char *from, const char *to, Error *reterr) {
+        return volume_rename_flags(m, v, from, to, 0, reterr);
+}
+
+int volume_rename_flags(Manager *m, Volume *v, const char *from, const char *to, unsigned flags, Error *reterr) {
         _cleanup_(volume_target_done) VolumeTarget a = { .dirfd = -1 }, b = { .dirfd = -1 };
         uint64_t usage;
-        struct stat st;
+        struct stat src, dst;
         int r;
 
         r = volume_resolve(m, v, from, &a, reterr);
@@ -335,12 +339,37 @@ int volume_rename(Manager *m, Volume *v, const char *from, const char *to, Error
         r = volume_usage(m, v, &usage, reterr);
         if (r < 0)
                 return r;
-        if (fstatat(b.dirfd, b.leaf, &st, AT_SYMLINK_NOFOLLOW) < 0)
-                st.st_mode = 0;
-        if (renameat(a.dirfd, a.leaf, b.dirfd, b.leaf) < 0)
+        if (fstatat(a.dirfd, a.leaf, &src, AT_SYMLINK_NOFOLLOW) < 0)
                 return volume_fs_error(reterr, -errno, "rename", a.rel);
-        if (S_ISREG(st.st_mode))
-                volume_usage_add(v, (uint64_t) st.st_size, 0);
+        if (fstatat(b.dirfd, b.leaf, &dst, AT_SYMLINK_NOFOLLOW) < 0)
+                dst.st_mode = 0;
+        if (renameat2(a.dirfd, a.leaf, b.dirfd, b.leaf, flags) < 0)
+                return volume_fs_error(reterr, -errno, "rename", a.rel);
+        /* a rename onto another name of the same file removes nothing (rename(2)): its size stays counted */
+        if (S_ISREG(dst.st_mode) && !(dst.st_dev == src.st_dev && dst.st_ino == src.st_ino))
+                volume_usage_add(v, (uint64_t) dst.st_size, 0);
+        return 0;
+}
+
+int volume_truncate_fd(Manager *m, Volume *v, int fd, uint64_t size, const char *rel, Error *reterr) {
+        struct stat st;
+        int r;
+
+        if (size > INT64_MAX)
+                return error_set(reterr, ERROR_INVALID_ARGUMENT, "a size is at most 2^63-1") ?: -EINVAL;
+        if (fstat(fd, &st) < 0)
+                return volume_fs_error(reterr, -errno, "truncate", rel);
+        if (S_ISDIR(st.st_mode))
+                return volume_fs_error(reterr, -EISDIR, "truncate", rel);
+        if (!S_ISREG(st.st_mode))
+                return error_set(reterr, ERROR_INVALID_PATH, "cannot truncate /%.512s: not a regular file", rel)
+                        ?: -EINVAL;
+        r = volume_check_quota(m, v, (uint64_t) st.st_size, size, 0, rel, reterr);
+        if (r < 0)
+                return r;
+        if (ftruncate(fd, (off_t) size) < 0)
+                return volume_fs_error(reterr, -errno, "truncate", rel);
+        volume_usage_add(v, (uint64_t) st.st_size, size);
         return 0;
 }
 
