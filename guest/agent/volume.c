@@ -52,6 +52,9 @@ static void reply_init(VolumeMount *m, const struct fuse_in_header *h, const uin
                 .flags = FUSE_ASYNC_READ | FUSE_BIG_WRITES | FUSE_AUTO_INVAL_DATA | FUSE_PARALLEL_DIROPS,
                 .max_write = SPACE_VOLUME_IO_MAX,
                 .time_gran = 1,
+                /* readahead and the like are "background" requests: let them fill what the host takes */
+                .max_background = SPACE_VOLUME_OPS_MAX,
+                .congestion_threshold = SPACE_VOLUME_OPS_MAX * 3 / 4,
         };
 
         /* The fuse_init_in of 7.23 and on is the only one we speak: Debian's guest kernel has 7.37. */
