@@ -175,6 +175,20 @@ static void mounts_apply(InitMounts *im) {
         }
 }
 
+/* The answer, once all of the INIT is done: the first of what failed late (a mount, the CA), else OK. */
+static void init_answer(Channel *c, uint32_t id, const InitMounts *mounts, int ca_r, const char *ca_msg) {
+        if (mounts->r) {
+                channel_send_error(c, id, mounts->r, mounts->msg);
+                return;
+        }
+        if (ca_r < 0) {
+                log_warn("%s", ca_msg);
+                channel_send_error(c, id, -ca_r, ca_msg);
+                return;
+        }
+        (void) channel_send(c, SPACE_F_OK, 0, id, NULL, 0);
+}
+
 void init_handle(Channel *c, uint32_t id, const uint8_t *p, size_t n) {
         InitMounts mounts = {};
         char **env = NULL;
@@ -286,14 +300,5 @@ void init_handle(Channel *c, uint32_t id, const uint8_t *p, size_t n) {
                         return;
                 }
         }
-        if (mounts.r) {
-                channel_send_error(c, id, mounts.r, mounts.msg);
-                return;
-        }
-        if (ca_r < 0) {
-                log_warn("%s", ca_msg);
-                channel_send_error(c, id, -ca_r, ca_msg);
-                return;
-        }
-        (void) channel_send(c, SPACE_F_OK, 0, id, NULL, 0);
+        init_answer(c, id, &mounts, ca_r, ca_msg);
 }

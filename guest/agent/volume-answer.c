@@ -122,13 +122,14 @@ static void entry_reply(VolumeRequest *q, const struct fuse_attr *attr) {
         }
         out.e = (struct fuse_entry_out) { .nodeid = node->id, .entry_valid = VOLUME_VALID_S,
                                           .attr_valid = VOLUME_VALID_S, .attr = *attr };
-        volume_reply(m, q->unique, 0, &out, q->opcode == FUSE_CREATE ? sizeof out : sizeof out.e, NULL, 0);
+        if (volume_reply(m, q->unique, 0, &out, q->opcode == FUSE_CREATE ? sizeof out : sizeof out.e, NULL, 0) < 0)
+                volume_node_forget(&m->nodes, node, 1); /* the kernel never got it: it will never forget it */
 }
 
 static void attr_reply(VolumeRequest *q, const struct fuse_attr *attr) {
         struct fuse_attr_out out = { .attr_valid = VOLUME_VALID_S, .attr = *attr };
 
-        volume_reply(q->mount, q->unique, 0, &out, sizeof out, NULL, 0);
+        (void) volume_reply(q->mount, q->unique, 0, &out, sizeof out, NULL, 0);
 }
 
 static int statfs_reply(VolumeRequest *q, const uint8_t *kv, size_t n) {
@@ -147,7 +148,7 @@ static int statfs_reply(VolumeRequest *q, const uint8_t *kv, size_t n) {
         out.st = (struct fuse_kstatfs) { .bsize = (uint32_t) v[0], .frsize = (uint32_t) v[0], .blocks = v[1],
                                          .bfree = v[2], .bavail = v[2], .files = v[3], .ffree = v[4],
                                          .namelen = SPACE_FILE_NAME_MAX };
-        volume_reply(q->mount, q->unique, 0, &out, sizeof out, NULL, 0);
+        (void) volume_reply(q->mount, q->unique, 0, &out, sizeof out, NULL, 0);
         return 0;
 }
 
@@ -177,7 +178,7 @@ static int answer_ok(VolumeRequest *q, const uint8_t *kv, size_t kv_len, const u
         case FUSE_READ:
                 if (data_len > q->size)
                         return -EBADMSG;
-                volume_reply(m, q->unique, 0, data, data_len, NULL, 0);
+                (void) volume_reply(m, q->unique, 0, data, data_len, NULL, 0);
                 return 0;
         case FUSE_WRITE: {
                 struct fuse_write_out out = {};
@@ -185,7 +186,7 @@ static int answer_ok(VolumeRequest *q, const uint8_t *kv, size_t kv_len, const u
                 if (space_kv_get(kv, kv_len, "written", &s) <= 0 || volume_parse_u64(s, q->size, &u) < 0)
                         return -EBADMSG;
                 out.size = (uint32_t) u;
-                volume_reply(m, q->unique, 0, &out, sizeof out, NULL, 0);
+                (void) volume_reply(m, q->unique, 0, &out, sizeof out, NULL, 0);
                 return 0;
         }
         case FUSE_READLINK: {
@@ -193,7 +194,7 @@ static int answer_ok(VolumeRequest *q, const uint8_t *kv, size_t kv_len, const u
 
                 if (space_kv_get(kv, kv_len, "target", &s) <= 0 || (l = strlen(s)) == 0 || l > SPACE_FILE_PATH_MAX)
                         return -EBADMSG;
-                volume_reply(m, q->unique, 0, s, l, NULL, 0);
+                (void) volume_reply(m, q->unique, 0, s, l, NULL, 0);
                 return 0;
         }
         case FUSE_READDIR:

@@ -118,7 +118,7 @@ static void serve(VolumeMount *m, uint64_t unique, VolumeDir *d, uint64_t k, uin
                 memcpy(buf + used + FUSE_NAME_OFFSET, e->name, l);
                 used += rec;
         }
-        volume_reply(m, unique, 0, buf, used, NULL, 0);
+        (void) volume_reply(m, unique, 0, buf, used, NULL, 0);
 }
 
 int volume_dir_read(VolumeMount *m, uint64_t unique, uint64_t fh, uint64_t offset, uint32_t size, size_t *ret_mark,
@@ -135,7 +135,7 @@ int volume_dir_read(VolumeMount *m, uint64_t unique, uint64_t fh, uint64_t offse
                 return 1;
         }
         if (d->end && offset >= d->end_index) {
-                volume_reply(m, unique, 0, NULL, 0, NULL, 0);
+                (void) volume_reply(m, unique, 0, NULL, 0, NULL, 0);
                 return 1;
         }
         *ret_mark = i;

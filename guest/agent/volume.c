@@ -27,21 +27,24 @@
 VolumeMount *volume_mounts[SPACE_VOLUME_MOUNTS_MAX];
 static uint8_t *read_buf;
 
-void volume_reply(VolumeMount *m, uint64_t unique, int err, const void *a, size_t an, const void *b, size_t bn) {
+int volume_reply(VolumeMount *m, uint64_t unique, int err, const void *a, size_t an, const void *b, size_t bn) {
         struct fuse_out_header oh = { .len = (uint32_t) (sizeof oh + an + bn), .error = -err, .unique = unique };
         struct iovec iov[3] = { { &oh, sizeof oh }, { (void *) a, an }, { (void *) b, bn } };
 
         if (!m || m->fd < 0)
-                return;
+                return -ENOTCONN;
         if (err)
                 oh.len = sizeof oh, iov[1].iov_len = iov[2].iov_len = 0;
+        if (writev(m->fd, iov, 3) >= 0)
+                return 0;
         /* ENOENT: the request was interrupted and is gone; the rest cannot be helped here */
-        if (writev(m->fd, iov, 3) < 0 && errno != ENOENT && errno != EAGAIN)
+        if (errno != ENOENT && errno != EAGAIN)
                 log_warn("volume %s: reply to the kernel: %m", m->id);
+        return -errno;
 }
 
 void volume_reply_err(VolumeMount *m, uint64_t unique, int err) {
-        volume_reply(m, unique, err, NULL, 0, NULL, 0);
+        (void) volume_reply(m, unique, err, NULL, 0, NULL, 0);
 }
 
 static void reply_init(VolumeMount *m, const struct fuse_in_header *h, const uint8_t *body, size_t n) {
@@ -69,7 +72,7 @@ static void reply_init(VolumeMount *m, const struct fuse_in_header *h, const uin
         out.flags &= in->flags;
         if (in->max_readahead < out.max_readahead)
                 out.max_readahead = in->max_readahead;
-        volume_reply(m, h->unique, 0, &out, sizeof out, NULL, 0);
+        (void) volume_reply(m, h->unique, 0, &out, sizeof out, NULL, 0);
 }
 
 static void forget(VolumeMount *m, uint64_t nodeid, uint64_t nlookup) {
@@ -107,7 +110,7 @@ static bool local(VolumeMount *m, const struct fuse_in_header *h, const uint8_t 
                 return true;
         case FUSE_OPEN: {
                 struct fuse_open_out out = {}; /* no FOPEN_KEEP_CACHE: the page cache is dropped at open */
-                volume_reply(m, h->unique, 0, &out, sizeof out, NULL, 0);
+                (void) volume_reply(m, h->unique, 0, &out, sizeof out, NULL, 0);
                 return true;
         }
         case FUSE_OPENDIR: {
@@ -117,7 +120,7 @@ static bool local(VolumeMount *m, const struct fuse_in_header *h, const uint8_t 
                 if (r < 0)
                         volume_reply_err(m, h->unique, -r);
                 else
-                        volume_reply(m, h->unique, 0, &out, sizeof out, NULL, 0);
+                        (void) volume_reply(m, h->unique, 0, &out, sizeof out, NULL, 0);
                 return true;
         }
         case FUSE_RELEASEDIR:

@@ -110,8 +110,9 @@ typedef struct VolumeRequest {
 /* volume.c */
 /* The mounts, for the mount table (volume-mount.c). */
 extern VolumeMount *volume_mounts[SPACE_VOLUME_MOUNTS_MAX];
-/* Writes a reply to the kernel: out_header then the parts; errors it may give are dropped (interrupted). */
-void volume_reply(VolumeMount *m, uint64_t unique, int err, const void *a, size_t an, const void *b, size_t bn);
+/* Writes a reply to the kernel: out_header then the parts. -ENOENT: the request was interrupted, and the
+ * kernel took nothing of the reply (a new entry's reference is then not the kernel's). */
+int volume_reply(VolumeMount *m, uint64_t unique, int err, const void *a, size_t an, const void *b, size_t bn);
 void volume_reply_err(VolumeMount *m, uint64_t unique, int err);
 
 /* volume-ops.c: a kernel request that the host answers. */
