@@ -551,6 +551,39 @@ static void guest_quota(void) {
                 close(fd);
 }
 
+static double seconds_since(const struct timespec *t0) {
+        struct timespec t;
+
+        clock_gettime(CLOCK_MONOTONIC, &t);
+        return (double) (t.tv_sec - t0->tv_sec) + (double) (t.tv_nsec - t0->tv_nsec) / 1e9;
+}
+
+/* Not a bound, a measure: what one round trip per request costs (the host here is this test, on a socketpair). */
+static void guest_speed(void) {
+        static uint8_t data[2U << 20], back[2U << 20];
+        struct timespec t0;
+        double w, r, md;
+        char name[32];
+        bool good = true;
+
+        memset(data, 's', sizeof data);
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        good = put_file(path_in(mnt, "speed"), data, sizeof data);
+        w = seconds_since(&t0);
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        good = good && get_file(path_in(mnt, "speed"), back, sizeof back) == (ssize_t) sizeof back &&
+               memcmp(data, back, sizeof data) == 0;
+        r = seconds_since(&t0);
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        for (unsigned i = 0; i < 200 && good; i++) {
+                snprintf(name, sizeof name, "m%u", i);
+                good = mkdir(path_in(mnt, name), 0755) == 0 && rmdir(path_in(mnt, name)) == 0;
+        }
+        md = seconds_since(&t0);
+        cok(good && unlink(path_in(mnt, "speed")) == 0, "2 MiB written at %.0f MiB/s, read at %.0f MiB/s; "
+            "mkdir+rmdir %.0f/s", 2 / w, 2 / r, 200 / md);
+}
+
 static void guest_unmounted(void) {
         struct stat st;
 
@@ -889,6 +922,7 @@ int main(void) {
         test_init(h);
         test_files();
         test_quota();
+        run_child(guest_speed, NULL);
         run_child(guest_unmounted, NULL);
         run_child(guest_broken, NULL);
         test_readers();
