@@ -28,7 +28,7 @@ OUTDIR=$1
 # pvpanic_mmio binds QEMU's pvpanic (ACPI QEMU0001): a panicking kernel tells QEMU, which stops the VM in
 # guest-panicked for the daemon to see (spaced/vm/vm-events-watch.c), even when root in the guest set
 # kernel.panic to 0, where the kernel would otherwise spin for ever instead of resetting.
-GUEST_MODULES=${GUEST_MODULES:-"virtio_mmio virtio_blk virtio_console erofs overlay loop dummy nf_tables nft_chain_nat nft_redir nft_reject_inet pvpanic_mmio"}
+GUEST_MODULES=${GUEST_MODULES:-"virtio_mmio virtio_blk virtio_console erofs overlay loop dummy nf_tables nft_chain_nat nft_redir nft_reject_inet pvpanic_mmio fuse"}
 CACHE=${SPACE_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/space}
 
 for tool in apt-get apt-cache dpkg-deb depmod modprobe lz4 xz od grep; do

@@ -214,6 +214,21 @@ bool work_frozen(void);
 int ca_install(const char *pem, char *msg, size_t msg_size);
 const char *const *ca_env(void);
 
+/* volume*.c: volumes mounted in the guest as FUSE file systems that the agent serves by asking the host
+ * (lib/proto.h, "Volume mounts"; guest/agent/volume.h inside). volume_mount: INIT's mount_volume/mount_path
+ * (0 when it is mounted there already; -errno with msg "mount PATH: ..."). volume_frame: an answer on a VOLUME
+ * stream (true when it was one). volume_host_gone/back: the host went away (no answer comes to what was sent)
+ * or came back (what has no answer is sent again on new streams, after HELLO). volume_path_mounted: whether an
+ * absolute path is at or below a mount, which the agent itself must never enter (it would wait for its own
+ * answer): FILE requests there are refused. */
+int volume_mount(const char *id, const char *path, char *msg, size_t msg_size);
+bool volume_frame(Channel *c, const SpaceFrameHeader *h, const uint8_t *p);
+void volume_host_gone(void);
+void volume_host_back(Channel *c);
+bool volume_path_mounted(const char *path);
+size_t volume_poll_fill(struct pollfd *fds, size_t max);   /* at most SPACE_VOLUME_MOUNTS_MAX */
+void volume_poll_handle(Channel *c, const struct pollfd *fds, size_t n);
+
 /* init.c: INIT and the default environment for EXEC */
 void init_handle(Channel *c, uint32_t id, const uint8_t *p, size_t n);
 /* Default environment records ("K=V"), NULL-terminated. */

@@ -159,6 +159,19 @@ static void stop_answer(Channel *c, uint32_t stream) {
         (void) channel_send(c, SPACE_F_PONG, 0, stream, SPACE_PONG_SYNCED, strlen(SPACE_PONG_SYNCED));
 }
 
+/* A FILE request on a path in a volume mount would have the agent wait for its own answer (agent.h, volume*):
+ * refused, the volume's own API serves it. */
+static bool file_on_volume(Channel *c, uint32_t stream, const uint8_t *p, size_t n) {
+        const char *path = NULL, *to = NULL;
+
+        (void) space_kv_get(p, n, "path", &path);
+        (void) space_kv_get(p, n, "to", &to);
+        if (!(path && volume_path_mounted(path)) && !(to && volume_path_mounted(to)))
+                return false;
+        channel_send_error(c, stream, EXDEV, "the path is in a volume mount: the volume's API serves it");
+        return true;
+}
+
 static void dispatch(Channel *c, const SpaceFrameHeader *h, const uint8_t *p) {
         Stream *s;
 
@@ -187,6 +200,8 @@ static void dispatch(Channel *c, const SpaceFrameHeader *h, const uint8_t *p) {
                 stream_adopt(c, h->stream);
                 return;
         case SPACE_F_FILE:
+                if (file_on_volume(c, h->stream, p, h->length))
+                        return;
                 if (watch_is_request(p, h->length))
                         watch_handle(c, h->stream, p, h->length);
                 else
@@ -199,7 +214,7 @@ static void dispatch(Channel *c, const SpaceFrameHeader *h, const uint8_t *p) {
                 break;
         }
 
-        if (files_frame(c, h, p) || watch_frame(c, h, p) || net_frame(c, h, p))
+        if (files_frame(c, h, p) || watch_frame(c, h, p) || net_frame(c, h, p) || volume_frame(c, h, p))
                 return;
         s = stream_find(h->stream);
         if (!s)
@@ -245,6 +260,7 @@ static void host_gone(Channel *c) {
         files_drop_all(); /* nobody will finish them */
         watch_drop_all();
         net_drop_all(c);
+        volume_host_gone(); /* kept, to be sent again */
         if (c->head_left > 0) {
                 c->out_off += c->head_left;
                 c->head_left = 0;
@@ -259,6 +275,7 @@ static void host_back(Channel *c) {
         watch_drop_all();
         net_drop_all(c);
         channel_send_hello(c);
+        volume_host_back(c); /* after HELLO: the host knows our version first */
 }
 
 /* Returns true when it stopped because the output queue is full, not because the port ran dry. */

@@ -2,8 +2,8 @@
 
 /* INIT: the identity a sandbox gets after every boot, restore or fork (ARCHITECTURE.md, decision 4): hostname,
  * clock, RNG reseed, sandbox id, and the default environment for later EXECs; the daemon's CA to trust
- * (ca.c); after a create, also the size the root filesystem must grow to (disk.c); for a template's base
- * snapshot, the service to keep running (service.c). */
+ * (ca.c); the volumes to mount (volume-mount.c); after a create, also the size the root filesystem must grow
+ * to (disk.c); for a template's base snapshot, the service to keep running (service.c). */
 
 #include <errno.h>
 #include <fcntl.h>
@@ -128,7 +128,69 @@ static int parse_disk_bytes(const char *v, uint64_t *ret) {
         return 0;
 }
 
+/* INIT's mount_volume=ID, mount_path=PATH pairs (lib/proto.h, "Volume mounts"), gathered while it is parsed. */
+typedef struct InitMounts {
+        struct { const char *id, *path; } m[SPACE_VOLUME_MOUNTS_MAX];
+        size_t n;
+        const char *pending;      /* a mount_volume waiting for its mount_path */
+        int r;                    /* the first failure, told after the rest of the INIT */
+        char msg[256];
+} InitMounts;
+
+static void mounts_fail(InitMounts *im, int r, const char *msg) {
+        if (im->r == 0) {
+                im->r = r;
+                (void) snprintf(im->msg, sizeof im->msg, "%s", msg);
+        }
+}
+
+static void mounts_record(InitMounts *im, bool is_path, const char *v) {
+        if (!is_path) {
+                if (im->pending)
+                        mounts_fail(im, EINVAL, "mount: mount_volume without its mount_path");
+                im->pending = v;
+                return;
+        }
+        if (!im->pending)
+                mounts_fail(im, EINVAL, "mount: mount_path without its mount_volume");
+        else if (im->n == ELEMENTSOF(im->m))
+                mounts_fail(im, EMFILE, "mount: more volumes than a guest mounts");
+        else
+                im->m[im->n++] = (__typeof__(im->m[0])) { im->pending, v };
+        im->pending = NULL;
+}
+
+/* Before the thaw: what the workload runs sees its volumes. */
+static void mounts_apply(InitMounts *im) {
+        if (im->pending)
+                mounts_fail(im, EINVAL, "mount: mount_volume without its mount_path");
+        for (size_t i = 0; i < im->n; i++) {
+                char msg[256];
+                int r = volume_mount(im->m[i].id, im->m[i].path, msg, sizeof msg);
+
+                if (r < 0) {
+                        log_warn("%s", msg);
+                        mounts_fail(im, -r, msg);
+                }
+        }
+}
+
+/* The answer, once all of the INIT is done: the first of what failed late (a mount, the CA), else OK. */
+static void init_answer(Channel *c, uint32_t id, const InitMounts *mounts, int ca_r, const char *ca_msg) {
+        if (mounts->r) {
+                channel_send_error(c, id, mounts->r, mounts->msg);
+                return;
+        }
+        if (ca_r < 0) {
+                log_warn("%s", ca_msg);
+                channel_send_error(c, id, -ca_r, ca_msg);
+                return;
+        }
+        (void) channel_send(c, SPACE_F_OK, 0, id, NULL, 0);
+}
+
 void init_handle(Channel *c, uint32_t id, const uint8_t *p, size_t n) {
+        InitMounts mounts = {};
         char **env = NULL;
         size_t off = 0, klen, n_env = 0;
         const char *k, *v, *what = NULL;
@@ -164,6 +226,8 @@ void init_handle(Channel *c, uint32_t id, const uint8_t *p, size_t n) {
                         service_cwd = v;
                 else if (KEY("ca"))
                         ca = v;
+                else if (KEY("mount_volume") || KEY("mount_path"))
+                        mounts_record(&mounts, KEY("mount_path"), v);
                 else if (KEY("env")) {
                         const char *eq = strchr(v, '=');
                         char **l;
@@ -216,6 +280,7 @@ void init_handle(Channel *c, uint32_t id, const uint8_t *p, size_t n) {
          * failure is told last, with the identity in place. */
         if (ca)
                 ca_r = ca_install(ca, ca_msg, sizeof ca_msg);
+        mounts_apply(&mounts);
         /* The clock and the seed are in place: the workload, frozen if this guest was saved for others to
          * restore (freeze.c), may run now, and not an instruction before. */
         work_thaw();
@@ -235,10 +300,5 @@ void init_handle(Channel *c, uint32_t id, const uint8_t *p, size_t n) {
                         return;
                 }
         }
-        if (ca_r < 0) {
-                log_warn("%s", ca_msg);
-                channel_send_error(c, id, -ca_r, ca_msg);
-                return;
-        }
-        (void) channel_send(c, SPACE_F_OK, 0, id, NULL, 0);
+        init_answer(c, id, &mounts, ca_r, ca_msg);
 }

@@ -22,9 +22,10 @@
 #include "../../lib/macro.h"
 #include "agent.h"
 
-/* the port, the signalfd, three per process, then the network's listeners and tunnels */
+/* the port, the signalfd, three per process, then the network's listeners and tunnels, the watches, the
+ * volume mounts */
 #define POLL_STREAMS (2 + 3 * SPACE_STREAMS_MAX)
-#define POLL_MAX (POLL_STREAMS + AGENT_NET_POLL_MAX + SPACE_WATCHES_MAX)
+#define POLL_MAX (POLL_STREAMS + AGENT_NET_POLL_MAX + SPACE_WATCHES_MAX + SPACE_VOLUME_MOUNTS_MAX)
 
 static int open_port(void) {
         const char *path = getenv("SPACE_AGENT_PORT");
@@ -98,14 +99,15 @@ int main(int argc, char *argv[]) {
         channel_io(&c);
 
         for (;;) {
-                size_t n = 0, ns, nn, nw;
+                size_t n = 0, ns, nn, nw, nv;
                 int timeout = streams_poll_timeout(), nt = net_poll_timeout(), st = service_poll_timeout();
 
                 fds[n++] = (struct pollfd) { .fd = c.epoll_fd, .events = POLLIN };
                 fds[n++] = (struct pollfd) { .fd = sfd, .events = POLLIN };
                 ns = streams_poll_fill(&c, fds + n, POLL_STREAMS - n, owners);
-                nn = net_poll_fill(&c, fds + n + ns, POLL_MAX - SPACE_WATCHES_MAX - n - ns);
-                nw = watch_poll_fill(fds + n + ns + nn, POLL_MAX - n - ns - nn);
+                nn = net_poll_fill(&c, fds + n + ns, POLL_MAX - SPACE_WATCHES_MAX - SPACE_VOLUME_MOUNTS_MAX - n - ns);
+                nw = watch_poll_fill(fds + n + ns + nn, POLL_MAX - SPACE_VOLUME_MOUNTS_MAX - n - ns - nn);
+                nv = volume_poll_fill(fds + n + ns + nn + nw, POLL_MAX - n - ns - nn - nw);
 
                 /* file reads and lists have no fd to wait on: go round again at once while they can send */
                 if (files_want_pump(&c) || watch_want_pump(&c))
@@ -114,7 +116,7 @@ int main(int argc, char *argv[]) {
                         timeout = nt;
                 if (st >= 0 && (timeout < 0 || st < timeout))
                         timeout = st;
-                if (poll(fds, n + ns + nn + nw, timeout) < 0) {
+                if (poll(fds, n + ns + nn + nw + nv, timeout) < 0) {
                         if (errno != EINTR)
                                 log_err("poll: %m");
                         continue;
@@ -129,6 +131,7 @@ int main(int argc, char *argv[]) {
                 streams_poll_handle(&c, fds + 2, ns, owners);
                 net_poll_handle(&c, fds + 2 + ns, nn);
                 watch_poll_handle(&c, fds + 2 + ns + nn, nw);
+                volume_poll_handle(&c, fds + 2 + ns + nn + nw, nv);
                 streams_reap(&c);
                 service_tick();
                 files_pump(&c);
