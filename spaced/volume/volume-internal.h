@@ -26,6 +26,8 @@ int volume_fs_error(Error *reterr, int r, const char *what, const char *rel);
 int volume_entry_at(int dirfd, const char *leaf, const char *rel, VolumeEntry *ret);
 /* ... and the lstat it came from (the inode number and link count a guest's attr carries). */
 int volume_entry_stat_at(int dirfd, const char *leaf, const char *rel, VolumeEntry *ret, struct stat *ret_st);
+/* A new volume's root directory dir: its guest-visible mode VOLUME_ROOT_MODE. */
+int volume_root_mode_init(const char *dir);
 /* Sets the guest-visible owner and mode (-1: leave) on the open file or directory fd. */
 int volume_meta_set(int fd, int64_t uid, int64_t gid, int64_t mode);
 

@@ -188,6 +188,13 @@ int volume_create(Manager *m, const char *name, uint64_t quota, Volume **ret, Er
                 return error_set(reterr, error_code_from_errno(r), "cannot make the volume's directory: %s",
                                  strerror(-r)) ?: r;
         }
+        /* its root is every user's to write in, in every sandbox that mounts it, as E2B's are (a sandbox's
+         * default user writes there): VOLUME_ROOT_MODE until someone changes it */
+        r = volume_root_mode_init(dir);
+        if (r < 0) {
+                (void) rmdir(dir);
+                return error_set(reterr, ERROR_INTERNAL, "cannot set the volume's root mode: %s", strerror(-r)) ?: r;
+        }
         r = store_put_volume(m->store, &v->rec);
         if (r < 0) {
                 (void) rmdir(dir);
@@ -202,6 +209,14 @@ int volume_create(Manager *m, const char *name, uint64_t quota, Volume **ret, Er
         *tail = v;
         *ret = TAKE_PTR(v);
         return 0;
+}
+
+int volume_root_mode_init(const char *dir) {
+        _cleanup_close_ int fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+
+        if (fd < 0)
+                return -errno;
+        return volume_meta_set(fd, -1, -1, VOLUME_ROOT_MODE);
 }
 
 /* Its files: with the row gone, a failure here leaves a leftover that the next start removes. */

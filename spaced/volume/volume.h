@@ -35,6 +35,7 @@
 #define VOLUME_XATTR_MODE "user.space.mode"
 #define VOLUME_FILE_MODE_DEFAULT 0644
 #define VOLUME_DIR_MODE_DEFAULT 0755
+#define VOLUME_ROOT_MODE 0777         /* a new volume's root: any user of any sandbox that mounts it writes there */
 
 typedef struct VolumeUpload VolumeUpload;
 

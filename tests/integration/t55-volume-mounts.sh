@@ -54,6 +54,8 @@ check_eq "inspect shows both mounts" "[[\"data\", \"/data\", \"$DATA_ID\"], [\"t
 gx "$A" 'grep " /data " /proc/mounts'
 check_match "the guest has a FUSE mount at /data" '^space-volume /data fuse(\.space)? ' "$(cat "$OUT")"
 
+run sc exec -u 1000:1000 "$A" -- sh -c 'stat -c "%a %u" /data && echo by-a-user > /data/user.txt && stat -c "%u %g" /data/user.txt && rm /data/user.txt'
+check_eq "a new volume's root is 0777: a user other than root writes there, and owns what it makes" "777 0 1000 1000" "$(tr '\n' ' ' <"$OUT" | sed 's/ $//')"
 gx "$A" 'echo hello-volume > /data/hello.txt && mkdir -p /data/d/e && echo deep > /data/d/e/f && cat /data/hello.txt'
 check_eq "write and read back in the guest" "hello-volume" "$(cat "$OUT")"
 ureq GET "/v1/volumes/data/files?path=/hello.txt"

@@ -146,8 +146,8 @@ static off_t host_size(const char *vdir, const char *rel) {
 static void test_files(Manager *m, Volume *v, const char *vdir) {
         Answer a = {};
 
-        ok(req(m, v, &a, "op", "getattr", "path", "") == 0 && has(&a, "type", "dir") && has(&a, "mode", "493") &&
-           get(&a, "ino") && get(&a, "nlink") && get(&a, "ctime_nsec"), "getattr of the root: a directory, 0755, every attr record");
+        ok(req(m, v, &a, "op", "getattr", "path", "") == 0 && has(&a, "type", "dir") && has(&a, "mode", "511") &&
+           get(&a, "ino") && get(&a, "nlink") && get(&a, "ctime_nsec"), "getattr of the root: a directory, 0777 (a new volume's), every attr record");
         ok(req(m, v, &a, "op", "lookup", "path", "f") == -ENOENT && a.msg[0], "lookup of nothing: ENOENT, with a message");
         ok(req(m, v, &a, "op", "create", "path", "f", "mode", "420", "uid", "1000", "gid", "1001", "exclusive", "1") == 0 &&
            has(&a, "type", "file") && has(&a, "mode", "420") && has(&a, "uid", "1000") && has(&a, "gid", "1001") &&
