@@ -12,6 +12,7 @@
 #define _GNU_SOURCE /* asprintf */
 #endif
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdarg.h>
@@ -20,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "../../lib/macro.h"
@@ -272,6 +274,19 @@ static void test_readdir(Manager *m, Volume *v, const char *vdir) {
         ok(req(m, v, &a, "op", "readdir", "path", "", "cookie", "0") == 0 && has_name(&a, "big", "dir") &&
            has_name(&a, "g", "file") && has_name(&a, "l3", "symlink") && has(&a, "cookie", "0"),
            "readdir of the root: name, type, ino of each, cookie=0 at the end");
+        {
+                _cleanup_free_ char *ino = NULL;
+                const char *key, *val;
+                size_t off = 0, klen;
+
+                ok(req(m, v, &a, "op", "lookup", "path", "big") == 0 && (ino = strdup(get(&a, "ino") ?: "")) &&
+                   req(m, v, &a, "op", "readdir", "path", "", "cookie", "0") == 0, "lookup and readdir of the root");
+                while (space_kv_next(a.kv, a.kv_len, &off, &key, &klen, &val) > 0 && !(klen == 4 && streq(val, "big")))
+                        ;
+                ok(space_kv_next(a.kv, a.kv_len, &off, &key, &klen, &val) > 0 &&
+                   space_kv_next(a.kv, a.kv_len, &off, &key, &klen, &val) > 0 && klen == 3 && streq(val, ino),
+                   "readdir's ino is lookup's");
+        }
         ok(req(m, v, &a, "op", "readdir", "path", "big", "cookie", "9223372036854775807") <= 0 &&
            req(m, v, &a, "op", "readdir", "path", "big", "cookie", "123456789") <= 0 &&
            req(m, v, &a, "op", "readdir", "path", "big", "cookie", "9223372036854775808") == -EINVAL,
@@ -287,6 +302,7 @@ static void test_readdir(Manager *m, Volume *v, const char *vdir) {
  * system restored from elsewhere: the guest itself can make only links the host never follows out). */
 static void test_escapes(Manager *m, Volume *v, const char *vdir, const char *outside) {
         _cleanup_free_ char *etc = host_path(vdir, "etc"), *out = host_path(vdir, "out"), *up = host_path(vdir, "up"),
+                            *fifo = host_path(vdir, "fifo"),
                             *keep = NULL, *long_path = malloc(VOLUME_PATH_MAX + 10);
         const char *bad[] = { "..", "../f", "a/../g", "/g", "g/", "a//g", "./g", "g/.", ".", "/", "//" };
         char name[VOLUME_COMPONENT_MAX + 2];
@@ -342,6 +358,13 @@ static void test_escapes(Manager *m, Volume *v, const char *vdir, const char *ou
         ok(req(m, v, &a, "op", "unlink", "path", "etc") == 0 && req(m, v, &a, "op", "unlink", "path", "out") == 0 &&
            req(m, v, &a, "op", "unlink", "path", "up") == 0 && access("/etc", F_OK) == 0 && access(keep, F_OK) == 0,
            "unlink of the planted links removes the links alone");
+        ASSERT(mkfifo(fifo, 0600) == 0);
+        ok(req(m, v, &a, "op", "lookup", "path", "fifo") == 0 && has(&a, "type", "other") &&
+           req(m, v, &a, "op", "read", "path", "fifo", "offset", "0", "size", "10") == -EINVAL &&
+           reqd(m, v, &a, "x", 1, "op", "write", "path", "fifo", "offset", "0", NULL) == -EIO &&
+           req(m, v, &a, "op", "setattr", "path", "fifo", "mode", "511") == -EINVAL &&
+           req(m, v, &a, "op", "unlink", "path", "fifo") == 0,
+           "a FIFO planted in the volume: 'other', never waited on, removable");
         ASSERT(stat("/etc/passwd", &passwd_after) == 0 && stat(keep, &out_after) == 0);
         ok(passwd_after.st_size == passwd_before.st_size && passwd_after.st_ctim.tv_sec == passwd_before.st_ctim.tv_sec &&
            passwd_after.st_ctim.tv_nsec == passwd_before.st_ctim.tv_nsec && out_after.st_size == out_before.st_size &&
@@ -448,6 +471,60 @@ static void test_quota(Manager *m, Volume *q, const char *qdir) {
         answer_done(&a);
 }
 
+/* Nothing but the store and volume-data/ in the state directory, and only the volumes' directories in that. */
+static bool state_unchanged(const char *dir) {
+        _cleanup_free_ char *data = NULL;
+        _cleanup_closedir_ DIR *d = opendir(dir), *dd = NULL;
+        struct dirent *de;
+        unsigned other = 0, volumes = 0;
+
+        ASSERT(d && asprintf(&data, "%s/volume-data", dir) > 0 && (dd = opendir(data)));
+        while ((de = readdir(d)))
+                other += !streq(de->d_name, ".") && !streq(de->d_name, "..") && !streq(de->d_name, "volume-data") &&
+                         strncmp(de->d_name, "space.db", 8) != 0;
+        while ((de = readdir(dd)))
+                volumes += !streq(de->d_name, ".") && !streq(de->d_name, "..");
+        return other == 0 && volumes == 2;
+}
+
+static double now_us(void) {
+        struct timespec ts;
+
+        ASSERT(clock_gettime(CLOCK_MONOTONIC, &ts) == 0);
+        return (double) ts.tv_sec * 1e6 + (double) ts.tv_nsec / 1e3;
+}
+
+/* What one request costs here (diag only: the machine is shared). */
+static void measure(Manager *m, Volume *v) {
+        static uint8_t block[SPACE_VOLUME_IO_MAX];
+        const unsigned n = 2000;
+        char off[32];
+        Answer a = {};
+        double t0;
+        unsigned fails = 0;
+
+        ASSERT(req(m, v, &a, "op", "create", "path", "bench", "mode", "420", "uid", "0", "gid", "0") == 0);
+        t0 = now_us();
+        for (unsigned i = 0; i < n; i++)
+                fails += req(m, v, &a, "op", "getattr", "path", "real/x") != 0;
+        diag("getattr: %.1f us each", (now_us() - t0) / n);
+        t0 = now_us();
+        for (unsigned i = 0; i < 16; i++) {
+                snprintf(off, sizeof off, "%u", i * SPACE_VOLUME_IO_MAX);
+                fails += reqd(m, v, &a, block, sizeof block, "op", "write", "path", "bench", "offset", off, NULL) != 0;
+        }
+        diag("write of 32 KiB: %.1f us each", (now_us() - t0) / 16);
+        t0 = now_us();
+        for (unsigned i = 0; i < n; i++) {
+                snprintf(off, sizeof off, "%u", (i % 16) * SPACE_VOLUME_IO_MAX);
+                fails += req(m, v, &a, "op", "read", "path", "bench", "offset", off, "size", "32768") != 0 ||
+                         a.data_len != SPACE_VOLUME_IO_MAX;
+        }
+        diag("read of 32 KiB: %.1f us each", (now_us() - t0) / n);
+        ok(fails == 0, "%u getattrs, 16 writes and %u reads of 32 KiB", n, n);
+        answer_done(&a);
+}
+
 int main(void) {
         char tmpl[] = "/tmp/test-volume-guest.XXXXXX", out_tmpl[] = "/tmp/test-volume-guest-out.XXXXXX";
         _cleanup_free_ char *vdir = NULL, *qdir = NULL, *keep = NULL;
@@ -476,6 +553,8 @@ int main(void) {
         test_escapes(&m, v, vdir, outside);
         test_records(&m, v);
         test_quota(&m, q, qdir);
+        ok(state_unchanged(state_dir), "the state directory holds the store and the two volumes' directories, nothing else");
+        measure(&m, v);
         ok(leaks == 0, "no message named a host path, and no failure left an answer");
         ok(oversized == 0, "every answer fit in a frame");
 
