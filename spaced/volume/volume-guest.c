@@ -167,7 +167,6 @@ int guest_answer_attr(GuestRequest *q, const VolumeTarget *t) {
                 { "size", (long long) st.st_size },
                 { "uid", (long long) e.uid },
                 { "gid", (long long) e.gid },
-                { "ino", (long long) st.st_ino },
                 { "nlink", (long long) st.st_nlink },
                 { "atime", (long long) st.st_atim.tv_sec },
                 { "atime_nsec", (long long) st.st_atim.tv_nsec },
@@ -177,10 +176,10 @@ int guest_answer_attr(GuestRequest *q, const VolumeTarget *t) {
                 { "ctime_nsec", (long long) st.st_ctim.tv_nsec },
         };
         r = space_kv_add(&q->kv, "type", attr_type(&st));
+        if (r >= 0) /* unsigned on the wire, whatever its bits */
+                r = space_kv_addf(&q->kv, "ino", "%llu", (unsigned long long) st.st_ino);
         for (size_t i = 0; r >= 0 && i < ELEMENTSOF(num); i++)
-                /* ino is unsigned on the wire whatever its bits */
-                r = i == 4 ? space_kv_addf(&q->kv, num[i].key, "%llu", (unsigned long long) st.st_ino)
-                           : space_kv_addf(&q->kv, num[i].key, "%lld", num[i].v);
+                r = space_kv_addf(&q->kv, num[i].key, "%lld", num[i].v);
         return r;
 }
 
