@@ -196,6 +196,17 @@ static void test_files(Manager *m, Volume *v, const char *vdir) {
         ok(reqd(m, v, &a, "x", 1, "op", "write", "path", "l", "offset", "0", NULL) == -ELOOP, "nor write");
         ok(req(m, v, &a, "op", "symlink", "path", "l", "target", "x") == -EEXIST, "symlink over one: EEXIST");
         ok(req(m, v, &a, "op", "symlink", "path", "l2", "target", "") == -EINVAL, "an empty target: EINVAL");
+        {
+                _cleanup_free_ char *target = malloc(SPACE_FILE_PATH_MAX + 2), *lpath = host_path(vdir, "l");
+                char back[16] = "";
+
+                ASSERT(target);
+                memset(target, 't', SPACE_FILE_PATH_MAX + 1);
+                target[SPACE_FILE_PATH_MAX + 1] = '\0';
+                ok(req(m, v, &a, "op", "symlink", "path", "l2", "target", target) == -EINVAL && host_size(vdir, "l2") < 0,
+                   "a target over %u bytes: EINVAL", SPACE_FILE_PATH_MAX);
+                ok(readlink(lpath, back, sizeof back - 1) == 4 && streq(back, "../f"), "on the host it is a real symlink");
+        }
 
         ok(req(m, v, &a, "op", "setattr", "path", "f", "mode", "1517", "uid", "7", "gid", "8") == 0 &&
            has(&a, "mode", "1517") && has(&a, "uid", "7") && has(&a, "gid", "8"), "setattr of mode (with sticky bit) and owner");
