@@ -482,6 +482,67 @@ static void test_quota(Manager *m, Volume *q, const char *qdir) {
         answer_done(&a);
 }
 
+/* A chain of depth directories named name from the root (each made by a guest's mkdir); its path in path. */
+static void chain(Manager *m, Volume *v, const char *name, unsigned depth, char *path, size_t size) {
+        Answer a = {};
+
+        path[0] = '\0';
+        for (unsigned i = 0; i < depth; i++) {
+                ASSERT(strlen(path) + strlen(name) + 2 < size);
+                strcat(path, i ? "/" : "");
+                strcat(path, name);
+                ASSERT(req(m, v, &a, "op", "mkdir", "path", path, "mode", "493", "uid", "0", "gid", "0") == 0);
+        }
+        answer_done(&a);
+}
+
+/* Directories nested deeper than the walks hold open (renames nest them past any path): the usage after a
+ * restart, a removal through the API, a volume's removal. Returns the volume g again (the restart made it anew). */
+static Volume *test_deep(Manager *m, const char *dir) {
+        char a_path[1024], b_path[1024], file[1100], stale[1400];
+        Volume *v = volume_find(m, "g"), *d = NULL;
+        _cleanup_free_ char *ddir = NULL;
+        uint64_t before = usage_of(m, v);
+        Answer a = {};
+        Error e = {};
+        int fd;
+
+        chain(m, v, "a", 300, a_path, sizeof a_path);
+        chain(m, v, "b", 300, b_path, sizeof b_path);
+        snprintf(file, sizeof file, "%s/f", b_path);
+        ASSERT(req(m, v, &a, "op", "create", "path", file, "mode", "420", "uid", "0", "gid", "0") == 0);
+        ASSERT(reqd(m, v, &a, "1234567", 7, "op", "write", "path", file, "offset", "0", NULL) == 0);
+        snprintf(file, sizeof file, "%s/b", a_path);
+        ok(req(m, v, &a, "op", "rename", "path", "b", "to", file) == 0, "a chain of 300 directories renamed to the "
+           "bottom of another: 601 deep, a file of 7 bytes at the bottom");
+        snprintf(stale, sizeof stale, "%s/volume-data/%s/%s/" VOLUME_TEMP_PREFIX "0123456789abcdef", dir, v->rec.id, a_path);
+        fd = open(stale, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
+        ASSERT(fd >= 0 && write(fd, "xxxx", 4) == 4);
+        close(fd);
+        manager_close(m);
+        manager_open(m, dir);
+        v = volume_find(m, "g");
+        ASSERT(v);
+        ok(usage_of(m, v) == before + 7 && access(stale, F_OK) < 0,
+           "after a restart the walk counts it all, and removes a dead upload's file 300 deep");
+        ok(req(m, v, &a, "op", "create", "path", "after", "mode", "420", "uid", "0", "gid", "0") == 0 &&
+           reqd(m, v, &a, "x", 1, "op", "write", "path", "after", "offset", "0", NULL) == 0 && usage_of(m, v) == before + 8,
+           "... and writes go on");
+        ok(volume_remove_path(m, v, "/a", &e) == 0 && usage_of(m, v) == before + 1 &&
+           req(m, v, &a, "op", "lookup", "path", "a") == -ENOENT, "a removal through the API takes the whole tree");
+        error_done(&e);
+
+        ASSERT(volume_create(m, "deep", 1 << 20, &d, &e) == 0);
+        ASSERT(asprintf(&ddir, "%s/volume-data/%s", dir, d->rec.id) > 0);
+        chain(m, d, "a", 300, a_path, sizeof a_path);
+        chain(m, d, "b", 300, b_path, sizeof b_path);
+        ASSERT(req(m, d, &a, "op", "rename", "path", "b", "to", (snprintf(file, sizeof file, "%s/b", a_path), file)) == 0);
+        ok(volume_remove(m, d, &e) == 0 && access(ddir, F_OK) < 0, "removing a volume 600 deep leaves nothing on the disk");
+        error_done(&e);
+        answer_done(&a);
+        return v;
+}
+
 /* Nothing but the store and volume-data/ in the state directory, and only the volumes' directories in that. */
 static bool state_unchanged(const char *dir) {
         _cleanup_free_ char *data = NULL;
@@ -564,6 +625,7 @@ int main(void) {
         test_escapes(&m, v, vdir, outside);
         test_records(&m, v);
         test_quota(&m, q, qdir);
+        v = test_deep(&m, state_dir);
         ok(state_unchanged(state_dir), "the state directory holds the store and the two volumes' directories, nothing else");
         measure(&m, v);
         ok(leaks == 0, "no message named a host path, and no failure left an answer");
