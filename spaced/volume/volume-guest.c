@@ -1,13 +1,10 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-#include <dirent.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <unistd.h>
 
 #include "macro.h"
 #include "volume/volume-internal.h"
@@ -18,7 +15,6 @@
  * This file parses and answers; volume-guest-ops.c does the ops. */
 
 /* The records a request may carry, by GuestKey. */
-
 static const char *const key_names[_GUEST_KEY_MAX] = {
         [GUEST_KEY_OP] = "op",
         [GUEST_KEY_PATH] = "path",
