@@ -1,13 +1,10 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-#include <dirent.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <unistd.h>
 
 #include "macro.h"
 #include "volume/volume-internal.h"
@@ -18,7 +15,6 @@
  * This file parses and answers; volume-guest-ops.c does the ops. */
 
 /* The records a request may carry, by GuestKey. */
-
 static const char *const key_names[_GUEST_KEY_MAX] = {
         [GUEST_KEY_OP] = "op",
         [GUEST_KEY_PATH] = "path",
@@ -167,7 +163,6 @@ int guest_answer_attr(GuestRequest *q, const VolumeTarget *t) {
                 { "size", (long long) st.st_size },
                 { "uid", (long long) e.uid },
                 { "gid", (long long) e.gid },
-                { "ino", (long long) st.st_ino },
                 { "nlink", (long long) st.st_nlink },
                 { "atime", (long long) st.st_atim.tv_sec },
                 { "atime_nsec", (long long) st.st_atim.tv_nsec },
@@ -177,10 +172,10 @@ int guest_answer_attr(GuestRequest *q, const VolumeTarget *t) {
                 { "ctime_nsec", (long long) st.st_ctim.tv_nsec },
         };
         r = space_kv_add(&q->kv, "type", attr_type(&st));
+        if (r >= 0) /* unsigned on the wire, whatever its bits */
+                r = space_kv_addf(&q->kv, "ino", "%llu", (unsigned long long) st.st_ino);
         for (size_t i = 0; r >= 0 && i < ELEMENTSOF(num); i++)
-                /* ino is unsigned on the wire whatever its bits */
-                r = i == 4 ? space_kv_addf(&q->kv, num[i].key, "%llu", (unsigned long long) st.st_ino)
-                           : space_kv_addf(&q->kv, num[i].key, "%lld", num[i].v);
+                r = space_kv_addf(&q->kv, num[i].key, "%lld", num[i].v);
         return r;
 }
 

@@ -12,6 +12,7 @@
 #define _GNU_SOURCE /* asprintf */
 #endif
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdarg.h>
@@ -20,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "../../lib/macro.h"
@@ -194,6 +196,17 @@ static void test_files(Manager *m, Volume *v, const char *vdir) {
         ok(reqd(m, v, &a, "x", 1, "op", "write", "path", "l", "offset", "0", NULL) == -ELOOP, "nor write");
         ok(req(m, v, &a, "op", "symlink", "path", "l", "target", "x") == -EEXIST, "symlink over one: EEXIST");
         ok(req(m, v, &a, "op", "symlink", "path", "l2", "target", "") == -EINVAL, "an empty target: EINVAL");
+        {
+                _cleanup_free_ char *target = malloc(SPACE_FILE_PATH_MAX + 2), *lpath = host_path(vdir, "l");
+                char back[16] = "";
+
+                ASSERT(target);
+                memset(target, 't', SPACE_FILE_PATH_MAX + 1);
+                target[SPACE_FILE_PATH_MAX + 1] = '\0';
+                ok(req(m, v, &a, "op", "symlink", "path", "l2", "target", target) == -EINVAL && host_size(vdir, "l2") < 0,
+                   "a target over %u bytes: EINVAL", SPACE_FILE_PATH_MAX);
+                ok(readlink(lpath, back, sizeof back - 1) == 4 && streq(back, "../f"), "on the host it is a real symlink");
+        }
 
         ok(req(m, v, &a, "op", "setattr", "path", "f", "mode", "1517", "uid", "7", "gid", "8") == 0 &&
            has(&a, "mode", "1517") && has(&a, "uid", "7") && has(&a, "gid", "8"), "setattr of mode (with sticky bit) and owner");
@@ -272,6 +285,19 @@ static void test_readdir(Manager *m, Volume *v, const char *vdir) {
         ok(req(m, v, &a, "op", "readdir", "path", "", "cookie", "0") == 0 && has_name(&a, "big", "dir") &&
            has_name(&a, "g", "file") && has_name(&a, "l3", "symlink") && has(&a, "cookie", "0"),
            "readdir of the root: name, type, ino of each, cookie=0 at the end");
+        {
+                _cleanup_free_ char *ino = NULL;
+                const char *key, *val;
+                size_t off = 0, klen;
+
+                ok(req(m, v, &a, "op", "lookup", "path", "big") == 0 && (ino = strdup(get(&a, "ino") ?: "")) &&
+                   req(m, v, &a, "op", "readdir", "path", "", "cookie", "0") == 0, "lookup and readdir of the root");
+                while (space_kv_next(a.kv, a.kv_len, &off, &key, &klen, &val) > 0 && !(klen == 4 && streq(val, "big")))
+                        ;
+                ok(space_kv_next(a.kv, a.kv_len, &off, &key, &klen, &val) > 0 &&
+                   space_kv_next(a.kv, a.kv_len, &off, &key, &klen, &val) > 0 && klen == 3 && streq(val, ino),
+                   "readdir's ino is lookup's");
+        }
         ok(req(m, v, &a, "op", "readdir", "path", "big", "cookie", "9223372036854775807") <= 0 &&
            req(m, v, &a, "op", "readdir", "path", "big", "cookie", "123456789") <= 0 &&
            req(m, v, &a, "op", "readdir", "path", "big", "cookie", "9223372036854775808") == -EINVAL,
@@ -287,6 +313,7 @@ static void test_readdir(Manager *m, Volume *v, const char *vdir) {
  * system restored from elsewhere: the guest itself can make only links the host never follows out). */
 static void test_escapes(Manager *m, Volume *v, const char *vdir, const char *outside) {
         _cleanup_free_ char *etc = host_path(vdir, "etc"), *out = host_path(vdir, "out"), *up = host_path(vdir, "up"),
+                            *fifo = host_path(vdir, "fifo"),
                             *keep = NULL, *long_path = malloc(VOLUME_PATH_MAX + 10);
         const char *bad[] = { "..", "../f", "a/../g", "/g", "g/", "a//g", "./g", "g/.", ".", "/", "//" };
         char name[VOLUME_COMPONENT_MAX + 2];
@@ -342,6 +369,13 @@ static void test_escapes(Manager *m, Volume *v, const char *vdir, const char *ou
         ok(req(m, v, &a, "op", "unlink", "path", "etc") == 0 && req(m, v, &a, "op", "unlink", "path", "out") == 0 &&
            req(m, v, &a, "op", "unlink", "path", "up") == 0 && access("/etc", F_OK) == 0 && access(keep, F_OK) == 0,
            "unlink of the planted links removes the links alone");
+        ASSERT(mkfifo(fifo, 0600) == 0);
+        ok(req(m, v, &a, "op", "lookup", "path", "fifo") == 0 && has(&a, "type", "other") &&
+           req(m, v, &a, "op", "read", "path", "fifo", "offset", "0", "size", "10") == -EINVAL &&
+           reqd(m, v, &a, "x", 1, "op", "write", "path", "fifo", "offset", "0", NULL) == -EIO &&
+           req(m, v, &a, "op", "setattr", "path", "fifo", "mode", "511") == -EINVAL &&
+           req(m, v, &a, "op", "unlink", "path", "fifo") == 0,
+           "a FIFO planted in the volume: 'other', never waited on, removable");
         ASSERT(stat("/etc/passwd", &passwd_after) == 0 && stat(keep, &out_after) == 0);
         ok(passwd_after.st_size == passwd_before.st_size && passwd_after.st_ctim.tv_sec == passwd_before.st_ctim.tv_sec &&
            passwd_after.st_ctim.tv_nsec == passwd_before.st_ctim.tv_nsec && out_after.st_size == out_before.st_size &&
@@ -448,6 +482,121 @@ static void test_quota(Manager *m, Volume *q, const char *qdir) {
         answer_done(&a);
 }
 
+/* A chain of depth directories named name from the root (each made by a guest's mkdir); its path in path. */
+static void chain(Manager *m, Volume *v, const char *name, unsigned depth, char *path, size_t size) {
+        Answer a = {};
+
+        path[0] = '\0';
+        for (unsigned i = 0; i < depth; i++) {
+                ASSERT(strlen(path) + strlen(name) + 2 < size);
+                strcat(path, i ? "/" : "");
+                strcat(path, name);
+                ASSERT(req(m, v, &a, "op", "mkdir", "path", path, "mode", "493", "uid", "0", "gid", "0") == 0);
+        }
+        answer_done(&a);
+}
+
+/* Directories nested deeper than the walks hold open (renames nest them past any path): the usage after a
+ * restart, a removal through the API, a volume's removal. Returns the volume g again (the restart made it anew). */
+static Volume *test_deep(Manager *m, const char *dir) {
+        char a_path[1024], b_path[1024], file[1100], stale[1400];
+        Volume *v = volume_find(m, "g"), *d = NULL;
+        _cleanup_free_ char *ddir = NULL;
+        uint64_t before = usage_of(m, v);
+        Answer a = {};
+        Error e = {};
+        int fd;
+
+        chain(m, v, "a", 300, a_path, sizeof a_path);
+        chain(m, v, "b", 300, b_path, sizeof b_path);
+        snprintf(file, sizeof file, "%s/f", b_path);
+        ASSERT(req(m, v, &a, "op", "create", "path", file, "mode", "420", "uid", "0", "gid", "0") == 0);
+        ASSERT(reqd(m, v, &a, "1234567", 7, "op", "write", "path", file, "offset", "0", NULL) == 0);
+        snprintf(file, sizeof file, "%s/b", a_path);
+        ok(req(m, v, &a, "op", "rename", "path", "b", "to", file) == 0, "a chain of 300 directories renamed to the "
+           "bottom of another: 601 deep, a file of 7 bytes at the bottom");
+        snprintf(stale, sizeof stale, "%s/volume-data/%s/%s/" VOLUME_TEMP_PREFIX "0123456789abcdef", dir, v->rec.id, a_path);
+        fd = open(stale, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
+        ASSERT(fd >= 0 && write(fd, "xxxx", 4) == 4);
+        close(fd);
+        manager_close(m);
+        manager_open(m, dir);
+        v = volume_find(m, "g");
+        ASSERT(v);
+        ok(usage_of(m, v) == before + 7 && access(stale, F_OK) < 0,
+           "after a restart the walk counts it all, and removes a dead upload's file 300 deep");
+        ok(req(m, v, &a, "op", "create", "path", "after", "mode", "420", "uid", "0", "gid", "0") == 0 &&
+           reqd(m, v, &a, "x", 1, "op", "write", "path", "after", "offset", "0", NULL) == 0 && usage_of(m, v) == before + 8,
+           "... and writes go on");
+        ok(volume_remove_path(m, v, "/a", &e) == 0 && usage_of(m, v) == before + 1 &&
+           req(m, v, &a, "op", "lookup", "path", "a") == -ENOENT, "a removal through the API takes the whole tree");
+        error_done(&e);
+
+        ASSERT(volume_create(m, "deep", 1 << 20, &d, &e) == 0);
+        ASSERT(asprintf(&ddir, "%s/volume-data/%s", dir, d->rec.id) > 0);
+        chain(m, d, "a", 300, a_path, sizeof a_path);
+        chain(m, d, "b", 300, b_path, sizeof b_path);
+        ASSERT(req(m, d, &a, "op", "rename", "path", "b", "to", (snprintf(file, sizeof file, "%s/b", a_path), file)) == 0);
+        ok(volume_remove(m, d, &e) == 0 && access(ddir, F_OK) < 0, "removing a volume 600 deep leaves nothing on the disk");
+        error_done(&e);
+        answer_done(&a);
+        return v;
+}
+
+/* Nothing but the store and volume-data/ in the state directory, and only the volumes' directories in that. */
+static bool state_unchanged(const char *dir) {
+        _cleanup_free_ char *data = NULL;
+        _cleanup_closedir_ DIR *d = opendir(dir), *dd = NULL;
+        struct dirent *de;
+        unsigned other = 0, volumes = 0;
+
+        ASSERT(d && asprintf(&data, "%s/volume-data", dir) > 0 && (dd = opendir(data)));
+        while ((de = readdir(d)))
+                other += !streq(de->d_name, ".") && !streq(de->d_name, "..") && !streq(de->d_name, "volume-data") &&
+                         strncmp(de->d_name, "space.db", 8) != 0;
+        while ((de = readdir(dd)))
+                volumes += !streq(de->d_name, ".") && !streq(de->d_name, "..");
+        return other == 0 && volumes == 2;
+}
+
+static double now_us(void) {
+        struct timespec ts;
+
+        ASSERT(clock_gettime(CLOCK_MONOTONIC, &ts) == 0);
+        return (double) ts.tv_sec * 1e6 + (double) ts.tv_nsec / 1e3;
+}
+
+/* What one request costs here (diag only: the machine is shared). */
+static void measure(Manager *m, Volume *v) {
+        static uint8_t block[SPACE_VOLUME_IO_MAX];
+        const unsigned n = 2000;
+        char off[32];
+        Answer a = {};
+        double t0;
+        unsigned fails = 0;
+
+        ASSERT(req(m, v, &a, "op", "create", "path", "bench", "mode", "420", "uid", "0", "gid", "0") == 0);
+        t0 = now_us();
+        for (unsigned i = 0; i < n; i++)
+                fails += req(m, v, &a, "op", "getattr", "path", "real/x") != 0;
+        diag("getattr: %.1f us each", (now_us() - t0) / n);
+        t0 = now_us();
+        for (unsigned i = 0; i < 16; i++) {
+                snprintf(off, sizeof off, "%u", i * SPACE_VOLUME_IO_MAX);
+                fails += reqd(m, v, &a, block, sizeof block, "op", "write", "path", "bench", "offset", off, NULL) != 0;
+        }
+        diag("write of 32 KiB: %.1f us each", (now_us() - t0) / 16);
+        t0 = now_us();
+        for (unsigned i = 0; i < n; i++) {
+                snprintf(off, sizeof off, "%u", (i % 16) * SPACE_VOLUME_IO_MAX);
+                fails += req(m, v, &a, "op", "read", "path", "bench", "offset", off, "size", "32768") != 0 ||
+                         a.data_len != SPACE_VOLUME_IO_MAX;
+        }
+        diag("read of 32 KiB: %.1f us each", (now_us() - t0) / n);
+        ok(fails == 0, "%u getattrs, 16 writes and %u reads of 32 KiB", n, n);
+        answer_done(&a);
+}
+
 int main(void) {
         char tmpl[] = "/tmp/test-volume-guest.XXXXXX", out_tmpl[] = "/tmp/test-volume-guest-out.XXXXXX";
         _cleanup_free_ char *vdir = NULL, *qdir = NULL, *keep = NULL;
@@ -476,6 +625,9 @@ int main(void) {
         test_escapes(&m, v, vdir, outside);
         test_records(&m, v);
         test_quota(&m, q, qdir);
+        v = test_deep(&m, state_dir);
+        ok(state_unchanged(state_dir), "the state directory holds the store and the two volumes' directories, nothing else");
+        measure(&m, v);
         ok(leaks == 0, "no message named a host path, and no failure left an answer");
         ok(oversized == 0, "every answer fit in a frame");
 
