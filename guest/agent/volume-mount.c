@@ -262,3 +262,8 @@ bool volume_path_mounted(const char *path) {
         }
         return false;
 }
+
+void volume_forget_inherited(void) {
+        for (size_t i = 0; i < SPACE_VOLUME_MOUNTS_MAX; i++)
+                volume_mounts[i] = NULL; /* the parent's: its memory stays with the child's copy, unused */
+}

@@ -92,6 +92,20 @@ check_eq "rm and rmdir" "big from-host.txt hello.txt link " "$(cat "$OUT")"
 gx "$A" 'mknod /data/dev c 1 3; ln /data/hello.txt /data/hard; ls /data | grep -c -e dev -e hard'
 check_eq "device nodes and hard links are refused" "0" "$(cat "$OUT")"
 
+# ---- the agent's own file operations in a mount (spacectl cp, E2B's files.*): run beside the loop that serves it
+printf 'cp-content' >"$TEST_TMP/cpin"
+check_rc "spacectl cp into the volume" 0 sc cp -q "$TEST_TMP/cpin" "$A:/data/cpin.txt"
+ureq GET "/v1/volumes/data/files?path=/cpin.txt"
+check_eq "... the volume has it" "cp-content" "$(cat "$OUT")"
+check_rc "spacectl cp out of the volume" 0 sc cp -q "$A:/data/big" "$TEST_TMP/big-out"
+check_eq "... the same 3 MiB" "$GUEST_SUM" "$(sha256sum "$TEST_TMP/big-out" | cut -d' ' -f1)"
+gx "$A" 'ln -sfn /data /root/vlink'
+check_rc "spacectl cp through a symlink that leads into the mount" 0 sc cp -q "$TEST_TMP/cpin" "$A:/root/vlink/via-link.txt"
+ureq GET "/v1/volumes/data/files?path=/via-link.txt"
+check_eq "... lands in the volume" "cp-content" "$(cat "$OUT")"
+gx "$A" 'rm /data/cpin.txt /data/via-link.txt /root/vlink'
+check_eq "... and the mount is served all along" 0 "$RC"
+
 # ---- the quota, in the guest
 gx "$A" 'df -k /tiny | tail -n1'
 check_match "statfs: the quota's size (1024 KiB)" '^space-volume +1024 ' "$(cat "$OUT")"
