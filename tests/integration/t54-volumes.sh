@@ -272,7 +272,6 @@ ureq POST /v1/sandboxes "${JSON[@]}" -d '{"template": "minimal", "volume_mounts"
 check_status "a volume mounted twice: 400 invalid_argument" 400 invalid_argument
 ureq POST /v1/sandboxes "${JSON[@]}" -d '{"template": "minimal", "volume_mounts": [{"name": "da:ta", "path": "/a"}]}'
 check_status "a name with ':': 404 volume_not_found" 404 volume_not_found
-check_contains "... saying why (QEMU 7.2 blocks migration with 9p and virtiofs)" "QEMU 7.2" "$OUT"
 check_eq "... and no sandbox was made" 0 "$(sandbox_count)"
 
 # ---- restart: volumes, files and usage kept; the walk counts the usage again
