@@ -15,7 +15,8 @@
 
 /* Changing a volume: writes at an offset (whole files are uploads, volume-upload.c), directories, removals,
  * renames, metadata (volume.h). The usage is counted before each write, which is refused whole when it would
- * pass the quota; the last component of a path is never
+ * pass the quota, and each new entry (a file, a directory, its parents) is refused before it is made when it
+ * would pass the bound on entries; the last component of a path is never
  * followed when it is a symlink (a write or a removal acts on the link, or is refused). */
 
 #define TREE_DEPTH_MAX 256 /* a walk or a removal: open directories held at once */
@@ -28,8 +29,14 @@
 typedef struct DeepWalk {
         bool remove;              /* remove everything below, else count */
         uint64_t *sum;            /* the sizes of the regular files counted, or removed */
+        uint64_t *entries;        /* the entries counted, or removed (hidden upload files not), or NULL */
         unsigned *stale;          /* the hidden files of unfinished uploads removed, or NULL */
 } DeepWalk;
+
+static void deep_count(const DeepWalk *w) {
+        if (w->entries)
+                (*w->entries)++;
+}
 
 /* One entry: a directory to go down into (1), or counted or removed here (0). */
 static int deep_visit(const DeepWalk *w, int dirfd, const char *name) {
@@ -40,8 +47,10 @@ static int deep_visit(const DeepWalk *w, int dirfd, const char *name) {
                 return errno == ENOENT ? 0 : -errno;
         if (S_ISDIR(st.st_mode)) {
                 /* removing: an empty one goes at once, and a full one when it is met again after its contents */
-                if (!w->remove || unlinkat(dirfd, name, AT_REMOVEDIR) == 0)
+                if (!w->remove || unlinkat(dirfd, name, AT_REMOVEDIR) == 0) {
+                        deep_count(w);
                         return !w->remove;
+                }
                 return errno == ENOTEMPTY || errno == EEXIST ? 1 : -errno;
         }
         temp = S_ISREG(st.st_mode) && volume_temp_name(name);
@@ -51,6 +60,8 @@ static int deep_visit(const DeepWalk *w, int dirfd, const char *name) {
                 if (temp && w->stale)
                         (*w->stale)++;
         }
+        if (!temp)
+                deep_count(w);
         if (S_ISREG(st.st_mode) && !temp && w->sum)
                 *w->sum += (uint64_t) st.st_size;
         return 0;
@@ -126,13 +137,14 @@ static int walk_deep_at(int dirfd, const char *name, const DeepWalk *w) {
         return fd < 0 ? -errno : walk_deep(fd, w);
 }
 
-int volume_walk_usage(int dirfd, unsigned depth, uint64_t *ret, unsigned *ret_stale) {
+int volume_walk_usage(int dirfd, unsigned depth, uint64_t *ret, uint64_t *ret_entries, unsigned *ret_stale) {
         _cleanup_closedir_ DIR *d = NULL;
         struct dirent *de;
         int fd, r;
 
         if (depth >= TREE_DEPTH_MAX)
-                return walk_deep_at(dirfd, ".", &(const DeepWalk) { .sum = ret, .stale = ret_stale });
+                return walk_deep_at(dirfd, ".",
+                                    &(const DeepWalk) { .sum = ret, .entries = ret_entries, .stale = ret_stale });
         fd = dup(dirfd);
         if (fd < 0 || !(d = fdopendir(fd))) {
                 r = -errno;
@@ -148,16 +160,19 @@ int volume_walk_usage(int dirfd, unsigned depth, uint64_t *ret, unsigned *ret_st
                 if (fstatat(dirfd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
                         continue;
                 /* at the first use after a start no upload of ours is in progress: this one's daemon died */
-                if (S_ISREG(st.st_mode) && volume_temp_name(de->d_name) && unlinkat(dirfd, de->d_name, 0) == 0)
+                if (S_ISREG(st.st_mode) && volume_temp_name(de->d_name) && unlinkat(dirfd, de->d_name, 0) == 0) {
                         (*ret_stale)++;
-                else if (S_ISREG(st.st_mode))
+                        continue;
+                }
+                (*ret_entries)++;
+                if (S_ISREG(st.st_mode))
                         *ret += (uint64_t) st.st_size;
                 else if (S_ISDIR(st.st_mode)) {
                         _cleanup_close_ int child =
                                 openat(dirfd, de->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
                         if (child < 0)
                                 return -errno;
-                        r = volume_walk_usage(child, depth + 1, ret, ret_stale);
+                        r = volume_walk_usage(child, depth + 1, ret, ret_entries, ret_stale);
                         if (r < 0)
                                 return r;
                 }
@@ -165,7 +180,16 @@ int volume_walk_usage(int dirfd, unsigned depth, uint64_t *ret, unsigned *ret_st
         return errno ? -errno : 0;
 }
 
-int volume_remove_tree_at(int dirfd, const char *name, unsigned depth, uint64_t *ret_freed) {
+/* The empty directory name in dirfd removed, and counted in *ret_removed (when not NULL). */
+static int rmdir_counted(int dirfd, const char *name, uint64_t *ret_removed) {
+        if (unlinkat(dirfd, name, AT_REMOVEDIR) < 0)
+                return -errno;
+        if (ret_removed)
+                (*ret_removed)++;
+        return 0;
+}
+
+int volume_remove_tree_at(int dirfd, const char *name, unsigned depth, uint64_t *ret_freed, uint64_t *ret_removed) {
         struct stat st;
         int r;
 
@@ -177,10 +201,11 @@ int volume_remove_tree_at(int dirfd, const char *name, unsigned depth, uint64_t 
                 int fd;
 
                 if (depth >= TREE_DEPTH_MAX) {
-                        r = walk_deep_at(dirfd, name, &(const DeepWalk) { .remove = true, .sum = ret_freed });
+                        r = walk_deep_at(dirfd, name,
+                                         &(const DeepWalk) { .remove = true, .sum = ret_freed, .entries = ret_removed });
                         if (r < 0)
                                 return r;
-                        return unlinkat(dirfd, name, AT_REMOVEDIR) < 0 ? -errno : 0;
+                        return rmdir_counted(dirfd, name, ret_removed);
                 }
                 fd = openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
                 if (fd < 0)
@@ -193,24 +218,56 @@ int volume_remove_tree_at(int dirfd, const char *name, unsigned depth, uint64_t 
                 }
                 while ((errno = 0, de = readdir(d)))
                         if (!streq(de->d_name, ".") && !streq(de->d_name, "..")) {
-                                r = volume_remove_tree_at(fd, de->d_name, depth + 1, ret_freed);
+                                r = volume_remove_tree_at(fd, de->d_name, depth + 1, ret_freed, ret_removed);
                                 if (r < 0 && r != -ENOENT)
                                         return r;
                         }
                 if (errno)
                         return -errno;
-                return unlinkat(dirfd, name, AT_REMOVEDIR) < 0 ? -errno : 0;
+                return rmdir_counted(dirfd, name, ret_removed);
         }
         if (unlinkat(dirfd, name, 0) < 0)
                 return -errno;
         /* an upload's hidden file was never counted (its upload fails at finish) */
-        if (ret_freed && S_ISREG(st.st_mode) && !volume_temp_name(name))
+        if (S_ISREG(st.st_mode) && volume_temp_name(name))
+                return 0;
+        if (ret_freed && S_ISREG(st.st_mode))
                 *ret_freed += (uint64_t) st.st_size;
+        if (ret_removed)
+                (*ret_removed)++;
         return 0;
 }
 
-/* Makes the directories of rel that are missing, each resolved inside the volume as any path is. */
-static int mkdir_parents(int root, const char *rel) {
+/* How many of the directories of rel are missing: all from the first that is not there. */
+static int count_missing(int root, const char *rel, uint64_t *ret) {
+        size_t len = strlen(rel);
+        uint64_t n = 0;
+        int r;
+
+        for (size_t i = 0; i < len;) {
+                size_t k = strcspn(rel + i, "/");
+
+                if (n == 0) {
+                        _cleanup_free_ char *prefix = strndup(rel, i + k);
+                        _cleanup_close_ int fd = -1;
+
+                        if (!prefix)
+                                return -ENOMEM;
+                        r = volume_open_in(root, prefix, O_PATH | O_DIRECTORY, &fd);
+                        if (r < 0 && r != -ENOENT)
+                                return r;
+                        n += r == -ENOENT;
+                } else
+                        n++;
+                i += k + 1;
+        }
+        *ret = n;
+        return 0;
+}
+
+/* Makes the directories of rel that are missing, each resolved inside the volume as any path is; how many it
+ * made in *ret_made, also when it fails half way. */
+static int mkdir_parents(int root, const char *rel, uint64_t *ret_made) {
         _cleanup_close_ int cur = -1;
         size_t len = strlen(rel);
         int r;
@@ -227,7 +284,9 @@ static int mkdir_parents(int root, const char *rel) {
                         return -ENOMEM;
                 r = volume_open_in(root, prefix, O_PATH | O_DIRECTORY, &next);
                 if (r == -ENOENT) {
-                        if (mkdirat(cur, name, 0700) < 0 && errno != EEXIST)
+                        if (mkdirat(cur, name, 0700) == 0)
+                                (*ret_made)++;
+                        else if (errno != EEXIST)
                                 return -errno;
                         r = volume_open_in(root, prefix, O_PATH | O_DIRECTORY, &next);
                 }
@@ -238,6 +297,60 @@ static int mkdir_parents(int root, const char *rel) {
                 i += n + 1;
         }
         return 0;
+}
+
+/* The directories of rel that are missing, made when they and extra more entries (what the caller then makes
+ * below them) fit in the volume's bound on entries, and counted in it. */
+static int make_parents(Manager *m, Volume *v, const char *rel, uint64_t extra, const char *what, Error *reterr) {
+        uint64_t missing = 0, made = 0;
+        int root, r;
+
+        r = volume_root(m, v, &root, reterr);
+        if (r < 0)
+                return r;
+        r = count_missing(root, rel, &missing);
+        if (r < 0)
+                return volume_fs_error(reterr, r, what, rel);
+        if (missing == 0)
+                return 0;
+        r = volume_check_entries(m, v, missing + extra, rel, reterr);
+        if (r < 0)
+                return r;
+        r = mkdir_parents(root, rel, &made);
+        volume_entries_add(v, (int64_t) made);
+        return r < 0 ? volume_fs_error(reterr, r, what, rel) : 0;
+}
+
+int volume_check_entries(Manager *m, Volume *v, uint64_t n, const char *rel, Error *reterr) {
+        uint64_t usage, max = volume_entries_max(m);
+        int r = volume_usage(m, v, &usage, reterr);
+
+        if (r < 0)
+                return r;
+        if (n > max || v->entries > max - n)
+                return error_set(reterr, ERROR_QUOTA_EXCEEDED,
+                                 "volume '%s' holds %llu entries, and volume_entries_max (spaced.conf) bounds a volume "
+                                 "to %llu: making /%.512s%s would pass it; nothing was made",
+                                 v->rec.name, (unsigned long long) v->entries, (unsigned long long) max, rel,
+                                 n > 1 ? " and its parents" : "") ?: -ENOSPC;
+        return 0;
+}
+
+int volume_check_new_entry(Manager *m, Volume *v, int dirfd, const char *leaf, const char *rel, Error *reterr) {
+        struct stat st;
+
+        if (leaf && fstatat(dirfd, leaf, &st, AT_SYMLINK_NOFOLLOW) == 0)
+                return 0;
+        return volume_check_entries(m, v, 1, rel, reterr);
+}
+
+void volume_entries_add(Volume *v, int64_t n) {
+        if (!v->usage_known)
+                return;
+        if (n >= 0)
+                v->entries += (uint64_t) n;
+        else
+                v->entries -= (uint64_t) -n < v->entries ? (uint64_t) -n : v->entries;
 }
 
 int volume_check_quota(Manager *m, Volume *v, uint64_t old_size, uint64_t new_size, uint64_t own_reserved,
@@ -286,7 +399,7 @@ static int write_at(VolumeTarget *t, const void *data, size_t len, const VolumeW
 
 int volume_write_target(Manager *m, Volume *v, const char *path, const VolumeWriteOptions *o, VolumeTarget *ret,
                         VolumeEntry *ret_old, bool *ret_existed, Error *reterr) {
-        int root, r;
+        int r;
 
         if ((o->mode > 07777) || o->uid > (int64_t) UINT32_MAX - 1 || o->gid > (int64_t) UINT32_MAX - 1 ||
             o->offset > VOLUME_QUOTA_MAX)
@@ -302,12 +415,10 @@ int volume_write_target(Manager *m, Volume *v, const char *path, const VolumeWri
                 slash = strrchr(rel, '/');
                 if (slash) {
                         *slash = '\0';
-                        r = volume_root(m, v, &root, reterr);
+                        /* and the file, below them */
+                        r = make_parents(m, v, rel, 1, "make the directories of", reterr);
                         if (r < 0)
                                 return r;
-                        r = mkdir_parents(root, rel);
-                        if (r < 0)
-                                return volume_fs_error(reterr, r, "make the directories of", rel);
                 }
         }
         r = volume_resolve(m, v, path, ret, reterr);
@@ -360,12 +471,15 @@ int volume_write(Manager *m, Volume *v, const char *path, const void *data, size
         old_size = existed ? old.size : 0;
         new_size = o->offset + len > old_size ? o->offset + len : old_size;
         r = volume_check_quota(m, v, old_size, new_size, 0, t.rel, reterr);
+        if (r >= 0 && !existed)
+                r = volume_check_entries(m, v, 1, t.rel, reterr);
         if (r < 0)
                 return r;
         r = write_at(&t, data, len, o, existed);
         if (r < 0)
                 return volume_fs_error(reterr, r, "write", t.rel);
         volume_usage_add(v, old_size, new_size);
+        volume_entries_add(v, !existed);
         r = volume_entry_at(t.dirfd, t.leaf, t.rel, ret);
         return r < 0 ? volume_fs_error(reterr, r, "stat", t.rel) : 0;
 }
@@ -374,7 +488,7 @@ int volume_mkdir(Manager *m, Volume *v, const char *path, bool parents, int64_t 
                  VolumeEntry *ret, Error *reterr) {
         _cleanup_(volume_target_done) VolumeTarget t = { .dirfd = -1 };
         _cleanup_close_ int fd = -1;
-        int root, r;
+        int r;
 
         if (mode > 07777 || uid > (int64_t) UINT32_MAX - 1 || gid > (int64_t) UINT32_MAX - 1)
                 return error_set(reterr, ERROR_INVALID_ARGUMENT, "mode is 0 to 07777, uid and gid 0 to 4294967294")
@@ -385,12 +499,9 @@ int volume_mkdir(Manager *m, Volume *v, const char *path, bool parents, int64_t 
                 r = volume_path_normalize(path, &rel, reterr);
                 if (r < 0)
                         return r;
-                r = volume_root(m, v, &root, reterr);
+                r = make_parents(m, v, rel, 0, "make the directory", reterr);
                 if (r < 0)
                         return r;
-                r = mkdir_parents(root, rel);
-                if (r < 0)
-                        return volume_fs_error(reterr, r, "make the directory", rel);
         }
         r = volume_resolve(m, v, path, &t, reterr);
         if (r < 0)
@@ -398,8 +509,12 @@ int volume_mkdir(Manager *m, Volume *v, const char *path, bool parents, int64_t 
         if (!parents) {
                 if (!t.leaf)
                         return volume_fs_error(reterr, -EEXIST, "make the directory", t.rel);
+                r = volume_check_new_entry(m, v, t.dirfd, t.leaf, t.rel, reterr);
+                if (r < 0)
+                        return r;
                 if (mkdirat(t.dirfd, t.leaf, 0700) < 0)
                         return volume_fs_error(reterr, -errno, "make the directory", t.rel);
+                volume_entries_add(v, 1);
         }
         fd = openat(t.dirfd, t.leaf ?: ".", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
         if (fd < 0)
@@ -413,7 +528,7 @@ int volume_mkdir(Manager *m, Volume *v, const char *path, bool parents, int64_t 
 
 int volume_remove_path(Manager *m, Volume *v, const char *path, Error *reterr) {
         _cleanup_(volume_target_done) VolumeTarget t = { .dirfd = -1 };
-        uint64_t usage, freed = 0;
+        uint64_t usage, freed = 0, removed = 0;
         int r;
 
         r = volume_resolve(m, v, path, &t, reterr);
@@ -425,8 +540,9 @@ int volume_remove_path(Manager *m, Volume *v, const char *path, Error *reterr) {
         r = volume_usage(m, v, &usage, reterr);
         if (r < 0)
                 return r;
-        r = volume_remove_tree_at(t.dirfd, t.leaf, 0, &freed);
+        r = volume_remove_tree_at(t.dirfd, t.leaf, 0, &freed, &removed);
         volume_usage_add(v, freed, 0);
+        volume_entries_add(v, -(int64_t) removed);
         return r < 0 ? volume_fs_error(reterr, r, "remove", t.rel) : 0;
 }
 
@@ -456,9 +572,13 @@ int volume_rename_flags(Manager *m, Volume *v, const char *from, const char *to,
                 dst.st_mode = 0;
         if (renameat2(a.dirfd, a.leaf, b.dirfd, b.leaf, flags) < 0)
                 return volume_fs_error(reterr, -errno, "rename", a.rel);
-        /* a rename onto another name of the same file removes nothing (rename(2)): its size stays counted */
-        if (S_ISREG(dst.st_mode) && !(dst.st_dev == src.st_dev && dst.st_ino == src.st_ino))
-                volume_usage_add(v, (uint64_t) dst.st_size, 0);
+        /* a rename onto another name of the same file removes nothing (rename(2)): its size stays counted; onto
+         * another entry (a file, a link, an empty directory), that one is gone */
+        if (dst.st_mode != 0 && !(dst.st_dev == src.st_dev && dst.st_ino == src.st_ino)) {
+                if (S_ISREG(dst.st_mode))
+                        volume_usage_add(v, (uint64_t) dst.st_size, 0);
+                volume_entries_add(v, -1);
+        }
         return 0;
 }
 
