@@ -5,7 +5,8 @@
  * done and refused, and what a hostile guest tries first: paths that are not normal ("..", "//", "/a", "./a",
  * "a/", 4096+ bytes), symlinks planted in the volume's directory to /etc and to a directory outside, used as the
  * last component and in the middle, made-up readdir cookies, offsets at INT64_MAX, writes and truncations past the
- * quota (uploads in progress counted), malformed, missing, repeated and oversized records. No answer names a host
+ * quota (uploads in progress counted), files, directories and links past the bound on entries (and the API's
+ * writes and mkdirs beside them), malformed, missing, repeated and oversized records. No answer names a host
  * path, every answer fits in a frame, and nothing outside the volume's directory changes. */
 
 #ifndef _GNU_SOURCE
