@@ -226,6 +226,14 @@ bool volume_frame(Channel *c, const SpaceFrameHeader *h, const uint8_t *p);
 void volume_host_gone(void);
 void volume_host_back(Channel *c);
 bool volume_path_mounted(const char *path);
+/* What the agent's own walks use beside a mount (files.c, watch.c): fstatat() that never asks a volume mount
+ * (AT_STATX_DONT_SYNC: a mount point is described from the kernel's cache) and says whether what it found is in
+ * one (then no walk goes into it, no xattr is read); whether a device is a mount's; and whether a symlink's text
+ * leads into one (lexically: then no realpath, no xattr of its target). */
+struct stat;
+int volume_statat(int dirfd, const char *name, int flags, struct stat *ret, bool *ret_in_mount);
+bool volume_dev_mounted(dev_t dev);
+bool volume_link_leads_in(const char *link);
 size_t volume_poll_fill(struct pollfd *fds, size_t max);   /* at most SPACE_VOLUME_MOUNTS_MAX */
 void volume_poll_handle(Channel *c, const struct pollfd *fds, size_t n);
 
