@@ -64,6 +64,8 @@ typedef struct Host {
         uint32_t reply_stream;
         uint8_t reply_type;
         char reply_errno[16], reply_message[256];
+        SpaceBuf data;            /* DATA on the test's streams (a FILE list's entries) */
+        bool data_eof;
 } Host;
 
 /* A request held back (hold mode): answered later, or dropped for a reconnect. */
@@ -257,6 +259,14 @@ static void frame(Host *h, const SpaceFrameHeader *fh, const uint8_t *p) {
         }
         if (fh->stream & SPACE_STREAM_GUEST_BIT)
                 return;
+        if (fh->type == SPACE_F_DATA) {
+                ASSERT(space_buf_append(&h->data, p, fh->length) == 0);
+                return;
+        }
+        if (fh->type == SPACE_F_EOF) {
+                h->data_eof = true;
+                return;
+        }
         h->reply_stream = fh->stream;
         h->reply_type = fh->type;
         h->reply_errno[0] = h->reply_message[0] = '\0';
@@ -379,23 +389,56 @@ static void run_child(void (*fn)(void), void (*idle)(void)) {
         ok(WIFEXITED(status) && WEXITSTATUS(status) == 0, "the guest's program ended cleanly");
 }
 
-/* Sends INIT with records (NUL-separated "k=v" strings, NULL-terminated) and serves until its answer. */
-static uint8_t init(Host *h, uint32_t stream, const char *const *records) {
+static void stop_all(void) {
+        char cmd[400];
+
+        for (size_t i = 0; i < n_hosts; i++) {
+                kill(hosts[i].agent, SIGKILL);
+                (void) waitpid(hosts[i].agent, NULL, 0);
+                close(hosts[i].fd);
+                free(hosts[i].reader);
+                space_buf_done(&hosts[i].data);
+        }
+        (void) umount2(mnt, MNT_DETACH);
+        (void) umount2(mntx, MNT_DETACH);
+        (void) umount2(mnt2, MNT_DETACH);
+        volumes_free(&mgr);
+        mgr.store = store_close(mgr.store);
+        snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+        (void) system(cmd);
+}
+
+/* Sends a frame of type with records (NUL-separated "k=v" strings, NULL-terminated) and serves until its
+ * answer (OK or ERROR), and with until_eof the EOF of its DATA too. */
+static uint8_t ask(Host *h, uint8_t type, uint32_t stream, const char *const *records, bool until_eof) {
         SpaceBuf b = {};
         uint64_t deadline = now_ms() + 10000;
 
         for (; *records; records++)
                 ASSERT(space_buf_append(&b, *records, strlen(*records) + 1) == 0);
         h->reply_stream = 0;
-        send_frame(h, SPACE_F_INIT, stream, b.data, b.len);
+        h->data.len = 0;
+        h->data_eof = false;
+        send_frame(h, type, stream, b.data, b.len);
         space_buf_done(&b);
-        while (h->reply_stream != stream && now_ms() < deadline) {
+        while ((h->reply_stream != stream || (until_eof && h->reply_type == SPACE_F_OK && !h->data_eof)) &&
+               now_ms() < deadline) {
                 struct pollfd pfd = { .fd = h->fd, .events = POLLIN };
 
                 (void) poll(&pfd, 1, 100);
                 ASSERT(host_read(h));
         }
-        return h->reply_stream == stream ? h->reply_type : 0;
+        if (h->reply_stream != stream) {
+                /* the agent waits on something: its own mount, most likely; nothing after this can pass */
+                ok(false, "the agent answered within 10 s");
+                stop_all();
+                exit(done());
+        }
+        return h->reply_type;
+}
+
+static uint8_t init(Host *h, uint32_t stream, const char *const *records) {
+        return ask(h, SPACE_F_INIT, stream, records, false);
 }
 
 static char *path_in(const char *base, const char *rel) {
@@ -750,6 +793,51 @@ static void test_files(void) {
         }
 }
 
+/* FILE requests the agent would have to serve from its own mount: refused, or walked around, never waited on. */
+static void test_file_guards(Host *h) {
+        char p1[400], p2[400], p3[400], guest[300];
+        const char *rel = NULL, *resolved = NULL;
+        size_t off = 0, klen;
+        const char *k, *v;
+        bool mnt_seen = false, below = false, link_unresolved = false;
+
+        snprintf(p1, sizeof p1, "path=%s/e1", mnt);
+        snprintf(p2, sizeof p2, "path=%s/../mnt//e1", mnt);
+        snprintf(p3, sizeof p3, "path=%s", mnt);
+        ok(ask(h, SPACE_F_FILE, 20, (const char *const[]) { "op=stat", p1, NULL }, false) == SPACE_F_ERROR &&
+           atoi(h->reply_errno) == EXDEV, "FILE stat in a mount: EXDEV (%s)", h->reply_message);
+        ok(ask(h, SPACE_F_FILE, 21, (const char *const[]) { "op=stat", p2, NULL }, false) == SPACE_F_ERROR &&
+           atoi(h->reply_errno) == EXDEV, "... however the path is written");
+        ok(ask(h, SPACE_F_FILE, 22, (const char *const[]) { "op=watch", p3, NULL }, false) == SPACE_F_ERROR &&
+           atoi(h->reply_errno) == EXDEV, "FILE watch of a mount: EXDEV");
+
+        snprintf(guest, sizeof guest, "%s/guest", dir);
+        ASSERT(symlink("mnt/e1", path_in(guest, "into")) == 0);
+        snprintf(p1, sizeof p1, "path=%s", guest);
+        ok(ask(h, SPACE_F_FILE, 23, (const char *const[]) { "op=list", p1, "depth=3", NULL }, true) == SPACE_F_OK &&
+           h->data_eof, "FILE list of the mount's parent, 3 deep: answered");
+        while (space_kv_next(h->data.data, h->data.len, &off, &k, &klen, &v) > 0) {
+                if (klen == 3 && memcmp(k, "rel", 3) == 0) {
+                        rel = v;
+                        mnt_seen |= streq(rel, "mnt");
+                        below |= strncmp(rel, "mnt/", 4) == 0;
+                }
+                if (klen == 8 && memcmp(k, "resolved", 8) == 0)
+                        resolved = v;
+                if (rel && streq(rel, "into") && resolved) {
+                        link_unresolved = streq(resolved, "");
+                        rel = NULL;
+                }
+        }
+        ok(mnt_seen && !below, "the mount point is listed, and nothing below it");
+        ok(link_unresolved, "a symlink into the mount is not resolved by the agent");
+        snprintf(p1, sizeof p1, "path=%s", guest);
+        ok(ask(h, SPACE_F_FILE, 24, (const char *const[]) { "op=watch", p1, "recursive=1", NULL }, false) ==
+           SPACE_F_OK, "a recursive watch of the mount's parent: armed, the mount left out");
+        send_frame(h, SPACE_F_CLOSE, 24, NULL, 0);
+        ASSERT(unlink(path_in(guest, "into")) == 0);
+}
+
 static void test_quota(void) {
         VolumeEntry en = {};
         Error e = {};
@@ -921,6 +1009,7 @@ int main(void) {
 
         test_init(h);
         test_files();
+        test_file_guards(h);
         test_quota();
         run_child(guest_speed, NULL);
         run_child(guest_unmounted, NULL);
@@ -930,21 +1019,6 @@ int main(void) {
 
         for (size_t i = 0; i < n_hosts; i++)
                 ok(kill(hosts[i].agent, 0) == 0, "agent %zu still runs", i + 1);
-        (void) umount2(mnt, MNT_DETACH);
-        (void) umount2(mntx, MNT_DETACH);
-        (void) umount2(mnt2, MNT_DETACH);
-        for (size_t i = 0; i < n_hosts; i++) {
-                kill(hosts[i].agent, SIGKILL);
-                (void) waitpid(hosts[i].agent, NULL, 0);
-                close(hosts[i].fd);
-                free(hosts[i].reader);
-        }
-        volumes_free(&mgr);
-        mgr.store = store_close(mgr.store);
-        {
-                char cmd[400];
-                snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-                (void) system(cmd);
-        }
+        stop_all();
         return done();
 }
