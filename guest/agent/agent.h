@@ -218,14 +218,16 @@ const char *const *ca_env(void);
  * (lib/proto.h, "Volume mounts"; guest/agent/volume.h inside). volume_mount: INIT's mount_volume/mount_path
  * (0 when it is mounted there already; -errno with msg "mount PATH: ..."). volume_frame: an answer on a VOLUME
  * stream (true when it was one). volume_host_gone/back: the host went away (no answer comes to what was sent)
- * or came back (what has no answer is sent again on new streams, after HELLO). volume_path_mounted: whether an
- * absolute path is at or below a mount, which the agent itself must never enter (it would wait for its own
- * answer): FILE requests there are refused. */
+ * or came back (what has no answer is sent again on new streams, after HELLO). The agent itself must never enter
+ * a mount: it would wait for its own answer. volume_path_mounted: whether an absolute path is at or below one,
+ * lexically; volume_path_enters: whether resolving it does (symlinks followed, the last one if follow_last),
+ * found without asking any mount: FILE requests there are refused. */
 int volume_mount(const char *id, const char *path, char *msg, size_t msg_size);
 bool volume_frame(Channel *c, const SpaceFrameHeader *h, const uint8_t *p);
 void volume_host_gone(void);
 void volume_host_back(Channel *c);
 bool volume_path_mounted(const char *path);
+bool volume_path_enters(const char *path, bool follow_last);
 /* What the agent's own walks use beside a mount (files.c, watch.c): fstatat() that never asks a volume mount
  * (AT_STATX_DONT_SYNC: a mount point is described from the kernel's cache) and says whether what it found is in
  * one (then no walk goes into it, no xattr is read); whether a device is a mount's; and whether a symlink's text

@@ -160,13 +160,19 @@ static void stop_answer(Channel *c, uint32_t stream) {
 }
 
 /* A FILE request on a path in a volume mount would have the agent wait for its own answer (agent.h, volume*):
- * refused, the volume's own API serves it. */
+ * refused, the volume's own API serves it. The path is resolved as the op will (its last component followed or
+ * not), symlinks and all, asking no mount anything. */
 static bool file_on_volume(Channel *c, uint32_t stream, const uint8_t *p, size_t n) {
-        const char *path = NULL, *to = NULL;
+        const char *path = NULL, *to = NULL, *op = "", *follow = "0";
+        bool follow_last;
 
         (void) space_kv_get(p, n, "path", &path);
         (void) space_kv_get(p, n, "to", &to);
-        if (!(path && volume_path_mounted(path)) && !(to && volume_path_mounted(to)))
+        (void) space_kv_get(p, n, "op", &op);
+        (void) space_kv_get(p, n, "follow", &follow);
+        follow_last = streq(op, "stat") ? streq(follow, "1") :
+                      !streq(op, "remove") && !streq(op, "move") && !streq(op, "symlink") && !streq(op, "attrs");
+        if (!(path && volume_path_enters(path, follow_last)) && !(to && volume_path_enters(to, false)))
                 return false;
         channel_send_error(c, stream, EXDEV, "the path is in a volume mount: the volume's API serves it");
         return true;

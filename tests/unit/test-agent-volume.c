@@ -813,6 +813,14 @@ static void test_file_guards(Host *h) {
 
         snprintf(guest, sizeof guest, "%s/guest", dir);
         ASSERT(symlink("mnt/e1", path_in(guest, "into")) == 0);
+        snprintf(p1, sizeof p1, "path=%s/into", guest);
+        snprintf(p2, sizeof p2, "path=%s/into/d2/../x", guest);
+        ok(ask(h, SPACE_F_FILE, 25, (const char *const[]) { "op=stat", p1, "follow=1", NULL }, false) ==
+           SPACE_F_ERROR && atoi(h->reply_errno) == EXDEV, "FILE stat through a symlink into the mount: EXDEV");
+        ok(ask(h, SPACE_F_FILE, 26, (const char *const[]) { "op=read", p2, NULL }, false) == SPACE_F_ERROR &&
+           atoi(h->reply_errno) == EXDEV, "FILE read below it, with \"..\": EXDEV");
+        ok(ask(h, SPACE_F_FILE, 27, (const char *const[]) { "op=stat", p1, NULL }, false) == SPACE_F_OK,
+           "FILE stat of the symlink itself: OK");
         snprintf(p1, sizeof p1, "path=%s", guest);
         ok(ask(h, SPACE_F_FILE, 23, (const char *const[]) { "op=list", p1, "depth=3", NULL }, true) == SPACE_F_OK &&
            h->data_eof, "FILE list of the mount's parent, 3 deep: answered");
@@ -835,7 +843,9 @@ static void test_file_guards(Host *h) {
         ok(ask(h, SPACE_F_FILE, 24, (const char *const[]) { "op=watch", p1, "recursive=1", NULL }, false) ==
            SPACE_F_OK, "a recursive watch of the mount's parent: armed, the mount left out");
         send_frame(h, SPACE_F_CLOSE, 24, NULL, 0);
-        ASSERT(unlink(path_in(guest, "into")) == 0);
+        snprintf(p1, sizeof p1, "path=%s/into", guest);
+        ok(ask(h, SPACE_F_FILE, 28, (const char *const[]) { "op=remove", p1, NULL }, false) == SPACE_F_OK &&
+           access(path_in(guest, "into"), F_OK) < 0, "FILE remove of the symlink: OK, the mount untouched");
 }
 
 static void test_quota(void) {
