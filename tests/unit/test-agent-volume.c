@@ -86,7 +86,7 @@ static Held held[256];
 static size_t n_held, max_held;
 static enum { SERVE, HOLD, HOLD_BURST } serve_mode = SERVE;
 static uint64_t last_request_ms;
-static unsigned requests_seen;
+static unsigned requests_seen, readdirs_seen;
 
 static uint64_t now_ms(void) {
         struct timespec ts;
@@ -218,6 +218,7 @@ static void request(Host *h, const SpaceFrameHeader *fh, const uint8_t *p) {
         if (space_volume_payload_split(p, fh->length, &kv, &kv_len, &data, &data_len) == 0) {
                 (void) space_kv_get(kv, kv_len, "op", &op);
                 (void) space_kv_get(kv, kv_len, "path", &path);
+                readdirs_seen += streq(op, "readdir");
                 if (answer_broken(h, fh->stream, op, path, kv, kv_len))
                         return;
         }
@@ -627,6 +628,38 @@ static void guest_speed(void) {
             "mkdir+rmdir %.0f/s", 2 / w, 2 / r, 200 / md);
 }
 
+#define BIG_DIR_FILES 3000U
+
+static void guest_big_dir(void) {
+        static char names[BIG_DIR_FILES][256];
+        char again[256] = "";
+        long pos = -1;
+        unsigned n = 0, dups = 0, pos_index = 1234;
+        struct dirent *de;
+        DIR *d = opendir(path_in(mnt, "big"));
+
+        while (d && (de = readdir(d)) && n < BIG_DIR_FILES) {
+                if (n == pos_index)
+                        pos = telldir(d); /* after entry 1234: the next readdir gives entry 1235 */
+                snprintf(names[n++], sizeof names[0], "%s", de->d_name);
+        }
+        cok(d && n == BIG_DIR_FILES && !readdir(d), "a directory of %u long names (several frames of the host's "
+            "readdir) is listed whole (%u)", BIG_DIR_FILES, n);
+        for (unsigned i = 0; i < n; i++)
+                for (unsigned j = i + 1; j < n && j < i + 8; j++)
+                        dups += streq(names[i], names[j]);
+        cok(dups == 0, "no entry twice");
+        if (d && pos >= 0) {
+                seekdir(d, pos);
+                de = readdir(d);
+                snprintf(again, sizeof again, "%s", de ? de->d_name : "");
+        }
+        cok(n > pos_index + 1 && streq(again, names[pos_index + 1]), "seekdir back to a telldir in an earlier "
+            "batch resumes there");
+        if (d)
+                closedir(d);
+}
+
 static void guest_unmounted(void) {
         struct stat st;
 
@@ -864,6 +897,32 @@ static void test_quota(void) {
         ASSERT(volume_remove_path(&mgr, vol, "/fill", &e) == 0);
 }
 
+static void test_big_dir(void) {
+        char p[160];
+        unsigned before;
+
+        for (unsigned i = 0; i < BIG_DIR_FILES; i++) {
+                snprintf(p, sizeof p, "/big/f%04u-%0100u", i, i);
+                host_put(p, "");
+        }
+        before = readdirs_seen;
+        run_child(guest_big_dir, NULL);
+        ok(readdirs_seen - before <= 16, "the host was asked %u times: once per batch, not once per kernel page "
+           "(and again for the seekdir)", readdirs_seen - before);
+}
+
+/* An unmount in the guest: the agent forgets the mount, and the next INIT that names it mounts it again. */
+static void test_remount(Host *h) {
+        char r1[300], r2[300];
+
+        ASSERT(umount2(mntx, MNT_DETACH) == 0);
+        usleep(200000);
+        snprintf(r1, sizeof r1, "mount_volume=%s", "vol-00000000deadbeef");
+        snprintf(r2, sizeof r2, "mount_path=%s", mntx);
+        ok(init(h, 8, (const char *const[]) { r1, r2, NULL }) == SPACE_F_OK && fuse_mounts_at(mntx) == 1,
+           "unmounted in the guest, mounted again by the next INIT");
+}
+
 static void test_readers(void) {
         char p[32], data[32];
 
@@ -1023,6 +1082,9 @@ int main(void) {
         test_quota();
         run_child(guest_speed, NULL);
         run_child(guest_unmounted, NULL);
+        test_remount(h);
+        run_child(guest_unmounted, NULL);
+        test_big_dir();
         run_child(guest_broken, NULL);
         test_readers();
         test_reconnect();
