@@ -281,6 +281,7 @@ int cli_status_for_error(const char *code, const char *message);
 /* ---- the cores run combines ---- */
 
 #define CREATE_EGRESS_MAX 64
+#define CREATE_VOLUMES_MAX 16 /* SPACE_VOLUME_MOUNTS_MAX */
 typedef struct CreateOptions {
         const char *template_name;
         const char *name;
@@ -292,6 +293,8 @@ typedef struct CreateOptions {
         const char *on_timeout;         /* "remove" | "suspend", NULL: the daemon's default (remove) */
         const char *egress[CREATE_EGRESS_MAX]; /* --egress profiles (argv's strings); none: the default ones */
         size_t n_egress;
+        const char *volumes[CREATE_VOLUMES_MAX]; /* --volume NAME:/PATH (argv's strings) */
+        size_t n_volumes;
 } CreateOptions;
 
 /* Creates a sandbox and waits until it runs. *ret_id gets its id as soon as the daemon assigned one, even
@@ -327,7 +330,8 @@ int cli_remove(const char *ref, bool force, bool print_id);
         CLI_PARSE("idle-timeout", 0, create_parse_idle_timeout, (o)),             \
         CLI_PARSE("ttl", 0, create_parse_ttl, (o)),                               \
         CLI_PARSE("on-timeout", 0, create_parse_on_timeout, (o)),                 \
-        CLI_PARSE("egress", 0, create_parse_egress, (o))
+        CLI_PARSE("egress", 0, create_parse_egress, (o)),                         \
+        CLI_PARSE("volume", 'v', create_parse_volume, (o))
 #define EXEC_OPTIONS(o)                                                           \
         CLI_FLAG("interactive", 'i', &(o)->interactive),                          \
         CLI_FLAG("tty", 't', &(o)->tty),                                          \
@@ -342,6 +346,7 @@ int create_parse_idle_timeout(const char *arg, void *userdata);
 int create_parse_ttl(const char *arg, void *userdata);
 int create_parse_on_timeout(const char *arg, void *userdata);
 int create_parse_egress(const char *arg, void *userdata);
+int create_parse_volume(const char *arg, void *userdata);
 int exec_parse_user(const char *arg, void *userdata);
 int exec_parse_detach_keys(const char *arg, void *userdata);
 

@@ -42,7 +42,7 @@ _spacectl_egress_profiles() {
 _spacectl() {
     local cur=${COMP_WORDS[COMP_CWORD]} prev=${COMP_WORDS[COMP_CWORD-1]}
     local verbs="create exec run ls inspect rm pause resume suspend wake stop start checkpoint restore fork pool attach ps kill logs op info daemon key secret volume e2b mcp template version help cp egress port"
-    local create_opts="--name --vcpu --memory --disk --env --idle-timeout --ttl --on-timeout --egress --help"
+    local create_opts="--name --vcpu --memory --disk --env --idle-timeout --ttl --on-timeout --egress --volume --help"
     local exec_opts="--interactive --tty --env --workdir --user --timeout --help"
     local signals="TERM INT HUP KILL QUIT USR1 USR2 STOP CONT WINCH"
     local verb i word npos=0 sandbox=
@@ -64,7 +64,7 @@ _spacectl() {
         fi
         if [[ $word == -* ]]; then
             case $word in
-                -n|--name|--vcpu|-m|--memory|--disk|-e|--env|-w|--workdir|-u|--user|--timeout|--detach-keys|-s|--signal|--sandbox|--idle-timeout|--ttl|--on-timeout|--egress|--count|--max-bytes|--chown) ((i++)) ;;
+                -n|--name|--vcpu|-m|--memory|--disk|-e|--env|-w|--workdir|-u|--user|--timeout|--detach-keys|-s|--signal|--sandbox|--idle-timeout|--ttl|--on-timeout|--egress|-v|--volume|--count|--max-bytes|--chown) ((i++)) ;;
             esac
             continue
         fi
@@ -92,6 +92,9 @@ _spacectl() {
         --egress)
             COMPREPLY=($(compgen -W "$(_spacectl_egress_profiles)" -- "$cur"))
             return ;;
+        -v|--volume)
+            # NAME:/PATH: the names, then the user types the path
+            [[ $verb == create || $verb == run ]] && { compopt -o nospace 2>/dev/null; COMPREPLY=($(compgen -S : -W "$(_spacectl_volumes)" -- "$cur")); return; } ;;
         --template)
             COMPREPLY=($(compgen -W "$(_spacectl_templates)" -- "$cur"))
             return ;;

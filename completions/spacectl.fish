@@ -23,7 +23,7 @@ function __spacectl_no_positional
         switch $t
             case -- '--'
                 return 1
-            case -n --name --vcpu -m --memory --disk -e --env -w --workdir -u --user --timeout -s --signal --detach-keys --idle-timeout --ttl --on-timeout --egress --count --max-bytes --chown
+            case -n --name --vcpu -m --memory --disk -e --env -w --workdir -u --user --timeout -s --signal --detach-keys --idle-timeout --ttl --on-timeout --egress -v --volume --count --max-bytes --chown
                 set skip 1
             case '-*'
             case '*'
@@ -169,6 +169,7 @@ for v in create run
     complete -c spacectl -n "__fish_seen_subcommand_from $v; and not __spacectl_after_dashdash" -l ttl -x -d 'Time to live'
     complete -c spacectl -n "__fish_seen_subcommand_from $v; and not __spacectl_after_dashdash" -l on-timeout -x -a 'remove suspend stop' -d 'What the time to live does'
     complete -c spacectl -n "__fish_seen_subcommand_from $v; and not __spacectl_after_dashdash" -l egress -x -a '(__spacectl_egress_profiles)' -d 'Egress profile (repeatable)'
+    complete -c spacectl -n "__fish_seen_subcommand_from $v; and not __spacectl_after_dashdash" -s v -l volume -x -a '(__spacectl_volumes | string replace -r \'$\' :)' -d 'Mount a volume: NAME:/PATH (repeatable)'
     complete -c spacectl -n "__fish_seen_subcommand_from $v; and __spacectl_no_positional" -a '(__spacectl_templates)' -d 'Template'
 end
 complete -c spacectl -n "__spacectl_verb_is create" -l timeout -x -d 'Time to live (like --ttl)'

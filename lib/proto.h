@@ -145,6 +145,8 @@
  *                  answers, so that the workload the INIT thaws sees it. A mount of ID at PATH that is there
  *                  already is kept as it is (a fork's or a restore's INIT names the mounts the guest has); one
  *                  that fails is ERROR(s, kv: errno, message "mount PATH: ...") with the rest of the INIT done.
+ *                  An INIT with mount records is answered OK(s, kv: mounts=N), N the mounts it named, all in
+ *                  place: the host tells an agent that ignored them by the missing record.
  *                  An older agent ignores the records: the host sends them only to an agent of version >= 7.
  *   guest -> host  VOLUME(s | GUEST_BIT, payload) -> VOLUME(s, payload) | ERROR(s, kv: errno, message)
  *                  payload: le32 n, then n bytes of kv records, then raw bytes (a write's, a read's answer).

@@ -22,6 +22,14 @@ int strv_extend(char ***l, const char *v) {
         return nl[n] ? 0 : -ENOMEM;
 }
 
+size_t strv_length(char *const *l) {
+        size_t n = 0;
+
+        while (l && l[n])
+                n++;
+        return n;
+}
+
 int strv_set_kv(char ***l, const char *kv) {
         size_t klen = strcspn(kv, "=");
 

@@ -8,6 +8,11 @@
 
 /* Appends a copy of v to the NULL-terminated list *l (which may be NULL). -ENOMEM on failure, *l intact. */
 int strv_extend(char ***l, const char *v);
+/* The entries of a NULL-terminated list (0 for NULL), and whether it has none. */
+size_t strv_length(char *const *l);
+static inline bool strv_isempty(char *const *l) {
+        return !l || !l[0];
+}
 /* Puts a copy of kv ("K=V") into *l in place of the entry with the same K, or appends it (env lists). */
 int strv_set_kv(char ***l, const char *kv);
 /* Cuts leading and trailing whitespace off s in place; returns where the text now starts. */

@@ -31,6 +31,9 @@ const CliHelp cmd_create_help = {
         "                        what --timeout does (default remove)\n"
         "      --egress PROFILE  an egress profile for the sandbox, fixed for its life (repeatable; default:\n"
         "                        the daemon's default profiles; see space-egress(5), spacectl egress ls)\n"
+        "  -v, --volume NAME:/PATH\n"
+        "                        mount volume NAME at PATH in the sandbox, shared with every sandbox that\n"
+        "                        mounts it (repeatable; see spacectl volume)\n"
         "      --async           print the id of the create operation and return at once\n"
         "                        (follow it with 'spacectl op wait OP')\n"
         "      --json            print the sandbox (with --async: the operation) as JSON, not its id\n"
@@ -107,6 +110,44 @@ int create_parse_egress(const char *arg, void *userdata) {
         return 0;
 }
 
+/* NAME:/PATH; the daemon checks that the volume exists and what the path may be */
+int create_parse_volume(const char *arg, void *userdata) {
+        CreateOptions *o = userdata;
+        const char *colon = strchr(arg, ':');
+
+        if (!colon || colon == arg || colon[1] != '/') {
+                (void) cli_usage_error("--volume: '%s' is not NAME:/PATH (a volume, 'spacectl volume ls', and an "
+                                       "absolute path in the sandbox)", arg);
+                return -EINVAL;
+        }
+        if (o->n_volumes >= CREATE_VOLUMES_MAX) {
+                (void) cli_usage_error("--volume: at most %d volumes", CREATE_VOLUMES_MAX);
+                return -EINVAL;
+        }
+        o->volumes[o->n_volumes++] = arg;
+        return 0;
+}
+
+static int add_volume_mounts(const CreateOptions *o, cJSON *b) {
+        cJSON *list;
+
+        if (o->n_volumes == 0)
+                return 0;
+        list = cJSON_AddArrayToObject(b, "volume_mounts");
+        if (!list)
+                return -ENOMEM;
+        for (size_t i = 0; i < o->n_volumes; i++) {
+                const char *colon = strchr(o->volumes[i], ':');
+                _cleanup_free_ char *name = strndup(o->volumes[i], (size_t) (colon - o->volumes[i]));
+                cJSON *m = cJSON_CreateObject();
+
+                if (!name || !m || !cJSON_AddItemToArray(list, m) || !cJSON_AddStringToObject(m, "name", name) ||
+                    !cJSON_AddStringToObject(m, "path", colon + 1))
+                        return -ENOMEM;
+        }
+        return 0;
+}
+
 static cJSON *create_body(const CreateOptions *o) {
         cJSON *b = cJSON_CreateObject();
 
@@ -135,6 +176,8 @@ static cJSON *create_body(const CreateOptions *o) {
                         goto oom;
                 }
         }
+        if (add_volume_mounts(o, b) < 0)
+                goto oom;
         if (o->env) {
                 cJSON *env = cJSON_Duplicate(o->env, true);
                 if (!env || !cJSON_AddItemToObject(b, "env", env)) {

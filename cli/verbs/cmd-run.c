@@ -23,6 +23,8 @@ const CliHelp cmd_run_help = {
         "  -m, --memory MIB      memory in MiB, 64..65536\n"
         "      --disk MIB        writable disk in MiB, 64..1048576\n"
         "      --egress PROFILE  an egress profile for the sandbox (repeatable; space-egress(5))\n"
+        "  -v, --volume NAME:/PATH\n"
+        "                        mount volume NAME at PATH (repeatable)\n"
         "  -i, --interactive     forward stdin to the command\n"
         "  -t, --tty             give the command a terminal (a pty)\n"
         "  -e, --env KEY=VALUE   set an environment variable for the command (repeatable)\n"

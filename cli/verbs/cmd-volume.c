@@ -33,7 +33,8 @@ const CliHelp cmd_volume_help = {
         "  -q, --quiet       ls: print only the names\n"
         "  -h, --help        show this help\n"
         "\n"
-        "Mounting a volume into a sandbox is not served yet (see space-e2b(7), \"Volumes\").\n",
+        "Mount one into a sandbox with 'spacectl create --volume NAME:/PATH'; one that a sandbox mounts\n"
+        "cannot be removed until the sandbox is.\n",
 };
 
 /* A size: digits and an optional K, M, G or T (powers of 1024). */

@@ -130,6 +130,19 @@ void files_pump(Channel *c);
 bool files_want_pump(const Channel *c);
 /* The host went away or came back: unfinished transfers are dropped (uploads leave no file). */
 void files_drop_all(void);
+/* files.c, for files-child.c: the transfers a forked child inherited forgotten (their files left as they are),
+ * and whether none is left. */
+void files_forget_inherited(void);
+bool files_idle(void);
+/* files-child.c: FILE requests that reach into a volume mount (lexically or through symlinks), each run in a
+ * forked child that talks frames with the loop over a socketpair, so that the loop goes on serving the mount
+ * (see there). files_child_frame: a host frame on such a stream (true when it was one, passed on). */
+bool files_child_wanted(const uint8_t *p, size_t n);
+void files_child_start(Channel *c, uint32_t id, const uint8_t *p, size_t n);
+bool files_child_frame(Channel *c, const SpaceFrameHeader *h, const uint8_t *p);
+size_t files_child_poll_fill(const Channel *c, struct pollfd *fds, size_t max); /* at most SPACE_FILE_XFERS_MAX */
+void files_child_poll_handle(Channel *c, const struct pollfd *fds, size_t n);
+void files_child_drop_all(void);               /* the host went away or came back: the children are killed */
 /* files.c, shared with watch.c: acting as a user for the file system (setfsuid/setfsgid and its groups) until
  * identity_leave(), and names_add()'s owner= and group= when the guest names the ids. */
 typedef struct FsIdentity {
@@ -218,16 +231,16 @@ const char *const *ca_env(void);
  * (lib/proto.h, "Volume mounts"; guest/agent/volume.h inside). volume_mount: INIT's mount_volume/mount_path
  * (0 when it is mounted there already; -errno with msg "mount PATH: ..."). volume_frame: an answer on a VOLUME
  * stream (true when it was one). volume_host_gone/back: the host went away (no answer comes to what was sent)
- * or came back (what has no answer is sent again on new streams, after HELLO). The agent itself must never enter
+ * or came back (what has no answer is sent again on new streams, after HELLO). The loop itself must never enter
  * a mount: it would wait for its own answer. volume_path_mounted: whether an absolute path is at or below one,
- * lexically; volume_path_enters: whether resolving it does (symlinks followed, the last one if follow_last),
- * found without asking any mount: FILE requests there are refused. */
+ * lexically (FILE requests there run in a child: files-child.c). */
 int volume_mount(const char *id, const char *path, char *msg, size_t msg_size);
 bool volume_frame(Channel *c, const SpaceFrameHeader *h, const uint8_t *p);
 void volume_host_gone(void);
 void volume_host_back(Channel *c);
 bool volume_path_mounted(const char *path);
-bool volume_path_enters(const char *path, bool follow_last);
+/* In a forked child (files-child.c): the table of mounts forgotten, none unmounted, so that it enters them. */
+void volume_forget_inherited(void);
 /* What the agent's own walks use beside a mount (files.c, watch.c): fstatat() that never asks a volume mount
  * (AT_STATX_DONT_SYNC: a mount point is described from the kernel's cache) and says whether what it found is in
  * one (then no walk goes into it, no xattr is read); whether a device is a mount's; and whether a symlink's text

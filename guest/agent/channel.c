@@ -159,22 +159,13 @@ static void stop_answer(Channel *c, uint32_t stream) {
         (void) channel_send(c, SPACE_F_PONG, 0, stream, SPACE_PONG_SYNCED, strlen(SPACE_PONG_SYNCED));
 }
 
-/* A FILE request on a path in a volume mount would have the agent wait for its own answer (agent.h, volume*):
- * refused, the volume's own API serves it. The path is resolved as the op will (its last component followed or
- * not), symlinks and all, asking no mount anything. */
-static bool file_on_volume(Channel *c, uint32_t stream, const uint8_t *p, size_t n) {
-        const char *path = NULL, *to = NULL, *op = "", *follow = "0";
-        bool follow_last;
-
-        (void) space_kv_get(p, n, "path", &path);
-        (void) space_kv_get(p, n, "to", &to);
-        (void) space_kv_get(p, n, "op", &op);
-        (void) space_kv_get(p, n, "follow", &follow);
-        follow_last = streq(op, "stat") ? streq(follow, "1") :
-                      !streq(op, "remove") && !streq(op, "move") && !streq(op, "symlink") && !streq(op, "attrs");
-        if (!(path && volume_path_enters(path, follow_last)) && !(to && volume_path_enters(to, false)))
+/* A watch in a volume mount: inotify there sees this guest's changes only, not other sandboxes' nor the API's,
+ * and the loop that serves the mount must not enter it (agent.h, volume*): refused. */
+static bool watch_on_volume(Channel *c, uint32_t stream, const uint8_t *p, size_t n) {
+        if (!files_child_wanted(p, n))
                 return false;
-        channel_send_error(c, stream, EXDEV, "the path is in a volume mount: the volume's API serves it");
+        channel_send_error(c, stream, EXDEV, "watching a directory in a volume mount is not served: the volume "
+                                              "changes in other sandboxes and through its API too");
         return true;
 }
 
@@ -206,10 +197,11 @@ static void dispatch(Channel *c, const SpaceFrameHeader *h, const uint8_t *p) {
                 stream_adopt(c, h->stream);
                 return;
         case SPACE_F_FILE:
-                if (file_on_volume(c, h->stream, p, h->length))
-                        return;
-                if (watch_is_request(p, h->length))
-                        watch_handle(c, h->stream, p, h->length);
+                if (watch_is_request(p, h->length)) {
+                        if (!watch_on_volume(c, h->stream, p, h->length))
+                                watch_handle(c, h->stream, p, h->length);
+                } else if (files_child_wanted(p, h->length))
+                        files_child_start(c, h->stream, p, h->length); /* the loop serves the mount meanwhile */
                 else
                         files_handle(c, h->stream, p, h->length);
                 return;
@@ -220,7 +212,7 @@ static void dispatch(Channel *c, const SpaceFrameHeader *h, const uint8_t *p) {
                 break;
         }
 
-        if (files_frame(c, h, p) || watch_frame(c, h, p) || net_frame(c, h, p) || volume_frame(c, h, p))
+        if (files_child_frame(c, h, p) || files_frame(c, h, p) || watch_frame(c, h, p) || net_frame(c, h, p) || volume_frame(c, h, p))
                 return;
         s = stream_find(h->stream);
         if (!s)
@@ -264,6 +256,7 @@ static void host_gone(Channel *c) {
         c->host_connected = false;
         c->reader->have = 0;
         files_drop_all(); /* nobody will finish them */
+        files_child_drop_all();
         watch_drop_all();
         net_drop_all(c);
         volume_host_gone(); /* kept, to be sent again */
@@ -278,6 +271,7 @@ static void host_back(Channel *c) {
                 return;
         c->host_connected = true;
         files_drop_all(); /* a new host knows nothing of them */
+        files_child_drop_all();
         watch_drop_all();
         net_drop_all(c);
         channel_send_hello(c);

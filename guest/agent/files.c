@@ -1180,6 +1180,18 @@ void files_pump(Channel *c) {
         }
 }
 
+void files_forget_inherited(void) {
+        for (FileXfer *x = xfers; x; x = x->next) {
+                free(x->tmp_path); /* the parent's upload: not ours to remove */
+                x->tmp_path = NULL;
+        }
+        files_drop_all();
+}
+
+bool files_idle(void) {
+        return n_xfers == 0;
+}
+
 void files_drop_all(void) {
         while (xfers)
                 xfer_free(xfers);

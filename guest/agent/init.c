@@ -186,6 +186,15 @@ static void init_answer(Channel *c, uint32_t id, const InitMounts *mounts, int c
                 channel_send_error(c, id, -ca_r, ca_msg);
                 return;
         }
+        if (mounts->n > 0) {
+                /* how many it has in place: a host that named mounts tells an older agent by its silence */
+                SpaceBuf kv = {};
+
+                (void) space_kv_addf(&kv, "mounts", "%zu", mounts->n);
+                (void) channel_send_kv(c, SPACE_F_OK, id, &kv);
+                space_buf_done(&kv);
+                return;
+        }
         (void) channel_send(c, SPACE_F_OK, 0, id, NULL, 0);
 }
 

@@ -25,7 +25,7 @@
 /* the port, the signalfd, three per process, then the network's listeners and tunnels, the watches, the
  * volume mounts */
 #define POLL_STREAMS (2 + 3 * SPACE_STREAMS_MAX)
-#define POLL_MAX (POLL_STREAMS + AGENT_NET_POLL_MAX + SPACE_WATCHES_MAX + SPACE_VOLUME_MOUNTS_MAX)
+#define POLL_MAX (POLL_STREAMS + AGENT_NET_POLL_MAX + SPACE_WATCHES_MAX + SPACE_VOLUME_MOUNTS_MAX + SPACE_FILE_XFERS_MAX)
 
 static int open_port(void) {
         const char *path = getenv("SPACE_AGENT_PORT");
@@ -99,15 +99,17 @@ int main(int argc, char *argv[]) {
         channel_io(&c);
 
         for (;;) {
-                size_t n = 0, ns, nn, nw, nv;
+                size_t n = 0, ns, nn, nw, nv, nf;
                 int timeout = streams_poll_timeout(), nt = net_poll_timeout(), st = service_poll_timeout();
 
                 fds[n++] = (struct pollfd) { .fd = c.epoll_fd, .events = POLLIN };
                 fds[n++] = (struct pollfd) { .fd = sfd, .events = POLLIN };
                 ns = streams_poll_fill(&c, fds + n, POLL_STREAMS - n, owners);
-                nn = net_poll_fill(&c, fds + n + ns, POLL_MAX - SPACE_WATCHES_MAX - SPACE_VOLUME_MOUNTS_MAX - n - ns);
-                nw = watch_poll_fill(fds + n + ns + nn, POLL_MAX - SPACE_VOLUME_MOUNTS_MAX - n - ns - nn);
-                nv = volume_poll_fill(fds + n + ns + nn + nw, POLL_MAX - n - ns - nn - nw);
+                nn = net_poll_fill(&c, fds + n + ns,
+                                   POLL_MAX - SPACE_WATCHES_MAX - SPACE_VOLUME_MOUNTS_MAX - SPACE_FILE_XFERS_MAX - n - ns);
+                nw = watch_poll_fill(fds + n + ns + nn, POLL_MAX - SPACE_VOLUME_MOUNTS_MAX - SPACE_FILE_XFERS_MAX - n - ns - nn);
+                nv = volume_poll_fill(fds + n + ns + nn + nw, POLL_MAX - SPACE_FILE_XFERS_MAX - n - ns - nn - nw);
+                nf = files_child_poll_fill(&c, fds + n + ns + nn + nw + nv, POLL_MAX - n - ns - nn - nw - nv);
 
                 /* file reads and lists have no fd to wait on: go round again at once while they can send */
                 if (files_want_pump(&c) || watch_want_pump(&c))
@@ -116,7 +118,7 @@ int main(int argc, char *argv[]) {
                         timeout = nt;
                 if (st >= 0 && (timeout < 0 || st < timeout))
                         timeout = st;
-                if (poll(fds, n + ns + nn + nw + nv, timeout) < 0) {
+                if (poll(fds, n + ns + nn + nw + nv + nf, timeout) < 0) {
                         if (errno != EINTR)
                                 log_err("poll: %m");
                         continue;
@@ -132,6 +134,7 @@ int main(int argc, char *argv[]) {
                 net_poll_handle(&c, fds + 2 + ns, nn);
                 watch_poll_handle(&c, fds + 2 + ns + nn, nw);
                 volume_poll_handle(&c, fds + 2 + ns + nn + nw, nv);
+                files_child_poll_handle(&c, fds + 2 + ns + nn + nw + nv, nf);
                 streams_reap(&c);
                 service_tick();
                 files_pump(&c);

@@ -284,13 +284,6 @@ int volume_statat(int dirfd, const char *name, int flags, struct stat *ret, bool
         return 0;
 }
 
-static bool volume_mounts_any(void) {
-        for (size_t i = 0; i < SPACE_VOLUME_MOUNTS_MAX; i++)
-                if (volume_mounts[i])
-                        return true;
-        return false;
-}
-
 bool volume_dev_mounted(dev_t dev) {
         for (size_t i = 0; i < SPACE_VOLUME_MOUNTS_MAX; i++)
                 if (volume_mounts[i] && volume_mounts[i]->dev == dev)
@@ -312,77 +305,7 @@ bool volume_link_leads_in(const char *link) {
         return volume_path_mounted(joined);
 }
 
-/* One step of volume_path_enters(): the component name in the directory fd, which is on no mount of ours. 1 when
- * it is one of our mounts (or in one), 0 when the walk goes on in *fd (or stops: *done), < 0 to stop with "no". */
-static int walk_step(int *fd, const char *name, bool last, bool follow_last, char *rest, size_t rest_size,
-                     unsigned *hops, bool *done) {
-        _cleanup_close_ int nfd = -1;
-        char target[SPACE_FILE_PATH_MAX + 1], *tail;
-        struct statx stx;
-        ssize_t l;
-
-        nfd = openat(*fd, name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
-        if (nfd < 0 || statx(nfd, "", AT_EMPTY_PATH | AT_STATX_DONT_SYNC, STATX_TYPE, &stx) < 0)
-                return -ENOENT; /* what is not there cannot lead into a mount */
-        if (volume_dev_mounted(makedev(stx.stx_dev_major, stx.stx_dev_minor)))
-                return 1;
-        if (!S_ISLNK(stx.stx_mode) || (last && !follow_last)) {
-                safe_close(*fd);
-                *fd = TAKE_FD(nfd);
-                *done = last;
-                return 0;
-        }
-        l = readlinkat(nfd, "", target, sizeof target - 1);
-        if (l <= 0 || ++*hops > 40)
-                return -ELOOP;
-        target[l] = '\0';
-        /* the link's text, then what was left of the path after it */
-        tail = strdup(rest);
-        if (!tail)
-                return -ENOMEM;
-        (void) snprintf(rest, rest_size, "%s/%s", target, tail);
-        free(tail);
-        if (target[0] == '/') {
-                safe_close(*fd);
-                *fd = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC);
-                if (*fd < 0)
-                        return -errno;
-        }
-        return 0;
-}
-
-bool volume_path_enters(const char *path, bool follow_last) {
-        char rest[2 * SPACE_FILE_PATH_MAX + 2], name[SPACE_FILE_NAME_MAX + 1];
-        _cleanup_close_ int fd = -1;
-        unsigned hops = 0;
-        bool done = false;
-
-        if (!volume_mounts_any() || strlen(path) > SPACE_FILE_PATH_MAX)
-                return false;
-        fd = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC);
-        if (fd < 0)
-                return false;
-        (void) snprintf(rest, sizeof rest, "%s", path);
-        while (!done) {
-                char *p = rest + strspn(rest, "/");
-                size_t c = strcspn(p, "/");
-                bool last;
-                int r;
-
-                if (c == 0)
-                        break;
-                if (c > SPACE_FILE_NAME_MAX)
-                        return false;
-                memcpy(name, p, c);
-                name[c] = '\0';
-                memmove(rest, p + c, strlen(p + c) + 1);
-                last = rest[strspn(rest, "/")] == '\0';
-                if (streq(name, "."))
-                        continue;
-                /* ".." of a directory on no mount of ours is on none either: the root of one is never entered */
-                r = walk_step(&fd, name, last, follow_last, rest, sizeof rest, &hops, &done);
-                if (r != 0)
-                        return r > 0;
-        }
-        return false;
+void volume_forget_inherited(void) {
+        for (size_t i = 0; i < SPACE_VOLUME_MOUNTS_MAX; i++)
+                volume_mounts[i] = NULL; /* the parent's: its memory stays with the child's copy, unused */
 }

@@ -13,6 +13,7 @@
 #include "string-util.h"
 #include "core/util.h"
 #include "sandbox/sandbox.h"
+#include "volume/volume.h"
 
 /* JSON views of the model and the request parsing every handler shares. */
 
@@ -60,6 +61,7 @@ cJSON *sandbox_to_json(Sandbox *s) {
         cJSON_AddStringToObject(o, "on_timeout", s->on_expiry == EXPIRY_SUSPEND ? "suspend" :
                                                  s->on_expiry == EXPIRY_STOP ? "stop" : "remove");
         sandbox_egress_to_json(s->egress_profiles, s->egress_allow, s->egress_deny, o);
+        cJSON_AddItemToObject(o, "volume_mounts", sandbox_mounts_to_json(s->manager, s->mounts, true));
         if (s->error)
                 cJSON_AddStringToObject(o, "error", s->error);
         else
@@ -436,4 +438,25 @@ cJSON *checkpoint_to_json(Checkpoint *c) {
         cJSON_AddNumberToObject(o, "pause_ms", (double) c->pause_usec / 1000.0);
         cJSON_AddNumberToObject(o, "size_bytes", (double) c->size_bytes);
         return o;
+}
+
+cJSON *sandbox_mounts_to_json(Manager *m, char *const *mounts, bool with_id) {
+        cJSON *a = cJSON_CreateArray();
+
+        for (char *const *i = mounts; a && i && *i; i++) {
+                const char *colon = strchr(*i, ':');
+                _cleanup_free_ char *id = colon ? strndup(*i, (size_t) (colon - *i)) : NULL;
+                Volume *v = id ? volume_find(m, id) : NULL;
+                cJSON *o;
+
+                if (!id)
+                        continue;
+                o = cJSON_CreateObject();
+                if (with_id)
+                        cJSON_AddStringToObject(o, "volume", id);
+                cJSON_AddStringToObject(o, "name", v ? v->rec.name : id);
+                cJSON_AddStringToObject(o, "path", colon + 1);
+                cJSON_AddItemToArray(a, o);
+        }
+        return a;
 }

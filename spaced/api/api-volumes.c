@@ -1,10 +1,12 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "macro.h"
+#include "string-util.h"
 #include "api/api.h"
 #include "core/log.h"
 #include "volume/volume.h"
@@ -407,33 +409,39 @@ void api_post_volume_move(Request *r, const RouteArgs *a) {
         cJSON_Delete(o);
 }
 
-int api_volume_mounts_check(Request *r, const cJSON *mounts) {
-        _cleanup_(error_done) Error err = {};
+int api_volume_mounts_parse(Request *r, const cJSON *mounts, char ***ret) {
+        _cleanup_strv_free_ char **l = NULL;
         const cJSON *i;
 
+        *ret = NULL;
         if (!mounts || cJSON_IsNull(mounts) || (cJSON_IsArray(mounts) && cJSON_GetArraySize(mounts) == 0))
                 return 0;
-        if (!cJSON_IsArray(mounts) || cJSON_GetArraySize(mounts) > 64) {
+        if (!cJSON_IsArray(mounts) || cJSON_GetArraySize(mounts) > (int) SPACE_VOLUME_MOUNTS_MAX) {
                 http_respond_error(r, ERROR_INVALID_ARGUMENT,
-                                   "volume mounts are a list of {\"name\", \"path\"} (at most 64)");
+                                   "volume mounts are a list of {\"name\", \"path\"} (at most %u)",
+                                   SPACE_VOLUME_MOUNTS_MAX);
                 return -EINVAL;
         }
         cJSON_ArrayForEach(i, mounts) {
                 const cJSON *name = cJSON_GetObjectItemCaseSensitive(i, "name"),
                             *path = cJSON_GetObjectItemCaseSensitive(i, "path");
+                _cleanup_free_ char *line = NULL;
 
                 if (!cJSON_IsObject(i) || !cJSON_IsString(name) || !cJSON_IsString(path)) {
                         http_respond_error(r, ERROR_INVALID_ARGUMENT,
                                            "a volume mount is {\"name\": VOLUME, \"path\": \"/ABSOLUTE/PATH\"}");
                         return -EINVAL;
                 }
-                if (volume_mount_check(http_manager(r->http), name->valuestring, path->valuestring, &err) !=
-                    -EOPNOTSUPP) {
-                        respond_error_or(r, &err, "cannot check the volume mount");
-                        return -EINVAL;
+                /* no volume name or id has one: the sandbox's checks name what is wrong with the rest */
+                if (strchr(name->valuestring, ':')) {
+                        http_respond_error(r, ERROR_VOLUME_NOT_FOUND,
+                                           "no volume '%.64s' to mount; 'spacectl volume ls' lists them",
+                                           name->valuestring);
+                        return -ENOENT;
                 }
+                if (asprintf(&line, "%s:%s", name->valuestring, path->valuestring) < 0 || strv_extend(&l, line) < 0)
+                        return -ENOMEM;
         }
-        /* every mount is valid: the refusal says why none is served */
-        respond_error_or(r, &err, "volume mounts are not served yet");
-        return -EOPNOTSUPP;
+        *ret = TAKE_PTR(l);
+        return 0;
 }

@@ -195,7 +195,7 @@ static void post_sandboxes(Request *r, const RouteArgs *a) {
                                               "metadata", "timeout", "on_timeout", "idle_timeout", "egress_profiles",
                                               "egress_allow", "egress_deny", "volume_mounts", NULL };
         _cleanup_strv_free_ char **env = NULL, **egress_profiles = NULL, **egress_header = NULL, **egress_allow = NULL,
-                                 **egress_deny = NULL;
+                                 **egress_deny = NULL, **mounts = NULL;
         _cleanup_free_ char *metadata = NULL;
         Error e = {};
         const char *tmpl = "minimal", *name = NULL;
@@ -250,7 +250,7 @@ static void post_sandboxes(Request *r, const RouteArgs *a) {
                                    "egress profiles came in the body and in X-Space-Egress-Profiles: give one");
                 goto out;
         }
-        if (api_volume_mounts_check(r, cJSON_GetObjectItemCaseSensitive(o, "volume_mounts")) < 0)
+        if (api_volume_mounts_parse(r, cJSON_GetObjectItemCaseSensitive(o, "volume_mounts"), &mounts) < 0)
                 goto out;
         v = cJSON_GetObjectItemCaseSensitive(o, "on_timeout");
         if (v && !cJSON_IsNull(v)) {
@@ -275,6 +275,7 @@ static void post_sandboxes(Request *r, const RouteArgs *a) {
                 .egress_profiles = egress_profiles ?: egress_header,
                 .egress_allow = egress_allow,
                 .egress_deny = egress_deny,
+                .volume_mounts = mounts,
                 .ttl = (int64_t) ttl,
                 .on_expiry = ttl > 0 || idle_set ? on_expiry : EXPIRY_REMOVE,
                 .idle_timeout_set = idle_set,

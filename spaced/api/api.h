@@ -73,9 +73,9 @@ int api_volume_respond_file(Request *r, Volume *v, const char *path, uint64_t of
  * entry, or the error that stopped it. */
 int api_volume_upload_begin(Request *r, Volume *v, const char *path, const VolumeWriteOptions *o);
 void api_volume_upload_end(Request *r, unsigned status);
-/* A create's volume mounts ([{"name", "path"}], E2B's volumeMounts): each checked (the volume exists, the path is
- * sane), then all refused: not served yet (volume_mount_check()). 0 when there are none; < 0 when it answered. */
-int api_volume_mounts_check(Request *r, const cJSON *mounts);
+/* A create's volume mounts ([{"name", "path"}], E2B's volumeMounts) as SandboxSpec.volume_mounts ("NAME:PATH"
+ * each; sandbox_create() checks the volumes and paths). 0 (*ret NULL when there are none); < 0 when it answered. */
+int api_volume_mounts_parse(Request *r, const cJSON *mounts, char ***ret);
 /* A whole number from 0 to max in query value key (base 8 or 10), -1 when absent; answers and returns -EINVAL
  * when it is not one. */
 int api_query_int(Request *r, const char *key, int base, int64_t max, int64_t *ret);
@@ -153,6 +153,9 @@ int get_strv_field(Request *r, cJSON *o, const char *key, size_t max, char ***re
 int api_egress_header(Request *r, char ***ret);
 /* Adds egress_profiles, egress_allow and egress_deny to o; returns o. */
 cJSON *sandbox_egress_to_json(char *const *profiles, char *const *allow, char *const *deny, cJSON *o);
+/* A sandbox's volume mounts ("VOLUME-ID:PATH" each) as [{"volume": ID, "name": NAME, "path": PATH}], with_id
+ * false: E2B's [{"name", "path"}]. A volume removed meanwhile (a checkpoint's) is named by its id. */
+cJSON *sandbox_mounts_to_json(Manager *m, char *const *mounts, bool with_id);
 /* true or false at key into *ret (left as it is when absent or null): 1, 0 absent, < 0 answered (400). */
 int get_bool_field(Request *r, cJSON *o, const char *key, bool *ret);
 /* An object of string labels at key, as JSON text in *ret (NULL when absent): 1, 0 absent, < 0 answered. */

@@ -188,8 +188,25 @@ int agent_set_guest_ca(const char *pem) {
         return 0;
 }
 
-static int identity_frame(const char *sandbox_id, const char *hostname, char **env, uint64_t disk_bytes,
-                          bool with_ca, SpaceBuf *kv) {
+/* mounts: "VOLUME-ID:PATH" each (lib/proto.h, INIT mount_volume/mount_path) */
+static int mount_records(char **mounts, SpaceBuf *kv) {
+        int r = 0;
+
+        for (char **mt = mounts; r >= 0 && mt && *mt; mt++) {
+                const char *colon = strchr(*mt, ':');
+                _cleanup_free_ char *id = colon ? strndup(*mt, (size_t) (colon - *mt)) : NULL;
+
+                if (!id)
+                        return colon ? -ENOMEM : -EINVAL;
+                r = space_kv_add(kv, "mount_volume", id);
+                if (r >= 0)
+                        r = space_kv_add(kv, "mount_path", colon + 1);
+        }
+        return r;
+}
+
+static int identity_frame(const char *sandbox_id, const char *hostname, char **env, char **mounts,
+                          uint64_t disk_bytes, bool with_ca, SpaceBuf *kv) {
         uint8_t seed[32];
         char seed_hex[65];
         struct timespec ts;
@@ -215,6 +232,8 @@ static int identity_frame(const char *sandbox_id, const char *hostname, char **e
         /* the same PEM the guest has costs it a comparison; another one it puts in place */
         if (r >= 0 && with_ca && guest_ca)
                 r = space_kv_add(kv, "ca", guest_ca);
+        if (r >= 0)
+                r = mount_records(mounts, kv);
         if (r < 0)
                 return r;
         return kv->len > SPACE_FRAME_PAYLOAD_MAX ? -E2BIG : 0;
@@ -233,7 +252,8 @@ static void refused_identity(const uint8_t *payload, size_t n, int r, Error *ret
 }
 
 int agent_handshake_send(const char *socket_path, const char *sandbox_id, const char *hostname, char **env,
-                         uint64_t disk_bytes, bool with_ca, int timeout_ms, int *ret_fd, Error *reterr) {
+                         char **mounts, uint64_t disk_bytes, bool with_ca, int timeout_ms, int *ret_fd,
+                         Error *reterr) {
         uint64_t deadline = now_usec_monotonic() + (uint64_t) timeout_ms * 1000;
         _cleanup_(space_buf_done) SpaceBuf kv = {};
         _cleanup_close_ int fd = -1;
@@ -247,7 +267,7 @@ int agent_handshake_send(const char *socket_path, const char *sandbox_id, const 
         }
         /* INIT right behind the PING: the agent answers them in order, so the guest that has just woken takes
          * both in one round trip. */
-        r = identity_frame(sandbox_id, hostname, env, disk_bytes, with_ca, &kv);
+        r = identity_frame(sandbox_id, hostname, env, mounts, disk_bytes, with_ca, &kv);
         if (r < 0) {
                 (void) error_set(reterr, ERROR_INTERNAL, "cannot make the sandbox's identity: %s", strerror(-r));
                 return r;
@@ -263,7 +283,29 @@ int agent_handshake_send(const char *socket_path, const char *sandbox_id, const 
         return 0;
 }
 
-int agent_handshake_finish(int fd, int timeout_ms, Error *reterr) {
+/* An agent that took mount records says how many mounts it has in place (mounts=N); an older one says nothing,
+ * and its guest would run without its volumes. */
+static int check_mounted(const uint8_t *payload, size_t n, unsigned mounts, Error *reterr) {
+        const char *v = NULL;
+        char *end;
+        unsigned long have;
+
+        if (mounts == 0)
+                return 0;
+        if (space_kv_get(payload, n, "mounts", &v) <= 0)
+                return error_set(reterr, ERROR_NOT_SUPPORTED,
+                                 "the guest's agent is older than volume mounts (channel protocol 7): rebuild the "
+                                 "template's image with this version of space, or create the sandbox without "
+                                 "volumes") ?: -EOPNOTSUPP;
+        errno = 0;
+        have = strtoul(v, &end, 10);
+        if (errno || end == v || *end || have < mounts)
+                return error_set(reterr, ERROR_INTERNAL, "the guest agent mounted %.20s of the %u volumes asked", v,
+                                 mounts) ?: -EIO;
+        return 0;
+}
+
+int agent_handshake_finish(int fd, unsigned mounts, int timeout_ms, Error *reterr) {
         uint64_t deadline = now_usec_monotonic() + (uint64_t) timeout_ms * 1000;
         _cleanup_free_ SpaceFrameReader *rd = calloc(1, sizeof *rd);
         _cleanup_free_ uint8_t *pending = malloc(65536);
@@ -285,7 +327,7 @@ int agent_handshake_finish(int fd, int timeout_ms, Error *reterr) {
                 refused_identity(payload, h.length, r, reterr);
                 return r;
         }
-        return 0;
+        return check_mounted(payload, h.length, mounts, reterr);
 }
 
 
@@ -433,11 +475,12 @@ int agent_freeze_blocking(int fd, int timeout_ms, Error *reterr) {
         return r;
 }
 
-int agent_reidentify_send(int fd, const char *sandbox_id, const char *hostname, char **env, Error *reterr) {
+int agent_reidentify_send(int fd, const char *sandbox_id, const char *hostname, char **env, char **mounts,
+                          Error *reterr) {
         _cleanup_(space_buf_done) SpaceBuf kv = {};
         int r;
 
-        r = identity_frame(sandbox_id, hostname, env, 0, true, &kv);
+        r = identity_frame(sandbox_id, hostname, env, mounts, 0, true, &kv);
         if (r >= 0)
                 r = send_frame_blocking(fd, SPACE_F_INIT, REIDENTIFY_STREAM, kv.data, kv.len);
         if (r < 0)
@@ -447,11 +490,11 @@ int agent_reidentify_send(int fd, const char *sandbox_id, const char *hostname, 
 
 /* ---- event loop side ---- */
 
-int agent_reidentify(AgentConn *a, const char *sandbox_id, const char *hostname, char **env) {
+int agent_reidentify(AgentConn *a, const char *sandbox_id, const char *hostname, char **env, char **mounts) {
         _cleanup_(space_buf_done) SpaceBuf kv = {};
         int r;
 
-        r = identity_frame(sandbox_id, hostname, env, 0, true, &kv);
+        r = identity_frame(sandbox_id, hostname, env, mounts, 0, true, &kv);
         if (r >= 0)
                 r = agent_send(a, SPACE_F_INIT, 0, REIDENTIFY_STREAM, kv.data, kv.len);
         if (r >= 0)
@@ -655,6 +698,12 @@ Sandbox *agent_sandbox(AgentConn *a) {
 
 static ChannelGuestOps guest_ops;
 
+static ChannelVolumeFn volume_handler;
+
+void channel_set_volume_handler(ChannelVolumeFn fn) {
+        volume_handler = fn;
+}
+
 void channel_set_guest_ops(const ChannelGuestOps *ops) {
         guest_ops = ops ? *ops : (ChannelGuestOps) {};
 }
@@ -761,7 +810,8 @@ static void dispatch(AgentConn *a, const SpaceFrameHeader *h, const uint8_t *pay
                         else
                                 channel_refuse_guest_stream(a, h->stream, SPACE_CODE_DENIED,
                                                             "this daemon has no egress gateway");
-                }
+                } else if (h->type == SPACE_F_VOLUME && volume_handler)
+                        volume_handler(a, h->stream, payload, h->length);
                 return; /* anything else on a stream we do not know (any more): dropped */
         }
         if (h->stream == AGENT_FREEZE_STREAM) {

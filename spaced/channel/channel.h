@@ -81,17 +81,22 @@ static inline void channel_waiter_wake(const ChannelWaiter *w) {
  * guest saved elsewhere than in a base named by it) while the restored VM still stands, before cont, so that
  * its identity (clock, RNG seed) is the first thing its agent reads when it runs (ARCHITECTURE.md, decision 4);
  * _finish waits, after cont, for the answers on the fd _send returned. */
+/* mounts: the volumes its guest is to have mounted ("VOLUME-ID:PATH" each; lib/proto.h, INIT mount_volume),
+ * those it has already kept; _finish is told how many, and fails (ERROR_NOT_SUPPORTED) for an agent that
+ * predates mounts. */
 int agent_handshake_send(const char *socket_path, const char *sandbox_id, const char *hostname, char **env,
-                         uint64_t disk_bytes, bool with_ca, int timeout_ms, int *ret_fd, Error *reterr);
-int agent_handshake_finish(int fd, int timeout_ms, Error *reterr);
+                         char **mounts, uint64_t disk_bytes, bool with_ca, int timeout_ms, int *ret_fd,
+                         Error *reterr);
+int agent_handshake_finish(int fd, unsigned mounts, int timeout_ms, Error *reterr);
 /* INIT again on a handshaken fd that the event loop does not watch yet (a warm-pool handout), without waiting
  * for the answer: agent_attach_reidentified() takes the fd and the answer. The agent reads its channel in order,
  * so every command sent after it runs with the new identity; a guest that refuses it fails the sandbox. */
-int agent_reidentify_send(int fd, const char *sandbox_id, const char *hostname, char **env, Error *reterr);
+int agent_reidentify_send(int fd, const char *sandbox_id, const char *hostname, char **env, char **mounts,
+                          Error *reterr);
 int agent_attach_reidentified(Sandbox *s, int fd);
 /* INIT again on an attached channel (the clock, a fresh RNG seed, the same id, hostname and env), answered in
  * the event loop like a handout's: for a guest whose vCPUs stood still while it lived on. */
-int agent_reidentify(AgentConn *a, const char *sandbox_id, const char *hostname, char **env);
+int agent_reidentify(AgentConn *a, const char *sandbox_id, const char *hostname, char **env, char **mounts);
 /* Runs `true` (through PATH, with env, cwd and user as an exec's) on the attached channel and forgets it: no
  * process row, no log; its frames are taken as those of a stream nobody follows. Under TCG a new QEMU's first
  * command pays for translating the guest's fork and exec paths: this one pays it while the user is not waiting. */
@@ -147,6 +152,11 @@ typedef struct ChannelGuestOps {
         void (*resolve)(AgentConn *a, uint32_t stream, const uint8_t *kv, size_t n);
 } ChannelGuestOps;
 void channel_set_guest_ops(const ChannelGuestOps *ops);
+/* Who answers the guest's VOLUME requests (lib/proto.h, "Volume mounts"): the sandboxes, which know what each
+ * guest has mounted (sandbox/mounts.c). It answers each at once, VOLUME or ERROR on the same stream. Without
+ * one the requests are dropped (no guest has a mount then). */
+typedef void (*ChannelVolumeFn)(AgentConn *a, uint32_t stream, const uint8_t *payload, size_t n);
+void channel_set_volume_handler(ChannelVolumeFn fn);
 /* ERROR(code, message) on a guest stream: a CONNECT or RESOLVE refused. */
 void channel_refuse_guest_stream(AgentConn *a, uint32_t stream, SpaceCode code, const char *message);
 /* A sandbox's channel health across reconnects (backoff, protocol errors); freed with the sandbox. */

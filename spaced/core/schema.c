@@ -358,6 +358,15 @@ static int migrate_v14(sqlite3 *db, Error *reterr) {
                     reterr);
 }
 
+/* Volumes mounted into sandboxes (volume/volume.h): a sandbox's and a checkpoint's mounts, "VOLUME-ID:PATH" lines
+ * as JSON, kept by forks and restores with the guest memory that has them mounted. */
+static int migrate_v15(sqlite3 *db, Error *reterr) {
+        return exec(db,
+                    "ALTER TABLE sandboxes ADD COLUMN mounts TEXT NOT NULL DEFAULT '[]';"
+                    "ALTER TABLE checkpoints ADD COLUMN mounts TEXT NOT NULL DEFAULT '[]';",
+                    reterr);
+}
+
 typedef struct Migration {
         int version; /* the user_version it leaves behind */
         const char *name;
@@ -378,6 +387,7 @@ static const Migration migrations[] = {
         { 12, "secrets", migrate_v12 },
         { 13, "sandboxes' own secret bindings", migrate_v13 },
         { 14, "volumes", migrate_v14 },
+        { 15, "volumes mounted into sandboxes", migrate_v15 },
 };
 
 static int read_version(sqlite3 *db, int *ret, Error *reterr) {

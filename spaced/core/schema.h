@@ -8,7 +8,7 @@
 struct sqlite3;
 
 /* The newest user_version this daemon writes and understands. */
-#define SCHEMA_VERSION 14
+#define SCHEMA_VERSION 15
 
 /* Brings the database to SCHEMA_VERSION, each pending migration in a transaction of its own. -EPROTONOSUPPORT
  * for a database from a newer daemon; on any failure reterr (ERROR_INTERNAL) says which migration and why. */

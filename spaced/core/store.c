@@ -144,8 +144,8 @@ int store_put_sandbox_record(Store *s, const SandboxRecord *sb) {
                        " memory_mib, disk_mib, env, created_at, qemu_pid, run_dir, data_dir, error,"
                        " idle_timeout, expires_at, on_expiry, last_active, metadata, access_token, auto_resume, ttl,"
                        " egress_profiles, egress_allow, egress_deny, traffic_token, confined, unconfined_reason, host,"
-                       " egress_bindings)"
-                       " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"
+                       " egress_bindings, mounts)"
+                       " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"
                        " ON CONFLICT(id) DO UPDATE SET name=excluded.name, template=excluded.template,"
                        " template_digest=excluded.template_digest, state=excluded.state, vcpu=excluded.vcpu,"
                        " memory_mib=excluded.memory_mib, disk_mib=excluded.disk_mib, env=excluded.env,"
@@ -158,7 +158,7 @@ int store_put_sandbox_record(Store *s, const SandboxRecord *sb) {
                        " egress_profiles=excluded.egress_profiles, egress_allow=excluded.egress_allow,"
                        " egress_deny=excluded.egress_deny, traffic_token=excluded.traffic_token,"
                        " confined=excluded.confined, unconfined_reason=excluded.unconfined_reason,"
-                       " host=excluded.host, egress_bindings=excluded.egress_bindings",
+                       " host=excluded.host, egress_bindings=excluded.egress_bindings, mounts=excluded.mounts",
                        &st);
         if (rc < 0)
                 return rc;
@@ -195,6 +195,7 @@ int store_put_sandbox_record(Store *s, const SandboxRecord *sb) {
         sqlite_bind_text(st, 28, sb->unconfined_reason);
         sqlite_bind_text(st, 29, sb->host);
         sqlite_bind_text(st, 30, sb->egress_bindings ?: "[]");
+        sqlite_bind_text(st, 31, sb->mounts ?: "[]");
         rc = sqlite3_step(st);
         return rc == SQLITE_DONE ? 0 : sqlite_to_errno(rc);
 }
@@ -219,7 +220,7 @@ int store_load_sandbox_records(Store *s, store_sandbox_fn fn, void *userdata) {
                                 "SELECT id, name, template, template_digest, state, vcpu, memory_mib, disk_mib, env,"
                                 " created_at, qemu_pid, run_dir, data_dir, error, idle_timeout, expires_at, on_expiry,"
                                 " last_active, metadata, access_token, auto_resume, ttl, egress_profiles, egress_allow,"
-                                " egress_deny, traffic_token, confined, unconfined_reason, host, egress_bindings FROM sandboxes"
+                                " egress_deny, traffic_token, confined, unconfined_reason, host, egress_bindings, mounts FROM sandboxes"
                                 " ORDER BY created_at",
                                 -1, &st, NULL);
         if (rc != SQLITE_OK)
@@ -257,6 +258,7 @@ int store_load_sandbox_records(Store *s, store_sandbox_fn fn, void *userdata) {
                         .unconfined_reason = TEXT(27),
                         .host = TEXT(28),
                         .egress_bindings = TEXT(29),
+                        .mounts = TEXT(30),
                 };
 #undef TEXT
                 int r2 = fn(userdata, &r);

@@ -42,6 +42,7 @@ typedef struct SandboxRecord {
         const char *egress_allow;
         const char *egress_deny;
         const char *egress_bindings;
+        const char *mounts;             /* JSON array of "VOLUME-ID:PATH" */
         const char *traffic_token;
         int confined;                   /* -1: not recorded, 0: no, 1: yes */
         const char *unconfined_reason;

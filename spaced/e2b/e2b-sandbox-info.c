@@ -95,6 +95,7 @@ cJSON *e2b_listed_json(Manager *m, Sandbox *s, bool detail) {
         cJSON_AddStringToObject(o, "state", e2b_state(s) ?: "paused");
         cJSON_AddStringToObject(o, "envdVersion", E2B_ENVD_VERSION);
         cJSON_AddItemToObject(o, "metadata", sandbox_metadata_to_json(s));
+        cJSON_AddItemToObject(o, "volumeMounts", sandbox_mounts_to_json(m, s->mounts, false));
         if (detail) {
                 const char *token = e2b_sandbox_token(s);
 

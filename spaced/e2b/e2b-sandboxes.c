@@ -445,7 +445,7 @@ static void create_continue(Request *r, void *userdata) {
 static void post_sandboxes(Request *r, const RouteArgs *a) {
         Manager *m = http_manager(r->http);
         _cleanup_(e2b_new_sandbox_done) E2bNewSandbox n = {};
-        _cleanup_strv_free_ char **merged = NULL, **egress = NULL;
+        _cleanup_strv_free_ char **merged = NULL, **egress = NULL, **mounts = NULL;
         _cleanup_(error_done) Error e = {};
         const char *tmpl;
         Checkpoint *source;
@@ -457,7 +457,7 @@ static void post_sandboxes(Request *r, const RouteArgs *a) {
         if (e2b_new_sandbox_parse(r, &n) < 0)
                 return;
         /* after the parse, which reads the body alone: this one looks the volumes up */
-        if (api_volume_mounts_check(r, cJSON_GetObjectItemCaseSensitive(n.body, "volumeMounts")) < 0)
+        if (api_volume_mounts_parse(r, cJSON_GetObjectItemCaseSensitive(n.body, "volumeMounts"), &mounts) < 0)
                 return;
         tmpl = n.template_ref;
         if (streq(tmpl, "base"))
@@ -490,6 +490,7 @@ static void post_sandboxes(Request *r, const RouteArgs *a) {
                 .env = source ? merged : n.env,
                 .metadata = n.metadata,
                 .source = source,
+                .volume_mounts = mounts,
                 /* until it runs, a create nobody waits for any more is bounded by the same time to live */
                 .ttl = n.timeout,
                 .ttl_grace = E2B_WAIT_SEC,

@@ -45,6 +45,7 @@ Checkpoint *checkpoint_free(Checkpoint *c) {
         strv_free(c->egress_allow);
         strv_free(c->egress_deny);
         strv_free(c->egress_bindings);
+        strv_free(c->mounts);
         free(c->disk);
         free(c->state_path);
         free(c->mem_path);
@@ -84,18 +85,19 @@ static int checkpoint_save(Manager *m, const Checkpoint *c) {
         sqlite3_stmt *st = NULL;
         char *env_json = strv_to_json_text(c->env);
         _cleanup_free_ char *profiles = strv_to_json_text(c->egress_profiles), *allow = strv_to_json_text(c->egress_allow),
-                            *deny = strv_to_json_text(c->egress_deny), *bindings = strv_to_json_text(c->egress_bindings);
+                            *deny = strv_to_json_text(c->egress_deny), *bindings = strv_to_json_text(c->egress_bindings),
+                            *mounts = strv_to_json_text(c->mounts);
         int rc;
 
-        if (!env_json || !profiles || !allow || !deny || !bindings) {
+        if (!env_json || !profiles || !allow || !deny || !bindings || !mounts) {
                 free(env_json);
                 return -ENOMEM;
         }
         rc = sqlite3_prepare_v2(db,
                                 "INSERT OR REPLACE INTO checkpoints (id, name, sandbox_id, template, template_digest,"
                                 " vcpu, memory_mib, disk_mib, env, disk, state_path, created_at, pause_usec,"
-                                " size_bytes, egress_profiles, egress_allow, egress_deny, mem_path, host, egress_bindings)"
-                                " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                                " size_bytes, egress_profiles, egress_allow, egress_deny, mem_path, host, egress_bindings,"
+                                " mounts) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
                                 -1, &st, NULL);
         if (rc == SQLITE_OK) {
                 sqlite3_bind_text(st, 1, c->id, -1, SQLITE_STATIC);
@@ -121,6 +123,7 @@ static int checkpoint_save(Manager *m, const Checkpoint *c) {
                 if (c->host)
                         sqlite3_bind_text(st, 19, c->host, -1, SQLITE_STATIC);
                 sqlite3_bind_text(st, 20, bindings, -1, SQLITE_STATIC);
+                sqlite3_bind_text(st, 21, mounts, -1, SQLITE_STATIC);
                 rc = sqlite3_step(st);
         }
         sqlite3_finalize(st);
@@ -153,7 +156,7 @@ int checkpoints_load(Manager *m) {
         rc = sqlite3_prepare_v2(db,
                                 "SELECT id, name, sandbox_id, template, template_digest, vcpu, memory_mib, disk_mib,"
                                 " env, disk, state_path, created_at, pause_usec, size_bytes, egress_profiles,"
-                                " egress_allow, egress_deny, mem_path, host, egress_bindings FROM checkpoints"
+                                " egress_allow, egress_deny, mem_path, host, egress_bindings, mounts FROM checkpoints"
                                 " ORDER BY created_at DESC",
                                 -1, &st, NULL);
         if (rc != SQLITE_OK)
@@ -188,9 +191,10 @@ int checkpoints_load(Manager *m) {
                 c->mem_path = col(st, 17);
                 c->host = col(st, 18);
                 c->egress_bindings = strv_from_json_text((const char *) sqlite3_column_text(st, 19) ?: "[]");
+                c->mounts = strv_from_json_text((const char *) sqlite3_column_text(st, 20) ?: "[]");
                 c->ready = true;
                 if (!c->template_name || !c->disk || !c->state_path || !c->egress_profiles || !c->egress_allow ||
-                    !c->egress_deny || !c->egress_bindings) {
+                    !c->egress_deny || !c->egress_bindings || !c->mounts) {
                         checkpoint_free(c);
                         continue;
                 }
@@ -544,7 +548,8 @@ static int checkpoint_prepare(Manager *m, Sandbox *s, const char *name, Checkpoi
         c->egress_allow = sandbox_strv_copy(s->egress_allow);
         c->egress_deny = sandbox_strv_copy(s->egress_deny);
         c->egress_bindings = sandbox_strv_copy(s->egress_bindings);
-        if (!c->egress_profiles || !c->egress_allow || !c->egress_deny || !c->egress_bindings)
+        c->mounts = sandbox_strv_copy(s->mounts);
+        if (!c->egress_profiles || !c->egress_allow || !c->egress_deny || !c->egress_bindings || !c->mounts)
                 r = -ENOMEM;
         if (asprintf(&dir, "%s/checkpoints", m->state_dir) < 0 ||
             asprintf(&c->state_path, "%s/%s.state", dir, c->id) < 0 || asprintf(&j->mem_path, "%s/%s.mem", dir, c->id) < 0)
@@ -855,6 +860,7 @@ typedef struct RestoreJob {
         uint64_t memory_mib;
         BaseRequest base;
         char **init_env;
+        char **init_mounts;  /* the checkpoint's volumes, which its guest memory has mounted */
         int r;
         Error error;
         pid_t new_pid;
@@ -870,6 +876,7 @@ static void restore_job_free(RestoreJob *j) {
         free(j->frozen_disk);
         base_request_done(&j->base);
         strv_free(j->init_env);
+        strv_free(j->init_mounts);
         free(j->unconfined);
         error_done(&j->error);
         safe_close(j->agent_fd);
@@ -964,12 +971,12 @@ static void *restore_worker(void *userdata) {
                 r = vm_restore_state(q, fd, RESTORE_TIMEOUT_MS, &j->error);
         /* the identity waits in the channel before the guest runs: its clock and seed come first */
         if (r >= 0)
-                r = agent_handshake_send(agent_path, j->sandbox_id, hostname, j->init_env, 0, true,
+                r = agent_handshake_send(agent_path, j->sandbox_id, hostname, j->init_env, j->init_mounts, 0, true,
                                          RESTORE_TIMEOUT_MS, &j->agent_fd, &j->error);
         if (r >= 0)
                 r = vm_cont(q, 10000, &j->error);
         if (r >= 0)
-                r = agent_handshake_finish(j->agent_fd, RESTORE_TIMEOUT_MS, &j->error);
+                r = agent_handshake_finish(j->agent_fd, strv_length(j->init_mounts), RESTORE_TIMEOUT_MS, &j->error);
         if (r < 0 && j->new_pid > 0) {
                 (void) vm_kill(j->new_pid, j->run_dir, 5000);
                 j->new_pid = 0;
@@ -1024,8 +1031,10 @@ int sandbox_restore_start(Manager *m, Sandbox *s, Checkpoint *c, Operation **ret
                 (void) strv_extend(&j->init_env, *e);
         for (char **e = c->env; e && *e; e++)
                 (void) strv_extend(&j->init_env, *e);
+        j->init_mounts = sandbox_strv_copy(c->mounts);
         r = base_request_init(m, t, c->vcpu, c->memory_mib, &j->base);
         if (r < 0 || !j->run_dir || !j->data_dir || !j->state_path || !j->frozen_disk || !j->init_env ||
+            !j->init_mounts ||
             (c->mem_path && !j->mem_path)) {
                 restore_job_free(j);
                 return -ENOMEM;
@@ -1047,6 +1056,10 @@ int sandbox_restore_start(Manager *m, Sandbox *s, Checkpoint *c, Operation **ret
         s->vcpu = c->vcpu;
         s->memory_mib = c->memory_mib;
         s->disk_mib = c->disk_mib;
+        /* the guest memory it gets back has the checkpoint's volumes mounted */
+        strv_free(s->mounts);
+        s->mounts = sandbox_strv_copy(c->mounts);
+        (void) sandbox_save(s);
         r = worker_start(m, restore_worker, j);
         if (r < 0) {
                 s->busy = false;

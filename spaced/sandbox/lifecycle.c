@@ -36,6 +36,7 @@ typedef struct LifecycleJob {
         pid_t pid;
         BaseRequest base;     /* wake, start: how to rebuild the QEMU command line */
         char **init_env;
+        char **init_mounts;  /* the sandbox's volumes: its guest mounts them again after a start */
         /* results */
         int r;
         Error error;
@@ -61,6 +62,7 @@ static void job_free(LifecycleJob *j) {
         free(j->data_dir);
         base_request_done(&j->base);
         strv_free(j->init_env);
+        strv_free(j->init_mounts);
         free(j->unconfined);
         error_done(&j->error);
         safe_close(j->agent_fd);
@@ -165,12 +167,13 @@ static int do_wake(LifecycleJob *j) {
         /* Same identity as before, but the clock has to jump to now: sent before the guest runs, so that it
          * comes first. */
         if (r >= 0)
-                r = agent_handshake_send(agent_path, j->id, hostname, j->init_env, 0, true, WAKE_TIMEOUT_MS,
+                r = agent_handshake_send(agent_path, j->id, hostname, j->init_env, j->init_mounts, 0, true,
+                                         WAKE_TIMEOUT_MS,
                                          &j->agent_fd, &j->error);
         if (r >= 0)
                 r = vm_cont(q, 10000, &j->error);
         if (r >= 0)
-                r = agent_handshake_finish(j->agent_fd, WAKE_TIMEOUT_MS, &j->error);
+                r = agent_handshake_finish(j->agent_fd, strv_length(j->init_mounts), WAKE_TIMEOUT_MS, &j->error);
         if (r < 0 && j->new_pid > 0) {
                 (void) vm_kill(j->new_pid, j->run_dir, 5000);
                 j->new_pid = 0;
@@ -232,10 +235,11 @@ static int do_start(LifecycleJob *j) {
                            &j->error);
         hello_fd = safe_close(hello_fd);
         if (r >= 0)
-                r = agent_handshake_send(agent_path, j->id, hostname, j->init_env, 0, true, WAKE_TIMEOUT_MS,
+                r = agent_handshake_send(agent_path, j->id, hostname, j->init_env, j->init_mounts, 0, true,
+                                         WAKE_TIMEOUT_MS,
                                          &j->agent_fd, &j->error);
         if (r >= 0)
-                r = agent_handshake_finish(j->agent_fd, WAKE_TIMEOUT_MS, &j->error);
+                r = agent_handshake_finish(j->agent_fd, strv_length(j->init_mounts), WAKE_TIMEOUT_MS, &j->error);
         if (r < 0 && j->new_pid > 0) {
                 (void) vm_kill(j->new_pid, j->run_dir, 5000);
                 j->new_pid = 0;
@@ -500,7 +504,8 @@ static int job_prepare_boot(Manager *m, Sandbox *s, LifecycleJob *j, Error *rete
         if (r < 0)
                 return r;
         j->init_env = calloc(1, sizeof(char *));
-        if (!j->init_env)
+        j->init_mounts = sandbox_strv_copy(s->mounts);
+        if (!j->init_env || !j->init_mounts)
                 return -ENOMEM;
         /* the template's env and the sandbox's, as at create */
         for (char **e = t->env; e && *e; e++)

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* What the subsystems below sandbox/ ask of the sandboxes, checkpoints and pools, which they cannot include:
- * the disks and templates in use. sandbox_register_ops() hands them these at start. */
+ * the disks, templates and volumes in use. sandbox_register_ops() hands them these at start. */
 
 #include <dirent.h>
 #include <pthread.h>
@@ -17,6 +17,7 @@
 #include "sandbox/sandbox.h"
 #include "string-util.h"
 #include "template/template.h"
+#include "volume/volume.h"
 
 static void disks_in_use(Manager *m, DiskUsedFn fn, void *userdata) {
         for (Sandbox *s = m->sandboxes; s; s = s->next) {
@@ -251,4 +252,6 @@ void sandbox_register_ops(void) {
         egress_set_sandbox_ops(&egress_sandbox);
         disk_set_users(disks_in_use);
         template_set_users_ops(&template_users);
+        volume_set_users(sandbox_volume_users);
+        channel_set_volume_handler(sandbox_volume_request);
 }

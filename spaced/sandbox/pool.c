@@ -264,7 +264,7 @@ static void *handout_worker(void *userdata) {
         /* INIT first, then cont: the frame waits in the channel for the guest, whose first act on waking is to
          * take its identity. Its answer is not waited for (agent_attach_reidentified): it comes before the answer
          * to anything the user sends after it. */
-        j->r = agent_reidentify_send(j->fd, j->id, hostname, j->env, &j->error);
+        j->r = agent_reidentify_send(j->fd, j->id, hostname, j->env, NULL, &j->error);
         if (j->r >= 0)
                 j->r = vm_cont_at(j->run_dir, &j->error);
         j->cont_usec = now_usec_monotonic() - t0;

@@ -15,9 +15,10 @@ int store_put_sandbox(Store *s, const Sandbox *sb) {
         _cleanup_free_ char *env = strv_to_json_text(sb->env), *egress_profiles = strv_to_json_text(sb->egress_profiles),
                             *egress_allow = strv_to_json_text(sb->egress_allow),
                             *egress_deny = strv_to_json_text(sb->egress_deny),
-                            *egress_bindings = strv_to_json_text(sb->egress_bindings);
+                            *egress_bindings = strv_to_json_text(sb->egress_bindings),
+                            *mounts = strv_to_json_text(sb->mounts);
 
-        if (!env || !egress_profiles || !egress_allow || !egress_deny || !egress_bindings)
+        if (!env || !egress_profiles || !egress_allow || !egress_deny || !egress_bindings || !mounts)
                 return -ENOMEM;
         return store_put_sandbox_record(s, &(SandboxRecord) {
                 .id = sb->id,
@@ -47,6 +48,7 @@ int store_put_sandbox(Store *s, const Sandbox *sb) {
                 .egress_allow = egress_allow,
                 .egress_deny = egress_deny,
                 .egress_bindings = egress_bindings,
+                .mounts = mounts,
                 .traffic_token = sb->traffic_token,
                 .confined = sb->confined == SANDBOX_CONFINED_UNKNOWN ? -1 : sb->confined == SANDBOX_CONFINED_YES,
                 .unconfined_reason = sb->unconfined_reason,
@@ -97,13 +99,14 @@ static int sandbox_from_record(void *userdata, const SandboxRecord *r) {
         sb->egress_allow = strv_from_json_text(r->egress_allow);
         sb->egress_deny = strv_from_json_text(r->egress_deny);
         sb->egress_bindings = strv_from_json_text(r->egress_bindings ?: "[]");
+        sb->mounts = strv_from_json_text(r->mounts ?: "[]");
         sb->traffic_token = strdup_or_null(r->traffic_token);
         if (r->confined >= 0)
                 sb->confined = r->confined ? SANDBOX_CONFINED_YES : SANDBOX_CONFINED_NO;
         sb->unconfined_reason = strdup_or_null(r->unconfined_reason);
         sb->host = strdup_or_null(r->host);
         if (!sb->template_name || !sb->env || !sb->egress_profiles || !sb->egress_allow || !sb->egress_deny ||
-            !sb->egress_bindings) {
+            !sb->egress_bindings || !sb->mounts) {
                 sandbox_free(sb);
                 return -ENOMEM;
         }

@@ -82,6 +82,7 @@ Sandbox *sandbox_free(Sandbox *s) {
         strv_free(s->egress_allow);
         strv_free(s->egress_deny);
         strv_free(s->egress_bindings);
+        strv_free(s->mounts);
         free(s->unconfined_reason);
         free(s->host);
         free(s);
@@ -301,6 +302,7 @@ typedef struct CreateJob {
         uint64_t disk_mib;
         uint64_t grow_bytes;  /* from the base: the size the guest's disk and filesystem grow to, or 0 */
         char **init_env;
+        char **init_mounts;  /* the sandbox's volumes (sandbox/mounts.c) */
         char *source_state;   /* restore from a checkpoint instead of the base snapshot */
         char *source_mem;     /* its RAM file, mapped instead of the base's; NULL: the RAM is in source_state */
         char *source_disk;
@@ -324,6 +326,7 @@ static void create_job_free(CreateJob *j) {
         free(j->run_dir);
         free(j->data_dir);
         strv_free(j->init_env);
+        strv_free(j->init_mounts);
         free(j->source_state);
         free(j->source_mem);
         free(j->source_disk);
@@ -412,15 +415,15 @@ static int create_attempt(CreateJob *j, const BaseSnapshot *b, bool *ret_restore
         }
         /* the identity waits in the channel before the guest runs: its clock and seed come first. A base is
          * named by the CA its guest trusts already; a checkpoint's guest may have been saved with another. */
-        r = agent_handshake_send(agent_path, j->id, hostname, j->init_env, j->grow_bytes, j->source_state != NULL,
-                                 RESTORE_TIMEOUT_MS, &j->agent_fd, &j->error);
+        r = agent_handshake_send(agent_path, j->id, hostname, j->init_env, j->init_mounts, j->grow_bytes,
+                                 j->source_state != NULL, RESTORE_TIMEOUT_MS, &j->agent_fd, &j->error);
         if (r >= 0)
                 r = vm_cont(q, 10000, &j->error);
         if (r < 0)
                 goto finish;
         crash_point("create-restored");
         j->t_restore = now_usec_monotonic();
-        r = agent_handshake_finish(j->agent_fd, RESTORE_TIMEOUT_MS, &j->error);
+        r = agent_handshake_finish(j->agent_fd, strv_length(j->init_mounts), RESTORE_TIMEOUT_MS, &j->error);
         j->t_agent = now_usec_monotonic();
         if (r >= 0)
                 *ret_restore_failed = false;
@@ -589,7 +592,7 @@ void sandbox_clock_resync(Manager *m, Sandbox *s) {
         /* the INIT replaces the guest's default env: the same one it was made with */
         env = env_merge(t->env, s->env);
         (void) snprintf(hostname, sizeof hostname, "sb-%.12s", s->id);
-        r = env ? agent_reidentify(s->channel.agent, s->id, hostname, env) : -ENOMEM;
+        r = env ? agent_reidentify(s->channel.agent, s->id, hostname, env, s->mounts) : -ENOMEM;
         if (r < 0)
                 log_warning_errno(r, "sandbox %s: cannot send the guest the time after it stood still", s->id);
 }
@@ -687,7 +690,7 @@ static int create_plan(Manager *m, const SandboxSpec *spec, CreatePlan *ret, Err
 
 /* Only the template's default shape is what its warm pool holds. */
 static bool create_poolable(const SandboxSpec *spec, const CreatePlan *p) {
-        return !spec->source && !spec->pooled && p->vcpu == p->template->vcpu &&
+        return !spec->source && !spec->pooled && strv_isempty(spec->volume_mounts) && p->vcpu == p->template->vcpu &&
                p->memory_mib == p->template->memory_mib && p->disk_mib == p->default_disk_mib;
 }
 
@@ -732,13 +735,15 @@ static int create_sandbox_new(Manager *m, const SandboxSpec *spec, const CreateP
         s->last_active = s->created_at;
         s->idle_timeout = m->config.idle_timeout;
         s->env = env_merge(NULL, spec->env);
+        s->mounts = calloc(1, sizeof(char *));
         /* the name the user asked for (or the checkpoint's), not the digest it resolved to */
         s->template_name = strdup(spec->source ? spec->source->template_name : spec->template_ref);
         s->template_digest = strdup(p->template->digest);
         if (spec->name)
                 s->name = strdup(spec->name);
         if (asprintf(&s->run_dir, "%s/sandboxes/%s", m->runtime_dir, s->id) < 0 ||
-            asprintf(&s->data_dir, "%s/sandboxes/%s", m->state_dir, s->id) < 0 || !s->env || !s->template_name ||
+            asprintf(&s->data_dir, "%s/sandboxes/%s", m->state_dir, s->id) < 0 || !s->env || !s->mounts ||
+            !s->template_name ||
             !s->template_digest || (spec->name && !s->name)) {
                 sandbox_free(s);
                 return -ENOMEM;
@@ -766,6 +771,7 @@ static int create_job_new(Manager *m, const SandboxSpec *spec, const CreatePlan 
         j->run_dir = strdup(s->run_dir);
         j->data_dir = strdup(s->data_dir);
         j->init_env = env_merge(p->template->env, spec->env);
+        j->init_mounts = sandbox_strv_copy(s->mounts);
         if (spec->pooled) {
                 const char *cwd = template_workdir(m, s), *user = template_default_user(m, s);
                 if ((cwd && !(j->warm_cwd = strdup(cwd))) || (user && !(j->warm_user = strdup(user))))
@@ -782,7 +788,7 @@ static int create_job_new(Manager *m, const SandboxSpec *spec, const CreatePlan 
         if (spec->parent_op)
                 snprintf(j->parent_op, sizeof j->parent_op, "%s", spec->parent_op);
         r = base_request_init(m, p->template, p->vcpu, p->memory_mib, &j->base);
-        if (r < 0 || !j->run_dir || !j->data_dir || !j->init_env)
+        if (r < 0 || !j->run_dir || !j->data_dir || !j->init_env || !j->init_mounts)
                 goto oom;
         *ret = j;
         return 0;
@@ -994,11 +1000,15 @@ int sandbox_create(Manager *m, const SandboxSpec *spec_in, Operation **ret_op, S
         _cleanup_strv_free_ char **env = NULL;
         SandboxSpec spec_env = *spec_in;
         const SandboxSpec *spec = &spec_env;
+        _cleanup_strv_free_ char **mounts = NULL;
         CreatePlan p = {};
         Sandbox *s;
         CreateJob *j;
         int r;
 
+        r = sandbox_mounts_choose(m, spec, &mounts, reterr);
+        if (r < 0)
+                return r;
         r = create_plan(m, spec, &p, reterr);
         if (r < 0)
                 return r;
@@ -1035,6 +1045,8 @@ int sandbox_create(Manager *m, const SandboxSpec *spec_in, Operation **ret_op, S
                 sandbox_free(s);
                 return r;
         }
+        strv_free(s->mounts);
+        s->mounts = TAKE_PTR(mounts);
         r = create_job_new(m, spec, &p, s, &j);
         if (r < 0) {
                 sandbox_free(s);

@@ -90,6 +90,10 @@ struct Sandbox {
         /* its own secret bindings (E2B's network.rules; egress_binding_parse_own() lines), replaced with its
          * lists; never NULL once made or loaded */
         char **egress_bindings;
+        /* the volumes mounted in it (ARCHITECTURE.md, "Volumes"): "VOLUME-ID:PATH" each, fixed at create (a fork's
+         * and a restore's are its checkpoint's, which its guest memory has mounted); never NULL once made or
+         * loaded */
+        char **mounts;
         /* Its QEMU as last started (create, wake, restore): in its namespaces or not, and why not. */
         SandboxConfined confined;
         char *unconfined_reason;
@@ -127,6 +131,7 @@ struct Checkpoint {
         char **egress_allow;
         char **egress_deny;
         char **egress_bindings;
+        char **mounts;       /* its sandbox's: the guest memory it holds has them mounted */
         char *host;          /* the host fingerprint it was made under (NULL: not recorded) */
         bool ready;
         Checkpoint *next;
@@ -189,6 +194,10 @@ typedef struct SandboxSpec {
         char **egress_allow;
         char **egress_deny;
         char **egress_bindings;    /* its own secret bindings: each secret must exist (ERROR_SECRET_NOT_FOUND) */
+        /* Volumes to mount: "NAME-OR-ID:PATH" each (sandbox/mounts.c checks them: ERROR_VOLUME_NOT_FOUND,
+         * ERROR_INVALID_PATH, ERROR_INVALID_ARGUMENT for a path mounted twice). With source, on top of the
+         * checkpoint's, which its guest has mounted already. */
+        char **volume_mounts;
 } SandboxSpec;
 /* Journals the sandbox and its create operation and starts the worker; a create of the template's default
  * shape is served from its warm pool when that has a member. */
@@ -223,6 +232,14 @@ bool sandbox_state_holds_memory(SandboxState s);
 
 /* A copy of a string list, empty (not NULL) for NULL; NULL when out of memory. */
 char **sandbox_strv_copy(char *const *l);
+
+/* mounts.c: volumes mounted in sandboxes (ARCHITECTURE.md, "Volumes"). sandbox_mounts_choose: what a create
+ * mounts, "VOLUME-ID:PATH" each: its source's, then spec->volume_mounts checked (SandboxSpec). sandbox_volume_users:
+ * who mounts volume_id (volume_set_users()). sandbox_volume_request: a guest's VOLUME request, answered for the
+ * volumes its sandbox mounts only (channel_set_volume_handler()). */
+int sandbox_mounts_choose(Manager *m, const SandboxSpec *spec, char ***ret, Error *reterr);
+int sandbox_volume_users(Manager *m, const char *volume_id, char ***ret_ids);
+void sandbox_volume_request(AgentConn *a, uint32_t stream, const uint8_t *payload, size_t n);
 
 /* records.c: a Sandbox as its row of the store (core/store.h keeps plain SandboxRecords). */
 int store_put_sandbox(Store *s, const Sandbox *sb);

@@ -159,6 +159,10 @@ int volume_meta_set(int fd, int64_t uid, int64_t gid, int64_t mode) {
 }
 
 int volume_entry_at(int dirfd, const char *leaf, const char *rel, VolumeEntry *ret) {
+        return volume_entry_stat_at(dirfd, leaf, rel, ret, NULL);
+}
+
+int volume_entry_stat_at(int dirfd, const char *leaf, const char *rel, VolumeEntry *ret, struct stat *ret_st) {
         VolumeEntry e = {};
         struct stat st;
         _cleanup_close_ int fd = -1;
@@ -204,6 +208,8 @@ int volume_entry_at(int dirfd, const char *leaf, const char *rel, VolumeEntry *r
                 return -ENOMEM;
         }
         *ret = e;
+        if (ret_st)
+                *ret_st = st;
         return 0;
 }
 

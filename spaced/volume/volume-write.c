@@ -20,13 +20,120 @@
 
 #define TREE_DEPTH_MAX 256 /* a walk or a removal: open directories held at once */
 
+/* Past TREE_DEPTH_MAX open directories a walk goes on holding one: it climbs back by ".." and finds its place
+ * again by the directory's lseek() cookie (stable on ext4 and btrfs), or, removing, reads it again from the
+ * start. Renames nest directories past any depth a path can name (a guest's too), and a tree the walks could not
+ * finish would leave its volume's usage uncounted (every write refused) and its files on the disk after the
+ * volume's removal. What it keeps is a cookie per level. */
+typedef struct DeepWalk {
+        bool remove;              /* remove everything below, else count */
+        uint64_t *sum;            /* the sizes of the regular files counted, or removed */
+        unsigned *stale;          /* the hidden files of unfinished uploads removed, or NULL */
+} DeepWalk;
+
+/* One entry: a directory to go down into (1), or counted or removed here (0). */
+static int deep_visit(const DeepWalk *w, int dirfd, const char *name) {
+        struct stat st;
+        bool temp;
+
+        if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+                return errno == ENOENT ? 0 : -errno;
+        if (S_ISDIR(st.st_mode)) {
+                /* removing: an empty one goes at once, and a full one when it is met again after its contents */
+                if (!w->remove || unlinkat(dirfd, name, AT_REMOVEDIR) == 0)
+                        return !w->remove;
+                return errno == ENOTEMPTY || errno == EEXIST ? 1 : -errno;
+        }
+        temp = S_ISREG(st.st_mode) && volume_temp_name(name);
+        if (w->remove || (temp && w->stale)) {
+                if (unlinkat(dirfd, name, 0) < 0)
+                        return errno == ENOENT ? 0 : -errno;
+                if (temp && w->stale)
+                        (*w->stale)++;
+        }
+        if (S_ISREG(st.st_mode) && !temp && w->sum)
+                *w->sum += (uint64_t) st.st_size;
+        return 0;
+}
+
+/* Everything below the directory top (open for reading; taken), depth first, one directory open at a time. */
+static int walk_deep(int top, const DeepWalk *w) {
+        _cleanup_free_ off_t *stack = NULL;
+        _cleanup_free_ uint8_t *buf = malloc(32 * 1024);
+        _cleanup_close_ int cur = top;
+        size_t depth = 0, allocated = 0;
+        off_t pos = 0;
+
+        if (!buf)
+                return -ENOMEM;
+        for (;;) {
+                ssize_t n;
+                int r = 0;
+
+                if (lseek(cur, pos, SEEK_SET) < 0 || (n = getdents64(cur, buf, 32 * 1024)) < 0)
+                        return -errno;
+                if (n == 0) {
+                        int parent;
+
+                        if (depth == 0)
+                                return 0;
+                        parent = openat(cur, "..", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+                        if (parent < 0)
+                                return -errno;
+                        safe_close(cur);
+                        cur = parent;
+                        depth--;
+                        pos = w->remove ? 0 : stack[depth];
+                        continue;
+                }
+                for (ssize_t i = 0; i < n && r == 0;) {
+                        const struct dirent64 *de = (const struct dirent64 *) (buf + i);
+
+                        i += de->d_reclen;
+                        pos = de->d_off;
+                        if (streq(de->d_name, ".") || streq(de->d_name, ".."))
+                                continue;
+                        r = deep_visit(w, cur, de->d_name);
+                        if (r < 0)
+                                return r;
+                        if (r == 0)
+                                continue;
+                        if (!w->remove && depth == allocated) {
+                                size_t k = allocated ? allocated * 2 : 64;
+                                off_t *bigger = reallocarray(stack, k, sizeof *bigger);
+                                if (!bigger)
+                                        return -ENOMEM;
+                                stack = bigger;
+                                allocated = k;
+                        }
+                        int child = openat(cur, de->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+                        if (child < 0)
+                                return -errno;
+                        if (!w->remove)
+                                stack[depth] = pos;
+                        depth++;
+                        safe_close(cur);
+                        cur = child;
+                        pos = 0;
+                }
+        }
+}
+
+/* dirfd itself walked by walk_deep(), on a descriptor of its own. */
+static int walk_deep_at(int dirfd, const char *name, const DeepWalk *w) {
+        int fd = openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+
+        return fd < 0 ? -errno : walk_deep(fd, w);
+}
+
 int volume_walk_usage(int dirfd, unsigned depth, uint64_t *ret, unsigned *ret_stale) {
         _cleanup_closedir_ DIR *d = NULL;
         struct dirent *de;
-        int fd = dup(dirfd), r;
+        int fd, r;
 
-        if (depth > TREE_DEPTH_MAX)
-                return -ELOOP;
+        if (depth >= TREE_DEPTH_MAX)
+                return walk_deep_at(dirfd, ".", &(const DeepWalk) { .sum = ret, .stale = ret_stale });
+        fd = dup(dirfd);
         if (fd < 0 || !(d = fdopendir(fd))) {
                 r = -errno;
                 safe_close(fd);
@@ -69,8 +176,12 @@ int volume_remove_tree_at(int dirfd, const char *name, unsigned depth, uint64_t 
                 struct dirent *de;
                 int fd;
 
-                if (depth >= TREE_DEPTH_MAX)
-                        return -ELOOP;
+                if (depth >= TREE_DEPTH_MAX) {
+                        r = walk_deep_at(dirfd, name, &(const DeepWalk) { .remove = true, .sum = ret_freed });
+                        if (r < 0)
+                                return r;
+                        return unlinkat(dirfd, name, AT_REMOVEDIR) < 0 ? -errno : 0;
+                }
                 fd = openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
                 if (fd < 0)
                         return -errno;
@@ -320,9 +431,13 @@ int volume_remove_path(Manager *m, Volume *v, const char *path, Error *reterr) {
 }
 
 int volume_rename(Manager *m, Volume *v, const char *from, const char *to, Error *reterr) {
+        return volume_rename_flags(m, v, from, to, 0, reterr);
+}
+
+int volume_rename_flags(Manager *m, Volume *v, const char *from, const char *to, unsigned flags, Error *reterr) {
         _cleanup_(volume_target_done) VolumeTarget a = { .dirfd = -1 }, b = { .dirfd = -1 };
         uint64_t usage;
-        struct stat st;
+        struct stat src, dst;
         int r;
 
         r = volume_resolve(m, v, from, &a, reterr);
@@ -335,12 +450,37 @@ int volume_rename(Manager *m, Volume *v, const char *from, const char *to, Error
         r = volume_usage(m, v, &usage, reterr);
         if (r < 0)
                 return r;
-        if (fstatat(b.dirfd, b.leaf, &st, AT_SYMLINK_NOFOLLOW) < 0)
-                st.st_mode = 0;
-        if (renameat(a.dirfd, a.leaf, b.dirfd, b.leaf) < 0)
+        if (fstatat(a.dirfd, a.leaf, &src, AT_SYMLINK_NOFOLLOW) < 0)
                 return volume_fs_error(reterr, -errno, "rename", a.rel);
-        if (S_ISREG(st.st_mode))
-                volume_usage_add(v, (uint64_t) st.st_size, 0);
+        if (fstatat(b.dirfd, b.leaf, &dst, AT_SYMLINK_NOFOLLOW) < 0)
+                dst.st_mode = 0;
+        if (renameat2(a.dirfd, a.leaf, b.dirfd, b.leaf, flags) < 0)
+                return volume_fs_error(reterr, -errno, "rename", a.rel);
+        /* a rename onto another name of the same file removes nothing (rename(2)): its size stays counted */
+        if (S_ISREG(dst.st_mode) && !(dst.st_dev == src.st_dev && dst.st_ino == src.st_ino))
+                volume_usage_add(v, (uint64_t) dst.st_size, 0);
+        return 0;
+}
+
+int volume_truncate_fd(Manager *m, Volume *v, int fd, uint64_t size, const char *rel, Error *reterr) {
+        struct stat st;
+        int r;
+
+        if (size > INT64_MAX)
+                return error_set(reterr, ERROR_INVALID_ARGUMENT, "a size is at most 2^63-1") ?: -EINVAL;
+        if (fstat(fd, &st) < 0)
+                return volume_fs_error(reterr, -errno, "truncate", rel);
+        if (S_ISDIR(st.st_mode))
+                return volume_fs_error(reterr, -EISDIR, "truncate", rel);
+        if (!S_ISREG(st.st_mode))
+                return error_set(reterr, ERROR_INVALID_PATH, "cannot truncate /%.512s: not a regular file", rel)
+                        ?: -EINVAL;
+        r = volume_check_quota(m, v, (uint64_t) st.st_size, size, 0, rel, reterr);
+        if (r < 0)
+                return r;
+        if (ftruncate(fd, (off_t) size) < 0)
+                return volume_fs_error(reterr, -errno, "truncate", rel);
+        volume_usage_add(v, (uint64_t) st.st_size, size);
         return 0;
 }
 

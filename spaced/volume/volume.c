@@ -188,6 +188,13 @@ int volume_create(Manager *m, const char *name, uint64_t quota, Volume **ret, Er
                 return error_set(reterr, error_code_from_errno(r), "cannot make the volume's directory: %s",
                                  strerror(-r)) ?: r;
         }
+        /* its root is every user's to write in, in every sandbox that mounts it, as E2B's are (a sandbox's
+         * default user writes there): VOLUME_ROOT_MODE until someone changes it */
+        r = volume_root_mode_init(dir);
+        if (r < 0) {
+                (void) rmdir(dir);
+                return error_set(reterr, ERROR_INTERNAL, "cannot set the volume's root mode: %s", strerror(-r)) ?: r;
+        }
         r = store_put_volume(m->store, &v->rec);
         if (r < 0) {
                 (void) rmdir(dir);
@@ -202,6 +209,14 @@ int volume_create(Manager *m, const char *name, uint64_t quota, Volume **ret, Er
         *tail = v;
         *ret = TAKE_PTR(v);
         return 0;
+}
+
+int volume_root_mode_init(const char *dir) {
+        _cleanup_close_ int fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+
+        if (fd < 0)
+                return -errno;
+        return volume_meta_set(fd, -1, -1, VOLUME_ROOT_MODE);
 }
 
 /* Its files: with the row gone, a failure here leaves a leftover that the next start removes. */
@@ -219,10 +234,41 @@ static void volume_remove_files(Manager *m, Volume *v) {
                                   dir, v->rec.id);
 }
 
+static VolumeUsersFn volume_users;
+
+void volume_set_users(VolumeUsersFn fn) {
+        volume_users = fn;
+}
+
+/* ERROR_VOLUME_IN_USE naming (some of) the sandboxes that mount v, or 0 when none does. */
+static int refuse_in_use(Manager *m, Volume *v, Error *reterr) {
+        _cleanup_strv_free_ char **ids = NULL;
+        char list[256] = "";
+        size_t n = 0, len = 0;
+        int r;
+
+        if (!volume_users)
+                return 0;
+        r = volume_users(m, v->rec.id, &ids);
+        if (r < 0)
+                return error_set(reterr, ERROR_INTERNAL, "cannot tell which sandboxes mount volume %s: %s",
+                                 v->rec.name, strerror(-r)) ?: r;
+        for (char **i = ids; i && *i; i++, n++)
+                if (n < 4 && len + strlen(*i) + 3 < sizeof list)
+                        len += (size_t) snprintf(list + len, sizeof list - len, "%s%s", n ? ", " : "", *i);
+        if (n == 0)
+                return 0;
+        return error_set(reterr, ERROR_VOLUME_IN_USE,
+                         "volume '%s' is mounted in %zu sandbox%s (%s%s): remove %s first", v->rec.name, n,
+                         n == 1 ? "" : "es", list, n > 4 ? ", ..." : "", n == 1 ? "it" : "them") ?: -EBUSY;
+}
+
 int volume_remove(Manager *m, Volume *v, Error *reterr) {
         int r;
 
-        /* Stage 2 refuses here with ERROR_VOLUME_IN_USE, naming the sandboxes: until then none can mount one. */
+        r = refuse_in_use(m, v, reterr);
+        if (r < 0)
+                return r;
         r = store_delete_volume(m->store, v->rec.id);
         if (r < 0) {
                 log_error_errno(r, "cannot remove volume %s from the store", v->rec.name);
@@ -241,9 +287,11 @@ int volume_remove(Manager *m, Volume *v, Error *reterr) {
         return 0;
 }
 
-int volume_mount_check(Manager *m, const char *ref, const char *path, Error *reterr) {
+int volume_mount_check(Manager *m, const char *ref, const char *path, Volume **ret, char **ret_path,
+                       Error *reterr) {
         _cleanup_free_ char *norm = NULL;
         Volume *v = volume_find(m, ref);
+        char *abs;
 
         if (!v)
                 return error_set(reterr, ERROR_VOLUME_NOT_FOUND,
@@ -257,11 +305,11 @@ int volume_mount_check(Manager *m, const char *ref, const char *path, Error *ret
                 return error_set(reterr, ERROR_INVALID_PATH,
                                  "volume '%s' cannot be mounted at %.256s: not over /, /proc, /sys or /dev",
                                  v->rec.name, path) ?: -EINVAL;
-        return error_set(reterr, ERROR_NOT_SUPPORTED,
-                         "volume mounts into sandboxes are not served yet: QEMU 7.2 (Debian 12) blocks migration "
-                         "with virtio-9p and vhost-user-fs, and pause, checkpoint and fork are migrations; a mount "
-                         "over the agent's channel is planned. Volume '%s' exists and its files can be used through "
-                         "the volume API meanwhile", v->rec.name) ?: -EOPNOTSUPP;
+        if (asprintf(&abs, "/%s", norm) < 0)
+                return -ENOMEM;
+        *ret = v;
+        *ret_path = abs;
+        return 0;
 }
 
 /* Directories under $state/volume-data that no row names: a create that crashed before its row, a remove after. */

@@ -3,8 +3,8 @@
 
 /* Volumes (ARCHITECTURE.md, "Volumes"): named storage that outlives sandboxes. This door keeps them: a row in
  * the store per volume (id, name, quota, its content token, created_at) and its files under
- * $state/volume-data/<id>/ (0700), and it is the only way to their files: every path a client (or, in stage 2, a
- * guest) names is resolved inside the volume's directory by openat2(RESOLVE_IN_ROOT), so that no "..", no
+ * $state/volume-data/<id>/ (0700), and it is the only way to their files: every path a client or a guest that
+ * mounts the volume names is resolved inside the volume's directory by openat2(RESOLVE_IN_ROOT), so that no "..", no
  * symlink stored in the volume and no mount point leads out of it. The daemon is the only writer, so it keeps
  * each volume's usage (a walk when the volume is first used after start, then every write and remove) and
  * refuses with ERROR_QUOTA_EXCEEDED a write that would take it past its quota, before anything is written. */
@@ -35,6 +35,7 @@
 #define VOLUME_XATTR_MODE "user.space.mode"
 #define VOLUME_FILE_MODE_DEFAULT 0644
 #define VOLUME_DIR_MODE_DEFAULT 0755
+#define VOLUME_ROOT_MODE 0777         /* a new volume's root: any user of any sandbox that mounts it writes there */
 
 typedef struct VolumeUpload VolumeUpload;
 
@@ -89,7 +90,8 @@ uint64_t volume_quota_default(Manager *m);
 /* A new volume: name checked (ERROR_INVALID_ARGUMENT, ERROR_NAME_IN_USE), quota 0 for the default, else 1 to
  * VOLUME_QUOTA_MAX. Its directory is made before its row. Logs what it did. */
 int volume_create(Manager *m, const char *name, uint64_t quota, Volume **ret, Error *reterr);
-/* Removes v: its row, then its files. ERROR_VOLUME_IN_USE (naming the sandboxes) while sandboxes mount it. */
+/* Removes v: its row, then its files. ERROR_VOLUME_IN_USE (naming the sandboxes) while sandboxes mount it
+ * (volume_set_users()). */
 int volume_remove(Manager *m, Volume *v, Error *reterr);
 /* Its usage, walking its files the first time after start. */
 int volume_usage(Manager *m, Volume *v, uint64_t *ret, Error *reterr);
@@ -151,10 +153,15 @@ int volume_rename(Manager *m, Volume *v, const char *from, const char *to, Error
 int volume_set_metadata(Manager *m, Volume *v, const char *path, int64_t uid, int64_t gid, int64_t mode,
                         VolumeEntry *ret, Error *reterr);
 
-/* Mounts into sandboxes (stage 2): checks a mount of volume ref at path (the volume exists, the path is
- * absolute, normalized, not / and not under /proc, /sys or /dev) and then refuses it with ERROR_NOT_SUPPORTED
- * saying why. Returns -EOPNOTSUPP after a valid request, -EINVAL/-ENOENT before. */
-int volume_mount_check(Manager *m, const char *ref, const char *path, Error *reterr);
+/* Mounts into sandboxes: checks a mount of volume ref at path: the volume exists (ERROR_VOLUME_NOT_FOUND), the
+ * path is absolute, clean, not / and not under /proc, /sys or /dev (ERROR_INVALID_PATH). *ret_path: it made
+ * clean ("/a/b"). */
+int volume_mount_check(Manager *m, const char *ref, const char *path, Volume **ret, char **ret_path,
+                       Error *reterr);
+/* Who mounts a volume, told by the sandboxes above (sandbox/ops.c): the ids of those that have volume_id mounted
+ * (NULL-terminated; NULL or empty: none). volume_remove() refuses while there are any. */
+typedef int (*VolumeUsersFn)(Manager *m, const char *volume_id, char ***ret_ids);
+void volume_set_users(VolumeUsersFn fn);
 
 /* A guest's VOLUME request on v (lib/proto.h, "Volume mounts"; volume/volume-guest.c): kv and data as
  * space_volume_payload_split() gave them, volume= already matched to v by the caller. Returns 0 with the answer's

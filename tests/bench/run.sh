@@ -7,6 +7,8 @@
 # $BENCH_OUT (default: $TOP_BUILDDIR/bench-results.json) and prints tables. The environment is the integration
 # tests' (own daemon on a free TCP port, own state, cleaned up at exit).
 # bench_cp.py: spacectl cp in and out next to a raw read of the same file on the host.
+# bench_volume.py (BENCH_ONLY=volume): a mounted volume's dd write and read and file creates next to the guest's
+# own disk; knobs BENCH_VOLUME_MIB (default 32), BENCH_VOLUME_RUNS (>= 3), BENCH_VOLUME_FILES (default 200).
 # bench_ci.py (BENCH_ONLY=ci): E2B's code interpreter, create -> first run_code and its round trip next to the same
 # SDK's commands.run, and an idle code-interpreter sandbox's private memory; BENCH_CI_CREATES, BENCH_CI_RUNS.
 # bench_cli.py (BENCH_ONLY=cli): spacectl's start-up, --help and version, next to /bin/true: wall time and page
@@ -24,7 +26,7 @@
 # Knobs: BENCH_CREATES (>= 20, default 20), BENCH_EXECS (>= 50, default 50), BENCH_PINGS (default 200),
 #        BENCH_RAW_RESTORE_CMD (see tests/bench/bench.py), BENCH_STREAM_MIB (default 64), BENCH_STREAM_RUNS
 #        (>= 3), BENCH_SESSIONS (>= 50), BENCH_PAUSES (default 30), BENCH_SUSPENDS (default 5),
-#        BENCH_FORKS (default 3), BENCH_ONLY=core|api|lifecycle|storage|templates|build|cp|cli|e2b|ci|scale|egress|mcp|
+#        BENCH_FORKS (default 3), BENCH_ONLY=core|api|lifecycle|storage|templates|build|cp|volume|cli|e2b|ci|scale|egress|mcp|
 #        secret (one part alone; storage: checkpoint pause and fork on qcow2 and on a loop-mounted btrfs, side by side),
 #        BENCH_STORAGE=0 (no storage part), SPACE_TEST_ACCEL, TOP_BUILDDIR; templates: BENCH_IMPORT_MIB (default
 #        64,512,1024), BENCH_IMPORT_RUNS (default 3), BENCH_TEMPLATE_CREATES (default 10); build (template recipes,
@@ -134,6 +136,12 @@ if [ -z "${BENCH_ONLY:-}" ] || [ "$BENCH_ONLY" = cp ]; then
         daemon_answers || spacectl version >/dev/null 2>&1
         SEEN_PIDS+=("$(daemon_pid)")
         python3 "$TESTS_DIR/../bench/bench_cp.py" || rc=1
+fi
+if [ -z "${BENCH_ONLY:-}" ] || [ "$BENCH_ONLY" = volume ]; then
+        # a mounted volume's writes, reads and creates next to the guest's own disk (bench_volume.py)
+        daemon_answers || spacectl version >/dev/null 2>&1
+        SEEN_PIDS+=("$(daemon_pid)")
+        python3 "$TESTS_DIR/../bench/bench_volume.py" || rc=1
 fi
 if [ -z "${BENCH_ONLY:-}" ] || [ "$BENCH_ONLY" = cli ]; then
         # spacectl's own start-up cost: no VM, only the daemon for `spacectl version` (bench_cli.py)

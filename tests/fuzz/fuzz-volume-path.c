@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 
 /* libFuzzer target: paths and names in a volume (spaced/volume/volume-path.c), which come from any client of the
- * API and, in stage 2, from a guest.
+ * API and from a guest that mounts the volume.
  *
  * Input: the bytes of a path (cut at a NUL, as a C string is).
  * Invariants (abort on violation): the normalizer answers 0 or -EINVAL/-ENAMETOOLONG with an error of code

@@ -705,6 +705,56 @@ def volume_path_corpus():
     write(t, "name", b"data.v1_x-2")
 
 
+def volume_guest_corpus():
+    """fuzz-volume-guest: a guest's VOLUME requests (spaced/volume/volume-guest*.c) on a volume holding a, d/b and
+    links etc -> /etc, passwd -> ../../../../../../etc/passwd, out -> a directory outside."""
+    t = "fuzz-volume-guest"
+
+    def vol(*records, data=b""):
+        kv = b"".join(k.encode() + b"=" + v.encode() + b"\0" for k, v in records)
+        return struct.pack("<I", len(kv)) + kv + data
+
+    def seq(name, *payloads):
+        write(t, name, b"\n--REQ--\n".join(payloads))
+
+    seq("lookup", vol(("op", "lookup"), ("path", "a")))
+    seq("getattr-root", vol(("op", "getattr"), ("path", "")))
+    seq("readdir", vol(("op", "readdir"), ("path", ""), ("cookie", "0")),
+        vol(("op", "readdir"), ("path", "d"), ("cookie", "0")))
+    seq("read", vol(("op", "read"), ("path", "a"), ("offset", "0"), ("size", "100")))
+    seq("write", vol(("op", "write"), ("path", "a"), ("offset", "5"), data=b"XYZ"),
+        vol(("op", "read"), ("path", "a"), ("offset", "0"), ("size", "32768")))
+    seq("create-rename", vol(("op", "create"), ("path", "n"), ("mode", "420"), ("uid", "1000"), ("gid", "1000"),
+                             ("exclusive", "1")),
+        vol(("op", "write"), ("path", "n"), ("offset", "0"), data=b"0123456789"),
+        vol(("op", "rename"), ("path", "n"), ("to", "a"), ("noreplace", "0")),
+        vol(("op", "rename"), ("path", "d"), ("to", "e"), ("noreplace", "1")))
+    seq("mkdir-symlink", vol(("op", "mkdir"), ("path", "x"), ("mode", "493"), ("uid", "0"), ("gid", "0")),
+        vol(("op", "symlink"), ("path", "x/l"), ("target", "/etc"), ("uid", "0"), ("gid", "0")),
+        vol(("op", "readlink"), ("path", "x/l")),
+        vol(("op", "lookup"), ("path", "x/l/passwd")))
+    seq("setattr", vol(("op", "setattr"), ("path", "a"), ("size", "1000"), ("mode", "1517"), ("uid", "7"),
+                       ("atime", "now"), ("mtime", "-5"), ("mtime_nsec", "7")),
+        vol(("op", "setattr"), ("path", "passwd"), ("mtime", "5"), ("uid", "1")))
+    seq("remove", vol(("op", "rmdir"), ("path", "d")), vol(("op", "unlink"), ("path", "d/b")),
+        vol(("op", "rmdir"), ("path", "d")), vol(("op", "unlink"), ("path", "etc")))
+    seq("statfs-fsync", vol(("op", "statfs"), ("path", "")), vol(("op", "fsync"), ("path", "a")),
+        vol(("op", "fsync"), ("path", "")))
+    seq("through-links", vol(("op", "read"), ("path", "etc/passwd"), ("offset", "0"), ("size", "100")),
+        vol(("op", "read"), ("path", "passwd"), ("offset", "0"), ("size", "100")),
+        vol(("op", "write"), ("path", "out/keep"), ("offset", "0"), data=b"x"),
+        vol(("op", "create"), ("path", "out/new"), ("mode", "420"), ("uid", "0"), ("gid", "0")),
+        vol(("op", "setattr"), ("path", "passwd"), ("size", "0")))
+    seq("bad-paths", vol(("op", "lookup"), ("path", "../a")), vol(("op", "lookup"), ("path", "a//b")),
+        vol(("op", "lookup"), ("path", "/a")), vol(("op", "lookup"), ("path", "a" * 300)))
+    seq("limits", vol(("op", "write"), ("path", "a"), ("offset", "9223372036854775807"), data=b"x"),
+        vol(("op", "setattr"), ("path", "a"), ("size", "300000")),
+        vol(("op", "read"), ("path", "a"), ("offset", "0"), ("size", "32769")),
+        vol(("op", "readdir"), ("path", ""), ("cookie", "123456789")))
+    seq("records", vol(("op", "getattr"), ("op", "unlink"), ("path", "a")), vol(("path", "a")),
+        struct.pack("<I", 9) + b"op=statfs")
+
+
 def main():
     if os.path.isdir(OUT):
         shutil.rmtree(OUT)
@@ -727,6 +777,7 @@ def main():
     accel_cache_corpus()
     vm_events_corpus()
     volume_path_corpus()
+    volume_guest_corpus()
     for d in sorted(os.listdir(OUT)):
         print(f"{d}: {len(os.listdir(os.path.join(OUT, d)))} inputs")
 

@@ -4,7 +4,7 @@
 # below it, never of one above. TAP: one "not ok" per include that climbs, naming the file, the line and both
 # subsystems; then the same scan over a copy with one climbing include planted, which must be caught.
 
-ORDER="core vm disk template channel secret egress sandbox volume http proxy api e2b mcp"
+ORDER="core vm disk template channel secret egress volume sandbox http proxy api e2b mcp"
 
 top=${srcdir:-$(dirname "$0")/../..}
 

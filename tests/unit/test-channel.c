@@ -32,8 +32,10 @@
 #include "core/store.h"
 #include "core/util.h"
 #include "io-util.h"
+#include "string-util.h"
 #include "sandbox/sandbox.h"
 #include "tap.h"
+#include "volume/volume.h"
 
 static Manager manager;
 static char tmpdir[] = "/tmp/test-channel-XXXXXX";
@@ -124,6 +126,107 @@ static uint32_t expect_frame(int fd, SpaceFrameReader *rd, uint8_t type) {
         return 0;
 }
 
+/* Sends a VOLUME request with these records on a guest stream and returns the answer's type (0: none), its
+ * payload copied into ans (at most ans_size bytes; *ans_len set). */
+static uint8_t volume_ask(int fd, SpaceFrameReader *rd, uint32_t stream, const char *const *records, const void *data,
+                          size_t data_len, uint8_t *ans, size_t ans_size, size_t *ans_len) {
+        _cleanup_(space_buf_done) SpaceBuf kv = {}, p = {};
+        uint64_t end = now_usec_monotonic() + 2000000;
+        uint8_t buf[65536];
+
+        for (const char *const *r = records; *r; r += 2)
+                ASSERT(space_kv_add(&kv, r[0], r[1]) >= 0);
+        ASSERT(space_volume_payload_build(&p, &kv, data, data_len) >= 0);
+        send_frame(fd, SPACE_F_VOLUME, 0, stream, p.data, p.len);
+        *ans_len = 0;
+        while (now_usec_monotonic() < end) {
+                ssize_t n;
+
+                (void) sd_event_run(manager.event, 0);
+                n = recv(fd, buf, sizeof buf, MSG_DONTWAIT);
+                if (n <= 0) {
+                        usleep(1000);
+                        continue;
+                }
+                for (size_t off = 0; off < (size_t) n;) {
+                        SpaceFrameHeader h;
+                        const uint8_t *payload;
+                        size_t used = 0;
+                        int r = space_frame_reader_feed(rd, buf + off, (size_t) n - off, &used, &h, &payload);
+
+                        off += used;
+                        if (r <= 0)
+                                break;
+                        if (h.stream == stream && (h.type == SPACE_F_VOLUME || h.type == SPACE_F_ERROR)) {
+                                *ans_len = h.length < ans_size ? h.length : ans_size;
+                                memcpy(ans, payload, *ans_len);
+                                return h.type;
+                        }
+                }
+        }
+        return 0;
+}
+
+static bool error_is(uint8_t type, const uint8_t *ans, size_t n, int want) {
+        const char *v = NULL;
+
+        return type == SPACE_F_ERROR && space_kv_get(ans, n, "errno", &v) > 0 && atoi(v) == want;
+}
+
+/* ---- a guest's VOLUME requests: answered for the volumes its sandbox mounts, and those only ---- */
+
+static void test_volume_requests(void) {
+        _cleanup_free_ SpaceFrameReader *rd = calloc(1, sizeof *rd);
+        Sandbox *s = sandbox_make("0000000000000000000000000000000b");
+        _cleanup_free_ char *mine = NULL, *line = NULL;
+        _cleanup_(error_done) Error e = {};
+        uint8_t ans[65536];
+        const uint8_t *kv, *data;
+        size_t n, kv_len, data_len;
+        Volume *v, *other;
+        const char *type = NULL;
+        uint8_t t;
+        int sv[2], rm;
+
+        ASSERT(volume_create(&manager, "mounted", 1 << 20, &v, &e) >= 0);
+        ASSERT(volume_create(&manager, "other", 1 << 20, &other, &e) >= 0);
+        ASSERT(asprintf(&line, "%s:/data", v->rec.id) > 0 && strv_extend(&s->mounts, line) >= 0);
+        ASSERT(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) >= 0);
+        ASSERT(agent_attach(s, sv[0]) >= 0);
+
+        t = volume_ask(sv[1], rd, SPACE_STREAM_GUEST_BIT | 1,
+                       (const char *[]) { "volume", v->rec.id, "op", "getattr", "path", "", NULL }, NULL, 0, ans,
+                       sizeof ans, &n);
+        ok(t == SPACE_F_VOLUME && space_volume_payload_split(ans, n, &kv, &kv_len, &data, &data_len) == 0 &&
+           space_kv_get(kv, kv_len, "type", &type) > 0 && streq(type, "dir"),
+           "a getattr of the root of a volume the sandbox mounts is answered: a directory");
+        t = volume_ask(sv[1], rd, SPACE_STREAM_GUEST_BIT | 2,
+                       (const char *[]) { "volume", other->rec.id, "op", "getattr", "path", "", NULL }, NULL, 0, ans,
+                       sizeof ans, &n);
+        ok(error_is(t, ans, n, EACCES), "a volume that exists but is not mounted in this sandbox: EACCES");
+        t = volume_ask(sv[1], rd, SPACE_STREAM_GUEST_BIT | 3,
+                       (const char *[]) { "volume", "mounted", "op", "getattr", "path", "", NULL }, NULL, 0, ans,
+                       sizeof ans, &n);
+        ok(error_is(t, ans, n, EACCES), "... named by its name instead of its id: EACCES");
+        t = volume_ask(sv[1], rd, SPACE_STREAM_GUEST_BIT | 4,
+                       (const char *[]) { "volume", v->rec.id, "op", "create", "path", "../../escape", "mode", "420",
+                                          "uid", "0", "gid", "0", NULL }, NULL, 0, ans, sizeof ans, &n);
+        ok(t == SPACE_F_ERROR, "a path with '..' is refused");
+        ASSERT(asprintf(&mine, "%s/escape", tmpdir) > 0);
+        ok(access(mine, F_OK) < 0, "... and nothing was made outside the volume");
+        send_frame(sv[1], SPACE_F_VOLUME, 0, SPACE_STREAM_GUEST_BIT | 5, "\xff\xff\xff\x7f", 4);
+        t = volume_ask(sv[1], rd, SPACE_STREAM_GUEST_BIT | 6,
+                       (const char *[]) { "op", "getattr", "path", "", NULL }, NULL, 0, ans, sizeof ans, &n);
+        ok(error_is(t, ans, n, EINVAL) && s->channel.agent, "a request without volume= is EINVAL, after a truncated one, "
+           "and the channel stays");
+        ASSERT(volume_remove(&manager, other, &e) == 0);
+        rm = volume_remove(&manager, v, &e);
+        ok(rm == -EBUSY && e.code == ERROR_VOLUME_IN_USE && e.message && strstr(e.message, s->id),
+           "a volume the sandbox mounts cannot be removed: %s", e.message ?: "");
+        s->channel.agent = agent_free(s->channel.agent);
+        safe_close(sv[1]);
+}
+
 /* ---- a STARTED for a reused pid while the old process has no client ---- */
 
 static void test_started_reused_pid(void) {
@@ -171,7 +274,7 @@ static void test_reidentify(void) {
         int sv[2];
 
         ASSERT(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) >= 0);
-        ASSERT(agent_reidentify_send(sv[0], s->id, "sb-000000000000", env, NULL) >= 0);
+        ASSERT(agent_reidentify_send(sv[0], s->id, "sb-000000000000", env, NULL, NULL) >= 0);
         ASSERT(agent_attach_reidentified(s, sv[0]) >= 0);
         init = expect_frame(sv[1], rd, SPACE_F_INIT);
         ASSERT(process_exec(s, &spec, &p, NULL) >= 0);
@@ -190,7 +293,7 @@ static void test_reidentify(void) {
         safe_close(sv[1]);
 
         ASSERT(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) >= 0);
-        ASSERT(agent_reidentify_send(sv[0], t->id, "sb-000000000000", NULL, NULL) >= 0);
+        ASSERT(agent_reidentify_send(sv[0], t->id, "sb-000000000000", NULL, NULL, NULL) >= 0);
         ASSERT(agent_attach_reidentified(t, sv[0]) >= 0);
         init = expect_frame(sv[1], rd2, SPACE_F_INIT);
         send_frame(sv[1], SPACE_F_ERROR, 0, init, refusal, sizeof refusal - 1);
@@ -791,6 +894,7 @@ int main(void) {
         ASSERT(sd_event_new(&manager.event) >= 0);
         ASSERT(store_open(db, &manager.store, &err) >= 0);
         manager.state_dir = tmpdir;
+        ASSERT(volumes_load(&manager, &err) >= 0);
 
         ASSERT(pipe2(hold, O_CLOEXEC) >= 0);
         fake_arg = strdup(arg);
@@ -801,6 +905,7 @@ int main(void) {
         test_warm_up();
         test_freeze();
         test_stop_sync();
+        test_volume_requests();
         listener_open();
         test_garbage_backoff_failed();
         test_flood_responsive();

@@ -3,8 +3,9 @@
 // operation of the volume content API (list with depth, makeDir, getInfo, exists, updateMetadata, readFile as
 // text, bytes, blob and a stream, writeFile from a string, bytes, a Blob and a stream, remove), which the SDK
 // sends to E2B_VOLUME_API_URL with the volume's token. Files of 3 MiB streamed in and read back. The quota's
-// refusal as the SDK throws it, wrong and other volumes' tokens, and volumeMounts checked, then refused with
-// the reason. The pinned SDK has no Volume: t29 leaves this file to t45.
+// refusal as the SDK throws it, wrong and other volumes' tokens. volumeMounts (stage 2): checked, a volume written
+// by one sandbox read by the next, not destroyed while mounted, its quota ENOSPC in the guest. The pinned SDK has
+// no Volume: t29 leaves this file to t45.
 import test from 'node:test'
 import assert from 'node:assert/strict'
 import { createHash, randomBytes, randomUUID } from 'node:crypto'
@@ -143,16 +144,61 @@ test('volumes: a token opens its own volume only', async () => {
   }
 })
 
-test('volumes: volumeMounts are checked, then refused with the reason', async () => {
+test('volumes: volumeMounts are checked', async () => {
   const v = await Volume.create(freshName())
   try {
     const before = (await spaceApi('GET', '/v1/sandboxes')).body.sandboxes.length
     await assert.rejects(Sandbox.create(TEMPLATE, { timeoutMs: 30000, volumeMounts: { '/data': 'js-nope-x' } }),
       /no volume 'js-nope-x'/)
-    await assert.rejects(Sandbox.create(TEMPLATE, { timeoutMs: 30000, volumeMounts: { '/data': v } }),
-      /not served yet.*QEMU 7\.2/s)
+    await assert.rejects(Sandbox.create(TEMPLATE, { timeoutMs: 30000, volumeMounts: { '/': v } }),
+      /cannot be mounted at \//)
     assert.equal((await spaceApi('GET', '/v1/sandboxes')).body.sandboxes.length, before)
   } finally {
     await Volume.destroy(v.volumeId)
+  }
+})
+
+const sh = async (sbx, cmd) => (await sbx.commands.run(cmd, { timeoutMs: 120_000 })).stdout
+
+test('volumes: a volume written by one sandbox is read by the next; mounted, it cannot be destroyed', async () => {
+  const v = await Volume.create(freshName())
+  try {
+    const a = await Sandbox.create(TEMPLATE, { timeoutMs: 180_000, volumeMounts: { '/data': v } })
+    try {
+      await sh(a, 'mkdir -p /data/js && echo from-a > /data/js/a.txt')
+      await a.files.write('/data/js/sdk.txt', 'via-envd')
+      const info = await Sandbox.getInfo(a.sandboxId)
+      assert.deepEqual(info.volumeMounts ?? (await spaceApi('GET', `/v1/sandboxes/${a.sandboxId}`)).body.volume_mounts.map(
+        (m) => ({ name: m.name, path: m.path })), [{ name: v.name, path: '/data' }])
+    } finally {
+      await a.kill()
+    }
+    assert.equal(await v.readFile('/js/a.txt'), 'from-a\n')
+    const b = await Sandbox.create(TEMPLATE, { timeoutMs: 180_000, volumeMounts: { '/mnt/v': v.name } })
+    try {
+      assert.equal(await sh(b, 'cat /mnt/v/js/a.txt'), 'from-a\n')
+      assert.equal(await b.files.read('/mnt/v/js/sdk.txt'), 'via-envd')
+      await assert.rejects(Volume.destroy(v.volumeId), new RegExp(`mounted in 1 sandbox \\(${b.sandboxId}`))
+    } finally {
+      await b.kill()
+    }
+  } finally {
+    assert.equal(await Volume.destroy(v.volumeId), true)
+  }
+})
+
+test('volumes: the quota is ENOSPC inside the guest', async () => {
+  const name = freshName()
+  const created = await spaceApi('POST', '/v1/volumes', { name, quota: 1024 * 1024 })
+  assert.equal(created.status, 201)
+  const sbx = await Sandbox.create(TEMPLATE, { timeoutMs: 180_000, volumeMounts: { '/q': name } })
+  try {
+    const out = await sh(sbx, 'dd if=/dev/zero of=/q/fill bs=65536 count=32 2>&1; echo rc=$?')
+    assert.match(out, /No space left on device/)
+    assert.match(out, /rc=1/)
+    assert.ok((await spaceApi('GET', `/v1/volumes/${name}`)).body.usage <= 1024 * 1024)
+  } finally {
+    await sbx.kill()
+    await Volume.destroy(created.body.id)
   }
 })

@@ -4,8 +4,9 @@ connect, destroy on the control plane, and every file operation of the volume co
 make_dir, get_info, exists, update_metadata, read_file as text, bytes and a stream, write_file from str, bytes
 and a file object, remove), which the SDK sends to E2B_VOLUME_API_URL with the volume's token. The quota's
 refusal as the SDK raises it (and nothing left behind), files of 3 MiB streamed in and read back, a wrong token and another volume's token, the token on
-a route it does not open, and volume_mounts: checked, then refused with the reason. The pinned SDKs have no
-Volume: t29 leaves this file to t45."""
+a route it does not open. volume_mounts (stage 2): a volume written by one sandbox is read by the next, by the
+content API and by a fork, cannot be destroyed while mounted, and its quota is ENOSPC in the guest. The pinned
+SDKs have no Volume: t29 leaves this file to t45."""
 import hashlib
 import io
 import os
@@ -161,10 +162,60 @@ def test_tokens_open_their_volume_only(vol):
         Sandbox.list(api_key=vol.token).next_items()
 
 
-def test_volume_mounts_are_checked_then_refused(vol):
+def sh(sbx, cmd):
+    return sbx.commands.run(cmd, timeout=120).stdout
+
+
+def test_volume_mounts_are_checked(vol):
     before = len(space_api("GET", "/v1/sandboxes")[1]["sandboxes"])
     with pytest.raises(SandboxException, match="no volume 'py-nope-x'"):
         Sandbox.create(TEMPLATE, timeout=30, volume_mounts={"/data": "py-nope-x"})
-    with pytest.raises(SandboxException, match="not served yet.*QEMU 7.2"):
-        Sandbox.create(TEMPLATE, timeout=30, volume_mounts={"/data": vol})
+    with pytest.raises(SandboxException, match="cannot be mounted at /proc/x"):
+        Sandbox.create(TEMPLATE, timeout=30, volume_mounts={"/proc/x": vol})
     assert len(space_api("GET", "/v1/sandboxes")[1]["sandboxes"]) == before, "no sandbox was made"
+
+
+def test_a_volume_written_by_one_sandbox_is_read_by_the_next(vol):
+    """The issue's scenario: one sandbox writes, is killed; the next mounts the volume elsewhere and reads it; so
+    do the volume content API and a fork; the volume cannot be destroyed while mounted."""
+    a = Sandbox.create(TEMPLATE, timeout=180, volume_mounts={"/data": vol})
+    try:
+        sh(a, "mkdir -p /data/out && echo from-a > /data/out/a.txt && chown -R user: /data/out 2>/dev/null; true")
+        a.files.write("/data/out/sdk.txt", "written-through-envd")
+        info = Sandbox.get_info(a.sandbox_id)
+        assert [(m["name"], m["path"]) for m in info.volume_mounts] == [(vol.name, "/data")]
+    finally:
+        a.kill()
+    assert vol.read_file("/out/a.txt") == "from-a\n", "the volume content API reads what the sandbox wrote"
+    vol.write_file("/out/api.txt", "from-api")
+    b = Sandbox.create(TEMPLATE, timeout=180, volume_mounts={"/mnt/v": vol.name})
+    try:
+        assert sh(b, "cat /mnt/v/out/a.txt /mnt/v/out/api.txt") == "from-a\nfrom-api"
+        assert b.files.read("/mnt/v/out/sdk.txt") == "written-through-envd"
+        with pytest.raises(VolumeException, match="mounted in 1 sandbox \\(" + b.sandbox_id):
+            Volume.destroy(vol.volume_id)
+        if hasattr(b, "fork"):
+            (child,) = b.fork(count=1, timeout=120)
+            try:
+                sh(child, "echo from-fork > /mnt/v/out/fork.txt")
+                assert sh(b, "cat /mnt/v/out/fork.txt") == "from-fork\n", "a fork keeps the mount, on the same volume"
+            finally:
+                child.kill()
+    finally:
+        b.kill()
+
+
+def test_quota_is_enospc_inside_the_guest():
+    name = fresh_name()
+    status, body = space_api("POST", "/v1/volumes", {"name": name, "quota": 1024 * 1024})
+    assert status == 201
+    sbx = Sandbox.create(TEMPLATE, timeout=180, volume_mounts={"/q": name})
+    try:
+        r = sbx.commands.run("dd if=/dev/zero of=/q/fill bs=65536 count=32; echo rc=$?", timeout=120)
+        assert "No space left on device" in r.stdout + r.stderr and "rc=1" in r.stdout, (r.stdout, r.stderr)
+        usage = space_api("GET", f"/v1/volumes/{name}")[1]["usage"]
+        assert usage <= 1024 * 1024, usage
+        assert "1024" in sh(sbx, "df -k /q | tail -n1"), "statfs shows the quota"
+    finally:
+        sbx.kill()
+        Volume.destroy(body["id"])
