@@ -116,7 +116,7 @@ static void entry_reply(VolumeRequest *q, const struct fuse_attr *attr) {
                 struct fuse_open_out o; /* CREATE's */
         } out = {};
 
-        if (!parent || volume_node_ref(&m->nodes, parent, q->name, &node) < 0) {
+        if (!parent || volume_node_ref(&m->nodes, parent, q->name, attr->ino, &node) < 0) {
                 volume_reply_err(m, q->unique, parent ? ENOMEM : ESTALE);
                 return;
         }

@@ -122,6 +122,8 @@ static void send_frame(Host *h, uint8_t type, uint32_t stream, const void *p, si
 
 /* ---- the host's side: VOLUME requests answered by volume_guest_request() ---- */
 
+static void host_put(const char *path, const char *data);
+
 static void answer(Host *h, uint32_t stream, const uint8_t *p, size_t n) {
         const uint8_t *kv, *data;
         size_t kv_len, data_len;
@@ -219,6 +221,8 @@ static void request(Host *h, const SpaceFrameHeader *fh, const uint8_t *p) {
                 (void) space_kv_get(kv, kv_len, "op", &op);
                 (void) space_kv_get(kv, kv_len, "path", &path);
                 readdirs_seen += streq(op, "readdir");
+                if (streq(op, "lookup") && streq(path, "replace-now"))
+                        host_put("/swap", "B"); /* another writer replaces the file: a new one on the host */
                 if (answer_broken(h, fh->stream, op, path, kv, kv_len))
                         return;
         }
@@ -658,6 +662,18 @@ static void guest_big_dir(void) {
             "batch resumes there");
         if (d)
                 closedir(d);
+}
+
+/* A file replaced on the host (another sandbox, the API) is another file here too, once the name's 1 s is up. */
+static void guest_replaced(void) {
+        struct stat a = {}, b = {};
+        bool good = put_file(path_in(mnt, "swap"), "A", 1) && stat(path_in(mnt, "swap"), &a) == 0;
+
+        (void) access(path_in(mnt, "replace-now"), F_OK);
+        usleep(1200000);
+        good = good && stat(path_in(mnt, "swap"), &b) == 0;
+        cok(good && a.st_ino != b.st_ino && file_is(path_in(mnt, "swap"), "B"),
+            "a file replaced on the host: a new inode and its bytes, after the name's second");
 }
 
 static void guest_unmounted(void) {
@@ -1116,6 +1132,7 @@ int main(void) {
         test_file_requests(h);
         test_quota();
         run_child(guest_speed, NULL);
+        run_child(guest_replaced, NULL);
         run_child(guest_unmounted, NULL);
         test_remount(h);
         run_child(guest_unmounted, NULL);
