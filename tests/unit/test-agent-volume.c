@@ -676,6 +676,32 @@ static void guest_replaced(void) {
             "a file replaced on the host: a new inode and its bytes, after the name's second");
 }
 
+/* Names of 255 bytes, one directory in another: the path in the volume passes SPACE_FILE_PATH_MAX at the 17th. */
+static void guest_deep(void) {
+        char name[256];
+        int fd = open(mnt, O_RDONLY | O_DIRECTORY | O_CLOEXEC), err = 0;
+        unsigned depth = 0;
+
+        memset(name, 'n', 255);
+        name[255] = '\0';
+        while (fd >= 0 && depth < 20) {
+                int sub;
+
+                if (mkdirat(fd, name, 0755) < 0) {
+                        err = errno;
+                        break;
+                }
+                sub = openat(fd, name, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+                close(fd);
+                fd = sub;
+                depth++;
+        }
+        if (fd >= 0)
+                close(fd);
+        cok(err == ENAMETOOLONG && depth == SPACE_FILE_PATH_MAX / 256, "a path past %u bytes in the volume: "
+            "ENAMETOOLONG (at depth %u)", SPACE_FILE_PATH_MAX, depth + 1);
+}
+
 static void guest_unmounted(void) {
         struct stat st;
 
@@ -1133,6 +1159,7 @@ int main(void) {
         test_quota();
         run_child(guest_speed, NULL);
         run_child(guest_replaced, NULL);
+        run_child(guest_deep, NULL);
         run_child(guest_unmounted, NULL);
         test_remount(h);
         run_child(guest_unmounted, NULL);
