@@ -308,4 +308,5 @@ bool volume_link_leads_in(const char *link) {
 void volume_forget_inherited(void) {
         for (size_t i = 0; i < SPACE_VOLUME_MOUNTS_MAX; i++)
                 volume_mounts[i] = NULL; /* the parent's: its memory stays with the child's copy, unused */
+        volume_requests_forget(); /* else a host_back() of the child's channel would send them again */
 }

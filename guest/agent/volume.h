@@ -128,6 +128,8 @@ void volume_request_free(VolumeRequest *q);
 void volume_request_send(Channel *c, VolumeRequest *q);
 /* Its mount went away: answers to its requests are dropped. */
 void volume_requests_orphan(VolumeMount *m);
+/* In a forked child: the loop's requests are the loop's, never to be sent again from here. */
+void volume_requests_forget(void);
 
 /* volume-answer.c: an answer to q (VOLUME's payload or ERROR's kv), made the FUSE reply. */
 void volume_answer(VolumeRequest *q, uint8_t type, const uint8_t *p, size_t n);
