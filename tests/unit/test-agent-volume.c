@@ -6,14 +6,18 @@
  * on a real volume (a real SQLite store, real files). A forked child does the file work in the mount, as a
  * program in the guest would (the serving process never touches the mount: it would wait for itself), and
  * reports each check through a pipe. What it checks: files and directories made, written (more than one
- * request's worth, at offsets), read back, listed, renamed (paths below a renamed directory still work),
- * removed; symlinks; chmod, chown, truncate and utimes as the host's volume sees them; statfs; the quota as
- * ENOSPC; and what a hostile or broken host does first: a volume it never mounted, truncated payloads, an attr
- * with nonsense, an errno out of range, a read longer than asked, a readdir with a bad name: EIO, and the agent
- * answers on. Also: more parallel readers than the requests the agent lets wait on the host (the bound is
- * reached and kept), INIT again (nothing mounted twice), mount paths through a symlink or inside a mount
- * (refused, the agent not hung), and a host that goes away with requests in flight and comes back (a second
- * agent on a pty, whose reads can return 0 as a virtio port does): they are sent again and answered.
+ * request's worth, at offsets), read back, listed (a directory of several readdir batches too, and a seekdir
+ * back into one), renamed (paths below a renamed directory still work), removed; symlinks; chmod, chown,
+ * truncate and utimes as the host's volume sees them; statfs; the quota as ENOSPC; a path past
+ * SPACE_FILE_PATH_MAX; a file replaced on the host; and what a hostile or broken host does first: a volume it
+ * never mounted, truncated payloads, an attr with nonsense, an errno out of range, a read longer than asked, a
+ * readdir with a bad name: EIO, and the agent answers on. Also: more parallel readers than the requests the
+ * agent lets wait on the host (the bound is reached and kept), INIT again (nothing mounted twice), mount paths
+ * through a symlink or inside a mount (refused, the agent not hung), an unmount in the guest, FILE requests in
+ * the mount (a forked child of the agent serves them) and beside it (a list or watch of its parent, a symlink
+ * into it: the agent's loop never enters it), and a host that goes away with requests in flight and comes
+ * back (a second agent on a pty, whose reads can return 0 as a virtio port does): they are sent again and
+ * answered. TEST_DEBUG=1 prints what the host refused, and why.
  *
  * Root is needed for mount(2) (CI runs as root); without /dev/fuse or a FUSE mount this test skips, saying so. */
 
