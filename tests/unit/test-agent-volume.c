@@ -67,7 +67,7 @@ typedef struct Host {
         /* the last answer to a stream the test opened */
         uint32_t reply_stream;
         uint8_t reply_type;
-        char reply_errno[16], reply_message[256];
+        char reply_errno[16], reply_message[256], reply_mounts[16];
         SpaceBuf data;            /* DATA on the test's streams (a FILE list's entries) */
         bool data_eof;
 } Host;
@@ -278,7 +278,9 @@ static void frame(Host *h, const SpaceFrameHeader *fh, const uint8_t *p) {
         }
         h->reply_stream = fh->stream;
         h->reply_type = fh->type;
-        h->reply_errno[0] = h->reply_message[0] = '\0';
+        h->reply_errno[0] = h->reply_message[0] = h->reply_mounts[0] = '\0';
+        if (fh->type == SPACE_F_OK && space_kv_get(p, fh->length, "mounts", &v) > 0)
+                snprintf(h->reply_mounts, sizeof h->reply_mounts, "%s", v);
         if (fh->type == SPACE_F_ERROR) {
                 if (space_kv_get(p, fh->length, "errno", &v) > 0)
                         snprintf(h->reply_errno, sizeof h->reply_errno, "%s", v);
@@ -837,8 +839,8 @@ static void test_init(Host *h) {
         snprintf(r2, sizeof r2, "mount_path=%s", mnt);
         snprintf(r3, sizeof r3, "mount_volume=%s", "vol-00000000deadbeef");
         snprintf(r4, sizeof r4, "mount_path=%s", mntx);
-        ok(init(h, 1, (const char *const[]) { "env=A=1", r1, r2, r3, r4, NULL }) == SPACE_F_OK,
-           "INIT with two mounts: OK");
+        ok(init(h, 1, (const char *const[]) { "env=A=1", r1, r2, r3, r4, NULL }) == SPACE_F_OK &&
+           streq(h->reply_mounts, "2"), "INIT with two mounts: OK, mounts=2");
         ok(fuse_mounts_at(mnt) == 1 && fuse_mounts_at(mntx) == 1, "both are mounted, made with their parents");
         ok(init(h, 2, (const char *const[]) { r1, r2, NULL }) == SPACE_F_OK && fuse_mounts_at(mnt) == 1,
            "INIT again with the same mount: OK, mounted once");
