@@ -190,6 +190,16 @@ static bool answer_broken(Host *h, uint32_t stream, const char *op, const char *
                 (void) space_kv_add(&rec, "ino", "8");
                 (void) space_volume_payload_build(&b, &rec, NULL, 0);
                 send_frame(h, SPACE_F_VOLUME, stream, b.data, b.len);
+        } else if (streq(path, "bad-write") && streq(op, "write")) {
+                (void) space_kv_add(&rec, "written", "1");
+                (void) space_kv_add(&rec, "type", "dir"); /* a write to a directory? */
+                (void) space_kv_add(&rec, "mode", "420");
+                (void) space_kv_add(&rec, "size", "1");
+                (void) space_kv_add(&rec, "uid", "0");
+                (void) space_kv_add(&rec, "gid", "0");
+                (void) space_kv_add(&rec, "ino", "10");
+                (void) space_volume_payload_build(&b, &rec, NULL, 0);
+                send_frame(h, SPACE_F_VOLUME, stream, b.data, b.len);
         } else if (streq(path, "bad-errno")) {
                 (void) space_kv_add(&rec, "errno", "99999");
                 send_frame(h, SPACE_F_ERROR, stream, rec.data, rec.len);
@@ -724,6 +734,7 @@ static void guest_broken(void) {
         cok(stat(path_in(mnt, "bad-errno"), &st) < 0 && errno == EIO, "errno=99999: EIO");
         cok(mkdir(path_in(mnt, "bad-type"), 0755) < 0 && errno == EIO, "a mkdir answered with a file: EIO");
         cok(get_file(path_in(mnt, "bad-read"), buf, sizeof buf) < 0 && errno == EIO, "a read longer than asked: EIO");
+        cok(!put_file(path_in(mnt, "bad-write"), "x", 1) && errno == EIO, "a write answered with a directory's attr: EIO");
         d = opendir(path_in(mnt, "bad-dir"));
         errno = 0;
         cok(d && !readdir(d) && errno == EIO, "a readdir naming \"../../etc\": EIO");
