@@ -5,7 +5,8 @@
 #   1. unit tests: `make check` (TAP through build-aux/tap-driver.sh), counted from the tests/unit/*.trs files;
 #      a unit test that was not built or did not run counts as a failure;
 #   2. every tests/integration/t*.sh (TAP shell scripts against a real daemon and real VMs), one after the other;
-#      the few that share nothing and mostly wait (BESIDE below: the fuzzers, the clock's minute) run beside them.
+#      the few that share nothing and mostly wait (BESIDE below: the fuzzers, the clock's minute) run beside them,
+#      and so does the longest, the code interpreter's t44 (EARLY below), which the other E2B scripts wait for.
 # A script that dies early, has no plan, or runs fewer tests than planned counts as one more failure.
 # The exit status is 1 when anything failed (or nothing ran), 0 otherwise.
 #
@@ -151,6 +152,11 @@ run_unit() {
 # guest's reading with the host's, so load does not change them). The suite then takes the VMs' time, not the
 # sum of both.
 BESIDE=(t24-fuzz t39-clock)
+# t44 (the code interpreter: its template built, its base booted with warm kernels, three SDK suites; eleven
+# minutes alone, a fifth of the suite) runs beside the others from the start too, but the other E2B scripts use
+# the same loopback names and ports as it does: each of them waits for it to end first.
+EARLY=(t44-code-interpreter)
+E2B_SHARED=(t29-e2b t43-e2b-tls t45-e2b-latest)
 declare -A beside_pid=() beside_t0=()
 
 selected() { # selected NAME: whether the command line's tNN... (or none) picks the script
@@ -164,8 +170,26 @@ selected() { # selected NAME: whether the command line's tNN... (or none) picks 
 
 is_beside() {
         local b
-        for b in "${BESIDE[@]}"; do [ "$1" = "$b" ] && return 0; done
+        for b in "${BESIDE[@]}" "${EARLY[@]}"; do [ "$1" = "$b" ] && return 0; done
         return 1
+}
+
+in_list() { # in_list NAME ITEM...
+        local want=$1 b
+        shift
+        for b in "$@"; do [ "$want" = "$b" ] && return 0; done
+        return 1
+}
+
+# wait_beside NAME: waits for a script started beside the others and counts it.
+wait_beside() {
+        local name=$1 rc
+        [ -n "${beside_pid[$name]:-}" ] || return 0
+        echo "== $name (beside the others)"
+        wait "${beside_pid[$name]}"
+        rc=$?
+        unset "beside_pid[$name]"
+        tally "$name" "$rc" $(($(date +%s) - beside_t0[$name]))
 }
 
 # script_timeout NAME: its SCRIPT_TIMEOUT. t44 builds the code-interpreter template and boots its base snapshot
@@ -202,7 +226,7 @@ tally() {
 }
 
 run_integration() {
-        local t name rc t0
+        local t name rc t0 b
         for t in "$SRCDIR"/tests/integration/t[0-9]*.sh; do
                 name=$(basename "$t" .sh)
                 if [ -e "$t" ] && selected "$name" && is_beside "$name"; then
@@ -216,6 +240,9 @@ run_integration() {
                 [ -e "$t" ] || continue
                 name=$(basename "$t" .sh)
                 selected "$name" && ! is_beside "$name" || continue
+                if in_list "$name" "${E2B_SHARED[@]}"; then
+                        for b in "${EARLY[@]}"; do wait_beside "$b"; done
+                fi
                 echo "== $name"
                 t0=$(date +%s)
                 # In the background, so that a signal to us reaches the script (timeout has its own process
@@ -228,11 +255,7 @@ run_integration() {
                 tally "$name" "$rc" $(($(date +%s) - t0))
         done
         for name in "${!beside_pid[@]}"; do
-                echo "== $name (beside the others)"
-                wait "${beside_pid[$name]}"
-                rc=$?
-                unset "beside_pid[$name]"
-                tally "$name" "$rc" $(($(date +%s) - beside_t0[$name]))
+                wait_beside "$name"
         done
 }
 
