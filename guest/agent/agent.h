@@ -88,6 +88,11 @@ void channel_send_error(Channel *c, uint32_t stream, int err, const char *messag
 void channel_send_hello(Channel *c);
 /* Reads and dispatches what the port has, writes what is queued. Call after any wakeup. */
 void channel_io(Channel *c);
+/* PING "freeze" and "stop" under way (channel.c): the group's events fd to poll (POLLPRI) while one is, or -1, and
+ * the ms until it gives up, or -1; channel_freeze_tick answers it once the workload stands still or time is up. */
+int channel_freeze_fd(void);
+int channel_freeze_timeout(void);
+void channel_freeze_tick(Channel *c);
 
 /* exec.c: streams */
 void streams_init(void);
@@ -206,13 +211,17 @@ int net_poll_timeout(void);
 
 /* freeze.c: the workload's cgroup, which the host has frozen around a snapshot others restore from, and INIT
  * thaws once the identity is in place. work_setup at boot mounts cgroup2 if need be and makes the group;
- * work_join puts the calling process in it (the EXEC and service child, before its exec); work_freeze waits at
- * most timeout_ms for every process in it to stop (-ETIMEDOUT, and thawed again; -EOPNOTSUPP without the
- * group). While it is frozen the agent keeps EXEC and RELEASE (channel.c), since their child would stop before
+ * work_join puts the calling process in it (the EXEC and service child, before its exec); work_freeze_begin asks
+ * every process in it to stop (-EOPNOTSUPP without the group), and work_freeze_check says whether all have (1),
+ * not yet (0; work_events_fd wakes poll with POLLPRI when that changes): the loop goes on meanwhile, for a task
+ * may be waiting on a volume mount that only the loop serves (channel.c gives it AGENT_FREEZE_TIMEOUT_MS, then
+ * thaws). While it is frozen the agent keeps EXEC and RELEASE (channel.c), since their child would stop before
  * its exec, and does not restart the service. */
-void work_setup(void);
+void work_setup(const char *dir);          /* dir: a test's group outside a VM, else NULL */
 void work_join(void);
-int work_freeze(int timeout_ms);
+int work_freeze_begin(void);
+int work_freeze_check(void);
+int work_events_fd(void);
 void work_thaw(void);
 bool work_frozen(void);
 #define AGENT_FREEZE_TIMEOUT_MS 2000

@@ -63,11 +63,11 @@ typedef struct Host {
         SpaceFrameReader *reader;
         uint8_t buf[65536];
         size_t have, off;
-        unsigned hellos;
+        unsigned hellos, exits;
         /* the last answer to a stream the test opened */
         uint32_t reply_stream;
         uint8_t reply_type;
-        char reply_errno[16], reply_message[256], reply_mounts[16];
+        char reply_errno[16], reply_message[256], reply_mounts[16], reply_payload[72];
         SpaceBuf data;            /* DATA on the test's streams (a FILE list's entries) */
         bool data_eof;
 } Host;
@@ -81,10 +81,11 @@ typedef struct Held {
 } Held;
 
 static Manager mgr;
+static char *agent_cgroup; /* SPACE_AGENT_WORK_CGROUP for the agents started from now on */
 static Volume *vol;
 static char dir[] = "/tmp/test-agent-volume-XXXXXX";
 static char mnt[256], mntx[256], mnt2[256];
-static Host hosts[2];
+static Host hosts[3];
 static size_t n_hosts;
 static Held held[256];
 static size_t n_held, max_held;
@@ -278,7 +279,13 @@ static void frame(Host *h, const SpaceFrameHeader *fh, const uint8_t *p) {
         }
         if (fh->stream & SPACE_STREAM_GUEST_BIT)
                 return;
-        if (fh->type == SPACE_F_DATA) {
+        if (fh->type == SPACE_F_EXIT) {
+                h->exits++;
+                return;
+        }
+        if (fh->type == SPACE_F_DATA || fh->type == SPACE_F_STARTED) {
+                if (fh->type == SPACE_F_STARTED)
+                        return;
                 ASSERT(space_buf_append(&h->data, p, fh->length) == 0);
                 return;
         }
@@ -289,6 +296,8 @@ static void frame(Host *h, const SpaceFrameHeader *fh, const uint8_t *p) {
         h->reply_stream = fh->stream;
         h->reply_type = fh->type;
         h->reply_errno[0] = h->reply_message[0] = h->reply_mounts[0] = '\0';
+        snprintf(h->reply_payload, sizeof h->reply_payload, "%.*s", (int) (fh->length < 64 ? fh->length : 64),
+                 (const char *) p);
         if (fh->type == SPACE_F_OK && space_kv_get(p, fh->length, "mounts", &v) > 0)
                 snprintf(h->reply_mounts, sizeof h->reply_mounts, "%s", v);
         if (fh->type == SPACE_F_ERROR) {
@@ -423,6 +432,18 @@ static void stop_all(void) {
         (void) umount2(mnt, MNT_DETACH);
         (void) umount2(mntx, MNT_DETACH);
         (void) umount2(mnt2, MNT_DETACH);
+        if (agent_cgroup) {
+                char mnt3[400];
+
+                snprintf(mnt3, sizeof mnt3, "%s/guest/mnt3", dir);
+                (void) umount2(mnt3, MNT_DETACH);
+                snprintf(mnt3, sizeof mnt3, "echo 1 > %s/cgroup.kill; echo 0 > %s/cgroup.freeze", agent_cgroup,
+                         agent_cgroup);
+                (void) system(mnt3);
+                for (int i = 0; i < 50 && rmdir(agent_cgroup) < 0 && errno == EBUSY; i++)
+                        usleep(20000);
+                agent_cgroup = mfree(agent_cgroup);
+        }
         volumes_free(&mgr);
         mgr.store = store_close(mgr.store);
         snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
@@ -814,6 +835,8 @@ static Host *agent_start(const char *port, int keep_fd) {
                 if (keep_fd >= 0)
                         ASSERT(dup2(keep_fd, 3) == 3);
                 setenv("SPACE_AGENT_PORT", port, 1);
+                if (agent_cgroup)
+                        setenv("SPACE_AGENT_WORK_CGROUP", agent_cgroup, 1);
                 execl(AGENT_BINARY, "space-agent", NULL);
                 _exit(127);
         }
@@ -1106,6 +1129,154 @@ static void test_reconnect(void) {
            "flight, and the agent said HELLO when it came back", n_old);
 }
 
+/* A cgroup2 directory for the workload's group (the agent's freezer), made below the machine's cgroup2 mount;
+ * NULL without one. */
+static char *cgroup_make(void) {
+        _cleanup_fclose_ FILE *f = fopen("/proc/self/mountinfo", "re");
+        char line[4096], mp[512], *path = NULL;
+
+        while (f && fgets(line, sizeof line, f)) {
+                char *sep = strstr(line, " - cgroup2 ");
+
+                if (sep && sscanf(line, "%*s %*s %*s %*s %511s", mp) == 1) {
+                        if (asprintf(&path, "%s/test-agent-volume-%d", mp, (int) getpid()) < 0)
+                                return NULL;
+                        if (mkdir(path, 0755) == 0)
+                                return path;
+                        path = mfree(path);
+                }
+        }
+        return NULL;
+}
+
+/* PING "freeze" while a process of the workload waits on the mount: the freeze can only complete once its
+ * request is answered, and only the agent's loop can pass the answer on, so the loop must go on serving while
+ * it waits for the workload to stand still. */
+static void test_freeze(void) {
+        char port[32], r1[300], r2[400], cmd[400], argv2[420];
+        Host *h;
+        uint64_t deadline;
+        int sv[2];
+
+        if (!agent_cgroup) {
+                ok(true, "# SKIP no cgroup2 here: the freeze with a request in flight is not tried");
+                return;
+        }
+        ASSERT(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) == 0);
+        snprintf(port, sizeof port, "fd:3");
+        h = agent_start(port, sv[1]);
+        close(sv[1]);
+        h->fd = sv[0];
+        (void) fcntl(h->fd, F_SETFL, O_NONBLOCK);
+        wait_hello(h);
+        snprintf(r1, sizeof r1, "mount_volume=%s", vol->rec.id);
+        snprintf(r2, sizeof r2, "mount_path=%s/guest/mnt3", dir);
+        ok(init(h, 1, (const char *const[]) { r1, r2, NULL }) == SPACE_F_OK, "a third agent, its workload in a cgroup");
+
+        /* a command of the workload reads a file of the volume; its request is held */
+        host_put("/frozen.txt", "cold");
+        serve_mode = HOLD;
+        n_held = 0;
+        snprintf(cmd, sizeof cmd, "cat %s/guest/mnt3/frozen.txt", dir);
+        snprintf(argv2, sizeof argv2, "argv=%s", cmd);
+        {
+                SpaceBuf b = {};
+
+                ASSERT(space_buf_append(&b, "argv=sh", 8) == 0 && space_buf_append(&b, "argv=-c", 8) == 0 &&
+                       space_buf_append(&b, argv2, strlen(argv2) + 1) == 0);
+                send_frame(h, SPACE_F_EXEC, 31, b.data, b.len);
+                space_buf_done(&b);
+        }
+        deadline = now_ms() + 10000;
+        while (n_held == 0 && now_ms() < deadline) {
+                struct pollfd pfd = { .fd = h->fd, .events = POLLIN };
+
+                (void) poll(&pfd, 1, 100);
+                ASSERT(host_read(h));
+        }
+        ok(n_held > 0, "the command's request waits on the host");
+
+        /* the freeze, and only then the answer */
+        h->reply_stream = 0;
+        send_frame(h, SPACE_F_PING, 32, SPACE_PING_FREEZE, strlen(SPACE_PING_FREEZE));
+        usleep(100000);
+        serve_mode = SERVE;
+        release_held();
+        deadline = now_ms() + 10000;
+        while (h->reply_stream != 32 && now_ms() < deadline) {
+                struct pollfd pfd = { .fd = h->fd, .events = POLLIN };
+
+                (void) poll(&pfd, 1, 100);
+                ASSERT(host_read(h));
+        }
+        ok(h->reply_stream == 32 && h->reply_type == SPACE_F_PONG && streq(h->reply_payload, SPACE_PONG_FROZEN),
+           "PING freeze with the workload waiting on the mount: frozen, once its request was answered (%s %s)",
+           space_frame_type_to_string(h->reply_type), h->reply_type == SPACE_F_PONG ? h->reply_payload : h->reply_message);
+        ok(init(h, 2, (const char *const[]) { "env=B=2", NULL }) == SPACE_F_OK, "INIT thaws it");
+        deadline = now_ms() + 10000;
+        while (h->exits < 2 && now_ms() < deadline) {
+                struct pollfd pfd = { .fd = h->fd, .events = POLLIN };
+
+                (void) poll(&pfd, 1, 100);
+                ASSERT(host_read(h));
+        }
+        ok(h->exits >= 1, "the command ends");
+
+        /* again, and the request is not answered: the loop answers a PING meanwhile, and the freeze gives up */
+        serve_mode = HOLD;
+        n_held = 0;
+        {
+                SpaceBuf b = {};
+
+                ASSERT(space_buf_append(&b, "argv=sh", 8) == 0 && space_buf_append(&b, "argv=-c", 8) == 0 &&
+                       space_buf_append(&b, argv2, strlen(argv2) + 1) == 0);
+                send_frame(h, SPACE_F_EXEC, 33, b.data, b.len);
+                space_buf_done(&b);
+        }
+        deadline = now_ms() + 10000;
+        while (n_held == 0 && now_ms() < deadline) {
+                struct pollfd pfd = { .fd = h->fd, .events = POLLIN };
+
+                (void) poll(&pfd, 1, 100);
+                ASSERT(host_read(h));
+        }
+        send_frame(h, SPACE_F_PING, 34, SPACE_PING_FREEZE, strlen(SPACE_PING_FREEZE));
+        ok(ask(h, SPACE_F_PING, 35, (const char *const[]) { "hello", NULL }, false) == SPACE_F_PONG,
+           "while the freeze waits, the loop answers a PING");
+        deadline = now_ms() + 10000;
+        h->reply_stream = 0;
+        while (h->reply_stream != 34 && now_ms() < deadline) {
+                struct pollfd pfd = { .fd = h->fd, .events = POLLIN };
+
+                (void) poll(&pfd, 1, 100);
+                ASSERT(host_read(h));
+        }
+        ok(h->reply_stream == 34 && h->reply_type == SPACE_F_ERROR && atoi(h->reply_errno) == ETIMEDOUT,
+           "a request never answered: the freeze gives up in time (%s)", h->reply_message);
+        serve_mode = SERVE;
+        release_held();
+        deadline = now_ms() + 10000;
+        while (h->exits < 2 && now_ms() < deadline) {
+                struct pollfd pfd = { .fd = h->fd, .events = POLLIN };
+
+                (void) poll(&pfd, 1, 100);
+                ASSERT(host_read(h));
+        }
+        ok(h->exits >= 2, "... thawed: the command ends once answered");
+        h->reply_stream = 0;
+        send_frame(h, SPACE_F_PING, 36, SPACE_PING_STOP, strlen(SPACE_PING_STOP));
+        deadline = now_ms() + 10000;
+        while (h->reply_stream != 36 && now_ms() < deadline) {
+                struct pollfd pfd = { .fd = h->fd, .events = POLLIN };
+
+                (void) poll(&pfd, 1, 100);
+                ASSERT(host_read(h));
+        }
+        ok(h->reply_stream == 36 && h->reply_type == SPACE_F_PONG && streq(h->reply_payload, SPACE_PONG_SYNCED),
+           "PING stop: frozen, synced");
+        ok(init(h, 3, (const char *const[]) { "env=C=3", NULL }) == SPACE_F_OK, "INIT thaws it again");
+}
+
 static bool fuse_usable(const char **ret_why) {
         char probe[300], opts[256];
         int fd = open("/dev/fuse", O_RDWR | O_CLOEXEC);
@@ -1184,6 +1355,8 @@ int main(void) {
         run_child(guest_broken, NULL);
         test_readers();
         test_reconnect();
+        agent_cgroup = cgroup_make();
+        test_freeze();
 
         for (size_t i = 0; i < n_hosts; i++)
                 ok(kill(hosts[i].agent, 0) == 0, "agent %zu still runs", i + 1);
