@@ -88,9 +88,10 @@ void channel_send_error(Channel *c, uint32_t stream, int err, const char *messag
 void channel_send_hello(Channel *c);
 /* Reads and dispatches what the port has, writes what is queued. Call after any wakeup. */
 void channel_io(Channel *c);
-/* PING "freeze" and "stop" under way (channel.c): the group's events fd to poll (POLLPRI) while one is, or -1, and
- * the ms until it gives up, or -1; channel_freeze_tick answers it once the workload stands still or time is up. */
-int channel_freeze_fd(void);
+/* PING "freeze" and "stop" under way (channel.c): the fd to poll while one is (the group's events, a stop's sync
+ * child), or -1, and the ms until it gives up, or -1; channel_freeze_tick answers it once the workload stands
+ * still or time is up (and a stop's sync is done). */
+int channel_freeze_fd(short *ret_events);
 int channel_freeze_timeout(void);
 void channel_freeze_tick(Channel *c);
 

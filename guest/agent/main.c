@@ -107,7 +107,9 @@ int main(int argc, char *argv[]) {
                 fds[n++] = (struct pollfd) { .fd = c.epoll_fd, .events = POLLIN };
                 fds[n++] = (struct pollfd) { .fd = sfd, .events = POLLIN };
                 /* a freeze under way: the group's events change when it stands still (-1: poll skips it) */
-                fds[n++] = (struct pollfd) { .fd = channel_freeze_fd(), .events = POLLPRI };
+                fds[n] = (struct pollfd) { .fd = -1 };
+                fds[n].fd = channel_freeze_fd(&fds[n].events);
+                n++;
                 ns = streams_poll_fill(&c, fds + n, POLL_STREAMS - n, owners);
                 nn = net_poll_fill(&c, fds + n + ns,
                                    POLL_MAX - SPACE_WATCHES_MAX - SPACE_VOLUME_MOUNTS_MAX - SPACE_FILE_XFERS_MAX - n - ns);

@@ -31,6 +31,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/mount.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -803,6 +804,26 @@ static void guest_reconnect(void) {
 
 /* ---- the host's view and the phases ---- */
 
+/* The bytes of path in the volume (at most 4 KiB), or NULL. */
+static char *get(Manager *m, Volume *v, const char *path, ErrorCode *ret_code) {
+        Error e = {};
+        char *buf = NULL;
+        uint64_t len = 0;
+        int fd = -1;
+
+        *ret_code = ERROR_NONE;
+        if (volume_open_read(m, v, path, 0, 4096, &fd, &len, &e) < 0) {
+                *ret_code = e.code;
+                error_done(&e);
+                return NULL;
+        }
+        buf = calloc(1, len + 1);
+        if (buf && read(fd, buf, len) != (ssize_t) len)
+                buf = mfree(buf);
+        close(fd);
+        return buf;
+}
+
 static bool host_entry(const char *path, uint32_t mode, uint32_t uid, uint32_t gid, uint64_t size, int64_t mtime) {
         VolumeEntry en = {};
         Error e = {};
@@ -1277,6 +1298,68 @@ static void test_freeze(void) {
         ok(init(h, 3, (const char *const[]) { "env=C=3", NULL }) == SPACE_F_OK, "INIT thaws it again");
 }
 
+/* PING stop while a program holds pages of a volume's file dirty through a shared mapping: the sync writes them
+ * back through the mount, with requests only the agent's loop serves, so it must not run in the loop. */
+static void test_stop_sync(Host *h) {
+        int ready[2], go[2], status;
+        uint64_t deadline;
+        pid_t pid;
+        char c = 0, *got;
+        ErrorCode code;
+
+        host_put("/mapped", "....");
+        ASSERT(pipe2(ready, O_CLOEXEC) == 0 && pipe2(go, O_CLOEXEC) == 0);
+        pid = fork();
+        ASSERT(pid >= 0);
+        if (pid == 0) {
+                int fd = open(path_in(mnt, "mapped"), O_RDWR | O_CLOEXEC);
+                char *m = fd >= 0 ? mmap(NULL, 4, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0) : MAP_FAILED;
+
+                if (m != MAP_FAILED)
+                        memcpy(m, "MMAP", 4); /* dirty, and left so: no msync */
+                (void) !write(ready[1], m != MAP_FAILED ? "r" : "x", 1);
+                (void) !read(go[0], &c, 1);
+                _exit(0);
+        }
+        close(ready[1]);
+        close(go[0]);
+        deadline = now_ms() + 10000;
+        while (c == 0 && now_ms() < deadline) {
+                struct pollfd fds[2] = { { .fd = h->fd, .events = POLLIN }, { .fd = ready[0], .events = POLLIN } };
+
+                (void) poll(fds, 2, 100);
+                if (fds[0].revents)
+                        ASSERT(host_read(h));
+                if (fds[1].revents && read(ready[0], &c, 1) != 1)
+                        break;
+        }
+        ok(c == 'r', "a program maps a volume's file shared and writes to it");
+        h->reply_stream = 0;
+        send_frame(h, SPACE_F_PING, 40, SPACE_PING_STOP, strlen(SPACE_PING_STOP));
+        deadline = now_ms() + 10000;
+        while (h->reply_stream != 40 && now_ms() < deadline) {
+                struct pollfd pfd = { .fd = h->fd, .events = POLLIN };
+
+                (void) poll(&pfd, 1, 100);
+                ASSERT(host_read(h));
+        }
+        got = get(&mgr, vol, "/mapped", &code);
+        ok(h->reply_stream == 40 && h->reply_type == SPACE_F_PONG && streq(h->reply_payload, SPACE_PONG_SYNCED) &&
+           got && streq(got, "MMAP"), "PING stop: synced, the mapped pages written back through the mount (%s)",
+           got ?: "-");
+        free(got);
+        (void) !write(go[1], "g", 1);
+        close(go[1]);
+        close(ready[0]);
+        deadline = now_ms() + 10000;
+        while (waitpid(pid, &status, WNOHANG) == 0 && now_ms() < deadline) {
+                struct pollfd pfd = { .fd = h->fd, .events = POLLIN };
+
+                (void) poll(&pfd, 1, 50);
+                ASSERT(host_read(h));
+        }
+}
+
 static bool fuse_usable(const char **ret_why) {
         char probe[300], opts[256];
         int fd = open("/dev/fuse", O_RDWR | O_CLOEXEC);
@@ -1354,6 +1437,7 @@ int main(void) {
         test_big_dir();
         run_child(guest_broken, NULL);
         test_readers();
+        test_stop_sync(h);
         test_reconnect();
         agent_cgroup = cgroup_make();
         test_freeze();
