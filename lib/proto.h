@@ -173,8 +173,9 @@
  *                  attr: type=file|dir|symlink|other, mode (permission bits, octal 07777 at most, decimal),
  *                  size, uid, gid, ino, nlink, atime, atime_nsec, mtime, mtime_nsec, ctime, ctime_nsec. The mode,
  *                  uid and gid are the ones set through the volume (VOLUME_XATTR_* on the host), not the host
- *                  file's. errno is the guest's to return to its caller (ENOSPC when the volume's quota would be
- *                  passed, ENOENT, EEXIST, ENOTEMPTY, EISDIR, ENOTDIR, EINVAL, EACCES, EIO).
+ *                  file's. errno is the guest's to return to its caller (ENOSPC when the volume's quota of bytes
+ *                  or its bound on entries would be passed, ENOENT, EEXIST, ENOTEMPTY, EISDIR, ENOTDIR, EINVAL,
+ *                  EACCES, EIO). statfs's blocks are the quota's, files and ffree the bound on entries'.
  *                  At most SPACE_VOLUME_OPS_MAX requests are in flight per channel (the agent stops reading
  *                  /dev/fuse until an answer comes); the host answers more with ERROR(errno=EBUSY). When the host
  *                  reconnects, the agent sends the requests it has no answer to again, on new streams.

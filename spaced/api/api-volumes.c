@@ -22,10 +22,13 @@ cJSON *volume_to_json(Manager *m, Volume *v) {
         cJSON_AddStringToObject(o, "id", v->rec.id);
         cJSON_AddStringToObject(o, "name", v->rec.name);
         cJSON_AddNumberToObject(o, "quota", (double) v->rec.quota);
-        if (volume_usage(m, v, &usage, NULL) >= 0)
+        if (volume_usage(m, v, &usage, NULL) >= 0) {
                 cJSON_AddNumberToObject(o, "usage", (double) usage);
-        else
+                cJSON_AddNumberToObject(o, "entries", (double) v->entries); /* counted by the same walk */
+        } else {
                 cJSON_AddNullToObject(o, "usage");
+                cJSON_AddNullToObject(o, "entries");
+        }
         api_add_time(o, "created_at", v->rec.created_at);
         return o;
 }

@@ -228,6 +228,9 @@ static int config_number_key(Config *c, const char *key, const char *value) {
         } else if (streq(key, "volume_quota")) {
                 if (parse_size(value, &c->volume_quota) < 0)
                         return -EINVAL;
+        } else if (streq(key, "volume_entries_max")) {
+                if (parse_size(value, &c->volume_entries_max) < 0 || c->volume_entries_max > VOLUME_ENTRIES_MAX_LIMIT)
+                        return -EINVAL;
         } else if (streq(key, "import_max_disk_bytes")) {
                 if (parse_size(value, &c->import.max_disk_bytes) < 0)
                         return -EINVAL;
@@ -319,6 +322,7 @@ static int config_line_bad(const Config *c, const char *path, unsigned n, Error 
                          "'proxy_head_timeout|proxy_idle_timeout = 1..86400 (seconds)', "
                          "'import_max_bytes|import_max_disk_bytes|import_max_entry_bytes = N[K|M|G|T]', "
                          "'import_max_entries|import_max_path|import_max_layers = N', 'volume_quota = N[K|M|G|T]', "
+                         "'volume_entries_max = N', "
                          "'listen = 127.0.0.1:PORT|off', 'e2b_tls_listen = 127.0.0.1:PORT|off' (loopback addresses only), "
                          "'e2b_template = NAME[:TAG]', 'e2b_domain = HOST[:PORT]'%s", path, n, owners) ?: -EINVAL;
 }

@@ -66,6 +66,7 @@ typedef struct Config {
         unsigned proxy_head_timeout;
         unsigned proxy_idle_timeout;
         uint64_t volume_quota;      /* volume_quota: a new volume's, bytes, when its create names none; 0 = the default */
+        uint64_t volume_entries_max; /* the most entries of any one volume (ARCHITECTURE.md, "Volumes"); 0 = the default */
         ConfigKeys keys[CONFIG_KEYS_MAX];  /* the owners of the other keys (config_add_keys) */
         size_t n_keys;
 } Config;
@@ -77,6 +78,8 @@ typedef struct Config {
 #define PROXY_TIMEOUT_MAX 86400
 
 #define VOLUME_QUOTA_DEFAULT (1ULL << 30)
+#define VOLUME_ENTRIES_MAX_DEFAULT (1ULL << 20)
+#define VOLUME_ENTRIES_MAX_LIMIT (1ULL << 32)
 #define LISTEN_DEFAULT "127.0.0.1:7070"
 #define E2B_TLS_LISTEN_DEFAULT "127.0.0.1:7443"
 /* e2b_domain when it is unset and TLS is on: a name under .localhost (loopback through nss-myhostname), with

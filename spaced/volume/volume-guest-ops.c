@@ -14,11 +14,11 @@
 /* The ops of a guest's VOLUME requests (lib/proto.h, "Volume mounts"; volume-guest.c parses them). Each resolves
  * its path inside the volume (volume_resolve(): the parent by openat2(RESOLVE_IN_ROOT)) and acts on the last
  * name with *at() calls that never follow it: a symlink is looked at, changed or removed as the link itself, and
- * only read through by the guest's own kernel. Growth is checked against the quota before anything is written. */
+ * only read through by the guest's own kernel. Growth is checked against the quota before anything is written,
+ * and a new entry (create, mkdir, symlink) against the bound on entries before it is made (ENOSPC). */
 
 #define UID_MAX_GUEST ((uint64_t) UINT32_MAX - 1) /* (uid_t) -1 means "unchanged" to chown(2): never an owner */
 #define STATFS_BSIZE 4096
-#define STATFS_FILES (1U << 20) /* no count of inodes is kept: the guest sees this many, all free */
 /* A readdir answer's records stop this far below a frame, leaving room for the length, cookie= and its NUL. */
 #define READDIR_MARGIN 64
 
@@ -314,6 +314,9 @@ static int op_create(GuestRequest *q) {
                 return r;
         if (!t.leaf)
                 return volume_fs_error(&q->error, exclusive ? -EEXIST : -EISDIR, "create", t.rel);
+        r = volume_check_new_entry(q->m, q->v, t.dirfd, t.leaf, t.rel, &q->error);
+        if (r < 0)
+                return r;
         fd = openat(t.dirfd, t.leaf, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | O_NOCTTY,
                     0600);
         if (fd < 0 && errno == EEXIST && !exclusive) {
@@ -332,6 +335,7 @@ static int op_create(GuestRequest *q) {
                 (void) unlinkat(t.dirfd, t.leaf, 0);
                 return volume_fs_error(&q->error, r, "set the metadata of", t.rel);
         }
+        volume_entries_add(q->v, 1);
         return guest_answer_attr(q, &t);
 }
 
@@ -348,6 +352,9 @@ static int op_mkdir(GuestRequest *q) {
                 return r;
         if (!t.leaf)
                 return volume_fs_error(&q->error, -EEXIST, "make the directory", t.rel);
+        r = volume_check_new_entry(q->m, q->v, t.dirfd, t.leaf, t.rel, &q->error);
+        if (r < 0)
+                return r;
         if (mkdirat(t.dirfd, t.leaf, 0700) < 0)
                 return volume_fs_error(&q->error, -errno, "make the directory", t.rel);
         r = open_leaf(q, &t, O_RDONLY | O_DIRECTORY, "make the directory", &fd);
@@ -357,6 +364,7 @@ static int op_mkdir(GuestRequest *q) {
                 (void) unlinkat(t.dirfd, t.leaf, AT_REMOVEDIR);
                 return r;
         }
+        volume_entries_add(q->v, 1);
         return guest_answer_attr(q, &t);
 }
 
@@ -377,9 +385,13 @@ static int op_symlink(GuestRequest *q) {
                 return r;
         if (!t.leaf)
                 return volume_fs_error(&q->error, -EEXIST, "make the symlink", t.rel);
+        r = volume_check_new_entry(q->m, q->v, t.dirfd, t.leaf, t.rel, &q->error);
+        if (r < 0)
+                return r;
         /* stored as it is: the host never follows it but through volume_resolve(), inside the volume */
         if (symlinkat(target, t.dirfd, t.leaf) < 0)
                 return volume_fs_error(&q->error, -errno, "make the symlink", t.rel);
+        volume_entries_add(q->v, 1);
         return guest_answer_attr(q, &t);
 }
 
@@ -424,6 +436,7 @@ static int op_unlink(GuestRequest *q) {
                 return volume_fs_error(&q->error, -errno, "remove", t.rel);
         if (S_ISREG(st.st_mode))
                 volume_usage_add(q->v, (uint64_t) st.st_size, 0);
+        volume_entries_add(q->v, -1);
         return 0;
 }
 
@@ -438,6 +451,7 @@ static int op_rmdir(GuestRequest *q) {
         /* on a symlink: ENOTDIR, the link is not followed */
         if (unlinkat(t.dirfd, t.leaf, AT_REMOVEDIR) < 0)
                 return volume_fs_error(&q->error, -errno, "remove the directory", t.rel);
+        volume_entries_add(q->v, -1);
         return 0;
 }
 
@@ -457,7 +471,7 @@ static int op_rename(GuestRequest *q) {
 }
 
 static int op_statfs(GuestRequest *q) {
-        uint64_t usage, taken, quota = q->v->rec.quota;
+        uint64_t usage, taken, quota = q->v->rec.quota, files = volume_entries_max(q->m);
         int r;
 
         r = volume_usage(q->m, q->v, &usage, &q->error);
@@ -471,10 +485,12 @@ static int op_statfs(GuestRequest *q) {
         if (r >= 0)
                 r = space_kv_addf(&q->kv, "bfree", "%llu",
                                   (unsigned long long) (taken < quota ? (quota - taken) / STATFS_BSIZE : 0));
+        /* the bound on entries is the guest's count of inodes (df -i) */
         if (r >= 0)
-                r = space_kv_addf(&q->kv, "files", "%u", STATFS_FILES);
+                r = space_kv_addf(&q->kv, "files", "%llu", (unsigned long long) files);
         if (r >= 0)
-                r = space_kv_addf(&q->kv, "ffree", "%u", STATFS_FILES);
+                r = space_kv_addf(&q->kv, "ffree", "%llu",
+                                  (unsigned long long) (q->v->entries < files ? files - q->v->entries : 0));
         return r;
 }
 

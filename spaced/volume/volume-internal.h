@@ -40,6 +40,14 @@ int volume_write_target(Manager *m, Volume *v, const char *path, const VolumeWri
 int volume_check_quota(Manager *m, Volume *v, uint64_t old_size, uint64_t new_size, uint64_t own_reserved,
                        const char *rel, Error *reterr);
 void volume_usage_add(Volume *v, uint64_t old_size, uint64_t new_size);
+/* Whether n more entries fit in v (volume.h: volume_entries_max): ERROR_QUOTA_EXCEEDED, -ENOSPC, naming the bound,
+ * when not. Counts the volume first (volume_usage()). */
+int volume_check_entries(Manager *m, Volume *v, uint64_t n, const char *rel, Error *reterr);
+/* volume_check_entries() for one new entry at leaf in dirfd, when nothing is there yet (one that is there is the
+ * op's to refuse, EEXIST, or to replace: no new entry). */
+int volume_check_new_entry(Manager *m, Volume *v, int dirfd, const char *leaf, const char *rel, Error *reterr);
+/* n entries made (n > 0) or removed (n < 0); nothing before the first walk, which counts them then. */
+void volume_entries_add(Volume *v, int64_t n);
 /* volume_rename() with renameat2()'s flags (RENAME_NOREPLACE: ERROR_EXISTS, -EEXIST when to exists). */
 int volume_rename_flags(Manager *m, Volume *v, const char *from, const char *to, unsigned flags, Error *reterr);
 /* The regular file open for writing at fd (rel names it in messages) cut or grown to size, within the quota

@@ -90,6 +90,9 @@ int volume_upload_begin(Manager *m, Volume *v, const char *path, const VolumeWri
         /* a size declared over what is left is refused before a byte; an unknown one is checked as it comes */
         r = volume_check_quota(m, v, existed ? old.size : 0, size == VOLUME_SIZE_UNKNOWN ? 0 : size, 0, t.rel,
                                reterr);
+        /* a new file is an entry more (the hidden one is not counted): checked here, and at finish again */
+        if (r >= 0 && !existed)
+                r = volume_check_entries(m, v, 1, t.rel, reterr);
         if (r < 0)
                 return r;
         u = calloc(1, sizeof *u);
@@ -150,6 +153,7 @@ int volume_upload_append(VolumeUpload *u, const void *data, size_t n, Error *ret
 int volume_upload_finish(Manager *m, VolumeUpload *u, VolumeEntry *ret, Error *reterr) {
         Volume *v = u->volume;
         uint64_t old_size = 0;
+        bool replaces = false;
         struct stat st;
         int r;
 
@@ -169,8 +173,11 @@ int volume_upload_finish(Manager *m, VolumeUpload *u, VolumeEntry *ret, Error *r
                                          "cannot write /%.512s: something not a file was put there meanwhile",
                                          u->rel) ?: -EINVAL;
                 old_size = (uint64_t) st.st_size;
+                replaces = true;
         }
         r = volume_check_quota(m, v, old_size, u->size, u->reserved, u->rel, reterr);
+        if (r >= 0 && !replaces)
+                r = volume_check_entries(m, v, 1, u->rel, reterr);
         if (r < 0)
                 return r;
         if (renameat2(u->dirfd, u->tmp, u->dirfd, u->leaf, u->exclusive ? RENAME_NOREPLACE : 0) < 0)
@@ -178,6 +185,7 @@ int volume_upload_finish(Manager *m, VolumeUpload *u, VolumeEntry *ret, Error *r
         u->tmp[0] = '\0';
         upload_release(u);
         volume_usage_add(v, old_size, u->size);
+        volume_entries_add(v, !replaces);
         r = volume_entry_at(u->dirfd, u->leaf, u->rel, ret);
         return r < 0 ? volume_fs_error(reterr, r, "stat", u->rel) : 0;
 }

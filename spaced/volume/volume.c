@@ -56,6 +56,10 @@ uint64_t volume_quota_default(Manager *m) {
         return m->config.volume_quota ?: VOLUME_QUOTA_DEFAULT;
 }
 
+uint64_t volume_entries_max(Manager *m) {
+        return m->config.volume_entries_max ?: VOLUME_ENTRIES_MAX_DEFAULT;
+}
+
 static char *volume_dir(Manager *m, const char *id) {
         char *p;
 
@@ -102,7 +106,7 @@ int volume_root(Manager *m, Volume *v, int *ret_fd, Error *reterr) {
 int volume_usage(Manager *m, Volume *v, uint64_t *ret, Error *reterr) {
         if (!v->usage_known) {
                 _cleanup_close_ int fd = -1;
-                uint64_t sum = 0;
+                uint64_t sum = 0, entries = 0;
                 unsigned stale = 0;
                 int root, r;
 
@@ -110,7 +114,7 @@ int volume_usage(Manager *m, Volume *v, uint64_t *ret, Error *reterr) {
                 if (r < 0)
                         return r;
                 fd = openat(root, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-                if (fd < 0 || (r = volume_walk_usage(fd, 0, &sum, &stale)) < 0) {
+                if (fd < 0 || (r = volume_walk_usage(fd, 0, &sum, &entries, &stale)) < 0) {
                         r = fd < 0 ? -errno : r;
                         log_error_errno(r, "volume %s: cannot count its usage", v->rec.name);
                         return error_set(reterr, ERROR_IO_ERROR, "volume '%s': cannot count its usage: %s",
@@ -120,6 +124,7 @@ int volume_usage(Manager *m, Volume *v, uint64_t *ret, Error *reterr) {
                         log_info("volume %s: removed %u unfinished write(s) left by an earlier run", v->rec.name,
                                  stale);
                 v->usage = sum;
+                v->entries = entries;
                 v->usage_known = true;
         }
         *ret = v->usage;
@@ -228,7 +233,7 @@ static void volume_remove_files(Manager *m, Volume *v) {
         fd = dir ? open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC) : -1;
         if (fd < 0)
                 return;
-        r = volume_remove_tree_at(fd, v->rec.id, 0, NULL);
+        r = volume_remove_tree_at(fd, v->rec.id, 0, NULL, NULL);
         if (r < 0)
                 log_warning_errno(r, "volume %s: cannot remove all of %s/%s; the next start tries again", v->rec.name,
                                   dir, v->rec.id);
@@ -329,7 +334,7 @@ static void remove_leftovers(Manager *m, int dirfd) {
                         continue;
                 for (v = m->volumes; v && !streq(v->rec.id, de->d_name); v = v->next)
                         ;
-                if (!v && volume_remove_tree_at(dirfd, de->d_name, 0, NULL) == 0)
+                if (!v && volume_remove_tree_at(dirfd, de->d_name, 0, NULL, NULL) == 0)
                         log_info("removed volume-data/%s: a volume that no row names (a create or remove interrupted)",
                                  de->d_name);
         }

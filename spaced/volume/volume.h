@@ -7,7 +7,8 @@
  * mounts the volume names is resolved inside the volume's directory by openat2(RESOLVE_IN_ROOT), so that no "..", no
  * symlink stored in the volume and no mount point leads out of it. The daemon is the only writer, so it keeps
  * each volume's usage (a walk when the volume is first used after start, then every write and remove) and
- * refuses with ERROR_QUOTA_EXCEEDED a write that would take it past its quota, before anything is written. */
+ * refuses with ERROR_QUOTA_EXCEEDED a write that would take it past its quota, before anything is written, and
+ * likewise a create, mkdir or symlink that would take its number of entries past volume_entries_max. */
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -45,6 +46,8 @@ struct Volume {
         int root_fd;          /* its directory (O_PATH), opened on first use; -1 before */
         bool usage_known;     /* the walk has run since start */
         uint64_t usage;       /* bytes: the sizes of its regular files */
+        uint64_t entries;     /* its files, directories, symlinks, anything but its root (hidden upload files not):
+                               * each an inode of the host's, bounded by volume_entries_max */
         VolumeUpload *uploads; /* the whole-file writes in progress */
         uint64_t reserved;    /* what they have grown their files by so far: counted against the quota */
 };
@@ -86,6 +89,9 @@ Volume *volume_find_by_token(Manager *m, const char *id, const char *token);
 size_t volumes_count(Manager *m);
 /* The quota a create that names none gets (volume_quota in spaced.conf, else VOLUME_QUOTA_DEFAULT). */
 uint64_t volume_quota_default(Manager *m);
+/* The most entries a volume may hold (volume_entries_max in spaced.conf, else VOLUME_ENTRIES_MAX_DEFAULT): the
+ * quota counts bytes only, and empty files, directories and links cost the host inodes. */
+uint64_t volume_entries_max(Manager *m);
 
 /* A new volume: name checked (ERROR_INVALID_ARGUMENT, ERROR_NAME_IN_USE), quota 0 for the default, else 1 to
  * VOLUME_QUOTA_MAX. Its directory is made before its row. Logs what it did. */
@@ -93,7 +99,7 @@ int volume_create(Manager *m, const char *name, uint64_t quota, Volume **ret, Er
 /* Removes v: its row, then its files. ERROR_VOLUME_IN_USE (naming the sandboxes) while sandboxes mount it
  * (volume_set_users()). */
 int volume_remove(Manager *m, Volume *v, Error *reterr);
-/* Its usage, walking its files the first time after start. */
+/* Its usage, walking its files the first time after start (which counts v->entries too). */
 int volume_usage(Manager *m, Volume *v, uint64_t *ret, Error *reterr);
 
 /* The file operations (volume-fs.c), each on a path volume_path_normalize() takes; errors in reterr with a
@@ -177,7 +183,9 @@ void volumes_free(Manager *m);
 
 /* Helpers of volume-fs.c and volume.c (not for other subsystems). */
 int volume_root(Manager *m, Volume *v, int *ret_fd, Error *reterr);
-int volume_remove_tree_at(int dirfd, const char *name, unsigned depth, uint64_t *ret_freed);
-/* Adds the sizes of the regular files under dirfd to *ret; removes the hidden files of unfinished uploads
- * (counted in *ret_stale). */
-int volume_walk_usage(int dirfd, unsigned depth, uint64_t *ret, unsigned *ret_stale);
+/* Removes name in dirfd and all under it; adds the sizes of the regular files removed to *ret_freed and the
+ * number of entries removed (name's too) to *ret_removed, either NULL, hidden upload files in neither. */
+int volume_remove_tree_at(int dirfd, const char *name, unsigned depth, uint64_t *ret_freed, uint64_t *ret_removed);
+/* Adds the sizes of the regular files under dirfd to *ret and the number of entries under it to *ret_entries;
+ * removes the hidden files of unfinished uploads (counted in *ret_stale, not in the others). */
+int volume_walk_usage(int dirfd, unsigned depth, uint64_t *ret, uint64_t *ret_entries, unsigned *ret_stale);

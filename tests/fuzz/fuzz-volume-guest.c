@@ -8,8 +8,8 @@
  * "\n--REQ--\n", each handed to volume_guest_request() in turn, so that one request can work on what an earlier
  * one made. The invariants: an answer is 0 or one of the guest's errnos, with a message on failure that names no
  * host path (unless the guest wrote it) and no answer; a success is one payload within a frame whose records parse; after every request the
- * usage the daemon keeps is what a walk of the volume's directory finds and stays within the quota, and outside
- * the volume's directory nothing changed. */
+ * usage and the number of entries the daemon keeps are what a walk of the volume's directory finds and stay
+ * within the quota and the bound on entries, and outside the volume's directory nothing changed. */
 
 #include <dirent.h>
 #include <stdlib.h>
@@ -24,6 +24,7 @@
 #include "volume/volume.h"
 
 #define QUOTA (256U * 1024U)
+#define ENTRIES_MAX 12U /* a bound a few requests reach: the 6 entries every input starts with, and 6 more */
 #define REQUESTS_MAX 8
 
 static Manager manager;
@@ -53,6 +54,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
         check(mkdir(outside, 0700) == 0);
         fuzz_write_file(keep, "keep", 4);
         manager.state_dir = (char *) fuzz_dir();
+        manager.config.volume_entries_max = ENTRIES_MAX;
         check(store_open(db, &manager.store, &e) == 0);
         check(volumes_load(&manager, &e) == 0);
         check(volume_create(&manager, "fuzz", QUOTA, &volume, &e) == 0);
@@ -68,7 +70,7 @@ static void reset(void) {
         check(d);
         while ((de = readdir(d)))
                 if (strcmp(de->d_name, ".") && strcmp(de->d_name, ".."))
-                        check(volume_remove_tree_at(dirfd(d), de->d_name, 0, NULL) == 0);
+                        check(volume_remove_tree_at(dirfd(d), de->d_name, 0, NULL, NULL) == 0);
         plant("a", "hello, volume", false);
         plant("d", NULL, false);
         plant("d/b", "b", false);
@@ -78,14 +80,13 @@ static void reset(void) {
         volume->usage_known = false;
 }
 
-/* A fresh walk of the volume's files, as the daemon does at its first use after a start. */
-static uint64_t walked_usage(void) {
+/* A fresh walk of the volume's files, as the daemon does at its first use after a start: its usage and entries. */
+static void walk(uint64_t *ret_usage, uint64_t *ret_entries) {
         _cleanup_close_ int fd = open(vdir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        uint64_t sum = 0;
         unsigned stale = 0;
 
-        check(fd >= 0 && volume_walk_usage(fd, 0, &sum, &stale) == 0 && stale == 0);
-        return sum;
+        *ret_usage = *ret_entries = 0;
+        check(fd >= 0 && volume_walk_usage(fd, 0, ret_usage, ret_entries, &stale) == 0 && stale == 0);
 }
 
 static bool outside_unchanged(void) {
@@ -111,7 +112,7 @@ static void one(const uint8_t *p, size_t n) {
         size_t kv_len, data_len, akv_len, adata_len, off = 0, key_len;
         const char *key, *value;
         char msg[256];
-        uint64_t usage;
+        uint64_t usage, walked_usage, walked_entries;
         int r;
 
         if (space_volume_payload_split(p, n, &kv, &kv_len, &data, &data_len) < 0)
@@ -133,7 +134,9 @@ static void one(const uint8_t *p, size_t n) {
                 check(r == 0);
         }
         check(volume_usage(&manager, volume, &usage, NULL) == 0);
-        check(usage == walked_usage() && usage <= QUOTA);
+        walk(&walked_usage, &walked_entries);
+        check(usage == walked_usage && usage <= QUOTA);
+        check(volume->entries == walked_entries && volume->entries <= ENTRIES_MAX);
         check(outside_unchanged());
 }
 

@@ -753,6 +753,13 @@ def volume_guest_corpus():
         vol(("op", "readdir"), ("path", ""), ("cookie", "123456789")))
     seq("records", vol(("op", "getattr"), ("op", "unlink"), ("path", "a")), vol(("path", "a")),
         struct.pack("<I", 9) + b"op=statfs")
+    # the target bounds the volume to 12 entries: it holds 6, these make 6 more, the seventh is refused (ENOSPC)
+    seq("entries", vol(("op", "mkdir"), ("path", "x"), ("mode", "493"), ("uid", "0"), ("gid", "0")),
+        *(vol(("op", "create"), ("path", p), ("mode", "420"), ("uid", "0"), ("gid", "0")) for p in ("x/1", "x/2", "y")),
+        vol(("op", "symlink"), ("path", "x/l"), ("target", "/a")),
+        vol(("op", "mkdir"), ("path", "x/d"), ("mode", "493"), ("uid", "0"), ("gid", "0")),
+        vol(("op", "create"), ("path", "z"), ("mode", "420"), ("uid", "0"), ("gid", "0")),
+        vol(("op", "rename"), ("path", "y"), ("to", "a")))
 
 
 def main():

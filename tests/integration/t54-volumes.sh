@@ -5,7 +5,8 @@
 # left behind), whole files are streamed (5 MiB read back; the quota passed mid-stream, a Content-Length over
 # it, a client gone mid-upload and a wrong token leave no temporary file), and what an attacker plants in a volume's directory (symlinks to /etc/passwd, to a file or a
 # directory outside, relative ones that climb) is never followed out by a read, write, list, mkdir or remove;
-# ".." and over-long paths are refused. A restart keeps the volumes, their files and their usage (counted
+# ".." and over-long paths are refused. volume_entries_max bounds the entries of a volume (empty files and
+# directories the quota does not count): past it a write or a mkdir is 507, nothing made. A restart keeps the volumes, their files and their usage (counted
 # again by a walk). Mounts into sandboxes are checked (t55 mounts them in VMs). E2B's /volumes and
 # /volumecontent are tested with the real SDKs in tests/e2b (t45). No VM.
 . "$(dirname "$0")/lib.sh"
@@ -113,10 +114,10 @@ check_eq "... the file kept its size" 600 "$(stat -c %s "$SPACE_STATE_DIR/volume
 ureq PUT "$S?path=/a" --data-binary @"$TEST_TMP/900"
 check_status "replacing the 600-byte file with 900 bytes fits (the old size is given back)" 200
 ureq GET /v1/volumes/small
-check_eq "usage is 900" 900 "$(json "$OUT" 'd["usage"]')"
+check_eq "usage is 900, in 1 entry" "[900, 1]" "$(json "$OUT" '[d["usage"], d["entries"]]')"
 ureq DELETE "$S?path=/a"
 ureq GET /v1/volumes/small
-check_eq "a remove gives it back: usage 0" 0 "$(json "$OUT" 'd["usage"]')"
+check_eq "a remove gives it back: usage 0, no entries" "[0, 0]" "$(json "$OUT" '[d["usage"], d["entries"]]')"
 
 # ---- whole files are streamed into the volume: no limit but the quota, nothing left by a failure
 head -c $((5 * 1024 * 1024)) /dev/urandom >"$TEST_TMP/big"
@@ -280,7 +281,7 @@ mkdir "$SPACE_STATE_DIR/volume-data/vol-00000000000000ff" && echo left >"$SPACE_
 PID=$(daemon_pid)
 kill -TERM "$PID"
 wait_for 30 pid_gone "$PID" || bail_out "spaced did not stop"
-write_config "listen = 127.0.0.1:$API_PORT" "volume_quota = 2K"
+write_config "listen = 127.0.0.1:$API_PORT" "volume_quota = 2K" "volume_entries_max = 4"
 start_daemon_tcp
 check "a volume directory no row names is removed at start" test ! -e "$SPACE_STATE_DIR/volume-data/vol-00000000000000ff"
 run sc volume ls -q
@@ -294,6 +295,45 @@ check_status "... and the quota still holds after the restart" 507 quota_exceede
 check_rc "volume create after volume_quota = 2K" 0 sc volume create dflt
 ureq GET /v1/volumes/dflt
 check_eq "... gets 2048 bytes" 2048 "$(json "$OUT" 'd["quota"]')"
+
+# ---- the bound on entries (volume_entries_max = 4 since the restart): empty files and directories cost the
+# host inodes the quota does not count
+ureq GET /v1/volumes/data
+check_eq "the walk after the restart counts data's entries as find does" \
+        "$(find "$SPACE_STATE_DIR/volume-data/$VID" -mindepth 1 | wc -l)" "$(json "$OUT" 'd["entries"]')"
+D=/v1/volumes/dflt/files
+ureq GET /v1/volumes/dflt
+DDIR="$SPACE_STATE_DIR/volume-data/$(json "$OUT" 'd["id"]')"
+ureq POST "$D/mkdir" "${JSON[@]}" -d '{"path": "/a"}'
+check_status "dflt: mkdir /a (1 of 4 entries)" 201
+ureq PUT "$D?path=/a/f" --data-binary ''
+check_status "... an empty file in it (2)" 200
+ureq PUT "$D?path=/b" --data-binary 'b'
+check_status "... another (3)" 200
+ureq POST "$D/mkdir" "${JSON[@]}" -d '{"path": "/c/d", "parents": true}'
+check_status "mkdir -p of two with room for one: 507 quota_exceeded" 507 quota_exceeded
+check_contains "... the message names the bound" "volume_entries_max (spaced.conf) bounds a volume to 4" "$OUT"
+check "... and nothing was made" test ! -e "$DDIR/c"
+ureq POST "$D/mkdir" "${JSON[@]}" -d '{"path": "/c"}'
+check_status "mkdir /c (4)" 201
+ureq PUT "$D?path=/e" --data-binary ''
+check_status "a fifth, empty file: 507 quota_exceeded" 507 quota_exceeded
+check "... nothing made" test ! -e "$DDIR/e"
+ureq PUT "$D?path=/e&offset=0" --data-binary 'e'
+check_status "... nor at an offset" 507 quota_exceeded
+ureq POST "$D/mkdir" "${JSON[@]}" -d '{"path": "/c/x"}'
+check_status "... nor a directory" 507 quota_exceeded
+check_eq "... the volume's directory holds the 4" "a a/f b c" "$(cd "$DDIR" && find . -mindepth 1 | sed 's|^\./||' | sort | tr '\n' ' ' | sed 's/ $//')"
+ureq PUT "$D?path=/b" --data-binary 'bb'
+check_status "replacing a file is no new entry" 200
+ureq POST "$D/move" "${JSON[@]}" -d '{"from": "/a/f", "to": "/b"}'
+check_status "a move onto a file: one entry fewer" 204
+ureq PUT "$D?path=/e" --data-binary ''
+check_status "... so a new file fits again" 200
+ureq DELETE "$D?path=/c"
+ureq DELETE "$D?path=/a"
+ureq GET /v1/volumes/dflt
+check_eq "removals give entries back: b and e left" 2 "$(json "$OUT" 'd["entries"]')"
 
 # ---- rm
 check_rc "volume rm data small" 0 sc volume rm data small

@@ -5,7 +5,8 @@
  * done and refused, and what a hostile guest tries first: paths that are not normal ("..", "//", "/a", "./a",
  * "a/", 4096+ bytes), symlinks planted in the volume's directory to /etc and to a directory outside, used as the
  * last component and in the middle, made-up readdir cookies, offsets at INT64_MAX, writes and truncations past the
- * quota (uploads in progress counted), malformed, missing, repeated and oversized records. No answer names a host
+ * quota (uploads in progress counted), files, directories and links past the bound on entries (and the API's
+ * writes and mkdirs beside them), malformed, missing, repeated and oversized records. No answer names a host
  * path, every answer fits in a frame, and nothing outside the volume's directory changes. */
 
 #ifndef _GNU_SOURCE
@@ -237,8 +238,8 @@ static void test_files(Manager *m, Volume *v, const char *vdir) {
            has(&a, "target", "../f"), "rename of a link moves the link");
         ok(req(m, v, &a, "op", "fsync", "path", "g") == 0 && req(m, v, &a, "op", "fsync", "path", "") == 0, "fsync of a file, of a directory");
         ok(req(m, v, &a, "op", "statfs", "path", "") == 0 && has(&a, "bsize", "4096") && has(&a, "blocks", "256") &&
-           has(&a, "bfree", "255") && has(&a, "files", "1048576") && has(&a, "ffree", "1048576"),
-           "statfs: the quota (1 MiB) in 4 KiB blocks, what is left of it free");
+           has(&a, "bfree", "255") && has(&a, "files", "1048576") && has(&a, "ffree", "1048574"),
+           "statfs: the quota (1 MiB) in 4 KiB blocks, what is left of it free; the bound on entries, less g and l3");
         answer_done(&a);
 }
 
@@ -482,6 +483,155 @@ static void test_quota(Manager *m, Volume *q, const char *qdir) {
         answer_done(&a);
 }
 
+static uint64_t entries_of(Manager *m, Volume *v) {
+        (void) usage_of(m, v);
+        return v->entries;
+}
+
+/* What a fresh walk of the volume's directory counts. */
+static uint64_t walked_entries(const char *vdir) {
+        _cleanup_close_ int fd = open(vdir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        uint64_t sum = 0, n = 0;
+        unsigned stale = 0;
+
+        ASSERT(fd >= 0 && volume_walk_usage(fd, 0, &sum, &n, &stale) == 0);
+        return n;
+}
+
+/* A new file of one byte written through the API. */
+static int put_new(Manager *m, Volume *v, const char *path) {
+        VolumeWriteOptions o = VOLUME_WRITE_OPTIONS_INIT;
+        VolumeEntry en = {};
+        Error e = {};
+        int r = volume_write(m, v, path, "1", 1, &o, &en, &e);
+
+        volume_entry_done(&en);
+        error_done(&e);
+        return r;
+}
+
+/* The bound on entries (volume_entries_max): creates, mkdirs, symlinks and writes of new files past it refused
+ * with nothing made, whether a guest or the API asks; removals and renames onto an entry give room back. */
+static void test_entries(Manager *m, const char *dir) {
+        VolumeWriteOptions o = VOLUME_WRITE_OPTIONS_INIT;
+        _cleanup_(volume_upload_freep) VolumeUpload *u = NULL;
+        _cleanup_free_ char *edir = NULL, *stale = NULL;
+        VolumeEntry en = {};
+        Volume *v = NULL;
+        Answer a = {};
+        Error e = {};
+        uint64_t before;
+        int fd;
+
+        m->config.volume_entries_max = 5;
+        ASSERT(volume_create(m, "e", 1 << 20, &v, &e) == 0);
+        ASSERT(asprintf(&edir, "%s/volume-data/%s", dir, v->rec.id) > 0);
+        ok(req(m, v, &a, "op", "statfs", "path", "") == 0 && has(&a, "files", "5") && has(&a, "ffree", "5"),
+           "statfs of an empty volume: files and ffree are the bound, 5");
+        ok(req(m, v, &a, "op", "mkdir", "path", "d", "mode", "493", "uid", "0", "gid", "0") == 0 &&
+           req(m, v, &a, "op", "create", "path", "d/a", "mode", "420", "uid", "0", "gid", "0") == 0 &&
+           req(m, v, &a, "op", "symlink", "path", "l", "target", "/d/a") == 0 &&
+           req(m, v, &a, "op", "create", "path", "b", "mode", "420", "uid", "0", "gid", "0") == 0 &&
+           req(m, v, &a, "op", "create", "path", "c", "mode", "420", "uid", "0", "gid", "0") == 0 &&
+           entries_of(m, v) == 5, "a directory, a file in it, a symlink and two files: 5 entries, the bound");
+        ok(req(m, v, &a, "op", "statfs", "path", "") == 0 && has(&a, "files", "5") && has(&a, "ffree", "0"),
+           "statfs: none free");
+        ok(req(m, v, &a, "op", "create", "path", "x", "mode", "420", "uid", "0", "gid", "0") == -ENOSPC &&
+           strstr(a.msg, "volume_entries_max") && strstr(a.msg, " 5") && host_size(edir, "x") < 0,
+           "a sixth file: ENOSPC, naming the bound; nothing made");
+        ok(req(m, v, &a, "op", "create", "path", "x", "mode", "420", "uid", "0", "gid", "0", "exclusive", "1") == -ENOSPC &&
+           req(m, v, &a, "op", "mkdir", "path", "y", "mode", "493", "uid", "0", "gid", "0") == -ENOSPC &&
+           req(m, v, &a, "op", "symlink", "path", "z", "target", "b") == -ENOSPC &&
+           req(m, v, &a, "op", "mkdir", "path", "d/y", "mode", "493", "uid", "0", "gid", "0") == -ENOSPC &&
+           host_size(edir, "y") < 0 && host_size(edir, "z") < 0 && host_size(edir, "d/y") < 0 && entries_of(m, v) == 5,
+           "... nor an exclusive one, a directory, a symlink, anything deeper");
+        ok(req(m, v, &a, "op", "create", "path", "c", "mode", "420", "uid", "0", "gid", "0") == 0 &&
+           req(m, v, &a, "op", "mkdir", "path", "d", "mode", "493", "uid", "0", "gid", "0") == -EEXIST &&
+           req(m, v, &a, "op", "symlink", "path", "l", "target", "x") == -EEXIST &&
+           reqd(m, v, &a, "data", 4, "op", "write", "path", "c", "offset", "0", NULL) == 0,
+           "at the bound what exists is opened (EEXIST for a mkdir, as ever) and written");
+
+        ok(volume_write(m, v, "/n", "x", 1, &o, &en, &e) == -ENOSPC && e.code == ERROR_QUOTA_EXCEEDED &&
+           strstr(e.message, "volume_entries_max") && host_size(edir, "n") < 0,
+           "the API: a new file is quota_exceeded, naming the bound; nothing made");
+        error_done(&e);
+        o.parents = true;
+        ok(volume_write(m, v, "/p/q/n", "x", 1, &o, &en, &e) == -ENOSPC && e.code == ERROR_QUOTA_EXCEEDED &&
+           host_size(edir, "p") < 0, "... a new file with its parents: not even the parents are made");
+        error_done(&e);
+        o.parents = false;
+        ok(volume_mkdir(m, v, "/m", false, -1, -1, -1, &en, &e) == -ENOSPC && e.code == ERROR_QUOTA_EXCEEDED &&
+           volume_mkdir(m, v, "/m/k", true, -1, -1, -1, &en, &e) == -ENOSPC && host_size(edir, "m") < 0,
+           "... a mkdir, with parents or not");
+        error_done(&e);
+        ok(volume_mkdir(m, v, "/d", true, -1, -1, -1, &en, &e) == 0, "... a mkdir -p of what is there is fine");
+        volume_entry_done(&en);
+        ok(volume_upload_begin(m, v, "/u", &o, VOLUME_SIZE_UNKNOWN, &u, &e) == -ENOSPC && !u &&
+           e.code == ERROR_QUOTA_EXCEEDED, "... an upload of a new file is refused at begin");
+        error_done(&e);
+        ok(volume_write(m, v, "/b", "replaced", 8, &o, &en, &e) == 0 && entries_of(m, v) == 5,
+           "... a whole file replaced is no new entry");
+        volume_entry_done(&en);
+        o.at_offset = true;
+        ok(volume_write(m, v, "/b", "!", 1, &o, &en, &e) == 0 && volume_write(m, v, "/o", "!", 1, &o, &en, &e) == -ENOSPC &&
+           host_size(edir, "o") < 0, "... a write at an offset: to a file that is there, not to a new one");
+        volume_entry_done(&en);
+        error_done(&e);
+        o.at_offset = false;
+
+        ok(req(m, v, &a, "op", "unlink", "path", "b") == 0 && entries_of(m, v) == 4 &&
+           volume_upload_begin(m, v, "/u", &o, VOLUME_SIZE_UNKNOWN, &u, &e) == 0,
+           "an unlink makes room: an upload of a new file begins");
+        ok(req(m, v, &a, "op", "create", "path", "x", "mode", "420", "uid", "0", "gid", "0") == 0 &&
+           volume_upload_finish(m, u, &en, &e) == -ENOSPC && e.code == ERROR_QUOTA_EXCEEDED && host_size(edir, "u") < 0,
+           "... a guest took the room meanwhile: the upload is refused at finish, nothing put in place");
+        error_done(&e);
+        u = volume_upload_free(u);
+        ok(entries_of(m, v) == 5 && walked_entries(edir) == 5, "5 entries, as a walk counts");
+        ok(req(m, v, &a, "op", "rename", "path", "c", "to", "x") == 0 && entries_of(m, v) == 4 && host_size(edir, "c") < 0,
+           "a rename onto an existing file: one fewer");
+        ok(req(m, v, &a, "op", "rename", "path", "x", "to", "x") == 0 && entries_of(m, v) == 4,
+           "a rename onto itself: as many");
+        ok(req(m, v, &a, "op", "rename", "path", "l", "to", "l2", "noreplace", "1") == 0 && entries_of(m, v) == 4,
+           "a rename to a new name: as many");
+        ok(req(m, v, &a, "op", "rename", "path", "l2", "to", "x", "noreplace", "1") == -EEXIST && entries_of(m, v) == 4,
+           "a rename refused (noreplace): as many");
+        ok(req(m, v, &a, "op", "mkdir", "path", "e", "mode", "493", "uid", "0", "gid", "0") == 0 &&
+           req(m, v, &a, "op", "unlink", "path", "d/a") == 0 && req(m, v, &a, "op", "rename", "path", "e", "to", "d") == 0 &&
+           entries_of(m, v) == 3 && walked_entries(edir) == 3, "a directory renamed over an empty one: one fewer");
+        ok(volume_rename(m, v, "/l2", "/x", &e) == 0 && entries_of(m, v) == 2 && walked_entries(edir) == 2,
+           "the API's rename of a link onto a file: one fewer");
+        ok(volume_mkdir(m, v, "/t/u/w/y", true, -1, -1, -1, &en, &e) == -ENOSPC && host_size(edir, "t") < 0,
+           "a mkdir -p of 4 with room for 3: nothing made");
+        error_done(&e);
+        ok(volume_mkdir(m, v, "/t/u/w", true, -1, -1, -1, &en, &e) == 0 && entries_of(m, v) == 5, "... of 3: made");
+        volume_entry_done(&en);
+        ok(volume_remove_path(m, v, "/t", &e) == 0 && entries_of(m, v) == 2 && walked_entries(edir) == 2,
+           "a tree removed gives back all of it");
+        ok(req(m, v, &a, "op", "mkdir", "path", "t", "mode", "493", "uid", "0", "gid", "0") == 0 &&
+           req(m, v, &a, "op", "mkdir", "path", "t/u", "mode", "493", "uid", "0", "gid", "0") == 0 &&
+           req(m, v, &a, "op", "rmdir", "path", "t/u") == 0 && req(m, v, &a, "op", "rmdir", "path", "t") == 0 &&
+           entries_of(m, v) == 2, "a guest's rmdir gives one back");
+
+        /* a restart: the walk counts the same, and a dead upload's hidden file is removed, not counted */
+        ASSERT(asprintf(&stale, "%s/d/" VOLUME_TEMP_PREFIX "0123456789abcdef", edir) > 0);
+        fd = open(stale, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
+        ASSERT(fd >= 0);
+        close(fd);
+        before = entries_of(m, v);
+        manager_close(m);
+        manager_open(m, dir);
+        v = volume_find(m, "e");
+        ASSERT(v);
+        ok(!v->usage_known && entries_of(m, v) == before && access(stale, F_OK) < 0,
+           "after a restart the walk counts the same %llu entries", (unsigned long long) before);
+        ok(put_new(m, v, "/n1") == 0 && put_new(m, v, "/n2") == 0 && put_new(m, v, "/n3") == 0 &&
+           put_new(m, v, "/n4") == -ENOSPC, "... and the bound holds: 3 more, not 4");
+        ok(volume_remove(m, v, &e) == 0, "the volume removed");
+        m->config.volume_entries_max = 0;
+        answer_done(&a);
+}
+
 /* A chain of depth directories named name from the root (each made by a guest's mkdir); its path in path. */
 static void chain(Manager *m, Volume *v, const char *name, unsigned depth, char *path, size_t size) {
         Answer a = {};
@@ -502,7 +652,7 @@ static Volume *test_deep(Manager *m, const char *dir) {
         char a_path[1024], b_path[1024], file[1100], stale[1400];
         Volume *v = volume_find(m, "g"), *d = NULL;
         _cleanup_free_ char *ddir = NULL;
-        uint64_t before = usage_of(m, v);
+        uint64_t before = usage_of(m, v), entries;
         Answer a = {};
         Error e = {};
         int fd;
@@ -519,17 +669,20 @@ static Volume *test_deep(Manager *m, const char *dir) {
         fd = open(stale, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
         ASSERT(fd >= 0 && write(fd, "xxxx", 4) == 4);
         close(fd);
+        entries = entries_of(m, v);
         manager_close(m);
         manager_open(m, dir);
         v = volume_find(m, "g");
         ASSERT(v);
-        ok(usage_of(m, v) == before + 7 && access(stale, F_OK) < 0,
-           "after a restart the walk counts it all, and removes a dead upload's file 300 deep");
+        ok(usage_of(m, v) == before + 7 && access(stale, F_OK) < 0 && v->entries == entries,
+           "after a restart the walk counts it all (bytes and %llu entries), and removes a dead upload's file 300 "
+           "deep", (unsigned long long) entries);
         ok(req(m, v, &a, "op", "create", "path", "after", "mode", "420", "uid", "0", "gid", "0") == 0 &&
            reqd(m, v, &a, "x", 1, "op", "write", "path", "after", "offset", "0", NULL) == 0 && usage_of(m, v) == before + 8,
            "... and writes go on");
         ok(volume_remove_path(m, v, "/a", &e) == 0 && usage_of(m, v) == before + 1 &&
-           req(m, v, &a, "op", "lookup", "path", "a") == -ENOENT, "a removal through the API takes the whole tree");
+           req(m, v, &a, "op", "lookup", "path", "a") == -ENOENT && v->entries == entries + 1 - 601,
+           "a removal through the API takes the whole tree, and gives back its 601 entries");
         error_done(&e);
 
         ASSERT(volume_create(m, "deep", 1 << 20, &d, &e) == 0);
@@ -625,6 +778,7 @@ int main(void) {
         test_escapes(&m, v, vdir, outside);
         test_records(&m, v);
         test_quota(&m, q, qdir);
+        test_entries(&m, state_dir);
         v = test_deep(&m, state_dir);
         ok(state_unchanged(state_dir), "the state directory holds the store and the two volumes' directories, nothing else");
         measure(&m, v);

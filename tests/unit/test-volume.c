@@ -4,7 +4,8 @@
  * attacker tries first: '..', an id's shape, over-long names and paths), and resolution inside a volume with
  * symlinks planted in its directory (absolute, relative and climbing, to a file and to a directory outside, a
  * magic link through /proc): a read, list, write, mkdir, attrs, rename or remove never reaches outside. The
- * quota refuses a write whole, usage is kept and counted again after a restart, and a remove takes row and files. */
+ * quota refuses a write whole, usage is kept and counted again after a restart, and a remove takes row and files;
+ * volume_entries_max is read from spaced.conf as the daemon reads it. */
 
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE /* asprintf */
@@ -425,9 +426,47 @@ static void test_uploads(void) {
         (void) rm_rf(dir);
 }
 
+/* volume_entries_max in spaced.conf: text loaded as the daemon loads it, into m's config; config_load's result. */
+static int load_entries_max(Manager *m, const char *dir, const char *text) {
+        _cleanup_free_ char *path = NULL;
+        _cleanup_fclose_ FILE *f = NULL;
+        Error e = {};
+        int r;
+
+        ASSERT(asprintf(&path, "%s/spaced.conf", dir) > 0 && (f = fopen(path, "we")));
+        ASSERT(fputs(text, f) >= 0 && fflush(f) == 0);
+        config_done(&m->config);
+        m->config = (Config) {};
+        r = config_load(&m->config, path, &e);
+        error_done(&e);
+        return r;
+}
+
+static void test_entries_config(void) {
+        char tmpl[] = "/tmp/test-volume-conf.XXXXXX";
+        const char *dir = mkdtemp(tmpl);
+        Manager m = {};
+
+        ASSERT(dir);
+        ok(load_entries_max(&m, dir, "volume_quota = 1G\n") == 0 && volume_entries_max(&m) == 1048576,
+           "volume_entries_max unset: 1048576");
+        ok(load_entries_max(&m, dir, "volume_entries_max = 1000\n") == 0 && volume_entries_max(&m) == 1000,
+           "volume_entries_max = 1000");
+        ok(load_entries_max(&m, dir, "volume_entries_max = 4G\n") == 0 && volume_entries_max(&m) == (1ULL << 32),
+           "... = 4G, the most");
+        ok(load_entries_max(&m, dir, "volume_entries_max = 0\n") < 0 &&
+           load_entries_max(&m, dir, "volume_entries_max = 4294967297\n") < 0 &&
+           load_entries_max(&m, dir, "volume_entries_max = -1\n") < 0 &&
+           load_entries_max(&m, dir, "volume_entries_max = many\n") < 0,
+           "0, past 4G, negative, a word: refused");
+        config_done(&m.config);
+        (void) rm_rf(dir);
+}
+
 int main(void) {
         plan(0);
         test_checks();
+        test_entries_config();
         test_volumes();
         test_uploads();
         return done();
