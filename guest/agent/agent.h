@@ -88,6 +88,12 @@ void channel_send_error(Channel *c, uint32_t stream, int err, const char *messag
 void channel_send_hello(Channel *c);
 /* Reads and dispatches what the port has, writes what is queued. Call after any wakeup. */
 void channel_io(Channel *c);
+/* PING "freeze" and "stop" under way (channel.c): the fd to poll while one is (the group's events, a stop's sync
+ * child), or -1, and the ms until it gives up, or -1; channel_freeze_tick answers it once the workload stands
+ * still or time is up (and a stop's sync is done). */
+int channel_freeze_fd(short *ret_events);
+int channel_freeze_timeout(void);
+void channel_freeze_tick(Channel *c);
 
 /* exec.c: streams */
 void streams_init(void);
@@ -206,13 +212,17 @@ int net_poll_timeout(void);
 
 /* freeze.c: the workload's cgroup, which the host has frozen around a snapshot others restore from, and INIT
  * thaws once the identity is in place. work_setup at boot mounts cgroup2 if need be and makes the group;
- * work_join puts the calling process in it (the EXEC and service child, before its exec); work_freeze waits at
- * most timeout_ms for every process in it to stop (-ETIMEDOUT, and thawed again; -EOPNOTSUPP without the
- * group). While it is frozen the agent keeps EXEC and RELEASE (channel.c), since their child would stop before
+ * work_join puts the calling process in it (the EXEC and service child, before its exec); work_freeze_begin asks
+ * every process in it to stop (-EOPNOTSUPP without the group), and work_freeze_check says whether all have (1),
+ * not yet (0; work_events_fd wakes poll with POLLPRI when that changes): the loop goes on meanwhile, for a task
+ * may be waiting on a volume mount that only the loop serves (channel.c gives it AGENT_FREEZE_TIMEOUT_MS, then
+ * thaws). While it is frozen the agent keeps EXEC and RELEASE (channel.c), since their child would stop before
  * its exec, and does not restart the service. */
-void work_setup(void);
+void work_setup(const char *dir);          /* dir: a test's group outside a VM, else NULL */
 void work_join(void);
-int work_freeze(int timeout_ms);
+int work_freeze_begin(void);
+int work_freeze_check(void);
+int work_events_fd(void);
 void work_thaw(void);
 bool work_frozen(void);
 #define AGENT_FREEZE_TIMEOUT_MS 2000
@@ -231,9 +241,9 @@ const char *const *ca_env(void);
  * (lib/proto.h, "Volume mounts"; guest/agent/volume.h inside). volume_mount: INIT's mount_volume/mount_path
  * (0 when it is mounted there already; -errno with msg "mount PATH: ..."). volume_frame: an answer on a VOLUME
  * stream (true when it was one). volume_host_gone/back: the host went away (no answer comes to what was sent)
- * or came back (what has no answer is sent again on new streams, after HELLO). volume_path_mounted: whether an
- * absolute path is at or below a mount, which the agent itself must never enter (it would wait for its own
- * answer): FILE requests there are refused. */
+ * or came back (what has no answer is sent again on new streams, after HELLO). The loop itself must never enter
+ * a mount: it would wait for its own answer. volume_path_mounted: whether an absolute path is at or below one,
+ * lexically (FILE requests there run in a child: files-child.c). */
 int volume_mount(const char *id, const char *path, char *msg, size_t msg_size);
 bool volume_frame(Channel *c, const SpaceFrameHeader *h, const uint8_t *p);
 void volume_host_gone(void);
@@ -241,6 +251,14 @@ void volume_host_back(Channel *c);
 bool volume_path_mounted(const char *path);
 /* In a forked child (files-child.c): the table of mounts forgotten, none unmounted, so that it enters them. */
 void volume_forget_inherited(void);
+/* What the agent's own walks use beside a mount (files.c, watch.c): fstatat() that never asks a volume mount
+ * (AT_STATX_DONT_SYNC: a mount point is described from the kernel's cache) and says whether what it found is in
+ * one (then no walk goes into it, no xattr is read); whether a device is a mount's; and whether a symlink's text
+ * leads into one (lexically: then no realpath, no xattr of its target). */
+struct stat;
+int volume_statat(int dirfd, const char *name, int flags, struct stat *ret, bool *ret_in_mount);
+bool volume_dev_mounted(dev_t dev);
+bool volume_link_leads_in(const char *link);
 size_t volume_poll_fill(struct pollfd *fds, size_t max);   /* at most SPACE_VOLUME_MOUNTS_MAX */
 void volume_poll_handle(Channel *c, const struct pollfd *fds, size_t n);
 

@@ -12,9 +12,12 @@
  */
 
 #include <errno.h>
+#include <poll.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "../../lib/macro.h"
@@ -135,28 +138,131 @@ static void replay_deferred(Channel *c) {
         space_buf_done(&b);
 }
 
-/* PING "freeze" (lib/proto.h): the answer is PONG "frozen" once the workload stands still. */
-static void freeze_answer(Channel *c, uint32_t stream) {
-        int r = work_freeze(AGENT_FREEZE_TIMEOUT_MS);
+/* PING "freeze" and PING "stop" (lib/proto.h), under way: the workload was asked to stop, and the loop goes on
+ * until it has, for one of its tasks may be waiting on a volume mount that only the loop serves (volume*.c): the
+ * task reaches the freezer once its answer came. A stop's sync runs in a child, for the same reason: the pages a
+ * task dirtied through a shared mapping of a volume's file are written back by requests the loop serves. One at
+ * a time: the host waits for the answer. */
+static struct {
+        bool active, stop;
+        uint32_t stream;
+        uint64_t deadline_ms;
+        int sync_pidfd;           /* a stop's sync() in a child, -1 when none runs */
+} freezing = { .sync_pidfd = -1 };
 
-        if (r < 0) {
-                channel_send_error(c, stream, -r, r == -ETIMEDOUT ? "the workload did not freeze in time" :
-                                                  r == -EOPNOTSUPP ? "no cgroup for the workload" : NULL);
-                return;
-        }
-        (void) channel_send(c, SPACE_F_PONG, 0, stream, SPACE_PONG_FROZEN, strlen(SPACE_PONG_FROZEN));
+static uint64_t now_ms(void) {
+        struct timespec ts;
+
+        (void) clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (uint64_t) ts.tv_sec * 1000U + (uint64_t) ts.tv_nsec / 1000000U;
 }
 
-/* PING "stop" (lib/proto.h): the VM is shut down after the answer and boots again from its disk alone, so what
- * the page cache holds must be on the disk first; frozen first, so that nothing the workload writes after the
- * sync is lost without a trace. The host shuts it down whatever the answer: a failed freeze only says so. */
-static void stop_answer(Channel *c, uint32_t stream) {
-        int r = work_freeze(AGENT_FREEZE_TIMEOUT_MS);
+/* A stop's sync(), in a child whose end the loop polls (a pidfd): 0, or -errno when it ran here instead. */
+static int sync_begin(void) {
+        pid_t pid = fork();
+        int fd;
 
-        if (r < 0)
-                log_warn("stop: the workload was not frozen (%s): syncing anyway", strerror(-r));
-        sync();
-        (void) channel_send(c, SPACE_F_PONG, 0, stream, SPACE_PONG_SYNCED, strlen(SPACE_PONG_SYNCED));
+        if (pid == 0) {
+                sync();
+                _exit(0);
+        }
+        if (pid < 0 || (fd = (int) syscall(SYS_pidfd_open, pid, 0)) < 0) {
+                sync(); /* no child to wait on: here, then */
+                return -ENOSYS;
+        }
+        freezing.sync_pidfd = fd;
+        return 0;
+}
+
+/* The answer, r < 0 when the workload did not freeze. "freeze": PONG "frozen" or ERROR. "stop": the VM is shut
+ * down after the answer and boots again from its disk alone, so what the page cache holds must be on the disk
+ * first; frozen first, so that nothing the workload writes after the sync is lost without a trace. The host
+ * shuts it down whatever the answer: a failed freeze only says so. Returns true when it is still to come (a stop's
+ * sync runs); r = -EINPROGRESS: that sync is done. */
+static bool freeze_answer(Channel *c, uint32_t stream, bool stop, int r) {
+        if (stop && r != -EINPROGRESS) {
+                if (r < 0)
+                        log_warn("stop: the workload was not frozen (%s): syncing anyway", strerror(-r));
+                if (sync_begin() >= 0)
+                        return true; /* channel_freeze_tick() answers once it is done */
+        }
+        if (stop) {
+                (void) channel_send(c, SPACE_F_PONG, 0, stream, SPACE_PONG_SYNCED, strlen(SPACE_PONG_SYNCED));
+                return false;
+        }
+        if (r < 0) {
+                channel_send_error(c, stream, -r, r == -ETIMEDOUT ? "the workload did not freeze in time" :
+                                                  r == -EOPNOTSUPP ? "no cgroup for the workload" :
+                                                  r == -EBUSY ? "a freeze is under way" : NULL);
+                return false;
+        }
+        (void) channel_send(c, SPACE_F_PONG, 0, stream, SPACE_PONG_FROZEN, strlen(SPACE_PONG_FROZEN));
+        return false;
+}
+
+static void freeze_begin(Channel *c, uint32_t stream, bool stop) {
+        int r;
+
+        if (freezing.active) {
+                if (!stop)
+                        (void) freeze_answer(c, stream, false, -EBUSY);
+                else /* the host shuts the VM down anyway: a second sync is only slower */
+                        (void) channel_send(c, SPACE_F_PONG, 0, stream, SPACE_PONG_SYNCED, strlen(SPACE_PONG_SYNCED));
+                return;
+        }
+        freezing.active = true;
+        freezing.stop = stop;
+        freezing.stream = stream;
+        freezing.deadline_ms = now_ms() + AGENT_FREEZE_TIMEOUT_MS;
+        r = work_freeze_begin();
+        if (r < 0) {
+                freezing.active = freeze_answer(c, stream, stop, r);
+                return;
+        }
+        channel_freeze_tick(c); /* a workload that stands still already is answered at once */
+}
+
+void channel_freeze_tick(Channel *c) {
+        int r;
+
+        if (!freezing.active)
+                return;
+        if (freezing.sync_pidfd >= 0) {
+                struct pollfd p = { .fd = freezing.sync_pidfd, .events = POLLIN };
+
+                if (poll(&p, 1, 0) <= 0)
+                        return;
+                freezing.sync_pidfd = safe_close(freezing.sync_pidfd);
+                freezing.active = freeze_answer(c, freezing.stream, true, -EINPROGRESS); /* synced: the answer */
+                return;
+        }
+        r = work_frozen() ? work_freeze_check() : -ECANCELED; /* an INIT thawed it meanwhile */
+        if (r == 0 && now_ms() < freezing.deadline_ms)
+                return;
+        if (r <= 0) {
+                r = r == 0 ? -ETIMEDOUT : r;
+                work_thaw(); /* half frozen helps no one: the host saves without it */
+        }
+        freezing.active = freeze_answer(c, freezing.stream, freezing.stop, r < 0 ? r : 0);
+}
+
+int channel_freeze_fd(short *ret_events) {
+        if (!freezing.active)
+                return -1;
+        if (freezing.sync_pidfd >= 0) {
+                *ret_events = POLLIN; /* the sync's child ended */
+                return freezing.sync_pidfd;
+        }
+        *ret_events = POLLPRI; /* cgroup.events changed */
+        return work_events_fd();
+}
+
+int channel_freeze_timeout(void) {
+        uint64_t now = now_ms();
+
+        if (!freezing.active || freezing.sync_pidfd >= 0)
+                return -1;
+        return freezing.deadline_ms > now ? (int) (freezing.deadline_ms - now) : 0;
 }
 
 /* A watch in a volume mount: inotify there sees this guest's changes only, not other sandboxes' nor the API's,
@@ -177,11 +283,11 @@ static void dispatch(Channel *c, const SpaceFrameHeader *h, const uint8_t *p) {
         switch (h->type) {
         case SPACE_F_PING:
                 if (h->length == strlen(SPACE_PING_FREEZE) && memcmp(p, SPACE_PING_FREEZE, h->length) == 0) {
-                        freeze_answer(c, h->stream);
+                        freeze_begin(c, h->stream, false);
                         return;
                 }
                 if (h->length == strlen(SPACE_PING_STOP) && memcmp(p, SPACE_PING_STOP, h->length) == 0) {
-                        stop_answer(c, h->stream);
+                        freeze_begin(c, h->stream, true);
                         return;
                 }
                 (void) channel_send(c, SPACE_F_PONG, 0, h->stream, p,

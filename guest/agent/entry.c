@@ -78,9 +78,14 @@ static int meta_add(SpaceBuf *b, const char *path) {
 /* resolved= (realpath, "" when it fails: dangling, a loop, no right to look), and target_type= and
  * target_mode= of what the link leads to, when that can be seen. */
 static int link_add(SpaceBuf *b, const char *path) {
-        _cleanup_free_ char *resolved = realpath(path, NULL);
+        _cleanup_free_ char *resolved = NULL;
         struct stat st;
         int r;
+
+        /* into a volume mount, which the agent serves itself (agent.h): not followed, as if dangling */
+        if (volume_link_leads_in(path))
+                return space_kv_add(b, "resolved", "");
+        resolved = realpath(path, NULL);
 
         r = space_kv_add(b, "resolved", resolved && strlen(resolved) <= SPACE_FILE_PATH_MAX ? resolved : "");
         if (r >= 0 && stat(path, &st) >= 0) {
@@ -121,7 +126,9 @@ int entry_add(SpaceBuf *b, const char *rel, const char *path, const struct stat 
                 if (r >= 0)
                         r = link_add(b, path);
         }
-        if (r >= 0)
+        /* a volume's mount point, or a link into one: its attributes are the mount's, which the agent serves
+         * itself and must not ask (agent.h) */
+        if (r >= 0 && !volume_dev_mounted(st->st_dev) && !(S_ISLNK(st->st_mode) && volume_link_leads_in(path)))
                 r = meta_add(b, path);
         return r;
 }

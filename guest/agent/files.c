@@ -453,12 +453,15 @@ static int rm_children(int dirfd, dev_t dev) {
                 return r;
         while ((errno = 0, de = readdir(d))) {
                 struct stat st;
+                int q;
 
                 if (streq(de->d_name, ".") || streq(de->d_name, ".."))
                         continue;
-                if (fstatat(dirfd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0) {
-                        if (errno != ENOENT && r == 0)
-                                r = -errno;
+                /* never asks a volume's mount (agent.h), which the rmdir below then refuses with EBUSY */
+                q = volume_statat(dirfd, de->d_name, AT_SYMLINK_NOFOLLOW, &st, NULL);
+                if (q < 0) {
+                        if (q != -ENOENT && r == 0)
+                                r = q;
                         continue;
                 }
                 if (S_ISDIR(st.st_mode)) {
@@ -644,8 +647,10 @@ static int list_dir(ListWalk *w, int dirfd, unsigned depth) {
 
         for (size_t i = 0; i < n && r >= 0; i++) {
                 struct stat st;
+                bool in_volume;
 
-                if (fstatat(dirfd, names[i], &st, AT_SYMLINK_NOFOLLOW) < 0)
+                /* a volume's mount point is described, never entered: the agent serves it (agent.h) */
+                if (volume_statat(dirfd, names[i], AT_SYMLINK_NOFOLLOW, &st, &in_volume) < 0)
                         continue; /* gone since readdir */
                 if (rel_len + 1 + strlen(names[i]) > SPACE_FILE_PATH_MAX) {
                         r = -ENAMETOOLONG;
@@ -662,7 +667,7 @@ static int list_dir(ListWalk *w, int dirfd, unsigned depth) {
                 id_note(w->gids, &w->n_gids, st.st_gid);
                 if (r >= 0 && w->out->len > SPACE_FILE_LIST_BYTES_MAX)
                         r = -E2BIG;
-                if (r >= 0 && S_ISDIR(st.st_mode) && depth > 1) {
+                if (r >= 0 && S_ISDIR(st.st_mode) && depth > 1 && !in_volume) {
                         _cleanup_close_ int sub = openat(dirfd, names[i], O_RDONLY | O_DIRECTORY | O_NOFOLLOW |
                                                                           O_CLOEXEC);
                         if (sub >= 0)

@@ -15,13 +15,13 @@
  */
 
 #include <errno.h>
+#include <limits.h>
+#include <stdio.h>
 #include <fcntl.h>
-#include <poll.h>
 #include <string.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
-#include <time.h>
 #include <unistd.h>
 #include <linux/magic.h>
 
@@ -34,9 +34,20 @@
 static int procs_fd = -1, freeze_fd = -1, events_fd = -1;
 static bool frozen;
 
-void work_setup(void) {
+void work_setup(const char *dir) {
+        char path[PATH_MAX];
         struct statfs sfs;
 
+        if (dir) {
+                /* outside a VM (a test): the group it names, made already */
+                (void) snprintf(path, sizeof path, "%s/cgroup.procs", dir);
+                procs_fd = open(path, O_WRONLY | O_CLOEXEC);
+                (void) snprintf(path, sizeof path, "%s/cgroup.freeze", dir);
+                freeze_fd = open(path, O_WRONLY | O_CLOEXEC);
+                (void) snprintf(path, sizeof path, "%s/cgroup.events", dir);
+                events_fd = open(path, O_RDONLY | O_CLOEXEC);
+                goto check;
+        }
         if (statfs(CGROUP_ROOT, &sfs) < 0 || sfs.f_type != CGROUP2_SUPER_MAGIC) {
                 (void) mkdir(CGROUP_ROOT, 0755);
                 if (mount("cgroup2", CGROUP_ROOT, "cgroup2", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) < 0) {
@@ -53,6 +64,7 @@ void work_setup(void) {
         procs_fd = open(WORK_CGROUP "/cgroup.procs", O_WRONLY | O_CLOEXEC);
         freeze_fd = open(WORK_CGROUP "/cgroup.freeze", O_WRONLY | O_CLOEXEC);
         events_fd = open(WORK_CGROUP "/cgroup.events", O_RDONLY | O_CLOEXEC);
+check:
         if (procs_fd < 0 || freeze_fd < 0 || events_fd < 0) {
                 log_warn("open " WORK_CGROUP ": %m; the workload cannot be frozen for snapshots");
                 procs_fd = safe_close(procs_fd);
@@ -82,47 +94,23 @@ static int events_frozen(void) {
         return strstr(buf, "frozen 1") != NULL;
 }
 
-static uint64_t mono_ms(void) {
-        struct timespec ts;
-
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        return (uint64_t) ts.tv_sec * 1000U + (uint64_t) ts.tv_nsec / 1000000U;
-}
-
-int work_freeze(int timeout_ms) {
-        uint64_t deadline = mono_ms() + (uint64_t) timeout_ms;
-        int r;
-
+/* The freeze is begun here and seen through by the loop (channel.c): a task of the workload may be waiting on a
+ * volume mount that only the loop serves, and it reaches the freezer's stop only once its answer came. */
+int work_freeze_begin(void) {
         if (freeze_fd < 0)
                 return -EOPNOTSUPP;
         if (pwrite(freeze_fd, "1", 1, 0) != 1)
                 return -errno;
         frozen = true;
-        /* Every task must reach the freezer's stop: one in an uninterruptible sleep (a disk, a fuse
-         * server) may not for a while. Bounded, since the agent serves nothing else meanwhile. */
-        for (;;) {
-                struct pollfd p = { .fd = events_fd, .events = POLLPRI };
-                uint64_t now;
-
-                r = events_frozen();
-                if (r != 0)
-                        break;
-                now = mono_ms();
-                if (now >= deadline) {
-                        r = -ETIMEDOUT;
-                        break;
-                }
-                /* kernfs wakes POLLPRI on a change of the file since our read */
-                if (poll(&p, 1, (int) (deadline - now)) < 0 && errno != EINTR) {
-                        r = -errno;
-                        break;
-                }
-        }
-        if (r < 0) {
-                work_thaw(); /* half frozen helps no one: the host saves without it */
-                return r;
-        }
         return 0;
+}
+
+int work_freeze_check(void) {
+        return events_fd < 0 ? -EOPNOTSUPP : events_frozen();
+}
+
+int work_events_fd(void) {
+        return events_fd;
 }
 
 void work_thaw(void) {

@@ -22,9 +22,9 @@
 #include "../../lib/macro.h"
 #include "agent.h"
 
-/* the port, the signalfd, three per process, then the network's listeners and tunnels, the watches, the
+/* the port, the signalfd, a freeze's events, three per process, then the network's listeners and tunnels, the watches, the
  * volume mounts */
-#define POLL_STREAMS (2 + 3 * SPACE_STREAMS_MAX)
+#define POLL_STREAMS (3 + 3 * SPACE_STREAMS_MAX)
 #define POLL_MAX (POLL_STREAMS + AGENT_NET_POLL_MAX + SPACE_WATCHES_MAX + SPACE_VOLUME_MOUNTS_MAX + SPACE_FILE_XFERS_MAX)
 
 static int open_port(void) {
@@ -64,8 +64,9 @@ int main(int argc, char *argv[]) {
                 boot_read_cmdline(&bc);
                 (void) boot_switch_root(&bc);
                 boot_late_mounts();
-                work_setup();
-        }
+                work_setup(NULL);
+        } else if (getenv("SPACE_AGENT_WORK_CGROUP"))
+                work_setup(getenv("SPACE_AGENT_WORK_CGROUP")); /* a test's: the machine's own are not ours */
         net_init();
         net_resolv_conf();
 
@@ -101,9 +102,14 @@ int main(int argc, char *argv[]) {
         for (;;) {
                 size_t n = 0, ns, nn, nw, nv, nf;
                 int timeout = streams_poll_timeout(), nt = net_poll_timeout(), st = service_poll_timeout();
+                int ft = channel_freeze_timeout();
 
                 fds[n++] = (struct pollfd) { .fd = c.epoll_fd, .events = POLLIN };
                 fds[n++] = (struct pollfd) { .fd = sfd, .events = POLLIN };
+                /* a freeze under way: the group's events change when it stands still (-1: poll skips it) */
+                fds[n] = (struct pollfd) { .fd = -1 };
+                fds[n].fd = channel_freeze_fd(&fds[n].events);
+                n++;
                 ns = streams_poll_fill(&c, fds + n, POLL_STREAMS - n, owners);
                 nn = net_poll_fill(&c, fds + n + ns,
                                    POLL_MAX - SPACE_WATCHES_MAX - SPACE_VOLUME_MOUNTS_MAX - SPACE_FILE_XFERS_MAX - n - ns);
@@ -118,6 +124,8 @@ int main(int argc, char *argv[]) {
                         timeout = nt;
                 if (st >= 0 && (timeout < 0 || st < timeout))
                         timeout = st;
+                if (ft >= 0 && (timeout < 0 || ft < timeout))
+                        timeout = ft;
                 if (poll(fds, n + ns + nn + nw + nv + nf, timeout) < 0) {
                         if (errno != EINTR)
                                 log_err("poll: %m");
@@ -130,11 +138,12 @@ int main(int argc, char *argv[]) {
                                 ;
                 }
                 /* Output first, then exits (EXIT must follow the last DATA and EOF), then the host. */
-                streams_poll_handle(&c, fds + 2, ns, owners);
-                net_poll_handle(&c, fds + 2 + ns, nn);
-                watch_poll_handle(&c, fds + 2 + ns + nn, nw);
-                volume_poll_handle(&c, fds + 2 + ns + nn + nw, nv);
-                files_child_poll_handle(&c, fds + 2 + ns + nn + nw + nv, nf);
+                streams_poll_handle(&c, fds + n, ns, owners);
+                net_poll_handle(&c, fds + n + ns, nn);
+                watch_poll_handle(&c, fds + n + ns + nn, nw);
+                volume_poll_handle(&c, fds + n + ns + nn + nw, nv);
+                files_child_poll_handle(&c, fds + n + ns + nn + nw + nv, nf);
+                channel_freeze_tick(&c);
                 streams_reap(&c);
                 service_tick();
                 files_pump(&c);

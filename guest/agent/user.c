@@ -61,7 +61,8 @@ int user_resolve(const char *spec_text, SpaceUser *ret, SpaceCode *ret_code, cha
 bool user_home_usable(const SpaceUser *u) {
         struct stat st;
 
-        return stat(u->home, &st) >= 0 && S_ISDIR(st.st_mode);
+        /* a volume mounted there is a directory, and the agent must not ask itself (agent.h) */
+        return volume_path_mounted(u->home) || (stat(u->home, &st) >= 0 && S_ISDIR(st.st_mode));
 }
 
 /* In the child, after its stdio is in place: stdio pipes and the pty become the user's (so that it can

@@ -116,7 +116,7 @@ static void entry_reply(VolumeRequest *q, const struct fuse_attr *attr) {
                 struct fuse_open_out o; /* CREATE's */
         } out = {};
 
-        if (!parent || volume_node_ref(&m->nodes, parent, q->name, &node) < 0) {
+        if (!parent || volume_node_ref(&m->nodes, parent, q->name, attr->ino, &node) < 0) {
                 volume_reply_err(m, q->unique, parent ? ENOMEM : ESTALE);
                 return;
         }
@@ -183,7 +183,9 @@ static int answer_ok(VolumeRequest *q, const uint8_t *kv, size_t kv_len, const u
         case FUSE_WRITE: {
                 struct fuse_write_out out = {};
 
-                if (space_kv_get(kv, kv_len, "written", &s) <= 0 || volume_parse_u64(s, q->size, &u) < 0)
+                /* the attr that follows is not the kernel's to see (it keeps the size itself), but it is checked */
+                if (space_kv_get(kv, kv_len, "written", &s) <= 0 || volume_parse_u64(s, q->size, &u) < 0 ||
+                    volume_attr_parse(kv, kv_len, &attr) < 0 || (attr.mode & S_IFMT) != S_IFREG)
                         return -EBADMSG;
                 out.size = (uint32_t) u;
                 (void) volume_reply(m, q->unique, 0, &out, sizeof out, NULL, 0);

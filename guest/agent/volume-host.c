@@ -79,6 +79,12 @@ void volume_requests_orphan(VolumeMount *m) {
                         requests[i].mount = NULL;
 }
 
+void volume_requests_forget(void) {
+        for (size_t i = 0; i < SPACE_VOLUME_OPS_MAX; i++)
+                if (requests[i].used)
+                        volume_request_free(&requests[i]);
+}
+
 void volume_host_gone(void) {
         for (size_t i = 0; i < SPACE_VOLUME_OPS_MAX; i++)
                 requests[i].stream = 0; /* no answer comes on those */

@@ -263,7 +263,50 @@ bool volume_path_mounted(const char *path) {
         return false;
 }
 
+int volume_statat(int dirfd, const char *name, int flags, struct stat *ret, bool *ret_in_mount) {
+        struct statx stx;
+        dev_t dev;
+
+        if (statx(dirfd, name, flags | AT_STATX_DONT_SYNC, STATX_BASIC_STATS, &stx) < 0)
+                return -errno;
+        dev = makedev(stx.stx_dev_major, stx.stx_dev_minor);
+        *ret = (struct stat) {
+                .st_dev = dev, .st_ino = stx.stx_ino, .st_mode = stx.stx_mode, .st_nlink = stx.stx_nlink,
+                .st_uid = stx.stx_uid, .st_gid = stx.stx_gid, .st_rdev = makedev(stx.stx_rdev_major, stx.stx_rdev_minor),
+                .st_size = (off_t) stx.stx_size, .st_blksize = (blksize_t) stx.stx_blksize,
+                .st_blocks = (blkcnt_t) stx.stx_blocks,
+                .st_atim = { stx.stx_atime.tv_sec, stx.stx_atime.tv_nsec },
+                .st_mtim = { stx.stx_mtime.tv_sec, stx.stx_mtime.tv_nsec },
+                .st_ctim = { stx.stx_ctime.tv_sec, stx.stx_ctime.tv_nsec },
+        };
+        if (ret_in_mount)
+                *ret_in_mount = volume_dev_mounted(dev);
+        return 0;
+}
+
+bool volume_dev_mounted(dev_t dev) {
+        for (size_t i = 0; i < SPACE_VOLUME_MOUNTS_MAX; i++)
+                if (volume_mounts[i] && volume_mounts[i]->dev == dev)
+                        return true;
+        return false;
+}
+
+bool volume_link_leads_in(const char *link) {
+        char target[SPACE_FILE_PATH_MAX + 1], joined[2 * SPACE_FILE_PATH_MAX + 2];
+        const char *slash = strrchr(link, '/');
+        ssize_t n = readlink(link, target, sizeof target - 1);
+
+        if (n <= 0)
+                return false;
+        target[n] = '\0';
+        if (target[0] == '/' || !slash)
+                return volume_path_mounted(target);
+        (void) snprintf(joined, sizeof joined, "%.*s/%s", (int) (slash - link), link, target);
+        return volume_path_mounted(joined);
+}
+
 void volume_forget_inherited(void) {
         for (size_t i = 0; i < SPACE_VOLUME_MOUNTS_MAX; i++)
                 volume_mounts[i] = NULL; /* the parent's: its memory stays with the child's copy, unused */
+        volume_requests_forget(); /* else a host_back() of the child's channel would send them again */
 }

@@ -120,10 +120,14 @@ static void grow(VolumeNodes *t) {
         }
 }
 
-int volume_node_ref(VolumeNodes *t, VolumeNode *parent, const char *name, VolumeNode **ret) {
+int volume_node_ref(VolumeNodes *t, VolumeNode *parent, const char *name, uint64_t ino, VolumeNode **ret) {
         VolumeNode *n = child_find(t, parent, name);
         size_t b;
 
+        if (n && n->ino != ino) {
+                volume_node_detach_at(t, parent, name);
+                n = NULL;
+        }
         if (n) {
                 n->nlookup++;
                 *ret = n;
@@ -137,6 +141,7 @@ int volume_node_ref(VolumeNodes *t, VolumeNode *parent, const char *name, Volume
         n->id = t->next_id++;
         n->parent = parent;
         n->nlookup = 1;
+        n->ino = ino;
         parent->children++;
         b = hash_id(t, n->id);
         n->next_id = t->by_id[b];

@@ -189,11 +189,13 @@ static void mount_free(VolumeMount *m) {
         free(m);
 }
 
-/* Reads what the kernel asks until it has nothing more or the host has as many requests as it takes. */
+/* Reads what the kernel asks until it has nothing more, the host has as many requests as it takes, or
+ * VOLUME_READS_MAX were read: the rest of the loop (the channel above all) gets its turn between bursts of opens
+ * and closes, which the guest answers alone. */
 static void mount_read(Channel *c, VolumeMount *m) {
         if (!read_buf && !(read_buf = malloc(VOLUME_READ_BUF)))
                 return;
-        while (volume_requests_in_flight() < SPACE_VOLUME_OPS_MAX) {
+        for (unsigned i = 0; i < VOLUME_READS_MAX && volume_requests_in_flight() < SPACE_VOLUME_OPS_MAX; i++) {
                 const struct fuse_in_header *h = (const void *) read_buf;
                 ssize_t n = read(m->fd, read_buf, VOLUME_READ_BUF);
 

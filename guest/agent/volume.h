@@ -18,6 +18,7 @@
 #define VOLUME_MARKS_MAX 4096U          /* readdir batches one open directory remembers the cookie of */
 #define VOLUME_DIR_CACHES_MAX 32U       /* open directories whose last batch is kept */
 #define VOLUME_VALID_S 1U               /* entry_valid and attr_valid: no cross-guest invalidation */
+#define VOLUME_READS_MAX 256U           /* kernel requests read from one mount per turn of the loop */
 
 /* A node the kernel knows (nodeid), at (parent, name). The root is id 1 and has no parent; a detached node
  * (unlinked, or replaced by a rename) has none either and no path: the kernel may still hold it open. */
@@ -27,6 +28,7 @@ struct VolumeNode {
         VolumeNode *parent;
         char *name;
         uint64_t nlookup;         /* the kernel's references (LOOKUP and friends, less FORGET) */
+        uint64_t ino;             /* the host's, as last answered: another one is another file */
         size_t children;          /* nodes whose parent this is: it lives while they do */
         VolumeNode *next_id, *next_name; /* hash chains */
 };
@@ -41,8 +43,9 @@ typedef struct VolumeNodes {
 int volume_nodes_init(VolumeNodes *t);
 void volume_nodes_done(VolumeNodes *t);
 VolumeNode *volume_node_get(VolumeNodes *t, uint64_t id);
-/* The node at (parent, name), made if there is none, with one more kernel reference. */
-int volume_node_ref(VolumeNodes *t, VolumeNode *parent, const char *name, VolumeNode **ret);
+/* The node at (parent, name) for the host's file ino, with one more kernel reference: made if there is none, or
+ * if the one there was another file (replaced on the host: the old node is detached, the kernel drops it). */
+int volume_node_ref(VolumeNodes *t, VolumeNode *parent, const char *name, uint64_t ino, VolumeNode **ret);
 /* The kernel dropped n references (FORGET): freed once it has none and no children. */
 void volume_node_forget(VolumeNodes *t, VolumeNode *n, uint64_t nlookup);
 /* The node at (parent, name), if the kernel knows it, leaves its place: it is gone on the host. */
@@ -125,6 +128,8 @@ void volume_request_free(VolumeRequest *q);
 void volume_request_send(Channel *c, VolumeRequest *q);
 /* Its mount went away: answers to its requests are dropped. */
 void volume_requests_orphan(VolumeMount *m);
+/* In a forked child: the loop's requests are the loop's, never to be sent again from here. */
+void volume_requests_forget(void);
 
 /* volume-answer.c: an answer to q (VOLUME's payload or ERROR's kv), made the FUSE reply. */
 void volume_answer(VolumeRequest *q, uint8_t type, const uint8_t *p, size_t n);

@@ -168,7 +168,7 @@ static int event_add(Watch *w, const char *type, const char *rel, bool with_entr
 
                 if (asprintf(&path, "%s%s%s", w->root, *rel && !streq(w->root, "/") ? "/" : "", rel) < 0)
                         r = -ENOMEM;
-                else if (lstat(path, &st) >= 0) {
+                else if (volume_statat(AT_FDCWD, path, AT_SYMLINK_NOFOLLOW, &st, NULL) >= 0) {
                         r = entry_add(&w->out, NULL, path, &st);
                         if (r >= 0)
                                 r = names_add(&w->out, st.st_uid, st.st_gid);
@@ -180,6 +180,14 @@ static int event_add(Watch *w, const char *type, const char *rel, bool with_entr
 }
 
 static int dir_add(Channel *c, Watch *w, const char *rel, bool report);
+
+/* A volume's mount point is never watched nor read: the agent serves it, and would wait for itself (agent.h). */
+static bool dir_in_volume(DIR *d, const char *name) {
+        struct stat st;
+        bool in_volume = false;
+
+        return volume_statat(dirfd(d), name, AT_SYMLINK_NOFOLLOW, &st, &in_volume) < 0 || in_volume;
+}
 
 /* A recursive watch's new directory: watched, and what it holds already reported as created (it may have
  * filled between its IN_CREATE and our inotify_add_watch). Its subdirectories are gathered first and the
@@ -209,7 +217,7 @@ static int scan_dir(Channel *c, Watch *w, const char *rel, bool report) {
                 }
                 if (report)
                         r = event_add(w, "create", sub, true);
-                if (r < 0 || de->d_type != DT_DIR) {
+                if (r < 0 || de->d_type != DT_DIR || dir_in_volume(d, de->d_name)) {
                         free(sub);
                         continue;
                 }
@@ -347,7 +355,7 @@ static int upload_event(Watch *w, const WatchedDir *d, const struct inotify_even
         rel = rel_join(d->rel, target);
         if (!rel || asprintf(&path, "%s%s%s", w->root, streq(w->root, "/") ? "" : "/", rel) < 0)
                 return -ENOMEM;
-        if (lstat(path, &st) < 0 && errno == ENOENT)
+        if (volume_statat(AT_FDCWD, path, AT_SYMLINK_NOFOLLOW, &st, NULL) == -ENOENT)
                 return event_add(w, "create", rel, false);
         return 0;
 }
