@@ -40,7 +40,7 @@ static int parse_s64(const char *s, int64_t *ret) {
         return 0;
 }
 
-static int parse_type(const char *v, uint32_t *ret) {
+int volume_type_parse(const char *v, uint32_t *ret) {
         if (streq(v, "file"))
                 *ret = S_IFREG;
         else if (streq(v, "dir"))
@@ -69,7 +69,7 @@ int volume_attr_parse(const uint8_t *kv, size_t n, struct fuse_attr *ret) {
 #define U(field, max, bit) (r = volume_parse_u64(v, max, &u), a.field = (__typeof__(a.field)) u, seen |= bit)
 #define S(field) (r = parse_s64(v, &s), a.field = (uint64_t) s)
                 if (KEY("type"))
-                        r = parse_type(v, &type), seen |= 1;
+                        r = volume_type_parse(v, &type), seen |= 1;
                 else if (KEY("mode"))
                         U(mode, 07777, 2);
                 else if (KEY("size"))

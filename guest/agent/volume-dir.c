@@ -144,17 +144,12 @@ int volume_dir_read(VolumeMount *m, uint64_t unique, uint64_t fh, uint64_t offse
 }
 
 static int dt_type(const char *v, uint32_t *ret) {
-        if (streq(v, "file"))
-                *ret = DT_REG;
-        else if (streq(v, "dir"))
-                *ret = DT_DIR;
-        else if (streq(v, "symlink"))
-                *ret = DT_LNK;
-        else if (streq(v, "other"))
-                *ret = DT_SOCK; /* as volume-answer.c's attr */
-        else
-                return -EBADMSG;
-        return 0;
+        uint32_t mode;
+        int r = volume_type_parse(v, &mode);
+
+        if (r >= 0)
+                *ret = IFTODT(mode);
+        return r;
 }
 
 /* The host's records as entries pointing into batch (a copy of them), and the next cookie. */

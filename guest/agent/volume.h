@@ -135,6 +135,9 @@ void volume_requests_forget(void);
 void volume_answer(VolumeRequest *q, uint8_t type, const uint8_t *p, size_t n);
 /* attr records as struct fuse_attr: -EBADMSG for anything a file system cannot have. */
 int volume_attr_parse(const uint8_t *kv, size_t n, struct fuse_attr *ret);
+/* An answer's type= (file, dir, symlink, other) as the S_IF* bits of a mode; -EBADMSG for anything else. "other"
+ * (a FIFO or device planted on the host) is a socket to the guest: opening it fails. */
+int volume_type_parse(const char *v, uint32_t *ret);
 int volume_parse_u64(const char *s, uint64_t max, uint64_t *ret);
 
 /* volume-dir.c: OPENDIR, READDIR, RELEASEDIR. */

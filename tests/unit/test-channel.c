@@ -96,8 +96,11 @@ static void send_frame(int fd, uint8_t type, uint8_t sfd, uint32_t stream, const
         ASSERT(loop_write(fd, b.data, b.len) >= 0);
 }
 
-/* Reads what the host sent until a frame of type arrives; returns its stream (0: none within the time). */
-static uint32_t expect_frame(int fd, SpaceFrameReader *rd, uint8_t type) {
+/* Reads what the host sent until a frame of type (or, with stream, of type or alt on that stream) arrives;
+ * returns its stream (0: none within the time), its type in *ret_type and its payload copied into ans (at most
+ * ans_size bytes, *ans_len) when they are given. */
+static uint32_t expect_frame_on(int fd, SpaceFrameReader *rd, uint8_t type, uint8_t alt, uint32_t stream,
+                                uint8_t *ret_type, uint8_t *ans, size_t ans_size, size_t *ans_len) {
         uint64_t end = now_usec_monotonic() + 2000000;
         uint8_t buf[65536];
 
@@ -119,11 +122,22 @@ static uint32_t expect_frame(int fd, SpaceFrameReader *rd, uint8_t type) {
                         off += used;
                         if (r <= 0)
                                 break;
-                        if (h.type == type)
-                                return h.stream;
+                        if ((stream && h.stream != stream) || (h.type != type && (!stream || h.type != alt)))
+                                continue;
+                        if (ret_type)
+                                *ret_type = h.type;
+                        if (ans) {
+                                *ans_len = h.length < ans_size ? h.length : ans_size;
+                                memcpy(ans, payload, *ans_len);
+                        }
+                        return h.stream;
                 }
         }
         return 0;
+}
+
+static uint32_t expect_frame(int fd, SpaceFrameReader *rd, uint8_t type) {
+        return expect_frame_on(fd, rd, type, 0, 0, NULL, NULL, 0, NULL);
 }
 
 /* Sends a VOLUME request with these records on a guest stream and returns the answer's type (0: none), its
@@ -131,40 +145,14 @@ static uint32_t expect_frame(int fd, SpaceFrameReader *rd, uint8_t type) {
 static uint8_t volume_ask(int fd, SpaceFrameReader *rd, uint32_t stream, const char *const *records, const void *data,
                           size_t data_len, uint8_t *ans, size_t ans_size, size_t *ans_len) {
         _cleanup_(space_buf_done) SpaceBuf kv = {}, p = {};
-        uint64_t end = now_usec_monotonic() + 2000000;
-        uint8_t buf[65536];
+        uint8_t type = 0;
 
         for (const char *const *r = records; *r; r += 2)
                 ASSERT(space_kv_add(&kv, r[0], r[1]) >= 0);
         ASSERT(space_volume_payload_build(&p, &kv, data, data_len) >= 0);
         send_frame(fd, SPACE_F_VOLUME, 0, stream, p.data, p.len);
         *ans_len = 0;
-        while (now_usec_monotonic() < end) {
-                ssize_t n;
-
-                (void) sd_event_run(manager.event, 0);
-                n = recv(fd, buf, sizeof buf, MSG_DONTWAIT);
-                if (n <= 0) {
-                        usleep(1000);
-                        continue;
-                }
-                for (size_t off = 0; off < (size_t) n;) {
-                        SpaceFrameHeader h;
-                        const uint8_t *payload;
-                        size_t used = 0;
-                        int r = space_frame_reader_feed(rd, buf + off, (size_t) n - off, &used, &h, &payload);
-
-                        off += used;
-                        if (r <= 0)
-                                break;
-                        if (h.stream == stream && (h.type == SPACE_F_VOLUME || h.type == SPACE_F_ERROR)) {
-                                *ans_len = h.length < ans_size ? h.length : ans_size;
-                                memcpy(ans, payload, *ans_len);
-                                return h.type;
-                        }
-                }
-        }
-        return 0;
+        return expect_frame_on(fd, rd, SPACE_F_VOLUME, SPACE_F_ERROR, stream, &type, ans, ans_size, ans_len) ? type : 0;
 }
 
 static bool error_is(uint8_t type, const uint8_t *ans, size_t n, int want) {
