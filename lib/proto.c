@@ -356,6 +356,20 @@ void space_credit_give_clamp(SpaceCredit *c, uint32_t n) {
                 c->available += n;
 }
 
+int space_kv_parse_u64(const char *s, uint64_t max, uint64_t *ret) {
+        uint64_t v = 0;
+
+        if (!*s)
+                return -EBADMSG;
+        for (; *s; s++) {
+                if (*s < '0' || *s > '9' || v > (max - (uint64_t) (*s - '0')) / 10)
+                        return -EBADMSG;
+                v = v * 10 + (uint64_t) (*s - '0');
+        }
+        *ret = v;
+        return 0;
+}
+
 int space_volume_payload_split(const uint8_t *p, size_t n, const uint8_t **ret_kv, size_t *ret_kv_len,
                                const uint8_t **ret_data, size_t *ret_data_len) {
         uint32_t kv_len;

@@ -350,6 +350,10 @@ int space_kv_addf(SpaceBuf *b, const char *key, const char *fmt, ...) __attribut
 int space_kv_next(const uint8_t *p, size_t n, size_t *offset, const char **ret_key, size_t *ret_key_len,
                   const char **ret_value);
 
+/* A record's value as a number: decimal digits only (no sign, space or "0x", which strtoull() would take), at
+ * most max; -EBADMSG for anything else. The one parser of numbers on the wire, both ways. */
+int space_kv_parse_u64(const char *s, uint64_t max, uint64_t *ret);
+
 /* Finds the first record with this key; returns 1 and *ret_value, 0 if absent, -EBADMSG as above. */
 int space_kv_get(const uint8_t *p, size_t n, const char *key, const char **ret_value);
 

@@ -16,17 +16,10 @@
 #include "volume.h"
 
 int volume_parse_u64(const char *s, uint64_t max, uint64_t *ret) {
-        uint64_t v = 0;
-
-        if (!*s || (s[0] == '0' && s[1]))
+        /* the host writes numbers with printf: a leading zero is not its */
+        if (s[0] == '0' && s[1])
                 return -EBADMSG;
-        for (; *s; s++) {
-                if (*s < '0' || *s > '9' || v > (max - (uint64_t) (*s - '0')) / 10)
-                        return -EBADMSG;
-                v = v * 10 + (uint64_t) (*s - '0');
-        }
-        *ret = v;
-        return 0;
+        return space_kv_parse_u64(s, max, ret);
 }
 
 static int parse_s64(const char *s, int64_t *ret) {

@@ -130,20 +130,6 @@ void file_xfer_lost(FileXfer *x, const char *message) {
 
 /* ---- what the guest sends ---- */
 
-static int parse_u64(const char *s, uint64_t max, uint64_t *ret) {
-        char *end;
-        unsigned long long v;
-
-        if (!s[0] || s[0] == '-' || s[0] == '+' || s[0] == ' ')
-                return -EBADMSG;
-        errno = 0;
-        v = strtoull(s, &end, 10);
-        if (errno || *end || v > max)
-                return -EBADMSG;
-        *ret = v;
-        return 0;
-}
-
 static int parse_i64(const char *s, int64_t *ret) {
         char *end;
         long long v;
@@ -227,7 +213,7 @@ static int parse_entry_extra(const char *k, size_t klen, const char *v, FileEntr
                         return -EBADMSG;
                 e->has_target_type = true;
         } else if (KEY("target_mode")) {
-                if (parse_u64(v, 07777, &u) < 0)
+                if (space_kv_parse_u64(v, 07777, &u) < 0)
                         return -EBADMSG;
                 e->target_mode = (unsigned) u;
         } else
@@ -278,12 +264,12 @@ int file_entry_parse(const uint8_t *p, size_t n, size_t *offset, bool list, File
                                 return -EBADMSG;
                         have_type = true;
                 } else if (KEY("mode")) {
-                        if (parse_u64(v, 07777, &u) < 0)
+                        if (space_kv_parse_u64(v, 07777, &u) < 0)
                                 return -EBADMSG;
                         e.mode = (unsigned) u;
                         have_mode = true;
                 } else if (KEY("size")) {
-                        if (parse_u64(v, INT64_MAX, &e.size) < 0)
+                        if (space_kv_parse_u64(v, INT64_MAX, &e.size) < 0)
                                 return -EBADMSG;
                         have_size = true;
                 } else if (KEY("mtime")) {
@@ -291,16 +277,16 @@ int file_entry_parse(const uint8_t *p, size_t n, size_t *offset, bool list, File
                                 return -EBADMSG;
                         have_mtime = true;
                 } else if (KEY("mtime_nsec")) {
-                        if (parse_u64(v, 999999999, &u) < 0)
+                        if (space_kv_parse_u64(v, 999999999, &u) < 0)
                                 return -EBADMSG;
                         e.mtime_nsec = (uint32_t) u;
                 } else if (KEY("uid")) {
-                        if (parse_u64(v, UINT32_MAX, &u) < 0)
+                        if (space_kv_parse_u64(v, UINT32_MAX, &u) < 0)
                                 return -EBADMSG;
                         e.uid = (uint32_t) u;
                         have_uid = true;
                 } else if (KEY("gid")) {
-                        if (parse_u64(v, UINT32_MAX, &u) < 0)
+                        if (space_kv_parse_u64(v, UINT32_MAX, &u) < 0)
                                 return -EBADMSG;
                         e.gid = (uint32_t) u;
                         have_gid = true;
@@ -475,7 +461,7 @@ static void on_error(FileXfer *x, const uint8_t *payload, size_t n) {
         uint64_t err = 0;
 
         if (space_kv_get(payload, n, "errno", &v) > 0)
-                (void) parse_u64(v, 4095, &err);
+                (void) space_kv_parse_u64(v, 4095, &err);
         (void) space_kv_get(payload, n, "message", &msg);
         code = code_for_errno((long) err);
         /* A FILE may say only that a list is too long or that chown= named no such user or group; any other

@@ -44,23 +44,6 @@ int guest_invalid(GuestRequest *q, const char *fmt, ...) {
         return r ?: -EINVAL;
 }
 
-/* Decimal digits only (no sign, space or '+', which strtoull() would take), at most max. */
-static int parse_u64(const char *s, uint64_t max, uint64_t *ret) {
-        uint64_t v = 0;
-
-        if (!*s)
-                return -EINVAL;
-        for (; *s; s++) {
-                if (*s < '0' || *s > '9' || v > (UINT64_MAX - (uint64_t) (*s - '0')) / 10)
-                        return -EINVAL;
-                v = v * 10 + (uint64_t) (*s - '0');
-        }
-        if (v > max)
-                return -EINVAL;
-        *ret = v;
-        return 0;
-}
-
 int guest_number(GuestRequest *q, GuestKey k, uint64_t max, bool required, int64_t *ret) {
         const char *s = q->rec[k];
         uint64_t v;
@@ -71,7 +54,7 @@ int guest_number(GuestRequest *q, GuestKey k, uint64_t max, bool required, int64
                 *ret = -1;
                 return 0;
         }
-        if (parse_u64(s, max, &v) < 0)
+        if (space_kv_parse_u64(s, max, &v) < 0)
                 return guest_invalid(q, "%s='%.32s' is not a number of 0 to %llu", key_names[k], s,
                                      (unsigned long long) max);
         *ret = (int64_t) v;
@@ -107,7 +90,7 @@ int guest_time(GuestRequest *q, GuestKey k, GuestKey k_nsec, struct timespec *re
                 return 0;
         }
         digits = s[0] == '-' ? s + 1 : s;
-        if (parse_u64(digits, INT64_MAX, &sec) < 0)
+        if (space_kv_parse_u64(digits, INT64_MAX, &sec) < 0)
                 return guest_invalid(q, "%s='%.32s' is not a time in seconds, nor 'now'", key_names[k], s);
         r = guest_number(q, k_nsec, 999999999, false, &nsec);
         if (r < 0)

@@ -337,6 +337,24 @@ static void test_kv_code(void) {
         ok(space_kv_get_code(NULL, 0, &c) == 0, "kv code: an empty payload has none");
 }
 
+static void test_kv_number(void) {
+        uint64_t v = 7;
+
+        ok(space_kv_parse_u64("0", 10, &v) == 0 && v == 0 && space_kv_parse_u64("4095", 4095, &v) == 0 && v == 4095,
+           "kv number: digits, up to max");
+        ok(space_kv_parse_u64("18446744073709551615", UINT64_MAX, &v) == 0 && v == UINT64_MAX,
+           "kv number: UINT64_MAX");
+        v = 7;
+        ok(space_kv_parse_u64("4096", 4095, &v) == -EBADMSG && space_kv_parse_u64("18446744073709551616", UINT64_MAX, &v) == -EBADMSG &&
+           space_kv_parse_u64("99999999999999999999999", UINT64_MAX, &v) == -EBADMSG && v == 7,
+           "kv number: past max, past 64 bits: refused, nothing set");
+        ok(space_kv_parse_u64("", 10, &v) == -EBADMSG && space_kv_parse_u64("-1", 10, &v) == -EBADMSG &&
+           space_kv_parse_u64("+1", 10, &v) == -EBADMSG && space_kv_parse_u64(" 1", 10, &v) == -EBADMSG &&
+           space_kv_parse_u64("\t1", 10, &v) == -EBADMSG && space_kv_parse_u64("1 ", 10, &v) == -EBADMSG &&
+           space_kv_parse_u64("0x1", 10, &v) == -EBADMSG,
+           "kv number: empty, a sign, spaces, a tab, hex: refused (strtoull would take some)");
+}
+
 static void test_credit(void) {
         SpaceCredit c;
 
@@ -373,6 +391,7 @@ int main(void) {
         test_buf();
         test_kv();
         test_kv_code();
+        test_kv_number();
         test_credit();
         return done();
 }
