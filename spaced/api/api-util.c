@@ -444,8 +444,8 @@ cJSON *sandbox_mounts_to_json(Manager *m, char *const *mounts, bool with_id) {
         cJSON *a = cJSON_CreateArray();
 
         for (char *const *i = mounts; a && i && *i; i++) {
-                const char *colon = strchr(*i, ':');
-                _cleanup_free_ char *id = colon ? strndup(*i, (size_t) (colon - *i)) : NULL;
+                size_t n = channel_mount_id_len(*i);
+                _cleanup_free_ char *id = n ? strndup(*i, n) : NULL;
                 Volume *v = id ? volume_find(m, id) : NULL;
                 cJSON *o;
 
@@ -455,7 +455,7 @@ cJSON *sandbox_mounts_to_json(Manager *m, char *const *mounts, bool with_id) {
                 if (with_id)
                         cJSON_AddStringToObject(o, "volume", id);
                 cJSON_AddStringToObject(o, "name", v ? v->rec.name : id);
-                cJSON_AddStringToObject(o, "path", colon + 1);
+                cJSON_AddStringToObject(o, "path", channel_mount_path(*i));
                 cJSON_AddItemToArray(a, o);
         }
         return a;

@@ -193,14 +193,14 @@ static int mount_records(char **mounts, SpaceBuf *kv) {
         int r = 0;
 
         for (char **mt = mounts; r >= 0 && mt && *mt; mt++) {
-                const char *colon = strchr(*mt, ':');
-                _cleanup_free_ char *id = colon ? strndup(*mt, (size_t) (colon - *mt)) : NULL;
+                size_t n = channel_mount_id_len(*mt);
+                _cleanup_free_ char *id = n ? strndup(*mt, n) : NULL;
 
                 if (!id)
-                        return colon ? -ENOMEM : -EINVAL;
+                        return n ? -ENOMEM : -EINVAL;
                 r = space_kv_add(kv, "mount_volume", id);
                 if (r >= 0)
-                        r = space_kv_add(kv, "mount_path", colon + 1);
+                        r = space_kv_add(kv, "mount_path", channel_mount_path(*mt));
         }
         return r;
 }

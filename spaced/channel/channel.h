@@ -6,6 +6,7 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <string.h>
 #include <sys/types.h>
 
 #include "core/manager.h"
@@ -81,6 +82,16 @@ static inline void channel_waiter_wake(const ChannelWaiter *w) {
  * guest saved elsewhere than in a base named by it) while the restored VM still stands, before cont, so that
  * its identity (clock, RNG seed) is the first thing its agent reads when it runs (ARCHITECTURE.md, decision 4);
  * _finish waits, after cont, for the answers on the fd _send returned. */
+/* A volume mount as sandboxes keep it and identity INITs carry it: "VOLUME-ID:PATH" (an id has no ':'). The
+ * length of its id (0 when it has no ':') and its path. */
+static inline size_t channel_mount_id_len(const char *mount) {
+        const char *colon = strchr(mount, ':');
+        return colon ? (size_t) (colon - mount) : 0;
+}
+static inline const char *channel_mount_path(const char *mount) {
+        const char *colon = strchr(mount, ':');
+        return colon ? colon + 1 : "";
+}
 /* mounts: the volumes its guest is to have mounted ("VOLUME-ID:PATH" each; lib/proto.h, INIT mount_volume),
  * those it has already kept; _finish is told how many, and fails (ERROR_NOT_SUPPORTED) for an agent that
  * predates mounts. */

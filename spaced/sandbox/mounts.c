@@ -17,15 +17,12 @@
 #include "string-util.h"
 #include "volume/volume.h"
 
-/* "ID:PATH" -> the length of ID, or 0 when there is no ':'. */
-static size_t mount_id_len(const char *mount) {
-        const char *colon = strchr(mount, ':');
-        return colon ? (size_t) (colon - mount) : 0;
-}
-
-static const char *mount_path(const char *mount) {
-        const char *colon = strchr(mount, ':');
-        return colon ? colon + 1 : "";
+/* The mount of volume id (n bytes, not terminated) in l, or NULL. */
+static const char *mount_find(char *const *l, const char *id, size_t n) {
+        for (char *const *i = l; i && *i; i++)
+                if (channel_mount_id_len(*i) == n && strncmp(*i, id, n) == 0)
+                        return *i;
+        return NULL;
 }
 
 /* Whether a and b are the same directory or one is below the other: a mount there would hide the other. */
@@ -37,7 +34,8 @@ static bool paths_overlap(const char *a, const char *b) {
 
 static int add_mount(Manager *m, char ***l, const char *spec, Error *reterr) {
         _cleanup_free_ char *ref = NULL, *path = NULL, *line = NULL;
-        size_t n = mount_id_len(spec);
+        size_t n = channel_mount_id_len(spec);
+        const char *twice;
         Volume *v;
         int r;
 
@@ -50,15 +48,15 @@ static int add_mount(Manager *m, char ***l, const char *spec, Error *reterr) {
         r = volume_mount_check(m, ref, spec + n + 1, &v, &path, reterr);
         if (r < 0)
                 return r;
-        for (char **i = *l; i && *i; i++) {
-                if (strlen(v->rec.id) == mount_id_len(*i) && strncmp(*i, v->rec.id, mount_id_len(*i)) == 0)
-                        return error_set(reterr, ERROR_INVALID_ARGUMENT, "volume '%s' is mounted twice (at %s and %s)",
-                                         v->rec.name, mount_path(*i), path) ?: -EINVAL;
-                if (paths_overlap(mount_path(*i), path))
+        twice = mount_find(*l, v->rec.id, strlen(v->rec.id));
+        if (twice)
+                return error_set(reterr, ERROR_INVALID_ARGUMENT, "volume '%s' is mounted twice (at %s and %s)",
+                                 v->rec.name, channel_mount_path(twice), path) ?: -EINVAL;
+        for (char **i = *l; i && *i; i++)
+                if (paths_overlap(channel_mount_path(*i), path))
                         return error_set(reterr, ERROR_INVALID_PATH,
                                          "volume '%s' cannot be mounted at %s: another volume is mounted at %s",
-                                         v->rec.name, path, mount_path(*i)) ?: -EINVAL;
-        }
+                                         v->rec.name, path, channel_mount_path(*i)) ?: -EINVAL;
         if (asprintf(&line, "%s:%s", v->rec.id, path) < 0 || strv_extend(l, line) < 0)
                 return -ENOMEM;
         return 0;
@@ -82,19 +80,11 @@ int sandbox_mounts_choose(Manager *m, const SandboxSpec *spec, char ***ret, Erro
         return 0;
 }
 
-/* The mount of volume id (n bytes, not terminated) that s has, or NULL. */
-static const char *mount_of(Sandbox *s, const char *id, size_t n) {
-        for (char **i = s->mounts; i && *i; i++)
-                if (mount_id_len(*i) == n && strncmp(*i, id, n) == 0)
-                        return *i;
-        return NULL;
-}
-
 int sandbox_volume_users(Manager *m, const char *volume_id, char ***ret_ids) {
         _cleanup_strv_free_ char **ids = NULL;
 
         for (Sandbox *s = m->sandboxes; s; s = s->next)
-                if (s->state != SANDBOX_DELETING && mount_of(s, volume_id, strlen(volume_id)) &&
+                if (s->state != SANDBOX_DELETING && mount_find(s->mounts, volume_id, strlen(volume_id)) &&
                     strv_extend(&ids, s->id) < 0)
                         return -ENOMEM;
         *ret_ids = TAKE_PTR(ids);
@@ -124,7 +114,7 @@ void sandbox_volume_request(AgentConn *a, uint32_t stream, const uint8_t *payloa
             space_kv_get(kv, kv_len, "volume", &id) <= 0)
                 return answer_error(a, stream, EINVAL, "a VOLUME request is le32 n, n bytes of records with volume=");
         /* the guest names the volume: only those mounted in it, the mount kept by its sandbox */
-        if (!mount_of(s, id, strlen(id)))
+        if (!mount_find(s->mounts, id, strlen(id)))
                 return answer_error(a, stream, EACCES, "no such volume is mounted in this sandbox");
         v = volume_find(s->manager, id);
         if (!v)
